@@ -1,0 +1,532 @@
+/**
+ * Trainyard configuration: the zod schema for `trainyard.config.json`, its documented defaults, and the loader.
+ *
+ * Pure module (zod only; no CDK, no AWS SDK): the CDK app validates it at synth, and the Lambdas, local mode and
+ * the CLI read the same resolved object, so a tier or a team means the same thing everywhere.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { fargateSizeFor, GPU_INSTANCE_FAMILIES, GPU_INSTANCES, instanceFamily } from './instance-catalog';
+
+/** Raised when a configuration file is missing, unreadable or invalid; the message names key, value and rule. */
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+const ID_PATTERN = /^[a-z][a-z0-9-]{0,30}[a-z0-9]$/;
+const idSchema = (what: string) =>
+  z
+    .string()
+    .regex(ID_PATTERN, `${what} must be 2-32 characters of a-z, 0-9 and '-', starting with a letter`)
+    .describe(`${what}: 2-32 characters of a-z, 0-9 and '-', starting with a letter.`);
+
+/** IAM users and roles, and STS assumed-role sessions, in any partition. */
+export const PRINCIPAL_ARN_PATTERN =
+  /^arn:aws(?:-cn|-us-gov)?:(?:iam::\d{12}:(?:user|role)\/[\w+=,.@/-]{1,512}|sts::\d{12}:assumed-role\/[\w+=,.@-]{1,64}\/[\w+=,.@-]{1,64})$/;
+const principalSchema = z
+  .string()
+  .regex(
+    PRINCIPAL_ARN_PATTERN,
+    'must be an IAM user or role ARN (arn:aws:iam::123456789012:role/Name) or an assumed-role ARN (arn:aws:sts::123456789012:assumed-role/Role/session)',
+  );
+
+const DURATION_PATTERN = /^(\d+(?:\.\d+)?)(s|m|h|d)$/;
+const DURATION_UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86400 };
+const MAX_RUNTIME_SECONDS = 14 * 86400;
+
+/** Parses `30s`, `10m`, `2h`, `1.5d` into seconds; undefined when the text is not a duration. */
+export function parseDuration(text: string): number | undefined {
+  const match = DURATION_PATTERN.exec(text.trim());
+  if (!match?.[1] || !match[2]) return undefined;
+  const unit = DURATION_UNITS[match[2]];
+  return unit === undefined ? undefined : Number(match[1]) * unit;
+}
+
+const durationSchema = z
+  .string()
+  .refine((v) => parseDuration(v) !== undefined, 'must be a duration like 30s, 10m, 2h or 1d')
+  .refine((v) => {
+    const seconds = parseDuration(v) ?? 0;
+    return seconds >= 1 && seconds <= MAX_RUNTIME_SECONDS;
+  }, 'must be between 1s and 14d');
+
+/** CloudWatch Logs accepts only these retention periods. */
+export const LOG_RETENTION_DAYS = [
+  1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653,
+] as const;
+
+const tierSchema = z
+  .object({
+    id: idSchema('tier id'),
+    kind: z.enum(['cpu', 'gpu']).describe('cpu tiers run on Fargate; gpu tiers on EC2 GPU instances.'),
+    instanceTypes: z
+      .array(z.string().regex(/^[a-z][a-z0-9-]*\.[a-z0-9]+$/, 'must look like g4dn.xlarge'))
+      .default([])
+      .describe('EC2 instance types for gpu tiers (cheapest first); empty for cpu tiers.'),
+    gpus: z.number().int().min(0).max(8).default(0).describe('GPUs per node.'),
+    gpuMemoryGiB: z.number().min(0).default(0).describe('Memory per GPU, GiB (used to decide whether a model fits).'),
+    vcpus: z.number().positive().max(192).describe('vCPUs per node given to the job.'),
+    memoryMiB: z.number().int().min(128).describe('Memory per node given to the job, MiB.'),
+    maxRuntime: durationSchema.describe('Longest a job may run on this tier (30s..14d), e.g. 2h.'),
+    onDemandUsdPerHour: z.number().positive().describe('On-demand price per node-hour, USD.'),
+    spotUsdPerHour: z
+      .number()
+      .positive()
+      .optional()
+      .describe('Spot price per node-hour used when EC2 spot price history is unavailable, USD.'),
+    spotAllowed: z.boolean().default(true).describe('Whether jobs on this tier may run on spot capacity.'),
+    nodes: z.number().int().min(1).max(64).default(1).describe('Nodes per job; more than 1 makes a multi-node tier.'),
+    peakTflops: z
+      .number()
+      .positive()
+      .describe('Peak dense 16-bit TFLOPS per node (CPU tiers: fp32), for runtime estimates.'),
+    shmSizeMiB: z
+      .number()
+      .int()
+      .min(64)
+      .optional()
+      .describe('Shared memory (/dev/shm) for gpu tiers, MiB. Default: half of memoryMiB.'),
+  })
+  .strict();
+
+const teamSchema = z
+  .object({
+    id: idSchema('team id'),
+    principals: z.array(principalSchema).default([]).describe('IAM principal ARNs whose API calls act for this team.'),
+    monthlyBudgetUsd: z.number().min(0).max(10_000_000).describe('Team budget per calendar month (UTC), USD.'),
+    fairShareWeight: z
+      .number()
+      .min(0.0001)
+      .max(999.9999)
+      .default(1)
+      .describe('Batch fair-share weight factor: lower gets more of the queue.'),
+    tiers: z.array(z.string()).optional().describe('Tier ids this team may use. Default: all tiers.'),
+  })
+  .strict();
+
+const networkSchema = z
+  .discriminatedUnion('mode', [
+    z
+      .object({
+        mode: z.literal('new'),
+        maxAzs: z.number().int().min(1).max(6).default(2).describe('Availability zones for the new VPC.'),
+        natGateways: z
+          .number()
+          .int()
+          .min(0)
+          .max(6)
+          .default(1)
+          .describe('NAT gateways (0 puts compute in public subnets with public IPs).'),
+      })
+      .strict(),
+    z
+      .object({
+        mode: z.literal('existing'),
+        vpcId: z.string().regex(/^vpc-[0-9a-f]{8,17}$/, 'must be a VPC id like vpc-0123456789abcdef0'),
+        subnetIds: z
+          .array(z.string().regex(/^subnet-[0-9a-f]{8,17}$/, 'must be a subnet id like subnet-0123456789abcdef0'))
+          .min(1, 'must list at least one subnet'),
+      })
+      .strict(),
+  ])
+  .prefault({ mode: 'new' })
+  .describe('Network: { mode: "new", maxAzs, natGateways } or { mode: "existing", vpcId, subnetIds }.');
+
+/** Seed tiers: what `npx cdk synth` deploys when the config file does not list tiers. */
+export const DEFAULT_TIERS = [
+  {
+    id: 'cpu-small',
+    kind: 'cpu',
+    vcpus: 0.5,
+    memoryMiB: 512,
+    maxRuntime: '30s',
+    onDemandUsdPerHour: 0.025,
+    spotUsdPerHour: 0.008,
+    peakTflops: 0.05,
+  },
+  {
+    id: 'cpu-large',
+    kind: 'cpu',
+    vcpus: 2,
+    memoryMiB: 4096,
+    maxRuntime: '10m',
+    onDemandUsdPerHour: 0.099,
+    spotUsdPerHour: 0.03,
+    peakTflops: 0.2,
+  },
+  {
+    id: 'gpu-small',
+    kind: 'gpu',
+    instanceTypes: ['g4dn.xlarge'],
+    gpus: 1,
+    gpuMemoryGiB: 16,
+    vcpus: 4,
+    memoryMiB: 15000,
+    maxRuntime: '2h',
+    onDemandUsdPerHour: 0.526,
+    spotUsdPerHour: 0.19,
+    peakTflops: 65,
+  },
+  {
+    id: 'gpu-medium',
+    kind: 'gpu',
+    instanceTypes: ['g4dn.2xlarge'],
+    gpus: 1,
+    gpuMemoryGiB: 16,
+    vcpus: 8,
+    memoryMiB: 30000,
+    maxRuntime: '8h',
+    onDemandUsdPerHour: 0.752,
+    spotUsdPerHour: 0.27,
+    peakTflops: 65,
+  },
+  {
+    id: 'gpu-large',
+    kind: 'gpu',
+    instanceTypes: ['g5.2xlarge'],
+    gpus: 1,
+    gpuMemoryGiB: 24,
+    vcpus: 8,
+    memoryMiB: 30000,
+    maxRuntime: '24h',
+    onDemandUsdPerHour: 1.212,
+    spotUsdPerHour: 0.5,
+    peakTflops: 125,
+  },
+  {
+    id: 'gpu-multinode',
+    kind: 'gpu',
+    instanceTypes: ['g5.12xlarge'],
+    gpus: 4,
+    gpuMemoryGiB: 24,
+    vcpus: 46,
+    memoryMiB: 180000,
+    maxRuntime: '24h',
+    onDemandUsdPerHour: 5.672,
+    spotAllowed: false,
+    nodes: 2,
+    peakTflops: 500,
+  },
+] as const;
+
+/** The configuration schema; every key documents itself, and README's config table is generated from it. */
+export const configSchema = z
+  .object({
+    tiers: z
+      .array(tierSchema)
+      .min(1, 'must define at least one tier')
+      .prefault(DEFAULT_TIERS.map((t) => ({ ...t, instanceTypes: 'instanceTypes' in t ? [...t.instanceTypes] : [] })))
+      .describe('Compute tiers jobs can run on. Default: the six seed tiers (cpu-small … gpu-multinode).'),
+    teams: z
+      .array(teamSchema)
+      .min(1, 'must define at least one team')
+      .prefault([{ id: 'research', monthlyBudgetUsd: 500 }])
+      .describe('Teams: who they are (IAM principals), what they may spend and their fair share.'),
+    admins: z
+      .array(principalSchema)
+      .default([])
+      .describe('IAM principal ARNs allowed to change budgets (PUT /budgets/{scope}).'),
+    budgets: z
+      .object({
+        warnThreshold: z
+          .number()
+          .gt(0)
+          .lt(1)
+          .default(0.7)
+          .describe('Fraction of a budget at which an alert is sent (once per period).'),
+        blockThreshold: z
+          .number()
+          .gt(0)
+          .max(2)
+          .default(1)
+          .describe('Fraction of a budget beyond which jobs are refused and running ones paused.'),
+      })
+      .strict()
+      .prefault({})
+      .describe('Budget thresholds, as fractions of each scope’s monthly budget.'),
+    spotPolicy: z
+      .object({
+        reclaimsBeforeOnDemand: z
+          .number()
+          .int()
+          .min(0)
+          .max(20)
+          .default(2)
+          .describe('Spot reclaims a job survives before it falls back to on-demand.'),
+        capacityWaitMinutes: z
+          .number()
+          .int()
+          .min(1)
+          .max(1440)
+          .default(20)
+          .describe('Minutes a job may wait for spot capacity before the queue cancels it and it moves on-demand.'),
+      })
+      .strict()
+      .prefault({})
+      .describe('When a job leaves spot for on-demand.'),
+    network: networkSchema,
+    warmCapacity: z
+      .record(z.string(), z.number().int().min(0).max(4096))
+      .default({})
+      .describe('Minimum vCPUs kept running per gpu tier id (on-demand environment). Default: none (min 0).'),
+    logRetentionDays: z
+      .number()
+      .refine((d) => (LOG_RETENTION_DAYS as readonly number[]).includes(d), {
+        message: `must be one of CloudWatch's retention periods: ${LOG_RETENTION_DAYS.join(', ')}`,
+      })
+      .default(30)
+      .describe('Retention for job, function and state machine logs, days.'),
+    alerts: z
+      .object({
+        emails: z
+          .array(z.email('must be an e-mail address'))
+          .default([])
+          .describe('Addresses subscribed to the alert topic.'),
+        slackWebhookSecretName: z
+          .string()
+          .regex(/^[\w/+=.@-]{1,512}$/, 'must be a Secrets Manager secret name')
+          .optional()
+          .describe('Secrets Manager secret holding a Slack webhook URL; alerts are posted there when set.'),
+      })
+      .strict()
+      .prefault({})
+      .describe('Where budget and job alerts go.'),
+    limits: z
+      .object({
+        maxBundleMiB: z.number().int().min(1).max(5120).default(500).describe('Largest code bundle, MiB.'),
+        maxInlineBundleKiB: z
+          .number()
+          .int()
+          .min(1)
+          .max(4096)
+          .default(4096)
+          .describe('Largest bundle accepted inline in POST /jobs, KiB (larger ones use a presigned upload).'),
+        maxEnvVars: z.number().int().min(0).max(200).default(50).describe('Most environment variables per job.'),
+      })
+      .strict()
+      .prefault({})
+      .describe('Limits on what a job submission may carry.'),
+  })
+  .strict()
+  .superRefine(checkCrossReferences);
+
+/** The resolved configuration, defaults applied. */
+export type TrainyardConfig = z.output<typeof configSchema>;
+/** One resolved tier. */
+export type TierConfig = TrainyardConfig['tiers'][number];
+/** One resolved team. */
+export type TeamConfig = TrainyardConfig['teams'][number];
+
+function checkCrossReferences(config: z.output<z.ZodObject>, ctx: z.RefinementCtx): void {
+  const cfg = config as unknown as TrainyardConfig;
+  const tierIds = new Set<string>();
+  cfg.tiers.forEach((tier, i) => {
+    const at = (key: string) => ['tiers', i, key];
+    if (tierIds.has(tier.id)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: at('id'),
+        message: `duplicate tier id "${tier.id}": tier ids must be unique`,
+      });
+    }
+    tierIds.add(tier.id);
+    checkTier(tier, at, ctx);
+  });
+
+  const teamIds = new Set<string>();
+  const principalOwner = new Map<string, string>();
+  cfg.teams.forEach((team, i) => {
+    if (teamIds.has(team.id)) {
+      ctx.addIssue({ code: 'custom', path: ['teams', i, 'id'], message: `duplicate team id "${team.id}"` });
+    }
+    teamIds.add(team.id);
+    team.tiers?.forEach((tierId, j) => {
+      if (!tierIds.has(tierId)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['teams', i, 'tiers', j],
+          message: `unknown tier "${tierId}"; defined tiers: ${[...tierIds].join(', ')}`,
+        });
+      }
+    });
+    team.principals.forEach((principal, j) => {
+      const owner = principalOwner.get(principal);
+      if (owner !== undefined && owner !== team.id) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['teams', i, 'principals', j],
+          message: `principal ${principal} already belongs to team "${owner}"; a principal maps to one team`,
+        });
+      }
+      principalOwner.set(principal, team.id);
+    });
+  });
+
+  if (cfg.budgets.warnThreshold >= cfg.budgets.blockThreshold) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['budgets', 'warnThreshold'],
+      message: `warnThreshold (${cfg.budgets.warnThreshold}) must be below blockThreshold (${cfg.budgets.blockThreshold})`,
+    });
+  }
+
+  for (const tierId of Object.keys(cfg.warmCapacity)) {
+    const tier = cfg.tiers.find((t) => t.id === tierId);
+    if (tier?.kind !== 'gpu') {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['warmCapacity', tierId],
+        message: `warm capacity applies to gpu tiers only; "${tierId}" is ${tier ? 'a cpu tier' : 'not a defined tier'}`,
+      });
+    }
+  }
+}
+
+function checkTier(tier: TierConfig, at: (key: string) => (string | number)[], ctx: z.RefinementCtx): void {
+  const issue = (key: string, message: string) => ctx.addIssue({ code: 'custom', path: at(key), message });
+  if (tier.nodes > 1 && tier.spotAllowed) {
+    issue(
+      'spotAllowed',
+      `tier "${tier.id}" has ${tier.nodes} nodes: Batch multi-node jobs cannot run on spot, set false`,
+    );
+  }
+  if (tier.kind === 'cpu') {
+    if (tier.instanceTypes.length > 0 || tier.gpus > 0) {
+      issue('instanceTypes', `cpu tier "${tier.id}" runs on Fargate: instanceTypes must be empty and gpus 0`);
+    }
+    if (tier.nodes > 1) issue('nodes', `cpu tier "${tier.id}" runs on Fargate, which has no multi-node jobs: use 1`);
+    if (!fargateSizeFor(tier.vcpus, tier.memoryMiB)) {
+      issue(
+        'memoryMiB',
+        `no Fargate size offers ${tier.vcpus} vCPU with ${tier.memoryMiB} MiB (vCPU 0.25-16; memory up to 2 GiB per 0.25 vCPU … 120 GiB at 16 vCPU)`,
+      );
+    }
+    return;
+  }
+  if (tier.instanceTypes.length === 0) {
+    issue('instanceTypes', `gpu tier "${tier.id}" must list at least one instance type, e.g. ["g4dn.xlarge"]`);
+  }
+  if (tier.gpus < 1) issue('gpus', `gpu tier "${tier.id}" must have at least 1 GPU, got ${tier.gpus}`);
+  if (tier.gpuMemoryGiB <= 0) issue('gpuMemoryGiB', `gpu tier "${tier.id}" must state its GPU memory, got 0`);
+  tier.instanceTypes.forEach((type, j) => {
+    const family = instanceFamily(type);
+    if (!(GPU_INSTANCE_FAMILIES as readonly string[]).includes(family)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: [...at('instanceTypes'), j],
+        message: `unknown GPU instance family "${family}" (${type}); allowed: ${GPU_INSTANCE_FAMILIES.join(', ')}`,
+      });
+      return;
+    }
+    const facts = GPU_INSTANCES[type];
+    if (!facts) return;
+    const where = [...at('instanceTypes'), j];
+    if (tier.gpus > facts.gpus) {
+      ctx.addIssue({
+        code: 'custom',
+        path: where,
+        message: `${type} has ${facts.gpus} GPU(s); tier asks ${tier.gpus}`,
+      });
+    }
+    if (tier.gpuMemoryGiB > facts.gpuMemoryGiB) {
+      ctx.addIssue({
+        code: 'custom',
+        path: where,
+        message: `${type} has ${facts.gpuMemoryGiB} GiB per GPU; tier states ${tier.gpuMemoryGiB}`,
+      });
+    }
+    if (tier.vcpus > facts.vcpus || tier.memoryMiB > facts.memoryGiB * 1024) {
+      ctx.addIssue({
+        code: 'custom',
+        path: where,
+        message: `${type} has ${facts.vcpus} vCPU / ${facts.memoryGiB * 1024} MiB; tier asks ${tier.vcpus} vCPU / ${tier.memoryMiB} MiB (leave room for the ECS agent)`,
+      });
+    }
+  });
+}
+
+/** Formats zod issues as `key: rule (got value)` lines. */
+export function formatIssues(source: string, issues: readonly z.core.$ZodIssue[], input: unknown): string {
+  const lines = issues.map((issue) => {
+    const path = formatPath(issue.path);
+    const got = valueAt(input, issue.path);
+    const gotText = got === undefined ? '' : ` (got ${JSON.stringify(got)})`;
+    return `  - ${path || '(root)'}: ${issue.message}${gotText}`;
+  });
+  return `Invalid Trainyard configuration in ${source}:\n${lines.join('\n')}`;
+}
+
+function formatPath(path: readonly PropertyKey[]): string {
+  return path.reduce<string>((out, key) => {
+    if (typeof key === 'number') return `${out}[${key}]`;
+    return out ? `${out}.${String(key)}` : String(key);
+  }, '');
+}
+
+function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
+  let value: unknown = input;
+  for (const key of path) {
+    if (value === null || typeof value !== 'object') return undefined;
+    value = (value as Record<PropertyKey, unknown>)[key];
+  }
+  return typeof value === 'object' && value !== null ? undefined : value;
+}
+
+/** Validates a parsed configuration object; throws ConfigError naming every offending key. */
+export function parseConfig(input: unknown, source = 'configuration'): TrainyardConfig {
+  const result = configSchema.safeParse(input ?? {});
+  if (!result.success) throw new ConfigError(formatIssues(source, result.error.issues, input));
+  return result.data;
+}
+
+/** Default config file name, looked up in the current directory. */
+export const DEFAULT_CONFIG_PATH = 'trainyard.config.json';
+
+/**
+ * Loads the configuration file at `path`. A missing file at the default path means "all defaults";
+ * a missing file at an explicitly given path is an error.
+ */
+export function loadConfig(path: string = DEFAULT_CONFIG_PATH, explicit = false): TrainyardConfig {
+  if (!existsSync(path)) {
+    if (explicit) throw new ConfigError(`Configuration file ${path} does not exist`);
+    return parseConfig({}, 'defaults');
+  }
+  let input: unknown;
+  try {
+    input = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (error) {
+    throw new ConfigError(`Configuration file ${path} is not valid JSON: ${(error as Error).message}`);
+  }
+  return parseConfig(input, path);
+}
+
+/** Seconds a tier's jobs may run. */
+export function maxRuntimeSeconds(tier: TierConfig): number {
+  const seconds = parseDuration(tier.maxRuntime);
+  if (seconds === undefined) throw new ConfigError(`tier ${tier.id} has an invalid maxRuntime ${tier.maxRuntime}`);
+  return seconds;
+}
+
+/** The tier with this id, or undefined. */
+export function findTier(config: TrainyardConfig, tierId: string): TierConfig | undefined {
+  return config.tiers.find((t) => t.id === tierId);
+}
+
+/** The team whose principal list contains this ARN (assumed-role sessions match their role ARN too). */
+export function teamForPrincipal(config: TrainyardConfig, principalArn: string): TeamConfig | undefined {
+  const candidates = [principalArn, roleArnOfAssumedRole(principalArn)].filter((a): a is string => a !== undefined);
+  return config.teams.find((team) => team.principals.some((p) => candidates.includes(p)));
+}
+
+/** Whether this principal is a configured admin (assumed-role sessions match their role ARN). */
+export function isAdmin(config: TrainyardConfig, principalArn: string): boolean {
+  const role = roleArnOfAssumedRole(principalArn);
+  return config.admins.some((a) => a === principalArn || a === role);
+}
+
+/** `arn:aws:sts::1:assumed-role/Role/session` → `arn:aws:iam::1:role/Role`; undefined for other ARNs. */
+export function roleArnOfAssumedRole(arn: string): string | undefined {
+  const match = /^arn:(aws[a-z-]*):sts::(\d{12}):assumed-role\/([^/]+)\/[^/]+$/.exec(arn);
+  if (!match) return undefined;
+  return `arn:${match[1]}:iam::${match[2]}:role/${match[3]}`;
+}

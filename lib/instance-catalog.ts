@@ -1,0 +1,103 @@
+/**
+ * Facts about the EC2 GPU instance types Trainyard can run on, and the Fargate sizes its CPU tiers use.
+ * Pure data (no CDK, no SDK) so config validation, workload analysis and the CLI share one source.
+ * Sources: EC2 accelerated-computing instance specifications and the AWS Batch Fargate resource table.
+ */
+
+/** What one EC2 GPU instance type offers. */
+export interface GpuInstanceFacts {
+  /** NVIDIA GPUs on the instance. */
+  readonly gpus: number;
+  /** Memory per GPU, GiB. */
+  readonly gpuMemoryGiB: number;
+  /** GPU model, for humans. */
+  readonly gpuModel: string;
+  /** vCPUs on the instance. */
+  readonly vcpus: number;
+  /** Instance memory, GiB. */
+  readonly memoryGiB: number;
+}
+
+/** NVIDIA GPU instance families that the ECS AL2023 NVIDIA AMI supports. */
+export const GPU_INSTANCE_FAMILIES = [
+  'g4dn',
+  'g5',
+  'g6',
+  'g6e',
+  'gr6',
+  'p3',
+  'p3dn',
+  'p4d',
+  'p4de',
+  'p5',
+  'p5e',
+] as const;
+
+/** Instance sizes Trainyard knows exactly, used to check a tier's GPU count, memory and vCPUs against. */
+export const GPU_INSTANCES: Readonly<Record<string, GpuInstanceFacts>> = {
+  'g4dn.xlarge': { gpus: 1, gpuMemoryGiB: 16, gpuModel: 'T4', vcpus: 4, memoryGiB: 16 },
+  'g4dn.2xlarge': { gpus: 1, gpuMemoryGiB: 16, gpuModel: 'T4', vcpus: 8, memoryGiB: 32 },
+  'g4dn.4xlarge': { gpus: 1, gpuMemoryGiB: 16, gpuModel: 'T4', vcpus: 16, memoryGiB: 64 },
+  'g4dn.8xlarge': { gpus: 1, gpuMemoryGiB: 16, gpuModel: 'T4', vcpus: 32, memoryGiB: 128 },
+  'g4dn.12xlarge': { gpus: 4, gpuMemoryGiB: 16, gpuModel: 'T4', vcpus: 48, memoryGiB: 192 },
+  'g4dn.16xlarge': { gpus: 1, gpuMemoryGiB: 16, gpuModel: 'T4', vcpus: 64, memoryGiB: 256 },
+  'g4dn.metal': { gpus: 8, gpuMemoryGiB: 16, gpuModel: 'T4', vcpus: 96, memoryGiB: 384 },
+  'g5.xlarge': { gpus: 1, gpuMemoryGiB: 24, gpuModel: 'A10G', vcpus: 4, memoryGiB: 16 },
+  'g5.2xlarge': { gpus: 1, gpuMemoryGiB: 24, gpuModel: 'A10G', vcpus: 8, memoryGiB: 32 },
+  'g5.4xlarge': { gpus: 1, gpuMemoryGiB: 24, gpuModel: 'A10G', vcpus: 16, memoryGiB: 64 },
+  'g5.8xlarge': { gpus: 1, gpuMemoryGiB: 24, gpuModel: 'A10G', vcpus: 32, memoryGiB: 128 },
+  'g5.12xlarge': { gpus: 4, gpuMemoryGiB: 24, gpuModel: 'A10G', vcpus: 48, memoryGiB: 192 },
+  'g5.16xlarge': { gpus: 1, gpuMemoryGiB: 24, gpuModel: 'A10G', vcpus: 64, memoryGiB: 256 },
+  'g5.24xlarge': { gpus: 4, gpuMemoryGiB: 24, gpuModel: 'A10G', vcpus: 96, memoryGiB: 384 },
+  'g5.48xlarge': { gpus: 8, gpuMemoryGiB: 24, gpuModel: 'A10G', vcpus: 192, memoryGiB: 768 },
+  'g6.xlarge': { gpus: 1, gpuMemoryGiB: 24, gpuModel: 'L4', vcpus: 4, memoryGiB: 16 },
+  'g6.2xlarge': { gpus: 1, gpuMemoryGiB: 24, gpuModel: 'L4', vcpus: 8, memoryGiB: 32 },
+  'g6.12xlarge': { gpus: 4, gpuMemoryGiB: 24, gpuModel: 'L4', vcpus: 48, memoryGiB: 192 },
+  'g6e.xlarge': { gpus: 1, gpuMemoryGiB: 48, gpuModel: 'L40S', vcpus: 4, memoryGiB: 32 },
+  'g6e.2xlarge': { gpus: 1, gpuMemoryGiB: 48, gpuModel: 'L40S', vcpus: 8, memoryGiB: 64 },
+  'g6e.12xlarge': { gpus: 4, gpuMemoryGiB: 48, gpuModel: 'L40S', vcpus: 48, memoryGiB: 384 },
+  'p3.2xlarge': { gpus: 1, gpuMemoryGiB: 16, gpuModel: 'V100', vcpus: 8, memoryGiB: 61 },
+  'p3.8xlarge': { gpus: 4, gpuMemoryGiB: 16, gpuModel: 'V100', vcpus: 32, memoryGiB: 244 },
+  'p3.16xlarge': { gpus: 8, gpuMemoryGiB: 16, gpuModel: 'V100', vcpus: 64, memoryGiB: 488 },
+  'p3dn.24xlarge': { gpus: 8, gpuMemoryGiB: 32, gpuModel: 'V100', vcpus: 96, memoryGiB: 768 },
+  'p4d.24xlarge': { gpus: 8, gpuMemoryGiB: 40, gpuModel: 'A100', vcpus: 96, memoryGiB: 1152 },
+  'p4de.24xlarge': { gpus: 8, gpuMemoryGiB: 80, gpuModel: 'A100', vcpus: 96, memoryGiB: 1152 },
+  'p5.48xlarge': { gpus: 8, gpuMemoryGiB: 80, gpuModel: 'H100', vcpus: 192, memoryGiB: 2048 },
+  'p5e.48xlarge': { gpus: 8, gpuMemoryGiB: 141, gpuModel: 'H200', vcpus: 192, memoryGiB: 2048 },
+};
+
+/** The family part of an instance type (`g4dn.xlarge` → `g4dn`). */
+export function instanceFamily(instanceType: string): string {
+  return instanceType.split('.')[0] ?? instanceType;
+}
+
+/** Fargate vCPU values and the memory (MiB) each allows, per the AWS Batch Fargate resource table. */
+export const FARGATE_SIZES: ReadonlyArray<{ readonly vcpus: number; readonly memoryMiB: readonly number[] }> = [
+  { vcpus: 0.25, memoryMiB: [512, 1024, 2048] },
+  { vcpus: 0.5, memoryMiB: [1024, 2048, 3072, 4096] },
+  { vcpus: 1, memoryMiB: range(2048, 8192, 1024) },
+  { vcpus: 2, memoryMiB: range(4096, 16384, 1024) },
+  { vcpus: 4, memoryMiB: range(8192, 30720, 1024) },
+  { vcpus: 8, memoryMiB: range(16384, 61440, 4096) },
+  { vcpus: 16, memoryMiB: range(32768, 122880, 8192) },
+];
+
+function range(from: number, to: number, step: number): number[] {
+  const out: number[] = [];
+  for (let v = from; v <= to; v += step) out.push(v);
+  return out;
+}
+
+/**
+ * The smallest Fargate size that gives at least the requested vCPUs and memory.
+ * Fargate only sells fixed combinations, so a tier's figures are minimums and are rounded up here
+ * (0.5 vCPU with 512 MiB becomes 0.5 vCPU with 1024 MiB). Returns undefined when no size fits.
+ */
+export function fargateSizeFor(vcpus: number, memoryMiB: number): { vcpus: number; memoryMiB: number } | undefined {
+  for (const size of FARGATE_SIZES) {
+    if (size.vcpus < vcpus) continue;
+    const memory = size.memoryMiB.find((m) => m >= memoryMiB);
+    if (memory !== undefined) return { vcpus: size.vcpus, memoryMiB: memory };
+  }
+  return undefined;
+}
