@@ -1,0 +1,33 @@
+/**
+ * The reasons Trainyard writes into AWS Batch (TerminateJob reasons, the spot queues' capacity-wait action) and the
+ * exit codes its harness uses. The compute stack configures Batch with these strings and the outcome classifier
+ * recognises them, so both import them from here.
+ */
+
+/** Prefix on every TerminateJob reason Trainyard sends; Batch returns it as the job's statusReason. */
+export const TRAINYARD_REASON_PREFIX = 'Trainyard:';
+
+/** TerminateJob reasons, one per cause, so an attempt's end can be classified from Batch's own fields. */
+export const TERMINATE_REASONS = {
+  spotNotice: `${TRAINYARD_REASON_PREFIX} spot interruption notice`,
+  budgetPause: `${TRAINYARD_REASON_PREFIX} budget exhausted, paused`,
+  cancel: `${TRAINYARD_REASON_PREFIX} cancelled by user`,
+  moveToOnDemand: `${TRAINYARD_REASON_PREFIX} moving to on-demand`,
+  moveToSpot: `${TRAINYARD_REASON_PREFIX} moving back to spot`,
+  deadline: `${TRAINYARD_REASON_PREFIX} deadline reached`,
+} as const;
+
+/** Reason the spot queues' jobStateTimeLimitActions attach when they cancel a job stuck waiting for capacity. */
+export const CAPACITY_WAIT_REASON = 'CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY';
+
+/** Batch's statusReason when the host of a spot attempt was reclaimed: `Host EC2 (instance i-…) terminated.` */
+export const HOST_TERMINATED_PATTERN = /^Host EC2 \(instance (i-[0-9a-f]+)\) terminated\.?$/;
+
+/** Harness exit codes (images/harness/README.md). */
+export const HARNESS_EXIT = {
+  success: 0,
+  /** Interrupted (spot notice or SIGTERM), final checkpoint synced: resume me. */
+  checkpointedResume: 75,
+  badConfiguration: 78,
+  infrastructure: 79,
+} as const;
