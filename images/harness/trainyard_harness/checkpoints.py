@@ -1,0 +1,338 @@
+"""Checkpoint folders in storage: manifest-last snapshots, restore of the newest complete one, retention.
+
+Layout under the checkpoint prefix: `ckpt-000001/<files...>` and `ckpt-000001/MANIFEST.json`, the manifest written
+last. A checkpoint is complete only when its manifest exists and every file it lists has the listed size and sha256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Callable
+
+from trainyard_harness.logs import Logger
+from trainyard_harness.storage import Storage, StorageError, StoredObject
+
+MANIFEST_NAME = 'MANIFEST.json'
+MANIFEST_FORMAT = 1
+_FOLDER = re.compile(r'^ckpt-([0-9]{6,})/(.+)$')
+_TEMPORARY_SUFFIXES = ('.tmp', '.temp', '.part', '.partial', '.swp', '~')
+
+Signature = dict[str, tuple[int, int, int]]
+
+
+class DirectoryChanged(Exception):
+    """A checkpoint file changed while it was being uploaded, so this snapshot is abandoned (no manifest)."""
+
+
+def folder_name(index: int) -> str:
+    """`ckpt-000001` for index 1."""
+    return f'ckpt-{index:06d}'
+
+
+def is_temporary(relative_path: str) -> bool:
+    """Files a writer has not finished (tmp names, dotfiles) are never uploaded: atomic writers rename them later."""
+    name = os.path.basename(relative_path)
+    return name.startswith('.') or name.endswith(_TEMPORARY_SUFFIXES) or name == MANIFEST_NAME
+
+
+def scan_directory(root: str) -> Signature:
+    """Relative path -> (size, mtime_ns, inode) for every finished file under `root`."""
+    signature: Signature = {}
+    if not os.path.isdir(root):
+        return signature
+    for directory, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith('.')]
+        for name in files:
+            full = os.path.join(directory, name)
+            relative = os.path.relpath(full, root).replace(os.sep, '/')
+            if is_temporary(relative):
+                continue
+            try:
+                stat = os.stat(full)
+            except FileNotFoundError:
+                continue  # renamed or deleted between listing and stat
+            signature[relative] = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+    return signature
+
+
+def sha256_file(path: str) -> str:
+    """Hex sha256 of a file, read in 8 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(path, 'rb') as handle:
+        while chunk := handle.read(8 * 1024 * 1024):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec='milliseconds').replace('+00:00', 'Z')
+
+
+@dataclass(frozen=True)
+class Folder:
+    """One `ckpt-N/` folder as listed: its index, its objects, and its manifest if one was written."""
+
+    index: int
+    objects: dict[str, StoredObject]
+
+    @property
+    def has_manifest(self) -> bool:
+        return MANIFEST_NAME in self.objects
+
+
+def _replace_contents(local_dir: str, staging: str) -> None:
+    """Makes `local_dir` hold exactly the staged files (the directory itself may be a mount point, so it stays)."""
+    os.makedirs(local_dir, exist_ok=True)
+    for name in os.listdir(local_dir):
+        path = os.path.join(local_dir, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+    for name in os.listdir(staging):
+        os.replace(os.path.join(staging, name), os.path.join(local_dir, name))
+
+
+class CheckpointStore:
+    """Reads and writes checkpoint folders under one storage prefix."""
+
+    def __init__(self, storage: Storage, keep: int, log: Logger):
+        self.storage = storage
+        self.keep = keep
+        self.log = log
+
+    def folders(self) -> dict[int, Folder]:
+        """Every ckpt-N folder in storage, by index."""
+        grouped: dict[int, dict[str, StoredObject]] = {}
+        for item in self.storage.list('ckpt-'):
+            match = _FOLDER.match(item.key)
+            if match:
+                grouped.setdefault(int(match.group(1)), {})[match.group(2)] = item
+        return {index: Folder(index, objects) for index, objects in grouped.items()}
+
+    def read_manifest(self, folder: Folder) -> dict | None:
+        """The folder's manifest if present and well formed, and every listed file exists with the listed size."""
+        if not folder.has_manifest:
+            return None
+        raw = self.storage.get_bytes(f'{folder_name(folder.index)}/{MANIFEST_NAME}')
+        if raw is None:
+            return None
+        try:
+            manifest = json.loads(raw)
+            files = manifest['files']
+            for entry in files:
+                if not isinstance(entry['path'], str) or not isinstance(entry['size'], int):
+                    return None
+                if not isinstance(entry['sha256'], str):
+                    return None
+        except (ValueError, KeyError, TypeError):
+            self.log.warn('checkpoint_manifest_invalid', checkpoint=folder_name(folder.index))
+            return None
+        for entry in files:
+            stored = folder.objects.get(entry['path'])
+            if stored is None or stored.size != entry['size']:
+                return None
+        return manifest
+
+    def complete_indices(self, folders: dict[int, Folder] | None = None) -> list[int]:
+        """Indices of folders whose manifest exists and whose listed sizes match, oldest first."""
+        folders = self.folders() if folders is None else folders
+        return sorted(i for i, folder in folders.items() if self.read_manifest(folder) is not None)
+
+    def restore_newest(self, local_dir: str) -> dict | None:
+        """Downloads the newest complete checkpoint into `local_dir` (replacing its contents); None if there is none.
+
+        Hashes are checked after download; a folder whose bytes do not match its manifest is skipped for the next
+        older one, so a partial or corrupted upload is never restored.
+        """
+        folders = self.folders()
+        for index in sorted(folders, reverse=True):
+            folder = folders[index]
+            manifest = self.read_manifest(folder)
+            if manifest is None:
+                if folder.objects:
+                    self.log.info('checkpoint_skipped_incomplete', checkpoint=folder_name(index))
+                continue
+            os.makedirs(os.path.dirname(local_dir.rstrip('/')) or '/', exist_ok=True)
+            staging = tempfile.mkdtemp(prefix='.restore-', dir=os.path.dirname(local_dir.rstrip('/')) or '/')
+            try:
+                if self._download_verified(folder, manifest, staging):
+                    _replace_contents(local_dir, staging)
+                    manifest['checkpoint'] = folder_name(index)
+                    return manifest
+                self.log.warn('checkpoint_skipped_hash_mismatch', checkpoint=folder_name(index))
+            finally:
+                if os.path.isdir(staging):
+                    shutil.rmtree(staging)
+        return None
+
+    def _download_verified(self, folder: Folder, manifest: dict, staging: str) -> bool:
+        for entry in manifest['files']:
+            relative = os.path.normpath(entry['path'])
+            if relative.startswith('..') or os.path.isabs(relative):
+                return False
+            target = os.path.join(staging, relative)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            self.storage.get_file(f'{folder_name(folder.index)}/{entry["path"]}', target)
+            if os.path.getsize(target) != entry['size'] or sha256_file(target) != entry['sha256']:
+                return False
+        return True
+
+    def upload_snapshot(self, local_dir: str, job_id: str, attempt: int, step: int | None) -> dict | None:
+        """Uploads every finished file of `local_dir` as a new folder, manifest last; None when there is nothing.
+
+        Each file is hashed, uploaded, then stat-ed again: if it changed meanwhile the snapshot is abandoned
+        (DirectoryChanged) before any manifest is written, so storage never claims a torn checkpoint is complete.
+        """
+        signature = scan_directory(local_dir)
+        if not signature:
+            return None
+        folders = self.folders()
+        index = max(folders, default=0) + 1
+        name = folder_name(index)
+        entries = []
+        for relative in sorted(signature):
+            full = os.path.join(local_dir, relative)
+            digest = sha256_file(full)
+            self.storage.put_file(full, f'{name}/{relative}')
+            try:
+                stat = os.stat(full)
+            except FileNotFoundError as error:
+                raise DirectoryChanged(f'{relative} disappeared during upload') from error
+            if (stat.st_size, stat.st_mtime_ns, stat.st_ino) != signature[relative]:
+                raise DirectoryChanged(f'{relative} changed during upload')
+            entries.append({'path': relative, 'size': stat.st_size, 'sha256': digest})
+        manifest = {
+            'format': MANIFEST_FORMAT,
+            'job_id': job_id,
+            'attempt': attempt,
+            'step': step,
+            'created_at': _now_iso(),
+            'files': entries,
+        }
+        self.storage.put_bytes(json.dumps(manifest, indent=2).encode(), f'{name}/{MANIFEST_NAME}')
+        manifest['checkpoint'] = name
+        manifest['signature'] = signature
+        return manifest
+
+    def prune(self) -> list[int]:
+        """Keeps the newest K complete checkpoints; deletes older complete ones and partial folders older than the
+        newest complete one. Never deletes the newest complete one. Returns the deleted indices."""
+        folders = self.folders()
+        complete = self.complete_indices(folders)
+        if not complete:
+            return []
+        kept = set(complete[-self.keep :])
+        newest = complete[-1]
+        doomed = [i for i in sorted(folders) if i not in kept and i < newest]
+        for index in doomed:
+            objects = folders[index].objects
+            # Manifest first: the folder stops counting as complete before any of its files disappear.
+            if MANIFEST_NAME in objects:
+                self.storage.delete(f'{folder_name(index)}/{MANIFEST_NAME}')
+            for relative in objects:
+                if relative != MANIFEST_NAME:
+                    self.storage.delete(f'{folder_name(index)}/{relative}')
+        return doomed
+
+
+class CheckpointSyncer:
+    """Uploads the local checkpoint directory when it settles after a write and every sync interval."""
+
+    def __init__(
+        self,
+        store: CheckpointStore,
+        local_dir: str,
+        job_id: str,
+        attempt: int,
+        interval_seconds: float,
+        settle_seconds: float,
+        step_provider: Callable[[], int | None],
+        log: Logger,
+    ):
+        self.store = store
+        self.local_dir = local_dir
+        self.job_id = job_id
+        self.attempt = attempt
+        self.interval_seconds = interval_seconds
+        self.settle_seconds = settle_seconds
+        self.step_provider = step_provider
+        self.log = log
+        self.uploaded: Signature = {}
+        self.last_manifest: dict | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def set_baseline(self, signature: Signature) -> None:
+        """Marks the directory's current contents as already in storage (after a restore)."""
+        self.uploaded = dict(signature)
+
+    def sync(self, reason: str) -> dict | None:
+        """Uploads a new checkpoint if the directory differs from the last upload; None when unchanged or empty."""
+        with self._lock:
+            current = scan_directory(self.local_dir)
+            if not current or current == self.uploaded:
+                return None
+            started = time.monotonic()
+            manifest = self.store.upload_snapshot(self.local_dir, self.job_id, self.attempt, self.step_provider())
+            if manifest is None:
+                return None
+            self.uploaded = manifest.pop('signature')
+            self.last_manifest = manifest
+            total = sum(entry['size'] for entry in manifest['files'])
+            deleted = self.store.prune()
+            self.log.info(
+                'checkpoint_uploaded',
+                reason=reason,
+                checkpoint=manifest['checkpoint'],
+                step=manifest['step'],
+                files=len(manifest['files']),
+                bytes=total,
+                duration_s=round(time.monotonic() - started, 3),
+                pruned=[folder_name(i) for i in deleted],
+            )
+            return manifest
+
+    def start(self) -> None:
+        """Starts the background watcher thread."""
+        self._thread = threading.Thread(target=self._run, name='checkpoint-sync', daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stops the watcher and waits for an upload in progress to finish."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _run(self) -> None:
+        tick = max(0.05, min(1.0, self.settle_seconds / 2 if self.settle_seconds else 0.5))
+        seen: Signature = {}
+        changed_at = time.monotonic()
+        last_interval = time.monotonic()
+        while not self._stop.wait(tick):
+            try:
+                current = scan_directory(self.local_dir)
+                now = time.monotonic()
+                if current != seen:
+                    seen, changed_at = current, now
+                settled = now - changed_at >= self.settle_seconds
+                if current and current != self.uploaded and settled:
+                    self.sync('settled')
+                    last_interval = now
+                elif now - last_interval >= self.interval_seconds:
+                    last_interval = now
+                    self.sync('interval')
+            except DirectoryChanged as error:
+                self.log.info('checkpoint_upload_retry', reason=str(error))
+            except (StorageError, OSError) as error:
+                self.log.warn('checkpoint_upload_failed', error=str(error))

@@ -1,0 +1,49 @@
+"""JSON log lines on stderr, one object per line, with the job id and attempt on every line."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from datetime import datetime, timezone
+from typing import Any, TextIO
+
+
+class Logger:
+    """Writes `{"time", "level", "source": "trainyard-harness", "event", ...}` lines; thread-safe."""
+
+    def __init__(self, stream: TextIO | None = None, **context: Any):
+        self.stream = stream
+        self.context = context
+        self._lock = threading.Lock()
+
+    def bind(self, **context: Any) -> None:
+        """Adds persistent keys (job id, attempt) to every later line."""
+        self.context.update(context)
+
+    def _write(self, level: str, event: str, fields: dict[str, Any]) -> None:
+        record = {
+            'time': datetime.now(timezone.utc).isoformat(timespec='milliseconds').replace('+00:00', 'Z'),
+            'level': level,
+            'source': 'trainyard-harness',
+            'event': event,
+            **self.context,
+            **fields,
+        }
+        line = json.dumps(record, default=str)
+        with self._lock:
+            stream = self.stream or sys.stderr
+            stream.write(line + '\n')
+            stream.flush()
+
+    def info(self, event: str, **fields: Any) -> None:
+        """Logs a normal event."""
+        self._write('info', event, fields)
+
+    def warn(self, event: str, **fields: Any) -> None:
+        """Logs a recoverable problem."""
+        self._write('warn', event, fields)
+
+    def error(self, event: str, **fields: Any) -> None:
+        """Logs a problem that ends the run."""
+        self._write('error', event, fields)

@@ -1,0 +1,317 @@
+"""The harness: fetch code, restore a checkpoint, run the user command, sync, handle interruptions, report."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import IO, Sequence
+
+from trainyard_harness import EXIT_BAD_CONFIG, EXIT_CHECKPOINTED, EXIT_INFRASTRUCTURE, RESERVED_EXIT_CODES
+from trainyard_harness.bundle import BundleError, fetch_bundle
+from trainyard_harness.checkpoints import CheckpointStore, CheckpointSyncer, DirectoryChanged, scan_directory
+from trainyard_harness.imds import ImdsClient, InstanceAction, InterruptionPoller
+from trainyard_harness.logs import Logger
+from trainyard_harness.metrics import MetricsLoop, MetricsRecorder, resolve_metrics_file
+from trainyard_harness.settings import ConfigError, Settings, load_settings
+from trainyard_harness.storage import StorageError, open_storage
+
+FINAL_SYNC_ATTEMPTS = 3
+OUTPUT_DRAIN_SECONDS = 5.0
+
+
+def split_command(argv: Sequence[str]) -> list[str]:
+    """The user command: everything after the first `--` (or all of argv when there is no `--`)."""
+    args = list(argv)
+    if '--' in args:
+        return args[args.index('--') + 1 :]
+    return args
+
+
+def user_exit_code(returncode: int, log: Logger) -> int:
+    """Maps the child's status to the harness's: signal N -> 128+N; 75/78/79 -> 1 so they keep their meaning."""
+    if returncode < 0:
+        return 128 - returncode
+    if returncode in RESERVED_EXIT_CODES:
+        log.warn('user_exit_code_remapped', user_exit_code=returncode, harness_exit_code=1)
+        return 1
+    return returncode
+
+
+class Harness:
+    """One attempt of one job."""
+
+    def __init__(self, settings: Settings, log: Logger):
+        self.settings = settings
+        self.log = log
+        self.stop_event = threading.Event()
+        self.stop_reason: str | None = None
+        self.stop_requested_at: float | None = None
+        self.child: subprocess.Popen[bytes] | None = None
+
+    # Called from the signal handler (main thread) or the IMDS poller thread.
+    def request_stop(self, reason: str) -> None:
+        """Asks the run loop to stop the child gracefully; later requests are ignored."""
+        if self.stop_event.is_set():
+            self.log.info('stop_already_requested', reason=reason)
+            return
+        self.stop_reason = reason
+        self.stop_requested_at = time.monotonic()
+        self.stop_event.set()
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        self.request_stop(signal.Signals(signum).name)
+
+    def _on_notice(self, notice: InstanceAction) -> None:
+        self.request_stop(f'spot-notice:{notice.action}')
+
+    def _pump(self, source: IO[bytes], sink: IO[bytes], recorder: MetricsRecorder) -> None:
+        for raw in iter(source.readline, b''):
+            sink.write(raw)
+            sink.flush()
+            recorder.observe_line(raw.decode('utf-8', 'replace'))
+        source.close()
+
+    def run(self) -> int:
+        """Runs the attempt and returns the harness exit code."""
+        s = self.settings
+        started = time.monotonic()
+        self.log.bind(job_id=s.job_id, attempt=s.attempt)
+        self.log.info('harness_start', command=s.command, checkpoint_uri=s.checkpoint_uri, metrics_uri=s.metrics_uri)
+
+        try:
+            checkpoint_storage = open_storage(s.checkpoint_uri, s.s3_endpoint)
+            metrics_storage = open_storage(s.metrics_uri, s.s3_endpoint)
+        except StorageError as error:
+            self.log.error('storage_unavailable', error=str(error))
+            return EXIT_INFRASTRUCTURE
+
+        cwd = os.getcwd()
+        if s.code_uri:
+            phase = time.monotonic()
+            try:
+                cwd = fetch_bundle(s.code_uri, s.work_dir, s.s3_endpoint)
+            except BundleError as error:
+                self.log.error('code_bundle_unavailable', error=str(error))
+                return EXIT_INFRASTRUCTURE
+            self.log.info('code_bundle_fetched', work_dir=cwd, duration_s=round(time.monotonic() - phase, 3))
+
+        recorder = MetricsRecorder(
+            metrics_storage, s.job_id, s.attempt, s.total_steps, s.metrics_patterns, self.log
+        )
+        store = CheckpointStore(checkpoint_storage, s.keep_checkpoints, self.log)
+        command = list(s.command)
+        phase = time.monotonic()
+        try:
+            recorder.load_previous()
+            restored = store.restore_newest(s.checkpoint_dir)
+        except (StorageError, OSError) as error:
+            self.log.error('checkpoint_restore_failed', error=str(error))
+            return EXIT_INFRASTRUCTURE
+        os.makedirs(s.checkpoint_dir, exist_ok=True)
+        syncer = CheckpointSyncer(
+            store,
+            s.checkpoint_dir,
+            s.job_id,
+            s.attempt,
+            s.sync_interval_seconds,
+            s.settle_seconds,
+            lambda: recorder.step,
+            self.log,
+        )
+        if restored is not None:
+            command += s.resume_args
+            recorder.resumed_from_step = restored.get('step')
+            syncer.set_baseline(scan_directory(s.checkpoint_dir))
+            self.log.info(
+                'checkpoint_restored',
+                checkpoint=restored['checkpoint'],
+                step=restored.get('step'),
+                from_attempt=restored.get('attempt'),
+                resume_args=s.resume_args,
+                duration_s=round(time.monotonic() - phase, 3),
+            )
+        else:
+            self.log.info('no_checkpoint_to_restore', duration_s=round(time.monotonic() - phase, 3))
+
+        env = dict(os.environ)
+        env.update(
+            TRAINYARD_CHECKPOINT_DIR=s.checkpoint_dir,
+            TRAINYARD_RESUMED='1' if restored is not None else '0',
+            TRAINYARD_ATTEMPT=str(s.attempt),
+        )
+        env.setdefault('PYTHONUNBUFFERED', '1')
+
+        previous_handlers = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            return self._supervise(command, cwd, env, recorder, syncer, started)
+        finally:
+            for sig, handler in previous_handlers.items():
+                signal.signal(sig, handler)
+
+    def _supervise(
+        self,
+        command: list[str],
+        cwd: str,
+        env: dict[str, str],
+        recorder: MetricsRecorder,
+        syncer: CheckpointSyncer,
+        started: float,
+    ) -> int:
+        s = self.settings
+        try:
+            child = subprocess.Popen(
+                command,
+                cwd=cwd,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # own process group: the stop signal reaches the whole training tree
+            )
+        except OSError as error:
+            code = 127 if isinstance(error, FileNotFoundError) else 126
+            self.log.error('user_command_not_started', error=str(error), exit_code=code)
+            recorder.state, recorder.exit_code = 'failed', code
+            self._final_metrics(recorder)
+            return code
+        self.child = child
+        recorder.state = 'running'
+        self.log.info('user_command_started', pid=child.pid, command=command, cwd=cwd)
+
+        assert child.stdout is not None and child.stderr is not None
+        pumps = [
+            threading.Thread(target=self._pump, args=(child.stdout, sys.stdout.buffer, recorder), daemon=True),
+            threading.Thread(target=self._pump, args=(child.stderr, sys.stderr.buffer, recorder), daemon=True),
+        ]
+        for pump in pumps:
+            pump.start()
+        syncer.start()
+        metrics_loop = MetricsLoop(
+            recorder,
+            min(s.sync_interval_seconds, 60.0),
+            self.log,
+            resolve_metrics_file(s.metrics_file, cwd),
+        )
+        metrics_loop.start()
+        poller = InterruptionPoller(ImdsClient(s.imds_endpoint), s.imds_poll_seconds, self._on_notice, self.log)
+        poller.start()
+
+        signal_sent_at: float | None = None
+        killed = False
+        while True:
+            try:
+                returncode = child.wait(timeout=0.1)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if self.stop_event.is_set() and signal_sent_at is None:
+                signal_sent_at = time.monotonic()
+                self._signal_group(child, s.stop_signal)
+                self.log.info('stop_signal_sent', signal=s.stop_signal.name, reason=self.stop_reason)
+            if signal_sent_at is not None and not killed and time.monotonic() - signal_sent_at > s.stop_grace_seconds:
+                killed = True
+                self._signal_group(child, signal.SIGKILL)
+                self.log.warn('stop_grace_expired', grace_s=s.stop_grace_seconds, action='SIGKILL')
+        child_exited_at = time.monotonic()
+        if not killed:
+            # Processes that outlive the leader (dataloader workers, daemons) would keep the pipes open.
+            self._signal_group(child, signal.SIGKILL)
+        for pump in pumps:
+            pump.join(OUTPUT_DRAIN_SECONDS)
+        poller.stop()
+        syncer.stop()
+        metrics_loop.stop()
+        self.log.info('user_command_exited', returncode=returncode, stop_requested=self.stop_event.is_set())
+
+        sync_started = time.monotonic()
+        sync_error: str | None = None
+        manifest = None
+        for attempt in range(1, FINAL_SYNC_ATTEMPTS + 1):
+            try:
+                manifest = syncer.sync('final')
+                sync_error = None
+                break
+            except DirectoryChanged as error:
+                sync_error = str(error)
+                self.log.info('final_sync_retry', attempt=attempt, reason=sync_error)
+            except (StorageError, OSError) as error:
+                sync_error = str(error)
+                self.log.warn('final_sync_failed', attempt=attempt, error=sync_error)
+        sync_done = time.monotonic()
+        self.log.info(
+            'final_sync',
+            checkpoint=(manifest or syncer.last_manifest or {}).get('checkpoint'),
+            uploaded=manifest is not None,
+            duration_s=round(sync_done - sync_started, 3),
+            ok=sync_error is None,
+        )
+
+        stopped_by_us = signal_sent_at is not None
+        if stopped_by_us and self.stop_requested_at is not None and signal_sent_at is not None:
+            self.log.info(
+                'stop_phases',
+                reason=self.stop_reason,
+                request_to_signal_s=round(signal_sent_at - self.stop_requested_at, 3),
+                signal_to_exit_s=round(child_exited_at - signal_sent_at, 3),
+                final_sync_s=round(sync_done - sync_started, 3),
+                total_s=round(sync_done - self.stop_requested_at, 3),
+                killed_after_grace=killed,
+            )
+
+        code = self._exit_code(returncode, stopped_by_us, killed)
+        if sync_error is not None:
+            self.log.error('final_sync_gave_up', error=sync_error, would_have_exited=code)
+            code = EXIT_INFRASTRUCTURE
+        recorder.exit_code = code
+        recorder.state = {0: 'succeeded', EXIT_CHECKPOINTED: 'checkpointed', EXIT_INFRASTRUCTURE: 'infrastructure'}.get(
+            code, 'failed'
+        )
+        self._final_metrics(recorder)
+        self.log.info('harness_exit', exit_code=code, state=recorder.state, duration_s=round(time.monotonic() - started, 3))
+        return code
+
+    def _exit_code(self, returncode: int, stopped_by_us: bool, killed_by_us: bool) -> int:
+        """The documented rule (README "Finished or stopped early?").
+
+        If the harness sent the stop signal, the attempt is "checkpointed, resume me" (75) when the child exited 0,
+        died of the stop signal or of our SIGKILL after the grace period, or exited 128+stop signal; any other
+        non-zero exit is the child failing for its own reasons and is reported as such. If the harness never sent
+        a signal, the child's own status is reported (0 stays 0 even if a notice arrived after it finished).
+        """
+        if stopped_by_us:
+            stop = int(self.settings.stop_signal)
+            if returncode in (0, -stop, 128 + stop) or (killed_by_us and returncode == -int(signal.SIGKILL)):
+                return EXIT_CHECKPOINTED
+        return user_exit_code(returncode, self.log)
+
+    def _signal_group(self, child: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+        try:
+            os.killpg(child.pid, sig)
+        except ProcessLookupError:
+            pass  # the group is already gone
+
+    def _final_metrics(self, recorder: MetricsRecorder) -> None:
+        try:
+            recorder.upload(force=True)
+        except Exception as error:  # progress is advisory; the exit code already says what happened
+            self.log.warn('metrics_final_upload_failed', error=str(error))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console entry point: `trainyard-harness -- <command...>`."""
+    args = sys.argv[1:] if argv is None else argv
+    log = Logger()
+    try:
+        settings = load_settings(os.environ, split_command(args))
+    except ConfigError as error:
+        log.error('bad_configuration', problems=error.problems, exit_code=EXIT_BAD_CONFIG)
+        sys.stderr.write(str(error) + '\n')
+        return EXIT_BAD_CONFIG
+    return Harness(settings, log).run()
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,282 @@
+"""Progress metrics: parse training output, read a JSON-lines metrics file, sample GPUs, upload to storage."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import threading
+import time
+from datetime import datetime, timezone
+from typing import Any, Iterable
+
+from trainyard_harness.logs import Logger
+from trainyard_harness.storage import Storage
+
+_NUMBER = r'[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf'
+
+DEFAULT_PATTERNS: tuple[re.Pattern[str], ...] = (
+    # nanoGPT: `iter 120: loss 2.4012, time 35.21ms, mfu 12.34%`
+    re.compile(
+        rf'\biter (?P<step>\d+): loss (?P<loss>{_NUMBER}), time (?P<iter_ms>{_NUMBER})ms'
+        rf'(?:, mfu (?P<mfu_pct>{_NUMBER})%)?'
+    ),
+    # nanoGPT: `step 250: train loss 1.9876, val loss 2.0123`
+    re.compile(rf'\bstep (?P<step>\d+): train loss (?P<train_loss>{_NUMBER}), val loss (?P<val_loss>{_NUMBER})'),
+    # generic: `step=120 loss=2.40` / `step: 120, loss: 2.40` plus optional extras
+    re.compile(
+        rf'\bstep\s*[=:]\s*(?P<step>\d+)\b.*?\bloss\s*[=:]\s*(?P<loss>{_NUMBER})'
+        rf'(?:.*?\bval_loss\s*[=:]\s*(?P<val_loss>{_NUMBER}))?'
+        rf'(?:.*?\b(?:tokens_per_sec|tok/s)\s*[=:]\s*(?P<tokens_per_s>{_NUMBER}))?',
+        re.IGNORECASE,
+    ),
+)
+
+
+def _convert(value: str) -> int | float | str:
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    if re.fullmatch(r'[-+]?\d+', value.strip()):
+        return int(value)
+    return number
+
+
+def parse_line(line: str, patterns: Iterable[re.Pattern[str]]) -> dict[str, Any] | None:
+    """Fields of the first pattern matching `line` (numbers converted), or None. User patterns come first."""
+    for pattern in patterns:
+        match = pattern.search(line)
+        if match:
+            fields = {k: _convert(v) for k, v in match.groupdict().items() if v is not None}
+            if 'step' in fields and not isinstance(fields['step'], int):
+                try:
+                    fields['step'] = int(float(fields['step']))
+                except (TypeError, ValueError):
+                    del fields['step']
+            return fields or None
+    return None
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec='milliseconds').replace('+00:00', 'Z')
+
+
+class MetricsRecorder:
+    """Collects samples, keeps the latest progress, and writes `metrics.jsonl` and `progress.json` to storage.
+
+    Earlier attempts' samples are read back at start so one `metrics.jsonl` tells the job's whole story.
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        job_id: str,
+        attempt: int,
+        total_steps: int | None,
+        patterns: Iterable[re.Pattern[str]],
+        log: Logger,
+    ):
+        self.storage = storage
+        self.job_id = job_id
+        self.attempt = attempt
+        self.total_steps = total_steps
+        self.patterns = list(patterns) + list(DEFAULT_PATTERNS)
+        self.log = log
+        self.lines: list[str] = []
+        self.step: int | None = None
+        self.loss: float | None = None
+        self.resumed_from_step: int | None = None
+        self.state = 'starting'
+        self.exit_code: int | None = None
+        self.gpu: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self._dirty = True
+
+    def load_previous(self) -> None:
+        """Reads metrics.jsonl written by earlier attempts so this attempt appends to it."""
+        raw = self.storage.get_bytes('metrics.jsonl')
+        if raw:
+            self.lines = [line for line in raw.decode('utf-8', 'replace').splitlines() if line.strip()]
+
+    def record(self, fields: dict[str, Any]) -> None:
+        """Adds one sample and updates progress (step, loss)."""
+        with self._lock:
+            sample = {'time': _now_iso(), 'attempt': self.attempt, **self.gpu, **fields}
+            self.lines.append(json.dumps({k: _json_safe(v) for k, v in sample.items()}))
+            step = fields.get('step')
+            if isinstance(step, int):
+                self.step = step
+            for key in ('loss', 'train_loss'):
+                value = fields.get(key)
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    self.loss = float(value)
+                    break
+            self._dirty = True
+
+    def observe_line(self, line: str) -> None:
+        """Parses one line of the user's output and records a sample if a pattern matches."""
+        fields = parse_line(line, self.patterns)
+        if fields:
+            self.record(fields)
+
+    def observe_gpu(self, util: float, mem_mib: float) -> None:
+        """Keeps the latest GPU reading (added to later samples) and records it as a sample of its own."""
+        self.gpu = {'gpu_util': util, 'gpu_mem_mib': mem_mib}
+        self.record({'step': self.step} if self.step is not None else {})
+
+    def progress(self) -> dict[str, Any]:
+        """The latest progress document (progress.json)."""
+        with self._lock:
+            return {
+                'job_id': self.job_id,
+                'attempt': self.attempt,
+                'state': self.state,
+                'step': self.step,
+                'total_steps': self.total_steps,
+                'loss': _json_safe(self.loss),
+                'resumed_from_step': self.resumed_from_step,
+                'exit_code': self.exit_code,
+                'updated_at': _now_iso(),
+            }
+
+    def upload(self, force: bool = False) -> None:
+        """Writes metrics.jsonl then progress.json (only when something changed, unless forced)."""
+        with self._lock:
+            if not (self._dirty or force):
+                return
+            body = ('\n'.join(self.lines) + '\n').encode() if self.lines else b''
+            self._dirty = False
+        self.storage.put_bytes(body, 'metrics.jsonl')
+        self.storage.put_bytes(json.dumps(self.progress(), indent=2).encode(), 'progress.json')
+
+
+class MetricsFileTail:
+    """Follows a JSON-lines file the user script appends to; each complete line becomes a sample."""
+
+    def __init__(self, path: str, recorder: MetricsRecorder, log: Logger):
+        self.path = path
+        self.recorder = recorder
+        self.log = log
+        self.offset = 0
+        self.partial = b''
+
+    def poll(self) -> None:
+        """Reads lines appended since the last poll (a line without its newline waits for the next poll)."""
+        try:
+            with open(self.path, 'rb') as handle:
+                handle.seek(self.offset)
+                data = handle.read()
+        except FileNotFoundError:
+            return
+        self.offset += len(data)
+        chunks = (self.partial + data).split(b'\n')
+        self.partial = chunks.pop()
+        for chunk in chunks:
+            if not chunk.strip():
+                continue
+            try:
+                document = json.loads(chunk)
+            except ValueError:
+                self.log.warn('metrics_file_bad_line', line=chunk[:200].decode('utf-8', 'replace'))
+                continue
+            if isinstance(document, dict):
+                self.recorder.record(document)
+
+
+def sample_gpus() -> tuple[float, float] | None:
+    """Mean GPU utilisation (%) and total memory used (MiB) from nvidia-smi, or None without GPUs."""
+    binary = shutil.which('nvidia-smi')
+    if binary is None:
+        return None
+    try:
+        output = subprocess.run(
+            [binary, '--query-gpu=utilization.gpu,memory.used', '--format=csv,noheader,nounits'],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
+    except (subprocess.SubprocessError, OSError):
+        return None
+    utils, mems = [], []
+    for row in output.strip().splitlines():
+        parts = [p.strip() for p in row.split(',')]
+        if len(parts) != 2:
+            continue
+        try:
+            utils.append(float(parts[0]))
+            mems.append(float(parts[1]))
+        except ValueError:
+            continue
+    if not utils:
+        return None
+    return sum(utils) / len(utils), sum(mems)
+
+
+class MetricsLoop:
+    """Background thread: polls the metrics file, samples GPUs, uploads metrics every `interval` seconds."""
+
+    def __init__(
+        self,
+        recorder: MetricsRecorder,
+        interval: float,
+        log: Logger,
+        metrics_file: str | None = None,
+        gpu_interval: float = 15.0,
+    ):
+        self.recorder = recorder
+        self.interval = interval
+        self.log = log
+        self.tail = MetricsFileTail(metrics_file, recorder, log) if metrics_file else None
+        self.gpu_interval = gpu_interval
+        self.stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Starts the thread."""
+        self._thread = threading.Thread(target=self._run, name='metrics', daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stops the thread, reads the metrics file one last time."""
+        self.stopped.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self.tail:
+            self.tail.poll()
+
+    def _run(self) -> None:
+        has_gpu = shutil.which('nvidia-smi') is not None
+        last_upload = last_gpu = 0.0
+        while not self.stopped.wait(0.5):
+            now = time.monotonic()
+            if self.tail:
+                self.tail.poll()
+            if has_gpu and now - last_gpu >= self.gpu_interval:
+                last_gpu = now
+                reading = sample_gpus()
+                if reading is not None:
+                    self.recorder.observe_gpu(*reading)
+            if now - last_upload >= self.interval:
+                last_upload = now
+                try:
+                    self.recorder.upload()
+                except Exception as error:  # metrics are best effort while running; the final upload is checked
+                    self.log.warn('metrics_upload_failed', error=str(error))
+
+
+def resolve_metrics_file(path: str | None, cwd: str) -> str | None:
+    """A relative TRAINYARD_METRICS_FILE is relative to the user command's working directory."""
+    if path is None:
+        return None
+    return path if os.path.isabs(path) else os.path.join(cwd, path)

@@ -1,0 +1,239 @@
+"""Job settings from environment variables, validated with precise errors (a bad setting means exit 78)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import signal
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+DEFAULT_CHECKPOINT_DIR = '/tmp/trainyard/checkpoints'
+DEFAULT_WORK_DIR = '/tmp/trainyard/code'
+DEFAULT_RESUME_ARGS = '--init_from=resume'
+DEFAULT_IMDS_ENDPOINT = 'http://169.254.169.254'
+
+_URI_SCHEMES = ('s3://', 'file://')
+
+
+class ConfigError(Exception):
+    """One or more settings are invalid; the message lists every problem found."""
+
+    def __init__(self, problems: Sequence[str]):
+        self.problems = list(problems)
+        super().__init__('invalid harness configuration:\n  - ' + '\n  - '.join(self.problems))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Validated job settings (see images/harness/README.md for each variable)."""
+
+    job_id: str
+    attempt: int
+    command: list[str]
+    checkpoint_uri: str
+    metrics_uri: str
+    code_uri: str | None = None
+    checkpoint_dir: str = DEFAULT_CHECKPOINT_DIR
+    work_dir: str = DEFAULT_WORK_DIR
+    resume_args: list[str] = field(default_factory=lambda: shlex.split(DEFAULT_RESUME_ARGS))
+    stop_signal: signal.Signals = signal.SIGTERM
+    stop_grace_seconds: float = 90.0
+    sync_interval_seconds: float = 300.0
+    keep_checkpoints: int = 3
+    metrics_patterns: list[re.Pattern[str]] = field(default_factory=list)
+    metrics_file: str | None = None
+    total_steps: int | None = None
+    imds_endpoint: str = DEFAULT_IMDS_ENDPOINT
+    imds_poll_seconds: float = 5.0
+    s3_endpoint: str | None = None
+    settle_seconds: float = 2.0
+
+
+def parent_uri(uri: str) -> str:
+    """The URI one level above `uri` (`s3://b/jobs/j1/checkpoints` -> `s3://b/jobs/j1`); a bucket root stays."""
+    scheme, _, rest = uri.partition('://')
+    rest = rest.rstrip('/')
+    head, sep, _tail = rest.rpartition('/')
+    if not sep:
+        return f'{scheme}://{rest}'
+    return f'{scheme}://{head}'
+
+
+def load_settings(env: Mapping[str, str], argv_command: Sequence[str]) -> Settings:
+    """Reads and validates every TRAINYARD_* variable; raises ConfigError listing all problems at once."""
+    problems: list[str] = []
+
+    def text(name: str, required: bool = False) -> str | None:
+        value = env.get(name)
+        if value is None or value.strip() == '':
+            if required:
+                problems.append(f'{name} is required and was not set')
+            return None
+        return value.strip()
+
+    def number(name: str, default: float, minimum: float, integer: bool, allow_equal: bool = True) -> float:
+        raw = text(name)
+        if raw is None:
+            return default
+        try:
+            value = int(raw) if integer else float(raw)
+        except ValueError:
+            kind = 'an integer' if integer else 'a number'
+            problems.append(f'{name} must be {kind} >= {minimum:g}, got {raw!r}')
+            return default
+        if value < minimum or (not allow_equal and value == minimum) or value != value:
+            relation = '>=' if allow_equal else '>'
+            kind = 'an integer' if integer else 'a number'
+            problems.append(f'{name} must be {kind} {relation} {minimum:g}, got {raw!r}')
+            return default
+        return value
+
+    def uri(name: str, required: bool, what: str) -> str | None:
+        value = text(name, required)
+        if value is None:
+            return None
+        if not value.startswith(_URI_SCHEMES):
+            problems.append(f'{name} must be an s3:// or file:// {what}, got {value!r}')
+            return None
+        scheme, _, rest = value.partition('://')
+        if scheme == 's3' and (rest == '' or rest.startswith('/')):
+            problems.append(f'{name} must name a bucket (s3://bucket/prefix), got {value!r}')
+            return None
+        if scheme == 'file' and not rest.startswith('/'):
+            problems.append(f'{name} must be an absolute file:// URI (file:///path), got {value!r}')
+            return None
+        return value.rstrip('/') if what == 'prefix' else value
+
+    job_id = text('TRAINYARD_JOB_ID', required=True)
+    attempt_raw = text('TRAINYARD_ATTEMPT', required=True)
+    attempt = 1
+    if attempt_raw is not None:
+        if not re.fullmatch(r'[0-9]+', attempt_raw) or int(attempt_raw) < 1:
+            problems.append(f'TRAINYARD_ATTEMPT must be an integer >= 1, got {attempt_raw!r}')
+        else:
+            attempt = int(attempt_raw)
+
+    code_uri = uri('TRAINYARD_CODE_URI', False, 'URI of a .tar.gz code bundle')
+    if code_uri is not None and not code_uri.endswith(('.tar.gz', '.tgz')):
+        problems.append(f'TRAINYARD_CODE_URI must point at a .tar.gz bundle, got {code_uri!r}')
+    checkpoint_uri = uri('TRAINYARD_CHECKPOINT_URI', True, 'prefix')
+    metrics_uri = uri('TRAINYARD_METRICS_URI', False, 'prefix')
+    if metrics_uri is None and checkpoint_uri is not None:
+        metrics_uri = parent_uri(checkpoint_uri) + '/metrics'
+
+    checkpoint_dir = text('TRAINYARD_CHECKPOINT_DIR') or DEFAULT_CHECKPOINT_DIR
+    work_dir = text('TRAINYARD_WORK_DIR') or DEFAULT_WORK_DIR
+    for name, value in (('TRAINYARD_CHECKPOINT_DIR', checkpoint_dir), ('TRAINYARD_WORK_DIR', work_dir)):
+        if not value.startswith('/'):
+            problems.append(f'{name} must be an absolute path, got {value!r}')
+
+    resume_raw = env.get('TRAINYARD_RESUME_ARGS', DEFAULT_RESUME_ARGS)
+    try:
+        resume_args = shlex.split(resume_raw)
+    except ValueError as error:
+        problems.append(f'TRAINYARD_RESUME_ARGS is not a valid shell word list ({error}), got {resume_raw!r}')
+        resume_args = []
+
+    stop_signal = signal.SIGTERM
+    signal_raw = text('TRAINYARD_STOP_SIGNAL')
+    if signal_raw is not None:
+        name = signal_raw.upper()
+        name = name if name.startswith('SIG') else 'SIG' + name
+        allowed = ('SIGTERM', 'SIGINT', 'SIGUSR1', 'SIGUSR2', 'SIGHUP', 'SIGQUIT')
+        if name not in allowed:
+            problems.append(f'TRAINYARD_STOP_SIGNAL must be one of {", ".join(allowed)}, got {signal_raw!r}')
+        else:
+            stop_signal = signal.Signals[name]
+
+    grace = number('TRAINYARD_STOP_GRACE_SECONDS', 90.0, 0.0, integer=False)
+    sync_interval = number('TRAINYARD_SYNC_INTERVAL_SECONDS', 300.0, 0.0, integer=False, allow_equal=False)
+    keep = int(number('TRAINYARD_KEEP_CHECKPOINTS', 3, 1, integer=True))
+    poll = number('TRAINYARD_IMDS_POLL_SECONDS', 5.0, 0.0, integer=False, allow_equal=False)
+    settle = number('TRAINYARD_SETTLE_SECONDS', 2.0, 0.0, integer=False)
+    total_steps_raw = text('TRAINYARD_TOTAL_STEPS')
+    total_steps: int | None = None
+    if total_steps_raw is not None:
+        total_steps = int(number('TRAINYARD_TOTAL_STEPS', 1, 1, integer=True))
+
+    patterns: list[re.Pattern[str]] = []
+    patterns_raw = text('TRAINYARD_METRICS_PATTERNS')
+    if patterns_raw is not None:
+        try:
+            decoded = json.loads(patterns_raw)
+        except json.JSONDecodeError as error:
+            problems.append(f'TRAINYARD_METRICS_PATTERNS must be a JSON list of regex strings ({error.msg})')
+            decoded = []
+        if not isinstance(decoded, list) or not all(isinstance(p, str) for p in decoded):
+            problems.append(f'TRAINYARD_METRICS_PATTERNS must be a JSON list of regex strings, got {patterns_raw!r}')
+            decoded = []
+        for index, source in enumerate(decoded):
+            try:
+                compiled = re.compile(source)
+            except re.error as error:
+                problems.append(f'TRAINYARD_METRICS_PATTERNS[{index}] is not a valid regex ({error}): {source!r}')
+                continue
+            if not compiled.groupindex:
+                problems.append(
+                    f'TRAINYARD_METRICS_PATTERNS[{index}] needs at least one named group like (?P<loss>...): {source!r}'
+                )
+                continue
+            patterns.append(compiled)
+
+    metrics_file = text('TRAINYARD_METRICS_FILE')
+
+    imds_endpoint = (text('TRAINYARD_IMDS_ENDPOINT') or DEFAULT_IMDS_ENDPOINT).rstrip('/')
+    if not imds_endpoint.startswith(('http://', 'https://')):
+        problems.append(f'TRAINYARD_IMDS_ENDPOINT must be an http:// URL, got {imds_endpoint!r}')
+    s3_endpoint = text('TRAINYARD_S3_ENDPOINT')
+    if s3_endpoint is not None and not s3_endpoint.startswith(('http://', 'https://')):
+        problems.append(f'TRAINYARD_S3_ENDPOINT must be an http:// or https:// URL, got {s3_endpoint!r}')
+
+    command = list(argv_command)
+    if not command:
+        command_raw = text('TRAINYARD_COMMAND')
+        if command_raw is None:
+            problems.append('no user command: pass it after `--` or set TRAINYARD_COMMAND to a JSON array of strings')
+        else:
+            try:
+                decoded_command = json.loads(command_raw)
+            except json.JSONDecodeError:
+                decoded_command = None
+            if (
+                not isinstance(decoded_command, list)
+                or not decoded_command
+                or not all(isinstance(part, str) for part in decoded_command)
+                or decoded_command[0] == ''
+            ):
+                problems.append(
+                    f'TRAINYARD_COMMAND must be a non-empty JSON array of strings, got {command_raw!r}'
+                )
+            else:
+                command = decoded_command
+
+    if problems:
+        raise ConfigError(problems)
+    assert job_id is not None and checkpoint_uri is not None and metrics_uri is not None
+    return Settings(
+        job_id=job_id,
+        attempt=attempt,
+        command=command,
+        checkpoint_uri=checkpoint_uri,
+        metrics_uri=metrics_uri,
+        code_uri=code_uri,
+        checkpoint_dir=checkpoint_dir,
+        work_dir=work_dir,
+        resume_args=resume_args,
+        stop_signal=stop_signal,
+        stop_grace_seconds=grace,
+        sync_interval_seconds=sync_interval,
+        keep_checkpoints=keep,
+        metrics_patterns=patterns,
+        metrics_file=metrics_file,
+        total_steps=total_steps,
+        imds_endpoint=imds_endpoint,
+        imds_poll_seconds=poll,
+        s3_endpoint=s3_endpoint,
+        settle_seconds=settle,
+    )

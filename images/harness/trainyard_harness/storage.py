@@ -1,0 +1,228 @@
+"""Object storage behind one small interface: `s3://` (boto3, endpoint overridable) and `file://` (a directory)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class StorageError(Exception):
+    """Storage could not be reached or refused an operation (the harness exits 79 when it cannot proceed)."""
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    """One object under a storage prefix: its key relative to the prefix and its size in bytes."""
+
+    key: str
+    size: int
+
+
+class Storage(Protocol):
+    """A prefix in an object store; every key is relative to that prefix and uses `/` separators."""
+
+    uri: str
+
+    def put_file(self, local_path: str, key: str) -> None: ...
+
+    def put_bytes(self, data: bytes, key: str) -> None: ...
+
+    def get_bytes(self, key: str) -> bytes | None: ...
+
+    def get_file(self, key: str, local_path: str) -> None: ...
+
+    def list(self, prefix: str = '') -> list[StoredObject]: ...
+
+    def delete(self, key: str) -> None: ...
+
+
+class FileStorage:
+    """`file:///dir` storage; writes go to a temporary name and are renamed so readers never see partial objects."""
+
+    def __init__(self, uri: str):
+        self.uri = uri.rstrip('/')
+        self.root = uri[len('file://') :].rstrip('/') or '/'
+
+    def _path(self, key: str) -> str:
+        normalized = os.path.normpath(key)
+        if normalized.startswith('..') or os.path.isabs(normalized):
+            raise StorageError(f'key {key!r} escapes the storage prefix {self.uri}')
+        return os.path.join(self.root, normalized)
+
+    def _atomic_write(self, key: str, writer) -> None:
+        target = self._path(key)
+        try:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix='.upload-')
+            try:
+                with os.fdopen(fd, 'wb') as handle:
+                    writer(handle)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.replace(tmp, target)
+            except BaseException:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+                raise
+        except OSError as error:
+            raise StorageError(f'cannot write {self.uri}/{key}: {error}') from error
+
+    def put_file(self, local_path: str, key: str) -> None:
+        def copy(handle) -> None:
+            with open(local_path, 'rb') as source:
+                shutil.copyfileobj(source, handle, 8 * 1024 * 1024)
+
+        self._atomic_write(key, copy)
+
+    def put_bytes(self, data: bytes, key: str) -> None:
+        self._atomic_write(key, lambda handle: handle.write(data))
+
+    def get_bytes(self, key: str) -> bytes | None:
+        try:
+            with open(self._path(key), 'rb') as handle:
+                return handle.read()
+        except FileNotFoundError:
+            return None
+        except OSError as error:
+            raise StorageError(f'cannot read {self.uri}/{key}: {error}') from error
+
+    def get_file(self, key: str, local_path: str) -> None:
+        try:
+            shutil.copyfile(self._path(key), local_path)
+        except OSError as error:
+            raise StorageError(f'cannot read {self.uri}/{key}: {error}') from error
+
+    def list(self, prefix: str = '') -> list[StoredObject]:
+        found: list[StoredObject] = []
+        if not os.path.isdir(self.root):
+            return found
+        try:
+            for directory, _dirs, files in os.walk(self.root):
+                for name in files:
+                    if name.startswith('.upload-'):
+                        continue
+                    full = os.path.join(directory, name)
+                    key = os.path.relpath(full, self.root).replace(os.sep, '/')
+                    if key.startswith(prefix):
+                        found.append(StoredObject(key, os.path.getsize(full)))
+        except OSError as error:
+            raise StorageError(f'cannot list {self.uri}/{prefix}: {error}') from error
+        return sorted(found, key=lambda item: item.key)
+
+    def delete(self, key: str) -> None:
+        try:
+            os.unlink(self._path(key))
+        except FileNotFoundError:
+            return
+        except OSError as error:
+            raise StorageError(f'cannot delete {self.uri}/{key}: {error}') from error
+
+
+def s3_client_config(endpoint: str | None):
+    """botocore Config the harness uses: bounded timeouts, standard retries, path-style when an endpoint is set.
+
+    Newer botocore computes CRC checksums on every upload by default, which s3rver stores corrupted; only ask for
+    checksums when S3 requires them (the option does not exist on older botocore, which never sends them).
+    """
+    from botocore.config import Config
+
+    options = {
+        'connect_timeout': 5,
+        'read_timeout': 60,
+        'retries': {'max_attempts': 5, 'mode': 'standard'},
+        'max_pool_connections': 16,
+    }
+    if endpoint:
+        options['s3'] = {'addressing_style': 'path'}
+    try:
+        return Config(**options, request_checksum_calculation='when_required', response_checksum_validation='when_required')
+    except TypeError:
+        return Config(**options)
+
+
+class S3Storage:
+    """`s3://bucket/prefix` storage through boto3; multipart transfers for large checkpoint files."""
+
+    def __init__(self, uri: str, endpoint: str | None = None):
+        import boto3
+        from boto3.s3.transfer import TransferConfig
+
+        self.uri = uri.rstrip('/')
+        rest = self.uri[len('s3://') :]
+        self.bucket, _, prefix = rest.partition('/')
+        self.prefix = prefix.strip('/')
+        region = os.environ.get('AWS_REGION') or os.environ.get('AWS_DEFAULT_REGION') or 'us-east-1'
+        self.client = boto3.client(
+            's3', endpoint_url=endpoint or None, region_name=region, config=s3_client_config(endpoint)
+        )
+        self.transfer = TransferConfig(
+            multipart_threshold=64 * 1024 * 1024, multipart_chunksize=64 * 1024 * 1024, max_concurrency=8
+        )
+
+    def _key(self, key: str) -> str:
+        return f'{self.prefix}/{key}' if self.prefix else key
+
+    def _fail(self, action: str, key: str, error: Exception) -> StorageError:
+        return StorageError(f'cannot {action} s3://{self.bucket}/{self._key(key)}: {error}')
+
+    def put_file(self, local_path: str, key: str) -> None:
+        try:
+            self.client.upload_file(local_path, self.bucket, self._key(key), Config=self.transfer)
+        except Exception as error:  # boto3 raises several unrelated exception families
+            raise self._fail('upload', key, error) from error
+
+    def put_bytes(self, data: bytes, key: str) -> None:
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+        except Exception as error:
+            raise self._fail('write', key, error) from error
+
+    def get_bytes(self, key: str) -> bytes | None:
+        from botocore.exceptions import ClientError
+
+        try:
+            response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
+            return response['Body'].read()
+        except ClientError as error:
+            if error.response.get('Error', {}).get('Code') in ('NoSuchKey', '404', 'NotFound'):
+                return None
+            raise self._fail('read', key, error) from error
+        except Exception as error:
+            raise self._fail('read', key, error) from error
+
+    def get_file(self, key: str, local_path: str) -> None:
+        try:
+            self.client.download_file(self.bucket, self._key(key), local_path, Config=self.transfer)
+        except Exception as error:
+            raise self._fail('download', key, error) from error
+
+    def list(self, prefix: str = '') -> list[StoredObject]:
+        base = f'{self.prefix}/' if self.prefix else ''
+        found: list[StoredObject] = []
+        try:
+            paginator = self.client.get_paginator('list_objects_v2')
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=base + prefix):
+                for item in page.get('Contents', []):
+                    found.append(StoredObject(item['Key'][len(base) :], int(item['Size'])))
+        except Exception as error:
+            raise self._fail('list', prefix, error) from error
+        return sorted(found, key=lambda item: item.key)
+
+    def delete(self, key: str) -> None:
+        # Single-object deletes: s3rver's DeleteObjects can race, and S3 treats a missing key as success.
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+        except Exception as error:
+            raise self._fail('delete', key, error) from error
+
+
+def open_storage(uri: str, s3_endpoint: str | None = None) -> Storage:
+    """Storage for an `s3://` or `file://` prefix."""
+    if uri.startswith('s3://'):
+        return S3Storage(uri, s3_endpoint)
+    if uri.startswith('file://'):
+        return FileStorage(uri)
+    raise StorageError(f'unsupported storage URI {uri!r}: use s3:// or file://')
