@@ -1,0 +1,243 @@
+/**
+ * The job model shared by the API, the lifecycle handlers and local mode: job states and the transitions allowed
+ * between them, and zod schemas for the job, attempt and decision records. The records are written to and read
+ * from DynamoDB and returned by the API, so every read goes through these schemas.
+ *
+ * Timestamps: `createdAt` and decision `at` are ISO-8601 UTC strings (they are shown to people and sort as
+ * strings); attempt `startedAt`/`stoppedAt` are epoch milliseconds, exactly as Batch reports them, so metering
+ * uses them without conversion.
+ */
+import { z } from 'zod';
+import { BATCH_JOB_STATUSES } from './batch-job';
+import { attemptOutcomeSchema } from './outcome';
+
+/** Raised by {@link assertTransition} for a state change the lifecycle does not allow; names what is allowed. */
+export class IllegalTransition extends Error {
+  override name = 'IllegalTransition';
+}
+
+/** Raised when a stored or received record does not match its schema; names every offending field. */
+export class InvalidJobRecord extends Error {
+  override name = 'InvalidJobRecord';
+}
+
+/** Every state a job can be in. */
+export const JOB_STATES = [
+  'SUBMITTED',
+  'ANALYZING',
+  'REJECTED',
+  'WAITING',
+  'RUNNING',
+  'PAUSED_BUDGET',
+  'SUCCEEDED',
+  'FAILED',
+  'CANCELLED',
+] as const;
+
+/** A job's lifecycle state. */
+export type JobState = (typeof JOB_STATES)[number];
+
+/** States a job never leaves. */
+export const TERMINAL_STATES: readonly JobState[] = ['REJECTED', 'SUCCEEDED', 'FAILED', 'CANCELLED'];
+
+/**
+ * Allowed transitions. WAITING means "an attempt is queued in Batch"; a reclaimed, moved or retried job goes from
+ * RUNNING back to WAITING for its next attempt. FAILED is reachable from every live state because a handler can
+ * hit an unrecoverable error anywhere; CANCELLED because cancel works at any stage.
+ */
+export const TRANSITIONS: Readonly<Record<JobState, readonly JobState[]>> = {
+  SUBMITTED: ['ANALYZING', 'REJECTED', 'CANCELLED', 'FAILED'],
+  ANALYZING: ['WAITING', 'REJECTED', 'CANCELLED', 'FAILED'],
+  WAITING: ['RUNNING', 'PAUSED_BUDGET', 'CANCELLED', 'FAILED'],
+  RUNNING: ['WAITING', 'PAUSED_BUDGET', 'SUCCEEDED', 'FAILED', 'CANCELLED'],
+  PAUSED_BUDGET: ['WAITING', 'CANCELLED', 'FAILED'],
+  REJECTED: [],
+  SUCCEEDED: [],
+  FAILED: [],
+  CANCELLED: [],
+};
+
+/** True for REJECTED, SUCCEEDED, FAILED and CANCELLED. */
+export function isTerminal(state: JobState): boolean {
+  return TERMINAL_STATES.includes(state);
+}
+
+/**
+ * Throws {@link IllegalTransition} unless `from → to` is allowed. Writing the state a job is already in is allowed
+ * (a no-op), so a handler that Step Functions retries can repeat its write.
+ */
+export function assertTransition(from: JobState, to: JobState): void {
+  if (from === to) return;
+  const allowed = TRANSITIONS[from];
+  if (allowed.includes(to)) return;
+  if (allowed.length === 0) {
+    throw new IllegalTransition(`job state ${from} → ${to} is not allowed: ${from} is terminal and never changes`);
+  }
+  throw new IllegalTransition(
+    `job state ${from} → ${to} is not allowed; from ${from} a job may go to ${allowed.join(', ')}`,
+  );
+}
+
+/** Job ids double as Step Functions execution names: 1-80 characters of A-Z a-z 0-9 _ -. */
+export const JOB_ID_PATTERN = /^[A-Za-z0-9_-]{1,80}$/;
+
+const jobIdSchema = z
+  .string()
+  .regex(
+    JOB_ID_PATTERN,
+    "must be 1-80 characters of A-Z, a-z, 0-9, '_' and '-' (it names the Step Functions execution)",
+  );
+const idSchema = z
+  .string()
+  .regex(/^[a-z][a-z0-9-]{0,30}[a-z0-9]$/, "must be 2-32 characters of a-z, 0-9 and '-', starting with a letter");
+const isoTimestamp = z.iso.datetime({ offset: false });
+const epochMs = z.number().int().nonnegative();
+const usd = z.number().finite().nonnegative();
+
+/** What the user asked for; every field optional (analysis fills the gaps). */
+export const requirementsSchema = z.strictObject({
+  tier: idSchema.optional(),
+  gpuMemoryGiB: z.number().positive().max(2048).optional(),
+  /** Expected runtime of the whole job, seconds. */
+  runtimeSeconds: z.number().int().positive().optional(),
+  /** Finish within this many seconds of submission (createdAt). */
+  deadlineSeconds: z.number().int().positive().optional(),
+});
+
+/** App-error retry policy; defaults to no retries (DESIGN: retry app errors only when the user asked for it). */
+export const retriesSchema = z.strictObject({
+  maxAppRetries: z.number().int().min(0).max(10).default(0),
+  backoffSeconds: z.number().int().min(1).max(3600).default(60),
+});
+
+/** The estimate the cost gate used, summarised for the record. */
+export const estimateSummarySchema = z.strictObject({
+  costUsd: usd,
+  runtimeSeconds: z.number().nonnegative(),
+  gpuMemoryGiB: z.number().nonnegative().optional(),
+  confidence: z.enum(['low', 'medium', 'high']),
+  /** What the estimate was based on, in a sentence. */
+  basis: z.string().min(1),
+});
+
+/** Per-job counters; preemptions and errors are counted apart because they have separate budgets. */
+export const countersSchema = z.strictObject({
+  /** Attempts that have ended (one per Batch job). */
+  attempts: z.number().int().nonnegative().default(0),
+  reclaims: z.number().int().nonnegative().default(0),
+  capacityCancellations: z.number().int().nonnegative().default(0),
+  appErrors: z.number().int().nonnegative().default(0),
+  infraErrors: z.number().int().nonnegative().default(0),
+});
+
+/** Per-job counters. */
+export type JobCounters = z.output<typeof countersSchema>;
+
+/** Latest progress the harness reported. */
+export const progressSchema = z.strictObject({
+  step: z.number().int().nonnegative().optional(),
+  totalSteps: z.number().int().positive().optional(),
+  /** 0..1 of the work done. */
+  fraction: z.number().min(0).max(1),
+  loss: z.number().finite().optional(),
+  updatedAt: isoTimestamp,
+});
+
+/** zod schema of the job record. */
+export const jobRecordSchema = z.strictObject({
+  jobId: jobIdSchema,
+  team: idSchema,
+  /** Who submitted it (principal ARN or user name, as the API resolved it). */
+  user: z.string().min(1).max(512),
+  project: z.string().min(1).max(64).optional(),
+  tier: idSchema,
+  state: z.enum(JOB_STATES),
+  createdAt: isoTimestamp,
+  command: z.array(z.string()).min(1, 'must hold the program and its arguments'),
+  requirements: requirementsSchema.prefault({}),
+  retries: retriesSchema.prefault({}),
+  /** Arguments appended to the command when resuming from a checkpoint (e.g. nanoGPT's `--init_from=resume`). */
+  resumeArgs: z.array(z.string()).optional(),
+  estimate: estimateSummarySchema.optional(),
+  counters: countersSchema.prefault({}),
+  costSoFarUsd: usd.default(0),
+  progress: progressSchema.optional(),
+  /** Why the job is in its state (refusal, failure, pause), one sentence. */
+  reason: z.string().min(1).optional(),
+});
+
+/** A job as stored and returned by the API. */
+export type JobRecord = z.output<typeof jobRecordSchema>;
+
+/** zod schema of one attempt (one Batch job). */
+export const attemptRecordSchema = z.strictObject({
+  jobId: jobIdSchema,
+  /** 1 for the first attempt. */
+  attempt: z.number().int().positive(),
+  capacity: z.enum(['spot', 'on-demand']),
+  queue: z.string().min(1),
+  batchJobId: z.string().min(1).optional(),
+  instanceId: z
+    .string()
+    .regex(/^i-[0-9a-f]{8,17}$/, 'must be an EC2 instance id like i-0123456789abcdef0')
+    .optional(),
+  /** Price per node-hour paid for this attempt: the spot price at the instance's start, or on-demand. */
+  usdPerHour: usd.optional(),
+  nodes: z.number().int().positive().default(1),
+  startedAt: epochMs.optional(),
+  stoppedAt: epochMs.optional(),
+  status: z.enum(BATCH_JOB_STATUSES),
+  outcome: attemptOutcomeSchema.optional(),
+  costUsd: usd.optional(),
+});
+
+/** An attempt as stored and returned by the API. */
+export type AttemptRecord = z.output<typeof attemptRecordSchema>;
+
+/** The moments at which the lifecycle decides something. */
+export const DECISION_MOMENTS = [
+  'submit',
+  'attempt-ended',
+  'attempt-reclaimed',
+  'capacity-cancelled',
+  'periodic-check',
+] as const;
+
+/** zod schema of one recorded decision (the job's audit trail). */
+export const decisionRecordSchema = z.strictObject({
+  /** 1, 2, 3… per job; the sort key that makes a repeated write of the same decision idempotent. */
+  seq: z.number().int().positive(),
+  at: isoTimestamp,
+  moment: z.enum(DECISION_MOMENTS),
+  /** What was decided, e.g. `run-attempt on-demand`, `finalize FAILED`. */
+  decision: z.string().min(1),
+  reason: z.string().min(1),
+});
+
+/** A recorded decision. */
+export type DecisionRecord = z.output<typeof decisionRecordSchema>;
+
+function parseWith<T extends z.ZodType>(schema: T, what: string, value: unknown): z.output<T> {
+  const result = schema.safeParse(value);
+  if (result.success) return result.data;
+  const issues = result.error.issues.map((issue) => {
+    const path = issue.path.map((p) => (typeof p === 'number' ? `[${p}]` : `.${String(p)}`)).join('');
+    return `${path.replace(/^\./, '') || '(root)'}: ${issue.message}`;
+  });
+  throw new InvalidJobRecord(`invalid ${what}: ${issues.join('; ')}`);
+}
+
+/** Validates a job record (from DynamoDB or built by a handler); throws {@link InvalidJobRecord}. */
+export function parseJobRecord(value: unknown): JobRecord {
+  return parseWith(jobRecordSchema, 'job record', value);
+}
+
+/** Validates an attempt record; throws {@link InvalidJobRecord}. */
+export function parseAttemptRecord(value: unknown): AttemptRecord {
+  return parseWith(attemptRecordSchema, 'attempt record', value);
+}
+
+/** Validates a decision record; throws {@link InvalidJobRecord}. */
+export function parseDecisionRecord(value: unknown): DecisionRecord {
+  return parseWith(decisionRecordSchema, 'decision record', value);
+}
