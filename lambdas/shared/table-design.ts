@@ -47,6 +47,15 @@ export const jobKeys = {
 /** Key builders for the budgets table. */
 export const budgetKeys = {
   period: (scope: string, period: string) => ({ pk: `SCOPE#${scope}`, sk: `PERIOD#${period}` }),
+  /** The ledger's record of one job: its scopes, period, amount and the results of its operations. */
+  job: (jobId: string) => ({ pk: `LEDGERJOB#${jobId}`, sk: 'META' }),
+  /** byTeam index attributes of a scope's period item, so a team's scopes for a period are one Query. */
+  teamIndex: (team: string, period: string, scope: string) => ({
+    gsi1pk: `TEAM#${team}`,
+    gsi1sk: `PERIOD#${period}#${scope}`,
+  }),
+  /** The byTeam sort-key prefix selecting one period. */
+  teamPeriodPrefix: (period: string) => `PERIOD#${period}#`,
 } as const;
 
 /** Engine-neutral description of a table: what the stack provisions and what local mode creates. */
@@ -63,8 +72,21 @@ export const JOBS_TABLE: TableDefinition = {
   indexes: [JOBS_INDEXES.byTeam, JOBS_INDEXES.byInstance],
 };
 
-/** The budgets table: one item per scope and period. */
-export const BUDGETS_TABLE: TableDefinition = { partitionKey: KEYS.partition, sortKey: KEYS.sort, indexes: [] };
+/** Global secondary indexes on the budgets table. */
+export const BUDGETS_INDEXES = {
+  byTeam: { name: 'byTeam', partition: 'gsi1pk', sort: 'gsi1sk' },
+} as const;
+
+/**
+ * The budgets table: one item per scope and period (pk = SCOPE#<scope>, sk = PERIOD#<YYYY-MM>, indexed byTeam with
+ * gsi1pk = TEAM#<team>, gsi1sk = PERIOD#<YYYY-MM>#<scope>) and one ledger record per job
+ * (pk = LEDGERJOB#<jobId>, sk = META; not indexed).
+ */
+export const BUDGETS_TABLE: TableDefinition = {
+  partitionKey: KEYS.partition,
+  sortKey: KEYS.sort,
+  indexes: [BUDGETS_INDEXES.byTeam],
+};
 
 /** A DynamoDB CreateTable request body for a definition (on-demand billing, all attributes projected). */
 export function createTableRequest(tableName: string, table: TableDefinition) {

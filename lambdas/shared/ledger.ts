@@ -1,0 +1,859 @@
+/**
+ * The budgets ledger: DynamoDB adapter for the cost gate, budget-watch, finalize and GET/PUT /budgets.
+ *
+ * Every write is one single-item conditional UpdateItem/PutItem (no transactions: dynalite has none, and none are
+ * needed). Items (see table-design.ts):
+ * - scope item `SCOPE#<scope>` / `PERIOD#<YYYY-MM>`: limitMicros, blockLimitMicros (limit × block threshold),
+ *   spentMicros, reservedMicros, availableMicros (= blockLimit − spent − reserved, kept as an attribute because
+ *   conditions can't do arithmetic), `jobs` (job id → JobEntry) and `crossings` (threshold → marker).
+ *   Totals only ever move by deltas (`x = x + :d`) in the same update that changes a job's entry, so concurrent
+ *   operations on different jobs never conflict and the invariant holds after every write.
+ * - job record `LEDGERJOB#<jobId>` / `META`: the job's scopes, period and amount (so accrue/settle/release need
+ *   only the job id), its saga state and the stored results that make replays return the first answer.
+ *
+ * Job record states: reserving → reserved | refused; reserving|reserved → releasing → released;
+ * anything but settled → settling → settled. A reserve saga that finds the record moved on while it ran
+ * (released, settled, refused by a concurrent duplicate) compensates what it reserved.
+ *
+ * Money is integer micro-dollars inside (see domain/budgets.ts); USD numbers at this module's edges.
+ * Known limit: job entries stay in the scope item for the period (they are the idempotency record), so one scope
+ * holds roughly 3,000 jobs per month within DynamoDB's 400 KB item size.
+ */
+import {
+  type DynamoDBDocumentClient,
+  GetCommand,
+  PutCommand,
+  QueryCommand,
+  UpdateCommand,
+} from '@aws-sdk/lib-dynamodb';
+import { z } from 'zod';
+import {
+  accrualChange,
+  BudgetExceeded,
+  type BudgetExceededDetails,
+  BudgetJobConflict,
+  BudgetNotFound,
+  ConcurrentUpdate,
+  type EntryChange,
+  fractionUsed,
+  InvalidScope,
+  isBlocked,
+  type JobEntry,
+  limitChange,
+  microsToUsd,
+  newBudgetFigures,
+  parseJobId,
+  parsePeriod,
+  parseScope,
+  releaseChange,
+  reservationEntry,
+  type Scope,
+  settlementChange,
+  type ThresholdName,
+  type Thresholds,
+  thresholdsReached,
+  UnknownBudgetJob,
+  usdToMicros,
+  validateThresholds,
+} from '../domain/budgets';
+import { BUDGETS_INDEXES, budgetKeys } from './table-design';
+
+export {
+  BudgetExceeded,
+  BudgetJobConflict,
+  BudgetNotFound,
+  ConcurrentUpdate,
+  InvalidScope,
+  UnknownBudgetJob,
+} from '../domain/budgets';
+
+/** A threshold a scope reached for the first time this period, returned to the operation that reached it. */
+export interface ThresholdCrossing {
+  readonly scope: string;
+  readonly period: string;
+  readonly threshold: ThresholdName;
+  /** Committed (spent + reserved) ÷ limit when it was reached; null for a $0 limit. */
+  readonly fraction: number | null;
+  readonly spentUsd: number;
+  readonly reservedUsd: number;
+  readonly limitUsd: number;
+}
+
+/** A successful reservation. */
+export interface ReserveResult {
+  readonly ok: true;
+  readonly crossings: ThresholdCrossing[];
+  /** User/project scopes with no budget item: unlimited, not reserved against. */
+  readonly unlimitedScopes: string[];
+}
+
+/** What an accrual did. */
+export interface AccrueResult {
+  readonly crossings: ThresholdCrossing[];
+  /** The job's scopes that reached their block threshold: the caller pauses those scopes' running jobs. */
+  readonly blockedScopes: string[];
+}
+
+/** What a settlement did (a replay returns the first settlement's result). */
+export interface SettleResult {
+  readonly jobId: string;
+  readonly actualUsd: number;
+  readonly crossings: ThresholdCrossing[];
+}
+
+/** What a release returned, per scope (a replay returns the first release's result). */
+export interface ReleaseResult {
+  readonly jobId: string;
+  readonly returned: ReadonlyArray<{ readonly scope: string; readonly returnedUsd: number }>;
+}
+
+/** A scope's budget for a period, as GET /budgets shows it. */
+export interface BudgetUsage {
+  readonly scope: string;
+  readonly period: string;
+  readonly team: string;
+  readonly limitUsd: number;
+  /** limit × block threshold: what spent + reserved may reach. */
+  readonly blockLimitUsd: number;
+  readonly spentUsd: number;
+  readonly reservedUsd: number;
+  readonly availableUsd: number;
+  /** (spent + reserved) ÷ limit × 100, two decimals; null for a $0 limit. */
+  readonly percentUsed: number | null;
+  readonly warnThreshold: number;
+  readonly blockThreshold: number;
+  readonly thresholdsCrossed: ThresholdName[];
+  /** Running jobs in this scope must stop (spend reached the block limit or commitments exceed it). */
+  readonly blocked: boolean;
+}
+
+/** How the ledger is wired. */
+export interface BudgetLedgerOptions {
+  readonly client: DynamoDBDocumentClient;
+  readonly tableName: string;
+  readonly thresholds: Thresholds;
+  /** Clock for createdAt and crossing markers. @default - the system clock */
+  readonly now?: () => Date;
+  /** Optimistic attempts per job entry before ConcurrentUpdate. @default 12 */
+  readonly maxAttempts?: number;
+}
+
+const micros = z.number().int();
+const entrySchema = z.object({
+  reserved: micros,
+  accrued: micros,
+  state: z.enum(['open', 'released', 'settled']),
+  version: z.number().int(),
+});
+const figuresSchema = z.object({
+  limitMicros: micros,
+  blockLimitMicros: micros,
+  spentMicros: micros,
+  reservedMicros: micros,
+  availableMicros: micros,
+});
+const scopeItemSchema = figuresSchema.extend({
+  scope: z.string(),
+  team: z.string(),
+  period: z.string(),
+  blockThreshold: z.number(),
+  crossings: z.record(z.string(), z.unknown()).optional(),
+  jobs: z.record(z.string(), entrySchema).optional(),
+});
+type ScopeItem = z.infer<typeof scopeItemSchema>;
+
+const crossingSchema = z.object({
+  scope: z.string(),
+  period: z.string(),
+  threshold: z.enum(['warn', 'block']),
+  fraction: z.number().nullable(),
+  spentUsd: z.number(),
+  reservedUsd: z.number(),
+  limitUsd: z.number(),
+});
+const jobStates = ['reserving', 'reserved', 'refused', 'releasing', 'released', 'settling', 'settled'] as const;
+const jobRecordSchema = z.object({
+  jobId: z.string(),
+  state: z.enum(jobStates),
+  scopes: z.array(z.string()).default([]),
+  period: z.string().optional(),
+  amountMicros: micros.optional(),
+  reserveResult: z.object({ crossings: z.array(crossingSchema), unlimitedScopes: z.array(z.string()) }).optional(),
+  refusal: z
+    .object({
+      scope: z.string(),
+      period: z.string(),
+      limitUsd: z.number(),
+      spentUsd: z.number(),
+      reservedUsd: z.number(),
+      requestedUsd: z.number(),
+      availableUsd: z.number(),
+      blockThreshold: z.number(),
+    })
+    .optional(),
+  settleActualMicros: micros.optional(),
+  settleResult: z.object({ jobId: z.string(), actualUsd: z.number(), crossings: z.array(crossingSchema) }).optional(),
+  releaseResult: z
+    .object({
+      jobId: z.string(),
+      returned: z.array(z.object({ scope: z.string(), returnedUsd: z.number() })),
+    })
+    .optional(),
+});
+type JobRecord = z.infer<typeof jobRecordSchema>;
+
+/** Attribute-name aliases used in every expression (several are DynamoDB reserved words). */
+const NAMES = {
+  '#pk': 'pk',
+  '#state': 'state',
+  '#jobs': 'jobs',
+  '#crossings': 'crossings',
+  '#limit': 'limitMicros',
+  '#blockLimit': 'blockLimitMicros',
+  '#blockThreshold': 'blockThreshold',
+  '#spent': 'spentMicros',
+  '#reserved': 'reservedMicros',
+  '#available': 'availableMicros',
+} as const;
+type Name = keyof typeof NAMES;
+/** The aliases an expression uses, since DynamoDB rejects unused ExpressionAttributeNames. */
+function names(...used: Name[]): Record<string, string> {
+  return Object.fromEntries(used.map((n) => [n, NAMES[n]]));
+}
+const FIGURE_NAMES: Name[] = ['#limit', '#blockLimit', '#spent', '#reserved', '#available'];
+
+/** Per-scope outcome of one saga step. */
+type ScopeReservation =
+  | { readonly kind: 'reserved'; readonly crossings: ThresholdCrossing[] }
+  | { readonly kind: 'unlimited' }
+  | { readonly kind: 'exceeded'; readonly details: BudgetExceededDetails };
+
+/** Budgets per scope and month in DynamoDB: reserve, accrue, settle, release, limits and usage. */
+export class BudgetLedger {
+  private readonly client: DynamoDBDocumentClient;
+  private readonly tableName: string;
+  private readonly thresholds: Thresholds;
+  private readonly now: () => Date;
+  private readonly maxAttempts: number;
+
+  constructor(options: BudgetLedgerOptions) {
+    this.client = options.client;
+    this.tableName = options.tableName;
+    this.thresholds = validateThresholds(options.thresholds);
+    this.now = options.now ?? (() => new Date());
+    this.maxAttempts = options.maxAttempts ?? 12;
+  }
+
+  /** Creates the scope's budget for the period with this limit unless it exists (then nothing changes). */
+  async ensureBudget(scope: string, period: string, limitUsd: number): Promise<{ created: boolean }> {
+    const parsed = parseScope(scope);
+    const checkedPeriod = parsePeriod(period);
+    const limitMicros = usdToMicros(limitUsd, 'budget limit');
+    return { created: await this.createScopeItem(parsed, checkedPeriod, limitMicros) };
+  }
+
+  /**
+   * Sets a scope's limit for the period (admin), creating the budget if absent. `available` moves by the change in
+   * the block limit in the same conditional update that checks the old limit, so concurrent reservations keep
+   * their places and no read-modify-write of the totals happens. Setting the same limit again writes nothing.
+   */
+  async setLimit(
+    scope: string,
+    period: string,
+    limitUsd: number,
+  ): Promise<{ usage: BudgetUsage; crossings: ThresholdCrossing[] }> {
+    const parsed = parseScope(scope);
+    const checkedPeriod = parsePeriod(period);
+    const limitMicros = usdToMicros(limitUsd, 'budget limit');
+    for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
+      const current = await this.readScopeItem(parsed.text, checkedPeriod);
+      if (!current) {
+        if (await this.createScopeItem(parsed, checkedPeriod, limitMicros)) {
+          const created = await this.readScopeItem(parsed.text, checkedPeriod);
+          if (created) return { usage: this.toUsage(created), crossings: [] };
+        }
+        continue;
+      }
+      const change = limitChange(current, limitMicros, this.thresholds.block);
+      if (!change) return { usage: this.toUsage(current), crossings: [] };
+      const updated = await this.conditionalUpdate({
+        Key: budgetKeys.period(parsed.text, checkedPeriod),
+        UpdateExpression:
+          'SET #limit = :limit, #blockLimit = :blockLimit, #blockThreshold = :blockThreshold, #available = #available + :delta',
+        ConditionExpression: '#limit = :oldLimit AND #blockLimit = :oldBlockLimit',
+        ExpressionAttributeNames: names('#limit', '#blockLimit', '#blockThreshold', '#available'),
+        ExpressionAttributeValues: {
+          ':limit': change.limitMicros,
+          ':blockLimit': change.blockLimitMicros,
+          ':blockThreshold': this.thresholds.block,
+          ':delta': change.availableDelta,
+          ':oldLimit': current.limitMicros,
+          ':oldBlockLimit': current.blockLimitMicros,
+        },
+      });
+      if (!updated) continue;
+      const item = scopeItemSchema.parse(updated);
+      return { usage: this.toUsage(item), crossings: await this.recordCrossings(item, 'setLimit') };
+    }
+    throw new ConcurrentUpdate(
+      `gave up setting the limit of ${parsed.text} for ${checkedPeriod} after ${this.maxAttempts} attempts: the limit kept changing`,
+    );
+  }
+
+  /**
+   * Reserves `amountUsd` for a job in every scope (a saga: scope by scope, each a single conditional update on
+   * "job not yet in this item AND available ≥ amount"). If a scope refuses, every reservation already made is
+   * released before BudgetExceeded is thrown. Idempotent per job id: a replay returns the first result (or throws
+   * the first refusal) and changes nothing.
+   */
+  async reserve(jobId: string, scopes: readonly string[], amountUsd: number, period: string): Promise<ReserveResult> {
+    const id = parseJobId(jobId);
+    const parsedScopes = this.parseJobScopes(scopes);
+    const checkedPeriod = parsePeriod(period);
+    const amountMicros = usdToMicros(amountUsd, 'reservation amount');
+    const record = await this.claimJob(
+      id,
+      parsedScopes.map((s) => s.text),
+      checkedPeriod,
+      amountMicros,
+    );
+    if (record.state !== 'reserving') return this.answerReserveReplay(record);
+
+    const crossings: ThresholdCrossing[] = [];
+    const unlimitedScopes: string[] = [];
+    for (const scope of parsedScopes) {
+      let outcome: ScopeReservation;
+      try {
+        outcome = await this.reserveInScope(id, scope, checkedPeriod, amountMicros);
+      } catch (error) {
+        // Not a refusal (missing team budget, contention, network): undo what this saga reserved and leave the
+        // record in `reserving`, so a replay after the cause is fixed starts cleanly.
+        await this.compensate(id, parsedScopes, checkedPeriod);
+        throw error;
+      }
+      if (outcome.kind === 'exceeded') return this.refuse(id, parsedScopes, checkedPeriod, outcome.details);
+      if (outcome.kind === 'unlimited') unlimitedScopes.push(scope.text);
+      else crossings.push(...outcome.crossings);
+    }
+    const result: ReserveResult = { ok: true, crossings, unlimitedScopes };
+    const finished = await this.conditionalUpdate({
+      Key: budgetKeys.job(id),
+      UpdateExpression: 'SET #state = :reserved, reserveResult = :result',
+      ConditionExpression: '#state = :reserving',
+      ExpressionAttributeNames: names('#state'),
+      ExpressionAttributeValues: {
+        ':reserved': 'reserved',
+        ':reserving': 'reserving',
+        ':result': { crossings, unlimitedScopes },
+      },
+    });
+    if (finished) return result;
+    // The record moved on while this saga ran: a concurrent duplicate finished (use its answer) or the job was
+    // refused, released or settled meanwhile (then what this saga reserved must not stay behind).
+    const now = await this.readJob(id);
+    if (now?.state === 'reserved' && now.reserveResult) return { ok: true, ...now.reserveResult };
+    await this.compensate(id, parsedScopes, checkedPeriod);
+    if (now?.refusal) throw new BudgetExceeded(now.refusal);
+    throw new BudgetJobConflict(
+      `job ${id} was ${now?.state ?? 'removed'} while its reservation was being made; nothing stays reserved for it`,
+    );
+  }
+
+  /**
+   * Budget-watch: the job's running cost so far. Monotonic and idempotent (the same or an older figure changes
+   * nothing); moves money from the job's reservation to spent, and beyond the reservation it eats into available.
+   * Reports crossings and the scopes now blocked, so the caller can pause their jobs.
+   */
+  async accrue(jobId: string, spentSoFarUsd: number): Promise<AccrueResult> {
+    const id = parseJobId(jobId);
+    const spentMicros = usdToMicros(spentSoFarUsd, 'running cost');
+    const record = await this.readJob(id);
+    if (!record)
+      throw new UnknownBudgetJob(`job ${id} has no reservation in the budget ledger; accrue needs a reserve`);
+    const period = record.period;
+    if (period === undefined) return { crossings: [], blockedScopes: [] };
+    const outcomes = await Promise.all(
+      record.scopes.map(async (scope) => {
+        const applied = await this.applyToEntry(scope, period, id, (entry) => accrualChange(entry, spentMicros));
+        if (!applied) return { crossings: [], blocked: false, scope };
+        const crossings = applied.changed ? await this.recordCrossings(applied.item, id) : [];
+        return { crossings, blocked: isBlocked(applied.item), scope };
+      }),
+    );
+    return {
+      crossings: outcomes.flatMap((o) => o.crossings),
+      blockedScopes: outcomes.filter((o) => o.blocked).map((o) => o.scope),
+    };
+  }
+
+  /**
+   * Finalize: replaces the job's reservation with its actual cost in every scope (reserved −= what the job still
+   * held; spent += actual − already accrued). Idempotent: a second settle changes nothing and returns the first
+   * result, whatever amount it is given. Throws UnknownBudgetJob for a job never reserved.
+   */
+  async settle(jobId: string, actualUsd: number): Promise<SettleResult> {
+    const id = parseJobId(jobId);
+    const actualMicros = usdToMicros(actualUsd, 'actual cost');
+    const record = await this.readJob(id);
+    if (!record) {
+      throw new UnknownBudgetJob(`job ${id} has no reservation in the budget ledger; settle needs a prior reserve`);
+    }
+    if (record.state === 'settled' && record.settleResult) return record.settleResult;
+    // The first settle's amount wins: a replay mid-way (after a crash) finishes with the recorded figure.
+    const settling = await this.conditionalUpdate({
+      Key: budgetKeys.job(id),
+      UpdateExpression: 'SET #state = :settling, settleActualMicros = if_not_exists(settleActualMicros, :actual)',
+      ConditionExpression: 'attribute_exists(#pk) AND #state <> :settled',
+      ExpressionAttributeNames: names('#state', '#pk'),
+      ExpressionAttributeValues: { ':settling': 'settling', ':settled': 'settled', ':actual': actualMicros },
+    });
+    if (!settling) return this.storedSettlement(id);
+    const moving = jobRecordSchema.parse(settling);
+    const recordedMicros = moving.settleActualMicros ?? actualMicros;
+    const period = moving.period;
+    const crossings: ThresholdCrossing[] = [];
+    if (period !== undefined) {
+      const perScope = await Promise.all(
+        moving.scopes.map(async (scope) => {
+          const applied = await this.applyToEntry(scope, period, id, (entry) =>
+            settlementChange(entry, recordedMicros),
+          );
+          return applied?.changed ? this.recordCrossings(applied.item, id) : [];
+        }),
+      );
+      crossings.push(...perScope.flat());
+    }
+    const result: SettleResult = { jobId: id, actualUsd: microsToUsd(recordedMicros), crossings };
+    const done = await this.conditionalUpdate({
+      Key: budgetKeys.job(id),
+      UpdateExpression: 'SET #state = :settled, settleResult = :result',
+      ConditionExpression: '#state = :settling',
+      ExpressionAttributeNames: names('#state'),
+      ExpressionAttributeValues: { ':settled': 'settled', ':settling': 'settling', ':result': result },
+    });
+    return done ? result : this.storedSettlement(id);
+  }
+
+  /**
+   * Cancel before (or without further) spend: returns the job's remaining reservation in every scope; what was
+   * already accrued stays spent. Idempotent: a replay returns the first result. Releasing a job the ledger never
+   * saw leaves a tombstone, so a reserve arriving later (a cancel racing the cost gate) is refused, not leaked.
+   */
+  async release(jobId: string): Promise<ReleaseResult> {
+    const id = parseJobId(jobId);
+    for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
+      const record = await this.readJob(id);
+      if (!record) {
+        const tombstone: ReleaseResult = { jobId: id, returned: [] };
+        const created = await this.conditionalPut(
+          { ...budgetKeys.job(id), jobId: id, state: 'released', scopes: [], releaseResult: tombstone },
+          'attribute_not_exists(#pk)',
+        );
+        if (created) return tombstone;
+        continue;
+      }
+      if (record.releaseResult) return record.releaseResult;
+      if (!['reserving', 'reserved', 'releasing'].includes(record.state)) return { jobId: id, returned: [] };
+      const releasing = await this.conditionalUpdate({
+        Key: budgetKeys.job(id),
+        UpdateExpression: 'SET #state = :releasing',
+        ConditionExpression: '#state IN (:reserving, :reserved, :releasing)',
+        ExpressionAttributeNames: names('#state'),
+        ExpressionAttributeValues: { ':releasing': 'releasing', ':reserving': 'reserving', ':reserved': 'reserved' },
+      });
+      if (!releasing) continue;
+      const period = record.period;
+      const returned =
+        period === undefined
+          ? []
+          : await Promise.all(
+              record.scopes.map(async (scope) => {
+                const applied = await this.applyToEntry(scope, period, id, releaseChange);
+                return { scope, returnedUsd: applied?.changed ? microsToUsd(-applied.change.reservedDelta) : 0 };
+              }),
+            );
+      const result: ReleaseResult = { jobId: id, returned };
+      const done = await this.conditionalUpdate({
+        Key: budgetKeys.job(id),
+        UpdateExpression: 'SET #state = :released, releaseResult = :result',
+        ConditionExpression: '#state = :releasing',
+        ExpressionAttributeNames: names('#state'),
+        ExpressionAttributeValues: { ':released': 'released', ':releasing': 'releasing', ':result': result },
+      });
+      if (done) return result;
+      const now = await this.readJob(id);
+      return now?.releaseResult ?? result;
+    }
+    throw new ConcurrentUpdate(
+      `gave up releasing job ${id} after ${this.maxAttempts} attempts: its record kept changing`,
+    );
+  }
+
+  /** A scope's budget for a period, or undefined when it has none (user/project scopes: unlimited). */
+  async usage(scope: string, period: string): Promise<BudgetUsage | undefined> {
+    const parsed = parseScope(scope);
+    const item = await this.readScopeItem(parsed.text, parsePeriod(period));
+    return item ? this.toUsage(item) : undefined;
+  }
+
+  /** Every budgeted scope of a team for a period (team, users, projects), sorted by scope. */
+  async listScopes(team: string, period: string): Promise<BudgetUsage[]> {
+    const teamScope = parseScope(`team:${team}`);
+    const checkedPeriod = parsePeriod(period);
+    const usages: BudgetUsage[] = [];
+    let start: Record<string, unknown> | undefined;
+    do {
+      const page = await this.client.send(
+        new QueryCommand({
+          TableName: this.tableName,
+          IndexName: BUDGETS_INDEXES.byTeam.name,
+          KeyConditionExpression: '#gpk = :gpk AND begins_with(#gsk, :prefix)',
+          // The jobs map can be large; listing needs only the totals and markers.
+          ProjectionExpression:
+            'scope, team, period, #blockThreshold, #crossings, #limit, #blockLimit, #spent, #reserved, #available',
+          ExpressionAttributeNames: {
+            '#gpk': BUDGETS_INDEXES.byTeam.partition,
+            '#gsk': BUDGETS_INDEXES.byTeam.sort,
+            ...names('#blockThreshold', '#crossings', ...FIGURE_NAMES),
+          },
+          ExpressionAttributeValues: {
+            ':gpk': budgetKeys.teamIndex(teamScope.team, checkedPeriod, teamScope.text).gsi1pk,
+            ':prefix': budgetKeys.teamPeriodPrefix(checkedPeriod),
+          },
+          ExclusiveStartKey: start,
+        }),
+      );
+      for (const raw of page.Items ?? []) usages.push(this.toUsage(scopeItemSchema.parse(raw)));
+      start = page.LastEvaluatedKey;
+    } while (start);
+    return usages.sort((a, b) => (a.scope < b.scope ? -1 : a.scope > b.scope ? 1 : 0));
+  }
+
+  private parseJobScopes(scopes: readonly string[]): Scope[] {
+    if (!Array.isArray(scopes) || scopes.length === 0) {
+      throw new InvalidScope('a reservation needs at least one scope, e.g. ["team:nlp"]');
+    }
+    const parsed = scopes.map((s) => parseScope(s));
+    const team = parsed[0]?.team;
+    const seen = new Set<string>();
+    for (const scope of parsed) {
+      if (scope.team !== team) {
+        throw new InvalidScope(`a job's scopes must all belong to one team: ${scope.text} is not of team "${team}"`);
+      }
+      if (seen.has(scope.text)) throw new InvalidScope(`scope ${scope.text} is listed twice`);
+      seen.add(scope.text);
+    }
+    return parsed;
+  }
+
+  /** Creates the job record in `reserving`, or returns the existing one if it describes the same reservation. */
+  private async claimJob(jobId: string, scopes: string[], period: string, amountMicros: number): Promise<JobRecord> {
+    const fresh = {
+      ...budgetKeys.job(jobId),
+      jobId,
+      state: 'reserving' as const,
+      scopes,
+      period,
+      amountMicros,
+      createdAt: this.now().toISOString(),
+    };
+    for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
+      if (await this.conditionalPut(fresh, 'attribute_not_exists(#pk)')) return jobRecordSchema.parse(fresh);
+      const existing = await this.readJob(jobId);
+      if (!existing) continue;
+      if (existing.period === undefined) {
+        throw new BudgetJobConflict(`job ${jobId} was released before it was reserved; it cannot be reserved now`);
+      }
+      const same =
+        existing.period === period &&
+        existing.amountMicros === amountMicros &&
+        existing.scopes.length === scopes.length &&
+        existing.scopes.every((s, i) => s === scopes[i]);
+      if (!same) {
+        throw new BudgetJobConflict(
+          `job ${jobId} already has a reservation of $${microsToUsd(existing.amountMicros ?? 0)} for ${existing.scopes.join(
+            ', ',
+          )} in ${existing.period}; a job id reserves once (asked: $${microsToUsd(amountMicros)} for ${scopes.join(', ')} in ${period})`,
+        );
+      }
+      return existing;
+    }
+    throw new ConcurrentUpdate(`gave up recording job ${jobId} after ${this.maxAttempts} attempts`);
+  }
+
+  private answerReserveReplay(record: JobRecord): ReserveResult {
+    if (record.refusal) throw new BudgetExceeded(record.refusal);
+    if (record.reserveResult) return { ok: true, ...record.reserveResult };
+    throw new BudgetJobConflict(
+      `job ${record.jobId} is ${record.state} without a completed reservation; it cannot be reserved now`,
+    );
+  }
+
+  private async refuse(
+    jobId: string,
+    scopes: Scope[],
+    period: string,
+    details: BudgetExceededDetails,
+  ): Promise<ReserveResult> {
+    const marked = await this.conditionalUpdate({
+      Key: budgetKeys.job(jobId),
+      UpdateExpression: 'SET #state = :refused, refusal = :refusal',
+      ConditionExpression: '#state = :reserving',
+      ExpressionAttributeNames: names('#state'),
+      ExpressionAttributeValues: { ':refused': 'refused', ':reserving': 'reserving', ':refusal': details },
+    });
+    let refusal = details;
+    if (!marked) {
+      // A concurrent duplicate of this reserve finished first: its reservation stands and must not be undone.
+      const now = await this.readJob(jobId);
+      if (now?.state === 'reserved' && now.reserveResult) return { ok: true, ...now.reserveResult };
+      if (now?.refusal) refusal = now.refusal;
+    }
+    await this.compensate(jobId, scopes, period);
+    throw new BudgetExceeded(refusal);
+  }
+
+  /** Returns every open reservation this job holds in these scopes (the saga's compensation). */
+  private async compensate(jobId: string, scopes: Scope[], period: string): Promise<void> {
+    await Promise.all(scopes.map((scope) => this.applyToEntry(scope.text, period, jobId, releaseChange)));
+  }
+
+  private async reserveInScope(
+    jobId: string,
+    scope: Scope,
+    period: string,
+    amountMicros: number,
+  ): Promise<ScopeReservation> {
+    for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
+      const updated = await this.conditionalUpdate({
+        Key: budgetKeys.period(scope.text, period),
+        UpdateExpression: 'SET #jobs.#job = :entry, #reserved = #reserved + :amount, #available = #available - :amount',
+        ConditionExpression: 'attribute_exists(#pk) AND attribute_not_exists(#jobs.#job) AND #available >= :amount',
+        ExpressionAttributeNames: { ...names('#jobs', '#reserved', '#available', '#pk'), '#job': jobId },
+        ExpressionAttributeValues: { ':entry': reservationEntry(amountMicros), ':amount': amountMicros },
+      });
+      if (updated) {
+        return { kind: 'reserved', crossings: await this.recordCrossings(scopeItemSchema.parse(updated), jobId) };
+      }
+      const current = await this.readScopeItem(scope.text, period, jobId);
+      if (!current) {
+        if (scope.kind === 'team') {
+          throw new BudgetNotFound(
+            `${scope.text} has no budget for ${period}; the cost gate must create it (ensureBudget) before reserving`,
+          );
+        }
+        return { kind: 'unlimited' };
+      }
+      // Already in this item: an earlier attempt of this job reserved here (or it was released/settled since,
+      // which the saga's final state transition detects).
+      if (current.jobs?.[jobId]) return { kind: 'reserved', crossings: [] };
+      if (current.availableMicros >= amountMicros) continue; // money was returned between the write and the read
+      return {
+        kind: 'exceeded',
+        details: {
+          scope: scope.text,
+          period,
+          limitUsd: microsToUsd(current.limitMicros),
+          spentUsd: microsToUsd(current.spentMicros),
+          reservedUsd: microsToUsd(current.reservedMicros),
+          requestedUsd: microsToUsd(amountMicros),
+          availableUsd: microsToUsd(current.availableMicros),
+          blockThreshold: current.blockThreshold,
+        },
+      };
+    }
+    throw new ConcurrentUpdate(
+      `gave up reserving job ${jobId} in ${scope.text} for ${period} after ${this.maxAttempts} attempts: available kept changing`,
+    );
+  }
+
+  /**
+   * Applies a change to one job's entry in one scope item: read the entry, compute the change, write it with the
+   * totals' deltas on the condition that the entry's version is still the one read (optimistic, per job entry).
+   * Undefined when the scope has no item or the job no entry there.
+   */
+  private async applyToEntry(
+    scope: string,
+    period: string,
+    jobId: string,
+    compute: (entry: JobEntry) => EntryChange | null,
+  ): Promise<
+    { changed: true; item: ScopeItem; change: EntryChange } | { changed: false; item: ScopeItem } | undefined
+  > {
+    for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
+      const current = await this.readScopeItem(scope, period, jobId);
+      const entry = current?.jobs?.[jobId];
+      if (!current || !entry) return undefined;
+      const change = compute(entry);
+      if (!change) return { changed: false, item: current };
+      const updated = await this.conditionalUpdate({
+        Key: budgetKeys.period(scope, period),
+        UpdateExpression:
+          'SET #jobs.#job = :entry, #spent = #spent + :spent, #reserved = #reserved + :reserved, #available = #available + :available',
+        ConditionExpression: '#jobs.#job.version = :version',
+        ExpressionAttributeNames: { ...names('#jobs', '#spent', '#reserved', '#available'), '#job': jobId },
+        ExpressionAttributeValues: {
+          ':entry': change.entry,
+          ':spent': change.spentDelta,
+          ':reserved': change.reservedDelta,
+          ':available': change.availableDelta,
+          ':version': entry.version,
+        },
+      });
+      if (updated) return { changed: true, item: scopeItemSchema.parse(updated), change };
+    }
+    throw new ConcurrentUpdate(
+      `gave up updating job ${jobId} in ${scope} for ${period} after ${this.maxAttempts} attempts: its entry kept changing`,
+    );
+  }
+
+  /**
+   * Records a marker for each threshold the item's figures have reached and that has none yet. The marker is a
+   * conditional set, so of many concurrent operations exactly one records (and reports) each crossing; an
+   * operation that crashed before recording is made good by the next one that sees the figures.
+   */
+  private async recordCrossings(item: ScopeItem, by: string): Promise<ThresholdCrossing[]> {
+    const reached = thresholdsReached(item, this.thresholds).filter((t) => item.crossings?.[t] === undefined);
+    const crossings: ThresholdCrossing[] = [];
+    for (const threshold of reached) {
+      const crossing: ThresholdCrossing = {
+        scope: item.scope,
+        period: item.period,
+        threshold,
+        fraction: fractionUsed(item),
+        spentUsd: microsToUsd(item.spentMicros),
+        reservedUsd: microsToUsd(item.reservedMicros),
+        limitUsd: microsToUsd(item.limitMicros),
+      };
+      const marked = await this.conditionalUpdate({
+        Key: budgetKeys.period(item.scope, item.period),
+        UpdateExpression: 'SET #crossings.#threshold = :marker',
+        ConditionExpression: 'attribute_exists(#pk) AND attribute_not_exists(#crossings.#threshold)',
+        ExpressionAttributeNames: { ...names('#crossings', '#pk'), '#threshold': threshold },
+        ExpressionAttributeValues: { ':marker': { ...crossing, at: this.now().toISOString(), by } },
+      });
+      if (marked) crossings.push(crossing);
+    }
+    return crossings;
+  }
+
+  private async createScopeItem(scope: Scope, period: string, limitMicros: number): Promise<boolean> {
+    const figures = newBudgetFigures(limitMicros, this.thresholds.block);
+    return this.conditionalPut(
+      {
+        ...budgetKeys.period(scope.text, period),
+        ...budgetKeys.teamIndex(scope.team, period, scope.text),
+        scope: scope.text,
+        team: scope.team,
+        period,
+        blockThreshold: this.thresholds.block,
+        ...figures,
+        jobs: {},
+        crossings: {},
+        createdAt: this.now().toISOString(),
+      },
+      'attribute_not_exists(#pk)',
+    );
+  }
+
+  private async readScopeItem(scope: string, period: string, jobId?: string): Promise<ScopeItem | undefined> {
+    const { Item } = await this.client.send(
+      new GetCommand({
+        TableName: this.tableName,
+        Key: budgetKeys.period(scope, period),
+        ConsistentRead: true,
+        // Only the totals, markers and (when asked) one job's entry: the jobs map can be large.
+        ProjectionExpression: `#scope, #team, #period, #blockThreshold, #crossings, ${FIGURE_NAMES.join(', ')}${
+          jobId === undefined ? '' : ', #jobs.#job'
+        }`,
+        ExpressionAttributeNames: {
+          '#scope': 'scope',
+          '#team': 'team',
+          '#period': 'period',
+          ...names(
+            '#blockThreshold',
+            '#crossings',
+            ...FIGURE_NAMES,
+            ...(jobId === undefined ? [] : ['#jobs' as const]),
+          ),
+          ...(jobId === undefined ? {} : { '#job': jobId }),
+        },
+      }),
+    );
+    return Item ? scopeItemSchema.parse(Item) : undefined;
+  }
+
+  private async readJob(jobId: string): Promise<JobRecord | undefined> {
+    const { Item } = await this.client.send(
+      new GetCommand({ TableName: this.tableName, Key: budgetKeys.job(jobId), ConsistentRead: true }),
+    );
+    return Item ? jobRecordSchema.parse(Item) : undefined;
+  }
+
+  private async storedSettlement(jobId: string): Promise<SettleResult> {
+    const record = await this.readJob(jobId);
+    if (record?.settleResult) return record.settleResult;
+    throw new ConcurrentUpdate(`job ${jobId} is being settled by another call; retry to read its settlement`);
+  }
+
+  private toUsage(item: ScopeItem): BudgetUsage {
+    const fraction = fractionUsed(item);
+    const crossed = (['warn', 'block'] as const).filter((t) => item.crossings?.[t] !== undefined);
+    return {
+      scope: item.scope,
+      period: item.period,
+      team: item.team,
+      limitUsd: microsToUsd(item.limitMicros),
+      blockLimitUsd: microsToUsd(item.blockLimitMicros),
+      spentUsd: microsToUsd(item.spentMicros),
+      reservedUsd: microsToUsd(item.reservedMicros),
+      availableUsd: microsToUsd(item.availableMicros),
+      percentUsed: fraction === null ? null : Math.round(fraction * 10000) / 100,
+      warnThreshold: this.thresholds.warn,
+      blockThreshold: item.blockThreshold,
+      thresholdsCrossed: crossed,
+      blocked: isBlocked(item),
+    };
+  }
+
+  /** UpdateItem returning the new item, or undefined when its condition failed. */
+  private async conditionalUpdate(input: {
+    Key: Record<string, string>;
+    UpdateExpression: string;
+    ConditionExpression: string;
+    ExpressionAttributeNames: Record<string, string>;
+    ExpressionAttributeValues: Record<string, unknown>;
+  }): Promise<Record<string, unknown> | undefined> {
+    try {
+      const { Attributes } = await this.client.send(
+        new UpdateCommand({ TableName: this.tableName, ReturnValues: 'ALL_NEW', ...input }),
+      );
+      return Attributes ?? {};
+    } catch (error) {
+      if (isConditionFailure(error)) return undefined;
+      throw error;
+    }
+  }
+
+  /** PutItem under a condition on the key; false when the condition failed. */
+  private async conditionalPut(item: Record<string, unknown>, condition: string): Promise<boolean> {
+    try {
+      await this.client.send(
+        new PutCommand({
+          TableName: this.tableName,
+          Item: item,
+          ConditionExpression: condition,
+          ExpressionAttributeNames: names('#pk'),
+        }),
+      );
+      return true;
+    } catch (error) {
+      if (isConditionFailure(error)) return false;
+      throw error;
+    }
+  }
+}
+
+function isConditionFailure(error: unknown): boolean {
+  return error instanceof Error && error.name === 'ConditionalCheckFailedException';
+}
