@@ -1,0 +1,713 @@
+/**
+ * Workload analysis: from a code bundle and its command, what a training job needs (framework, GPU, parameter count,
+ * GPU memory, FLOPs, runtime per tier) and the cheapest tier that fits. Pure: no AWS SDK, no process.env, and the
+ * submitted Python is read, never run. Every figure carries its basis and a confidence; what cannot be read is listed
+ * in `unknowns`. Formulas, constants and their sources: docs/cost-model.md.
+ */
+import { maxRuntimeSeconds, type TierConfig } from '../../lib/config';
+import { formatCount, formatDuration, formatGiB, formatUsd } from './analysis/format';
+import { type PythonValue, parseOverride, topLevelAssignments } from './analysis/python-literals';
+
+/** A submitted code bundle: text files by relative path, and the command as argv. */
+export interface CodeBundle {
+  files: Record<string, string>;
+  command: string[];
+}
+
+/** What the user states about the job; each field, when given, overrides the analysis. */
+export interface JobRequirements {
+  tier?: string;
+  gpuMemoryGiB?: number;
+  runtimeSeconds?: number;
+  deadlineSeconds?: number;
+}
+
+/** An estimate with what it was based on and how far to trust it. */
+export interface Figure<T> {
+  value: T;
+  basis: string;
+  confidence: 'high' | 'medium' | 'low';
+}
+
+/** One tier as seen by the analysis. */
+export interface TierAssessment {
+  tier: string;
+  fits: boolean;
+  reason: string;
+  runtimeSeconds?: Figure<number>;
+  /** On-demand cost of the estimated runtime, all nodes, USD. */
+  onDemandCostUsd?: number;
+}
+
+/** The analysis of one workload. */
+export interface WorkloadAnalysis {
+  framework: 'torch' | 'tensorflow' | 'jax' | 'none';
+  usesGpu: Figure<boolean>;
+  /** Literal hyper-parameters, booleans in Python spelling (`'True'`/`'False'`); source e.g. `config/x.py:12`. */
+  hyperparameters: Record<string, { value: number | string; source: string }>;
+  parameterCount?: Figure<number>;
+  peakGpuMemoryGiB?: Figure<number>;
+  /** Training tokens: max_iters × batch_size × block_size × gradient_accumulation_steps. */
+  totalTokens?: Figure<number>;
+  /** Training plus evaluation FLOPs. */
+  flops?: Figure<number>;
+  perTier: TierAssessment[];
+  recommendedTier?: string;
+  recommendationReason: string;
+  /** Other tiers that fit, cheapest first. */
+  alternatives: string[];
+  /** What could not be determined, said plainly. */
+  unknowns: string[];
+  overridesApplied: string[];
+  /** The entry script found in the command, if any. */
+  entryScript?: string;
+  /** Config files given as positional `.py` arguments, in the order they apply. */
+  configFiles: string[];
+  /** Whether the code runs data-parallel across all GPUs of a tier (torchrun, DistributedDataParallel). */
+  distributed: boolean;
+}
+
+/** Nothing fits the workload; the message gives the numbers and each tier's reason. */
+export class WorkloadRefused extends Error {
+  override name = 'WorkloadRefused';
+  /** The analysis that led to the refusal. */
+  readonly analysis: WorkloadAnalysis;
+  constructor(message: string, analysis: WorkloadAnalysis) {
+    super(message);
+    this.analysis = analysis;
+  }
+}
+
+/** A requirement names a tier that is not configured. */
+export class UnknownTier extends Error {
+  override name = 'UnknownTier';
+  /** The ids that are configured. */
+  readonly knownTiers: string[];
+  constructor(tierId: string, knownTiers: string[]) {
+    super(`unknown tier "${tierId}"; defined tiers: ${knownTiers.join(', ')}`);
+    this.knownTiers = knownTiers;
+  }
+}
+
+/** A requirement value is out of range (negative, zero, not a number). */
+export class InvalidRequirement extends Error {
+  override name = 'InvalidRequirement';
+}
+
+/**
+ * The constants the analysis assumes, in one place so docs/cost-model.md and the tests can name them.
+ * Sources and justification: docs/cost-model.md.
+ */
+export const ANALYSIS_ASSUMPTIONS = {
+  /** Fraction of a GPU's peak 16-bit TFLOPS a small single-GPU PyTorch training loop sustains (MFU). */
+  gpuUtilisation: 0.3,
+  /** Fraction of a CPU's peak fp32 FLOPS sustained by BLAS-bound training. */
+  cpuUtilisation: 0.5,
+  /** Share of a GPU tier's 16-bit peak available to fp32 training (T4: 8.1 of 65 TFLOPS). */
+  fp32GpuThroughputFraction: 0.125,
+  /** fp32 master weights 4 + fp32 gradients 4 + Adam first and second moments 8, bytes per parameter. */
+  trainingBytesPerParameter: 16,
+  /** Activation bytes per token per embedding dimension per layer with 16-bit activations (Korthikanti et al.). */
+  activationBytesPerTokenPerDim: 34,
+  /** Attention-score activation bytes per head per (context position)² per sequence with 16-bit activations. */
+  attentionScoreBytes: 5,
+  /** fp32 copy of the logits for the cross-entropy loss, bytes per logit (added to the logits' own dtype bytes). */
+  lossLogitBytes: 4,
+  /** CUDA context, cuBLAS workspaces and allocator slack on the GPU, GiB. */
+  cudaContextGiB: 1,
+  /** Resident memory of the interpreter and framework before the model, MiB, for CPU tiers. */
+  runtimeMemoryMiB: { torch: 300, tensorflow: 600, jax: 400, none: 64 } as Record<string, number>,
+  /** Process start (interpreter, framework import, data open) added to every runtime, seconds. */
+  startupSeconds: { torch: 5, tensorflow: 10, jax: 10, none: 1 } as Record<string, number>,
+  /** vocab_size assumed when it is not literal and the project looks character-level (tiny Shakespeare). */
+  charLevelVocab: 65,
+  /** vocab_size assumed otherwise: GPT-2's 50257 padded to a multiple of 64, as nanoGPT does. */
+  gpt2Vocab: 50304,
+  /** Head dimension assumed when n_head is not literal (GPT-2). */
+  headDim: 64,
+} as const;
+
+/** Hyper-parameters read from the code; others are ignored. */
+export const TRACKED_KEYS = [
+  'n_layer',
+  'n_head',
+  'n_embd',
+  'vocab_size',
+  'block_size',
+  'batch_size',
+  'gradient_accumulation_steps',
+  'max_iters',
+  'dtype',
+  'bias',
+  'dropout',
+  'device',
+  'eval_interval',
+  'eval_iters',
+] as const;
+
+type Confidence = Figure<number>['confidence'];
+type Framework = WorkloadAnalysis['framework'];
+type Hyper = WorkloadAnalysis['hyperparameters'];
+
+const PYTHON_INTERPRETER = /(^|\/)python[\d.]*$/;
+const DISTRIBUTED_LAUNCHERS = /(^|\/)(torchrun|deepspeed|accelerate|horovodrun|mpirun)$/;
+
+/** Analyses a bundle against the configured tiers; throws UnknownTier, InvalidRequirement or WorkloadRefused. */
+export function analyzeWorkload(
+  bundle: CodeBundle,
+  tiers: readonly TierConfig[],
+  req: JobRequirements = {},
+): WorkloadAnalysis {
+  checkRequirements(req, tiers);
+  const unknowns: string[] = [];
+  const files = normaliseFiles(bundle.files);
+  const { entryScript, configFiles, overrides } = readCommand(bundle.command, files, unknowns);
+  const { hyper, nonLiteral } = readHyperparameters(files, entryScript, configFiles, overrides);
+  // Assumptions made for missing hyper-parameters, by key; reported together with why the key was missing.
+  const assumed = new Map<string, string>();
+  const framework = detectFramework(files, entryScript);
+  const distributed = detectDistributed(bundle.command, files);
+  const overridesApplied: string[] = [];
+  const usesGpu = detectGpu(files, framework, hyper, unknowns);
+  if (req.gpuMemoryGiB !== undefined && req.gpuMemoryGiB > 0 && !usesGpu.value) {
+    overridesApplied.push(`gpuMemoryGiB=${req.gpuMemoryGiB} implies GPU use (analysis: ${usesGpu.basis})`);
+    usesGpu.value = true;
+    usesGpu.basis = `user requires ${req.gpuMemoryGiB} GiB of GPU memory`;
+    usesGpu.confidence = 'high';
+  }
+
+  const model = estimateModel(files, bundle.command, hyper, framework, usesGpu.value, unknowns, assumed);
+  for (const [key, reason] of nonLiteral) {
+    const assumption = assumed.get(key);
+    unknowns.push(assumption ? `${reason}; ${assumption}` : reason);
+  }
+  for (const [key, assumption] of assumed) {
+    if (!nonLiteral.has(key)) unknowns.push(`${key} is not set in the code or command; ${assumption}`);
+  }
+  let peakGpuMemoryGiB = usesGpu.value ? model?.peakGpuMemoryGiB : undefined;
+  if (req.gpuMemoryGiB !== undefined) {
+    overridesApplied.push(
+      `gpuMemoryGiB=${req.gpuMemoryGiB} (analysis: ${model ? formatGiB(model.peakGpuMemoryGiB.value) : 'unknown'})`,
+    );
+    peakGpuMemoryGiB = { value: req.gpuMemoryGiB, basis: 'user override', confidence: 'high' };
+  }
+  if (req.runtimeSeconds !== undefined) overridesApplied.push(`runtimeSeconds=${req.runtimeSeconds}`);
+  if (req.deadlineSeconds !== undefined) overridesApplied.push(`deadlineSeconds=${req.deadlineSeconds}`);
+
+  const perTier = tiers.map((tier) =>
+    assessTier(tier, { usesGpu: usesGpu.value, framework, distributed, model, peakGpuMemoryGiB, hyper, req }),
+  );
+  const fitting = perTier.filter((t) => t.fits).sort((a, b) => costOrder(a, b, tiers));
+
+  const analysis: WorkloadAnalysis = {
+    framework,
+    usesGpu,
+    hyperparameters: hyper,
+    ...(model && { parameterCount: model.parameterCount, totalTokens: model.totalTokens, flops: model.flops }),
+    ...(peakGpuMemoryGiB && { peakGpuMemoryGiB }),
+    perTier,
+    recommendationReason: '',
+    alternatives: [],
+    unknowns,
+    overridesApplied,
+    ...(entryScript !== undefined && { entryScript }),
+    configFiles,
+    distributed,
+  };
+
+  const best = fitting[0];
+  if (req.tier !== undefined) {
+    const chosen = perTier.find((t) => t.tier === req.tier) as TierAssessment;
+    overridesApplied.unshift(`tier=${req.tier} (analysis would pick ${best ? best.tier : 'no tier: none fits'})`);
+    analysis.recommendedTier = req.tier;
+    analysis.recommendationReason = chosen.fits
+      ? `${req.tier} was requested (tier override); it fits: ${chosen.reason}`
+      : `${req.tier} was requested (tier override) although the analysis says it does not fit: ${chosen.reason}`;
+    analysis.alternatives = fitting.filter((t) => t.tier !== req.tier).map((t) => t.tier);
+    return analysis;
+  }
+  if (!best) {
+    analysis.recommendationReason = 'no tier fits';
+    throw new WorkloadRefused(refusalMessage(analysis), analysis);
+  }
+  analysis.recommendedTier = best.tier;
+  analysis.recommendationReason = `${best.tier} is the cheapest tier that fits: ${best.reason}`;
+  analysis.alternatives = fitting.slice(1).map((t) => t.tier);
+  return analysis;
+}
+
+function checkRequirements(req: JobRequirements, tiers: readonly TierConfig[]): void {
+  if (req.tier !== undefined && !tiers.some((t) => t.id === req.tier)) {
+    throw new UnknownTier(
+      req.tier,
+      tiers.map((t) => t.id),
+    );
+  }
+  const positive = (key: keyof JobRequirements, value: number | undefined, allowZero: boolean) => {
+    if (value === undefined) return;
+    if (!Number.isFinite(value) || value < 0 || (!allowZero && value === 0)) {
+      throw new InvalidRequirement(
+        `${key} must be a finite number ${allowZero ? '>= 0' : '> 0'}, got ${JSON.stringify(value) ?? String(value)}`,
+      );
+    }
+  };
+  positive('gpuMemoryGiB', req.gpuMemoryGiB, true);
+  positive('runtimeSeconds', req.runtimeSeconds, false);
+  positive('deadlineSeconds', req.deadlineSeconds, false);
+}
+
+function normaliseFiles(files: Record<string, string>): Map<string, string> {
+  return new Map(Object.entries(files).map(([path, text]) => [normalisePath(path), text]));
+}
+
+function normalisePath(path: string): string {
+  return path.replace(/^(\.\/)+/, '');
+}
+
+interface CommandParts {
+  entryScript?: string;
+  configFiles: string[];
+  overrides: ReturnType<typeof parseOverride>[];
+}
+
+/** Finds the entry script (first `.py` argument), the config files after it and the `--key=value` overrides. */
+function readCommand(command: readonly string[], files: Map<string, string>, unknowns: string[]): CommandParts {
+  const entryIndex = command.findIndex((arg) => !arg.startsWith('-') && arg.endsWith('.py'));
+  if (entryIndex < 0) {
+    unknowns.push(
+      `no Python entry script in the command (${JSON.stringify(command)}): hyper-parameters read from no file`,
+    );
+    return { configFiles: [], overrides: [] };
+  }
+  const entryScript = normalisePath(command[entryIndex] as string);
+  if (!files.has(entryScript)) unknowns.push(`entry script ${entryScript} is not in the bundle`);
+  const configFiles: string[] = [];
+  const overrides: CommandParts['overrides'] = [];
+  for (const arg of command.slice(entryIndex + 1)) {
+    if (arg.startsWith('--')) {
+      const parsed = parseOverride(arg);
+      if (parsed) overrides.push(parsed);
+    } else if (arg.endsWith('.py')) {
+      const path = normalisePath(arg);
+      configFiles.push(path);
+      if (!files.has(path)) unknowns.push(`config file ${path} (from the command) is not in the bundle`);
+    }
+  }
+  return { entryScript, configFiles, overrides };
+}
+
+/** Literal hyper-parameters with precedence entry script < config files (in order) < overrides. */
+function readHyperparameters(
+  files: Map<string, string>,
+  entryScript: string | undefined,
+  configFiles: readonly string[],
+  overrides: CommandParts['overrides'],
+): { hyper: Hyper; nonLiteral: Map<string, string> } {
+  const tracked = new Set<string>(TRACKED_KEYS);
+  const hyper: Hyper = {};
+  const nonLiteral = new Map<string, string>();
+  const set = (key: string, value: PythonValue | undefined, source: string, text: string) => {
+    if (!tracked.has(key)) return;
+    if (value === undefined || value === null) {
+      delete hyper[key];
+      const what = value === null ? 'None (decided at run time)' : `not a literal (${text})`;
+      nonLiteral.set(key, `${key} at ${source} is ${what}`);
+      return;
+    }
+    nonLiteral.delete(key);
+    hyper[key] = { value: typeof value === 'boolean' ? (value ? 'True' : 'False') : value, source };
+  };
+  for (const path of [entryScript, ...configFiles]) {
+    if (path === undefined) continue;
+    const text = files.get(path);
+    if (text === undefined) continue;
+    for (const a of topLevelAssignments(text)) set(a.name, a.value, `${path}:${a.line}`, a.text);
+  }
+  for (const o of overrides) if (o) set(o.key, o.value, o.arg, o.arg);
+  return { hyper, nonLiteral };
+}
+
+const IMPORT_PATTERN = /^\s*(?:import|from)\s+(torch|tensorflow|jax)\b/m;
+
+/** The framework the entry script imports; else the one most files import; else none. */
+function detectFramework(files: Map<string, string>, entryScript: string | undefined): Framework {
+  const importsOf = (text: string): Framework[] => {
+    const found = new Set<Framework>();
+    for (const line of text.split('\n')) {
+      const m = IMPORT_PATTERN.exec(line);
+      if (m?.[1]) found.add(m[1] as Framework);
+    }
+    return [...found];
+  };
+  const entry = entryScript !== undefined ? files.get(entryScript) : undefined;
+  const order: Framework[] = ['torch', 'jax', 'tensorflow'];
+  const fromEntry = entry !== undefined ? importsOf(entry) : [];
+  const first = order.find((f) => fromEntry.includes(f));
+  if (first) return first;
+  const counts = new Map<Framework, number>();
+  for (const [path, text] of files) {
+    if (!path.endsWith('.py')) continue;
+    for (const f of importsOf(text)) counts.set(f, (counts.get(f) ?? 0) + 1);
+  }
+  let best: Framework = 'none';
+  let bestCount = 0;
+  for (const f of order) {
+    const c = counts.get(f) ?? 0;
+    if (c > bestCount) {
+      best = f;
+      bestCount = c;
+    }
+  }
+  return best;
+}
+
+function detectDistributed(command: readonly string[], files: Map<string, string>): boolean {
+  const first = command[0] ?? '';
+  if (DISTRIBUTED_LAUNCHERS.test(first)) return true;
+  if (
+    PYTHON_INTERPRETER.test(first) &&
+    command[1] === '-m' &&
+    /^torch\.distributed\.(run|launch)$/.test(command[2] ?? '')
+  )
+    return true;
+  for (const [path, text] of files) {
+    if (path.endsWith('.py') && /\b(DistributedDataParallel|init_process_group)\b/.test(text)) return true;
+  }
+  return false;
+}
+
+const EXPLICIT_GPU_PATTERNS: ReadonlyArray<[RegExp, string]> = [
+  [/\.cuda\(/, '.cuda()'],
+  [/\.to\(\s*['"]cuda/, ".to('cuda')"],
+  [/\bdevice\s*=\s*['"]cuda/, "device='cuda'"],
+  [/torch\.device\(\s*['"]cuda/, "torch.device('cuda')"],
+  [/['"]\/(?:device:)?GPU:\d/i, "tf.device('/GPU:0')"],
+];
+const WEAK_GPU_PATTERNS: ReadonlyArray<[RegExp, string]> = [
+  [/\btorch\.cuda\./, 'torch.cuda calls'],
+  [/list_physical_devices\(\s*['"]GPU/, "tf.config.list_physical_devices('GPU')"],
+  [/jax\.devices\(\s*['"]gpu/, "jax.devices('gpu')"],
+];
+
+/** Finds where in the Python files a pattern first occurs, as `path:line`. */
+function findPattern(files: Map<string, string>, pattern: RegExp): string | undefined {
+  for (const [path, text] of files) {
+    if (!path.endsWith('.py')) continue;
+    const lines = text.split('\n');
+    const index = lines.findIndex((line) => pattern.test(line) && !/^\s*#/.test(line));
+    if (index >= 0) return `${path}:${index + 1}`;
+  }
+  return undefined;
+}
+
+/** GPU use: a literal `device` setting decides; else explicit CUDA placement; else weaker hints. */
+function detectGpu(files: Map<string, string>, framework: Framework, hyper: Hyper, unknowns: string[]) {
+  const device = hyper.device;
+  if (device && typeof device.value === 'string') {
+    const onGpu = device.value.startsWith('cuda');
+    return figure(onGpu, `device='${device.value}' (${device.source})`, 'high');
+  }
+  for (const [pattern, label] of EXPLICIT_GPU_PATTERNS) {
+    const where = findPattern(files, pattern);
+    if (where) return figure(true, `${label} at ${where}`, 'high');
+  }
+  for (const [pattern, label] of WEAK_GPU_PATTERNS) {
+    const where = findPattern(files, pattern);
+    if (where) return figure(true, `${label} at ${where}: the code queries for a GPU and likely uses one`, 'medium');
+  }
+  if (framework === 'tensorflow' || framework === 'jax') {
+    unknowns.push(
+      `GPU use: ${framework} places work on a GPU automatically when one is present and the code names no device; assumed CPU (pass a tier or gpuMemoryGiB to run on a GPU)`,
+    );
+    return figure(false, `${framework} code with no explicit device placement`, 'low');
+  }
+  const why =
+    framework === 'torch'
+      ? 'PyTorch code with no CUDA placement (PyTorch defaults to the CPU)'
+      : 'no GPU framework imported';
+  return figure(false, why, 'high');
+}
+
+function figure<T>(value: T, basis: string, confidence: Confidence): Figure<T> {
+  return { value, basis, confidence };
+}
+
+interface ModelEstimate {
+  parameterCount: Figure<number>;
+  /** Parameters that take part in matmuls (all but the position embedding), for FLOPs. */
+  matmulParameters: number;
+  peakGpuMemoryGiB: Figure<number>;
+  /** Host memory a CPU run needs, MiB. */
+  cpuMemoryMiB: number;
+  totalTokens?: Figure<number>;
+  flops?: Figure<number>;
+  /** Whether training runs in fp32 (slow path on GPU tensor cores). */
+  fp32: boolean;
+  /** Lowest confidence among the inputs. */
+  confidence: Confidence;
+}
+
+const numeric = (hyper: Hyper, key: string): number | undefined => {
+  const v = hyper[key]?.value;
+  return typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : undefined;
+};
+
+/** Parameter count, memory, tokens and FLOPs of a GPT-shaped model; undefined when its size is not literal. */
+function estimateModel(
+  files: Map<string, string>,
+  command: readonly string[],
+  hyper: Hyper,
+  framework: Framework,
+  usesGpu: boolean,
+  unknowns: string[],
+  assumed: Map<string, string>,
+): ModelEstimate | undefined {
+  const L = numeric(hyper, 'n_layer');
+  const d = numeric(hyper, 'n_embd');
+  const T = numeric(hyper, 'block_size');
+  const missing = [['n_layer', L] as const, ['n_embd', d] as const, ['block_size', T] as const]
+    .filter(([, v]) => v === undefined)
+    .map(([k]) => k);
+  if (L === undefined || d === undefined || T === undefined) {
+    unknowns.push(
+      `model size: ${missing.join(', ')} not found as literals, so parameter count, GPU memory and runtime are unknown (pass gpuMemoryGiB and runtimeSeconds to size the job)`,
+    );
+    return undefined;
+  }
+  const paramAssumptions: string[] = [];
+  let confidence: Confidence = 'high';
+  const lower = (to: Confidence) => {
+    const rank = { high: 2, medium: 1, low: 0 };
+    if (rank[to] < rank[confidence]) confidence = to;
+  };
+
+  let V = numeric(hyper, 'vocab_size');
+  if (V === undefined) {
+    const corpus = [...files.values(), command.join(' ')].join('\n');
+    const charLevel = /shakespeare_char|char[-_ ]level/i.test(corpus);
+    V = charLevel ? ANALYSIS_ASSUMPTIONS.charLevelVocab : ANALYSIS_ASSUMPTIONS.gpt2Vocab;
+    const why = charLevel
+      ? `assumed ${V} (character-level tiny Shakespeare: the code or command mentions shakespeare_char/char-level)`
+      : `assumed ${V} (GPT-2 vocabulary padded to 64)`;
+    assumed.set('vocab_size', why);
+    paramAssumptions.push(`vocab_size ${why}`);
+    lower('medium');
+  }
+  const biasValue = hyper.bias?.value;
+  const bias = biasValue === undefined ? true : biasValue === 'True';
+  if (biasValue === undefined) {
+    const why = 'assumed True (the larger count: 11 more parameters per layer per n_embd)';
+    assumed.set('bias', why);
+    paramAssumptions.push(`bias ${why}`);
+  }
+  let heads = numeric(hyper, 'n_head');
+  if (heads === undefined) {
+    heads = Math.max(1, Math.round(d / ANALYSIS_ASSUMPTIONS.headDim));
+    assumed.set(
+      'n_head',
+      `assumed ${heads} (head size ${ANALYSIS_ASSUMPTIONS.headDim}); affects attention memory only`,
+    );
+    lower('medium');
+  }
+  const dtype = hyper.dtype?.value;
+  const fp32 = dtype === 'float32';
+  const activationBytes = fp32 ? 4 : 2;
+  if (dtype === undefined) {
+    assumed.set('dtype', 'assumed 16-bit autocast (float16/bfloat16), what nanoGPT-style scripts pick on GPUs');
+  }
+
+  // GPT with tied lm_head: token + position embeddings; per layer qkv (3d²) + proj (d²) + MLP (8d²) and two
+  // LayerNorm weights (2d), plus 11d of biases when bias is on; the final LayerNorm (d, + d bias).
+  const perLayer = 12 * d * d + 2 * d + (bias ? 11 * d : 0);
+  const params = V * d + T * d + L * perLayer + d + (bias ? d : 0);
+  const matmulParameters = params - T * d;
+  const paramBasis = `GPT closed form: ${formatCount(V)}×${d} token + ${T}×${d} position embeddings + ${L} layers × (12·${d}² + ${bias ? 13 : 2}·${d}) + final LayerNorm, lm_head tied${paramAssumptions.length ? `; ${paramAssumptions.join('; ')}` : ''}`;
+  const parameterCount = figure(params, paramBasis, confidence);
+
+  // Memory: weights + grads + Adam states, activations (Korthikanti et al. 2022, no recomputation), logits.
+  const B = numeric(hyper, 'batch_size');
+  const staticBytes = ANALYSIS_ASSUMPTIONS.trainingBytesPerParameter * params;
+  let activationTotal = 0;
+  let activationBasis = 'activations unknown (batch_size not literal)';
+  if (B !== undefined) {
+    const scale = activationBytes / 2;
+    const perLayerAct =
+      (ANALYSIS_ASSUMPTIONS.activationBytesPerTokenPerDim * T * B * d +
+        ANALYSIS_ASSUMPTIONS.attentionScoreBytes * heads * T * T * B) *
+      scale;
+    const logits = B * T * V * (activationBytes + ANALYSIS_ASSUMPTIONS.lossLogitBytes);
+    activationTotal = L * perLayerAct + logits;
+    activationBasis = `activations ${L} × (34·${T}·${B}·${d} + 5·${heads}·${T}²·${B}) × ${scale} B + logits ${B}·${T}·${V}·${activationBytes + 4} B`;
+  } else {
+    unknowns.push('batch_size is not a literal: activation memory and tokens are unknown');
+    lower('low');
+  }
+  const GiB = 1024 ** 3;
+  const peakBytes = staticBytes + activationTotal + ANALYSIS_ASSUMPTIONS.cudaContextGiB * GiB;
+  const memoryConfidence: Confidence = B === undefined ? 'low' : confidence === 'high' ? 'medium' : 'low';
+  const peakGpuMemoryGiB = figure(
+    peakBytes / GiB,
+    `${ANALYSIS_ASSUMPTIONS.trainingBytesPerParameter} B/param × ${formatCount(params)} (fp32 weights, grads, Adam m+v) + ${activationBasis} + ${ANALYSIS_ASSUMPTIONS.cudaContextGiB} GiB CUDA context`,
+    memoryConfidence,
+  );
+  const runtimeMiB = ANALYSIS_ASSUMPTIONS.runtimeMemoryMiB[framework] ?? 64;
+  // On a CPU, activations are fp32 whatever dtype says (autocast to 16-bit is a GPU path in these scripts).
+  const cpuActivation = usesGpu ? activationTotal : (activationTotal * 4) / activationBytes;
+  const cpuMemoryMiB = (staticBytes + cpuActivation) / 1024 ** 2 + runtimeMiB;
+
+  const iters = numeric(hyper, 'max_iters');
+  let gas = numeric(hyper, 'gradient_accumulation_steps');
+  if (gas === undefined) {
+    gas = 1;
+    assumed.set('gradient_accumulation_steps', 'assumed 1');
+  }
+  let totalTokens: Figure<number> | undefined;
+  let flops: Figure<number> | undefined;
+  if (iters !== undefined && B !== undefined) {
+    const tokens = iters * B * T * gas;
+    totalTokens = figure(tokens, `max_iters ${iters} × batch_size ${B} × block_size ${T} × grad accum ${gas}`, 'high');
+    // PaLM (Chowdhery et al. 2022, app. B): 6N per token plus 12·L·d·T for attention scores, fwd+bwd.
+    const perToken = 6 * matmulParameters + 12 * L * d * T;
+    let total = perToken * tokens;
+    let basis = `(6 × ${formatCount(matmulParameters)} params + 12·${L}·${d}·${T} attention) × ${formatCount(tokens)} tokens`;
+    const evalInterval = numeric(hyper, 'eval_interval');
+    const evalIters = numeric(hyper, 'eval_iters');
+    if (evalInterval !== undefined && evalIters !== undefined) {
+      const evals = Math.floor(iters / evalInterval) + 1;
+      const evalTokens = evals * evalIters * 2 * B * T;
+      total += (perToken / 3) * evalTokens;
+      basis += ` + evaluation (forward only) ${evals} × ${evalIters} iters × 2 splits × ${B}·${T} tokens`;
+    }
+    flops = figure(total, basis, confidence === 'high' ? 'high' : 'medium');
+  } else {
+    unknowns.push(
+      `runtime: ${[iters === undefined ? 'max_iters' : '', B === undefined ? 'batch_size' : ''].filter(Boolean).join(' and ')} not literal, so tokens, FLOPs and runtime are unknown (pass runtimeSeconds)`,
+    );
+  }
+  return {
+    parameterCount,
+    matmulParameters,
+    peakGpuMemoryGiB,
+    cpuMemoryMiB,
+    ...(totalTokens && { totalTokens }),
+    ...(flops && { flops }),
+    fp32,
+    confidence,
+  };
+}
+
+interface TierContext {
+  usesGpu: boolean;
+  framework: Framework;
+  distributed: boolean;
+  model: ModelEstimate | undefined;
+  peakGpuMemoryGiB: Figure<number> | undefined;
+  hyper: Hyper;
+  req: JobRequirements;
+}
+
+/** Runtime on a tier: startup + FLOPs ÷ (peak × share of the tier the code uses × utilisation). */
+function runtimeOn(tier: TierConfig, ctx: TierContext): Figure<number> | undefined {
+  if (ctx.req.runtimeSeconds !== undefined) return figure(ctx.req.runtimeSeconds, 'user override', 'high');
+  const flops = ctx.model?.flops;
+  if (!flops || !ctx.model) return undefined;
+  const startup = ANALYSIS_ASSUMPTIONS.startupSeconds[ctx.framework] ?? 1;
+  let tflops: number;
+  let basis: string;
+  if (tier.kind === 'cpu') {
+    tflops = tier.peakTflops * ANALYSIS_ASSUMPTIONS.cpuUtilisation;
+    basis = `${tier.peakTflops} TFLOPS fp32 × ${ANALYSIS_ASSUMPTIONS.cpuUtilisation} utilisation`;
+  } else {
+    const share = ctx.distributed ? tier.nodes : 1 / Math.max(1, tier.gpus);
+    const precision = ctx.model.fp32 ? ANALYSIS_ASSUMPTIONS.fp32GpuThroughputFraction : 1;
+    tflops = tier.peakTflops * share * precision * ANALYSIS_ASSUMPTIONS.gpuUtilisation;
+    const shareText = ctx.distributed
+      ? tier.nodes > 1
+        ? ` × ${tier.nodes} nodes`
+        : ''
+      : tier.gpus > 1
+        ? ` ÷ ${tier.gpus} GPUs (single-process code uses one)`
+        : '';
+    const precisionText = ctx.model.fp32 ? ` × ${precision} (fp32)` : '';
+    basis = `${tier.peakTflops} TFLOPS 16-bit peak${shareText}${precisionText} × ${ANALYSIS_ASSUMPTIONS.gpuUtilisation} utilisation`;
+  }
+  const seconds = startup + flops.value / (tflops * 1e12);
+  const confidence: Confidence = flops.confidence === 'high' ? 'medium' : 'low';
+  return figure(seconds, `${formatCount(flops.value)}FLOP ÷ (${basis}) + ${startup} s startup`, confidence);
+}
+
+function assessTier(tier: TierConfig, ctx: TierContext): TierAssessment {
+  const runtime = runtimeOn(tier, ctx);
+  const cost = runtime ? (runtime.value / 3600) * tier.onDemandUsdPerHour * tier.nodes : undefined;
+  const base: TierAssessment = {
+    tier: tier.id,
+    fits: false,
+    reason: '',
+    ...(runtime && { runtimeSeconds: runtime }),
+    ...(cost !== undefined && { onDemandCostUsd: cost }),
+  };
+  const no = (reason: string): TierAssessment => ({ ...base, fits: false, reason });
+  if (ctx.usesGpu && tier.kind === 'cpu') return no('the code uses a GPU and cpu tiers have none');
+  if (!ctx.usesGpu && tier.kind === 'gpu') return no('the code runs on the CPU; a gpu tier would bill for an idle GPU');
+
+  const parts: string[] = [];
+  if (tier.kind === 'gpu') {
+    const need = ctx.peakGpuMemoryGiB;
+    if (need) {
+      if (need.value > tier.gpuMemoryGiB) {
+        return no(
+          `needs ≈${formatGiB(need.value)} of GPU memory; ${tier.id} has ${formatGiB(tier.gpuMemoryGiB)} per GPU`,
+        );
+      }
+      parts.push(`≈${formatGiB(need.value)} of ${formatGiB(tier.gpuMemoryGiB)} GPU memory`);
+    } else {
+      parts.push('GPU memory not estimated');
+    }
+  } else if (ctx.model) {
+    const needMiB = ctx.model.cpuMemoryMiB;
+    if (needMiB > tier.memoryMiB) {
+      return no(`needs ≈${Math.ceil(needMiB)} MiB of memory; ${tier.id} has ${tier.memoryMiB} MiB`);
+    }
+    parts.push(`≈${Math.ceil(needMiB)} of ${tier.memoryMiB} MiB memory`);
+  }
+  const limit = maxRuntimeSeconds(tier);
+  if (runtime) {
+    if (runtime.value > limit) {
+      return no(
+        `estimated runtime ${formatDuration(runtime.value)} exceeds ${tier.id}'s maximum ${formatDuration(limit)}`,
+      );
+    }
+    const deadline = ctx.req.deadlineSeconds;
+    if (deadline !== undefined && runtime.value > deadline) {
+      return no(
+        `estimated runtime ${formatDuration(runtime.value)} misses the deadline of ${formatDuration(deadline)}`,
+      );
+    }
+    parts.push(`≈${formatDuration(runtime.value)} of ${formatDuration(limit)} max runtime`);
+  } else {
+    parts.push(`runtime not estimated (max ${formatDuration(limit)})`);
+  }
+  if (cost !== undefined) parts.push(`≈${formatUsd(cost)} on-demand`);
+  return { ...base, fits: true, reason: parts.join(', ') };
+}
+
+/** Cheapest estimated on-demand cost first; without runtimes, cheapest per hour (all nodes). */
+function costOrder(a: TierAssessment, b: TierAssessment, tiers: readonly TierConfig[]): number {
+  const hourly = (t: TierAssessment) => {
+    const tier = tiers.find((x) => x.id === t.tier);
+    return tier ? tier.onDemandUsdPerHour * tier.nodes : Number.POSITIVE_INFINITY;
+  };
+  const ca = a.onDemandCostUsd ?? Number.POSITIVE_INFINITY;
+  const cb = b.onDemandCostUsd ?? Number.POSITIVE_INFINITY;
+  if (ca !== cb) return ca - cb;
+  return hourly(a) - hourly(b);
+}
+
+function refusalMessage(a: WorkloadAnalysis): string {
+  const facts: string[] = [`code ${a.usesGpu.value ? 'uses a GPU' : 'runs on the CPU'} (${a.usesGpu.basis})`];
+  if (a.parameterCount) facts.push(`≈${formatCount(a.parameterCount.value)} parameters`);
+  if (a.usesGpu.value && a.peakGpuMemoryGiB) facts.push(`≈${formatGiB(a.peakGpuMemoryGiB.value)} peak GPU memory`);
+  if (a.flops) facts.push(`≈${formatCount(a.flops.value)}FLOP`);
+  const reasons = a.perTier.map((t) => `${t.tier}: ${t.reason}`).join('; ');
+  return `no tier fits this workload: ${facts.join(', ')}. ${reasons}`;
+}
