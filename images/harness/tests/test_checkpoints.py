@@ -1,0 +1,212 @@
+"""Checkpoint folders: manifest-last completeness, restore of the newest complete one, retention, torn uploads."""
+
+import hashlib
+import io
+import json
+import os
+
+import pytest
+
+from trainyard_harness.checkpoints import CheckpointStore, CheckpointSyncer, DirectoryChanged, scan_directory
+from trainyard_harness.logs import Logger
+from trainyard_harness.storage import FileStorage
+
+
+def make_store(tmp_path, keep=3):
+    storage = FileStorage(f'file://{tmp_path}/store')
+    return storage, CheckpointStore(storage, keep, Logger(io.StringIO()))
+
+
+def write_checkpoint(storage, index, files, step=None, manifest=True, corrupt=None):
+    """Writes ckpt-<index> by hand, computing the manifest independently of the code under test."""
+    folder = f'ckpt-{index:06d}'
+    entries = []
+    for name, data in files.items():
+        stored = corrupt.get(name, data) if corrupt else data
+        storage.put_bytes(stored, f'{folder}/{name}')
+        entries.append({'path': name, 'size': len(data), 'sha256': hashlib.sha256(data).hexdigest()})
+    if manifest:
+        document = {'format': 1, 'job_id': 'j', 'attempt': 1, 'step': step, 'created_at': 'x', 'files': entries}
+        storage.put_bytes(json.dumps(document).encode(), f'{folder}/MANIFEST.json')
+
+
+def folders_in(tmp_path):
+    root = tmp_path / 'store'
+    return sorted(p.name for p in root.iterdir()) if root.exists() else []
+
+
+def test_restores_the_newest_complete_checkpoint(tmp_path):
+    storage, store = make_store(tmp_path)
+    write_checkpoint(storage, 1, {'ckpt.pt': b'old'}, step=100)
+    write_checkpoint(storage, 2, {'ckpt.pt': b'newer', 'extra/meta.json': b'{}'}, step=200)
+    local = tmp_path / 'local'
+
+    manifest = store.restore_newest(str(local))
+
+    assert manifest['step'] == 200 and manifest['checkpoint'] == 'ckpt-000002'
+    assert (local / 'ckpt.pt').read_bytes() == b'newer'
+    assert (local / 'extra' / 'meta.json').read_bytes() == b'{}'
+
+
+def test_never_restores_a_folder_whose_manifest_was_not_written(tmp_path):
+    storage, store = make_store(tmp_path)
+    write_checkpoint(storage, 1, {'ckpt.pt': b'complete'}, step=10)
+    write_checkpoint(storage, 2, {'ckpt.pt': b'partial upload'}, step=20, manifest=False)
+
+    manifest = store.restore_newest(str(tmp_path / 'local'))
+
+    assert manifest['checkpoint'] == 'ckpt-000001'
+    assert (tmp_path / 'local' / 'ckpt.pt').read_bytes() == b'complete'
+
+
+@pytest.mark.parametrize(
+    ('case', 'corrupt'),
+    [
+        ('a listed file is shorter than its manifest says', {'ckpt.pt': b'tor'}),
+        ('a listed file has the right size but other bytes', {'ckpt.pt': b'XXXXXXXX'}),
+    ],
+)
+def test_skips_a_checkpoint_whose_files_do_not_match_the_manifest(tmp_path, case, corrupt):
+    storage, store = make_store(tmp_path)
+    write_checkpoint(storage, 1, {'ckpt.pt': b'good one'}, step=1)
+    write_checkpoint(storage, 2, {'ckpt.pt': b'new data'}, step=2, corrupt=corrupt)
+
+    manifest = store.restore_newest(str(tmp_path / 'local'))
+
+    assert manifest['checkpoint'] == 'ckpt-000001', case
+    assert (tmp_path / 'local' / 'ckpt.pt').read_bytes() == b'good one'
+
+
+def test_skips_a_checkpoint_whose_manifest_lists_a_missing_file(tmp_path):
+    storage, store = make_store(tmp_path)
+    write_checkpoint(storage, 1, {'a.pt': b'a'}, step=1)
+    write_checkpoint(storage, 2, {'a.pt': b'b', 'b.pt': b'c'}, step=2)
+    storage.delete('ckpt-000002/b.pt')
+
+    assert store.restore_newest(str(tmp_path / 'local'))['checkpoint'] == 'ckpt-000001'
+
+
+def test_restore_replaces_stale_local_files_and_returns_none_without_checkpoints(tmp_path):
+    storage, store = make_store(tmp_path)
+    local = tmp_path / 'local'
+    local.mkdir()
+    (local / 'stale.pt').write_bytes(b'stale')
+
+    assert store.restore_newest(str(local)) is None
+    assert (local / 'stale.pt').exists()
+
+    write_checkpoint(storage, 1, {'ckpt.pt': b'fresh'})
+    store.restore_newest(str(local))
+    assert sorted(os.listdir(local)) == ['ckpt.pt']
+
+
+def test_snapshot_writes_files_then_a_manifest_with_sizes_and_hashes(tmp_path):
+    storage, store = make_store(tmp_path)
+    local = tmp_path / 'local'
+    local.mkdir()
+    (local / 'ckpt.pt').write_bytes(b'weights')
+    (local / 'ckpt.pt.tmp').write_bytes(b'half written')
+    (local / '.hidden').write_bytes(b'x')
+
+    manifest = store.upload_snapshot(str(local), 'job-9', 4, 321)
+
+    stored = json.loads(storage.get_bytes('ckpt-000001/MANIFEST.json'))
+    assert stored['files'] == [
+        {'path': 'ckpt.pt', 'size': 7, 'sha256': hashlib.sha256(b'weights').hexdigest()},
+    ]
+    assert (stored['job_id'], stored['attempt'], stored['step'], stored['format']) == ('job-9', 4, 321, 1)
+    assert stored['created_at'].endswith('Z')
+    assert manifest['checkpoint'] == 'ckpt-000001'
+    assert sorted(o.key for o in storage.list()) == ['ckpt-000001/MANIFEST.json', 'ckpt-000001/ckpt.pt']
+
+
+class ModifyDuringUpload(FileStorage):
+    """Storage that rewrites the local file while it is being uploaded, like a trainer writing in place."""
+
+    def __init__(self, uri, victim):
+        super().__init__(uri)
+        self.victim = victim
+
+    def put_file(self, local_path, key):
+        super().put_file(local_path, key)
+        with open(self.victim, 'ab') as handle:
+            handle.write(b'more bytes')
+
+
+def test_abandons_a_snapshot_when_a_file_changes_during_upload(tmp_path):
+    local = tmp_path / 'local'
+    local.mkdir()
+    (local / 'ckpt.pt').write_bytes(b'first')
+    storage = ModifyDuringUpload(f'file://{tmp_path}/store', local / 'ckpt.pt')
+    store = CheckpointStore(storage, 3, Logger(io.StringIO()))
+
+    with pytest.raises(DirectoryChanged):
+        store.upload_snapshot(str(local), 'j', 1, None)
+
+    assert storage.get_bytes('ckpt-000001/MANIFEST.json') is None
+    assert store.restore_newest(str(tmp_path / 'restore')) is None
+
+
+def test_keeps_the_last_k_complete_checkpoints_and_drops_older_partials(tmp_path):
+    storage, store = make_store(tmp_path, keep=2)
+    write_checkpoint(storage, 1, {'c': b'1'})
+    write_checkpoint(storage, 2, {'c': b'2'}, manifest=False)
+    write_checkpoint(storage, 3, {'c': b'3'})
+    write_checkpoint(storage, 4, {'c': b'4'})
+    write_checkpoint(storage, 5, {'c': b'5'}, manifest=False)
+
+    deleted = store.prune()
+
+    assert deleted == [1, 2]
+    # ckpt-5 is newer than every complete checkpoint (perhaps still uploading), so it stays.
+    assert sorted({o.key.split('/')[0] for o in storage.list()}) == ['ckpt-000003', 'ckpt-000004', 'ckpt-000005']
+
+
+def test_never_deletes_anything_while_no_complete_checkpoint_exists(tmp_path):
+    storage, store = make_store(tmp_path, keep=1)
+    write_checkpoint(storage, 1, {'c': b'1'}, manifest=False)
+    write_checkpoint(storage, 2, {'c': b'2'}, manifest=False)
+
+    assert store.prune() == []
+    assert len(storage.list()) == 2
+
+
+def test_a_torn_newer_checkpoint_does_not_count_towards_retention(tmp_path):
+    storage, store = make_store(tmp_path, keep=1)
+    write_checkpoint(storage, 1, {'c': b'1'})
+    write_checkpoint(storage, 2, {'c': b'22'}, corrupt={'c': b'2'})  # size mismatch: not complete
+
+    assert store.prune() == []
+    assert store.restore_newest(str(tmp_path / 'local'))['checkpoint'] == 'ckpt-000001'
+
+
+def test_syncer_uploads_only_when_the_directory_changed(tmp_path):
+    storage, store = make_store(tmp_path, keep=5)
+    local = tmp_path / 'local'
+    local.mkdir()
+    syncer = CheckpointSyncer(store, str(local), 'j', 1, 300, 0, lambda: 7, Logger(io.StringIO()))
+
+    assert syncer.sync('test') is None  # empty directory
+    (local / 'ckpt.pt').write_bytes(b'v1')
+    first = syncer.sync('test')
+    again = syncer.sync('test')
+    (local / 'ckpt.pt.tmp').write_bytes(b'v2')
+    os.replace(local / 'ckpt.pt.tmp', local / 'ckpt.pt')
+    second = syncer.sync('test')
+
+    assert first['checkpoint'] == 'ckpt-000001' and first['step'] == 7
+    assert again is None
+    assert second['checkpoint'] == 'ckpt-000002'
+    assert storage.get_bytes('ckpt-000002/ckpt.pt') == b'v2'
+
+
+def test_syncer_treats_restored_files_as_already_uploaded(tmp_path):
+    storage, store = make_store(tmp_path)
+    write_checkpoint(storage, 1, {'ckpt.pt': b'restored'})
+    local = tmp_path / 'local'
+    store.restore_newest(str(local))
+    syncer = CheckpointSyncer(store, str(local), 'j', 2, 300, 0, lambda: None, Logger(io.StringIO()))
+    syncer.set_baseline(scan_directory(str(local)))
+
+    assert syncer.sync('test') is None
+    assert folders_in(tmp_path) == ['ckpt-000001']

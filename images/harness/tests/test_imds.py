@@ -1,0 +1,84 @@
+"""IMDSv2 poller against a loopback fake: token flow, 404 = no notice, notice at a chosen poll, not on EC2."""
+
+import io
+import json
+import threading
+
+from conftest import FakeImds, closed_port_endpoint
+
+from trainyard_harness.imds import ImdsClient, InstanceAction, InterruptionPoller, NotOnEc2
+from trainyard_harness.logs import Logger
+
+
+def test_uses_the_token_flow_and_reads_404_as_no_notice():
+    imds = FakeImds()
+    try:
+        assert ImdsClient(imds.endpoint).instance_action() is None
+        (put, get) = imds.requests
+        assert put[0] == 'PUT' and put[1] == '/latest/api/token'
+        assert put[2]['x-aws-ec2-metadata-token-ttl-seconds'] == '21600'
+        assert get[0] == 'GET' and get[1] == '/latest/meta-data/spot/instance-action'
+        assert get[2]['x-aws-ec2-metadata-token'] == 'token-1'
+    finally:
+        imds.close()
+
+
+def test_reuses_the_token_and_fetches_a_new_one_after_401():
+    imds = FakeImds()
+    try:
+        client = ImdsClient(imds.endpoint)
+        client.instance_action()
+        client.instance_action()
+        imds.reject_tokens.add('token-1')
+        client.instance_action()
+        assert imds.tokens_issued == ['token-1', 'token-2']
+        assert [r[0] for r in imds.requests] == ['PUT', 'GET', 'GET', 'GET', 'PUT', 'GET']
+    finally:
+        imds.close()
+
+
+def test_poller_reports_the_notice_served_from_the_chosen_poll_once():
+    imds = FakeImds(notice_from_request=4, action='terminate')
+    notices: list[InstanceAction] = []
+    done = threading.Event()
+    log_stream = io.StringIO()
+
+    def on_notice(notice):
+        notices.append(notice)
+        done.set()
+
+    poller = InterruptionPoller(ImdsClient(imds.endpoint), 0.01, on_notice, Logger(log_stream))
+    try:
+        poller.start()
+        assert done.wait(30), 'poller never reported the notice'
+        poller.stop()
+    finally:
+        imds.close()
+    assert notices == [InstanceAction('terminate', '2026-11-21T06:30:00Z')]
+    assert imds.action_requests == 4  # three 404s, then the notice, then polling stops
+    events = [json.loads(line)['event'] for line in log_stream.getvalue().splitlines()]
+    assert events == ['spot_notice']
+
+
+def test_unreachable_imds_means_not_on_ec2_and_polling_stops_after_one_log_line():
+    log_stream = io.StringIO()
+    poller = InterruptionPoller(
+        ImdsClient(closed_port_endpoint()), 0.01, lambda notice: None, Logger(log_stream)
+    )
+    poller.start()
+    poller._thread.join(30)
+    assert not poller._thread.is_alive()
+    assert poller.not_on_ec2
+    records = [json.loads(line) for line in log_stream.getvalue().splitlines()]
+    assert [r['event'] for r in records] == ['imds_unavailable']
+    assert 'Connection refused' in records[0]['detail']
+
+
+def test_client_raises_not_on_ec2_when_nothing_listens():
+    client = ImdsClient(closed_port_endpoint())
+    try:
+        client.instance_action()
+    except NotOnEc2 as error:
+        assert 'unreachable' in str(error)
+    else:
+        raise AssertionError('expected NotOnEc2')

@@ -1,0 +1,116 @@
+"""Progress parsing (nanoGPT and generic formats, user patterns), metrics file tailing, metrics/progress upload."""
+
+import io
+import json
+import re
+
+import pytest
+
+from trainyard_harness.logs import Logger
+from trainyard_harness.metrics import DEFAULT_PATTERNS, MetricsFileTail, MetricsRecorder, parse_line
+from trainyard_harness.storage import FileStorage
+
+
+@pytest.mark.parametrize(
+    ('line', 'expected'),
+    [
+        (
+            'iter 120: loss 2.4012, time 35.21ms, mfu 12.34%',
+            {'step': 120, 'loss': 2.4012, 'iter_ms': 35.21, 'mfu_pct': 12.34},
+        ),
+        ('iter 0: loss 4.2000, time 9000.00ms, mfu -100.00%', {'step': 0, 'loss': 4.2, 'iter_ms': 9000.0, 'mfu_pct': -100.0}),
+        ('step 250: train loss 1.9876, val loss 2.0123', {'step': 250, 'train_loss': 1.9876, 'val_loss': 2.0123}),
+        ('step=42 loss=0.5', {'step': 42, 'loss': 0.5}),
+        ('Step: 7, Loss: 1e-3, val_loss: 2.5e-1, tokens_per_sec: 1200', {'step': 7, 'loss': 0.001, 'val_loss': 0.25, 'tokens_per_s': 1200}),
+        ('epoch 3 done', None),
+        ('loss=0.5 without a step', None),
+    ],
+)
+def test_default_patterns_parse_nanogpt_and_generic_lines(line, expected):
+    assert parse_line(line, DEFAULT_PATTERNS) == expected
+
+
+def test_user_patterns_are_tried_before_the_defaults():
+    custom = re.compile(r'iter (?P<step>\d+): loss (?P<custom_loss>[\d.]+)')
+    fields = parse_line('iter 5: loss 1.5, time 1ms, mfu 1%', [custom, *DEFAULT_PATTERNS])
+    assert fields == {'step': 5, 'custom_loss': 1.5}
+
+
+def recorder(tmp_path, total_steps=None, attempt=1):
+    storage = FileStorage(f'file://{tmp_path}/metrics')
+    return storage, MetricsRecorder(storage, 'job-7', attempt, total_steps, [], Logger(io.StringIO()))
+
+
+def test_uploads_metrics_jsonl_and_progress_json(tmp_path):
+    storage, rec = recorder(tmp_path, total_steps=1000)
+    rec.resumed_from_step = 100
+    rec.observe_line('iter 110: loss 2.5000, time 10.00ms, mfu 1.00%')
+    rec.observe_line('not a metric')
+    rec.observe_line('step 120: train loss 2.2500, val loss 2.4000')
+    rec.upload()
+
+    samples = [json.loads(line) for line in storage.get_bytes('metrics.jsonl').decode().splitlines()]
+    assert [(s['step'], s.get('loss'), s.get('val_loss'), s['attempt']) for s in samples] == [
+        (110, 2.5, None, 1),
+        (120, None, 2.4, 1),
+    ]
+    assert all(s['time'].endswith('Z') for s in samples)
+    progress = json.loads(storage.get_bytes('progress.json'))
+    assert {k: progress[k] for k in ('job_id', 'attempt', 'step', 'total_steps', 'loss', 'resumed_from_step')} == {
+        'job_id': 'job-7',
+        'attempt': 1,
+        'step': 120,
+        'total_steps': 1000,
+        'loss': 2.25,
+        'resumed_from_step': 100,
+    }
+    assert progress['updated_at'].endswith('Z')
+
+
+def test_a_later_attempt_appends_to_earlier_attempts_metrics(tmp_path):
+    storage, first = recorder(tmp_path, attempt=1)
+    first.observe_line('step=1 loss=3.0')
+    first.upload()
+    _, second = recorder(tmp_path, attempt=2)
+    second.load_previous()
+    second.observe_line('step=2 loss=2.0')
+    second.upload()
+
+    samples = [json.loads(line) for line in storage.get_bytes('metrics.jsonl').decode().splitlines()]
+    assert [(s['attempt'], s['step'], s['loss']) for s in samples] == [(1, 1, 3.0), (2, 2, 2.0)]
+
+
+def test_gpu_readings_become_samples_and_decorate_later_ones(tmp_path):
+    storage, rec = recorder(tmp_path)
+    rec.observe_line('step=3 loss=1.0')
+    rec.observe_gpu(87.5, 10240.0)
+    rec.observe_line('step=4 loss=0.9')
+    rec.upload()
+    samples = [json.loads(line) for line in storage.get_bytes('metrics.jsonl').decode().splitlines()]
+    assert samples[1]['gpu_util'] == 87.5 and samples[1]['gpu_mem_mib'] == 10240.0 and samples[1]['step'] == 3
+    assert samples[2]['gpu_util'] == 87.5 and samples[2]['step'] == 4
+
+
+def test_non_finite_losses_are_written_as_null(tmp_path):
+    storage, rec = recorder(tmp_path)
+    rec.observe_line('step=9 loss=nan')
+    rec.upload()
+    assert json.loads(storage.get_bytes('metrics.jsonl'))['loss'] is None
+
+
+def test_metrics_file_lines_are_recorded_once_and_partial_lines_wait(tmp_path):
+    storage, rec = recorder(tmp_path)
+    path = tmp_path / 'user-metrics.jsonl'
+    tail = MetricsFileTail(str(path), rec, Logger(io.StringIO()))
+    tail.poll()  # file not there yet
+    path.write_text('{"step": 1, "loss": 3.5, "tokens_per_s": 100}\n{"step": 2, ')
+    tail.poll()
+    with path.open('a') as handle:
+        handle.write('"loss": 3.0}\nnot json\n')
+    tail.poll()
+    tail.poll()
+    rec.upload()
+    samples = [json.loads(line) for line in storage.get_bytes('metrics.jsonl').decode().splitlines()]
+    assert [(s['step'], s['loss']) for s in samples] == [(1, 3.5), (2, 3.0)]
+    assert samples[0]['tokens_per_s'] == 100
+    assert rec.step == 2 and rec.loss == 3.0

@@ -1,0 +1,241 @@
+"""Settings validation: every variable, its default, and the exact error a bad value produces."""
+
+import signal
+import subprocess
+
+import pytest
+from conftest import HARNESS_SRC, PYTHON
+
+from trainyard_harness.settings import ConfigError, load_settings, parent_uri
+
+VALID = {
+    'TRAINYARD_JOB_ID': 'job-1',
+    'TRAINYARD_ATTEMPT': '2',
+    'TRAINYARD_CHECKPOINT_URI': 's3://bucket/teams/ml/jobs/job-1/checkpoints/',
+}
+
+
+def load(overrides=None, command=('python', 'train.py')):
+    env = dict(VALID)
+    for key, value in (overrides or {}).items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return load_settings(env, list(command))
+
+
+def test_applies_documented_defaults_to_a_minimal_environment():
+    settings = load()
+    assert settings.job_id == 'job-1'
+    assert settings.attempt == 2
+    assert settings.command == ['python', 'train.py']
+    assert settings.checkpoint_uri == 's3://bucket/teams/ml/jobs/job-1/checkpoints'
+    assert settings.metrics_uri == 's3://bucket/teams/ml/jobs/job-1/metrics'
+    assert settings.code_uri is None
+    assert settings.checkpoint_dir == '/tmp/trainyard/checkpoints'
+    assert settings.work_dir == '/tmp/trainyard/code'
+    assert settings.resume_args == ['--init_from=resume']
+    assert settings.stop_signal == signal.SIGTERM
+    assert settings.stop_grace_seconds == 90
+    assert settings.sync_interval_seconds == 300
+    assert settings.keep_checkpoints == 3
+    assert settings.metrics_patterns == []
+    assert settings.total_steps is None
+    assert settings.imds_endpoint == 'http://169.254.169.254'
+    assert settings.imds_poll_seconds == 5
+    assert settings.s3_endpoint is None
+
+
+def test_reads_every_optional_setting():
+    settings = load(
+        {
+            'TRAINYARD_CODE_URI': 'file:///bundles/code.tar.gz',
+            'TRAINYARD_CHECKPOINT_DIR': '/data/ckpt',
+            'TRAINYARD_WORK_DIR': '/data/code',
+            'TRAINYARD_RESUME_ARGS': "--resume 'with space'",
+            'TRAINYARD_STOP_SIGNAL': 'usr1',
+            'TRAINYARD_STOP_GRACE_SECONDS': '100.5',
+            'TRAINYARD_SYNC_INTERVAL_SECONDS': '60',
+            'TRAINYARD_KEEP_CHECKPOINTS': '5',
+            'TRAINYARD_METRICS_URI': 'file:///metrics/job-1/',
+            'TRAINYARD_METRICS_PATTERNS': '["epoch (?P<step>\\\\d+)"]',
+            'TRAINYARD_METRICS_FILE': 'metrics.jsonl',
+            'TRAINYARD_TOTAL_STEPS': '5000',
+            'TRAINYARD_IMDS_ENDPOINT': 'http://127.0.0.1:8111/',
+            'TRAINYARD_IMDS_POLL_SECONDS': '0.5',
+            'TRAINYARD_S3_ENDPOINT': 'http://127.0.0.1:4569',
+        }
+    )
+    assert settings.code_uri == 'file:///bundles/code.tar.gz'
+    assert settings.checkpoint_dir == '/data/ckpt'
+    assert settings.work_dir == '/data/code'
+    assert settings.resume_args == ['--resume', 'with space']
+    assert settings.stop_signal == signal.SIGUSR1
+    assert settings.stop_grace_seconds == 100.5
+    assert settings.sync_interval_seconds == 60
+    assert settings.keep_checkpoints == 5
+    assert settings.metrics_uri == 'file:///metrics/job-1'
+    assert [p.pattern for p in settings.metrics_patterns] == ['epoch (?P<step>\\d+)']
+    assert settings.metrics_file == 'metrics.jsonl'
+    assert settings.total_steps == 5000
+    assert settings.imds_endpoint == 'http://127.0.0.1:8111'
+    assert settings.imds_poll_seconds == 0.5
+    assert settings.s3_endpoint == 'http://127.0.0.1:4569'
+
+
+def test_empty_resume_args_append_nothing():
+    assert load({'TRAINYARD_RESUME_ARGS': ''}).resume_args == []
+
+
+def test_takes_the_command_from_trainyard_command_when_argv_has_none():
+    settings = load({'TRAINYARD_COMMAND': '["python", "train.py", "--max_iters=5"]'}, command=())
+    assert settings.command == ['python', 'train.py', '--max_iters=5']
+
+
+def test_argv_command_wins_over_trainyard_command():
+    settings = load({'TRAINYARD_COMMAND': '["other"]'}, command=('python', 'x.py'))
+    assert settings.command == ['python', 'x.py']
+
+
+@pytest.mark.parametrize(
+    ('overrides', 'command', 'message'),
+    [
+        ({'TRAINYARD_JOB_ID': None}, None, 'TRAINYARD_JOB_ID is required and was not set'),
+        ({'TRAINYARD_ATTEMPT': None}, None, 'TRAINYARD_ATTEMPT is required and was not set'),
+        ({'TRAINYARD_ATTEMPT': '0'}, None, "TRAINYARD_ATTEMPT must be an integer >= 1, got '0'"),
+        ({'TRAINYARD_ATTEMPT': 'two'}, None, "TRAINYARD_ATTEMPT must be an integer >= 1, got 'two'"),
+        ({'TRAINYARD_CHECKPOINT_URI': None}, None, 'TRAINYARD_CHECKPOINT_URI is required and was not set'),
+        (
+            {'TRAINYARD_CHECKPOINT_URI': 'gs://bucket/x'},
+            None,
+            "TRAINYARD_CHECKPOINT_URI must be an s3:// or file:// prefix, got 'gs://bucket/x'",
+        ),
+        (
+            {'TRAINYARD_CHECKPOINT_URI': 's3:///x'},
+            None,
+            "TRAINYARD_CHECKPOINT_URI must name a bucket (s3://bucket/prefix), got 's3:///x'",
+        ),
+        (
+            {'TRAINYARD_CHECKPOINT_URI': 'file://relative/dir'},
+            None,
+            "TRAINYARD_CHECKPOINT_URI must be an absolute file:// URI (file:///path), got 'file://relative/dir'",
+        ),
+        (
+            {'TRAINYARD_CODE_URI': 's3://bucket/code.zip'},
+            None,
+            "TRAINYARD_CODE_URI must point at a .tar.gz bundle, got 's3://bucket/code.zip'",
+        ),
+        (
+            {'TRAINYARD_CHECKPOINT_DIR': 'ckpt'},
+            None,
+            "TRAINYARD_CHECKPOINT_DIR must be an absolute path, got 'ckpt'",
+        ),
+        (
+            {'TRAINYARD_RESUME_ARGS': "--x 'unterminated"},
+            None,
+            'TRAINYARD_RESUME_ARGS is not a valid shell word list (No closing quotation)',
+        ),
+        (
+            {'TRAINYARD_STOP_SIGNAL': 'SIGKILL'},
+            None,
+            "TRAINYARD_STOP_SIGNAL must be one of SIGTERM, SIGINT, SIGUSR1, SIGUSR2, SIGHUP, SIGQUIT, got 'SIGKILL'",
+        ),
+        (
+            {'TRAINYARD_STOP_GRACE_SECONDS': '-1'},
+            None,
+            "TRAINYARD_STOP_GRACE_SECONDS must be a number >= 0, got '-1'",
+        ),
+        (
+            {'TRAINYARD_SYNC_INTERVAL_SECONDS': '0'},
+            None,
+            "TRAINYARD_SYNC_INTERVAL_SECONDS must be a number > 0, got '0'",
+        ),
+        (
+            {'TRAINYARD_KEEP_CHECKPOINTS': '0'},
+            None,
+            "TRAINYARD_KEEP_CHECKPOINTS must be an integer >= 1, got '0'",
+        ),
+        (
+            {'TRAINYARD_KEEP_CHECKPOINTS': '2.5'},
+            None,
+            "TRAINYARD_KEEP_CHECKPOINTS must be an integer >= 1, got '2.5'",
+        ),
+        ({'TRAINYARD_TOTAL_STEPS': 'many'}, None, "TRAINYARD_TOTAL_STEPS must be an integer >= 1, got 'many'"),
+        (
+            {'TRAINYARD_METRICS_PATTERNS': '{"a": 1}'},
+            None,
+            'TRAINYARD_METRICS_PATTERNS must be a JSON list of regex strings, got \'{"a": 1}\'',
+        ),
+        (
+            {'TRAINYARD_METRICS_PATTERNS': '["loss (\\\\d+"]'},
+            None,
+            'TRAINYARD_METRICS_PATTERNS[0] is not a valid regex',
+        ),
+        (
+            {'TRAINYARD_METRICS_PATTERNS': '["loss ([0-9.]+)"]'},
+            None,
+            'TRAINYARD_METRICS_PATTERNS[0] needs at least one named group',
+        ),
+        (
+            {'TRAINYARD_IMDS_ENDPOINT': '169.254.169.254'},
+            None,
+            "TRAINYARD_IMDS_ENDPOINT must be an http:// URL, got '169.254.169.254'",
+        ),
+        (
+            {'TRAINYARD_IMDS_POLL_SECONDS': '0'},
+            None,
+            "TRAINYARD_IMDS_POLL_SECONDS must be a number > 0, got '0'",
+        ),
+        (
+            {'TRAINYARD_S3_ENDPOINT': 'localhost:4569'},
+            None,
+            "TRAINYARD_S3_ENDPOINT must be an http:// or https:// URL, got 'localhost:4569'",
+        ),
+        ({}, (), 'no user command: pass it after `--` or set TRAINYARD_COMMAND to a JSON array of strings'),
+        (
+            {'TRAINYARD_COMMAND': 'python train.py'},
+            (),
+            "TRAINYARD_COMMAND must be a non-empty JSON array of strings, got 'python train.py'",
+        ),
+        ({'TRAINYARD_COMMAND': '[]'}, (), "TRAINYARD_COMMAND must be a non-empty JSON array of strings, got '[]'"),
+    ],
+)
+def test_refuses_a_bad_setting_with_a_precise_message(overrides, command, message):
+    with pytest.raises(ConfigError) as caught:
+        load(overrides, ('python', 'train.py') if command is None else command)
+    assert any(message in problem for problem in caught.value.problems), caught.value.problems
+
+
+def test_reports_every_problem_at_once():
+    with pytest.raises(ConfigError) as caught:
+        load_settings({'TRAINYARD_ATTEMPT': '-3', 'TRAINYARD_KEEP_CHECKPOINTS': 'x'}, ['python'])
+    assert caught.value.problems == [
+        'TRAINYARD_JOB_ID is required and was not set',
+        "TRAINYARD_ATTEMPT must be an integer >= 1, got '-3'",
+        'TRAINYARD_CHECKPOINT_URI is required and was not set',
+        "TRAINYARD_KEEP_CHECKPOINTS must be an integer >= 1, got 'x'",
+    ]
+
+
+@pytest.mark.parametrize(
+    ('uri', 'parent'),
+    [
+        ('s3://b/jobs/j1/checkpoints', 's3://b/jobs/j1'),
+        ('s3://b/checkpoints/', 's3://b'),
+        ('s3://b', 's3://b'),
+        ('file:///tmp/x/checkpoints', 'file:///tmp/x'),
+    ],
+)
+def test_metrics_default_to_a_sibling_of_the_checkpoint_prefix(uri, parent):
+    assert parent_uri(uri) == parent
+
+
+def test_bad_configuration_exits_78_naming_the_variable():
+    env = {'PATH': '/usr/bin:/bin', 'PYTHONPATH': str(HARNESS_SRC), 'TRAINYARD_ATTEMPT': 'x'}
+    result = subprocess.run(
+        [PYTHON, '-m', 'trainyard_harness', '--', 'true'], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == 78
+    assert 'TRAINYARD_JOB_ID is required and was not set' in result.stderr
+    assert "TRAINYARD_ATTEMPT must be an integer >= 1, got 'x'" in result.stderr
