@@ -1,0 +1,242 @@
+/**
+ * What the lifecycle does after an attempt ends (issue 4): run another attempt (where, after how long), pause for
+ * budget, or finalize the job. Called by the AttemptOutcome Lambda and by local mode with the classified outcome.
+ *
+ * Pure: the answer depends only on the input, so a Step Functions retry of the handler reaches the same decision
+ * and writes the same counters (the handler makes the write conditional on the attempt number).
+ *
+ * Budgets are separate (DESIGN "Preemption and error retries have separate budgets"):
+ * - preemption (reclaimed, moved, capacity-starved) never fails a job by itself; the placement policy moves it to
+ *   on-demand after enough reclaims or a capacity wait, which ends the cycle;
+ * - app errors are retried only while `appErrors < job.retries.maxAppRetries` (the user opted in), after
+ *   `backoffSeconds × 2^(n−1)` seconds for the n-th retry, capped at {@link MAX_APP_BACKOFF_SECONDS};
+ * - infrastructure errors have a fixed budget of {@link INFRA_RETRY_LIMIT} retries, after
+ *   `INFRA_BACKOFF_SECONDS × 2^(n−1)`, capped at {@link MAX_INFRA_BACKOFF_SECONDS}.
+ */
+import type { JobCounters, JobRecord } from './job';
+import type { AttemptOutcome } from './outcome';
+import { type Capacity, decidePlacement, type PlacementPolicyConfig, type PlacementState } from './placement';
+
+/** Infrastructure-error retries allowed per job, independent of the user's app-error retries. */
+export const INFRA_RETRY_LIMIT = 3;
+/** First infrastructure retry waits this long; each further one doubles it. */
+export const INFRA_BACKOFF_SECONDS = 30;
+/** Longest wait before an infrastructure retry. */
+export const MAX_INFRA_BACKOFF_SECONDS = 300;
+/** Longest wait before an app-error retry, whatever backoffSeconds and the retry count say. */
+export const MAX_APP_BACKOFF_SECONDS = 3600;
+
+/** What the lifecycle knows when an attempt has ended. */
+export interface NextStepInput {
+  job: JobRecord;
+  /** How the attempt ended (classifyAttemptOutcome). */
+  outcome: AttemptOutcome;
+  /** Seconds since the job was submitted (the placement policy's clock). */
+  nowSeconds: number;
+  policy: PlacementPolicyConfig;
+  /** Whether the tier and the user allow spot. */
+  spotAllowed: boolean;
+  /** Estimated compute the whole job needs, seconds. */
+  workSeconds: number;
+  /** Compute done and safely checkpointed so far, seconds. */
+  progressSeconds: number;
+  /** Whether spot capacity is observed available now; undefined = unknown. */
+  spotAvailable?: boolean;
+  /** Capacity the attempt that just ended ran on (keeps an error retry where it was); undefined = unknown. */
+  lastCapacity?: Capacity;
+  /**
+   * Reclaims and capacity cancellations since the job last moved back to spot, when it has (the placement policy
+   * counts from there). Defaults to the job's totals, which is exact for a job that never moved back.
+   */
+  sinceLastSpotMove?: { reclaims: number; capacityCancellations: number };
+}
+
+/** The decision. */
+export interface NextStep {
+  action: 'run-attempt' | 'finalize' | 'pause-budget';
+  /** For run-attempt: the capacity of the next attempt. */
+  capacity?: Capacity;
+  /** For run-attempt: wait this long before submitting (backoff); 0 otherwise. */
+  delaySeconds: number;
+  /** The job's counters with this attempt counted. */
+  counters: JobCounters;
+  /** For finalize. */
+  finalState?: 'SUCCEEDED' | 'FAILED' | 'CANCELLED';
+  /** For run-attempt: resume from the newest complete checkpoint (append the job's resumeArgs). */
+  resume: boolean;
+  /** For run-attempt: the job leaves spot for on-demand (reclaims, capacity wait or a move); emit `Job FellBackToOnDemand`. */
+  fellBackToOnDemand: boolean;
+  /** One sentence, recorded in the job's decision log. */
+  reason: string;
+}
+
+function backoff(base: number, retry: number, cap: number): number {
+  return Math.min(base * 2 ** (retry - 1), cap);
+}
+
+const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
+
+/** Decides what happens after an attempt ended; same input, same output. */
+export function decideNextStep(input: NextStepInput): NextStep {
+  const { job, outcome } = input;
+  const before = job.counters;
+  const counters: JobCounters = { ...before, attempts: before.attempts + 1 };
+  const finalize = (finalState: NonNullable<NextStep['finalState']>, reason: string): NextStep => ({
+    action: 'finalize',
+    delaySeconds: 0,
+    counters,
+    finalState,
+    resume: false,
+    fellBackToOnDemand: false,
+    reason,
+  });
+  const deadline = job.requirements.deadlineSeconds;
+  const runAttempt = (capacity: Capacity, delaySeconds: number, reason: string, fellBack = false): NextStep => {
+    if (deadline !== undefined && input.nowSeconds + delaySeconds >= deadline) {
+      return finalize(
+        'FAILED',
+        `The deadline (${deadline} s after submission) has passed or would pass before the next attempt starts; ${outcome.reason}`,
+      );
+    }
+    return {
+      action: 'run-attempt',
+      capacity,
+      delaySeconds,
+      counters,
+      resume: outcome.resumable,
+      fellBackToOnDemand: fellBack,
+      reason,
+    };
+  };
+  const placementState = (moment: PlacementState['moment'], current: PlacementState['current']): PlacementState => ({
+    moment,
+    nowSeconds: input.nowSeconds,
+    deadlineSeconds: deadline,
+    workSeconds: input.workSeconds,
+    progressSeconds: input.progressSeconds,
+    current,
+    spotAvailable: input.spotAvailable,
+    reclaims: (input.sinceLastSpotMove?.reclaims ?? before.reclaims) + (moment === 'attempt-reclaimed' ? 1 : 0),
+    capacityCancellations:
+      (input.sinceLastSpotMove?.capacityCancellations ?? before.capacityCancellations) +
+      (moment === 'capacity-cancelled' ? 1 : 0),
+    spotAllowed: input.spotAllowed,
+  });
+  /** Where an error retry or an unexplained stop runs: where it last ran if that was on-demand, else as at submit. */
+  const retryCapacity = (): { capacity: Capacity; why: string } => {
+    if (input.lastCapacity === 'on-demand') return { capacity: 'on-demand', why: 'stay on on-demand where it ran' };
+    const placed = decidePlacement(placementState('submit', 'none'), input.policy);
+    return { capacity: placed.capacity, why: placed.reason };
+  };
+
+  switch (outcome.kind) {
+    case 'succeeded':
+      return finalize('SUCCEEDED', `The attempt succeeded: ${outcome.reason}`);
+
+    case 'cancelled':
+      return finalize('CANCELLED', `The job was cancelled: ${outcome.reason}`);
+
+    case 'timed-out':
+      return finalize('FAILED', `The job ran out of time: ${outcome.reason}`);
+
+    case 'budget-stopped':
+      return {
+        action: 'pause-budget',
+        delaySeconds: 0,
+        counters,
+        resume: false,
+        fellBackToOnDemand: false,
+        reason: `Paused until the budget is raised (it resumes from its checkpoint then): ${outcome.reason}`,
+      };
+
+    case 'reclaimed': {
+      counters.reclaims = before.reclaims + 1;
+      if (input.lastCapacity === 'on-demand') {
+        // An on-demand host going away is not a spot signal: resume where it ran.
+        return runAttempt(
+          'on-demand',
+          0,
+          `The on-demand host was terminated: resume from the checkpoint on on-demand.`,
+        );
+      }
+      const placed = decidePlacement(placementState('attempt-reclaimed', 'spot'), input.policy);
+      return runAttempt(
+        placed.capacity,
+        0,
+        `Reclaim ${counters.reclaims}: resume from the checkpoint on ${placed.capacity}. ${placed.reason}`,
+        placed.capacity === 'on-demand',
+      );
+    }
+
+    case 'capacity-starved': {
+      counters.capacityCancellations = before.capacityCancellations + 1;
+      const placed = decidePlacement(placementState('capacity-cancelled', 'none'), input.policy);
+      return runAttempt(
+        placed.capacity,
+        0,
+        `Capacity cancellation ${counters.capacityCancellations}: run on ${placed.capacity}. ${placed.reason}`,
+        placed.capacity === 'on-demand',
+      );
+    }
+
+    case 'moved': {
+      if (outcome.moveTo !== undefined) {
+        const capacity: Capacity = outcome.moveTo === 'spot' && !input.spotAllowed ? 'on-demand' : outcome.moveTo;
+        const note = capacity === outcome.moveTo ? '' : ' (spot is no longer allowed, so on-demand)';
+        return runAttempt(
+          capacity,
+          0,
+          `Moved as decided: resume from the checkpoint on ${capacity}${note}.`,
+          capacity === 'on-demand',
+        );
+      }
+      const { capacity, why } = retryCapacity();
+      return runAttempt(
+        capacity,
+        0,
+        `The attempt was stopped and checkpointed: resume on ${capacity} (${why.replace(/\.$/, '')}).`,
+      );
+    }
+
+    case 'app-error': {
+      counters.appErrors = before.appErrors + 1;
+      const allowed = job.retries.maxAppRetries;
+      if (!outcome.resumable) {
+        return finalize('FAILED', `Not retried, running it again as it is cannot help: ${outcome.reason}`);
+      }
+      if (before.appErrors >= allowed) {
+        const asked =
+          allowed === 0
+            ? 'no app-error retries were requested'
+            : `all ${allowed} app-error ${allowed === 1 ? 'retry' : 'retries'} used`;
+        return finalize('FAILED', `Failed (${asked}): ${outcome.reason}`);
+      }
+      const retry = counters.appErrors;
+      const delay = backoff(job.retries.backoffSeconds, retry, MAX_APP_BACKOFF_SECONDS);
+      const { capacity, why } = retryCapacity();
+      return runAttempt(
+        capacity,
+        delay,
+        `App-error retry ${retry} of ${allowed} on ${capacity} after ${delay} s (backoff ${job.retries.backoffSeconds} s × 2^${retry - 1}, capped at ${MAX_APP_BACKOFF_SECONDS} s; ${why.replace(/\.$/, '')}): ${outcome.reason}`,
+      );
+    }
+
+    case 'infra-error': {
+      counters.infraErrors = before.infraErrors + 1;
+      if (before.infraErrors >= INFRA_RETRY_LIMIT) {
+        return finalize(
+          'FAILED',
+          `Failed after ${plural(counters.infraErrors, 'infrastructure error')} (limit ${INFRA_RETRY_LIMIT} retries): ${outcome.reason}`,
+        );
+      }
+      const retry = counters.infraErrors;
+      const delay = backoff(INFRA_BACKOFF_SECONDS, retry, MAX_INFRA_BACKOFF_SECONDS);
+      const { capacity, why } = retryCapacity();
+      return runAttempt(
+        capacity,
+        delay,
+        `Infrastructure retry ${retry} of ${INFRA_RETRY_LIMIT} on ${capacity} after ${delay} s (${why.replace(/\.$/, '')}): ${outcome.reason}`,
+      );
+    }
+  }
+}

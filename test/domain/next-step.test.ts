@@ -1,0 +1,357 @@
+import { describe, expect, it } from 'vitest';
+import { type JobRecord, parseJobRecord } from '../../lambdas/domain/job';
+import { decideNextStep, type NextStep, type NextStepInput } from '../../lambdas/domain/next-step';
+import type { AttemptOutcome } from '../../lambdas/domain/outcome';
+
+/** DESIGN.md's deployed policy: 2 reclaims, 20 min capacity wait, 6 min restart, 5 min check. */
+const POLICY = {
+  reclaimsBeforeOnDemand: 2,
+  capacityWaitSeconds: 1200,
+  restartOverheadSeconds: 360,
+  checkIntervalSeconds: 300,
+};
+
+function job(change: {
+  counters?: Partial<JobRecord['counters']>;
+  retries?: Partial<JobRecord['retries']>;
+  deadlineSeconds?: number;
+}): JobRecord {
+  return parseJobRecord({
+    jobId: 'job-1',
+    team: 'vision',
+    user: 'alice',
+    tier: 'gpu-small',
+    state: 'RUNNING',
+    createdAt: '2026-11-20T13:40:00Z',
+    command: ['python', 'train.py'],
+    counters: change.counters ?? {},
+    retries: change.retries ?? {},
+    requirements: change.deadlineSeconds === undefined ? {} : { deadlineSeconds: change.deadlineSeconds },
+  });
+}
+
+const OUTCOMES = {
+  succeeded: { kind: 'succeeded', reason: 'Batch reports the job SUCCEEDED.', exitCode: 0, resumable: false },
+  cancelled: { kind: 'cancelled', reason: 'Batch statusReason "Trainyard: cancelled by user".', resumable: false },
+  timedOut: {
+    kind: 'timed-out',
+    reason: 'Batch statusReason "Job attempt duration exceeded timeout".',
+    resumable: false,
+  },
+  budget: {
+    kind: 'budget-stopped',
+    reason: 'Batch statusReason "Trainyard: budget exhausted, paused".',
+    resumable: true,
+  },
+  reclaimed: {
+    kind: 'reclaimed',
+    reason: 'Batch statusReason "Host EC2 (instance i-0f2b6a4c9d8e7f123) terminated.".',
+    instanceId: 'i-0f2b6a4c9d8e7f123',
+    resumable: true,
+  },
+  starved: {
+    kind: 'capacity-starved',
+    reason: 'Batch statusReason "Canceled by JobStateTimeLimit action".',
+    resumable: true,
+  },
+  movedToOnDemand: { kind: 'moved', reason: 'Trainyard: moving to on-demand.', resumable: true, moveTo: 'on-demand' },
+  movedToSpot: { kind: 'moved', reason: 'Trainyard: moving back to spot.', resumable: true, moveTo: 'spot' },
+  stopped75: {
+    kind: 'moved',
+    reason: 'Container exit code 75 with no spot notice recorded.',
+    exitCode: 75,
+    resumable: true,
+  },
+  exit1: {
+    kind: 'app-error',
+    reason: 'Container exit code 1: the training command failed.',
+    exitCode: 1,
+    resumable: true,
+  },
+  oom: {
+    kind: 'app-error',
+    reason: 'OutOfMemoryError: choose a tier with more memory.',
+    exitCode: 137,
+    resumable: false,
+  },
+  pull: { kind: 'infra-error', reason: 'CannotPullContainerError: not found.', resumable: true },
+} satisfies Record<string, AttemptOutcome>;
+
+function input(outcome: AttemptOutcome, change: Partial<NextStepInput> = {}, jobChange = {}): NextStepInput {
+  return {
+    job: job(jobChange),
+    outcome,
+    nowSeconds: 1800,
+    policy: POLICY,
+    spotAllowed: true,
+    workSeconds: 3600,
+    progressSeconds: 1200,
+    ...change,
+  };
+}
+
+interface Row {
+  name: string;
+  input: NextStepInput;
+  expected: Partial<NextStep>;
+  reasonMentions?: string[];
+}
+
+const zero = { attempts: 0, reclaims: 0, capacityCancellations: 0, appErrors: 0, infraErrors: 0 };
+
+const TABLE: Row[] = [
+  {
+    name: 'a success finalizes SUCCEEDED',
+    input: input(OUTCOMES.succeeded),
+    expected: { action: 'finalize', finalState: 'SUCCEEDED', delaySeconds: 0, counters: { ...zero, attempts: 1 } },
+  },
+  {
+    name: 'a cancel finalizes CANCELLED',
+    input: input(OUTCOMES.cancelled),
+    expected: { action: 'finalize', finalState: 'CANCELLED' },
+    reasonMentions: ['cancelled by user'],
+  },
+  {
+    name: 'a timeout finalizes FAILED with the reason',
+    input: input(OUTCOMES.timedOut),
+    expected: { action: 'finalize', finalState: 'FAILED' },
+    reasonMentions: ['Job attempt duration exceeded timeout'],
+  },
+  {
+    name: 'a budget stop pauses, with no final state',
+    input: input(OUTCOMES.budget),
+    expected: {
+      action: 'pause-budget',
+      finalState: undefined,
+      capacity: undefined,
+      counters: { ...zero, attempts: 1 },
+    },
+    reasonMentions: ['budget'],
+  },
+  {
+    name: 'the first reclaim resumes on spot at once',
+    input: input(OUTCOMES.reclaimed),
+    expected: {
+      action: 'run-attempt',
+      capacity: 'spot',
+      delaySeconds: 0,
+      resume: true,
+      fellBackToOnDemand: false,
+      counters: { ...zero, attempts: 1, reclaims: 1 },
+    },
+  },
+  {
+    name: 'the second reclaim falls back to on-demand',
+    input: input(OUTCOMES.reclaimed, {}, { counters: { attempts: 1, reclaims: 1 } }),
+    expected: {
+      action: 'run-attempt',
+      capacity: 'on-demand',
+      fellBackToOnDemand: true,
+      counters: { ...zero, attempts: 2, reclaims: 2 },
+    },
+  },
+  {
+    name: 'reclaims before the job moved back to spot do not count toward the fallback',
+    input: input(
+      OUTCOMES.reclaimed,
+      { sinceLastSpotMove: { reclaims: 0, capacityCancellations: 0 } },
+      { counters: { attempts: 4, reclaims: 3 } },
+    ),
+    expected: { action: 'run-attempt', capacity: 'spot', counters: { ...zero, attempts: 5, reclaims: 4 } },
+  },
+  {
+    name: 'a reclaim when spot is no longer allowed goes on-demand',
+    input: input(OUTCOMES.reclaimed, { spotAllowed: false }),
+    expected: { action: 'run-attempt', capacity: 'on-demand' },
+  },
+  {
+    name: 'an on-demand host termination resumes on on-demand',
+    input: input(OUTCOMES.reclaimed, { lastCapacity: 'on-demand' }),
+    expected: { action: 'run-attempt', capacity: 'on-demand', fellBackToOnDemand: false },
+  },
+  {
+    name: 'a capacity cancellation goes on-demand and counts separately',
+    input: input(OUTCOMES.starved, {}, { counters: { attempts: 1, reclaims: 1 } }),
+    expected: {
+      action: 'run-attempt',
+      capacity: 'on-demand',
+      delaySeconds: 0,
+      fellBackToOnDemand: true,
+      counters: { ...zero, attempts: 2, reclaims: 1, capacityCancellations: 1 },
+    },
+  },
+  {
+    name: 'a move to on-demand resumes there',
+    input: input(OUTCOMES.movedToOnDemand),
+    expected: { action: 'run-attempt', capacity: 'on-demand', resume: true, counters: { ...zero, attempts: 1 } },
+  },
+  {
+    name: 'a move back to spot resumes on spot',
+    input: input(OUTCOMES.movedToSpot),
+    expected: { action: 'run-attempt', capacity: 'spot', resume: true, fellBackToOnDemand: false },
+  },
+  {
+    name: 'a move back to spot when spot is no longer allowed stays on-demand',
+    input: input(OUTCOMES.movedToSpot, { spotAllowed: false }),
+    expected: { action: 'run-attempt', capacity: 'on-demand' },
+    reasonMentions: ['no longer allowed'],
+  },
+  {
+    name: 'an unexplained checkpointed stop (exit 75) resumes where it ran when that was on-demand',
+    input: input(OUTCOMES.stopped75, { lastCapacity: 'on-demand' }),
+    expected: { action: 'run-attempt', capacity: 'on-demand', resume: true, delaySeconds: 0 },
+  },
+  {
+    name: 'an app error without requested retries fails with the reason',
+    input: input(OUTCOMES.exit1),
+    expected: { action: 'finalize', finalState: 'FAILED', counters: { ...zero, attempts: 1, appErrors: 1 } },
+    reasonMentions: ['no app-error retries were requested', 'Container exit code 1'],
+  },
+  {
+    name: 'the first app-error retry waits backoffSeconds',
+    input: input(OUTCOMES.exit1, {}, { retries: { maxAppRetries: 3, backoffSeconds: 45 } }),
+    expected: {
+      action: 'run-attempt',
+      capacity: 'spot',
+      delaySeconds: 45,
+      resume: true,
+      counters: { ...zero, attempts: 1, appErrors: 1 },
+    },
+    reasonMentions: ['retry 1 of 3'],
+  },
+  {
+    name: 'the second app-error retry waits twice as long',
+    input: input(
+      OUTCOMES.exit1,
+      {},
+      { retries: { maxAppRetries: 3, backoffSeconds: 45 }, counters: { attempts: 1, appErrors: 1 } },
+    ),
+    expected: { action: 'run-attempt', delaySeconds: 90, counters: { ...zero, attempts: 2, appErrors: 2 } },
+  },
+  {
+    name: 'the third app-error retry waits four times as long',
+    input: input(
+      OUTCOMES.exit1,
+      {},
+      { retries: { maxAppRetries: 3, backoffSeconds: 45 }, counters: { attempts: 2, appErrors: 2 } },
+    ),
+    expected: { action: 'run-attempt', delaySeconds: 180 },
+  },
+  {
+    name: 'app errors beyond maxAppRetries fail',
+    input: input(
+      OUTCOMES.exit1,
+      {},
+      { retries: { maxAppRetries: 3, backoffSeconds: 45 }, counters: { attempts: 3, appErrors: 3 } },
+    ),
+    expected: { action: 'finalize', finalState: 'FAILED', counters: { ...zero, attempts: 4, appErrors: 4 } },
+    reasonMentions: ['all 3 app-error retries used'],
+  },
+  {
+    name: 'the app-error backoff is capped at one hour',
+    input: input(
+      OUTCOMES.exit1,
+      {},
+      { retries: { maxAppRetries: 5, backoffSeconds: 3000 }, counters: { attempts: 1, appErrors: 1 } },
+    ),
+    expected: { action: 'run-attempt', delaySeconds: 3600 },
+    reasonMentions: ['capped at 3600 s'],
+  },
+  {
+    name: 'an app-error retry stays on on-demand when that is where it ran',
+    input: input(OUTCOMES.exit1, { lastCapacity: 'on-demand' }, { retries: { maxAppRetries: 1 } }),
+    expected: { action: 'run-attempt', capacity: 'on-demand' },
+  },
+  {
+    name: 'an out-of-memory error is not retried even with retries left',
+    input: input(OUTCOMES.oom, {}, { retries: { maxAppRetries: 3 } }),
+    expected: { action: 'finalize', finalState: 'FAILED', counters: { ...zero, attempts: 1, appErrors: 1 } },
+    reasonMentions: ['tier with more memory'],
+  },
+  {
+    name: 'the first infrastructure error is retried after 30 s without touching app-error counts',
+    input: input(OUTCOMES.pull),
+    expected: {
+      action: 'run-attempt',
+      capacity: 'spot',
+      delaySeconds: 30,
+      counters: { ...zero, attempts: 1, infraErrors: 1 },
+    },
+  },
+  {
+    name: 'the third infrastructure error is retried after 120 s',
+    input: input(OUTCOMES.pull, {}, { counters: { attempts: 2, infraErrors: 2 } }),
+    expected: { action: 'run-attempt', delaySeconds: 120, counters: { ...zero, attempts: 3, infraErrors: 3 } },
+  },
+  {
+    name: 'the fourth infrastructure error fails the job',
+    input: input(OUTCOMES.pull, {}, { counters: { attempts: 3, infraErrors: 3 } }),
+    expected: { action: 'finalize', finalState: 'FAILED', counters: { ...zero, attempts: 4, infraErrors: 4 } },
+    reasonMentions: ['4 infrastructure errors', 'CannotPullContainerError'],
+  },
+  {
+    name: 'a reclaim whose slack cannot absorb a spot restart goes on-demand to meet the deadline',
+    // 7200 s deadline, at 3600 s with 4200 s of work left: slack is negative.
+    input: input(
+      OUTCOMES.reclaimed,
+      { nowSeconds: 3600, workSeconds: 7200, progressSeconds: 3000 },
+      { deadlineSeconds: 7200 },
+    ),
+    expected: { action: 'run-attempt', capacity: 'on-demand', fellBackToOnDemand: true },
+  },
+  {
+    name: 'a reclaim after the deadline has passed fails the job',
+    input: input(OUTCOMES.reclaimed, { nowSeconds: 7300 }, { deadlineSeconds: 7200 }),
+    expected: { action: 'finalize', finalState: 'FAILED' },
+    reasonMentions: ['deadline'],
+  },
+  {
+    name: 'an app-error retry whose backoff would end past the deadline fails the job',
+    input: input(
+      OUTCOMES.exit1,
+      { nowSeconds: 7000 },
+      { deadlineSeconds: 7200, retries: { maxAppRetries: 2, backoffSeconds: 600 } },
+    ),
+    expected: { action: 'finalize', finalState: 'FAILED' },
+    reasonMentions: ['deadline'],
+  },
+];
+
+describe('decideNextStep', () => {
+  it.each(TABLE)('$name', ({ input: given, expected, reasonMentions }) => {
+    const step = decideNextStep(given);
+
+    const defined = Object.fromEntries(Object.entries(expected).filter(([, v]) => v !== undefined));
+    expect(step).toMatchObject(defined);
+    for (const [key, value] of Object.entries(expected)) {
+      if (value === undefined) expect(step[key as keyof NextStep]).toBeUndefined();
+    }
+    for (const text of reasonMentions ?? []) expect(step.reason).toContain(text);
+  });
+
+  it.each(TABLE)('gives one non-empty reason and a consistent shape: $name', ({ input: given }) => {
+    const step = decideNextStep(given);
+
+    expect(step.reason.trim().length).toBeGreaterThan(10);
+    expect(step.reason).not.toContain('\n');
+    if (step.action === 'run-attempt') {
+      expect(step.capacity).toBeDefined();
+      expect(step.finalState).toBeUndefined();
+    } else {
+      expect(step.delaySeconds).toBe(0);
+      expect(step.resume).toBe(false);
+    }
+    if (step.action === 'finalize') expect(step.finalState).toBeDefined();
+  });
+
+  it('is idempotent: the same input gives the same decision and leaves the input untouched', () => {
+    const given = input(OUTCOMES.exit1, {}, { retries: { maxAppRetries: 2 }, counters: { attempts: 1, appErrors: 1 } });
+    const snapshot = structuredClone(given);
+
+    const first = decideNextStep(given);
+    const second = decideNextStep(given);
+
+    expect(second).toEqual(first);
+    expect(given).toEqual(snapshot);
+  });
+});
