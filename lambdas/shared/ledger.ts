@@ -205,6 +205,9 @@ type JobRecord = z.infer<typeof jobRecordSchema>;
 /** Attribute-name aliases used in every expression (several are DynamoDB reserved words). */
 const NAMES = {
   '#pk': 'pk',
+  '#scope': 'scope',
+  '#team': 'team',
+  '#period': 'period',
   '#state': 'state',
   '#jobs': 'jobs',
   '#crossings': 'crossings',
@@ -220,7 +223,20 @@ type Name = keyof typeof NAMES;
 function names(...used: Name[]): Record<string, string> {
   return Object.fromEntries(used.map((n) => [n, NAMES[n]]));
 }
-const FIGURE_NAMES: Name[] = ['#limit', '#blockLimit', '#spent', '#reserved', '#available'];
+/** A scope item without its (possibly large) jobs map: what usage and crossing checks need. */
+const SUMMARY_NAMES: Name[] = [
+  '#scope',
+  '#team',
+  '#period',
+  '#blockThreshold',
+  '#crossings',
+  '#limit',
+  '#blockLimit',
+  '#spent',
+  '#reserved',
+  '#available',
+];
+const SUMMARY_PROJECTION = SUMMARY_NAMES.join(', ');
 
 /** Per-scope outcome of one saga step. */
 type ScopeReservation =
@@ -509,12 +525,11 @@ export class BudgetLedger {
           IndexName: BUDGETS_INDEXES.byTeam.name,
           KeyConditionExpression: '#gpk = :gpk AND begins_with(#gsk, :prefix)',
           // The jobs map can be large; listing needs only the totals and markers.
-          ProjectionExpression:
-            'scope, team, period, #blockThreshold, #crossings, #limit, #blockLimit, #spent, #reserved, #available',
+          ProjectionExpression: SUMMARY_PROJECTION,
           ExpressionAttributeNames: {
             '#gpk': BUDGETS_INDEXES.byTeam.partition,
             '#gsk': BUDGETS_INDEXES.byTeam.sort,
-            ...names('#blockThreshold', '#crossings', ...FIGURE_NAMES),
+            ...names(...SUMMARY_NAMES),
           },
           ExpressionAttributeValues: {
             ':gpk': budgetKeys.teamIndex(teamScope.team, checkedPeriod, teamScope.text).gsi1pk,
@@ -763,21 +778,9 @@ export class BudgetLedger {
         Key: budgetKeys.period(scope, period),
         ConsistentRead: true,
         // Only the totals, markers and (when asked) one job's entry: the jobs map can be large.
-        ProjectionExpression: `#scope, #team, #period, #blockThreshold, #crossings, ${FIGURE_NAMES.join(', ')}${
-          jobId === undefined ? '' : ', #jobs.#job'
-        }`,
-        ExpressionAttributeNames: {
-          '#scope': 'scope',
-          '#team': 'team',
-          '#period': 'period',
-          ...names(
-            '#blockThreshold',
-            '#crossings',
-            ...FIGURE_NAMES,
-            ...(jobId === undefined ? [] : ['#jobs' as const]),
-          ),
-          ...(jobId === undefined ? {} : { '#job': jobId }),
-        },
+        ProjectionExpression: jobId === undefined ? SUMMARY_PROJECTION : `${SUMMARY_PROJECTION}, #jobs.#job`,
+        ExpressionAttributeNames:
+          jobId === undefined ? names(...SUMMARY_NAMES) : { ...names(...SUMMARY_NAMES, '#jobs'), '#job': jobId },
       }),
     );
     return Item ? scopeItemSchema.parse(Item) : undefined;

@@ -1,0 +1,488 @@
+// The budgets ledger against dynalite: a real engine speaking the DynamoDB API, conditional writes included.
+// Expected figures are worked out here in whole cents, independently of the ledger's micro-dollar arithmetic.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  BudgetExceeded,
+  BudgetJobConflict,
+  BudgetLedger,
+  BudgetNotFound,
+  InvalidScope,
+  type ThresholdCrossing,
+  UnknownBudgetJob,
+} from '../../lambdas/shared/ledger';
+import { startTestDynamo, type TestDynamo } from '../support/dynamo';
+
+const PERIOD = '2026-03';
+const cents = (c: number) => c / 100;
+
+let dynamo: TestDynamo;
+let teamSeq = 0;
+
+beforeAll(async () => {
+  dynamo = await startTestDynamo();
+});
+
+afterAll(async () => {
+  await dynamo?.stop();
+});
+
+/** A fresh team name per test, so tests never see each other's budgets. */
+function freshTeam(): string {
+  teamSeq += 1;
+  return `team-${teamSeq}`;
+}
+
+function newLedger(thresholds = { warn: 0.7, block: 1 }): BudgetLedger {
+  return new BudgetLedger({
+    client: dynamo.doc,
+    tableName: dynamo.tables.budgets,
+    thresholds,
+    now: () => new Date('2026-03-15T12:00:00.000Z'),
+  });
+}
+
+async function snapshot() {
+  return dynamo.scanAll(dynamo.tables.budgets);
+}
+
+async function figures(ledger: BudgetLedger, scope: string) {
+  const usage = await ledger.usage(scope, PERIOD);
+  if (!usage) throw new Error(`no budget for ${scope}`);
+  return usage;
+}
+
+/** The job entry a scope item holds for a job, read straight from the table. */
+async function entryOf(scope: string, jobId: string) {
+  const items = await snapshot();
+  const item = items.find((i) => i.pk === `SCOPE#${scope}` && i.sk === `PERIOD#${PERIOD}`);
+  const jobs = (item?.jobs ?? {}) as Record<string, { reserved: number; accrued: number; state: string }>;
+  return jobs[jobId];
+}
+
+async function settledOutcome<T>(promise: Promise<T>): Promise<{ ok: true; value: T } | { ok: false; error: unknown }> {
+  try {
+    return { ok: true, value: await promise };
+  } catch (error) {
+    return { ok: false, error };
+  }
+}
+
+describe('concurrent reservations', () => {
+  it('admits exactly the 37 of 200 concurrent $2.70 reservations that fit a $100.00 budget', async () => {
+    const team = freshTeam();
+    const scope = `team:${team}`;
+    const ledger = newLedger();
+    await ledger.ensureBudget(scope, PERIOD, 100);
+    const budgetCents = 10_000;
+    const amountCents = 270;
+    const fits = Math.floor(budgetCents / amountCents);
+    expect(fits).toBe(37);
+
+    const outcomes = await Promise.all(
+      Array.from({ length: 200 }, (_, i) =>
+        settledOutcome(ledger.reserve(`job-${i}`, [scope], cents(amountCents), PERIOD)),
+      ),
+    );
+
+    const admitted = outcomes.filter((o) => o.ok);
+    const refused = outcomes.filter((o) => !o.ok);
+    expect(admitted).toHaveLength(fits);
+    expect(refused).toHaveLength(200 - fits);
+    for (const outcome of refused) expect(outcome.ok ? undefined : outcome.error).toBeInstanceOf(BudgetExceeded);
+    const usage = await figures(ledger, scope);
+    expect(usage.reservedUsd).toBe(cents(fits * amountCents));
+    expect(usage.availableUsd).toBe(cents(budgetCents - fits * amountCents));
+    expect(usage.spentUsd).toBe(0);
+    // 70 % of $100 is crossed by exactly one of the admitted reservations; $99.90 never reaches the block threshold.
+    const crossings = admitted.flatMap((o) => (o.ok ? o.value.crossings : []));
+    expect(crossings.map((c) => c.threshold)).toEqual(['warn']);
+  });
+
+  it('admits exactly the jobs that fit the tighter of two scopes and leaves no reservation of refused jobs', async () => {
+    const team = freshTeam();
+    const ledger = newLedger();
+    const teamScope = `team:${team}`;
+    const projectScope = `project:${team}/shared`;
+    await ledger.ensureBudget(teamScope, PERIOD, 100);
+    await ledger.setLimit(projectScope, PERIOD, 25);
+
+    const outcomes = await Promise.all(
+      Array.from({ length: 30 }, (_, i) =>
+        settledOutcome(ledger.reserve(`multi-${i}`, [teamScope, projectScope], 5, PERIOD)),
+      ),
+    );
+
+    expect(outcomes.filter((o) => o.ok)).toHaveLength(5);
+    expect((await figures(ledger, teamScope)).reservedUsd).toBe(25);
+    expect((await figures(ledger, teamScope)).availableUsd).toBe(75);
+    expect((await figures(ledger, projectScope)).availableUsd).toBe(0);
+  });
+});
+
+describe('replays change nothing the second time', () => {
+  it('ensureBudget: the second call with another limit keeps the first budget', async () => {
+    const scope = `team:${freshTeam()}`;
+    const ledger = newLedger();
+    expect(await ledger.ensureBudget(scope, PERIOD, 100)).toEqual({ created: true });
+    const before = await snapshot();
+
+    expect(await ledger.ensureBudget(scope, PERIOD, 250)).toEqual({ created: false });
+
+    expect(await snapshot()).toEqual(before);
+    expect((await figures(ledger, scope)).limitUsd).toBe(100);
+  });
+
+  it('setLimit: setting the same limit twice writes once', async () => {
+    const scope = `team:${freshTeam()}`;
+    const ledger = newLedger();
+    await ledger.ensureBudget(scope, PERIOD, 100);
+    await ledger.reserve('sl-1', [scope], 30, PERIOD);
+    const first = await ledger.setLimit(scope, PERIOD, 120);
+    const before = await snapshot();
+
+    const second = await ledger.setLimit(scope, PERIOD, 120);
+
+    expect(await snapshot()).toEqual(before);
+    expect(second.usage).toEqual(first.usage);
+    expect(first.usage.availableUsd).toBe(90);
+  });
+
+  it('reserve: the second call returns the first result and writes nothing', async () => {
+    const scope = `team:${freshTeam()}`;
+    const ledger = newLedger();
+    await ledger.ensureBudget(scope, PERIOD, 100);
+    const first = await ledger.reserve('r-1', [scope], 80, PERIOD);
+    const before = await snapshot();
+
+    const second = await ledger.reserve('r-1', [scope], 80, PERIOD);
+
+    expect(second).toEqual(first);
+    expect(first.crossings.map((c) => c.threshold)).toEqual(['warn']);
+    expect(await snapshot()).toEqual(before);
+  });
+
+  it('reserve: a refused reservation replayed is refused again with the same message', async () => {
+    const scope = `team:${freshTeam()}`;
+    const ledger = newLedger();
+    await ledger.ensureBudget(scope, PERIOD, 10);
+    const first = await settledOutcome(ledger.reserve('r-2', [scope], 12.5, PERIOD));
+    const before = await snapshot();
+
+    const second = await settledOutcome(ledger.reserve('r-2', [scope], 12.5, PERIOD));
+
+    expect(first.ok).toBe(false);
+    expect(second.ok).toBe(false);
+    const message = (o: typeof first) => (o.ok ? '' : (o.error as Error).message);
+    expect(message(second)).toBe(message(first));
+    expect(await snapshot()).toEqual(before);
+  });
+
+  it('accrue: the same figure, then an older one, change nothing', async () => {
+    const scope = `team:${freshTeam()}`;
+    const ledger = newLedger();
+    await ledger.ensureBudget(scope, PERIOD, 100);
+    await ledger.reserve('a-1', [scope], 10, PERIOD);
+    await ledger.accrue('a-1', 4);
+    const before = await snapshot();
+
+    const same = await ledger.accrue('a-1', 4);
+    const older = await ledger.accrue('a-1', 3.5);
+
+    expect(same).toEqual({ crossings: [], blockedScopes: [] });
+    expect(older).toEqual({ crossings: [], blockedScopes: [] });
+    expect(await snapshot()).toEqual(before);
+    const usage = await figures(ledger, scope);
+    expect([usage.spentUsd, usage.reservedUsd, usage.availableUsd]).toEqual([4, 6, 90]);
+  });
+
+  it('settle: a second settle with another amount returns the first result and writes nothing', async () => {
+    const scope = `team:${freshTeam()}`;
+    const ledger = newLedger();
+    await ledger.ensureBudget(scope, PERIOD, 100);
+    await ledger.reserve('s-1', [scope], 10, PERIOD);
+    const first = await ledger.settle('s-1', 7.25);
+    const before = await snapshot();
+
+    const second = await ledger.settle('s-1', 9.99);
+
+    expect(second).toEqual(first);
+    expect(first.actualUsd).toBe(7.25);
+    expect(await snapshot()).toEqual(before);
+  });
+
+  it('release: a second release returns the first result and writes nothing', async () => {
+    const scope = `team:${freshTeam()}`;
+    const ledger = newLedger();
+    await ledger.ensureBudget(scope, PERIOD, 100);
+    await ledger.reserve('rl-1', [scope], 10, PERIOD);
+    const first = await ledger.release('rl-1');
+    const before = await snapshot();
+
+    const second = await ledger.release('rl-1');
+
+    expect(second).toEqual(first);
+    expect(first.returned).toEqual([{ scope, returnedUsd: 10 }]);
+    expect(await snapshot()).toEqual(before);
+  });
+});
+
+describe('multi-scope saga', () => {
+  it('a saga that fails on its third scope leaves no reservation behind in the first two', async () => {
+    const team = freshTeam();
+    const ledger = newLedger();
+    const scopes = [`team:${team}`, `user:${team}/alice`, `project:${team}/tiny`];
+    await ledger.ensureBudget(scopes[0] as string, PERIOD, 100);
+    await ledger.setLimit(scopes[1] as string, PERIOD, 50);
+    await ledger.setLimit(scopes[2] as string, PERIOD, 5);
+    await ledger.reserve('earlier', [scopes[2] as string], 1.2, PERIOD);
+    await ledger.settle('earlier', 1.1);
+
+    const outcome = await settledOutcome(ledger.reserve('too-big', scopes, 12.5, PERIOD));
+
+    expect(outcome.ok).toBe(false);
+    const error = outcome.ok ? undefined : outcome.error;
+    expect(error).toBeInstanceOf(BudgetExceeded);
+    expect((error as Error).message).toBe(
+      `project:${team}/tiny would exceed its budget: limit $5.00, spent $1.10, reserved $0.00, requested $12.50, available $3.90`,
+    );
+    const team0 = await figures(ledger, scopes[0] as string);
+    const user = await figures(ledger, scopes[1] as string);
+    expect([team0.reservedUsd, team0.availableUsd]).toEqual([0, 100]);
+    expect([user.reservedUsd, user.availableUsd]).toEqual([0, 50]);
+    expect(await entryOf(scopes[0] as string, 'too-big')).toMatchObject({ reserved: 0, state: 'released' });
+    expect(await entryOf(scopes[1] as string, 'too-big')).toMatchObject({ reserved: 0, state: 'released' });
+    expect(await entryOf(scopes[2] as string, 'too-big')).toBeUndefined();
+  });
+
+  it('user and project scopes without a budget are unlimited and not reserved against', async () => {
+    const team = freshTeam();
+    const ledger = newLedger();
+    await ledger.ensureBudget(`team:${team}`, PERIOD, 100);
+
+    const result = await ledger.reserve('free-1', [`team:${team}`, `user:${team}/bob`], 40, PERIOD);
+
+    expect(result.unlimitedScopes).toEqual([`user:${team}/bob`]);
+    expect(await ledger.usage(`user:${team}/bob`, PERIOD)).toBeUndefined();
+    expect((await figures(ledger, `team:${team}`)).reservedUsd).toBe(40);
+  });
+
+  it('refuses to reserve against a team scope that has no budget yet', async () => {
+    const team = freshTeam();
+    const ledger = newLedger();
+
+    await expect(ledger.reserve('nb-1', [`team:${team}`], 1, PERIOD)).rejects.toThrow(
+      new BudgetNotFound(
+        `team:${team} has no budget for ${PERIOD}; the cost gate must create it (ensureBudget) before reserving`,
+      ),
+    );
+  });
+
+  it('refuses scopes of two teams in one reservation, and escape attempts, before writing anything', async () => {
+    const team = freshTeam();
+    const ledger = newLedger();
+    await ledger.ensureBudget(`team:${team}`, PERIOD, 100);
+    const before = await snapshot();
+
+    await expect(ledger.reserve('x-1', [`team:${team}`, 'user:other/bob'], 1, PERIOD)).rejects.toThrow(
+      new InvalidScope(`a job's scopes must all belong to one team: user:other/bob is not of team "${team}"`),
+    );
+    await expect(ledger.reserve('x-2', [`team:${team}#PERIOD#2026-04`], 1, PERIOD)).rejects.toBeInstanceOf(
+      InvalidScope,
+    );
+    expect(await snapshot()).toEqual(before);
+  });
+
+  it('refuses to reuse a job id for a different reservation', async () => {
+    const scope = `team:${freshTeam()}`;
+    const ledger = newLedger();
+    await ledger.ensureBudget(scope, PERIOD, 100);
+    await ledger.reserve('dup-1', [scope], 10, PERIOD);
+
+    await expect(ledger.reserve('dup-1', [scope], 11, PERIOD)).rejects.toBeInstanceOf(BudgetJobConflict);
+    expect((await figures(ledger, scope)).reservedUsd).toBe(10);
+  });
+});
+
+describe('settlement, accrual and release', () => {
+  it.each([
+    { name: 'less than reserved', reservedCents: 1000, actualCents: 725 },
+    { name: 'more than reserved', reservedCents: 1000, actualCents: 1240 },
+    { name: 'exactly the reservation', reservedCents: 1000, actualCents: 1000 },
+    { name: 'nothing at all', reservedCents: 1000, actualCents: 0 },
+  ])('settlement replaces the reservation with the actual cost ($name)', async ({ reservedCents, actualCents }) => {
+    const team = freshTeam();
+    const scope = `team:${team}`;
+    const jobId = `${team}-st-1`;
+    const ledger = newLedger();
+    await ledger.ensureBudget(scope, PERIOD, 100);
+    await ledger.reserve(jobId, [scope], cents(reservedCents), PERIOD);
+
+    await ledger.settle(jobId, cents(actualCents));
+
+    const usage = await figures(ledger, scope);
+    expect(usage.spentUsd).toBe(cents(actualCents));
+    expect(usage.reservedUsd).toBe(0);
+    expect(usage.availableUsd).toBe(cents(10_000 - actualCents));
+    expect(await entryOf(scope, jobId)).toMatchObject({ reserved: 0, accrued: actualCents * 10_000, state: 'settled' });
+  });
+
+  it('settlement after accruals charges exactly the actual cost, below or above what was accrued', async () => {
+    const scope = `team:${freshTeam()}`;
+    const ledger = newLedger();
+    await ledger.ensureBudget(scope, PERIOD, 100);
+    await ledger.reserve('acc-1', [scope], 10, PERIOD);
+    await ledger.reserve('acc-2', [scope], 10, PERIOD);
+    await ledger.accrue('acc-1', 6);
+    await ledger.accrue('acc-2', 12.34);
+    // acc-1: spent 6, reserved 4; acc-2: spent 12.34 (2.34 beyond its reservation), reserved 0.
+    let usage = await figures(ledger, scope);
+    expect([usage.spentUsd, usage.reservedUsd, usage.availableUsd]).toEqual([18.34, 4, 77.66]);
+
+    await ledger.settle('acc-1', 5.5);
+    await ledger.settle('acc-2', 13);
+
+    usage = await figures(ledger, scope);
+    expect([usage.spentUsd, usage.reservedUsd, usage.availableUsd]).toEqual([18.5, 0, 81.5]);
+  });
+
+  it('release returns the remaining reservation and keeps what was already accrued as spent', async () => {
+    const scope = `team:${freshTeam()}`;
+    const ledger = newLedger();
+    await ledger.ensureBudget(scope, PERIOD, 100);
+    await ledger.reserve('rel-1', [scope], 10, PERIOD);
+    await ledger.reserve('rel-2', [scope], 10, PERIOD);
+    await ledger.accrue('rel-2', 3.33);
+
+    const untouched = await ledger.release('rel-1');
+    const partly = await ledger.release('rel-2');
+
+    expect(untouched.returned).toEqual([{ scope, returnedUsd: 10 }]);
+    expect(partly.returned).toEqual([{ scope, returnedUsd: 6.67 }]);
+    const usage = await figures(ledger, scope);
+    expect([usage.spentUsd, usage.reservedUsd, usage.availableUsd]).toEqual([3.33, 0, 96.67]);
+  });
+
+  it('a release that arrives before the reservation blocks that reservation', async () => {
+    const scope = `team:${freshTeam()}`;
+    const ledger = newLedger();
+    await ledger.ensureBudget(scope, PERIOD, 100);
+
+    expect(await ledger.release('early-1')).toEqual({ jobId: 'early-1', returned: [] });
+    await expect(ledger.reserve('early-1', [scope], 10, PERIOD)).rejects.toBeInstanceOf(BudgetJobConflict);
+    expect((await figures(ledger, scope)).reservedUsd).toBe(0);
+  });
+
+  it('settle and accrue of a job that was never reserved throw UnknownBudgetJob', async () => {
+    const ledger = newLedger();
+
+    await expect(ledger.settle('ghost-1', 1)).rejects.toThrow(
+      new UnknownBudgetJob('job ghost-1 has no reservation in the budget ledger; settle needs a prior reserve'),
+    );
+    await expect(ledger.accrue('ghost-1', 1)).rejects.toBeInstanceOf(UnknownBudgetJob);
+  });
+
+  it('an accrual past the reservation that exhausts the budget reports the scope as blocked', async () => {
+    const team = freshTeam();
+    const scope = `team:${team}`;
+    const ledger = newLedger();
+    await ledger.ensureBudget(scope, PERIOD, 20);
+    await ledger.reserve('over-1', [scope], 15, PERIOD);
+
+    const within = await ledger.accrue('over-1', 15);
+    const beyond = await ledger.accrue('over-1', 21);
+
+    expect(within.blockedScopes).toEqual([]);
+    expect(beyond.blockedScopes).toEqual([scope]);
+    expect(beyond.crossings.map((c) => c.threshold)).toEqual(['block']);
+    const usage = await figures(ledger, scope);
+    expect([usage.spentUsd, usage.reservedUsd, usage.availableUsd, usage.blocked]).toEqual([21, 0, -1, true]);
+  });
+});
+
+describe('limits and thresholds', () => {
+  it('reports each threshold once per scope and period even under 20 concurrent accruals', async () => {
+    const scope = `team:${freshTeam()}`;
+    const ledger = newLedger();
+    await ledger.ensureBudget(scope, PERIOD, 100);
+    const jobs = Array.from({ length: 20 }, (_, i) => `th-${i}`);
+    for (const job of jobs) await ledger.reserve(job, [scope], 1, PERIOD);
+
+    // Each job's running cost reaches $5: spent goes to $100, i.e. 100 % of the limit.
+    const results = await Promise.all(jobs.map((job) => ledger.accrue(job, 5)));
+    const replays = await Promise.all(jobs.map((job) => ledger.accrue(job, 5)));
+
+    const crossings: ThresholdCrossing[] = results.flatMap((r) => r.crossings);
+    expect(crossings.map((c) => c.threshold).sort()).toEqual(['block', 'warn']);
+    expect(crossings.every((c) => c.scope === scope && c.period === PERIOD && c.limitUsd === 100)).toBe(true);
+    expect(replays.flatMap((r) => r.crossings)).toEqual([]);
+    const usage = await figures(ledger, scope);
+    expect(usage.thresholdsCrossed).toEqual(['warn', 'block']);
+    expect([usage.spentUsd, usage.reservedUsd, usage.availableUsd, usage.percentUsed]).toEqual([100, 0, 0, 100]);
+  });
+
+  it('the same thresholds are reported again in the next period', async () => {
+    const scope = `team:${freshTeam()}`;
+    const ledger = newLedger();
+    await ledger.ensureBudget(scope, '2026-03', 10);
+    await ledger.ensureBudget(scope, '2026-04', 10);
+
+    const march = await ledger.reserve('p-1', [scope], 8, '2026-03');
+    const marchAgain = await ledger.reserve('p-2', [scope], 1, '2026-03');
+    const april = await ledger.reserve('p-3', [scope], 8, '2026-04');
+
+    expect(march.crossings.map((c) => [c.threshold, c.period])).toEqual([['warn', '2026-03']]);
+    expect(marchAgain.crossings).toEqual([]);
+    expect(april.crossings.map((c) => [c.threshold, c.period])).toEqual([['warn', '2026-04']]);
+  });
+
+  it('changing a limit moves available by the change, keeping outstanding reservations', async () => {
+    const scope = `team:${freshTeam()}`;
+    const ledger = newLedger();
+    await ledger.ensureBudget(scope, PERIOD, 100);
+    await ledger.reserve('lim-1', [scope], 60, PERIOD);
+
+    const lowered = await ledger.setLimit(scope, PERIOD, 50);
+
+    expect([lowered.usage.limitUsd, lowered.usage.availableUsd]).toEqual([50, -10]);
+    // $60 of $50 committed: both 70 % and 100 % are reached by the change itself.
+    expect(lowered.crossings.map((c) => c.threshold)).toEqual(['warn', 'block']);
+    await expect(ledger.reserve('lim-2', [scope], 0.01, PERIOD)).rejects.toThrow(
+      `${scope} would exceed its budget: limit $50.00, spent $0.00, reserved $60.00, requested $0.01, available -$10.00`,
+    );
+    const raised = await ledger.setLimit(scope, PERIOD, 75.5);
+    expect(raised.usage.availableUsd).toBe(15.5);
+  });
+
+  it('a block threshold above 100 % lets commitments run past the limit up to that fraction', async () => {
+    const scope = `team:${freshTeam()}`;
+    const ledger = newLedger({ warn: 0.8, block: 1.1 });
+    await ledger.ensureBudget(scope, PERIOD, 100);
+
+    await ledger.reserve('bt-1', [scope], 105, PERIOD);
+
+    await expect(ledger.reserve('bt-2', [scope], 5.01, PERIOD)).rejects.toThrow(
+      `${scope} would exceed its budget: limit $100.00, spent $0.00, reserved $105.00, requested $5.01, available $5.00 (jobs are refused at 110% of the limit)`,
+    );
+    expect((await figures(ledger, scope)).availableUsd).toBe(5);
+  });
+});
+
+describe('usage listing', () => {
+  it("lists a team's budgeted scopes for one period only, without other teams' scopes", async () => {
+    const team = freshTeam();
+    const other = freshTeam();
+    const ledger = newLedger();
+    await ledger.ensureBudget(`team:${team}`, PERIOD, 100);
+    await ledger.setLimit(`user:${team}/alice`, PERIOD, 30);
+    await ledger.setLimit(`project:${team}/gpt`, PERIOD, 40);
+    await ledger.ensureBudget(`team:${team}`, '2026-04', 100);
+    await ledger.ensureBudget(`team:${other}`, PERIOD, 100);
+    await ledger.reserve('list-1', [`team:${team}`, `user:${team}/alice`], 12, PERIOD);
+
+    const listed = await ledger.listScopes(team, PERIOD);
+
+    expect(listed.map((u) => u.scope)).toEqual([`project:${team}/gpt`, `team:${team}`, `user:${team}/alice`]);
+    const alice = listed.find((u) => u.scope === `user:${team}/alice`);
+    expect(alice).toMatchObject({ limitUsd: 30, reservedUsd: 12, availableUsd: 18, percentUsed: 40, team });
+  });
+});
