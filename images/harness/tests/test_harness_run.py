@@ -1,0 +1,289 @@
+"""The harness end to end as a process: exit codes, environment, resume arguments, SIGTERM and spot notices."""
+
+import io
+import json
+import signal
+import tarfile
+import textwrap
+
+import pytest
+from conftest import PYTHON, REPO, base_env, closed_port_endpoint, run_harness
+
+from trainyard_harness.checkpoints import CheckpointStore
+from trainyard_harness.logs import Logger
+from trainyard_harness.storage import FileStorage
+
+HELLO = str(REPO / 'examples' / 'hello-cpu' / 'train.py')
+
+
+def script(tmp_path, body: str, name='job.py'):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body))
+    return str(path)
+
+
+def stored_checkpoints(tmp_path):
+    store = CheckpointStore(FileStorage(f'file://{tmp_path}/store/checkpoints'), 3, Logger(io.StringIO()))
+    return store
+
+
+@pytest.mark.parametrize(
+    ('case', 'body', 'expected'),
+    [
+        ('success', 'raise SystemExit(0)', 0),
+        ('ordinary failure keeps its code', 'raise SystemExit(3)', 3),
+        ('user 75 is not mistaken for "resume me"', 'raise SystemExit(75)', 1),
+        ('user 78 is not mistaken for bad configuration', 'raise SystemExit(78)', 1),
+        ('user 79 is not mistaken for infrastructure', 'raise SystemExit(79)', 1),
+        ('killed by SIGKILL', 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)', 128 + 9),
+        ('killed by SIGSEGV', 'import os, signal; os.kill(os.getpid(), signal.SIGSEGV)', 128 + 11),
+    ],
+)
+def test_reports_the_user_command_exit_status(tmp_path, case, body, expected):
+    run = run_harness([PYTHON, '-c', body], base_env(tmp_path, closed_port_endpoint()))
+    assert run.finish() == expected, case + '\n' + run.output()
+    progress = json.loads((tmp_path / 'store' / 'metrics' / 'progress.json').read_text())
+    assert progress['exit_code'] == expected
+
+
+def test_missing_user_program_exits_127(tmp_path):
+    run = run_harness(['/nonexistent/program'], base_env(tmp_path, closed_port_endpoint()))
+    assert run.finish() == 127
+    assert run.events('user_command_not_started')
+
+
+def test_exposes_checkpoint_dir_resumed_flag_and_attempt_to_the_user_process(tmp_path):
+    body = 'import os; print("ENV", os.environ["TRAINYARD_CHECKPOINT_DIR"], os.environ["TRAINYARD_RESUMED"], os.environ["TRAINYARD_ATTEMPT"])'
+    env = base_env(tmp_path, closed_port_endpoint(), TRAINYARD_ATTEMPT='3')
+    run = run_harness([PYTHON, '-c', body], env)
+    assert run.finish() == 0
+    assert f'ENV {tmp_path / "ckpt-attempt1"} 0 3' in run.stdout
+
+
+def test_injects_resume_args_only_when_a_checkpoint_was_restored(tmp_path):
+    job = script(
+        tmp_path,
+        """
+        import os, sys
+        print('ARGS', sys.argv[1:], 'RESUMED', os.environ['TRAINYARD_RESUMED'])
+        path = os.path.join(os.environ['TRAINYARD_CHECKPOINT_DIR'], 'state.txt')
+        if os.path.exists(path):
+            print('RESTORED', open(path).read())
+        open(path, 'w').write('written by attempt ' + os.environ['TRAINYARD_ATTEMPT'])
+        """,
+    )
+    first = run_harness([PYTHON, job, '--lr=1'], base_env(tmp_path, closed_port_endpoint()))
+    assert first.finish() == 0
+    second_env = base_env(
+        tmp_path,
+        closed_port_endpoint(),
+        TRAINYARD_ATTEMPT='2',
+        TRAINYARD_CHECKPOINT_DIR=str(tmp_path / 'fresh-container-dir'),
+        TRAINYARD_RESUME_ARGS='--init_from=resume --note "two words"',
+    )
+    second = run_harness([PYTHON, job, '--lr=1'], second_env)
+    assert second.finish() == 0
+
+    assert "ARGS ['--lr=1'] RESUMED 0" in first.stdout
+    assert "ARGS ['--lr=1', '--init_from=resume', '--note', 'two words'] RESUMED 1" in second.stdout
+    assert 'RESTORED written by attempt 1' in second.stdout
+    restored = second.events('checkpoint_restored')[0]
+    assert restored['checkpoint'] == 'ckpt-000001' and restored['from_attempt'] == 1
+
+
+def test_sigterm_stops_the_child_syncs_and_exits_75(tmp_path):
+    env = base_env(tmp_path, closed_port_endpoint(), TRAINYARD_TOTAL_STEPS='100000')
+    run = run_harness([PYTHON, HELLO, '--max_iters=100000', '--log_interval=5', '--step_delay=0.002'], env)
+    run.wait_for_stdout(r'^iter 20:')
+    run.signal(signal.SIGTERM)
+    code = run.finish()
+
+    assert code == 75, run.output()
+    saved = run.wait_for_stdout(r'saved checkpoint at iter (\d+) \(SIGTERM\)')
+    stopped_at = int(saved.group(1))
+    manifest = stored_checkpoints(tmp_path).restore_newest(str(tmp_path / 'check'))
+    assert json.loads((tmp_path / 'check' / 'ckpt.json').read_text())['iter_num'] == stopped_at
+    assert manifest['attempt'] == 1
+    phases = run.events('stop_phases')[0]
+    assert phases['reason'] == 'SIGTERM'
+    for key in ('request_to_signal_s', 'signal_to_exit_s', 'final_sync_s', 'total_s'):
+        assert phases[key] >= 0
+    progress = json.loads((tmp_path / 'store' / 'metrics' / 'progress.json').read_text())
+    assert progress['state'] == 'checkpointed' and progress['exit_code'] == 75 and progress['total_steps'] == 100000
+
+
+def test_a_spot_notice_stops_the_child_and_exits_75(tmp_path, fake_imds):
+    env = base_env(tmp_path, fake_imds.endpoint)
+    run = run_harness([PYTHON, HELLO, '--max_iters=100000', '--log_interval=5', '--step_delay=0.002'], env)
+    run.wait_for_stdout(r'^iter 20:')
+    fake_imds.serve_notice()
+    assert run.finish() == 75, run.output()
+    assert run.events('spot_notice')[0]['action'] == 'terminate'
+    assert run.events('stop_phases')[0]['reason'] == 'spot-notice:terminate'
+    assert stored_checkpoints(tmp_path).restore_newest(str(tmp_path / 'check')) is not None
+
+
+def test_a_child_that_fails_for_its_own_reason_after_the_signal_keeps_its_code(tmp_path):
+    job = script(
+        tmp_path,
+        """
+        import signal, sys
+        def crash(*_):
+            raise SystemExit(5)
+        signal.signal(signal.SIGTERM, crash)
+        print('ready', flush=True)
+        while True:
+            signal.pause()
+        """,
+    )
+    run = run_harness([PYTHON, job], base_env(tmp_path, closed_port_endpoint()))
+    run.wait_for_stdout('^ready$')
+    run.signal(signal.SIGTERM)
+    assert run.finish() == 5
+
+
+def test_a_child_that_dies_of_the_stop_signal_still_means_resume(tmp_path):
+    job = script(
+        tmp_path,
+        """
+        import os, signal
+        open(os.path.join(os.environ['TRAINYARD_CHECKPOINT_DIR'], 'ckpt.bin'), 'wb').write(b'x' * 10)
+        print('ready', flush=True)
+        while True:
+            signal.pause()
+        """,
+    )
+    run = run_harness([PYTHON, job], base_env(tmp_path, closed_port_endpoint()))
+    run.wait_for_stdout('^ready$')
+    run.signal(signal.SIGINT)
+    assert run.finish() == 75
+    assert run.events('stop_phases')[0]['reason'] == 'SIGINT'
+
+
+def test_a_notice_after_the_child_finished_leaves_exit_0(tmp_path, fake_imds):
+    # The notice is armed only after the user command has exited, so the harness never sends a signal.
+    env = base_env(tmp_path, fake_imds.endpoint)
+    run = run_harness([PYTHON, '-c', 'print("done")'], env)
+    run.wait_for_event('user_command_exited')
+    fake_imds.serve_notice()
+    assert run.finish() == 0
+    assert not run.events('stop_signal_sent')
+
+
+def test_uploads_a_checkpoint_once_the_directory_settles_while_training_runs(tmp_path):
+    job = script(
+        tmp_path,
+        """
+        import os, signal
+        d = os.environ['TRAINYARD_CHECKPOINT_DIR']
+        with open(os.path.join(d, 'ckpt.pt.tmp'), 'wb') as f:
+            f.write(b'weights' * 1000)
+        os.replace(os.path.join(d, 'ckpt.pt.tmp'), os.path.join(d, 'ckpt.pt'))
+        print('iter 10: loss 1.2345, time 1.00ms, mfu 1.00%', flush=True)
+        signal.signal(signal.SIGTERM, lambda *_: None)
+        signal.pause()
+        """,
+    )
+    run = run_harness([PYTHON, job], base_env(tmp_path, closed_port_endpoint()))
+    uploaded = run.wait_for_event('checkpoint_uploaded', reason='settled')
+    assert run.process.poll() is None  # still training when the upload happened
+    run.signal(signal.SIGTERM)
+    assert run.finish() == 75
+
+    assert uploaded['checkpoint'] == 'ckpt-000001' and uploaded['step'] == 10
+    final = run.events('final_sync')[0]
+    assert final['uploaded'] is False  # nothing changed since the settled upload
+    folder = tmp_path / 'store' / 'checkpoints' / 'ckpt-000001'
+    assert (folder / 'ckpt.pt').read_bytes() == b'weights' * 1000
+    assert json.loads((folder / 'MANIFEST.json').read_text())['step'] == 10
+
+
+def test_kills_a_child_that_outlives_the_grace_period(tmp_path):
+    job = script(
+        tmp_path,
+        """
+        import signal
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print('ready', flush=True)
+        while True:
+            signal.pause()
+        """,
+    )
+    env = base_env(tmp_path, closed_port_endpoint(), TRAINYARD_STOP_GRACE_SECONDS='0.5')
+    run = run_harness([PYTHON, job], env)
+    run.wait_for_stdout('^ready$')
+    run.signal(signal.SIGTERM)
+    assert run.finish() == 75
+    assert run.events('stop_grace_expired')[0]['action'] == 'SIGKILL'
+    assert run.events('stop_phases')[0]['killed_after_grace'] is True
+
+
+def test_runs_the_command_inside_a_fetched_code_bundle(tmp_path):
+    source = tmp_path / 'src'
+    source.mkdir()
+    (source / 'main.py').write_text('import os; print("CWD", os.getcwd()); print(open("data.txt").read())')
+    (source / 'data.txt').write_text('bundled data')
+    bundles = tmp_path / 'bundles'
+    bundles.mkdir()
+    with tarfile.open(bundles / 'code.tar.gz', 'w:gz') as tar:
+        tar.add(source / 'main.py', 'main.py')
+        tar.add(source / 'data.txt', 'data.txt')
+    env = base_env(
+        tmp_path,
+        closed_port_endpoint(),
+        TRAINYARD_CODE_URI=f'file://{bundles}/code.tar.gz',
+        TRAINYARD_WORK_DIR=str(tmp_path / 'work'),
+    )
+    run = run_harness([PYTHON, 'main.py'], env, cwd=tmp_path)
+    assert run.finish() == 0, run.output()
+    assert f'CWD {tmp_path / "work"}' in run.stdout and 'bundled data' in run.stdout
+
+
+def test_refuses_a_bundle_that_writes_outside_the_work_dir(tmp_path):
+    bundles = tmp_path / 'bundles'
+    bundles.mkdir()
+    payload = tmp_path / 'payload.txt'
+    payload.write_text('x')
+    with tarfile.open(bundles / 'evil.tar.gz', 'w:gz') as tar:
+        tar.add(payload, '../escaped.txt')
+    env = base_env(
+        tmp_path, closed_port_endpoint(), TRAINYARD_CODE_URI=f'file://{bundles}/evil.tar.gz',
+        TRAINYARD_WORK_DIR=str(tmp_path / 'work'),
+    )
+    run = run_harness([PYTHON, '-c', 'print(1)'], env)
+    assert run.finish() == 79
+    assert 'outside' in run.events('code_bundle_unavailable')[0]['error']
+    assert not (tmp_path / 'escaped.txt').exists()
+
+
+def test_missing_code_bundle_is_an_infrastructure_failure(tmp_path):
+    env = base_env(tmp_path, closed_port_endpoint(), TRAINYARD_CODE_URI=f'file://{tmp_path}/nothing/code.tar.gz')
+    run = run_harness([PYTHON, '-c', 'print(1)'], env)
+    assert run.finish() == 79
+    assert run.events('code_bundle_unavailable')
+
+
+def test_takes_the_command_from_trainyard_command(tmp_path):
+    env = base_env(tmp_path, closed_port_endpoint(), TRAINYARD_COMMAND=json.dumps([PYTHON, '-c', 'print("from env")']))
+    run = run_harness([], env)
+    assert run.finish() == 0
+    assert 'from env' in run.stdout
+
+
+def test_reads_the_user_metrics_file_into_progress(tmp_path):
+    job = script(
+        tmp_path,
+        """
+        import json
+        with open('user-metrics.jsonl', 'w') as f:
+            for step in (1, 2, 3):
+                f.write(json.dumps({'step': step, 'loss': 4.0 - step, 'tokens_per_s': 10 * step}) + '\\n')
+        """,
+    )
+    env = base_env(tmp_path, closed_port_endpoint(), TRAINYARD_METRICS_FILE='user-metrics.jsonl')
+    run = run_harness([PYTHON, job], env, cwd=tmp_path)
+    assert run.finish() == 0
+    samples = [json.loads(l) for l in (tmp_path / 'store' / 'metrics' / 'metrics.jsonl').read_text().splitlines()]
+    assert [(s['step'], s['loss'], s['tokens_per_s']) for s in samples] == [(1, 3.0, 10), (2, 2.0, 20), (3, 1.0, 30)]
+    progress = json.loads((tmp_path / 'store' / 'metrics' / 'progress.json').read_text())
+    assert (progress['step'], progress['loss'], progress['state']) == (3, 1.0, 'succeeded')
