@@ -336,8 +336,8 @@ export function accrualChange(entry: JobEntry, spentSoFarMicros: number): EntryC
       version: entry.version + 1,
     },
     spentDelta: increase,
-    reservedDelta: -fromReservation,
-    availableDelta: -beyondReservation,
+    reservedDelta: noNegativeZero(-fromReservation),
+    availableDelta: noNegativeZero(-beyondReservation),
   };
 }
 
@@ -348,12 +348,12 @@ export function accrualChange(entry: JobEntry, spentSoFarMicros: number): EntryC
 export function settlementChange(entry: JobEntry, actualMicros: number): EntryChange | null {
   if (entry.state === 'settled') return null;
   const spentDelta = actualMicros - entry.accrued;
-  const reservedDelta = -entry.reserved;
+  const reservedDelta = noNegativeZero(-entry.reserved);
   return {
     entry: { reserved: 0, accrued: actualMicros, state: 'settled', version: entry.version + 1 },
     spentDelta,
     reservedDelta,
-    availableDelta: -spentDelta - reservedDelta,
+    availableDelta: noNegativeZero(-spentDelta - reservedDelta),
   };
 }
 
@@ -363,7 +363,7 @@ export function releaseChange(entry: JobEntry): EntryChange | null {
   return {
     entry: { reserved: 0, accrued: entry.accrued, state: 'released', version: entry.version + 1 },
     spentDelta: 0,
-    reservedDelta: -entry.reserved,
+    reservedDelta: noNegativeZero(-entry.reserved),
     availableDelta: entry.reserved,
   };
 }
@@ -393,6 +393,11 @@ export function thresholdsReached(figures: BudgetFigures, thresholds: Thresholds
  */
 export function isBlocked(figures: BudgetFigures): boolean {
   return figures.availableMicros < 0 || (figures.spentMicros > 0 && figures.spentMicros >= figures.blockLimitMicros);
+}
+
+/** Negating 0 gives -0, which reads oddly in stored items and in deep equality; adding 0 turns it into 0. */
+function noNegativeZero(n: number): number {
+  return n + 0;
 }
 
 function describe(value: unknown): string {
