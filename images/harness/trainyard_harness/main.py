@@ -21,6 +21,31 @@ from trainyard_harness.storage import StorageError, open_storage
 
 FINAL_SYNC_ATTEMPTS = 3
 OUTPUT_DRAIN_SECONDS = 5.0
+KILL_WRITE_WAIT_SECONDS = 5.0
+
+
+def files_open_for_writing(pgid: int, directory: str) -> list[str]:
+    """Files under `directory` that a process of group `pgid` has open for writing (Linux /proc)."""
+    found: list[str] = []
+    try:
+        pids = [int(name) for name in os.listdir('/proc') if name.isdigit()]
+    except OSError:
+        return found
+    for pid in pids:
+        try:
+            if os.getpgid(pid) != pgid:
+                continue
+            for fd in os.listdir(f'/proc/{pid}/fd'):
+                target = os.readlink(f'/proc/{pid}/fd/{fd}')
+                if not target.startswith(directory + os.sep):
+                    continue
+                with open(f'/proc/{pid}/fdinfo/{fd}', encoding='ascii') as info:
+                    flags = next((int(line.split()[1], 8) for line in info if line.startswith('flags:')), 0)
+                if flags & (os.O_WRONLY | os.O_RDWR):
+                    found.append(target)
+        except (OSError, ValueError):
+            continue  # the process exited while we looked
+    return sorted(set(found))
 
 
 def split_command(argv: Sequence[str]) -> list[str]:
@@ -201,6 +226,7 @@ class Harness:
 
         signal_sent_at: float | None = None
         killed = False
+        torn_files: list[str] = []
         while True:
             try:
                 returncode = child.wait(timeout=0.1)
@@ -213,8 +239,8 @@ class Harness:
                 self.log.info('stop_signal_sent', signal=s.stop_signal.name, reason=self.stop_reason)
             if signal_sent_at is not None and not killed and time.monotonic() - signal_sent_at > s.stop_grace_seconds:
                 killed = True
-                self._signal_group(child, signal.SIGKILL)
-                self.log.warn('stop_grace_expired', grace_s=s.stop_grace_seconds, action='SIGKILL')
+                torn_files = self._kill_between_writes(child)
+                self.log.warn('stop_grace_expired', grace_s=s.stop_grace_seconds, action='SIGKILL', torn_files=torn_files)
         child_exited_at = time.monotonic()
         if not killed:
             # Processes that outlive the leader (dataloader workers, daemons) would keep the pipes open.
@@ -229,7 +255,8 @@ class Harness:
         sync_started = time.monotonic()
         sync_error: str | None = None
         manifest = None
-        for attempt in range(1, FINAL_SYNC_ATTEMPTS + 1):
+        unsafe = self._unsafe_to_upload(returncode, killed, torn_files, child_exited_at)
+        for attempt in range(1, 0 if unsafe else FINAL_SYNC_ATTEMPTS + 1):
             try:
                 manifest = syncer.sync('final')
                 sync_error = None
@@ -245,6 +272,7 @@ class Harness:
             'final_sync',
             checkpoint=(manifest or syncer.last_manifest or {}).get('checkpoint'),
             uploaded=manifest is not None,
+            skipped=unsafe,
             duration_s=round(sync_done - sync_started, 3),
             ok=sync_error is None,
         )
@@ -286,6 +314,50 @@ class Harness:
             if returncode in (0, -stop, 128 + stop) or (killed_by_us and returncode == -int(signal.SIGKILL)):
                 return EXIT_CHECKPOINTED
         return user_exit_code(returncode, self.log)
+
+    def _kill_between_writes(self, child: subprocess.Popen[bytes]) -> list[str]:
+        """SIGKILLs the group, but not while it holds a checkpoint file open for writing (if avoidable).
+
+        The group is frozen with SIGSTOP and /proc is inspected; if a file under the checkpoint directory is open
+        for writing, the group is resumed briefly so the write can finish, for at most KILL_WRITE_WAIT_SECONDS.
+        Returns the files still open for writing at the kill (their contents may be torn).
+        """
+        deadline = time.monotonic() + KILL_WRITE_WAIT_SECONDS
+        open_files: list[str] = []
+        while True:
+            self._signal_group(child, signal.SIGSTOP)
+            open_files = files_open_for_writing(child.pid, os.path.realpath(self.settings.checkpoint_dir))
+            if not open_files or time.monotonic() >= deadline:
+                break
+            self._signal_group(child, signal.SIGCONT)
+            time.sleep(0.02)  # let the writer run on; polled, because the harness cannot be told when it closes
+        self._signal_group(child, signal.SIGKILL)
+        return open_files
+
+    def _unsafe_to_upload(
+        self, returncode: int, killed: bool, torn_files: list[str], exited_at: float
+    ) -> bool:
+        """Whether the final upload must be skipped because the local checkpoint may be half written.
+
+        A child killed by SIGKILL while holding a checkpoint file open, or one that died of a signal within the
+        settle window of its last checkpoint write (it may have died mid-write, e.g. nanoGPT writes ckpt.pt in
+        place), leaves files that cannot be trusted; the last upload made while it ran stays the newest.
+        """
+        if killed and torn_files:
+            self.log.warn('final_sync_skipped', reason='checkpoint file open for writing at SIGKILL', files=torn_files)
+            return True
+        if returncode < 0 and not killed:
+            signature = scan_directory(self.settings.checkpoint_dir)
+            newest = max((mtime for _size, mtime, _ino in signature.values()), default=0) / 1e9
+            age = time.time() - (time.monotonic() - exited_at) - newest
+            if signature and age < self.settings.settle_seconds:
+                self.log.warn(
+                    'final_sync_skipped',
+                    reason='child died of a signal right after writing its checkpoint (it may be torn)',
+                    seconds_since_write=round(age, 3),
+                )
+                return True
+        return False
 
     def _signal_group(self, child: subprocess.Popen[bytes], sig: signal.Signals) -> None:
         try:
