@@ -6,7 +6,7 @@
  */
 import { maxRuntimeSeconds, type TierConfig } from '../../lib/config';
 import { formatCount, formatDuration, formatGiB, formatUsd } from './analysis/format';
-import { type PythonValue, parseOverride, topLevelAssignments } from './analysis/python-literals';
+import { type CommandOverride, type PythonValue, parseOverride, topLevelAssignments } from './analysis/python-literals';
 
 /** A submitted code bundle: text files by relative path, and the command as argv. */
 export interface CodeBundle {
@@ -161,8 +161,8 @@ export function analyzeWorkload(
   checkRequirements(req, tiers);
   const unknowns: string[] = [];
   const files = normaliseFiles(bundle.files);
-  const { entryScript, configFiles, overrides } = readCommand(bundle.command, files, unknowns);
-  const { hyper, nonLiteral } = readHyperparameters(files, entryScript, configFiles, overrides);
+  const { entryScript, configFiles, steps } = readCommand(bundle.command, files, unknowns);
+  const { hyper, nonLiteral } = readHyperparameters(files, entryScript, steps);
   // Assumptions made for missing hyper-parameters, by key; reported together with why the key was missing.
   const assumed = new Map<string, string>();
   const framework = detectFramework(files, entryScript);
@@ -176,7 +176,8 @@ export function analyzeWorkload(
     usesGpu.confidence = 'high';
   }
 
-  const model = estimateModel(files, bundle.command, hyper, framework, usesGpu.value, unknowns, assumed);
+  const readFrom = [...(entryScript !== undefined ? [entryScript] : []), ...configFiles];
+  const model = estimateModel(files, readFrom, bundle.command, hyper, framework, usesGpu.value, unknowns, assumed);
   for (const [key, reason] of nonLiteral) {
     const assumption = assumed.get(key);
     unknowns.push(assumption ? `${reason}; ${assumption}` : reason);
@@ -247,7 +248,7 @@ function checkRequirements(req: JobRequirements, tiers: readonly TierConfig[]): 
     if (value === undefined) return;
     if (!Number.isFinite(value) || value < 0 || (!allowZero && value === 0)) {
       throw new InvalidRequirement(
-        `${key} must be a finite number ${allowZero ? '>= 0' : '> 0'}, got ${JSON.stringify(value) ?? String(value)}`,
+        `${key} must be a finite number ${allowZero ? '>= 0' : '> 0'}, got ${String(value)}`,
       );
     }
   };
@@ -264,10 +265,13 @@ function normalisePath(path: string): string {
   return path.replace(/^(\.\/)+/, '');
 }
 
+/** A config file or a `--key=value` override, in command order. */
+type ConfigStep = { file: string } | { override: CommandOverride };
+
 interface CommandParts {
   entryScript?: string;
   configFiles: string[];
-  overrides: ReturnType<typeof parseOverride>[];
+  steps: ConfigStep[];
 }
 
 /** Finds the entry script (first `.py` argument), the config files after it and the `--key=value` overrides. */
@@ -277,31 +281,34 @@ function readCommand(command: readonly string[], files: Map<string, string>, unk
     unknowns.push(
       `no Python entry script in the command (${JSON.stringify(command)}): hyper-parameters read from no file`,
     );
-    return { configFiles: [], overrides: [] };
+    return { configFiles: [], steps: [] };
   }
   const entryScript = normalisePath(command[entryIndex] as string);
   if (!files.has(entryScript)) unknowns.push(`entry script ${entryScript} is not in the bundle`);
   const configFiles: string[] = [];
-  const overrides: CommandParts['overrides'] = [];
+  const steps: ConfigStep[] = [];
   for (const arg of command.slice(entryIndex + 1)) {
     if (arg.startsWith('--')) {
-      const parsed = parseOverride(arg);
-      if (parsed) overrides.push(parsed);
+      const override = parseOverride(arg);
+      if (override) steps.push({ override });
     } else if (arg.endsWith('.py')) {
       const path = normalisePath(arg);
       configFiles.push(path);
+      steps.push({ file: path });
       if (!files.has(path)) unknowns.push(`config file ${path} (from the command) is not in the bundle`);
     }
   }
-  return { entryScript, configFiles, overrides };
+  return { entryScript, configFiles, steps };
 }
 
-/** Literal hyper-parameters with precedence entry script < config files (in order) < overrides. */
+/**
+ * Literal hyper-parameters: the entry script's, then each config file and `--key=value` override in command order,
+ * later winning, as nanoGPT's configurator applies them (usually: script < config files < overrides).
+ */
 function readHyperparameters(
   files: Map<string, string>,
   entryScript: string | undefined,
-  configFiles: readonly string[],
-  overrides: CommandParts['overrides'],
+  steps: readonly ConfigStep[],
 ): { hyper: Hyper; nonLiteral: Map<string, string> } {
   const tracked = new Set<string>(TRACKED_KEYS);
   const hyper: Hyper = {};
@@ -317,13 +324,16 @@ function readHyperparameters(
     nonLiteral.delete(key);
     hyper[key] = { value: typeof value === 'boolean' ? (value ? 'True' : 'False') : value, source };
   };
-  for (const path of [entryScript, ...configFiles]) {
-    if (path === undefined) continue;
+  const readFile = (path: string) => {
     const text = files.get(path);
-    if (text === undefined) continue;
+    if (text === undefined) return;
     for (const a of topLevelAssignments(text)) set(a.name, a.value, `${path}:${a.line}`, a.text);
+  };
+  if (entryScript !== undefined) readFile(entryScript);
+  for (const step of steps) {
+    if ('file' in step) readFile(step.file);
+    else set(step.override.key, step.override.value, step.override.arg, step.override.arg);
   }
-  for (const o of overrides) if (o) set(o.key, o.value, o.arg, o.arg);
   return { hyper, nonLiteral };
 }
 
@@ -455,6 +465,7 @@ const numeric = (hyper: Hyper, key: string): number | undefined => {
 /** Parameter count, memory, tokens and FLOPs of a GPT-shaped model; undefined when its size is not literal. */
 function estimateModel(
   files: Map<string, string>,
+  readFrom: readonly string[],
   command: readonly string[],
   hyper: Hyper,
   framework: Framework,
@@ -483,7 +494,8 @@ function estimateModel(
 
   let V = numeric(hyper, 'vocab_size');
   if (V === undefined) {
-    const corpus = [...files.values(), command.join(' ')].join('\n');
+    // Only the files that set hyper-parameters speak for this run: other configs in the bundle may be for others.
+    const corpus = [...readFrom.map((path) => files.get(path) ?? ''), command.join(' ')].join('\n');
     const charLevel = /shakespeare_char|char[-_ ]level/i.test(corpus);
     V = charLevel ? ANALYSIS_ASSUMPTIONS.charLevelVocab : ANALYSIS_ASSUMPTIONS.gpt2Vocab;
     const why = charLevel

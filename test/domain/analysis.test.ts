@@ -1,0 +1,483 @@
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import {
+  analyzeWorkload,
+  type CodeBundle,
+  InvalidRequirement,
+  UnknownTier,
+  WorkloadRefused,
+} from '../../lambdas/domain/analysis';
+import { evaluateLiteral, parseOverride, topLevelAssignments } from '../../lambdas/domain/analysis/python-literals';
+import { parseConfig } from '../../lib/config';
+
+const FIXTURES = join(import.meta.dirname, '..', 'fixtures', 'projects');
+const tiers = parseConfig({}).tiers;
+const GiB = 1024 ** 3;
+
+/** Reads a fixture project into the bundle shape the API receives: text files by relative path. */
+function loadProject(name: string): Record<string, string> {
+  const root = join(FIXTURES, name);
+  const files: Record<string, string> = {};
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(dir)) {
+      const path = join(dir, entry);
+      if (statSync(path).isDirectory()) walk(path);
+      else files[relative(root, path)] = readFileSync(path, 'utf8');
+    }
+  };
+  walk(root);
+  return files;
+}
+
+/** The error a call throws (fails the test when it returns). */
+function thrown(call: () => unknown): Error {
+  try {
+    call();
+  } catch (error) {
+    return error as Error;
+  }
+  throw new Error('expected the call to throw');
+}
+
+const nanogpt = loadProject('nanogpt-like');
+const nanogptCommand = ['python', 'train.py', 'config/train_small.py', '--n_layer=6', '--max_iters=2000'];
+
+/**
+ * Closed-form parameter count of the fixture's GPT (model.py), worked out by hand:
+ * token embedding V·d + position embedding T·d; per layer ln_1 (d) + c_attn (d·3d) + attn c_proj (d·d) + ln_2 (d)
+ * + c_fc (d·4d) + mlp c_proj (4d·d) = 12d² + 2d without biases (+11d with: ln 2d, qkv 3d, proj d, fc 4d, proj d);
+ * ln_f d (+d); lm_head shares wte's matrix. For d=384, T=256, V=65, L=6, bias=False:
+ * 24,960 + 98,304 + 6 × 1,770,240 + 384 = 10,745,088 — the same number PyTorch prints for the model:
+ * `cd test/fixtures/projects/nanogpt-like && /usr/bin/python3 -c "from model import GPT, GPTConfig;
+ *  print(sum(p.numel() for p in GPT(GPTConfig(n_layer=6, n_head=6, n_embd=384, block_size=256, vocab_size=65,
+ *  bias=False)).parameters()))"` → 10745088.
+ */
+function gptParams(L: number, d: number, T: number, V: number, bias: boolean): number {
+  return V * d + T * d + L * (12 * d * d + 2 * d + (bias ? 11 * d : 0)) + d + (bias ? d : 0);
+}
+
+describe('analyzeWorkload on a nanoGPT-shaped project (script + config file + override)', () => {
+  const analysis = analyzeWorkload({ files: nanogpt, command: nanogptCommand }, tiers);
+
+  it('counts parameters within 2 % of the closed form for the architecture', () => {
+    const exact = gptParams(6, 384, 256, 65, false);
+    expect(exact).toBe(10_745_088);
+    const estimate = analysis.parameterCount?.value ?? Number.NaN;
+    expect(Math.abs(estimate - exact) / exact).toBeLessThan(0.02);
+    expect(analysis.parameterCount?.confidence).toBe('high');
+  });
+
+  it('reads each hyper-parameter from the place that sets it last', () => {
+    expect(analysis.hyperparameters).toMatchObject({
+      n_layer: { value: 6, source: '--n_layer=6' },
+      max_iters: { value: 2000, source: '--max_iters=2000' },
+      n_embd: { value: 384, source: 'config/train_small.py:14' },
+      block_size: { value: 256, source: 'config/train_small.py:9' },
+      batch_size: { value: 64, source: 'config/train_small.py:8' },
+      vocab_size: { value: 65, source: 'config/train_small.py:10' },
+      gradient_accumulation_steps: { value: 1, source: 'config/train_small.py:7' },
+      bias: { value: 'False', source: 'train.py:31' },
+      device: { value: 'cuda', source: 'train.py:38' },
+    });
+    expect(analysis.hyperparameters.dtype).toBeUndefined();
+    expect(analysis.entryScript).toBe('train.py');
+    expect(analysis.configFiles).toEqual(['config/train_small.py']);
+  });
+
+  it('detects PyTorch on the GPU from the literal device setting', () => {
+    expect(analysis.framework).toBe('torch');
+    expect(analysis.usesGpu).toEqual({ value: true, basis: "device='cuda' (train.py:38)", confidence: 'high' });
+  });
+
+  it('estimates peak GPU memory as 16 B/param + activations + logits + CUDA context', () => {
+    const P = 10_745_088;
+    // 16-bit activations (dtype assumed autocast): 34·T·B·d + 5·heads·T²·B per layer; logits B·T·V·(2 + 4) bytes.
+    const activations = 6 * (34 * 256 * 64 * 384 + 5 * 6 * 256 * 256 * 64);
+    const logits = 64 * 256 * 65 * 6;
+    const expected = (16 * P + activations + logits + GiB) / GiB;
+    expect(analysis.peakGpuMemoryGiB?.value).toBeCloseTo(expected, 6);
+    expect(expected).toBeGreaterThan(3);
+    expect(expected).toBeLessThan(3.2);
+  });
+
+  it('estimates tokens, FLOPs and runtime per tier with the stated utilisation', () => {
+    const tokens = 2000 * 64 * 256 * 1;
+    expect(analysis.totalTokens?.value).toBe(tokens);
+    // 6N (N without the position embedding) + 12·L·d·T per token; evaluation: (2000/250 + 1) evals × 200 iters × 2
+    // splits × 64·256 tokens, forward only (a third of the training FLOPs per token).
+    const perToken = 6 * (10_745_088 - 256 * 384) + 12 * 6 * 384 * 256;
+    const evalTokens = 9 * 200 * 2 * 64 * 256;
+    const flops = perToken * tokens + (perToken / 3) * evalTokens;
+    expect(analysis.flops?.value).toBeCloseTo(flops, -3);
+    const small = analysis.perTier.find((t) => t.tier === 'gpu-small');
+    const seconds = flops / (65e12 * 0.3) + 5;
+    expect(small?.runtimeSeconds?.value).toBeCloseTo(seconds, 6);
+    expect(small?.onDemandCostUsd).toBeCloseTo((seconds / 3600) * 0.526, 9);
+  });
+
+  it('recommends gpu-small, the cheapest tier that fits, and lists the other fitting tiers by cost', () => {
+    expect(analysis.recommendedTier).toBe('gpu-small');
+    expect(analysis.recommendationReason).toMatch(/^gpu-small is the cheapest tier that fits: ≈3\.1 GiB of 16 GiB/);
+    expect(analysis.alternatives).toEqual(['gpu-large', 'gpu-medium', 'gpu-multinode']);
+    expect(analysis.perTier.filter((t) => !t.fits).map((t) => [t.tier, t.reason])).toEqual([
+      ['cpu-small', 'the code uses a GPU and cpu tiers have none'],
+      ['cpu-large', 'the code uses a GPU and cpu tiers have none'],
+    ]);
+  });
+
+  it('reports the non-literal dtype together with the assumption made for it', () => {
+    expect(analysis.unknowns).toEqual([
+      "dtype at train.py:39 is not a literal ('bfloat16' if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else 'float16'); assumed 16-bit autocast (float16/bfloat16), what nanoGPT-style scripts pick on GPUs",
+    ]);
+    expect(analysis.overridesApplied).toEqual([]);
+  });
+});
+
+describe('hyper-parameter precedence', () => {
+  const extra = { ...nanogpt, 'config/deeper.py': 'n_layer = 8\nn_embd = 512\n' };
+  it.each([
+    {
+      name: 'entry script alone',
+      command: ['python', 'train.py'],
+      n_layer: [12, 'train.py:27'],
+      n_embd: [768, 'train.py:29'],
+    },
+    {
+      name: 'config file over script',
+      command: ['python', 'train.py', 'config/train_small.py'],
+      n_layer: [4, 'config/train_small.py:12'],
+      n_embd: [384, 'config/train_small.py:14'],
+    },
+    {
+      name: 'override over config file',
+      command: ['python', 'train.py', 'config/train_small.py', '--n_layer=6'],
+      n_layer: [6, '--n_layer=6'],
+      n_embd: [384, 'config/train_small.py:14'],
+    },
+    {
+      name: 'second config file over the first',
+      command: ['python', 'train.py', 'config/train_small.py', 'config/deeper.py'],
+      n_layer: [8, 'config/deeper.py:1'],
+      n_embd: [512, 'config/deeper.py:2'],
+    },
+    {
+      name: 'later override over earlier override',
+      command: ['python3', './train.py', '--n_layer=2', '--n_layer=3'],
+      n_layer: [3, '--n_layer=3'],
+      n_embd: [768, 'train.py:29'],
+    },
+  ])('$name', ({ command, n_layer, n_embd }) => {
+    const a = analyzeWorkload({ files: extra, command }, tiers, { runtimeSeconds: 60 });
+    expect(a.hyperparameters.n_layer).toEqual({ value: n_layer[0], source: n_layer[1] });
+    expect(a.hyperparameters.n_embd).toEqual({ value: n_embd[0], source: n_embd[1] });
+  });
+
+  it('keeps a string override that is not a Python literal as the raw string', () => {
+    const a = analyzeWorkload(
+      { files: nanogpt, command: [...nanogptCommand, '--dtype=float32', '--compile=False'] },
+      tiers,
+    );
+    expect(a.hyperparameters.dtype).toEqual({ value: 'float32', source: '--dtype=float32' });
+    expect(a.unknowns).toEqual([]);
+    // fp32 on a GPU runs at 1/8 of the 16-bit peak, and activations take 4 bytes.
+    const small = a.perTier.find((t) => t.tier === 'gpu-small');
+    expect(small?.runtimeSeconds?.basis).toContain('× 0.125 (fp32)');
+  });
+});
+
+describe('GPU detection', () => {
+  const script = (body: string): CodeBundle => ({ files: { 'main.py': body }, command: ['python', 'main.py'] });
+  it.each([
+    {
+      name: '.cuda()',
+      code: 'import torch\nmodel = Net()\nmodel.cuda()\n',
+      gpu: true,
+      confidence: 'high',
+      basis: '.cuda() at main.py:3',
+    },
+    {
+      name: ".to('cuda')",
+      code: 'import torch\nx = x.to("cuda")\n',
+      gpu: true,
+      confidence: 'high',
+      basis: ".to('cuda') at main.py:2",
+    },
+    {
+      name: "device='cuda' argument",
+      code: 'import torch\nx = torch.zeros(3, device="cuda:0")\n',
+      gpu: true,
+      confidence: 'high',
+      basis: "device='cuda' at main.py:2",
+    },
+    {
+      name: 'torch.cuda calls only',
+      code: 'import torch\nprint(torch.cuda.device_count())\n',
+      gpu: true,
+      confidence: 'medium',
+      basis: 'torch.cuda calls at main.py:2: the code queries for a GPU and likely uses one',
+    },
+    {
+      name: 'commented-out CUDA',
+      code: 'import torch\n# model.cuda()\n',
+      gpu: false,
+      confidence: 'high',
+      basis: 'PyTorch code with no CUDA placement (PyTorch defaults to the CPU)',
+    },
+    { name: 'plain Python', code: 'print(1)\n', gpu: false, confidence: 'high', basis: 'no GPU framework imported' },
+    {
+      name: 'literal device cpu beats CUDA hints',
+      code: "import torch\ndevice = 'cpu'\nok = torch.cuda.is_available()\n",
+      gpu: false,
+      confidence: 'high',
+      basis: "device='cpu' (main.py:2)",
+    },
+  ])('$name', ({ code, gpu, confidence, basis }) => {
+    const a = analyzeWorkload(script(code), tiers, { runtimeSeconds: 10 });
+    expect(a.usesGpu).toEqual({ value: gpu, basis, confidence });
+  });
+
+  it('says plainly when TensorFlow code names no device', () => {
+    const a = analyzeWorkload(script('import tensorflow as tf\nmodel = tf.keras.Sequential()\n'), tiers, {
+      runtimeSeconds: 10,
+    });
+    expect(a.framework).toBe('tensorflow');
+    expect(a.usesGpu.confidence).toBe('low');
+    expect(a.unknowns).toContain(
+      'GPU use: tensorflow places work on a GPU automatically when one is present and the code names no device; assumed CPU (pass a tier or gpuMemoryGiB to run on a GPU)',
+    );
+  });
+
+  it.each([
+    { code: 'import jax.numpy as jnp\n', framework: 'jax' },
+    { code: 'from tensorflow import keras\n', framework: 'tensorflow' },
+    { code: 'import torch.nn as nn\n', framework: 'torch' },
+    { code: 'import numpy as np\n', framework: 'none' },
+  ])('detects framework $framework', ({ code, framework }) => {
+    expect(analyzeWorkload(script(code), tiers, { runtimeSeconds: 10 }).framework).toBe(framework);
+  });
+});
+
+describe('tier choice for CPU code and refusals', () => {
+  it('gives a project with no GPU use a CPU tier', () => {
+    const a = analyzeWorkload({ files: loadProject('cpu-tiny'), command: ['python', 'train.py'] }, tiers);
+    expect(a.usesGpu).toEqual({ value: false, basis: "device='cpu' (train.py:16)", confidence: 'high' });
+    expect(a.recommendedTier).toBe('cpu-small');
+    expect(a.alternatives).toEqual(['cpu-large']);
+    // 104,832 parameters (2 layers, d=64, T=32, V=65, no bias) × 16 B + fp32 activations + 300 MiB for torch.
+    const P = gptParams(2, 64, 32, 65, false);
+    expect(P).toBe(104_832);
+    expect(a.parameterCount?.value).toBe(P);
+    const activationsFp32 = 2 * (34 * 32 * 8 * 64 + 5 * 2 * 32 * 32 * 8) * 2 + 8 * 32 * 65 * 8;
+    const needMiB = Math.ceil((16 * P + activationsFp32) / 1024 ** 2 + 300);
+    expect(a.perTier.find((t) => t.tier === 'cpu-small')?.reason).toMatch(
+      new RegExp(`^≈${needMiB} of 512 MiB memory, ≈[\\d.]+ s of 30 s max runtime`),
+    );
+    for (const t of a.perTier.filter((x) => x.tier.startsWith('gpu'))) {
+      expect(t).toMatchObject({
+        fits: false,
+        reason: 'the code runs on the CPU; a gpu tier would bill for an idle GPU',
+      });
+    }
+  });
+
+  it('refuses a model too big for every GPU tier, with the numbers', () => {
+    const refused = thrown(() =>
+      analyzeWorkload({ files: nanogpt, command: ['python', 'train.py', '--n_layer=48', '--n_embd=6400'] }, tiers),
+    ) as WorkloadRefused;
+    expect(refused).toBeInstanceOf(WorkloadRefused);
+    // 48 layers × 12 × 6400² ≈ 23.9 G parameters (vocab assumed GPT-2’s 50304); 16 B each alone is ≈ 356 GiB.
+    expect(refused.analysis.parameterCount?.value).toBe(gptParams(48, 6400, 1024, 50304, false));
+    expect(refused.message).toMatch(
+      /^no tier fits this workload: code uses a GPU \(device='cuda' \(train\.py:38\)\), ≈23\.9G parameters, ≈\d+ GiB peak GPU memory/,
+    );
+    expect(refused.message).toMatch(/gpu-large: needs ≈\d+ GiB of GPU memory; gpu-large has 24 GiB per GPU/);
+    expect(refused.message).toMatch(/gpu-small: needs ≈\d+ GiB of GPU memory; gpu-small has 16 GiB per GPU/);
+    expect(refused.analysis.recommendedTier).toBeUndefined();
+  });
+
+  it('refuses CPU code that no CPU tier can finish within its maximum runtime', () => {
+    expect(() =>
+      analyzeWorkload({ files: nanogpt, command: [...nanogptCommand, '--device=cpu', '--batch_size=8'] }, tiers),
+    ).toThrow(/cpu-large: estimated runtime [\d.]+ (min|h) exceeds cpu-large's maximum 10 min/);
+  });
+});
+
+describe('user requirements override the analysis', () => {
+  const bundle = { files: nanogpt, command: nanogptCommand };
+
+  it.each([
+    {
+      name: 'tier',
+      req: { tier: 'gpu-large' },
+      tier: 'gpu-large',
+      applied: ['tier=gpu-large (analysis would pick gpu-small)'],
+    },
+    {
+      name: 'GPU memory above a 16 GiB card',
+      req: { gpuMemoryGiB: 20 },
+      tier: 'gpu-large',
+      applied: ['gpuMemoryGiB=20 (analysis: 3.1 GiB)'],
+    },
+    {
+      // 3 h is past gpu-small's 2 h limit; gpu-medium costs 3 × $0.752 < 3 × $1.212 on gpu-large.
+      name: 'runtime beyond gpu-small’s maximum',
+      req: { runtimeSeconds: 3 * 3600 },
+      tier: 'gpu-medium',
+      applied: ['runtimeSeconds=10800'],
+    },
+    {
+      // gpu-small needs ≈196 s, gpu-large ≈104 s: only the faster card meets 150 s.
+      name: 'deadline only the faster tier meets',
+      req: { deadlineSeconds: 150 },
+      tier: 'gpu-large',
+      applied: ['deadlineSeconds=150'],
+    },
+  ])('$name', ({ req, tier, applied }) => {
+    const a = analyzeWorkload(bundle, tiers, req);
+    expect(a.recommendedTier).toBe(tier);
+    expect(a.overridesApplied).toEqual(applied);
+  });
+
+  it('keeps a requested tier that does not fit, and says so', () => {
+    const a = analyzeWorkload(bundle, tiers, { tier: 'gpu-small', gpuMemoryGiB: 20 });
+    expect(a.recommendedTier).toBe('gpu-small');
+    expect(a.recommendationReason).toBe(
+      'gpu-small was requested (tier override) although the analysis says it does not fit: needs ≈20 GiB of GPU memory; gpu-small has 16 GiB per GPU',
+    );
+    expect(a.overridesApplied[0]).toBe('tier=gpu-small (analysis would pick gpu-large)');
+  });
+
+  it('turns CPU code into GPU code when GPU memory is required', () => {
+    const a = analyzeWorkload({ files: loadProject('cpu-tiny'), command: ['python', 'train.py'] }, tiers, {
+      gpuMemoryGiB: 4,
+    });
+    expect(a.usesGpu).toEqual({ value: true, basis: 'user requires 4 GiB of GPU memory', confidence: 'high' });
+    expect(a.recommendedTier).toBe('gpu-small');
+  });
+
+  it('names the unknown tier and every defined one', () => {
+    const caught = thrown(() => analyzeWorkload(bundle, tiers, { tier: 'gpu-huge' }));
+    expect(caught).toBeInstanceOf(UnknownTier);
+    expect(caught.message).toBe(
+      'unknown tier "gpu-huge"; defined tiers: cpu-small, cpu-large, gpu-small, gpu-medium, gpu-large, gpu-multinode',
+    );
+  });
+
+  it.each([
+    { req: { runtimeSeconds: -5 }, message: 'runtimeSeconds must be a finite number > 0, got -5' },
+    { req: { deadlineSeconds: 0 }, message: 'deadlineSeconds must be a finite number > 0, got 0' },
+    { req: { gpuMemoryGiB: Number.NaN }, message: 'gpuMemoryGiB must be a finite number >= 0, got NaN' },
+  ])('rejects $message', ({ req, message }) => {
+    expect(() => analyzeWorkload(bundle, tiers, req)).toThrow(new InvalidRequirement(message));
+  });
+});
+
+describe('unknowns are reported, assumptions stated', () => {
+  const withoutVocab = (files: Record<string, string>) => ({
+    ...files,
+    'config/train_small.py': (files['config/train_small.py'] ?? '').replace(/^vocab_size = .*$/m, ''),
+  });
+
+  it('assumes the character-level vocabulary for a tiny-Shakespeare project and says where vocab_size was set', () => {
+    const a = analyzeWorkload({ files: withoutVocab(nanogpt), command: nanogptCommand }, tiers);
+    expect(a.unknowns).toContain(
+      'vocab_size at train.py:32 is None (decided at run time); assumed 65 (character-level tiny Shakespeare: the code or command mentions shakespeare_char/char-level)',
+    );
+    expect(a.parameterCount?.value).toBe(gptParams(6, 384, 256, 65, false));
+    expect(a.parameterCount?.confidence).toBe('medium');
+  });
+
+  it('assumes the GPT-2 vocabulary when nothing says character-level', () => {
+    const files = withoutVocab(nanogpt);
+    files['config/train_small.py'] = (files['config/train_small.py'] ?? '').replace(/shakespeare_char/g, 'owt');
+    const a = analyzeWorkload({ files, command: nanogptCommand }, tiers);
+    expect(a.parameterCount?.value).toBe(gptParams(6, 384, 256, 50304, false));
+    expect(a.unknowns.some((u) => u.endsWith('assumed 50304 (GPT-2 vocabulary padded to 64)'))).toBe(true);
+  });
+
+  it('leaves model figures undefined when the size is not literal, and still picks the cheapest GPU tier', () => {
+    const a = analyzeWorkload(
+      { files: { 'run.py': 'import torch\nmodel = build(cfg).cuda()\n' }, command: ['python', 'run.py'] },
+      tiers,
+    );
+    expect(a.parameterCount).toBeUndefined();
+    expect(a.peakGpuMemoryGiB).toBeUndefined();
+    expect(a.flops).toBeUndefined();
+    expect(a.unknowns).toEqual([
+      'model size: n_layer, n_embd, block_size not found as literals, so parameter count, GPU memory and runtime are unknown (pass gpuMemoryGiB and runtimeSeconds to size the job)',
+    ]);
+    expect(a.recommendedTier).toBe('gpu-small');
+    expect(a.perTier.find((t) => t.tier === 'gpu-small')?.reason).toBe(
+      'GPU memory not estimated, runtime not estimated (max 2 h)',
+    );
+  });
+
+  it('reports a command without an entry script and files missing from the bundle', () => {
+    const a = analyzeWorkload({ files: {}, command: ['python', 'train.py', 'config/x.py'] }, tiers, {
+      runtimeSeconds: 10,
+    });
+    expect(a.unknowns.slice(0, 2)).toEqual([
+      'entry script train.py is not in the bundle',
+      'config file config/x.py (from the command) is not in the bundle',
+    ]);
+    const b = analyzeWorkload({ files: {}, command: ['bash', 'run.sh'] }, tiers, { runtimeSeconds: 10 });
+    expect(b.unknowns[0]).toBe(
+      'no Python entry script in the command (["bash","run.sh"]): hyper-parameters read from no file',
+    );
+  });
+});
+
+describe('python literal reading', () => {
+  it.each([
+    ['5 * 8', 40],
+    ['600_000', 600000],
+    ['6e-4', 6e-4],
+    ['1e-1', 0.1],
+    ['-3', -3],
+    ['-2 ** 2', -4],
+    ['2 ** 10', 1024],
+    ['(1 + 2) * 3', 9],
+    ['7 // 2', 3],
+    ['7 % 4', 3],
+    ["'owt'", 'owt'],
+    ['"a#b"', 'a#b'],
+    ["'ab' 'cd'", 'abcd'],
+    ['True', true],
+    ['False', false],
+    ['None', null],
+    ['1 / 0', undefined],
+    ['torch.float16', undefined],
+    ["'bf16' if ok else 'fp16'", undefined],
+    ['f"{x}"', undefined],
+    ['[1, 2]', undefined],
+  ])('%s → %s', (text, value) => {
+    expect(evaluateLiteral(text)).toBe(value);
+  });
+
+  it('reads only unindented assignments and strips comments outside strings', () => {
+    const source = [
+      "name = 'x#y'  # the comment",
+      'n_layer: int = 6',
+      'if True:',
+      '    n_layer = 99',
+      'ok = a == b',
+      'flag == 3',
+    ].join('\n');
+    expect(topLevelAssignments(source).map((a) => [a.name, a.line, a.value])).toEqual([
+      ['name', 1, 'x#y'],
+      ['n_layer', 2, 6],
+      ['ok', 5, undefined],
+    ]);
+  });
+
+  it.each([
+    ['--n_layer=6', { key: 'n_layer', value: 6, arg: '--n_layer=6' }],
+    ['--device=cpu', { key: 'device', value: 'cpu', arg: '--device=cpu' }],
+    ['--compile=False', { key: 'compile', value: false, arg: '--compile=False' }],
+    ['--n_layer', undefined],
+    ['n_layer=6', undefined],
+  ])('parses override %s', (arg, expected) => {
+    expect(parseOverride(arg)).toEqual(expected);
+  });
+});
