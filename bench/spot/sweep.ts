@@ -1,0 +1,166 @@
+/**
+ * The issue-7 sweep: every trace × deadline × restart overhead × seeded start offset, five policies each, summarised
+ * per setting as mean cost relative to on-demand only, mean and 90th-percentile gap to the optimum, and misses.
+ */
+import type { PlacementPolicyConfig } from '../../lambdas/domain/placement';
+import { greedyPolicy, uniformProgressPolicy } from './baselines';
+import { OptimumWorkspace, optimalCost } from './optimum';
+import { type JobWindow, onDemandOnlyCost, P3_PRICES, type Prices, simulate, type TickPolicy } from './simulator';
+import type { SpotTrace } from './traces';
+import { trainyardPolicy } from './trainyard';
+
+/** The policies compared, in report order. */
+export const POLICIES = ['on-demand', 'greedy', 'uniform-progress', 'trainyard', 'optimum'] as const;
+/** One of the compared policies. */
+export type PolicyName = (typeof POLICIES)[number];
+
+/** What to sweep. */
+export interface SweepOptions {
+  /** Job length C in hours. */
+  workHours: number;
+  /** Deadlines D in hours. */
+  deadlineHours: readonly number[];
+  /** Restart overheads d in hours. */
+  overheadHours: readonly number[];
+  /** Start offsets per trace and deadline. */
+  offsets: number;
+  /** Seed of the offset generator. */
+  seed: number;
+  /** Prices. */
+  prices: Prices;
+  /** The lifecycle config Trainyard's policy runs with (restart overhead comes from the setting's d). */
+  trainyard: Omit<PlacementPolicyConfig, 'restartOverheadSeconds'>;
+}
+
+/** The issue's full sweep: C = 48 h, D = 52..92 h step 4, d ∈ {0.05, 0.1, 0.3} h, 300 offsets. */
+export const FULL_SWEEP: SweepOptions = {
+  workHours: 48,
+  deadlineHours: [52, 56, 60, 64, 68, 72, 76, 80, 84, 88, 92],
+  overheadHours: [0.05, 0.1, 0.3],
+  offsets: 300,
+  seed: 20240416,
+  prices: P3_PRICES,
+  trainyard: { reclaimsBeforeOnDemand: 2, capacityWaitSeconds: 1200, checkIntervalSeconds: 300 },
+};
+
+/** Per-policy figures for one setting. */
+export interface PolicyStats {
+  /** Mean of cost / on-demand-only cost. */
+  meanNormalisedCost: number;
+  /** Mean of (cost − optimum) / optimum. */
+  meanGap: number;
+  /** 90th percentile (nearest rank) of the gap. */
+  p90Gap: number;
+  /** Jobs that missed the deadline. */
+  misses: number;
+}
+
+/** One (trace, D, d) setting. */
+export interface SettingResult {
+  /** Trace name. */
+  trace: string;
+  /** Deadline, hours. */
+  deadlineHours: number;
+  /** Restart overhead, hours. */
+  overheadHours: number;
+  /** Jobs simulated (offsets). */
+  jobs: number;
+  /** Figures per policy. */
+  policies: Record<PolicyName, PolicyStats>;
+}
+
+/** Deterministic 32-bit PRNG (mulberry32), so offsets are reproducible. */
+export function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function hashString(text: string): number {
+  let h = 2166136261;
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 16777619);
+  return h >>> 0;
+}
+
+/**
+ * Start offsets (ticks) for one trace and deadline: uniform over the offsets whose window [offset, offset + D) lies
+ * inside the trace, so no window wraps around.
+ */
+export function startOffsets(trace: SpotTrace, deadlineTicks: number, count: number, seed: number): number[] {
+  const last = trace.available.length - deadlineTicks;
+  if (last < 0)
+    throw new RangeError(`${trace.name} has ${trace.available.length} ticks, shorter than ${deadlineTicks}`);
+  const random = mulberry32(seed ^ hashString(`${trace.name}:${deadlineTicks}`));
+  return Array.from({ length: count }, () => Math.floor(random() * (last + 1)));
+}
+
+/** Nearest-rank percentile of unsorted values. */
+export function percentile(values: readonly number[], fraction: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const rank = Math.max(1, Math.ceil(fraction * sorted.length));
+  return sorted[rank - 1] as number;
+}
+
+const mean = (values: readonly number[]): number => values.reduce((s, v) => s + v, 0) / values.length;
+
+/** Runs one (trace, D, d) setting over its offsets. */
+export function runSetting(
+  trace: SpotTrace,
+  deadlineHours: number,
+  overheadHours: number,
+  options: SweepOptions,
+  workspace: OptimumWorkspace = new OptimumWorkspace(),
+): SettingResult {
+  const deadlineSeconds = Math.round(deadlineHours * 3600);
+  const ticks = deadlineSeconds / trace.gapSeconds;
+  const base = {
+    gapSeconds: trace.gapSeconds,
+    workSeconds: Math.round(options.workHours * 3600),
+    deadlineSeconds,
+    overheadSeconds: Math.round(overheadHours * 3600),
+    prices: options.prices,
+  };
+  const samples: Record<PolicyName, { cost: number[]; gap: number[]; misses: number }> = {
+    'on-demand': { cost: [], gap: [], misses: 0 },
+    greedy: { cost: [], gap: [], misses: 0 },
+    'uniform-progress': { cost: [], gap: [], misses: 0 },
+    trainyard: { cost: [], gap: [], misses: 0 },
+    optimum: { cost: [], gap: [], misses: 0 },
+  };
+  for (const offset of startOffsets(trace, ticks, options.offsets, options.seed)) {
+    const job: JobWindow = { ...base, available: trace.available.subarray(offset, offset + ticks) };
+    const onDemand = onDemandOnlyCost(job);
+    const optimum = optimalCost(job, workspace);
+    const record = (name: PolicyName, cost: number, finished: boolean): void => {
+      const sample = samples[name];
+      sample.cost.push(cost / onDemand);
+      sample.gap.push((cost - optimum) / optimum);
+      if (!finished) sample.misses++;
+    };
+    record('on-demand', onDemand, true);
+    record('optimum', optimum, Number.isFinite(optimum));
+    const run = (name: PolicyName, policy: TickPolicy): void => {
+      const result = simulate(job, policy);
+      record(name, result.cost, result.finished);
+    };
+    run('greedy', greedyPolicy(job));
+    run('uniform-progress', uniformProgressPolicy(job));
+    run('trainyard', trainyardPolicy(job, options.trainyard));
+  }
+  const policies = Object.fromEntries(
+    POLICIES.map((name) => {
+      const s = samples[name];
+      return [
+        name,
+        { meanNormalisedCost: mean(s.cost), meanGap: mean(s.gap), p90Gap: percentile(s.gap, 0.9), misses: s.misses },
+      ];
+    }),
+  ) as Record<PolicyName, PolicyStats>;
+  return { trace: trace.name, deadlineHours, overheadHours, jobs: options.offsets, policies };
+}
