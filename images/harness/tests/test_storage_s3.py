@@ -1,0 +1,122 @@
+"""The s3:// backend against s3rver (a real S3 wire protocol), with the client settings DESIGN.md lists."""
+
+import hashlib
+import io
+import json
+import tarfile
+import uuid
+
+from conftest import PYTHON, REPO, base_env, closed_port_endpoint, run_harness
+
+from trainyard_harness.checkpoints import CheckpointStore
+from trainyard_harness.logs import Logger
+from trainyard_harness.storage import S3Storage, s3_client_config
+
+HELLO = str(REPO / 'examples' / 'hello-cpu' / 'train.py')
+
+
+def prefix():
+    return f's3://trainyard-test/{uuid.uuid4().hex}'
+
+
+def test_client_uses_path_style_bounded_timeouts_and_standard_retries():
+    config = s3_client_config('http://127.0.0.1:4569')
+    assert config.s3 == {'addressing_style': 'path'}
+    assert config.retries == {'max_attempts': 5, 'mode': 'standard'}
+    assert (config.connect_timeout, config.read_timeout) == (5, 60)
+    # Newer botocore exposes the checksum switches; when it does they must be 'when_required' for s3rver.
+    for option in ('request_checksum_calculation', 'response_checksum_validation'):
+        assert getattr(config, option, 'when_required') == 'when_required'
+
+
+def test_round_trips_bytes_files_listing_and_deletes(s3rver, tmp_path):
+    storage = S3Storage(prefix(), s3rver.endpoint)
+    storage.put_bytes(b'hello', 'a/one.txt')
+    local = tmp_path / 'two.bin'
+    local.write_bytes(b'\x00\x01' * 1000)
+    storage.put_file(str(local), 'a/two.bin')
+
+    assert storage.get_bytes('a/one.txt') == b'hello'
+    assert storage.get_bytes('missing') is None
+    assert [(o.key, o.size) for o in storage.list('a/')] == [('a/one.txt', 5), ('a/two.bin', 2000)]
+    storage.get_file('a/two.bin', str(tmp_path / 'back.bin'))
+    assert (tmp_path / 'back.bin').read_bytes() == local.read_bytes()
+    storage.delete('a/one.txt')
+    storage.delete('a/never-existed')
+    assert [o.key for o in storage.list()] == ['a/two.bin']
+
+
+def test_multipart_upload_keeps_large_files_intact(s3rver, tmp_path):
+    from boto3.s3.transfer import TransferConfig
+
+    storage = S3Storage(prefix(), s3rver.endpoint)
+    storage.transfer = TransferConfig(multipart_threshold=5 * 1024 * 1024, multipart_chunksize=5 * 1024 * 1024)
+    data = hashlib.sha256(b'seed').digest() * (12 * 1024 * 1024 // 32 + 7)
+    (tmp_path / 'big.bin').write_bytes(data)
+    storage.put_file(str(tmp_path / 'big.bin'), 'big.bin')
+    storage.get_file('big.bin', str(tmp_path / 'copy.bin'))
+    assert hashlib.sha256((tmp_path / 'copy.bin').read_bytes()).digest() == hashlib.sha256(data).digest()
+
+
+def test_lists_past_one_page(s3rver):
+    storage = S3Storage(prefix(), s3rver.endpoint)
+    for index in range(1005):
+        storage.put_bytes(b'', f'k/{index:05d}')
+    assert len(storage.list('k/')) == 1005
+
+
+def test_checkpoints_snapshot_restore_and_retention_on_s3(s3rver, tmp_path):
+    uri = prefix()
+    store = CheckpointStore(S3Storage(uri, s3rver.endpoint), 2, Logger(io.StringIO()))
+    local = tmp_path / 'local'
+    local.mkdir()
+    for version in range(1, 5):
+        (local / 'ckpt.pt').write_bytes(f'version {version}'.encode())
+        store.upload_snapshot(str(local), 'job', 1, version * 10)
+        store.prune()
+    storage = S3Storage(uri, s3rver.endpoint)
+    # A torn newer upload: files but no manifest.
+    storage.put_bytes(b'torn', 'ckpt-000005/ckpt.pt')
+
+    manifest = store.restore_newest(str(tmp_path / 'restored'))
+
+    assert manifest['checkpoint'] == 'ckpt-000004' and manifest['step'] == 40
+    assert (tmp_path / 'restored' / 'ckpt.pt').read_bytes() == b'version 4'
+    assert sorted({o.key.split('/')[0] for o in storage.list()}) == ['ckpt-000003', 'ckpt-000004', 'ckpt-000005']
+    stored = json.loads(storage.get_bytes('ckpt-000004/MANIFEST.json'))
+    assert stored['files'][0]['sha256'] == hashlib.sha256(b'version 4').hexdigest()
+
+
+def test_harness_runs_a_job_with_code_checkpoints_and_metrics_on_s3(s3rver, tmp_path):
+    uri = prefix()
+    bundle = io.BytesIO()
+    with tarfile.open(fileobj=bundle, mode='w:gz') as tar:
+        tar.add(HELLO, 'train.py')
+    S3Storage(uri, s3rver.endpoint).put_bytes(bundle.getvalue(), 'code/bundle.tar.gz')
+    env = base_env(
+        tmp_path,
+        closed_port_endpoint(),
+        TRAINYARD_CODE_URI=f'{uri}/code/bundle.tar.gz',
+        TRAINYARD_WORK_DIR=str(tmp_path / 'work'),
+        TRAINYARD_CHECKPOINT_URI=f'{uri}/checkpoints',
+        TRAINYARD_S3_ENDPOINT=s3rver.endpoint,
+        TRAINYARD_TOTAL_STEPS='60',
+    )
+    first = run_harness([PYTHON, 'train.py', '--max_iters=40'], env)
+    assert first.finish() == 0, first.output()
+    env.update(TRAINYARD_ATTEMPT='2', TRAINYARD_CHECKPOINT_DIR=str(tmp_path / 'ckpt2'))
+    second = run_harness([PYTHON, 'train.py', '--max_iters=60'], env)
+    assert second.finish() == 0, second.output()
+
+    assert 'resuming from iter 40 (' in '\n'.join(second.stdout)
+    metrics = S3Storage(f'{uri}/metrics', s3rver.endpoint)
+    progress = json.loads(metrics.get_bytes('progress.json'))
+    assert (progress['attempt'], progress['step'], progress['total_steps'], progress['resumed_from_step']) == (
+        2,
+        60,
+        60,
+        40,
+    )
+    samples = [json.loads(line) for line in metrics.get_bytes('metrics.jsonl').decode().splitlines()]
+    assert {s['attempt'] for s in samples} == {1, 2}
+    assert max(s['step'] for s in samples if s['attempt'] == 1) == 40
