@@ -161,7 +161,7 @@ export function estimateCost(
       ...base,
       spot,
       recommendation: 'spot-with-fallback',
-      reasoning: `Spot with on-demand fallback: ${compare}, but ${highCount} interruptions (the ${SPOT_HIGH_QUANTILE * 100}th percentile) would take ${formatDuration(highSeconds)}, past the ${formatDuration(deadline)} deadline; ${breakEvenText}.`,
+      reasoning: `Spot with on-demand fallback: ${compare}, but ${highCount} interruption${highCount === 1 ? '' : 's'} (the ${SPOT_HIGH_QUANTILE * 100}th percentile) would take ${formatDuration(highSeconds)}, past the ${formatDuration(deadline)} deadline; ${breakEvenText}.`,
       reservationUsd,
     };
   }
