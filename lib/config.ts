@@ -76,6 +76,13 @@ const tierSchema = z
       .describe('Spot price per node-hour used when EC2 spot price history is unavailable, USD.'),
     spotAllowed: z.boolean().default(true).describe('Whether jobs on this tier may run on spot capacity.'),
     nodes: z.number().int().min(1).max(64).default(1).describe('Nodes per job; more than 1 makes a multi-node tier.'),
+    maxInstances: z
+      .number()
+      .int()
+      .min(1)
+      .max(1000)
+      .default(8)
+      .describe('Most instances (gpu) or tasks (cpu) of this tier running at once; bounds the compute environments.'),
     peakTflops: z
       .number()
       .positive()
@@ -256,8 +263,8 @@ export const configSchema = z
         capacityWaitMinutes: z
           .number()
           .int()
-          .min(1)
-          .max(1440)
+          .min(10, 'must be at least 10: Batch job-state time-limit actions start at 600 s')
+          .max(1440, 'must be at most 1440: Batch job-state time-limit actions end at 86400 s')
           .default(20)
           .describe('Minutes a job may wait for spot capacity before the queue cancels it and it moves on-demand.'),
       })

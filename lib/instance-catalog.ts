@@ -18,20 +18,11 @@ export interface GpuInstanceFacts {
   readonly memoryGiB: number;
 }
 
-/** NVIDIA GPU instance families that the ECS AL2023 NVIDIA AMI supports. */
-export const GPU_INSTANCE_FAMILIES = [
-  'g4dn',
-  'g5',
-  'g6',
-  'g6e',
-  'gr6',
-  'p3',
-  'p3dn',
-  'p4d',
-  'p4de',
-  'p5',
-  'p5e',
-] as const;
+/**
+ * NVIDIA GPU instance families that the ECS AL2023 NVIDIA AMI supports (AWS Batch: "ECS_AL2023_NVIDIA doesn't
+ * support p3 and g3 instance types"; Amazon Linux 2 reached end of support on 2026-06-30).
+ */
+export const GPU_INSTANCE_FAMILIES = ['g4dn', 'g5', 'g6', 'g6e', 'gr6', 'p4d', 'p4de', 'p5', 'p5e'] as const;
 
 /** Instance sizes Trainyard knows exactly, used to check a tier's GPU count, memory and vCPUs against. */
 export const GPU_INSTANCES: Readonly<Record<string, GpuInstanceFacts>> = {
@@ -56,10 +47,6 @@ export const GPU_INSTANCES: Readonly<Record<string, GpuInstanceFacts>> = {
   'g6e.xlarge': { gpus: 1, gpuMemoryGiB: 48, gpuModel: 'L40S', vcpus: 4, memoryGiB: 32 },
   'g6e.2xlarge': { gpus: 1, gpuMemoryGiB: 48, gpuModel: 'L40S', vcpus: 8, memoryGiB: 64 },
   'g6e.12xlarge': { gpus: 4, gpuMemoryGiB: 48, gpuModel: 'L40S', vcpus: 48, memoryGiB: 384 },
-  'p3.2xlarge': { gpus: 1, gpuMemoryGiB: 16, gpuModel: 'V100', vcpus: 8, memoryGiB: 61 },
-  'p3.8xlarge': { gpus: 4, gpuMemoryGiB: 16, gpuModel: 'V100', vcpus: 32, memoryGiB: 244 },
-  'p3.16xlarge': { gpus: 8, gpuMemoryGiB: 16, gpuModel: 'V100', vcpus: 64, memoryGiB: 488 },
-  'p3dn.24xlarge': { gpus: 8, gpuMemoryGiB: 32, gpuModel: 'V100', vcpus: 96, memoryGiB: 768 },
   'p4d.24xlarge': { gpus: 8, gpuMemoryGiB: 40, gpuModel: 'A100', vcpus: 96, memoryGiB: 1152 },
   'p4de.24xlarge': { gpus: 8, gpuMemoryGiB: 80, gpuModel: 'A100', vcpus: 96, memoryGiB: 1152 },
   'p5.48xlarge': { gpus: 8, gpuMemoryGiB: 80, gpuModel: 'H100', vcpus: 192, memoryGiB: 2048 },

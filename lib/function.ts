@@ -1,0 +1,62 @@
+import { Duration } from 'aws-cdk-lib';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import { Construct } from 'constructs';
+
+/** Props for a Trainyard Lambda function: its entry and environment; runtime defaults are the house's. */
+export interface TrainyardFunctionProps {
+  /** Path of the handler module, relative to the repository root (e.g. `lambdas/api/handler.ts`). */
+  readonly entry: string;
+  /** Environment variables naming the resources it uses. */
+  readonly environment?: Record<string, string>;
+  /** Log retention. */
+  readonly logRetention: logs.RetentionDays;
+  /** @default - 30 seconds */
+  readonly timeout?: Duration;
+  /** @default - 512 MiB */
+  readonly memorySize?: number;
+  /** One sentence saying what the function does (shown in the console). */
+  readonly description: string;
+}
+
+/**
+ * The house Lambda function: Node.js 22 on ARM64, bundled and minified locally by esbuild (no Docker), ESM with
+ * source maps, X-Ray tracing, its own log group with retention and JSON logs, and Powertools defaults.
+ * A function declares only its entry, description and environment.
+ */
+export class TrainyardFunction extends NodejsFunction {
+  constructor(scope: Construct, id: string, props: TrainyardFunctionProps) {
+    const logGroup = new logs.LogGroup(scope, `${id}Logs`, { retention: props.logRetention });
+    super(scope, id, {
+      entry: props.entry,
+      handler: 'handler',
+      description: props.description,
+      runtime: lambda.Runtime.NODEJS_22_X,
+      architecture: lambda.Architecture.ARM_64,
+      memorySize: props.memorySize ?? 512,
+      timeout: props.timeout ?? Duration.seconds(30),
+      tracing: lambda.Tracing.ACTIVE,
+      logGroup,
+      loggingFormat: lambda.LoggingFormat.JSON,
+      environment: {
+        NODE_OPTIONS: '--enable-source-maps',
+        POWERTOOLS_SERVICE_NAME: 'trainyard',
+        POWERTOOLS_LOG_LEVEL: 'INFO',
+        POWERTOOLS_LOGGER_LOG_EVENT: 'false',
+        ...props.environment,
+      },
+      bundling: {
+        format: OutputFormat.ESM,
+        target: 'node22',
+        minify: true,
+        sourceMap: true,
+        sourcesContent: false,
+        // The Lambda runtime ships AWS SDK v3; bundling it would triple every bundle.
+        externalModules: ['@aws-sdk/*'],
+        // ESM bundles still meet CommonJS dependencies that call require().
+        banner: "import { createRequire } from 'module'; const require = createRequire(import.meta.url);",
+      },
+    });
+  }
+}

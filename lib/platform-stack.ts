@@ -1,0 +1,64 @@
+import { Stack, type StackProps } from 'aws-cdk-lib';
+import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import type * as ecr from 'aws-cdk-lib/aws-ecr';
+import type * as s3 from 'aws-cdk-lib/aws-s3';
+import type { Construct } from 'constructs';
+import type { TrainyardConfig } from './config';
+import { PlatformEvents } from './events/alerts';
+import { Fleet } from './fleet/fleet';
+import { JobDefinitions } from './fleet/job-definitions-for-teams';
+import { Network } from './fleet/network';
+import { TrainingImages } from './fleet/training-images';
+
+/** Props for the platform stack. */
+export interface PlatformStackProps extends StackProps {
+  /** Resolved configuration. */
+  readonly config: TrainyardConfig;
+  /** Workspace bucket from the stateful stack. */
+  readonly workspace: s3.IBucket;
+  /** Jobs table from the stateful stack. */
+  readonly jobsTable: dynamodb.ITableV2;
+  /** Budgets table from the stateful stack. */
+  readonly budgetsTable: dynamodb.ITableV2;
+  /** Training image repository from the stateful stack. */
+  readonly imageRepository: ecr.IRepository;
+  /** Prefix of Batch queue and job definition names. */
+  readonly namePrefix: string;
+}
+
+/**
+ * The stateless platform: network, GPU and CPU capacity, job definitions and images, and the event bus with alerts.
+ * Safe to destroy and redeploy; everything that holds data lives in the stateful stack.
+ */
+export class PlatformStack extends Stack {
+  /** Network the compute runs in. */
+  public readonly network: Network;
+  /** Compute environments, queues and the fair-share policy. */
+  public readonly fleet: Fleet;
+  /** Team job roles, job definitions and the training log group. */
+  public readonly jobDefinitions: JobDefinitions;
+  /** The platform bus and alerts. */
+  public readonly events: PlatformEvents;
+
+  constructor(scope: Construct, id: string, props: PlatformStackProps) {
+    super(scope, id, props);
+    const { config } = props;
+    this.network = new Network(this, 'Network', {
+      network: config.network,
+      logRetention: config.logRetentionDays,
+    });
+    this.fleet = new Fleet(this, 'Fleet', { config, network: this.network, namePrefix: props.namePrefix });
+    this.jobDefinitions = new JobDefinitions(this, 'JobDefinitions', {
+      config,
+      images: new TrainingImages(this, 'TrainingImages'),
+      imageRepository: props.imageRepository,
+      workspace: props.workspace,
+      assignPublicIp: this.network.assignPublicIp,
+      namePrefix: props.namePrefix,
+    });
+    this.events = new PlatformEvents(this, 'Events', {
+      alertEmails: config.alerts.emails,
+      slackWebhookSecretName: config.alerts.slackWebhookSecretName,
+    });
+  }
+}

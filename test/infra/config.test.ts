@@ -1,0 +1,196 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, DEFAULT_TIERS, loadConfig, parseConfig, parseDuration, teamForPrincipal } from '../../lib/config';
+
+const gpu = (overrides: Record<string, unknown> = {}) => ({
+  id: 'gpu-x',
+  kind: 'gpu',
+  instanceTypes: ['g5.xlarge'],
+  gpus: 1,
+  gpuMemoryGiB: 24,
+  vcpus: 4,
+  memoryMiB: 15000,
+  maxRuntime: '2h',
+  onDemandUsdPerHour: 1.006,
+  peakTflops: 125,
+  ...overrides,
+});
+const team = (overrides: Record<string, unknown> = {}) => ({ id: 'nlp', monthlyBudgetUsd: 100, ...overrides });
+
+function messageFor(input: unknown): string {
+  try {
+    parseConfig(input, 'trainyard.config.json');
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError);
+    return (error as Error).message;
+  }
+  throw new Error('config was accepted');
+}
+
+describe('configuration defaults', () => {
+  it('synthesizes with no file at all: the six seed tiers and one team', () => {
+    const config = loadConfig(join(mkdtempSync(join(tmpdir(), 'cfg-')), 'absent.json'));
+    expect(config.tiers.map((t) => t.id)).toEqual(DEFAULT_TIERS.map((t) => t.id));
+    expect(config.teams.map((t) => t.id)).toEqual(['research']);
+    expect(config.budgets).toEqual({ warnThreshold: 0.7, blockThreshold: 1 });
+    expect(config.spotPolicy).toEqual({ reclaimsBeforeOnDemand: 2, capacityWaitMinutes: 20 });
+  });
+
+  it('seeds gpu-small as a 16 GB g4dn.xlarge with 2 hours of runtime', () => {
+    const small = parseConfig({}).tiers.find((t) => t.id === 'gpu-small');
+    expect(small).toMatchObject({ instanceTypes: ['g4dn.xlarge'], gpuMemoryGiB: 16, maxRuntime: '2h' });
+  });
+
+  it('parses durations into seconds', () => {
+    expect([parseDuration('30s'), parseDuration('10m'), parseDuration('2h'), parseDuration('1.5d')]).toEqual([
+      30, 600, 7200, 129600,
+    ]);
+    expect(parseDuration('2 hours')).toBeUndefined();
+  });
+
+  it('maps an assumed-role session to the team that lists its role', () => {
+    const config = parseConfig({ teams: [team({ principals: ['arn:aws:iam::123456789012:role/nlp'] })] });
+    expect(teamForPrincipal(config, 'arn:aws:sts::123456789012:assumed-role/nlp/alice')?.id).toBe('nlp');
+    expect(teamForPrincipal(config, 'arn:aws:sts::123456789012:assumed-role/other/alice')).toBeUndefined();
+  });
+});
+
+describe('bad configuration is refused with the key, the value and what is allowed', () => {
+  const cases: Array<[string, unknown, string]> = [
+    [
+      'duplicate tier ids',
+      { tiers: [gpu(), gpu()] },
+      'tiers[1].id: duplicate tier id "gpu-x": tier ids must be unique (got "gpu-x")',
+    ],
+    [
+      'a team that names an unknown tier',
+      { tiers: [gpu()], teams: [team({ tiers: ['gpu-huge'] })] },
+      'teams[0].tiers[0]: unknown tier "gpu-huge"; defined tiers: gpu-x (got "gpu-huge")',
+    ],
+    [
+      'a negative budget',
+      { teams: [team({ monthlyBudgetUsd: -5 })] },
+      'teams[0].monthlyBudgetUsd: Too small: expected number to be >=0 (got -5)',
+    ],
+    [
+      'warn at or above block',
+      { budgets: { warnThreshold: 0.9, blockThreshold: 0.8 } },
+      'budgets.warnThreshold: warnThreshold (0.9) must be below blockThreshold (0.8) (got 0.9)',
+    ],
+    [
+      'a multi-node tier marked spot',
+      { tiers: [gpu({ nodes: 2, spotAllowed: true })] },
+      'tiers[0].spotAllowed: tier "gpu-x" has 2 nodes: Batch multi-node jobs cannot run on spot, set false (got true)',
+    ],
+    [
+      'a malformed principal ARN',
+      { teams: [team({ principals: ['arn:aws:iam::12345:role/x'] })] },
+      'teams[0].principals[0]: must be an IAM user or role ARN (arn:aws:iam::123456789012:role/Name) or an assumed-role ARN (arn:aws:sts::123456789012:assumed-role/Role/session) (got "arn:aws:iam::12345:role/x")',
+    ],
+    [
+      'an unknown instance family for a GPU tier',
+      { tiers: [gpu({ instanceTypes: ['x2.large'] })] },
+      'tiers[0].instanceTypes[0]: unknown GPU instance family "x2" (x2.large); allowed: g4dn, g5, g6, g6e, gr6, p4d, p4de, p5, p5e (got "x2.large")',
+    ],
+    [
+      'p3, which the AL2023 NVIDIA AMI does not support',
+      { tiers: [gpu({ instanceTypes: ['p3.2xlarge'], gpuMemoryGiB: 16 })] },
+      'tiers[0].instanceTypes[0]: unknown GPU instance family "p3" (p3.2xlarge); allowed: g4dn, g5, g6, g6e, gr6, p4d, p4de, p5, p5e (got "p3.2xlarge")',
+    ],
+    [
+      'zero max runtime',
+      { tiers: [gpu({ maxRuntime: '0s' })] },
+      'tiers[0].maxRuntime: must be between 1s and 14d (got "0s")',
+    ],
+    [
+      'a max runtime that is not a duration',
+      { tiers: [gpu({ maxRuntime: '2 hours' })] },
+      'tiers[0].maxRuntime: must be a duration like 30s, 10m, 2h or 1d (got "2 hours")',
+    ],
+    [
+      'more GPU memory than the instance has',
+      { tiers: [gpu({ instanceTypes: ['g4dn.xlarge'], gpuMemoryGiB: 24 })] },
+      'tiers[0].instanceTypes[0]: g4dn.xlarge has 16 GiB per GPU; tier states 24 (got "g4dn.xlarge")',
+    ],
+    [
+      'a CPU tier no Fargate size can hold',
+      {
+        tiers: [{ ...gpu({ kind: 'cpu', instanceTypes: [], gpus: 0, gpuMemoryGiB: 0 }), vcpus: 16, memoryMiB: 130000 }],
+      },
+      'tiers[0].memoryMiB: no Fargate size offers 16 vCPU with 130000 MiB',
+    ],
+    [
+      'a capacity wait Batch cannot express',
+      { spotPolicy: { capacityWaitMinutes: 5 } },
+      'spotPolicy.capacityWaitMinutes: must be at least 10: Batch job-state time-limit actions start at 600 s (got 5)',
+    ],
+    [
+      'a log retention CloudWatch does not offer',
+      { logRetentionDays: 10 },
+      "logRetentionDays: must be one of CloudWatch's retention periods: 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653 (got 10)",
+    ],
+    [
+      'warm capacity on a CPU tier',
+      { warmCapacity: { 'cpu-small': 2 } },
+      'warmCapacity.cpu-small: warm capacity applies to gpu tiers only; "cpu-small" is a cpu tier (got 2)',
+    ],
+    ['an unknown key', { tierz: [] }, '(root): Unrecognized key: "tierz"'],
+    [
+      'one principal in two teams',
+      {
+        teams: [
+          team({ principals: ['arn:aws:iam::123456789012:role/shared'] }),
+          team({ id: 'vision', principals: ['arn:aws:iam::123456789012:role/shared'] }),
+        ],
+      },
+      'teams[1].principals[0]: principal arn:aws:iam::123456789012:role/shared already belongs to team "nlp"; a principal maps to one team (got "arn:aws:iam::123456789012:role/shared")',
+    ],
+  ];
+
+  it.each(cases)('refuses %s', (_name, input, expected) => {
+    expect(messageFor(input)).toContain(expected);
+  });
+
+  it('names the file in the message', () => {
+    expect(messageFor({ logRetentionDays: 10 })).toMatch(
+      /^Invalid Trainyard configuration in trainyard\.config\.json:/,
+    );
+  });
+
+  it('refuses a file that is not JSON', () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'cfg-')), 'trainyard.config.json');
+    writeFileSync(path, '{ tiers: ');
+    expect(() => loadConfig(path)).toThrow(`Configuration file ${path} is not valid JSON`);
+  });
+
+  it('refuses an explicitly named file that does not exist', () => {
+    expect(() => loadConfig('/nonexistent/trainyard.config.json', true)).toThrow(
+      'Configuration file /nonexistent/trainyard.config.json does not exist',
+    );
+  });
+
+  it('fails `cdk synth` (bin/app.ts) with the message and a non-zero exit', () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'cfg-')), 'bad.json');
+    writeFileSync(path, JSON.stringify({ budgets: { warnThreshold: 0.9, blockThreshold: 0.8 } }));
+    let stderr = '';
+    let status: number | null = 0;
+    try {
+      execFileSync(process.execPath, ['--import', 'tsx', 'bin/app.ts'], {
+        env: {
+          ...process.env,
+          CDK_CONTEXT_JSON: JSON.stringify({ config: path }),
+          CDK_OUTDIR: mkdtempSync(join(tmpdir(), 'out-')),
+        },
+        stdio: 'pipe',
+      });
+    } catch (error) {
+      status = (error as { status: number }).status;
+      stderr = String((error as { stderr: Buffer }).stderr);
+    }
+    expect(status).toBe(1);
+    expect(stderr).toContain('budgets.warnThreshold: warnThreshold (0.9) must be below blockThreshold (0.8) (got 0.9)');
+  });
+});

@@ -1,0 +1,377 @@
+import { Match } from 'aws-cdk-lib/assertions';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { CAPACITY_WAIT_REASON } from '../../lambdas/domain/batch-reasons';
+import { maxRuntimeSeconds, type TierConfig } from '../../lib/config';
+import { ECS_AL2023_GPU_AMI_PARAMETER } from '../../lib/fleet/gpu-launch-template';
+import { resourcesOf, type Synthesized, synthesize, TWO_TEAM_CONFIG } from './synth';
+
+let s: Synthesized;
+beforeAll(() => {
+  s = synthesize();
+});
+
+const gpuTiers = () => s.config.tiers.filter((t) => t.kind === 'gpu');
+const singleNodeGpuTiers = () => gpuTiers().filter((t) => t.nodes === 1);
+const computeEnvironments = () => resourcesOf(s.platformTemplate, 'AWS::Batch::ComputeEnvironment');
+const computeResources = (p: Record<string, unknown>) => p.ComputeResources as Record<string, unknown>;
+const queue = (name: string) => {
+  const found = resourcesOf(s.platformTemplate, 'AWS::Batch::JobQueue').find(([, p]) => p.JobQueueName === name);
+  if (!found) throw new Error(`no queue ${name}`);
+  return found[1];
+};
+const jobDefinition = (team: string, tier: string) => {
+  const name = `trainyard-${team}-${tier}`;
+  const found = resourcesOf(s.platformTemplate, 'AWS::Batch::JobDefinition').find(
+    ([, p]) => p.JobDefinitionName === name,
+  );
+  if (!found) throw new Error(`no job definition ${name}`);
+  return found[1];
+};
+const ceLogicalId = (tier: TierConfig, kind: 'Spot' | 'OnDemand') => {
+  const found = computeEnvironments().find(([id]) => id.startsWith(`FleetTier${tier.id.replaceAll('-', '')}${kind}`));
+  if (!found) throw new Error(`no ${kind} environment for ${tier.id}`);
+  return found;
+};
+
+describe('GPU compute environments', () => {
+  it('runs spot environments price-capacity-optimised', () => {
+    for (const tier of singleNodeGpuTiers()) {
+      const [, props] = ceLogicalId(tier, 'Spot');
+      expect(computeResources(props)).toMatchObject({
+        Type: 'SPOT',
+        AllocationStrategy: 'SPOT_PRICE_CAPACITY_OPTIMIZED',
+      });
+    }
+  });
+
+  it('uses exactly the tier’s instance types (no "optimal" classes appended)', () => {
+    for (const tier of gpuTiers()) {
+      const [, props] = ceLogicalId(tier, 'OnDemand');
+      expect(computeResources(props).InstanceTypes).toEqual(tier.instanceTypes);
+    }
+  });
+
+  it('boots the ECS AL2023 NVIDIA image type', () => {
+    for (const tier of gpuTiers()) {
+      const [, props] = ceLogicalId(tier, 'OnDemand');
+      expect(computeResources(props).Ec2Configuration).toEqual([{ ImageType: 'ECS_AL2023_NVIDIA' }]);
+    }
+  });
+
+  it('keeps warm on-demand capacity only where config asks for it', () => {
+    expect(computeResources(ceLogicalId(gpuTiers()[2] as TierConfig, 'OnDemand')[1]).MinvCpus).toBe(8);
+    expect(computeResources(ceLogicalId(gpuTiers()[0] as TierConfig, 'OnDemand')[1]).MinvCpus).toBe(0);
+  });
+
+  it('gives the multi-node tier no spot environment (Batch multi-node jobs cannot use spot)', () => {
+    const multi = gpuTiers().find((t) => t.nodes > 1) as TierConfig;
+    expect(() => ceLogicalId(multi, 'Spot')).toThrow(/no Spot environment/);
+    expect(() => queue(`trainyard-${multi.id}-spot`)).toThrow(/no queue/);
+    expect(queue(`trainyard-${multi.id}-on-demand`)).toBeDefined();
+  });
+});
+
+describe('queues', () => {
+  it('feeds each GPU spot queue from its spot environment only, and on-demand from on-demand only', () => {
+    for (const tier of singleNodeGpuTiers()) {
+      expect(queue(`trainyard-${tier.id}-spot`).ComputeEnvironmentOrder).toEqual([
+        { ComputeEnvironment: { 'Fn::GetAtt': [ceLogicalId(tier, 'Spot')[0], 'ComputeEnvironmentArn'] }, Order: 1 },
+      ]);
+      expect(queue(`trainyard-${tier.id}-on-demand`).ComputeEnvironmentOrder).toEqual([
+        { ComputeEnvironment: { 'Fn::GetAtt': [ceLogicalId(tier, 'OnDemand')[0], 'ComputeEnvironmentArn'] }, Order: 1 },
+      ]);
+    }
+  });
+
+  it('cancels spot jobs stuck RUNNABLE for the configured capacity wait', () => {
+    const waitSeconds = s.config.spotPolicy.capacityWaitMinutes * 60;
+    for (const tier of s.config.tiers.filter((t) => t.spotAllowed)) {
+      expect(queue(`trainyard-${tier.id}-spot`).JobStateTimeLimitActions).toEqual([
+        { Action: 'CANCEL', MaxTimeSeconds: waitSeconds, Reason: CAPACITY_WAIT_REASON, State: 'RUNNABLE' },
+      ]);
+    }
+  });
+
+  it('never cancels on-demand jobs for capacity', () => {
+    for (const tier of s.config.tiers) {
+      expect(queue(`trainyard-${tier.id}-on-demand`).JobStateTimeLimitActions).toBeUndefined();
+    }
+  });
+
+  it('schedules every queue fair-share, one share per team weighted from config', () => {
+    s.platformTemplate.hasResourceProperties('AWS::Batch::SchedulingPolicy', {
+      FairsharePolicy: {
+        ShareDistribution: TWO_TEAM_CONFIG.teams.map((t) => ({
+          ShareIdentifier: t.id,
+          WeightFactor: t.fairShareWeight,
+        })),
+      },
+    });
+    for (const [, props] of resourcesOf(s.platformTemplate, 'AWS::Batch::JobQueue')) {
+      expect(props.SchedulingPolicyArn).toEqual({ 'Fn::GetAtt': [expect.stringMatching(/^FleetFairShare/), 'Arn'] });
+    }
+  });
+});
+
+describe('CPU tiers on Fargate', () => {
+  it('has a Fargate spot and a Fargate on-demand environment', () => {
+    const fargate = computeEnvironments().map(([, p]) => computeResources(p).Type);
+    expect(fargate.filter((t) => t === 'FARGATE_SPOT')).toHaveLength(1);
+    expect(fargate.filter((t) => t === 'FARGATE')).toHaveLength(1);
+  });
+
+  it('rounds a tier up to the smallest Fargate size that holds it (0.5 vCPU / 512 MiB → 1024 MiB)', () => {
+    const props = jobDefinition('nlp', 'cpu-small');
+    expect(props.PlatformCapabilities).toEqual(['FARGATE']);
+    expect((props.ContainerProperties as Record<string, unknown>).ResourceRequirements).toEqual(
+      expect.arrayContaining([
+        { Type: 'MEMORY', Value: '1024' },
+        { Type: 'VCPU', Value: '0.5' },
+      ]),
+    );
+  });
+});
+
+describe('GPU launch templates', () => {
+  const launchTemplates = () => resourcesOf(s.platformTemplate, 'AWS::EC2::LaunchTemplate');
+  const data = (p: Record<string, unknown>) => p.LaunchTemplateData as Record<string, unknown>;
+  // The MIME envelope is a Fn::Join whose shell part is itself an Fn::Base64 of the script: flatten the literals.
+  const literals = (node: unknown): string => {
+    if (typeof node === 'string') return node;
+    if (Array.isArray(node)) return node.map(literals).join('');
+    if (node && typeof node === 'object') return Object.values(node).map(literals).join('');
+    return '';
+  };
+  const userData = (p: Record<string, unknown>) => literals(data(p).UserData);
+
+  it('has one launch template per GPU tier', () => {
+    expect(launchTemplates()).toHaveLength(gpuTiers().length);
+  });
+
+  it('requires IMDSv2 with hop limit 2 so containers can read spot notices', () => {
+    for (const [, props] of launchTemplates()) {
+      expect(data(props).MetadataOptions).toEqual({
+        HttpEndpoint: 'enabled',
+        HttpPutResponseHopLimit: 2,
+        HttpTokens: 'required',
+      });
+    }
+  });
+
+  it('resolves the ECS GPU-optimised AMI from SSM at deploy time', () => {
+    const parameters = s.platformTemplate.toJSON().Parameters as Record<string, { Default?: string; Type: string }>;
+    const ami = Object.values(parameters).find((p) => p.Default === ECS_AL2023_GPU_AMI_PARAMETER);
+    expect(ami?.Type).toBe('AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>');
+  });
+
+  it('encrypts a gp3 root volume sized for large images', () => {
+    for (const [, props] of launchTemplates()) {
+      expect(data(props).BlockDeviceMappings).toEqual([
+        {
+          DeviceName: '/dev/xvda',
+          Ebs: { DeleteOnTermination: true, Encrypted: true, VolumeSize: 200, VolumeType: 'gp3' },
+        },
+      ]);
+    }
+  });
+
+  it('raises the ECS container stop timeout so a checkpoint fits inside the 2-minute spot warning', () => {
+    for (const [, props] of launchTemplates()) {
+      const match = /ECS_CONTAINER_STOP_TIMEOUT=(\d+)s/.exec(userData(props));
+      expect(Number(match?.[1])).toBeGreaterThanOrEqual(90);
+      expect(Number(match?.[1])).toBeLessThan(120);
+    }
+  });
+
+  it('takes an instance out of service when nvidia-smi fails at boot', () => {
+    for (const [, props] of launchTemplates()) {
+      expect(userData(props)).toMatch(
+        /if ! timeout 120 nvidia-smi[^\n]*\n[\s\S]*systemctl disable --now ecs\.service[\s\S]*shutdown -h now/,
+      );
+      expect(data(props).InstanceInitiatedShutdownBehavior).toBe('terminate');
+    }
+  });
+});
+
+describe('job definitions', () => {
+  it('has one job definition per team and tier', () => {
+    expect(resourcesOf(s.platformTemplate, 'AWS::Batch::JobDefinition')).toHaveLength(
+      TWO_TEAM_CONFIG.teams.length * s.config.tiers.length,
+    );
+  });
+
+  it('requests each GPU tier’s GPUs, vCPUs and memory', () => {
+    for (const tier of singleNodeGpuTiers()) {
+      const container = jobDefinition('vision', tier.id).ContainerProperties as Record<string, unknown>;
+      expect(container.ResourceRequirements).toEqual([
+        { Type: 'MEMORY', Value: String(tier.memoryMiB) },
+        { Type: 'VCPU', Value: String(tier.vcpus) },
+        { Type: 'GPU', Value: String(tier.gpus) },
+      ]);
+    }
+  });
+
+  it('gives GPU containers a large /dev/shm (half the memory unless the tier says otherwise)', () => {
+    for (const tier of singleNodeGpuTiers()) {
+      const container = jobDefinition('nlp', tier.id).ContainerProperties as Record<string, unknown>;
+      expect(container.LinuxParameters).toEqual({
+        InitProcessEnabled: true,
+        SharedMemorySize: Math.floor(tier.memoryMiB / 2),
+      });
+    }
+  });
+
+  it('runs the multi-node tier as a multi-node parallel job over all its nodes', () => {
+    const multi = gpuTiers().find((t) => t.nodes > 1) as TierConfig;
+    const props = jobDefinition('nlp', multi.id);
+    expect(props.Type).toBe('multinode');
+    expect(props.NodeProperties).toMatchObject({
+      MainNode: 0,
+      NumNodes: multi.nodes,
+      NodeRangeProperties: [{ TargetNodes: `0:${multi.nodes - 1}` }],
+    });
+  });
+
+  it('times each attempt out at the tier’s max runtime (Batch minimum 60 s)', () => {
+    for (const tier of s.config.tiers) {
+      expect(jobDefinition('nlp', tier.id).Timeout).toEqual({
+        AttemptDurationSeconds: Math.max(60, maxRuntimeSeconds(tier)),
+      });
+    }
+  });
+
+  it('lets Batch retry only infrastructure failures; every other exit (spot reclaims too) goes to the lifecycle', () => {
+    const strategy = jobDefinition('nlp', 'gpu-small').RetryStrategy as {
+      EvaluateOnExit: Array<Record<string, string>>;
+    };
+    const retried = strategy.EvaluateOnExit.filter((e) => e.Action === 'RETRY');
+    expect(retried.map((e) => e.OnReason ?? e.OnStatusReason)).toEqual([
+      'CannotPullContainerError:*',
+      'CannotStartContainerError*',
+      'ResourceInitializationError*',
+      'DockerTimeoutError*',
+    ]);
+    expect(strategy.EvaluateOnExit.at(-1)).toEqual({ Action: 'EXIT', OnStatusReason: '*' });
+  });
+
+  it('logs through awslogs to a log group with the configured retention', () => {
+    const container = jobDefinition('nlp', 'gpu-small').ContainerProperties as Record<string, unknown>;
+    expect(container.LogConfiguration).toMatchObject({
+      LogDriver: 'awslogs',
+      Options: { 'awslogs-group': { Ref: expect.stringMatching(/^JobDefinitionsTrainingLogs/) } },
+    });
+    s.platformTemplate.hasResourceProperties('AWS::Logs::LogGroup', { RetentionInDays: s.config.logRetentionDays });
+  });
+});
+
+describe('team job roles', () => {
+  const rolePolicy = (team: string) => {
+    const role = resourcesOf(s.platformTemplate, 'AWS::IAM::Role').find(([id]) =>
+      id.startsWith(`JobDefinitionsTeamRolesTeam${team}`),
+    );
+    if (!role) throw new Error(`no role for ${team}`);
+    const policy = resourcesOf(s.platformTemplate, 'AWS::IAM::Policy').find(([, p]) =>
+      JSON.stringify(p.Roles).includes(role[0]),
+    );
+    if (!policy) throw new Error(`no policy for ${team}`);
+    return (policy[1].PolicyDocument as { Statement: Array<Record<string, unknown>> }).Statement;
+  };
+  const bucketArn = { 'Fn::ImportValue': 'Trainyard-Stateful-WorkspaceBucketArn' };
+
+  it.each(['nlp', 'vision'])('confines team %s objects to its own prefix', (team) => {
+    expect(rolePolicy(team)).toContainEqual({
+      Sid: 'TeamPrefixObjects',
+      Effect: 'Allow',
+      Action: ['s3:AbortMultipartUpload', 's3:DeleteObject', 's3:GetObject', 's3:PutObject'],
+      Resource: { 'Fn::Join': ['', [bucketArn, `/teams/${team}/*`]] },
+    });
+  });
+
+  it.each(['nlp', 'vision'])('lets team %s list only its own prefix', (team) => {
+    expect(rolePolicy(team)).toContainEqual({
+      Sid: 'TeamPrefixListing',
+      Effect: 'Allow',
+      Action: 's3:ListBucket',
+      Resource: bucketArn,
+      Condition: { StringLike: { 's3:prefix': [`teams/${team}/*`] } },
+    });
+  });
+
+  it.each(['nlp', 'vision'])('has no other permissions for team %s', (team) => {
+    expect(rolePolicy(team)).toHaveLength(2);
+  });
+
+  it('gives each team’s job definitions that team’s role', () => {
+    const roleRef = (team: string, tier: string) =>
+      JSON.stringify((jobDefinition(team, tier).ContainerProperties as Record<string, unknown>).JobRoleArn);
+    expect(roleRef('nlp', 'gpu-small')).toMatch(/JobDefinitionsTeamRolesTeamnlp/);
+    expect(roleRef('vision', 'gpu-small')).toMatch(/JobDefinitionsTeamRolesTeamvision/);
+  });
+});
+
+describe('network', () => {
+  it('logs VPC flows', () => {
+    s.platformTemplate.hasResourceProperties('AWS::EC2::FlowLog', {
+      TrafficType: 'ALL',
+      LogDestinationType: 'cloud-watch-logs',
+    });
+  });
+
+  it('routes S3 traffic through a gateway endpoint, not the NAT', () => {
+    s.platformTemplate.hasResourceProperties('AWS::EC2::VPCEndpoint', {
+      ServiceName: { 'Fn::Join': ['', ['com.amazonaws.', { Ref: 'AWS::Region' }, '.s3']] },
+      VpcEndpointType: 'Gateway',
+    });
+  });
+
+  it('uses an existing VPC and its subnets when configured, creating none', () => {
+    const existing = synthesize({
+      ...TWO_TEAM_CONFIG,
+      network: { mode: 'existing', vpcId: 'vpc-0123456789abcdef0', subnetIds: ['subnet-0123456789abcdef0'] },
+    });
+    existing.platformTemplate.resourceCountIs('AWS::EC2::VPC', 0);
+    const [, props] = resourcesOf(existing.platformTemplate, 'AWS::Batch::ComputeEnvironment')[0] ?? [];
+    expect(computeResources(props as Record<string, unknown>).Subnets).toEqual(['subnet-0123456789abcdef0']);
+  });
+});
+
+describe('events and alerts', () => {
+  it('has the platform’s own event bus', () => {
+    s.platformTemplate.resourceCountIs('AWS::Events::EventBus', 1);
+  });
+
+  it('subscribes the configured e-mail addresses to the alert topic', () => {
+    s.platformTemplate.hasResourceProperties('AWS::SNS::Subscription', {
+      Protocol: 'email',
+      Endpoint: 'leads@example.com',
+    });
+  });
+
+  it('routes budget and failure events to the topic with a dead-letter queue', () => {
+    s.platformTemplate.hasResourceProperties('AWS::Events::Rule', {
+      EventPattern: {
+        source: ['trainyard'],
+        'detail-type': Match.arrayWith(['Budget Threshold Crossed', 'Job Failed']),
+      },
+      Targets: [
+        Match.objectLike({
+          Arn: { Ref: Match.stringLikeRegexp('EventsAlertTopic') },
+          DeadLetterConfig: Match.anyValue(),
+        }),
+      ],
+    });
+  });
+
+  it('posts to Slack through an API destination whose URL comes from the named secret', () => {
+    s.platformTemplate.hasResourceProperties('AWS::Events::ApiDestination', {
+      InvocationEndpoint: '{{resolve:secretsmanager:trainyard/slack-webhook:SecretString:::}}',
+      HttpMethod: 'POST',
+    });
+  });
+
+  it('creates no Slack delivery when no secret is configured', () => {
+    const noSlack = synthesize({ teams: TWO_TEAM_CONFIG.teams });
+    noSlack.platformTemplate.resourceCountIs('AWS::Events::ApiDestination', 0);
+    noSlack.platformTemplate.resourceCountIs('AWS::Events::Connection', 0);
+  });
+});

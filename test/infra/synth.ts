@@ -1,0 +1,44 @@
+import { Template } from 'aws-cdk-lib/assertions';
+import { addTrainyardStacks, createApp, type TrainyardStacks } from '../../lib/app';
+import { parseConfig, type TrainyardConfig } from '../../lib/config';
+
+/** A synthesized Trainyard deployment for assertions. */
+export interface Synthesized extends TrainyardStacks {
+  readonly config: TrainyardConfig;
+  readonly statefulTemplate: Template;
+  readonly platformTemplate: Template;
+}
+
+/** A principal ARN used by tests. */
+export const arn = (name: string) => `arn:aws:iam::123456789012:role/${name}`;
+
+/** Two teams, warm capacity and alerts: exercises every per-team and per-tier path. */
+export const TWO_TEAM_CONFIG = {
+  teams: [
+    { id: 'nlp', principals: [arn('nlp-researchers')], monthlyBudgetUsd: 1000, fairShareWeight: 1 },
+    { id: 'vision', principals: [arn('vision-researchers')], monthlyBudgetUsd: 400, fairShareWeight: 2 },
+  ],
+  warmCapacity: { 'gpu-large': 8 },
+  alerts: { emails: ['leads@example.com'], slackWebhookSecretName: 'trainyard/slack-webhook' },
+};
+
+/** Synthesizes both stacks from a config object (Lambda bundling skipped: no esbuild runs in infra tests). */
+export function synthesize(input: unknown = TWO_TEAM_CONFIG): Synthesized {
+  const config = parseConfig(input, 'test config');
+  const app = createApp({ 'aws:cdk:bundling-stacks': [] });
+  const stacks = addTrainyardStacks(app, config);
+  return {
+    ...stacks,
+    config,
+    statefulTemplate: Template.fromStack(stacks.stateful),
+    platformTemplate: Template.fromStack(stacks.platform),
+  };
+}
+
+/** Resources of one type as [logicalId, properties] pairs. */
+export function resourcesOf(template: Template, type: string): Array<[string, Record<string, unknown>]> {
+  return Object.entries(template.findResources(type)).map(([id, r]) => [
+    id,
+    (r as { Properties?: Record<string, unknown> }).Properties ?? {},
+  ]);
+}
