@@ -368,6 +368,21 @@ export function releaseChange(entry: JobEntry): EntryChange | null {
   };
 }
 
+/**
+ * A reservation taken again by a retried saga (its record still `reserving` after it compensated a failure): a
+ * released entry that was never charged reopens with the amount. Null for any other entry (already reserved,
+ * charged or settled), which the saga leaves as it is.
+ */
+export function reopenChange(entry: JobEntry, amountMicros: number): EntryChange | null {
+  if (entry.state !== 'released' || entry.accrued !== 0) return null;
+  return {
+    entry: { reserved: amountMicros, accrued: 0, state: 'open', version: entry.version + 1 },
+    spentDelta: 0,
+    reservedDelta: amountMicros,
+    availableDelta: noNegativeZero(-amountMicros),
+  };
+}
+
 /** Committed money (spent + reserved) as a fraction of the limit; null when the limit is $0 (no ratio exists). */
 export function fractionUsed(figures: BudgetFigures): number | null {
   if (figures.limitMicros === 0) return null;

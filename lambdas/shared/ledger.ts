@@ -46,6 +46,7 @@ import {
   parsePeriod,
   parseScope,
   releaseChange,
+  reopenChange,
   reservationEntry,
   type Scope,
   settlementChange,
@@ -659,10 +660,33 @@ export class BudgetLedger {
         }
         return { kind: 'unlimited' };
       }
-      // Already in this item: an earlier attempt of this job reserved here (or it was released/settled since,
-      // which the saga's final state transition detects).
-      if (current.jobs?.[jobId]) return { kind: 'reserved', crossings: [] };
-      if (current.availableMicros >= amountMicros) continue; // money was returned between the write and the read
+      const entry = current.jobs?.[jobId];
+      const reopen = entry && reopenChange(entry, amountMicros);
+      // Already in this item: an earlier attempt of this job reserved here (or the job was charged or settled
+      // since, which the saga's final state transition detects).
+      if (entry && !reopen) return { kind: 'reserved', crossings: [] };
+      if (current.availableMicros >= amountMicros) {
+        if (!entry || !reopen) continue; // money was returned between the write and the read: try again
+        // An earlier attempt of this saga compensated here after a failure: take the reservation again.
+        const reopened = await this.conditionalUpdate({
+          Key: budgetKeys.period(scope.text, period),
+          UpdateExpression:
+            'SET #jobs.#job = :entry, #reserved = #reserved + :reserved, #available = #available + :available',
+          ConditionExpression: '#jobs.#job.version = :version AND #available >= :amount',
+          ExpressionAttributeNames: { ...names('#jobs', '#reserved', '#available'), '#job': jobId },
+          ExpressionAttributeValues: {
+            ':entry': reopen.entry,
+            ':reserved': reopen.reservedDelta,
+            ':available': reopen.availableDelta,
+            ':version': entry.version,
+            ':amount': amountMicros,
+          },
+        });
+        if (reopened) {
+          return { kind: 'reserved', crossings: await this.recordCrossings(scopeItemSchema.parse(reopened), jobId) };
+        }
+        continue;
+      }
       return {
         kind: 'exceeded',
         details: {

@@ -18,6 +18,7 @@ import {
   parseScope,
   periodOf,
   releaseChange,
+  reopenChange,
   reservationEntry,
   scopesForJob,
   settlementChange,
@@ -410,4 +411,18 @@ describe('job entry changes', () => {
       expect(releaseChange(entry(0, 1, state))).toBeNull();
     },
   );
+
+  it('reopenChange takes a compensated, never-charged reservation again', () => {
+    const change = reopenChange(entry(0, 0, 'released'), 20 * USD);
+    expect(deltas(change)).toEqual([0, 20, -20]);
+    expect(change?.entry).toEqual({ reserved: 20 * USD, accrued: 0, state: 'open', version: 4 });
+  });
+
+  it.each([
+    { name: 'an open entry', from: entry(10, 0) },
+    { name: 'a released entry that was charged', from: entry(0, 3, 'released') },
+    { name: 'a settled entry', from: entry(0, 0, 'settled') },
+  ])('reopenChange leaves $name alone', ({ from }) => {
+    expect(reopenChange(from, 20 * USD)).toBeNull();
+  });
 });

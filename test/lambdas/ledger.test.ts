@@ -1,6 +1,7 @@
 // The budgets ledger against dynalite: a real engine speaking the DynamoDB API, conditional writes included.
 // Expected figures are worked out here in whole cents, independently of the ledger's micro-dollar arithmetic.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDocumentClient } from '../../lambdas/shared/dynamo';
 import {
   BudgetExceeded,
   BudgetJobConflict,
@@ -39,6 +40,26 @@ function newLedger(thresholds = { warn: 0.7, block: 1 }): BudgetLedger {
     thresholds,
     now: () => new Date('2026-03-15T12:00:00.000Z'),
   });
+}
+
+/**
+ * A ledger whose connection to dynalite drops for good after `writes` successful writes, the way a Lambda dies
+ * mid-saga: the engine is real, only the wire is cut (an SDK middleware fails every later write).
+ */
+function ledgerThatCrashesAfter(writes: number): BudgetLedger {
+  const doc = createDocumentClient({ endpoint: dynamo.endpoint });
+  let seen = 0;
+  doc.middlewareStack.add(
+    (next, context) => async (args) => {
+      if (/^(Put|Update)Item/.test(context.commandName ?? '')) {
+        seen += 1;
+        if (seen > writes) throw Object.assign(new Error('socket hang up'), { name: 'TimeoutError' });
+      }
+      return next(args);
+    },
+    { step: 'initialize', name: 'cutTheWire' },
+  );
+  return new BudgetLedger({ client: doc, tableName: dynamo.tables.budgets, thresholds: { warn: 0.7, block: 1 } });
 }
 
 async function snapshot() {
@@ -252,6 +273,77 @@ describe('multi-scope saga', () => {
     expect(await entryOf(scopes[0] as string, 'too-big')).toMatchObject({ reserved: 0, state: 'released' });
     expect(await entryOf(scopes[1] as string, 'too-big')).toMatchObject({ reserved: 0, state: 'released' });
     expect(await entryOf(scopes[2] as string, 'too-big')).toBeUndefined();
+  });
+
+  it('a saga that died after its first scope is completed exactly once by a replay', async () => {
+    const team = freshTeam();
+    const scopes = [`team:${team}`, `user:${team}/carol`];
+    const ledger = newLedger();
+    await ledger.ensureBudget(scopes[0] as string, PERIOD, 100);
+    await ledger.setLimit(scopes[1] as string, PERIOD, 50);
+
+    // Writes: the job record, then the team scope; the user scope's write and the compensation never arrive.
+    await expect(ledgerThatCrashesAfter(2).reserve(`${team}-c1`, scopes, 20, PERIOD)).rejects.toThrow('socket hang up');
+    expect((await figures(ledger, scopes[0] as string)).reservedUsd).toBe(20);
+    expect((await figures(ledger, scopes[1] as string)).reservedUsd).toBe(0);
+    const replay = await ledger.reserve(`${team}-c1`, scopes, 20, PERIOD);
+
+    expect(replay.ok).toBe(true);
+    expect((await figures(ledger, scopes[0] as string)).reservedUsd).toBe(20);
+    expect((await figures(ledger, scopes[1] as string)).reservedUsd).toBe(20);
+  });
+
+  it('a release after a saga died mid-way returns what the dead saga had reserved', async () => {
+    const team = freshTeam();
+    const scopes = [`team:${team}`, `user:${team}/dave`];
+    const ledger = newLedger();
+    await ledger.ensureBudget(scopes[0] as string, PERIOD, 100);
+    await ledger.setLimit(scopes[1] as string, PERIOD, 50);
+    await expect(ledgerThatCrashesAfter(2).reserve(`${team}-c2`, scopes, 20, PERIOD)).rejects.toThrow('socket hang up');
+
+    const released = await ledger.release(`${team}-c2`);
+
+    expect(released.returned).toEqual([
+      { scope: scopes[0], returnedUsd: 20 },
+      { scope: scopes[1], returnedUsd: 0 },
+    ]);
+    expect((await figures(ledger, scopes[0] as string)).availableUsd).toBe(100);
+    expect((await figures(ledger, scopes[1] as string)).availableUsd).toBe(50);
+  });
+
+  it('a saga whose second scope fails on the wire compensates the first before rethrowing', async () => {
+    const team = freshTeam();
+    const scopes = [`team:${team}`, `user:${team}/erin`];
+    const ledger = newLedger();
+    await ledger.ensureBudget(scopes[0] as string, PERIOD, 100);
+    await ledger.setLimit(scopes[1] as string, PERIOD, 50);
+    const doc = createDocumentClient({ endpoint: dynamo.endpoint });
+    let updates = 0;
+    doc.middlewareStack.add(
+      (next, context) => async (args) => {
+        // Exactly the second UpdateItem (the user scope's reservation) fails; everything else goes through.
+        if (context.commandName === 'UpdateItemCommand' && ++updates === 2) {
+          throw Object.assign(new Error('connection reset'), { name: 'TimeoutError' });
+        }
+        return next(args);
+      },
+      { step: 'initialize', name: 'dropOneWrite' },
+    );
+    const flaky = new BudgetLedger({
+      client: doc,
+      tableName: dynamo.tables.budgets,
+      thresholds: { warn: 0.7, block: 1 },
+    });
+
+    await expect(flaky.reserve(`${team}-c3`, scopes, 20, PERIOD)).rejects.toThrow('connection reset');
+
+    expect((await figures(ledger, scopes[0] as string)).reservedUsd).toBe(0);
+    expect((await figures(ledger, scopes[1] as string)).reservedUsd).toBe(0);
+    const retried = await ledger.reserve(`${team}-c3`, scopes, 20, PERIOD);
+    expect(retried.ok).toBe(true);
+    expect((await figures(ledger, scopes[0] as string)).reservedUsd).toBe(20);
+    expect((await figures(ledger, scopes[1] as string)).reservedUsd).toBe(20);
+    expect(await entryOf(scopes[0] as string, `${team}-c3`)).toMatchObject({ reserved: 20_000_000, state: 'open' });
   });
 
   it('user and project scopes without a budget are unlimited and not reserved against', async () => {
