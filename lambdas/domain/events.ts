@@ -1,0 +1,285 @@
+/**
+ * The platform's own events on its EventBridge bus (source `trainyard`): one versioned zod detail schema per
+ * detail-type, and a builder that validates a detail and returns the PutEvents entry. docs/events.md documents
+ * every field with an example (and test/domain/events.test.ts checks those examples against these schemas).
+ *
+ * Idempotency: EventBridge delivers at least once and handlers that emit may be retried, so every detail carries a
+ * deterministic `eventId` computed from what the event is about (job id + type + attempt, budget scope + period +
+ * threshold, …). A consumer that keeps the ids it has seen drops duplicates.
+ *
+ * Versioning: `version: '1'` is part of every detail. Adding an optional field keeps version 1; removing or
+ * changing the meaning of a field makes version 2, emitted alongside version 1 until consumers have moved.
+ */
+import { z } from 'zod';
+
+/** Raised when a detail does not match its detail-type's schema, or the entry would exceed PutEvents' size limit. */
+export class InvalidEventDetail extends Error {
+  override name = 'InvalidEventDetail';
+}
+
+/** The `source` of every Trainyard event. */
+export const EVENT_SOURCE = 'trainyard';
+
+/** Current detail schema version. */
+export const EVENT_VERSION = '1';
+
+/** PutEvents' limit on one entry (source, detail-type and detail together), bytes. */
+export const MAX_ENTRY_BYTES = 256 * 1024;
+
+const jobId = z.string().regex(/^[A-Za-z0-9_-]{1,80}$/, "must be 1-80 characters of A-Z, a-z, 0-9, '_' and '-'");
+const team = z.string().regex(/^[a-z][a-z0-9-]{0,30}[a-z0-9]$/, "must be a team id (2-32 of a-z, 0-9 and '-')");
+const scopeId = '[a-z0-9][a-z0-9._-]{0,63}';
+const scope = z
+  .string()
+  .regex(
+    new RegExp(`^(team:${scopeId}|(user|project):${scopeId}/${scopeId})$`),
+    'must be a budget scope: team:<team>, user:<team>/<user> or project:<team>/<project>',
+  );
+const period = z.string().regex(/^\d{4}-(0[1-9]|1[0-2])$/, 'must be a calendar month like 2026-11');
+const day = z.iso.date();
+const occurredAt = z.iso.datetime({ offset: false });
+const usd = z.number().finite().nonnegative();
+const attempt = z.number().int().positive();
+const capacity = z.enum(['spot', 'on-demand']);
+const reason = z.string().min(1).max(1024);
+
+const header = {
+  version: z.literal(EVENT_VERSION),
+  /** Deterministic id for de-duplication. */
+  eventId: z.string().min(1),
+  occurredAt,
+};
+const jobHeader = {
+  ...header,
+  jobId,
+  team,
+  /** Who submitted the job. */
+  user: z.string().min(1).max(512),
+  project: z.string().min(1).max(64).optional(),
+};
+
+/** Detail schemas, by detail-type. */
+export const EVENT_SCHEMAS = {
+  'Job Submitted': z.strictObject({
+    ...jobHeader,
+    tier: z.string().min(1),
+    estimatedCostUsd: usd,
+    estimatedRuntimeSeconds: z.number().nonnegative(),
+    deadlineSeconds: z.number().int().positive().optional(),
+  }),
+  'Job Started': z.strictObject({
+    ...jobHeader,
+    attempt,
+    capacity,
+    queue: z.string().min(1),
+    batchJobId: z.string().min(1),
+    usdPerHour: usd.optional(),
+  }),
+  'Job Interrupted': z.strictObject({
+    ...jobHeader,
+    attempt,
+    capacity,
+    cause: z.enum(['reclaimed', 'capacity-starved', 'moved', 'budget-stopped', 'app-error', 'infra-error']),
+    instanceId: z
+      .string()
+      .regex(/^i-[0-9a-f]+$/)
+      .optional(),
+    reason,
+  }),
+  'Job Resumed': z.strictObject({
+    ...jobHeader,
+    /** The new attempt's number. */
+    attempt,
+    capacity,
+    /** S3 URI of the checkpoint the attempt restores; absent when none was complete (it starts over). */
+    checkpointUri: z.string().startsWith('s3://').optional(),
+    reason,
+  }),
+  'Job FellBackToOnDemand': z.strictObject({
+    ...jobHeader,
+    /** The new on-demand attempt's number. */
+    attempt,
+    reclaims: z.number().int().nonnegative(),
+    capacityCancellations: z.number().int().nonnegative(),
+    reason,
+  }),
+  'Job Succeeded': z.strictObject({
+    ...jobHeader,
+    tier: z.string().min(1),
+    attempts: attempt,
+    costUsd: usd,
+    runtimeSeconds: z.number().nonnegative(),
+    reportUri: z.string().startsWith('s3://').optional(),
+  }),
+  'Job Failed': z.strictObject({
+    ...jobHeader,
+    tier: z.string().min(1),
+    attempts: z.number().int().nonnegative(),
+    costUsd: usd,
+    outcome: z.enum(['app-error', 'infra-error', 'timed-out', 'rejected', 'internal']),
+    exitCode: z.number().int().optional(),
+    reason,
+  }),
+  'Job Cancelled': z.strictObject({
+    ...jobHeader,
+    attempts: z.number().int().nonnegative(),
+    costUsd: usd,
+    reason,
+  }),
+  'Job PausedForBudget': z.strictObject({
+    ...jobHeader,
+    attempt,
+    /** The scope whose budget is exhausted. */
+    scope,
+    costSoFarUsd: usd,
+    reason,
+  }),
+  'Budget Threshold Crossed': z.strictObject({
+    ...header,
+    team,
+    scope,
+    period,
+    /** The threshold crossed, percent of the limit (70 = warn by default). */
+    thresholdPercent: z.number().positive().max(200),
+    limitUsd: usd,
+    spentUsd: usd,
+    reservedUsd: usd,
+  }),
+  'Budget Exhausted': z.strictObject({
+    ...header,
+    team,
+    scope,
+    period,
+    limitUsd: usd,
+    spentUsd: usd,
+    reservedUsd: usd,
+    /** Running jobs stopped gracefully (PAUSED_BUDGET) because of this. */
+    pausedJobIds: z.array(jobId),
+  }),
+  'Cost Report Ready': z.strictObject({
+    ...header,
+    report: z.enum(['daily', 'weekly']),
+    /** First day covered (UTC), inclusive. */
+    periodStart: day,
+    /** Last day covered (UTC), inclusive. */
+    periodEnd: day,
+    /** The team the report covers; absent for the all-teams report. */
+    team: team.optional(),
+    uri: z.string().startsWith('s3://'),
+    totalUsd: usd,
+    jobs: z.number().int().nonnegative(),
+  }),
+} as const;
+
+/** Every detail-type on the bus. */
+export type DetailType = keyof typeof EVENT_SCHEMAS;
+
+/** All detail-types, in documentation order. */
+export const DETAIL_TYPES = Object.keys(EVENT_SCHEMAS) as DetailType[];
+
+/** A complete detail of a detail-type. */
+export type EventDetail<T extends DetailType> = z.output<(typeof EVENT_SCHEMAS)[T]>;
+
+/** What a caller supplies: the detail without `version` and `eventId`, which the builder adds. */
+export type EventDetailInput<T extends DetailType> = Omit<EventDetail<T>, 'version' | 'eventId'>;
+
+/** The PutEvents request entry (same field names as the SDK's PutEventsRequestEntry). */
+export interface EventEntry<T extends DetailType = DetailType> {
+  Source: typeof EVENT_SOURCE;
+  DetailType: T;
+  /** The detail as a JSON string. */
+  Detail: string;
+  EventBusName?: string;
+}
+
+type AnyInput = Record<string, unknown>;
+const str = (value: unknown) => String(value);
+
+/** How each detail-type's eventId is formed; it names exactly what the event is about and nothing time-dependent. */
+const EVENT_IDS: Record<DetailType, (d: AnyInput) => string> = {
+  'Job Submitted': (d) => `${str(d.jobId)}/submitted`,
+  'Job Started': (d) => `${str(d.jobId)}/started/${str(d.attempt)}`,
+  'Job Interrupted': (d) => `${str(d.jobId)}/interrupted/${str(d.attempt)}`,
+  'Job Resumed': (d) => `${str(d.jobId)}/resumed/${str(d.attempt)}`,
+  'Job FellBackToOnDemand': (d) => `${str(d.jobId)}/fell-back-to-on-demand/${str(d.attempt)}`,
+  'Job Succeeded': (d) => `${str(d.jobId)}/succeeded`,
+  'Job Failed': (d) => `${str(d.jobId)}/failed`,
+  'Job Cancelled': (d) => `${str(d.jobId)}/cancelled`,
+  'Job PausedForBudget': (d) => `${str(d.jobId)}/paused-for-budget/${str(d.attempt)}`,
+  'Budget Threshold Crossed': (d) => `budget/${str(d.scope)}/${str(d.period)}/threshold/${str(d.thresholdPercent)}`,
+  // The limit is part of the id: raising the budget and exhausting it again in the same month is a new event.
+  'Budget Exhausted': (d) => `budget/${str(d.scope)}/${str(d.period)}/exhausted/${str(d.limitUsd)}`,
+  'Cost Report Ready': (d) =>
+    `report/${str(d.report)}/${str(d.periodStart)}/${str(d.periodEnd)}/${d.team === undefined ? 'all-teams' : str(d.team)}`,
+};
+
+function isDetailType(value: string): value is DetailType {
+  return Object.hasOwn(EVENT_SCHEMAS, value);
+}
+
+function describeIssues(error: z.ZodError): string {
+  return error.issues
+    .map((issue) => {
+      const path = issue.path.map((p) => (typeof p === 'number' ? `[${p}]` : `.${String(p)}`)).join('');
+      return `${path.replace(/^\./, '') || '(root)'}: ${issue.message}`;
+    })
+    .join('; ');
+}
+
+function requireDetailType(detailType: string): DetailType {
+  if (!isDetailType(detailType)) {
+    throw new InvalidEventDetail(
+      `unknown detail-type ${JSON.stringify(detailType)}; Trainyard emits ${DETAIL_TYPES.map((t) => JSON.stringify(t)).join(', ')}`,
+    );
+  }
+  return detailType;
+}
+
+/** The deterministic eventId of a detail (validated first, so the id is built from checked fields). */
+export function eventIdFor<T extends DetailType>(detailType: T, detail: EventDetailInput<T>): string {
+  return EVENT_IDS[detailType](validateInput(detailType, detail));
+}
+
+/** Validates a caller's detail with the builder's own fields stubbed in; returns the validated fields. */
+function validateInput(detailType: DetailType, detail: unknown): AnyInput {
+  const type = requireDetailType(detailType);
+  if (typeof detail === 'object' && detail !== null && ('version' in detail || 'eventId' in detail)) {
+    throw new InvalidEventDetail(`invalid "${type}" detail: version and eventId are set by buildEvent, not by callers`);
+  }
+  const stubbed = { ...(detail as AnyInput), version: EVENT_VERSION, eventId: 'pending' };
+  return parseEventDetail(type, stubbed) as AnyInput;
+}
+
+/**
+ * Validates a detail against its detail-type's schema, adds `version` and the deterministic `eventId`, and returns
+ * the PutEvents entry. Throws {@link InvalidEventDetail} naming every offending field, or when the entry is larger
+ * than PutEvents accepts.
+ */
+export function buildEvent<T extends DetailType>(
+  detailType: T,
+  detail: EventDetailInput<T>,
+  options: { eventBusName?: string } = {},
+): EventEntry<T> {
+  const eventId = eventIdFor(detailType, detail);
+  const full = parseEventDetail(detailType, { version: EVENT_VERSION, eventId, ...detail });
+  const json = JSON.stringify(full);
+  const bytes = new TextEncoder().encode(`${EVENT_SOURCE}${detailType}${json}`).byteLength;
+  if (bytes > MAX_ENTRY_BYTES) {
+    throw new InvalidEventDetail(
+      `"${detailType}" event ${eventId} is ${bytes} bytes; PutEvents accepts at most ${MAX_ENTRY_BYTES} bytes per entry`,
+    );
+  }
+  const entry: EventEntry<T> = { Source: EVENT_SOURCE, DetailType: detailType, Detail: json };
+  if (options.eventBusName !== undefined) entry.EventBusName = options.eventBusName;
+  return entry;
+}
+
+/** Validates a received detail (a consumer, a test, local mode's event log) against its detail-type's schema. */
+export function parseEventDetail<T extends DetailType>(detailType: T, detail: unknown): EventDetail<T> {
+  const type = requireDetailType(detailType);
+  const result = EVENT_SCHEMAS[type].safeParse(detail);
+  if (!result.success) {
+    throw new InvalidEventDetail(`invalid "${type}" detail: ${describeIssues(result.error)}`);
+  }
+  return result.data as EventDetail<T>;
+}
