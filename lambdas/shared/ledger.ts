@@ -344,8 +344,9 @@ export class BudgetLedger {
         outcome = await this.reserveInScope(id, scope, checkedPeriod, amountMicros);
       } catch (error) {
         // Not a refusal (missing team budget, contention, network): undo what this saga reserved and leave the
-        // record in `reserving`, so a replay after the cause is fixed starts cleanly.
-        await this.compensate(id, parsedScopes, checkedPeriod);
+        // record in `reserving`, so a replay after the cause is fixed starts cleanly. If the undo fails too (the
+        // network is gone), the record still says `reserving`: a replay completes the saga, a release undoes it.
+        await this.compensate(id, parsedScopes, checkedPeriod).catch(() => undefined);
         throw error;
       }
       if (outcome.kind === 'exceeded') return this.refuse(id, parsedScopes, checkedPeriod, outcome.details);

@@ -140,6 +140,40 @@ describe('concurrent reservations', () => {
   });
 });
 
+describe('concurrent duplicates of one operation', () => {
+  it('ten concurrent duplicates of one multi-scope reservation reserve it once and all answer ok', async () => {
+    const team = freshTeam();
+    const scopes = [`team:${team}`, `project:${team}/dup`];
+    const ledger = newLedger();
+    await ledger.ensureBudget(scopes[0] as string, PERIOD, 100);
+    await ledger.setLimit(scopes[1] as string, PERIOD, 100);
+
+    const results = await Promise.all(
+      Array.from({ length: 10 }, () => ledger.reserve(`${team}-once`, scopes, 12.34, PERIOD)),
+    );
+
+    expect(results.every((r) => r.ok)).toBe(true);
+    expect((await figures(ledger, scopes[0] as string)).reservedUsd).toBe(12.34);
+    expect((await figures(ledger, scopes[1] as string)).reservedUsd).toBe(12.34);
+  });
+
+  it('five concurrent settles with different amounts apply one amount once and all return it', async () => {
+    const team = freshTeam();
+    const scope = `team:${team}`;
+    const ledger = newLedger();
+    await ledger.ensureBudget(scope, PERIOD, 100);
+    await ledger.reserve(`${team}-fin`, [scope], 10, PERIOD);
+
+    const results = await Promise.all([1, 2, 3, 4, 5].map((usd) => ledger.settle(`${team}-fin`, usd)));
+
+    const actual = results[0]?.actualUsd;
+    expect(results.every((r) => r.actualUsd === actual)).toBe(true);
+    const usage = await figures(ledger, scope);
+    expect([usage.spentUsd, usage.reservedUsd]).toEqual([actual, 0]);
+    expect(usage.availableUsd).toBe(cents(10_000 - Math.round((actual ?? Number.NaN) * 100)));
+  });
+});
+
 describe('replays change nothing the second time', () => {
   it('ensureBudget: the second call with another limit keeps the first budget', async () => {
     const scope = `team:${freshTeam()}`;
