@@ -28,7 +28,8 @@ export const MAX_APP_BACKOFF_SECONDS = 3600;
 
 /** What the lifecycle knows when an attempt has ended. */
 export interface NextStepInput {
-  job: JobRecord;
+  /** The job's counters (before this attempt), retry policy and requirements; a whole JobRecord will do. */
+  job: Pick<JobRecord, 'counters' | 'retries' | 'requirements'>;
   /** How the attempt ended (classifyAttemptOutcome). */
   outcome: AttemptOutcome;
   /** Seconds since the job was submitted (the placement policy's clock). */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type JobRecord, parseJobRecord } from '../../lambdas/domain/job';
+import { countersSchema, type JobRecord, requirementsSchema, retriesSchema } from '../../lambdas/domain/job';
 import { decideNextStep, type NextStep, type NextStepInput } from '../../lambdas/domain/next-step';
 import type { AttemptOutcome } from '../../lambdas/domain/outcome';
 
@@ -15,19 +15,15 @@ function job(change: {
   counters?: Partial<JobRecord['counters']>;
   retries?: Partial<JobRecord['retries']>;
   deadlineSeconds?: number;
-}): JobRecord {
-  return parseJobRecord({
-    jobId: 'job-1',
-    team: 'vision',
-    user: 'alice',
-    tier: 'gpu-small',
-    state: 'RUNNING',
-    createdAt: '2026-11-20T13:40:00Z',
-    command: ['python', 'train.py'],
-    counters: change.counters ?? {},
-    retries: change.retries ?? {},
-    requirements: change.deadlineSeconds === undefined ? {} : { deadlineSeconds: change.deadlineSeconds },
-  });
+}): NextStepInput['job'] {
+  // Through the record's own sub-schemas, so the documented defaults (no retries, 60 s backoff) apply.
+  return {
+    counters: countersSchema.parse(change.counters ?? {}),
+    retries: retriesSchema.parse(change.retries ?? {}),
+    requirements: requirementsSchema.parse(
+      change.deadlineSeconds === undefined ? {} : { deadlineSeconds: change.deadlineSeconds },
+    ),
+  };
 }
 
 const OUTCOMES = {
