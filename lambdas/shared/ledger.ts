@@ -534,7 +534,7 @@ export class BudgetLedger {
             ...names(...SUMMARY_NAMES),
           },
           ExpressionAttributeValues: {
-            ':gpk': budgetKeys.teamIndex(teamScope.team, checkedPeriod, teamScope.text).gsi1pk,
+            ':gpk': budgetKeys.teamPartition(teamScope.team),
             ':prefix': budgetKeys.teamPeriodPrefix(checkedPeriod),
           },
           ExclusiveStartKey: start,

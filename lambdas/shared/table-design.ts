@@ -51,9 +51,11 @@ export const budgetKeys = {
   job: (jobId: string) => ({ pk: `LEDGERJOB#${jobId}`, sk: 'META' }),
   /** byTeam index attributes of a scope's period item, so a team's scopes for a period are one Query. */
   teamIndex: (team: string, period: string, scope: string) => ({
-    gsi1pk: `TEAM#${team}`,
+    gsi1pk: budgetKeys.teamPartition(team),
     gsi1sk: `PERIOD#${period}#${scope}`,
   }),
+  /** The byTeam partition of a team's scope items. */
+  teamPartition: (team: string) => `TEAM#${team}`,
   /** The byTeam sort-key prefix selecting one period. */
   teamPeriodPrefix: (period: string) => `PERIOD#${period}#`,
 } as const;
