@@ -164,6 +164,20 @@ export const jobRecordSchema = z.strictObject({
   progress: progressSchema.optional(),
   /** Why the job is in its state (refusal, failure, pause), one sentence. */
   reason: z.string().min(1).optional(),
+  /** The code bundle (tar.gz) in the workspace bucket. */
+  bundle: z.strictObject({
+    key: z.string().min(1),
+    bytes: z.number().int().nonnegative(),
+    sha256: z.string().regex(/^[0-9a-f]{64}$/, 'must be a hex sha256'),
+  }),
+  /** Environment variables for the user command. */
+  env: z.record(z.string(), z.string()).default({}),
+  /** Set by a cancel request; every lifecycle step honours it at its next decision. */
+  cancelRequested: z.boolean().optional(),
+  /** Step Functions task token of a job paused for budget (resume sends task success to it). */
+  pauseToken: z.string().min(1).optional(),
+  /** Last change to the record. */
+  updatedAt: isoTimestamp.optional(),
 });
 
 /** A job as stored and returned by the API. */
@@ -184,8 +198,12 @@ export const attemptRecordSchema = z.strictObject({
   /** Price per node-hour paid for this attempt: the spot price at the instance's start, or on-demand. */
   usdPerHour: usd.optional(),
   nodes: z.number().int().positive().default(1),
+  /** When the attempt was handed to Batch. */
+  submittedAt: epochMs.optional(),
   startedAt: epochMs.optional(),
   stoppedAt: epochMs.optional(),
+  /** When a spot interruption notice for its instance was recorded. */
+  noticeAt: epochMs.optional(),
   status: z.enum(BATCH_JOB_STATUSES),
   outcome: attemptOutcomeSchema.optional(),
   costUsd: usd.optional(),

@@ -86,6 +86,7 @@ const MINIMAL_JOB = {
   state: 'SUBMITTED',
   createdAt: '2026-11-20T13:40:00.000Z',
   command: ['python', 'train.py'],
+  bundle: { key: 'teams/vision/jobs/01JDA7Q6ZK3V8N2M4P5R6S7T8W/code.tar.gz', bytes: 2048, sha256: 'a'.repeat(64) },
 };
 
 describe('job record schema', () => {
@@ -96,6 +97,7 @@ describe('job record schema', () => {
     expect(job.retries).toEqual({ maxAppRetries: 0, backoffSeconds: 60 });
     expect(job.requirements).toEqual({});
     expect(job.costSoFarUsd).toBe(0);
+    expect(job.env).toEqual({});
   });
 
   it('survives a JSON round trip (DynamoDB document, API body) unchanged', () => {

@@ -1,0 +1,66 @@
+/**
+ * The control plane on AWS, assembled from environment variables. Each dependency is built on first use, so a
+ * function only needs (and is only granted) the variables and permissions of the parts its handler touches; a
+ * missing variable fails at cold start with its name because handlers take their dependencies when created.
+ */
+import { EC2Client } from '@aws-sdk/client-ec2';
+import { S3Client } from '@aws-sdk/client-s3';
+import { awsBatchControl, awsEventPublisher, awsFleetFacts, awsLifecycleControl, awsLogReader } from './aws-ports';
+import type { ControlPlane } from './control-plane';
+import { createDocumentClient } from './dynamo';
+import { requireEnv } from './env';
+import { newJobId } from './ids';
+import { JobStore } from './job-store';
+import { BudgetLedger } from './ledger';
+import { configFromEnv } from './runtime-config';
+import { SpotPriceCache } from './spot-prices';
+import { Workspace } from './workspace';
+
+/** Environment variable names, as the stacks set them. */
+export const ENV = {
+  jobsTable: 'JOBS_TABLE_NAME',
+  budgetsTable: 'BUDGETS_TABLE_NAME',
+  workspaceBucket: 'WORKSPACE_BUCKET_NAME',
+  stateMachine: 'STATE_MACHINE_ARN',
+  eventBus: 'EVENT_BUS_NAME',
+  batchPrefix: 'BATCH_NAME_PREFIX',
+  trainingLogGroup: 'TRAINING_LOG_GROUP_NAME',
+} as const;
+
+function lazy<T>(build: () => T): () => T {
+  let value: T | undefined;
+  return () => {
+    value ??= build();
+    return value;
+  };
+}
+
+/** A ControlPlane whose parts are built from the environment on first access. */
+export function awsControlPlane(): ControlPlane {
+  const config = lazy(configFromEnv);
+  const documentClient = lazy(() => createDocumentClient());
+  const parts = {
+    config,
+    jobs: lazy(() => new JobStore(documentClient(), requireEnv(ENV.jobsTable))),
+    ledger: lazy(
+      () =>
+        new BudgetLedger({
+          client: documentClient(),
+          tableName: requireEnv(ENV.budgetsTable),
+          thresholds: { warn: config().budgets.warnThreshold, block: config().budgets.blockThreshold },
+        }),
+    ),
+    workspace: lazy(() => new Workspace(new S3Client({}), requireEnv(ENV.workspaceBucket))),
+    batch: lazy(() => awsBatchControl()),
+    events: lazy(() => awsEventPublisher(requireEnv(ENV.eventBus))),
+    lifecycle: lazy(() => awsLifecycleControl(requireEnv(ENV.stateMachine))),
+    logs: lazy(() => awsLogReader(requireEnv(ENV.trainingLogGroup))),
+    fleet: lazy(() => awsFleetFacts()),
+    spotQuotes: lazy(() => new SpotPriceCache(new EC2Client({}), 10 * 60_000)),
+    batchPrefix: lazy(() => requireEnv(ENV.batchPrefix)),
+    trainingLogGroup: lazy(() => requireEnv(ENV.trainingLogGroup)),
+  };
+  const plane = { clock: () => new Date(), newId: () => newJobId() } as Record<string, unknown>;
+  for (const [name, get] of Object.entries(parts)) Object.defineProperty(plane, name, { get, enumerable: true });
+  return plane as unknown as ControlPlane;
+}

@@ -1,0 +1,403 @@
+/**
+ * The jobs table adapter: jobs, attempts, decisions and idempotency claims (key design in table-design.ts).
+ * Every write that can be repeated (Step Functions retries, EventBridge redelivery, a client retrying a POST) is a
+ * single-item conditional write, so a replay changes nothing.
+ */
+import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
+import {
+  type DynamoDBDocumentClient,
+  GetCommand,
+  PutCommand,
+  QueryCommand,
+  UpdateCommand,
+} from '@aws-sdk/lib-dynamodb';
+import {
+  type AttemptRecord,
+  assertTransition,
+  type DecisionRecord,
+  type JobRecord,
+  type JobState,
+  parseAttemptRecord,
+  parseDecisionRecord,
+  parseJobRecord,
+} from '../domain/job';
+import { JOBS_INDEXES, jobKeys } from './table-design';
+
+/** Raised when a job id is unknown (or belongs to nobody the caller can see). */
+export class JobNotFound extends Error {
+  override name = 'JobNotFound';
+  constructor(readonly jobId: string) {
+    super(`job ${jobId} does not exist`);
+  }
+}
+
+/** Raised when a state change is refused because the job moved on (a concurrent cancel, a replay). */
+export class JobStateConflict extends Error {
+  override name = 'JobStateConflict';
+}
+
+const KEY_ATTRIBUTES = ['pk', 'sk', 'gsi1pk', 'gsi1sk', 'gsi2pk', 'gsi2sk', 'kind'] as const;
+
+function stripKeys(item: Record<string, unknown>): Record<string, unknown> {
+  const out = { ...item };
+  for (const key of KEY_ATTRIBUTES) delete out[key];
+  return out;
+}
+
+function isConditionFailure(error: unknown): boolean {
+  return (
+    error instanceof ConditionalCheckFailedException || (error as Error).name === 'ConditionalCheckFailedException'
+  );
+}
+
+/** A page of jobs and the cursor for the next one. */
+export interface JobPage {
+  readonly jobs: JobRecord[];
+  readonly nextCursor?: string;
+}
+
+/** Result of claiming an Idempotency-Key. */
+export type IdempotencyClaim =
+  | { readonly claimed: true }
+  | { readonly claimed: false; readonly jobId: string; readonly sameRequest: boolean };
+
+/** Fields of a job a lifecycle step may change without a state transition. */
+export type JobPatch = Partial<
+  Pick<
+    JobRecord,
+    | 'tier'
+    | 'estimate'
+    | 'counters'
+    | 'costSoFarUsd'
+    | 'progress'
+    | 'reason'
+    | 'cancelRequested'
+    | 'pauseToken'
+    | 'requirements'
+  >
+>;
+
+/** Reads and writes jobs, attempts and decisions. */
+export class JobStore {
+  constructor(
+    private readonly client: DynamoDBDocumentClient,
+    private readonly tableName: string,
+    private readonly now: () => Date = () => new Date(),
+  ) {}
+
+  /** Creates a job; returns false (and writes nothing) if the id exists. */
+  async createJob(job: JobRecord): Promise<boolean> {
+    const record = parseJobRecord({ ...job, updatedAt: this.now().toISOString() });
+    try {
+      await this.client.send(
+        new PutCommand({
+          TableName: this.tableName,
+          Item: {
+            ...jobKeys.job(record.jobId),
+            ...jobKeys.teamIndex(record.team, record.createdAt, record.jobId),
+            kind: 'job',
+            ...record,
+          },
+          ConditionExpression: 'attribute_not_exists(pk)',
+        }),
+      );
+      return true;
+    } catch (error) {
+      if (isConditionFailure(error)) return false;
+      throw error;
+    }
+  }
+
+  /** The job, or undefined. */
+  async getJob(jobId: string): Promise<JobRecord | undefined> {
+    const { Item } = await this.client.send(
+      new GetCommand({ TableName: this.tableName, Key: jobKeys.job(jobId), ConsistentRead: true }),
+    );
+    return Item ? parseJobRecord(stripKeys(Item)) : undefined;
+  }
+
+  /** The job, or JobNotFound. */
+  async requireJob(jobId: string): Promise<JobRecord> {
+    const job = await this.getJob(jobId);
+    if (!job) throw new JobNotFound(jobId);
+    return job;
+  }
+
+  /**
+   * Moves a job to `to` if it is in one of `from` (validated against the allowed transitions), applying `patch`
+   * in the same write. A replay that finds the job already in `to` returns it unchanged; any other state is a
+   * JobStateConflict.
+   */
+  async transition(jobId: string, from: readonly JobState[], to: JobState, patch: JobPatch = {}): Promise<JobRecord> {
+    for (const state of from) if (state !== to) assertTransition(state, to);
+    const fields: Record<string, unknown> = { ...patch, state: to, updatedAt: this.now().toISOString() };
+    const names: Record<string, string> = {};
+    const values: Record<string, unknown> = {};
+    const sets = Object.entries(fields)
+      .filter(([, v]) => v !== undefined)
+      .map(([k, v], i) => {
+        names[`#f${i}`] = k;
+        values[`:v${i}`] = v;
+        return `#f${i} = :v${i}`;
+      });
+    const fromValues = from.map((state, i) => {
+      values[`:from${i}`] = state;
+      return `:from${i}`;
+    });
+    names['#state'] = 'state';
+    try {
+      const { Attributes } = await this.client.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: jobKeys.job(jobId),
+          UpdateExpression: `SET ${sets.join(', ')}`,
+          ConditionExpression: `attribute_exists(pk) AND #state IN (${fromValues.join(', ')})`,
+          ExpressionAttributeNames: names,
+          ExpressionAttributeValues: values,
+          ReturnValues: 'ALL_NEW',
+        }),
+      );
+      return parseJobRecord(stripKeys(Attributes ?? {}));
+    } catch (error) {
+      if (!isConditionFailure(error)) throw error;
+      const current = await this.requireJob(jobId);
+      if (current.state === to) return current;
+      throw new JobStateConflict(`job ${jobId} is ${current.state}; cannot move it from ${from.join('|')} to ${to}`);
+    }
+  }
+
+  /** Sets fields of an existing job (no state change); `remove` drops optional fields. */
+  async patchJob(jobId: string, patch: JobPatch, remove: ReadonlyArray<keyof JobPatch> = []): Promise<JobRecord> {
+    const names: Record<string, string> = {};
+    const values: Record<string, unknown> = {};
+    const entries = Object.entries({ ...patch, updatedAt: this.now().toISOString() }).filter(
+      ([, v]) => v !== undefined,
+    );
+    const sets = entries.map(([k, v], i) => {
+      names[`#s${i}`] = k;
+      values[`:s${i}`] = v;
+      return `#s${i} = :s${i}`;
+    });
+    const removes = remove.map((k, i) => {
+      names[`#r${i}`] = k;
+      return `#r${i}`;
+    });
+    try {
+      const { Attributes } = await this.client.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: jobKeys.job(jobId),
+          UpdateExpression: `SET ${sets.join(', ')}${removes.length ? ` REMOVE ${removes.join(', ')}` : ''}`,
+          ConditionExpression: 'attribute_exists(pk)',
+          ExpressionAttributeNames: names,
+          ExpressionAttributeValues: values,
+          ReturnValues: 'ALL_NEW',
+        }),
+      );
+      return parseJobRecord(stripKeys(Attributes ?? {}));
+    } catch (error) {
+      if (isConditionFailure(error)) throw new JobNotFound(jobId);
+      throw error;
+    }
+  }
+
+  /** Records an attempt; a replay with the same number returns the stored one unchanged. */
+  async putAttempt(attempt: AttemptRecord): Promise<AttemptRecord> {
+    const record = parseAttemptRecord(attempt);
+    try {
+      await this.client.send(
+        new PutCommand({
+          TableName: this.tableName,
+          Item: {
+            ...jobKeys.attempt(record.jobId, record.attempt),
+            ...(record.instanceId ? jobKeys.instanceIndex(record.instanceId, record.jobId, record.attempt) : {}),
+            kind: 'attempt',
+            ...record,
+          },
+          ConditionExpression: 'attribute_not_exists(pk)',
+        }),
+      );
+      return record;
+    } catch (error) {
+      if (!isConditionFailure(error)) throw error;
+      const existing = await this.getAttempt(record.jobId, record.attempt);
+      if (!existing) throw error;
+      return existing;
+    }
+  }
+
+  /** One attempt, or undefined. */
+  async getAttempt(jobId: string, attempt: number): Promise<AttemptRecord | undefined> {
+    const { Item } = await this.client.send(
+      new GetCommand({ TableName: this.tableName, Key: jobKeys.attempt(jobId, attempt), ConsistentRead: true }),
+    );
+    return Item ? parseAttemptRecord(stripKeys(Item)) : undefined;
+  }
+
+  /**
+   * Updates an attempt. `onlyIfUnset` names a field that must not be set yet (e.g. stoppedAt), which makes
+   * "record the end of this attempt" happen once however often it is replayed; returns undefined when skipped.
+   */
+  async updateAttempt(
+    jobId: string,
+    attempt: number,
+    patch: Partial<Omit<AttemptRecord, 'jobId' | 'attempt'>>,
+    onlyIfUnset?: keyof AttemptRecord,
+  ): Promise<AttemptRecord | undefined> {
+    const names: Record<string, string> = {};
+    const values: Record<string, unknown> = {};
+    const entries = Object.entries(patch).filter(([, v]) => v !== undefined);
+    if (patch.instanceId) {
+      entries.push(...Object.entries(jobKeys.instanceIndex(patch.instanceId, jobId, attempt)));
+    }
+    const sets = entries.map(([k, v], i) => {
+      names[`#s${i}`] = k;
+      values[`:s${i}`] = v;
+      return `#s${i} = :s${i}`;
+    });
+    let condition = 'attribute_exists(pk)';
+    if (onlyIfUnset) {
+      names['#unset'] = onlyIfUnset;
+      condition += ' AND attribute_not_exists(#unset)';
+    }
+    try {
+      const { Attributes } = await this.client.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: jobKeys.attempt(jobId, attempt),
+          UpdateExpression: `SET ${sets.join(', ')}`,
+          ConditionExpression: condition,
+          ExpressionAttributeNames: names,
+          ExpressionAttributeValues: values,
+          ReturnValues: 'ALL_NEW',
+        }),
+      );
+      return parseAttemptRecord(stripKeys(Attributes ?? {}));
+    } catch (error) {
+      if (!isConditionFailure(error)) throw error;
+      if (onlyIfUnset && (await this.getAttempt(jobId, attempt))) return undefined;
+      throw new JobNotFound(`${jobId} attempt ${attempt}`);
+    }
+  }
+
+  /** Every attempt of a job, in order. */
+  async listAttempts(jobId: string): Promise<AttemptRecord[]> {
+    return (await this.queryPrefix(jobId, 'ATTEMPT#')).map((item) => parseAttemptRecord(stripKeys(item)));
+  }
+
+  /** Records decision number `seq`; a replay of the same number changes nothing. */
+  async putDecision(jobId: string, decision: DecisionRecord): Promise<void> {
+    const record = parseDecisionRecord(decision);
+    try {
+      await this.client.send(
+        new PutCommand({
+          TableName: this.tableName,
+          Item: { ...jobKeys.decision(jobId, record.seq), kind: 'decision', jobId, ...record },
+          ConditionExpression: 'attribute_not_exists(pk)',
+        }),
+      );
+    } catch (error) {
+      if (!isConditionFailure(error)) throw error;
+    }
+  }
+
+  /** Every decision of a job, in order. */
+  async listDecisions(jobId: string): Promise<DecisionRecord[]> {
+    return (await this.queryPrefix(jobId, 'DECISION#')).map((item) => {
+      const { jobId: _jobId, ...rest } = stripKeys(item);
+      return parseDecisionRecord(rest);
+    });
+  }
+
+  /** Claims an Idempotency-Key for a team: the first claim wins; later ones learn the job and whether it matches. */
+  async claimIdempotencyKey(team: string, key: string, requestHash: string, jobId: string): Promise<IdempotencyClaim> {
+    try {
+      await this.client.send(
+        new PutCommand({
+          TableName: this.tableName,
+          Item: { ...jobKeys.idempotency(team, key), kind: 'idempotency', requestHash, jobId },
+          ConditionExpression: 'attribute_not_exists(pk)',
+        }),
+      );
+      return { claimed: true };
+    } catch (error) {
+      if (!isConditionFailure(error)) throw error;
+      const { Item } = await this.client.send(
+        new GetCommand({ TableName: this.tableName, Key: jobKeys.idempotency(team, key), ConsistentRead: true }),
+      );
+      return { claimed: false, jobId: String(Item?.jobId), sameRequest: Item?.requestHash === requestHash };
+    }
+  }
+
+  /** A team's jobs, newest first. */
+  async listJobsByTeam(team: string, options: { limit?: number; cursor?: string } = {}): Promise<JobPage> {
+    const index = JOBS_INDEXES.byTeam;
+    const { Items, LastEvaluatedKey } = await this.client.send(
+      new QueryCommand({
+        TableName: this.tableName,
+        IndexName: index.name,
+        KeyConditionExpression: '#pk = :pk',
+        ExpressionAttributeNames: { '#pk': index.partition },
+        ExpressionAttributeValues: { ':pk': `TEAM#${team}` },
+        ScanIndexForward: false,
+        Limit: options.limit ?? 50,
+        ExclusiveStartKey: options.cursor ? JSON.parse(Buffer.from(options.cursor, 'base64url').toString()) : undefined,
+      }),
+    );
+    return {
+      jobs: (Items ?? []).map((item) => parseJobRecord(stripKeys(item))),
+      nextCursor: LastEvaluatedKey ? Buffer.from(JSON.stringify(LastEvaluatedKey)).toString('base64url') : undefined,
+    };
+  }
+
+  /** The attempt that ran (or runs) on an EC2 instance, newest first; undefined when none. */
+  async findAttemptByInstance(instanceId: string): Promise<AttemptRecord | undefined> {
+    const index = JOBS_INDEXES.byInstance;
+    const { Items } = await this.client.send(
+      new QueryCommand({
+        TableName: this.tableName,
+        IndexName: index.name,
+        KeyConditionExpression: '#pk = :pk',
+        ExpressionAttributeNames: { '#pk': index.partition },
+        ExpressionAttributeValues: { ':pk': `INSTANCE#${instanceId}` },
+        ScanIndexForward: false,
+        Limit: 1,
+      }),
+    );
+    const item = Items?.[0];
+    return item ? parseAttemptRecord(stripKeys(item)) : undefined;
+  }
+
+  /** Jobs in the given states across teams (budget-watch and the periodic check), via the team index. */
+  async listJobsInStates(teams: readonly string[], states: readonly JobState[]): Promise<JobRecord[]> {
+    const out: JobRecord[] = [];
+    for (const team of teams) {
+      let cursor: string | undefined;
+      do {
+        const page = await this.listJobsByTeam(team, { limit: 100, cursor });
+        out.push(...page.jobs.filter((j) => states.includes(j.state)));
+        cursor = page.nextCursor;
+      } while (cursor);
+    }
+    return out;
+  }
+
+  private async queryPrefix(jobId: string, prefix: string): Promise<Record<string, unknown>[]> {
+    const items: Record<string, unknown>[] = [];
+    let start: Record<string, unknown> | undefined;
+    do {
+      const page = await this.client.send(
+        new QueryCommand({
+          TableName: this.tableName,
+          KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+          ExpressionAttributeValues: { ':pk': jobKeys.job(jobId).pk, ':prefix': prefix },
+          ConsistentRead: true,
+          ExclusiveStartKey: start,
+        }),
+      );
+      items.push(...(page.Items ?? []));
+      start = page.LastEvaluatedKey;
+    } while (start);
+    return items;
+  }
+}

@@ -1,0 +1,48 @@
+/**
+ * What the control plane needs from services that have no local engine (Batch, Step Functions task tokens,
+ * EventBridge, CloudWatch Logs, EC2/ECS facts). On AWS each port is an SDK adapter (aws-ports.ts); in local mode and
+ * tests it is an in-process implementation that answers with AWS's documented shapes.
+ */
+import type { EventEntry } from '../domain/events';
+
+/** Stops Batch jobs. */
+export interface BatchControl {
+  /** TerminateJob with a reason Batch returns as the job's statusReason (see batch-reasons.ts). */
+  terminateJob(batchJobId: string, reason: string): Promise<void>;
+}
+
+/** Puts events on the platform bus. */
+export interface EventPublisher {
+  /** PutEvents; entries are built and validated by buildEvent. */
+  publish(entries: readonly EventEntry[]): Promise<void>;
+}
+
+/** Starts and resumes job executions. */
+export interface LifecycleControl {
+  /** StartExecution named `name`; an execution with that name already running or done is not an error. */
+  startExecution(name: string, input: Record<string, unknown>): Promise<{ alreadyStarted: boolean }>;
+  /** SendTaskSuccess to a paused job's task token (resume, or cancel while paused). */
+  sendTaskSuccess(taskToken: string, output: Record<string, unknown>): Promise<void>;
+}
+
+/** Reads a job's container logs. */
+export interface LogReader {
+  /** The most recent `limit` lines of an attempt's log stream (oldest first); [] when it has none yet. */
+  recentLines(logStreamName: string, limit: number): Promise<string[]>;
+}
+
+/** Where and how an attempt's instance runs, for metering at the price actually paid. */
+export interface InstanceFacts {
+  readonly instanceId: string;
+  readonly instanceType: string;
+  readonly availabilityZone: string;
+  readonly lifecycle: 'spot' | 'on-demand';
+}
+
+/** Looks up an attempt's EC2 instance and its price. */
+export interface FleetFacts {
+  /** The EC2 instance behind an ECS container instance (ECS DescribeContainerInstances + EC2 DescribeInstances). */
+  instanceFor(containerInstanceArn: string): Promise<InstanceFacts | undefined>;
+  /** Spot price per hour in effect for that type and AZ at `atMs` (EC2 DescribeSpotPriceHistory). */
+  spotPriceAt(instanceType: string, availabilityZone: string, atMs: number): Promise<number | undefined>;
+}

@@ -1,0 +1,123 @@
+/**
+ * The workspace bucket adapter: code bundles, progress, checkpoints, summaries and presigned URLs.
+ */
+import {
+  DeleteObjectCommand,
+  GetObjectCommand,
+  ListObjectsV2Command,
+  NoSuchKey,
+  PutObjectCommand,
+  type S3Client,
+} from '@aws-sdk/client-s3';
+import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
+import { CHECKPOINT_FOLDER, CHECKPOINT_MANIFEST } from '../domain/workspace-layout';
+
+/** A complete checkpoint (its manifest exists), as listed for GET /jobs/{id}/checkpoints. */
+export interface CheckpointSummary {
+  readonly name: string;
+  readonly step?: number;
+  readonly attempt?: number;
+  readonly createdAt?: string;
+  readonly files: ReadonlyArray<{ readonly path: string; readonly size: number; readonly key: string }>;
+}
+
+/** Reads and writes the workspace bucket. */
+export class Workspace {
+  constructor(
+    private readonly s3: S3Client,
+    readonly bucket: string,
+  ) {}
+
+  /** Stores an object. */
+  async put(key: string, body: Buffer | string, contentType = 'application/octet-stream'): Promise<void> {
+    await this.s3.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body, ContentType: contentType }));
+  }
+
+  /** An object's bytes, or undefined when it does not exist. */
+  async get(key: string): Promise<Buffer | undefined> {
+    try {
+      const out = await this.s3.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }));
+      return Buffer.from(await (out.Body as { transformToByteArray(): Promise<Uint8Array> }).transformToByteArray());
+    } catch (error) {
+      if (error instanceof NoSuchKey || (error as Error).name === 'NoSuchKey') return undefined;
+      throw error;
+    }
+  }
+
+  /** A JSON object, or undefined when it does not exist or does not parse. */
+  async getJson(key: string): Promise<unknown> {
+    const body = await this.get(key);
+    if (!body) return undefined;
+    try {
+      return JSON.parse(body.toString('utf8'));
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Deletes an object (missing is fine). */
+  async delete(key: string): Promise<void> {
+    await this.s3.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key }));
+  }
+
+  /** Every key under a prefix, with sizes. */
+  async list(prefix: string): Promise<Array<{ key: string; size: number }>> {
+    const out: Array<{ key: string; size: number }> = [];
+    let token: string | undefined;
+    do {
+      const page = await this.s3.send(
+        new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, ContinuationToken: token }),
+      );
+      for (const o of page.Contents ?? []) if (o.Key) out.push({ key: o.Key, size: o.Size ?? 0 });
+      token = page.NextContinuationToken;
+    } while (token);
+    return out;
+  }
+
+  /** Complete checkpoints under a job's checkpoint prefix, newest first (a folder without its manifest is skipped). */
+  async listCheckpoints(prefix: string): Promise<CheckpointSummary[]> {
+    const folders = new Map<string, Array<{ path: string; size: number; key: string }>>();
+    for (const object of await this.list(prefix)) {
+      const match = CHECKPOINT_FOLDER.exec(object.key.slice(prefix.length));
+      if (!match?.[1] || !match[2]) continue;
+      const name = `ckpt-${match[1]}`;
+      const files = folders.get(name) ?? [];
+      files.push({ path: match[2], size: object.size, key: object.key });
+      folders.set(name, files);
+    }
+    const out: CheckpointSummary[] = [];
+    for (const [name, files] of [...folders].sort(([a], [b]) => b.localeCompare(a))) {
+      if (!files.some((f) => f.path === CHECKPOINT_MANIFEST)) continue;
+      const manifest = (await this.getJson(`${prefix}${name}/${CHECKPOINT_MANIFEST}`)) as
+        | { step?: number; attempt?: number; created_at?: string }
+        | undefined;
+      if (!manifest) continue;
+      out.push({
+        name,
+        step: typeof manifest.step === 'number' ? manifest.step : undefined,
+        attempt: typeof manifest.attempt === 'number' ? manifest.attempt : undefined,
+        createdAt: manifest.created_at,
+        files: files.filter((f) => f.path !== CHECKPOINT_MANIFEST),
+      });
+    }
+    return out;
+  }
+
+  /** A presigned GET URL. */
+  async presignDownload(key: string, expiresInSeconds = 900): Promise<string> {
+    return getSignedUrl(this.s3, new GetObjectCommand({ Bucket: this.bucket, Key: key }), {
+      expiresIn: expiresInSeconds,
+    });
+  }
+
+  /** A presigned PUT URL (the client uploads a bundle there, then names it in POST /jobs). */
+  async presignUpload(key: string, expiresInSeconds = 900): Promise<string> {
+    return getSignedUrl(
+      this.s3,
+      new PutObjectCommand({ Bucket: this.bucket, Key: key, ContentType: 'application/gzip' }),
+      {
+        expiresIn: expiresInSeconds,
+      },
+    );
+  }
+}
