@@ -287,3 +287,28 @@ def test_reads_the_user_metrics_file_into_progress(tmp_path):
     assert [(s['step'], s['loss'], s['tokens_per_s']) for s in samples] == [(1, 3.0, 10), (2, 2.0, 20), (3, 1.0, 30)]
     progress = json.loads((tmp_path / 'store' / 'metrics' / 'progress.json').read_text())
     assert (progress['step'], progress['loss'], progress['state']) == (3, 1.0, 'succeeded')
+
+
+def test_finds_checkpoint_files_a_process_group_holds_open_for_writing(tmp_path):
+    import subprocess
+
+    from trainyard_harness.main import files_open_for_writing
+
+    directory = tmp_path / 'ckpt'
+    directory.mkdir()
+    (directory / 'read.pt').write_bytes(b'r')
+    holder = subprocess.Popen(
+        [PYTHON, '-c', 'import sys; w = open(sys.argv[1], "wb"); r = open(sys.argv[2], "rb"); print("open", flush=True); sys.stdin.read()',
+         str(directory / 'writing.pt'), str(directory / 'read.pt')],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == 'open'
+        assert files_open_for_writing(holder.pid, str(directory)) == [str(directory / 'writing.pt')]
+    finally:
+        holder.stdin.close()
+        holder.wait(30)
+    assert files_open_for_writing(holder.pid, str(directory)) == []

@@ -54,7 +54,11 @@ def fetch_bundle(code_uri: str, work_dir: str, s3_endpoint: str | None) -> str:
                 members = tar.getmembers()
                 for member in members:
                     _check_member(member, root)
-                tar.extractall(root, members=members)
+                if hasattr(tarfile, 'fully_trusted_filter'):
+                    # Members were vetted above; say so explicitly so newer Pythons apply no second filter.
+                    tar.extractall(root, members=members, filter='fully_trusted')
+                else:
+                    tar.extractall(root, members=members)
         except (tarfile.TarError, OSError, EOFError) as error:
             raise BundleError(f'code bundle {code_uri} is not a readable .tar.gz: {error}') from error
     return work_dir

@@ -15,7 +15,7 @@ class Logger:
     def __init__(self, stream: TextIO | None = None, **context: Any):
         self.stream = stream
         self.context = context
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant: signal handlers may log while the main thread is logging
 
     def bind(self, **context: Any) -> None:
         """Adds persistent keys (job id, attempt) to every later line."""

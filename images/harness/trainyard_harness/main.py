@@ -102,6 +102,15 @@ class Harness:
 
     def run(self) -> int:
         """Runs the attempt and returns the harness exit code."""
+        # Handlers first: a SIGTERM during a long fetch or restore must not kill the harness without a clean exit.
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            return self._run()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _run(self) -> int:
         s = self.settings
         started = time.monotonic()
         self.log.bind(job_id=s.job_id, attempt=s.attempt)
@@ -170,12 +179,7 @@ class Harness:
         )
         env.setdefault('PYTHONUNBUFFERED', '1')
 
-        previous_handlers = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-        try:
-            return self._supervise(command, cwd, env, recorder, syncer, started)
-        finally:
-            for sig, handler in previous_handlers.items():
-                signal.signal(sig, handler)
+        return self._supervise(command, cwd, env, recorder, syncer, started)
 
     def _supervise(
         self,
@@ -187,6 +191,12 @@ class Harness:
         started: float,
     ) -> int:
         s = self.settings
+        if self.stop_event.is_set():
+            # Stopped before training began: storage holds exactly what it held before, so resuming is safe.
+            self.log.info('stopped_before_start', reason=self.stop_reason)
+            recorder.state, recorder.exit_code = 'checkpointed', EXIT_CHECKPOINTED
+            self._final_metrics(recorder)
+            return EXIT_CHECKPOINTED
         try:
             child = subprocess.Popen(
                 command,
