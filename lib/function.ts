@@ -2,7 +2,8 @@ import { Duration } from 'aws-cdk-lib';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
-import { Construct } from 'constructs';
+import type { Construct } from 'constructs';
+import type { TrainyardConfig } from './config';
 
 /** Props for a Trainyard Lambda function: its entry and environment; runtime defaults are the house's. */
 export interface TrainyardFunctionProps {
@@ -18,6 +19,8 @@ export interface TrainyardFunctionProps {
   readonly memorySize?: number;
   /** One sentence saying what the function does (shown in the console). */
   readonly description: string;
+  /** Resolved configuration, baked into the bundle as process.env.TRAINYARD_CONFIG. @default - none */
+  readonly config?: TrainyardConfig;
 }
 
 /**
@@ -56,6 +59,10 @@ export class TrainyardFunction extends NodejsFunction {
         externalModules: ['@aws-sdk/*'],
         // ESM bundles still meet CommonJS dependencies that call require().
         banner: "import { createRequire } from 'module'; const require = createRequire(import.meta.url);",
+        // The config is part of the code, not an env var: no 4 KB limit, and a config change redeploys the code.
+        define: props.config
+          ? { 'process.env.TRAINYARD_CONFIG': JSON.stringify(JSON.stringify(props.config)) }
+          : undefined,
       },
     });
   }
