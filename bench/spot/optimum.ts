@@ -87,11 +87,18 @@ export function optimalCost(job: JobWindow, workspace: OptimumWorkspace = new Op
   O[0] = 0; // on-demand started at submission: virtual progress −d
   let best = Infinity;
 
-  /** On-demand held for `m` ticks: completions inside the stretch, then O shifted by m ticks. */
-  const advanceOnDemand = (m: number): void => {
+  // Band of useful grid indices at tick t: progress above t·G is unreachable (those entries stay Infinity), and
+  // progress that on-demand from t could not complete by the deadline can never finish (never read again).
+  const lo = (t: number): number => Math.max(0, off + pc - (ticks - t) * G);
+  const hi = (t: number): number => Math.min(size, off + t * G + 1);
+
+  /** On-demand held over ticks [t, t + m): completions inside the stretch, then O shifted by m ticks. */
+  const advanceOnDemand = (t: number, m: number): void => {
     const shift = m * G;
     const add = m * odTick;
-    for (let i = size - 1; i >= 0; i--) {
+    const from = lo(t);
+    const to = hi(t);
+    for (let i = from; i < to; i++) {
       const c = O[i] as number;
       if (c === Infinity) continue;
       const left = pc - (i - off); // grid units still to do
@@ -100,22 +107,29 @@ export function optimalCost(job: JobWindow, workspace: OptimumWorkspace = new Op
         if (done < best) best = done;
       }
     }
-    for (let i = size - 1; i >= shift; i--) O[i] = (O[i - shift] as number) + add;
-    O.fill(Infinity, 0, Math.min(shift, size));
+    const next = lo(t + m);
+    for (let i = hi(t + m) - 1; i >= next; i--) {
+      const source = i - shift;
+      O[i] = source >= from ? (O[source] as number) + add : Infinity;
+    }
   };
 
   /** N = min(N, O ended after 0..m more ticks): a windowed running minimum along each residue chain. */
-  const endOnDemandWithin = (m: number): void => {
-    for (let r = 0; r < G && r < size; r++) {
+  const endOnDemandWithin = (t: number, m: number): void => {
+    const from = lo(t);
+    const to = hi(t + m);
+    for (let r = 0; r < G; r++) {
       let head = 0;
       let tail = 0;
-      for (let k = 0, i = r; i < size; k++, i += G) {
+      const first = from + ((((r - from) % G) + G) % G);
+      for (let i = first; i < to; i += G) {
+        const k = (i - r) / G;
         const value = (O[i] as number) - k * odTick;
-        while (
-          tail > head &&
-          (O[dq[tail - 1] as number] as number) - (((dq[tail - 1] as number) - r) / G) * odTick >= value
-        )
+        while (tail > head) {
+          const last = dq[tail - 1] as number;
+          if ((O[last] as number) - ((last - r) / G) * odTick < value) break;
           tail--;
+        }
         dq[tail++] = i;
         while (((dq[head] as number) - r) / G < k - m) head++;
         const j = dq[head] as number;
@@ -133,17 +147,19 @@ export function optimalCost(job: JobWindow, workspace: OptimumWorkspace = new Op
     while (end < ticks && (job.available[end] === 1) === available) end++;
     const length = end - tick;
     if (!available) {
-      endOnDemandWithin(length);
-      advanceOnDemand(length);
+      endOnDemandWithin(tick, length);
+      advanceOnDemand(tick, length);
       tick = end;
       continue;
     }
     // Spot run over the whole segment, from waiting or switching from on-demand.
-    R.fill(Infinity, 0, size);
+    const from = lo(tick);
+    const to = hi(tick);
+    R.fill(Infinity, from, hi(end));
     const gain = length * G - dU;
     if (gain > 0) {
       const runCost = spotUnit * length * G;
-      for (let i = 0; i < size; i++) {
+      for (let i = from; i < to; i++) {
         const c = Math.min(N[i] as number, O[i] as number);
         if (c === Infinity) continue;
         const left = pc - (i - off);
@@ -154,10 +170,10 @@ export function optimalCost(job: JobWindow, workspace: OptimumWorkspace = new Op
       }
     }
     // Or keep waiting / keep (or end) on-demand through the segment.
-    endOnDemandWithin(length);
-    advanceOnDemand(length);
+    endOnDemandWithin(tick, length);
+    advanceOnDemand(tick, length);
     // After the segment: nothing held (waited, on-demand ended, or spot reclaimed); on-demand may start now.
-    for (let i = 0; i < size; i++) {
+    for (let i = lo(end), last = hi(end); i < last; i++) {
       const c = Math.min(N[i] as number, R[i] as number);
       N[i] = c;
       if (c !== Infinity && i >= dU && c < (O[i - dU] as number)) O[i - dU] = c;

@@ -20,7 +20,15 @@ export interface PlacementPolicyConfig {
   restartOverheadSeconds: number;
   /** Interval of the periodic progress check (300 s in the deployed platform). */
   checkIntervalSeconds: number;
+  /**
+   * Deadline jobs: the most slack, as a fraction of the job's work, the policy holds in reserve before it stops
+   * waiting for spot. @default DEFAULT_DEADLINE_RESERVE_FRACTION
+   */
+  deadlineReserveFraction?: number;
 }
+
+/** Default slack reserve cap for deadline jobs, as a fraction of the work (chosen on the spot-trace sweep, ADR 0001). */
+export const DEFAULT_DEADLINE_RESERVE_FRACTION = 0.3;
 
 /** What the platform knows about a job at a decision moment. */
 export interface PlacementState {
@@ -79,6 +87,8 @@ function validate(state: PlacementState, config: PlacementPolicyConfig): void {
   requireFinite('config.capacityWaitSeconds', config.capacityWaitSeconds, 0);
   requireFinite('config.restartOverheadSeconds', config.restartOverheadSeconds, 0);
   requireFinite('config.checkIntervalSeconds', config.checkIntervalSeconds, 1);
+  if (config.deadlineReserveFraction !== undefined)
+    requireFinite('config.deadlineReserveFraction', config.deadlineReserveFraction, 0);
   requireFinite('state.nowSeconds', state.nowSeconds, 0);
   requireFinite('state.workSeconds', state.workSeconds, 0);
   requireFinite('state.progressSeconds', state.progressSeconds, 0);
@@ -134,53 +144,54 @@ function decideWithoutDeadline(state: PlacementState, config: PlacementPolicyCon
 }
 
 /**
- * Deadline-aware rules. Slack = time left − work left. Spot is only safe while the slack can absorb the overheads a
- * spot attempt may still cost: one restart to start it, and if it is then lost, one check interval to notice and one
- * restart on on-demand.
+ * Deadline-aware rules: Uniform Progress with a capped reserve. Slack = time left − work left. The job keeps a slack
+ * reserve of min(UP's reserve, reserveCap): UP's reserve is (time left)·(1 − work/deadline), i.e. progress at or
+ * above the line work·t/deadline; the cap makes a loose deadline behave like Greedy (wait for spot for free) until the
+ * slack has shrunk to the cap, and a tight one behave exactly like UP. Behind the reserve the job uses spot if it has
+ * it and on-demand otherwise; it leaves on-demand when spot is observed and it is ahead of the line at now + 2·d.
+ * Safety net: on-demand for good once the slack could no longer absorb a missed check, a restart and a fallback.
+ * Reclaim and capacity-cancellation counts do not force on-demand here: the slack says directly whether waiting for
+ * spot is still affordable (ADR 0001 gives the measured cost of applying the count rules to deadline jobs).
  */
 function decideWithDeadline(state: PlacementState, config: PlacementPolicyConfig, deadline: number): PlacementDecision {
   const d = config.restartOverheadSeconds;
-  const remainingWork = Math.max(0, state.workSeconds - state.progressSeconds);
-  const remainingTime = deadline - state.nowSeconds;
-  const slack = remainingTime - remainingWork;
-  const reserve = 2 * d + config.checkIntervalSeconds;
+  const work = state.workSeconds;
+  const remainingWork = Math.max(0, work - state.progressSeconds);
+  const slack = deadline - state.nowSeconds - remainingWork;
+  const cap = (config.deadlineReserveFraction ?? DEFAULT_DEADLINE_RESERVE_FRACTION) * work;
+  // Progress the job should have at time t: the UP line, or the deadline-pinned line that keeps `cap` of slack.
+  const line = (t: number): number => {
+    if (deadline <= 0) return work;
+    const clamped = Math.min(t, deadline);
+    return Math.min((work * clamped) / deadline, work - (deadline - clamped) + cap);
+  };
+  const behind = state.progressSeconds < line(state.nowSeconds);
+  const safety = 2 * d + config.checkIntervalSeconds;
   const onSpotNow = state.current === 'spot' && state.spotAvailable !== false;
   const spotStartCost = onSpotNow ? 0 : d;
-  const spotSafe = slack - spotStartCost >= reserve;
-  // Uniform-progress line: progress the job should have by `t` to finish by the deadline at an even pace.
-  const line = (t: number): number => (deadline > 0 ? (state.workSeconds * Math.min(t, deadline)) / deadline : 0);
-  const behind = state.progressSeconds < line(state.nowSeconds);
   const periodic = state.moment === 'periodic-check';
+  const pace = `slack ${Math.round(slack)} s`;
 
-  if (!spotSafe) {
-    const move = periodic && state.current !== 'on-demand';
+  if (slack - spotStartCost < safety) {
     return decision(
       'on-demand',
-      move,
-      `Slack ${Math.round(slack)} s can no longer absorb a spot restart (needs ${reserve + spotStartCost} s): on-demand to meet the deadline.`,
+      periodic && state.current !== 'on-demand',
+      `Deadline: ${pace} can no longer absorb a spot restart and a fallback (needs ${safety + spotStartCost} s): on-demand to finish in time.`,
     );
   }
   switch (state.moment) {
     case 'submit':
-      return decision('spot', false, `Deadline slack ${Math.round(slack)} s allows spot: start on spot.`);
+      return decision('spot', false, `Deadline ${pace} allows spot: start on spot.`);
     case 'attempt-reclaimed':
-      if (state.reclaims >= config.reclaimsBeforeOnDemand)
-        return decision(
-          'on-demand',
-          false,
-          `Spot was reclaimed ${state.reclaims} times (limit ${config.reclaimsBeforeOnDemand}): fall back to on-demand.`,
-        );
-      return decision('spot', false, 'Spot was reclaimed and the deadline still has slack: resume on spot.');
-    case 'capacity-cancelled':
-      return decision(
-        'on-demand',
-        false,
-        `No spot capacity for ${config.capacityWaitSeconds} s: fall back to on-demand.`,
-      );
+    case 'capacity-cancelled': {
+      const what = state.moment === 'attempt-reclaimed' ? 'Spot was reclaimed' : 'The spot queue had no capacity';
+      if (behind) return decision('on-demand', false, `${what} and the job is behind its deadline pace: on-demand.`);
+      return decision('spot', false, `${what} but the job is on pace for its deadline (${pace}): wait for spot again.`);
+    }
     case 'periodic-check':
       if (state.current === 'on-demand') {
         const ahead = state.progressSeconds >= line(state.nowSeconds + 2 * d);
-        if (state.spotAvailable === true && ahead)
+        if (state.spotAvailable === true && ahead && slack - d >= safety)
           return decision(
             'spot',
             true,
@@ -190,6 +201,6 @@ function decideWithDeadline(state: PlacementState, config: PlacementPolicyConfig
       }
       if (state.current === 'none' && behind)
         return decision('on-demand', true, 'Waiting for spot while behind the deadline pace: move to on-demand.');
-      return decision('spot', false, 'On pace for the deadline: stay on spot.');
+      return decision('spot', false, `On pace for the deadline (${pace}): stay on spot.`);
   }
 }
