@@ -1,0 +1,35 @@
+/**
+ * The contract between the local state-machine runner and local compute: exactly what Step Functions' Batch
+ * integration (`arn:aws:states:::batch:submitJob.sync`) does on AWS. The RunAttempt Task's resolved Parameters are a
+ * Batch SubmitJob request; on SUCCEEDED the task output is the job (PascalCase keys, as Step Functions returns it);
+ * otherwise the task fails with `States.TaskFailed` and a Cause holding the FAILED job as JSON.
+ */
+
+/** A Batch SubmitJob request as the RunAttempt Task resolves it. */
+export interface SubmitJobInput {
+  readonly JobName: string;
+  readonly JobQueue: string;
+  readonly JobDefinition: string;
+  readonly ShareIdentifier?: string;
+  readonly ContainerOverrides?: {
+    readonly Command?: string[];
+    readonly Environment?: Array<{ readonly Name: string; readonly Value: string }>;
+  };
+  readonly Timeout?: { readonly AttemptDurationSeconds: number };
+  readonly Tags?: Record<string, string>;
+  readonly PropagateTags?: boolean;
+}
+
+/** Local compute that runs one Batch job to its end. */
+export interface LocalBatch {
+  /** Resolves with the SUCCEEDED job; rejects with BatchTaskFailed for a FAILED one. */
+  runJob(input: SubmitJobInput): Promise<Record<string, unknown>>;
+}
+
+/** How a `.sync` Batch task fails: error `States.TaskFailed`, cause = the FAILED job as JSON. */
+export class BatchTaskFailed extends Error {
+  override name = 'States.TaskFailed';
+  constructor(readonly cause: string) {
+    super('Batch job failed');
+  }
+}
