@@ -29,7 +29,7 @@ export interface LocalBatch {
 /** How a `.sync` Batch task fails: error `States.TaskFailed`, cause = the FAILED job as JSON. */
 export class BatchTaskFailed extends Error {
   override name = 'States.TaskFailed';
-  constructor(readonly cause: string) {
+  constructor(override readonly cause: string) {
     super('Batch job failed');
   }
 }
