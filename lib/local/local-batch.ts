@@ -26,10 +26,13 @@ export interface LocalBatch {
   runJob(input: SubmitJobInput): Promise<Record<string, unknown>>;
 }
 
-/** How a `.sync` Batch task fails: error `States.TaskFailed`, cause = the FAILED job as JSON. */
+/**
+ * How a `.sync` Batch task fails: error `States.TaskFailed`, cause = the FAILED job as JSON. The state-machine
+ * engine reports a caught error's message as its Cause, so the message is the JSON itself.
+ */
 export class BatchTaskFailed extends Error {
   override name = 'States.TaskFailed';
   constructor(override readonly cause: string) {
-    super('Batch job failed');
+    super(cause);
   }
 }
