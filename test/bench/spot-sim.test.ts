@@ -1,0 +1,217 @@
+import { describe, expect, it } from 'vitest';
+import { greedyPolicy, onDemandOnlyPolicy, uniformProgressPolicy } from '../../bench/spot/baselines';
+import { OptimumWorkspace, optimalCost } from '../../bench/spot/optimum';
+import {
+  type Holding,
+  InvalidJobWindow,
+  type JobWindow,
+  P3_PRICES,
+  schedulePolicy,
+  simulate,
+} from '../../bench/spot/simulator';
+import { mulberry32, percentile, startOffsets } from '../../bench/spot/sweep';
+import { InvalidTraceFile, parseTrace } from '../../bench/spot/traces';
+import { isCheckTick, trainyardPolicy } from '../../bench/spot/trainyard';
+
+const HOUR = 3600;
+// Simple prices so hand-worked costs are whole numbers: on-demand $3/h, spot $1/h.
+const prices = { onDemand: 3, spot: 1 };
+const hourly = (available: number[], workHours: number, deadlineHours: number, overheadHours = 0.5): JobWindow => ({
+  available: Uint8Array.from(available),
+  gapSeconds: HOUR,
+  workSeconds: workHours * HOUR,
+  deadlineSeconds: deadlineHours * HOUR,
+  overheadSeconds: overheadHours * HOUR,
+  prices,
+});
+
+describe('parseTrace', () => {
+  it('reads counts >= 1 as available and 0 as unavailable', () => {
+    const trace = parseTrace('t.json', JSON.stringify({ metadata: { gap_seconds: 600 }, data: [0, 1, 2, 0, 5] }));
+    expect(trace.gapSeconds).toBe(600);
+    expect([...trace.available]).toEqual([0, 1, 1, 0, 1]);
+  });
+
+  it.each([
+    [{ metadata: {}, data: [1] }, 't.json: metadata.gap_seconds must be a positive integer, got undefined'],
+    [{ metadata: { gap_seconds: 600 }, data: [] }, 't.json: data must be a non-empty array of instance counts'],
+    [{ metadata: { gap_seconds: 600 }, data: [1, -1] }, 't.json: data[1] must be a count >= 0, got -1'],
+  ])('refuses a malformed trace %o', (raw, message) => {
+    expect(() => parseTrace('t.json', JSON.stringify(raw))).toThrow(new InvalidTraceFile(message));
+  });
+});
+
+describe('simulate', () => {
+  it('charges the restart overhead at the held price with no progress and bills the last tick until completion', () => {
+    // Spot all along: 0.5 h overhead, then 3 h of work → 3.5 h of spot at $1/h.
+    const result = simulate(hourly([1, 1, 1, 1, 1], 3, 5), () => 'spot');
+    expect(result).toMatchObject({ finished: true, starts: 1, endSeconds: 3.5 * HOUR });
+    expect(result.cost).toBeCloseTo(3.5, 9);
+  });
+
+  it('ends a spot attempt when the trace reclaims it and pays a new overhead on restart, keeping progress', () => {
+    // Ticks: spot (0.5 progress), reclaimed (wait), spot again (0.5 overhead + 0.5), spot (1) → 2 h of work done at
+    // 3.5 h; billed 1 + 1 + 1 = $3 spot… plus nothing for the waiting tick.
+    const result = simulate(hourly([1, 0, 1, 1], 2, 4), () => 'spot');
+    expect(result).toMatchObject({ finished: true, starts: 2, endSeconds: 4 * HOUR });
+    expect(result.cost).toBeCloseTo(3, 9);
+  });
+
+  it('reports a miss when progress is short of the work at the deadline', () => {
+    const result = simulate(hourly([0, 0, 0], 2, 3), () => 'spot');
+    expect(result).toMatchObject({ finished: false, cost: 0, progressSeconds: 0 });
+  });
+
+  it('refuses a window shorter than the deadline', () => {
+    expect(() => simulate(hourly([1, 1], 1, 3), () => 'spot')).toThrow(
+      new InvalidJobWindow('trace window has 2 ticks, the deadline needs 3'),
+    );
+  });
+});
+
+describe('Greedy and Uniform Progress on hand-made traces', () => {
+  // C = 4 h, D = 8 h, d = 0.5 h; spot only in the last four hours.
+  // Optimum: one on-demand hour (0.5 h overhead + 0.5 h work, $3) ending where spot starts, then 4 h of spot
+  // (0.5 h overhead + 3.5 h work, $4) = $7. Spot alone can give at most 3.5 h of work, so some on-demand is needed and
+  // at least one full on-demand hour is needed for any on-demand progress: $7 is the minimum.
+  // Greedy waits while slack − 1 h ≥ 0.5 h: at t = 3 h the slack is 1 h, so it goes on-demand for good: 4.5 h × $3.
+  // UP is behind its line (0.5·t) from t = 1 h: on-demand for ticks 1–3 (2.5 h of work, $9), at t = 4 h it is on the
+  // line at t + 2d (2.5 h) and spot is back: spot with 0.5 h overhead (+0.5 h) then 1 h → done at 6 h for $2: $11.
+  const lateSpot = hourly([0, 0, 0, 0, 1, 1, 1, 1], 4, 8);
+  // C = 3 h, D = 5 h, d = 0.5 h; spot always: both run spot from the start: 3.5 h × $1. Optimum is the same.
+  const alwaysSpot = hourly([1, 1, 1, 1, 1], 3, 5);
+  // C = 3 h, D = 5 h; spot from t = 2 h. Greedy/UP wait one hour, then (slack 1 h − 1 h < 0.5 h / < 1 h) on-demand
+  // for good: 3.5 h × $3 = $10.5. Optimum: one on-demand hour ($3, 0.5 h of work) and spot for ticks 2–4
+  // (2.5 h of work, $3) = $6.
+  const shortSlack = hourly([0, 0, 1, 1, 1], 3, 5);
+
+  it.each([
+    ['late spot', lateSpot, 13.5, 11, 7],
+    ['spot always', alwaysSpot, 3.5, 3.5, 3.5],
+    ['short slack', shortSlack, 10.5, 10.5, 6],
+  ])('%s: Greedy, UP and the optimum cost what the hand calculation says', (_name, job, greedy, up, optimum) => {
+    const g = simulate(job, greedyPolicy(job));
+    const u = simulate(job, uniformProgressPolicy(job));
+    expect(g.finished && u.finished).toBe(true);
+    expect(g.cost).toBeCloseTo(greedy, 9);
+    expect(u.cost).toBeCloseTo(up, 9);
+    expect(optimalCost(job)).toBeCloseTo(optimum, 9);
+  });
+
+  it('on-demand only costs C + d on-demand hours', () => {
+    const result = simulate(lateSpot, onDemandOnlyPolicy());
+    expect(result.cost).toBeCloseTo(4.5 * 3, 9);
+  });
+});
+
+function bruteForceOptimum(job: JobWindow): number {
+  const ticks = job.deadlineSeconds / job.gapSeconds;
+  const schedule: Holding[] = new Array(ticks).fill('none');
+  let best = Number.POSITIVE_INFINITY;
+  const visit = (tick: number): void => {
+    if (tick === ticks) {
+      const result = simulate(job, schedulePolicy(schedule));
+      if (result.finished && result.cost < best) best = result.cost;
+      return;
+    }
+    for (const holding of ['none', 'spot', 'on-demand'] as const) {
+      if (holding === 'spot' && job.available[tick] !== 1) continue;
+      schedule[tick] = holding;
+      visit(tick + 1);
+    }
+  };
+  visit(0);
+  return best;
+}
+
+describe('optimalCost', () => {
+  it('equals brute force over every per-tick schedule on random tiny traces (partial-tick overheads included)', () => {
+    const random = mulberry32(42);
+    const workspace = new OptimumWorkspace();
+    let compared = 0;
+    for (let n = 0; n < 150; n++) {
+      const ticks = 3 + Math.floor(random() * 6);
+      const gap = [10, 12, 30][Math.floor(random() * 3)] as number;
+      const overhead = [0, 3, 7, 15, 25][Math.floor(random() * 5)] as number;
+      const work = Math.max(1, Math.floor(random() * (ticks * gap - overhead)));
+      const job: JobWindow = {
+        available: Uint8Array.from({ length: ticks }, () => (random() < 0.6 ? 1 : 0)),
+        gapSeconds: gap,
+        workSeconds: work,
+        deadlineSeconds: ticks * gap,
+        overheadSeconds: overhead,
+        prices: random() < 0.5 ? P3_PRICES : { onDemand: 3.06, spot: 2.5 },
+      };
+      const expected = bruteForceOptimum(job);
+      const actual = optimalCost(job, workspace);
+      if (expected === Number.POSITIVE_INFINITY) expect(actual).toBe(Number.POSITIVE_INFINITY);
+      else expect(actual).toBeCloseTo(expected, 9);
+      compared++;
+    }
+    expect(compared).toBe(150);
+  });
+
+  it('is never above any policy’s cost on a real-trace-like window', () => {
+    const random = mulberry32(7);
+    const available = Uint8Array.from({ length: 300 }, (_, i) => (Math.sin(i / 9) + random() * 0.8 > 0 ? 1 : 0));
+    const job: JobWindow = {
+      available,
+      gapSeconds: 600,
+      workSeconds: 30 * HOUR,
+      deadlineSeconds: 50 * HOUR,
+      overheadSeconds: 1080,
+      prices: P3_PRICES,
+    };
+    const optimum = optimalCost(job);
+    for (const policy of [greedyPolicy(job), uniformProgressPolicy(job), onDemandOnlyPolicy()])
+      expect(optimum).toBeLessThanOrEqual(simulate(job, policy).cost + 1e-9);
+  });
+});
+
+describe('Trainyard in the simulator', () => {
+  it.each([
+    [600, [1, 2, 3, 4]],
+    [32, [10, 19, 29, 38]],
+  ])('applies the 300 s check at the first %i s tick boundary at or after each multiple of 300 s', (gap, expected) => {
+    const checks = Array.from({ length: 40 }, (_, tick) => tick).filter((tick) => isCheckTick(tick, gap, 300));
+    expect(checks.slice(0, 4)).toEqual(expected);
+  });
+
+  it('consults the production policy only at submit, reclaim, capacity cancellation and check moments', () => {
+    // 600 s ticks: spot, reclaimed for 5 ticks (capacity cancellation after 1200 s of waiting), spot again.
+    const job: JobWindow = {
+      available: Uint8Array.from([1, 1, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]),
+      gapSeconds: 600,
+      workSeconds: 2 * HOUR,
+      deadlineSeconds: 20 * 600,
+      overheadSeconds: 180,
+      prices: P3_PRICES,
+    };
+    const moments: string[] = [];
+    const result = simulate(
+      job,
+      trainyardPolicy(job, { reclaimsBeforeOnDemand: 2, capacityWaitSeconds: 1200, checkIntervalSeconds: 300 }, (m) =>
+        moments.push(m),
+      ),
+    );
+    expect(result.finished).toBe(true);
+    expect(moments[0]).toBe('submit');
+    expect(moments).toContain('attempt-reclaimed');
+    expect(moments).toContain('capacity-cancelled');
+    expect(new Set(moments)).toEqual(new Set(['submit', 'attempt-reclaimed', 'capacity-cancelled', 'periodic-check']));
+  });
+});
+
+describe('sweep helpers', () => {
+  it('draws reproducible offsets whose windows lie inside the trace', () => {
+    const trace = { name: 'x', gapSeconds: 600, available: new Uint8Array(1000) };
+    const a = startOffsets(trace, 900, 50, 1);
+    expect(a).toEqual(startOffsets(trace, 900, 50, 1));
+    expect(Math.max(...a)).toBeLessThanOrEqual(100);
+    expect(Math.min(...a)).toBeGreaterThanOrEqual(0);
+  });
+
+  it('takes the nearest-rank 90th percentile', () => {
+    expect(percentile([5, 1, 2, 3, 4, 6, 7, 8, 9, 10], 0.9)).toBe(9);
+  });
+});
