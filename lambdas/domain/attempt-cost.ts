@@ -1,0 +1,69 @@
+/**
+ * The cost of one Trainyard attempt (one Batch job), as a pure function of Batch's own record of it and the price
+ * paid. Both the AttemptOutcome step and the batch-events handler record an attempt's end with this function, and
+ * whichever comes first wins (a record-once write), so the figure cannot differ with the order they arrive in.
+ */
+import type { TierConfig } from '../../lib/config';
+import type { BatchJob } from './batch-job';
+import type { AttemptRecord } from './job';
+import { attemptCostMicroUsd, microUsdToCents } from './metering';
+
+/** What an ended attempt cost and when it ran. */
+export interface AttemptCost {
+  /** First instance start (epoch ms); undefined when it never started. */
+  readonly startedAt?: number;
+  /** Last stop (epoch ms). */
+  readonly stoppedAt?: number;
+  /** Price per node-hour used. */
+  readonly usdPerHour: number;
+  /** Cost in USD, rounded to the cent once. */
+  readonly costUsd: number;
+}
+
+/**
+ * Price per node-hour of an attempt: what was recorded when its instance started (the spot price in effect, or
+ * on-demand), else the tier's configured figure for its capacity.
+ */
+export function attemptPrice(attempt: Pick<AttemptRecord, 'usdPerHour' | 'capacity'>, tier: TierConfig): number {
+  if (attempt.usdPerHour !== undefined) return attempt.usdPerHour;
+  return attempt.capacity === 'spot' ? (tier.spotUsdPerHour ?? tier.onDemandUsdPerHour) : tier.onDemandUsdPerHour;
+}
+
+/**
+ * Cost of an attempt from its Batch job: each Batch-level try (infrastructure retries) that started is billed per
+ * second with AWS's 60 s minimum per instance start; a try that never started costs nothing.
+ */
+export function costOfAttempt(
+  attempt: Pick<AttemptRecord, 'usdPerHour' | 'capacity' | 'nodes'>,
+  batchJob: Pick<BatchJob, 'attempts' | 'startedAt' | 'stoppedAt'>,
+  tier: TierConfig,
+): AttemptCost {
+  const usdPerHour = attemptPrice(attempt, tier);
+  const spans = batchJob.attempts
+    .filter((a) => a.startedAt !== undefined)
+    .map((a) => ({
+      startedAt: a.startedAt as number,
+      stoppedAt: a.stoppedAt ?? batchJob.stoppedAt ?? (a.startedAt as number),
+    }));
+  if (spans.length === 0 && batchJob.startedAt !== undefined) {
+    spans.push({ startedAt: batchJob.startedAt, stoppedAt: batchJob.stoppedAt ?? batchJob.startedAt });
+  }
+  if (spans.length === 0) return { usdPerHour, costUsd: 0, stoppedAt: batchJob.stoppedAt };
+  const micros = spans.reduce(
+    (sum, span) =>
+      sum +
+      attemptCostMicroUsd({
+        startedAtMs: span.startedAt,
+        stoppedAtMs: Math.max(span.stoppedAt, span.startedAt),
+        usdPerHour,
+        nodes: attempt.nodes,
+      }),
+    0,
+  );
+  return {
+    startedAt: Math.min(...spans.map((s) => s.startedAt)),
+    stoppedAt: Math.max(...spans.map((s) => s.stoppedAt)),
+    usdPerHour,
+    costUsd: microUsdToCents(micros),
+  };
+}

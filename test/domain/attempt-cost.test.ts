@@ -1,0 +1,73 @@
+import { describe, expect, it } from 'vitest';
+import { attemptPrice, costOfAttempt } from '../../lambdas/domain/attempt-cost';
+import { parseConfig } from '../../lib/config';
+
+const gpuSmall = parseConfig({}).tiers.find((t) => t.id === 'gpu-small');
+if (!gpuSmall) throw new Error('seed tier gpu-small missing');
+const T0 = Date.UTC(2026, 10, 20, 12, 0, 0);
+
+describe('attemptPrice', () => {
+  it.each([
+    [
+      'the recorded price when the instance start was metered',
+      { usdPerHour: 0.1897, capacity: 'spot' as const },
+      0.1897,
+    ],
+    ['the configured spot price for a spot attempt with none recorded', { capacity: 'spot' as const }, 0.19],
+    ['the on-demand price for an on-demand attempt with none recorded', { capacity: 'on-demand' as const }, 0.526],
+  ])('uses %s', (_name, attempt, expected) => {
+    expect(attemptPrice(attempt, gpuSmall)).toBe(expected);
+  });
+});
+
+describe('costOfAttempt', () => {
+  it('bills per second at the price paid: 2404 s at $0.1897/h = $0.126677 → $0.13', () => {
+    const cost = costOfAttempt(
+      { usdPerHour: 0.1897, capacity: 'spot', nodes: 1 },
+      { attempts: [{ startedAt: T0, stoppedAt: T0 + 2_404_000 }], startedAt: T0, stoppedAt: T0 + 2_404_000 },
+      gpuSmall,
+    );
+    expect(cost).toEqual({ startedAt: T0, stoppedAt: T0 + 2_404_000, usdPerHour: 0.1897, costUsd: 0.13 });
+  });
+
+  it('bills AWS’s 60 s minimum for a 10 s attempt: 60 s at $0.526/h = $0.00877 → $0.01', () => {
+    const cost = costOfAttempt(
+      { capacity: 'on-demand', nodes: 1 },
+      { attempts: [{ startedAt: T0, stoppedAt: T0 + 10_000 }], startedAt: T0, stoppedAt: T0 + 10_000 },
+      gpuSmall,
+    );
+    expect(cost.costUsd).toBe(0.01);
+  });
+
+  it('adds every Batch-level try that started (an image pull retry still ran an instance)', () => {
+    // 3600 s + 1800 s at $0.526/h on 1 node = $0.526 + $0.263 = $0.789 → $0.79
+    const cost = costOfAttempt(
+      { capacity: 'on-demand', nodes: 1 },
+      {
+        attempts: [
+          { startedAt: T0, stoppedAt: T0 + 3_600_000 },
+          { startedAt: T0 + 3_700_000, stoppedAt: T0 + 5_500_000 },
+        ],
+      },
+      gpuSmall,
+    );
+    expect(cost).toMatchObject({ startedAt: T0, stoppedAt: T0 + 5_500_000, costUsd: 0.79 });
+  });
+
+  it('charges nothing for an attempt that never started (cancelled while RUNNABLE)', () => {
+    expect(costOfAttempt({ capacity: 'spot', nodes: 1 }, { attempts: [], stoppedAt: T0 }, gpuSmall)).toEqual({
+      usdPerHour: 0.19,
+      costUsd: 0,
+      stoppedAt: T0,
+    });
+  });
+
+  it('multiplies by nodes: 2 nodes × 1 h at $5.672/h = $11.344 → $11.34', () => {
+    const cost = costOfAttempt(
+      { capacity: 'on-demand', nodes: 2, usdPerHour: 5.672 },
+      { attempts: [{ startedAt: T0, stoppedAt: T0 + 3_600_000 }] },
+      gpuSmall,
+    );
+    expect(cost.costUsd).toBe(11.34);
+  });
+});
