@@ -1,0 +1,78 @@
+/** GET /tiers and POST /estimate: what can run where, and what a workload would cost before it is submitted. */
+import { maxRuntimeSeconds } from '../../../lib/config';
+import { formatScope, periodOf } from '../../domain/budgets';
+import { textFilesOf } from '../../shared/tarball';
+import { resolveBundle } from '../bundle';
+import type { ApiPlane } from '../plane';
+import { type ApiRequest, type ApiResponse, type Route, requiredJsonBody, requireTeam } from '../router';
+import { estimateRequestSchema, noQuerySchema, parseRequest } from '../schemas';
+import { assessWorkload, priceOf, tiersOf } from '../workload';
+
+/** Routes of the tier catalog and estimates. */
+export function catalogRoutes(plane: ApiPlane): Route[] {
+  return [
+    { method: 'GET', path: '/tiers', handler: (r) => listTiers(plane, r) },
+    { method: 'POST', path: '/estimate', handler: (r) => estimate(plane, r) },
+  ];
+}
+
+async function listTiers(plane: ApiPlane, request: ApiRequest): Promise<ApiResponse> {
+  parseRequest(noQuerySchema, request.query, 'query');
+  const team = requireTeam(request.caller);
+  const allowed = new Set(tiersOf(plane.config, team).map((t) => t.id));
+  const tiers = await Promise.all(
+    plane.config.tiers.map(async (tier) => ({
+      id: tier.id,
+      kind: tier.kind,
+      allowed: allowed.has(tier.id),
+      instanceTypes: tier.instanceTypes,
+      gpus: tier.gpus,
+      gpuMemoryGiB: tier.gpuMemoryGiB,
+      vcpus: tier.vcpus,
+      memoryMiB: tier.memoryMiB,
+      nodes: tier.nodes,
+      maxRuntimeSeconds: maxRuntimeSeconds(tier),
+      spotAllowed: tier.spotAllowed,
+      price: await priceOf(plane.spotQuotes, tier),
+    })),
+  );
+  return { status: 200, body: { tiers } };
+}
+
+async function estimate(plane: ApiPlane, request: ApiRequest): Promise<ApiResponse> {
+  const team = requireTeam(request.caller);
+  const body = parseRequest(estimateRequestSchema, requiredJsonBody(request), 'body');
+  const files =
+    body.files ??
+    textFilesOf((await resolveBundle(plane, team.id, { bundle: body.bundle, uploadId: body.uploadId })).files);
+  const assessment = await assessWorkload(plane, team, {
+    files,
+    command: body.command,
+    ...(body.requirements && { requirements: body.requirements }),
+  });
+  // Whether the team budget could hold the reservation right now: read only (an estimate writes nothing). The
+  // lifecycle's cost gate decides for real, over every scope, when the job is submitted.
+  const period = periodOf(plane.clock());
+  const scope = formatScope('team', team.id);
+  const usage = await plane.ledger.usage(scope, period);
+  const availableUsd =
+    usage?.availableUsd ?? Math.round(team.monthlyBudgetUsd * plane.config.budgets.blockThreshold * 1e6) / 1e6;
+  return {
+    status: 200,
+    body: {
+      tier: assessment.tier.id,
+      analysis: assessment.analysis,
+      price: assessment.price,
+      prices: await Promise.all(tiersOf(plane.config, team).map((t) => priceOf(plane.spotQuotes, t))),
+      runtime: assessment.runtime,
+      estimate: assessment.estimate,
+      budget: {
+        scope,
+        period,
+        availableUsd,
+        reservationUsd: assessment.estimate.reservationUsd,
+        fits: assessment.estimate.reservationUsd <= availableUsd,
+      },
+    },
+  };
+}

@@ -1,0 +1,311 @@
+/**
+ * Jobs: submit (POST /jobs), list, show, cancel (DELETE) and resume.
+ *
+ * Submission validates everything before it writes anything, then writes in an order a retry with the same
+ * Idempotency-Key can always finish: (1) claim the key → (2) store the bundle → (3) create the job record →
+ * (4) publish `Job Submitted` → (5) StartExecution named by the job id. Every step is idempotent (conditional put,
+ * same object bytes, conditional create, deterministic event id, execution name), and a replay that finds the job
+ * still SUBMITTED repeats (4) and (5), so a crash between any two writes is recovered by retrying the request.
+ */
+import { createHash } from 'node:crypto';
+import { TERMINATE_REASONS } from '../../domain/batch-reasons';
+import { buildEvent } from '../../domain/events';
+import { isTerminal, JOB_ID_PATTERN, type JobRecord } from '../../domain/job';
+import { jobKeysFor } from '../../domain/workspace-layout';
+import { JobNotFound } from '../../shared/job-store';
+import { logger } from '../../shared/logger';
+import { textFilesOf } from '../../shared/tarball';
+import { resolveBundle } from '../bundle';
+import { badRequest, conflict } from '../errors';
+import { attemptView, costSoFarUsd, forecastView, progressSamples, publicJob } from '../job-view';
+import type { ApiPlane } from '../plane';
+import { type ApiRequest, type ApiResponse, type Route, requiredJsonBody, requireTeam } from '../router';
+import {
+  IDEMPOTENCY_KEY_PATTERN,
+  listJobsQuerySchema,
+  noQuerySchema,
+  parseRequest,
+  submitRequestSchema,
+} from '../schemas';
+import { assessWorkload, estimateSummary } from '../workload';
+
+/** What a resume continues with when a job does not say (nanoGPT's flag). */
+export const DEFAULT_RESUME_ARGS = ['--init_from=resume'];
+
+/** Routes of jobs. */
+export function jobRoutes(plane: ApiPlane): Route[] {
+  return [
+    { method: 'POST', path: '/jobs', handler: (r) => submitJob(plane, r) },
+    { method: 'GET', path: '/jobs', handler: (r) => listJobs(plane, r) },
+    { method: 'GET', path: '/jobs/{id}', handler: (r) => showJob(plane, r) },
+    { method: 'DELETE', path: '/jobs/{id}', handler: (r) => cancelJob(plane, r) },
+    { method: 'POST', path: '/jobs/{id}/resume', handler: (r) => resumeJob(plane, r) },
+  ];
+}
+
+/** The caller's team's job, or 404 — the same 404 for another team's job, so its existence is not revealed. */
+export async function ownJob(
+  plane: Pick<ApiPlane, 'jobs'>,
+  team: string,
+  jobId: string | undefined,
+): Promise<JobRecord> {
+  const id = jobId ?? '';
+  if (!JOB_ID_PATTERN.test(id)) throw new JobNotFound(id);
+  const job = await plane.jobs.getJob(id);
+  if (!job || job.team !== team) throw new JobNotFound(id);
+  return job;
+}
+
+/** JSON with object keys sorted at every level, so equal requests hash equally whatever the key order. */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+function idempotencyKeyOf(request: ApiRequest): string | undefined {
+  const key = request.headers['idempotency-key'];
+  if (key === undefined) return undefined;
+  if (!IDEMPOTENCY_KEY_PATTERN.test(key)) {
+    throw badRequest(
+      `Idempotency-Key must be 1-128 characters of A-Z, a-z, 0-9, '_' and '-', got ${JSON.stringify(key.slice(0, 140))}`,
+    );
+  }
+  return key;
+}
+
+async function submitJob(plane: ApiPlane, request: ApiRequest): Promise<ApiResponse> {
+  // 1. Validate everything; nothing is written before this block has passed.
+  const team = requireTeam(request.caller);
+  const key = idempotencyKeyOf(request);
+  const body = parseRequest(submitRequestSchema(plane.config.limits.maxEnvVars), requiredJsonBody(request), 'body');
+  const bundle = await resolveBundle(plane, team.id, { bundle: body.bundle, uploadId: body.uploadId });
+  const assessment = await assessWorkload(plane, team, {
+    files: textFilesOf(bundle.files),
+    command: body.command,
+    ...(body.requirements && { requirements: body.requirements }),
+  });
+  const { bundle: _inline, uploadId: _upload, ...rest } = body;
+  // The bundle counts by content, not by how it travelled (inline or upload).
+  const requestHash = createHash('sha256')
+    .update(canonicalJson({ team: team.id, body: rest, bundleSha256: bundle.sha256 }))
+    .digest('hex');
+  const respond = (status: number, job: JobRecord, replayed: boolean): ApiResponse => ({
+    status,
+    body: { job: publicJob(job), analysis: assessment.analysis, estimate: assessment.estimate, replayed },
+  });
+
+  // 2. Claim the key. A replay of the same request returns that job (finishing its submission if a crash cut it).
+  let jobId = plane.newId();
+  if (key !== undefined) {
+    const claim = await plane.jobs.claimIdempotencyKey(team.id, key, requestHash, jobId);
+    if (!claim.claimed) {
+      if (!claim.sameRequest) {
+        throw conflict(
+          'idempotency_key_reused',
+          `Idempotency-Key "${key}" was already used for a different request (job ${claim.jobId}); send the same body to get that job, or use a new key for a new job`,
+          { jobId: claim.jobId },
+        );
+      }
+      const existing = await plane.jobs.getJob(claim.jobId);
+      if (existing) {
+        if (existing.state === 'SUBMITTED') await announceAndStart(plane, existing);
+        return respond(200, existing, true);
+      }
+      // Claimed by an earlier try that stopped before creating the job: finish it under the claimed id.
+      jobId = claim.jobId;
+    }
+  }
+
+  // 3. The bundle, then the record that points at it.
+  const keys = jobKeysFor(team.id, jobId);
+  await plane.workspace.put(keys.bundle, bundle.bytes, 'application/gzip');
+  const record: JobRecord = {
+    jobId,
+    team: team.id,
+    user: body.user ?? request.caller.userName,
+    ...(body.project !== undefined && { project: body.project }),
+    tier: assessment.tier.id,
+    state: 'SUBMITTED',
+    createdAt: plane.clock().toISOString(),
+    command: body.command,
+    requirements: body.requirements ?? {},
+    retries: body.retries ?? { maxAppRetries: 0, backoffSeconds: 60 },
+    resumeArgs: body.resumeArgs ?? DEFAULT_RESUME_ARGS,
+    estimate: estimateSummary(assessment),
+    counters: { attempts: 0, reclaims: 0, capacityCancellations: 0, appErrors: 0, infraErrors: 0 },
+    costSoFarUsd: 0,
+    bundle: { key: keys.bundle, bytes: bundle.bytes.length, sha256: bundle.sha256 },
+    env: body.env ?? {},
+  };
+  // false when a concurrent try with the same key created it first: either way the stored record is the job.
+  await plane.jobs.createJob(record);
+  const job = await plane.jobs.requireJob(jobId);
+
+  // 4-5. Announce and start; both are safe to repeat.
+  await announceAndStart(plane, job);
+  logger.info('job submitted', { jobId, team: team.id, tier: job.tier });
+  return respond(202, job, false);
+}
+
+async function announceAndStart(plane: ApiPlane, job: JobRecord): Promise<void> {
+  const deadlineSeconds = job.requirements.deadlineSeconds;
+  await plane.events.publish([
+    buildEvent('Job Submitted', {
+      jobId: job.jobId,
+      team: job.team,
+      user: job.user,
+      ...(job.project !== undefined && { project: job.project }),
+      // The submission time, not now: a replayed announcement says the same thing.
+      occurredAt: job.createdAt,
+      tier: job.tier,
+      estimatedCostUsd: job.estimate?.costUsd ?? 0,
+      estimatedRuntimeSeconds: job.estimate?.runtimeSeconds ?? 0,
+      ...(deadlineSeconds !== undefined && { deadlineSeconds }),
+    }),
+  ]);
+  await plane.lifecycle.startExecution(job.jobId, { jobId: job.jobId });
+}
+
+function checkCursor(cursor: string, team: string): void {
+  let decoded: unknown;
+  try {
+    decoded = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+  } catch {
+    decoded = undefined;
+  }
+  const owner = (decoded as { gsi1pk?: unknown } | undefined)?.gsi1pk;
+  if (typeof decoded !== 'object' || decoded === null || owner !== `TEAM#${team}`) {
+    throw badRequest('query.cursor: is not a cursor GET /jobs returned to this team; start again without it');
+  }
+}
+
+async function listJobs(plane: ApiPlane, request: ApiRequest): Promise<ApiResponse> {
+  const team = requireTeam(request.caller);
+  const query = parseRequest(listJobsQuerySchema, request.query, 'query');
+  if (query.cursor !== undefined) checkCursor(query.cursor, team.id);
+  const page = await plane.jobs.listJobsByTeam(team.id, {
+    limit: query.limit ?? 20,
+    ...(query.cursor !== undefined && { cursor: query.cursor }),
+  });
+  return {
+    status: 200,
+    body: { jobs: page.jobs.map(publicJob), ...(page.nextCursor !== undefined && { nextCursor: page.nextCursor }) },
+  };
+}
+
+async function showJob(plane: ApiPlane, request: ApiRequest): Promise<ApiResponse> {
+  parseRequest(noQuerySchema, request.query, 'query');
+  const team = requireTeam(request.caller);
+  const job = await ownJob(plane, team.id, request.params.id);
+  const [attempts, decisions] = await Promise.all([
+    plane.jobs.listAttempts(job.jobId),
+    plane.jobs.listDecisions(job.jobId),
+  ]);
+  const nowMs = plane.clock().getTime();
+  const views = attempts.map((a) => attemptView(a, nowMs));
+  const spentUsd = costSoFarUsd(views);
+  const terminal = isTerminal(job.state);
+  const keys = jobKeysFor(job.team, job.jobId);
+  let harnessProgress: Record<string, unknown> | undefined;
+  let samplesText = '';
+  if (!terminal && attempts.length > 0) {
+    const [progress, metrics] = await Promise.all([
+      plane.workspace.getJson(keys.progress),
+      plane.workspace.get(keys.metricsLog),
+    ]);
+    if (progress && typeof progress === 'object') harnessProgress = progress as Record<string, unknown>;
+    samplesText = metrics?.toString('utf8') ?? '';
+  }
+  const harnessTotal = harnessProgress?.total_steps;
+  const totalSteps = job.progress?.totalSteps ?? (typeof harnessTotal === 'number' ? harnessTotal : undefined);
+  return {
+    status: 200,
+    body: {
+      job: publicJob(job),
+      attempts: views,
+      decisions,
+      progress: job.progress ?? harnessProgress ?? null,
+      forecast: forecastView({
+        job,
+        attempts,
+        samples: progressSamples(samplesText, attempts),
+        ...(totalSteps !== undefined && { totalSteps }),
+        spentUsd,
+        terminal,
+      }),
+      costSoFarUsd: spentUsd,
+    },
+  };
+}
+
+/** Errors Step Functions gives for a task token that is no longer waiting (already resumed, cancelled or timed out). */
+const SPENT_TOKEN_ERRORS = new Set(['TaskTimedOut', 'TaskDoesNotExist', 'InvalidToken']);
+
+async function sendToPausedTask(plane: ApiPlane, token: string, action: 'resume' | 'cancel'): Promise<boolean> {
+  try {
+    await plane.lifecycle.sendTaskSuccess(token, { action });
+    return true;
+  } catch (error) {
+    if (SPENT_TOKEN_ERRORS.has((error as Error).name)) return false;
+    throw error;
+  }
+}
+
+async function cancelJob(plane: ApiPlane, request: ApiRequest): Promise<ApiResponse> {
+  parseRequest(noQuerySchema, request.query, 'query');
+  const team = requireTeam(request.caller);
+  const job = await ownJob(plane, team.id, request.params.id);
+  if (isTerminal(job.state)) {
+    throw conflict('job_finished', `job ${job.jobId} is ${job.state}; a finished job cannot be cancelled`, {
+      state: job.state,
+    });
+  }
+  // The flag first: every lifecycle step honours it, so the cancel holds even if the calls below fail.
+  const flagged = await plane.jobs.patchJob(job.jobId, { cancelRequested: true });
+  const newest = (await plane.jobs.listAttempts(job.jobId)).at(-1);
+  const terminated = newest?.batchJobId !== undefined && newest.stoppedAt === undefined;
+  if (terminated && newest?.batchJobId) await plane.batch.terminateJob(newest.batchJobId, TERMINATE_REASONS.cancel);
+  const resumedToCancel =
+    job.state === 'PAUSED_BUDGET' && job.pauseToken !== undefined
+      ? await sendToPausedTask(plane, job.pauseToken, 'cancel')
+      : false;
+  logger.info('job cancel requested', { jobId: job.jobId, team: team.id, state: job.state });
+  return {
+    status: 202,
+    body: { job: publicJob(flagged), terminatedBatchJob: terminated, releasedPause: resumedToCancel },
+  };
+}
+
+async function resumeJob(plane: ApiPlane, request: ApiRequest): Promise<ApiResponse> {
+  parseRequest(noQuerySchema, request.query, 'query');
+  const team = requireTeam(request.caller);
+  const job = await ownJob(plane, team.id, request.params.id);
+  if (job.state !== 'PAUSED_BUDGET') {
+    throw conflict('job_not_paused', `job ${job.jobId} is ${job.state}; only a job in PAUSED_BUDGET can be resumed`, {
+      state: job.state,
+    });
+  }
+  if (job.cancelRequested) {
+    throw conflict('job_cancelling', `job ${job.jobId} is being cancelled; it cannot be resumed`, { state: job.state });
+  }
+  if (job.pauseToken === undefined) {
+    throw conflict(
+      'job_pausing',
+      `job ${job.jobId} is PAUSED_BUDGET but its pause has not been recorded yet; retry in a few seconds`,
+      { state: job.state },
+    );
+  }
+  const sent = await sendToPausedTask(plane, job.pauseToken, 'resume');
+  if (!sent) {
+    throw conflict('job_not_paused', `job ${job.jobId} is no longer waiting to be resumed (its pause already ended)`, {
+      state: job.state,
+    });
+  }
+  return { status: 202, body: { job: publicJob(job) } };
+}
