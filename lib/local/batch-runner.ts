@@ -1,0 +1,812 @@
+/**
+ * Local compute that behaves like AWS Batch on EC2 for the lifecycle: each submitted job (one Trainyard attempt) runs
+ * the real harness (`python -m trainyard_harness -- <command>`) as a subprocess, with a per-attempt fake IMDS for spot
+ * notices and s3rver for code, checkpoints and metrics. It answers as Step Functions' `batch:submitJob.sync` does
+ * (the job with PascalCase keys on SUCCEEDED; `States.TaskFailed` with the FAILED job as the Cause otherwise), emits
+ * "Batch Job State Change" details (camelCase, as the EventBridge event's `detail`), delivers "EC2 Spot Instance
+ * Interruption Warning" events, and implements TerminateJob (the BatchControl port).
+ *
+ * How an attempt's end is reported (see {@link describeAttemptEnd}; every case is classified by
+ * lambdas/domain/outcome.ts from these fields alone):
+ * - TerminateJob(reason) → job statusReason = the reason (TerminateJob's reason "is returned by future DescribeJobs
+ *   operations"), attempt statusReason `Essential container in task exited`, the harness's exit code (75 after its
+ *   checkpoint). Outcome rule 2: the reason decides.
+ * - Timeout.AttemptDurationSeconds reached → SIGTERM as Batch does, job statusReason `Job attempt duration exceeded
+ *   timeout`, the harness's exit code. Outcome rule 5: timed-out.
+ * - Spot notice, harness exits 75 (it checkpointed inside the warning) → job and attempt statusReason
+ *   `Host EC2 (instance i-…) terminated.` and container exitCode 75. On AWS the host is reclaimed when the warning
+ *   expires; reporting the reclaim here makes outcome rule 4 classify it `reclaimed` with the instance id whether or
+ *   not the interruption handler recorded the notice (rule 8 would need that record to tell a reclaim from a move).
+ * - Spot notice, harness still running `noticeKillSeconds` later → the process tree is killed (the instance is gone):
+ *   `Host EC2 (instance i-…) terminated.` and no exit code, exactly like reclaimed-spot.event.json. Rule 4: reclaimed.
+ * - Spot notice, harness exits 0 before the reclaim → SUCCEEDED (the work finished in time); any other exit code →
+ *   `Essential container in task exited` with that code (the job failed on its own before the host went away).
+ * - Otherwise `Essential container in task exited` with the exit code (SUCCEEDED only for 0); a harness that could not
+ *   be started → `Task failed to start` with container reason `CannotStartContainerError: …` and no exit code.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { createWriteStream, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { constants as osConstants } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { HARNESS_EXIT } from '../../lambdas/domain/batch-reasons';
+import { ATTEMPT_TIMEOUT_REASON } from '../../lambdas/domain/outcome';
+import type { BatchControl, InstanceFacts } from '../../lambdas/shared/ports';
+import { maxRuntimeSeconds, type TierConfig } from '../config';
+import { awsTimestamp, FakeImds } from './fake-imds';
+import { BatchTaskFailed, type LocalBatch, type SubmitJobInput } from './local-batch';
+
+/** Region every local ARN names. */
+export const LOCAL_REGION = 'us-east-1';
+/** Account every local ARN names (no real account is involved). */
+export const LOCAL_ACCOUNT = '000000000000';
+/** ECS cluster name in local container-instance and task ARNs. */
+export const LOCAL_CLUSTER = 'trainyard-local';
+/** Availability zone reported for every local instance. */
+export const LOCAL_AVAILABILITY_ZONE = 'local-1a';
+/** Batch's statusReason for a container that ran and exited. */
+export const CONTAINER_EXITED_REASON = 'Essential container in task exited';
+/** Batch's statusReason when the container could not be started. */
+export const TASK_FAILED_TO_START_REASON = 'Task failed to start';
+/** Container reason of attempts killed because the local runner was stopped. */
+export const LOCAL_SHUTDOWN_REASON = 'Trainyard local runner stopped: the container was killed';
+
+/** `Host EC2 (instance i-…) terminated.`: what Batch reports once a spot host is reclaimed. */
+export function hostTerminatedReason(instanceId: string): string {
+  return `Host EC2 (instance ${instanceId}) terminated.`;
+}
+
+/** Raised for a request Batch's API itself would refuse (unknown queue, bad job name, runner stopped). */
+export class BatchClientException extends Error {
+  override name = 'Batch.ClientException';
+}
+
+/** Raised by interrupt() when no running attempt matches the id. */
+export class NoRunningAttempt extends Error {
+  override name = 'NoRunningAttempt';
+}
+
+/** Raised by interrupt() for an attempt on on-demand capacity (only spot instances get interruption notices). */
+export class NotSpotCapacity extends Error {
+  override name = 'NotSpotCapacity';
+}
+
+/** A queue's tier and capacity, as the platform stack creates them (batch-names.ts queueName). */
+export interface QueueTarget {
+  readonly tier: TierConfig;
+  readonly capacity: 'spot' | 'on-demand';
+}
+
+/** The "EC2 Spot Instance Interruption Warning" EventBridge event, in AWS's documented shape. */
+export interface SpotInterruptionWarningEvent {
+  readonly version: '0';
+  readonly id: string;
+  readonly 'detail-type': 'EC2 Spot Instance Interruption Warning';
+  readonly source: 'aws.ec2';
+  readonly account: string;
+  readonly time: string;
+  readonly region: string;
+  readonly resources: string[];
+  readonly detail: { readonly 'instance-id': string; readonly 'instance-action': 'terminate' };
+}
+
+/** A Batch job detail with camelCase keys (DescribeJobs, the "Batch Job State Change" event's detail). */
+export type BatchJobDetail = Record<string, unknown>;
+
+/** Options of {@link LocalBatchRunner}. */
+export interface LocalBatchRunnerOptions {
+  /** Local mode's state directory (`.trainyard`): logs under `logs/`, attempt work dirs under `attempts/`. */
+  readonly workDir: string;
+  /** The s3rver endpoint the harness uses for code, checkpoints and metrics. */
+  readonly s3Endpoint: string;
+  /** The tier and capacity behind a queue name; undefined for a queue that does not exist. */
+  readonly tiersByQueue: (queueName: string) => QueueTarget | undefined;
+  /** Receives every state change's detail (RUNNABLE, STARTING, RUNNING, SUCCEEDED/FAILED). @default - none */
+  readonly onStateChange?: (detail: BatchJobDetail) => Promise<void>;
+  /** Receives each spot interruption warning event. @default - none */
+  readonly onSpotNotice?: (event: SpotInterruptionWarningEvent) => Promise<void>;
+  /** Random notices per running spot attempt per hour (a Poisson process). @default 0 - none */
+  readonly spotInterruptionsPerHour?: number;
+  /** Seconds from a notice to the reclaim that kills the attempt (AWS: 2 minutes). @default 120 */
+  readonly noticeKillSeconds?: number;
+  /** Seconds from SIGTERM (TerminateJob, timeout) to SIGKILL, like ECS_CONTAINER_STOP_TIMEOUT. @default 120 */
+  readonly stopTimeoutSeconds?: number;
+  /** TRAINYARD_IMDS_POLL_SECONDS when the job does not set it; shorter than EC2's 5 s so local runs react fast. @default 1 */
+  readonly imdsPollSeconds?: number;
+  /** Interpreter for the harness; also what `python`/`python3` in the user command resolve to. @default '/usr/bin/python3' */
+  readonly python?: string;
+  /** Directory holding the `trainyard_harness` package. @default 'images/harness' */
+  readonly harnessPath?: string;
+  /** Clock for timestamps (epoch ms). @default - Date.now */
+  readonly now?: () => number;
+  /** Uniform [0, 1) source for random interruptions ({@link seededRandom} makes them reproducible). @default - Math.random */
+  readonly random?: () => number;
+  /** Every container log line as it is written. @default - none */
+  readonly onLogLine?: (logStreamName: string, line: string) => void;
+  /** A callback (state change, notice) failed; the job goes on, as on AWS where event delivery is decoupled. @default - writes to stderr */
+  readonly onCallbackError?: (error: unknown, what: string) => void;
+}
+
+/** One running attempt, for `trainyard local interrupt` and status displays. */
+export interface RunningAttempt {
+  readonly batchJobId: string;
+  readonly jobName: string;
+  readonly trainyardJobId?: string;
+  readonly team?: string;
+  readonly attempt?: string;
+  readonly queue: string;
+  readonly capacity: 'spot' | 'on-demand';
+  readonly instanceId: string;
+  readonly logStreamName: string;
+  readonly startedAt?: number;
+  readonly noticeTime?: string;
+}
+
+/** What interrupt() did. */
+export interface SpotNoticeServed {
+  readonly batchJobId: string;
+  readonly instanceId: string;
+  /** When the instance is reclaimed, as the notice says. */
+  readonly noticeTime: string;
+  readonly event: SpotInterruptionWarningEvent;
+}
+
+/** Facts about how an attempt ended, from which {@link describeAttemptEnd} derives Batch's fields. */
+export interface AttemptEndFacts {
+  readonly instanceId: string;
+  /** The harness's exit code (128+N when killed by signal N); undefined when the process tree was killed by a reclaim. */
+  readonly exitCode?: number;
+  readonly spawnError?: string;
+  /** First stop request: TerminateJob (with its reason), the attempt timeout, or the runner's own shutdown. */
+  readonly stop?: { kind: 'terminate'; reason: string } | { kind: 'timeout' } | { kind: 'shutdown' };
+  readonly noticeServed: boolean;
+  /** The notice's deadline passed with the harness still running, so the tree was killed. */
+  readonly hostReclaimed: boolean;
+}
+
+/** Batch's fields for an ended attempt. */
+export interface AttemptEndReport {
+  readonly status: 'SUCCEEDED' | 'FAILED';
+  readonly statusReason: string;
+  readonly attemptStatusReason: string;
+  readonly exitCode?: number;
+  readonly containerReason?: string;
+}
+
+/** Maps how an attempt ended to Batch's status, reasons and exit code (rules in this module's header). */
+export function describeAttemptEnd(facts: AttemptEndFacts): AttemptEndReport {
+  const host = hostTerminatedReason(facts.instanceId);
+  const exit = facts.hostReclaimed ? undefined : facts.exitCode;
+  const exited = (status: 'SUCCEEDED' | 'FAILED', statusReason: string): AttemptEndReport => ({
+    status,
+    statusReason,
+    attemptStatusReason: facts.hostReclaimed ? host : CONTAINER_EXITED_REASON,
+    ...(exit === undefined ? {} : { exitCode: exit }),
+  });
+  if (facts.spawnError !== undefined) {
+    return {
+      status: 'FAILED',
+      statusReason: TASK_FAILED_TO_START_REASON,
+      attemptStatusReason: TASK_FAILED_TO_START_REASON,
+      containerReason: `CannotStartContainerError: ${facts.spawnError}`,
+    };
+  }
+  if (facts.stop?.kind === 'terminate') return exited('FAILED', facts.stop.reason);
+  if (facts.stop?.kind === 'timeout') return exited('FAILED', ATTEMPT_TIMEOUT_REASON);
+  if (facts.hostReclaimed) return { status: 'FAILED', statusReason: host, attemptStatusReason: host };
+  if (facts.noticeServed && facts.exitCode === HARNESS_EXIT.checkpointedResume) {
+    return { status: 'FAILED', statusReason: host, attemptStatusReason: host, exitCode: facts.exitCode };
+  }
+  if (facts.stop?.kind === 'shutdown') {
+    return {
+      status: 'FAILED',
+      statusReason: CONTAINER_EXITED_REASON,
+      attemptStatusReason: CONTAINER_EXITED_REASON,
+      containerReason: LOCAL_SHUTDOWN_REASON,
+    };
+  }
+  return exited(facts.exitCode === 0 ? 'SUCCEEDED' : 'FAILED', CONTAINER_EXITED_REASON);
+}
+
+/** Milliseconds to the next event of a Poisson process at `ratePerHour`, from a uniform draw `u` in [0, 1). */
+export function nextInterruptionDelayMs(ratePerHour: number, u: number): number {
+  if (!(ratePerHour > 0)) return Number.POSITIVE_INFINITY;
+  return (-Math.log(1 - u) / ratePerHour) * 3_600_000;
+}
+
+/** A reproducible uniform [0, 1) generator (mulberry32) for `random`. */
+export function seededRandom(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+}
+
+/** Rewrites a camelCase job detail's structural keys to Step Functions' PascalCase; tags and parameters keep theirs. */
+export function pascalCaseJob(detail: BatchJobDetail): Record<string, unknown> {
+  const pascal = (key: string) => key.charAt(0).toUpperCase() + key.slice(1);
+  const keys = (value: unknown, nested: Record<string, (v: unknown) => unknown> = {}): unknown => {
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) return value;
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) => [pascal(k), nested[k] ? nested[k](v) : v] as const),
+    );
+  };
+  const list = (each: (v: unknown) => unknown) => (v: unknown) => (Array.isArray(v) ? v.map(each) : v);
+  const container = (v: unknown) => keys(v, { environment: list((e) => keys(e)) });
+  return keys(detail, {
+    attempts: list((a) => keys(a, { container })),
+    container,
+    timeout: (v) => keys(v),
+    retryStrategy: (v) => keys(v),
+    tags: (v) => v,
+    parameters: (v) => v,
+  }) as Record<string, unknown>;
+}
+
+const JOB_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
+
+interface Attempt {
+  readonly batchJobId: string;
+  readonly input: SubmitJobInput;
+  readonly target: QueueTarget;
+  readonly queueName: string;
+  readonly jobArn: string;
+  readonly jobQueueArn: string;
+  readonly jobDefinitionArn: string;
+  readonly instanceId: string;
+  readonly containerInstanceArn: string;
+  readonly taskArn: string;
+  readonly logStreamName: string;
+  readonly attemptDurationSeconds: number;
+  readonly createdAt: number;
+  startedAt?: number;
+  child?: ChildProcess;
+  imds?: FakeImds;
+  stop?: AttemptEndFacts['stop'];
+  notice?: { time: string };
+  hostReclaimed: boolean;
+  ended: boolean;
+  exitCode?: number;
+  spawnError?: string;
+  logsFlushed?: Promise<void>;
+  readonly timers: Set<NodeJS.Timeout>;
+  readonly exited: { readonly promise: Promise<void>; readonly resolve: () => void };
+}
+
+/** Runs Batch jobs locally through the real harness; see the module header for how endings are reported. */
+export class LocalBatchRunner implements LocalBatch, BatchControl {
+  private readonly workDir: string;
+  private readonly python: string;
+  private readonly harnessPath: string;
+  private readonly now: () => number;
+  private readonly random: () => number;
+  private readonly noticeKillSeconds: number;
+  private readonly stopTimeoutSeconds: number;
+  private readonly attempts = new Map<string, Attempt>();
+  private readonly instances = new Map<string, InstanceFacts>();
+  private stopped = false;
+
+  constructor(private readonly options: LocalBatchRunnerOptions) {
+    this.workDir = resolve(options.workDir);
+    this.python = options.python ?? '/usr/bin/python3';
+    this.harnessPath = resolve(options.harnessPath ?? 'images/harness');
+    this.now = options.now ?? Date.now;
+    this.random = options.random ?? Math.random;
+    this.noticeKillSeconds = options.noticeKillSeconds ?? 120;
+    this.stopTimeoutSeconds = options.stopTimeoutSeconds ?? 120;
+  }
+
+  /** Runs one job to its end, like `batch:submitJob.sync`: resolves with the SUCCEEDED job, rejects with BatchTaskFailed. */
+  async runJob(input: SubmitJobInput): Promise<Record<string, unknown>> {
+    const attempt = this.submit(input);
+    await this.emit(this.detail(attempt, 'RUNNABLE'));
+    if (attempt.stop === undefined) {
+      await this.emit(this.detail(attempt, 'STARTING'));
+    }
+    if (attempt.stop === undefined) {
+      await this.start(attempt);
+    }
+    let finished: BatchJobDetail;
+    if (attempt.child) {
+      await attempt.exited.promise;
+      await attempt.logsFlushed;
+      finished = this.finishedDetail(attempt);
+    } else if (attempt.stop?.kind === 'terminate') {
+      // Terminated while RUNNABLE/STARTING: Batch fails it with the reason and no attempts (terminated-cancel-runnable).
+      attempt.ended = true;
+      finished = { ...this.detail(attempt, 'FAILED'), statusReason: attempt.stop.reason, stoppedAt: this.now() };
+    } else {
+      finished = this.finishedDetail(attempt);
+    }
+    this.cleanUp(attempt);
+    await this.emit(finished);
+    if (finished.status === 'SUCCEEDED') return pascalCaseJob(finished);
+    throw new BatchTaskFailed(JSON.stringify(pascalCaseJob(finished)));
+  }
+
+  /** TerminateJob: SIGTERM the harness (it checkpoints and exits 75), report `reason`; no-op for unknown or ended jobs. */
+  async terminateJob(batchJobId: string, reason: string): Promise<void> {
+    if (reason.trim() === '') {
+      throw new BatchClientException(
+        `TerminateJob needs a reason (Batch requires one); got an empty reason for ${batchJobId}`,
+      );
+    }
+    const attempt = this.attempts.get(batchJobId);
+    if (!attempt || attempt.ended || attempt.stop !== undefined) return;
+    attempt.stop = { kind: 'terminate', reason };
+    this.sendStop(attempt);
+  }
+
+  /**
+   * Serves a spot interruption notice to a running spot attempt (by Batch job id or the `trainyard:job-id` tag):
+   * the attempt's IMDS answers instance-action, onSpotNotice gets the EventBridge event, and the process tree is
+   * killed if it is still running `noticeKillSeconds` later. A second call for the same attempt returns the first
+   * notice (AWS sends one warning per instance).
+   */
+  async interrupt(batchJobIdOrTrainyardJobId: string): Promise<SpotNoticeServed> {
+    const attempt = this.findRunning(batchJobIdOrTrainyardJobId);
+    if (attempt.target.capacity !== 'spot') {
+      throw new NotSpotCapacity(
+        `${describe(attempt)} runs on on-demand capacity (queue ${attempt.queueName}); only spot attempts receive interruption notices`,
+      );
+    }
+    const event = this.spotEvent(attempt);
+    if (attempt.notice) return { ...this.served(attempt, attempt.notice.time), event };
+    const noticeTime = awsTimestamp(this.now() + this.noticeKillSeconds * 1000);
+    attempt.notice = { time: noticeTime };
+    attempt.imds?.serveNotice('terminate', noticeTime);
+    this.later(attempt, this.noticeKillSeconds, () => {
+      attempt.hostReclaimed = true;
+      killTree(attempt.child);
+    });
+    await this.deliver('onSpotNotice', () => this.options.onSpotNotice?.(event));
+    return { ...this.served(attempt, noticeTime), event };
+  }
+
+  /** Attempts that have started and not ended. */
+  runningAttempts(): RunningAttempt[] {
+    return [...this.attempts.values()]
+      .filter((a) => !a.ended && a.child !== undefined)
+      .map((a) => ({
+        batchJobId: a.batchJobId,
+        jobName: a.input.JobName,
+        ...optional('trainyardJobId', a.input.Tags?.['trainyard:job-id']),
+        ...optional('team', a.input.Tags?.['trainyard:team']),
+        ...optional('attempt', a.input.Tags?.['trainyard:attempt']),
+        queue: a.queueName,
+        capacity: a.target.capacity,
+        instanceId: a.instanceId,
+        logStreamName: a.logStreamName,
+        ...optional('startedAt', a.startedAt),
+        ...optional('noticeTime', a.notice?.time),
+      }));
+  }
+
+  /** The local instance behind a container instance ARN this runner handed out (FleetFacts.instanceFor). */
+  instanceFor(containerInstanceArn: string): InstanceFacts | undefined {
+    return this.instances.get(containerInstanceArn);
+  }
+
+  /** Kills every running harness and IMDS server; later runJob calls are refused. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    const running = [...this.attempts.values()].filter((a) => !a.ended);
+    for (const attempt of running) {
+      attempt.stop ??= { kind: 'shutdown' };
+      killTree(attempt.child);
+    }
+    await Promise.all(running.map((a) => (a.child ? a.exited.promise : Promise.resolve())));
+    await Promise.all(running.map((a) => a.imds?.stop()));
+  }
+
+  private submit(input: SubmitJobInput): Attempt {
+    if (this.stopped) throw new BatchClientException('the local Batch runner is stopped; it accepts no new jobs');
+    if (!JOB_NAME_PATTERN.test(input.JobName ?? '')) {
+      throw new BatchClientException(
+        `JobName must be 1-128 letters, numbers, hyphens and underscores starting with a letter or number, got ${JSON.stringify(input.JobName)}`,
+      );
+    }
+    const queueName = lastSegment(input.JobQueue, 'job-queue/');
+    const target = this.options.tiersByQueue(queueName);
+    if (!target) throw new BatchClientException(`JobQueue ${input.JobQueue} does not exist (no tier maps to it)`);
+    const duration = input.Timeout?.AttemptDurationSeconds;
+    if (duration !== undefined && !(Number.isInteger(duration) && duration >= 60)) {
+      throw new BatchClientException(
+        `Timeout.AttemptDurationSeconds must be an integer of at least 60, got ${duration}`,
+      );
+    }
+    const batchJobId = randomUUID();
+    const containerInstanceId = randomBytes(16).toString('hex');
+    const taskId = randomBytes(16).toString('hex');
+    const instanceId = `i-${randomBytes(9).toString('hex').slice(0, 17)}`;
+    const team = input.Tags?.['trainyard:team'] ?? LOCAL_CLUSTER;
+    const definition = lastSegment(input.JobDefinition, 'job-definition/');
+    const attempt: Attempt = {
+      batchJobId,
+      input,
+      target,
+      queueName,
+      jobArn: `arn:aws:batch:${LOCAL_REGION}:${LOCAL_ACCOUNT}:job/${batchJobId}`,
+      jobQueueArn: `arn:aws:batch:${LOCAL_REGION}:${LOCAL_ACCOUNT}:job-queue/${queueName}`,
+      jobDefinitionArn: `arn:aws:batch:${LOCAL_REGION}:${LOCAL_ACCOUNT}:job-definition/${definition.includes(':') ? definition : `${definition}:1`}`,
+      instanceId,
+      containerInstanceArn: `arn:aws:ecs:${LOCAL_REGION}:${LOCAL_ACCOUNT}:container-instance/${LOCAL_CLUSTER}/${containerInstanceId}`,
+      taskArn: `arn:aws:ecs:${LOCAL_REGION}:${LOCAL_ACCOUNT}:task/${LOCAL_CLUSTER}/${taskId}`,
+      logStreamName: `${team}/default/${taskId}`,
+      // Without a Timeout the job definition's applies: the tier's max runtime, at least 60 s (job-definitions.ts).
+      attemptDurationSeconds: duration ?? Math.max(60, maxRuntimeSeconds(target.tier)),
+      createdAt: this.now(),
+      hostReclaimed: false,
+      ended: false,
+      timers: new Set(),
+      exited: deferred(),
+    };
+    this.attempts.set(batchJobId, attempt);
+    this.instances.set(attempt.containerInstanceArn, {
+      instanceId,
+      instanceType: target.tier.instanceTypes[0] ?? 'fargate',
+      availabilityZone: LOCAL_AVAILABILITY_ZONE,
+      lifecycle: target.capacity,
+    });
+    return attempt;
+  }
+
+  private async start(attempt: Attempt): Promise<void> {
+    const root = join(this.workDir, 'attempts', attempt.batchJobId);
+    const logFile = join(this.workDir, 'logs', `${attempt.logStreamName}.log`);
+    mkdirSync(root, { recursive: true });
+    mkdirSync(dirname(logFile), { recursive: true });
+    const imds = new FakeImds({ instanceId: attempt.instanceId, now: this.now });
+    attempt.imds = imds;
+    const imdsEndpoint = await imds.start();
+    const command = attempt.input.ContainerOverrides?.Command ?? [];
+    const args = ['-m', 'trainyard_harness', ...(command.length > 0 ? ['--', ...command] : [])];
+    attempt.startedAt = this.now();
+    const child = spawn(this.python, args, {
+      cwd: root,
+      env: this.environment(attempt, root, imdsEndpoint),
+      detached: true, // its own process group, as a container's processes are apart from the host's
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    attempt.child = child;
+    this.pipeLogs(attempt, child, logFile);
+    child.once('error', (error) => {
+      attempt.spawnError = `${this.python}: ${error.message}`;
+      attempt.exited.resolve();
+    });
+    child.once('close', (code, signal) => {
+      attempt.exitCode = code ?? 128 + (signal ? (osConstants.signals[signal] ?? 0) : 0);
+      attempt.exited.resolve();
+    });
+    // A grandchild that outlives the harness would hold the pipes open and delay 'close' for ever.
+    child.once('exit', () => {
+      const timer = setTimeout(() => {
+        child.stdout?.destroy();
+        child.stderr?.destroy();
+      }, 5000);
+      timer.unref();
+    });
+    this.later(attempt, attempt.attemptDurationSeconds, () => {
+      if (attempt.stop === undefined) {
+        attempt.stop = { kind: 'timeout' };
+        this.sendStop(attempt);
+      }
+    });
+    const rate = this.options.spotInterruptionsPerHour ?? 0;
+    if (attempt.target.capacity === 'spot' && rate > 0) {
+      const delayMs = nextInterruptionDelayMs(rate, this.random());
+      this.laterMs(attempt, delayMs, () => {
+        this.interrupt(attempt.batchJobId).catch((error: unknown) => this.reportError(error, 'random interruption'));
+      });
+    }
+    await this.emit({
+      ...this.detail(attempt, 'RUNNING'),
+      startedAt: attempt.startedAt,
+    });
+  }
+
+  private environment(attempt: Attempt, root: string, imdsEndpoint: string): NodeJS.ProcessEnv {
+    const env: NodeJS.ProcessEnv = {};
+    // The host's AWS and Trainyard settings must not leak into the "container".
+    for (const [name, value] of Object.entries(process.env)) {
+      if (!name.startsWith('AWS_') && !name.startsWith('TRAINYARD_')) env[name] = value;
+    }
+    for (const { Name, Value } of attempt.input.ContainerOverrides?.Environment ?? []) env[Name] = Value;
+    const bin = this.pythonBin();
+    Object.assign(env, {
+      PATH: `${bin}:${process.env.PATH ?? '/usr/bin:/bin'}`,
+      PYTHONPATH: this.harnessPath,
+      AWS_ACCESS_KEY_ID: 'S3RVER',
+      AWS_SECRET_ACCESS_KEY: 'S3RVER',
+      AWS_REGION: LOCAL_REGION,
+      AWS_DEFAULT_REGION: LOCAL_REGION,
+      // boto3 must never look for credentials at the real 169.254.169.254.
+      AWS_EC2_METADATA_DISABLED: 'true',
+      AWS_BATCH_JOB_ID: attempt.batchJobId,
+      AWS_BATCH_JQ_NAME: attempt.queueName,
+      AWS_BATCH_JOB_ATTEMPT: '1',
+      TRAINYARD_S3_ENDPOINT: this.options.s3Endpoint,
+      TRAINYARD_IMDS_ENDPOINT: imdsEndpoint,
+      TRAINYARD_IMDS_POLL_SECONDS: env.TRAINYARD_IMDS_POLL_SECONDS ?? String(this.options.imdsPollSeconds ?? 1),
+      TRAINYARD_WORK_DIR: join(root, 'code'),
+      TRAINYARD_CHECKPOINT_DIR: join(root, 'checkpoints'),
+    });
+    return env;
+  }
+
+  /** `python`/`python3` in the user command mean the harness's interpreter, as in the training image. */
+  private pythonBin(): string {
+    const bin = join(this.workDir, 'bin');
+    mkdirSync(bin, { recursive: true });
+    for (const name of ['python', 'python3']) {
+      const link = join(bin, name);
+      if (existsSync(link)) rmSync(link, { force: true });
+      try {
+        symlinkSync(this.python, link);
+      } catch (error) {
+        // Another attempt made the same link concurrently: same target, nothing to do.
+        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      }
+    }
+    return bin;
+  }
+
+  private pipeLogs(attempt: Attempt, child: ChildProcess, logFile: string): void {
+    const out = createWriteStream(logFile, { flags: 'a' });
+    const streams = [child.stdout, child.stderr].filter((s) => s !== null);
+    let open = streams.length;
+    for (const stream of streams) {
+      const lines = createInterface({ input: stream, crlfDelay: Number.POSITIVE_INFINITY });
+      lines.on('line', (line) => {
+        out.write(`${line}\n`);
+        this.options.onLogLine?.(attempt.logStreamName, line);
+      });
+      lines.once('close', () => {
+        open -= 1;
+        if (open === 0) out.end();
+      });
+    }
+    attempt.logsFlushed = new Promise((done) => out.once('close', () => done()));
+  }
+
+  private finishedDetail(attempt: Attempt): BatchJobDetail {
+    attempt.ended = true;
+    const stoppedAt = this.now();
+    const report = describeAttemptEnd({
+      instanceId: attempt.instanceId,
+      ...optional('exitCode', attempt.exitCode),
+      ...optional('spawnError', attempt.spawnError),
+      ...optional('stop', attempt.stop),
+      noticeServed: attempt.notice !== undefined,
+      hostReclaimed: attempt.hostReclaimed,
+    });
+    const container = {
+      containerInstanceArn: attempt.containerInstanceArn,
+      taskArn: attempt.taskArn,
+      logStreamName: attempt.logStreamName,
+      networkInterfaces: [],
+      ...optional('exitCode', report.exitCode),
+      ...optional('reason', report.containerReason),
+    };
+    const base = this.detail(attempt, report.status);
+    return {
+      ...base,
+      statusReason: report.statusReason,
+      startedAt: attempt.startedAt ?? stoppedAt,
+      stoppedAt,
+      attempts: [
+        {
+          container,
+          startedAt: attempt.startedAt ?? stoppedAt,
+          stoppedAt,
+          statusReason: report.attemptStatusReason,
+        },
+      ],
+      container: { ...(base.container as Record<string, unknown>), ...container },
+    };
+  }
+
+  /** The job detail at `status`, as DescribeJobs shows it (camelCase). */
+  private detail(attempt: Attempt, status: string): BatchJobDetail {
+    const { input } = attempt;
+    const started = attempt.child !== undefined;
+    return {
+      jobArn: attempt.jobArn,
+      jobName: input.JobName,
+      jobId: attempt.batchJobId,
+      jobQueue: attempt.jobQueueArn,
+      status,
+      attempts: [],
+      createdAt: attempt.createdAt,
+      ...optional('shareIdentifier', input.ShareIdentifier),
+      dependsOn: [],
+      jobDefinition: attempt.jobDefinitionArn,
+      parameters: {},
+      container: {
+        command: input.ContainerOverrides?.Command ?? [],
+        environment: (input.ContainerOverrides?.Environment ?? []).map((e) => ({ name: e.Name, value: e.Value })),
+        ...(started
+          ? {
+              containerInstanceArn: attempt.containerInstanceArn,
+              taskArn: attempt.taskArn,
+              logStreamName: attempt.logStreamName,
+            }
+          : {}),
+      },
+      tags: { ...(input.Tags ?? {}) },
+      propagateTags: input.PropagateTags ?? false,
+      platformCapabilities: ['EC2'],
+      timeout: { attemptDurationSeconds: attempt.attemptDurationSeconds },
+    };
+  }
+
+  private spotEvent(attempt: Attempt): SpotInterruptionWarningEvent {
+    return {
+      version: '0',
+      id: randomUUID(),
+      'detail-type': 'EC2 Spot Instance Interruption Warning',
+      source: 'aws.ec2',
+      account: LOCAL_ACCOUNT,
+      time: awsTimestamp(this.now()),
+      region: LOCAL_REGION,
+      resources: [`arn:aws:ec2:${LOCAL_REGION}:${LOCAL_ACCOUNT}:instance/${attempt.instanceId}`],
+      detail: { 'instance-id': attempt.instanceId, 'instance-action': 'terminate' },
+    };
+  }
+
+  private served(attempt: Attempt, noticeTime: string): Omit<SpotNoticeServed, 'event'> {
+    return { batchJobId: attempt.batchJobId, instanceId: attempt.instanceId, noticeTime };
+  }
+
+  private findRunning(id: string): Attempt {
+    const running = [...this.attempts.values()].filter((a) => !a.ended && a.child !== undefined);
+    const byBatchId = running.find((a) => a.batchJobId === id);
+    if (byBatchId) return byBatchId;
+    const byJob = running.filter((a) => a.input.Tags?.['trainyard:job-id'] === id);
+    const [only] = byJob;
+    if (only && byJob.length === 1) return only;
+    const known = running.map(describe).join(', ') || 'none';
+    throw new NoRunningAttempt(
+      byJob.length > 1
+        ? `${byJob.length} attempts of Trainyard job ${id} are running; name one by its Batch job id (${known})`
+        : `no running attempt has Batch job id or Trainyard job id ${id}; running: ${known}`,
+    );
+  }
+
+  /** Stops a container as `docker stop` does: SIGTERM to its main process, SIGKILL after the stop timeout. */
+  private sendStop(attempt: Attempt): void {
+    const child = attempt.child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    signal(child.pid, 'SIGTERM');
+    this.later(attempt, this.stopTimeoutSeconds, () => killTree(child));
+  }
+
+  private later(attempt: Attempt, seconds: number, action: () => void): void {
+    this.laterMs(attempt, seconds * 1000, action);
+  }
+
+  private laterMs(attempt: Attempt, ms: number, action: () => void): void {
+    if (!Number.isFinite(ms)) return;
+    // setTimeout fires at once for delays above 2^31-1 ms; longer waits than ~24 days never matter locally.
+    const timer = setTimeout(
+      () => {
+        attempt.timers.delete(timer);
+        if (!attempt.ended) action();
+      },
+      Math.min(ms, 2 ** 31 - 1),
+    );
+    attempt.timers.add(timer);
+  }
+
+  private cleanUp(attempt: Attempt): void {
+    for (const timer of attempt.timers) clearTimeout(timer);
+    attempt.timers.clear();
+    void attempt.imds?.stop();
+  }
+
+  private async emit(detail: BatchJobDetail): Promise<void> {
+    await this.deliver(`onStateChange ${String(detail.status)}`, () => this.options.onStateChange?.(detail));
+  }
+
+  private async deliver(what: string, call: () => Promise<void> | undefined): Promise<void> {
+    try {
+      await call();
+    } catch (error) {
+      this.reportError(error, what);
+    }
+  }
+
+  private reportError(error: unknown, what: string): void {
+    if (this.options.onCallbackError) this.options.onCallbackError(error, what);
+    else process.stderr.write(`local batch: ${what} failed: ${error instanceof Error ? error.stack : String(error)}\n`);
+  }
+}
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve: () => void = () => undefined;
+  const promise = new Promise<void>((done) => {
+    resolve = done;
+  });
+  return { promise, resolve };
+}
+
+function describe(attempt: Attempt): string {
+  const job = attempt.input.Tags?.['trainyard:job-id'];
+  const number = attempt.input.Tags?.['trainyard:attempt'];
+  return job
+    ? `job ${job} attempt ${number ?? '?'} (Batch job ${attempt.batchJobId})`
+    : `Batch job ${attempt.batchJobId}`;
+}
+
+function lastSegment(nameOrArn: string, marker: string): string {
+  const at = nameOrArn.indexOf(marker);
+  return at >= 0 ? nameOrArn.slice(at + marker.length) : nameOrArn;
+}
+
+function optional<K extends string, V>(key: K, value: V | undefined): { [P in K]?: V } {
+  return (value === undefined ? {} : { [key]: value }) as { [P in K]?: V };
+}
+
+function signal(pid: number | undefined, name: NodeJS.Signals): void {
+  if (pid === undefined) return;
+  try {
+    process.kill(pid, name);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
+  }
+}
+
+/**
+ * Kills the harness and everything under it, as losing the host does. The harness starts the user command in its own
+ * session, so killing the harness's process group alone would leave training running: the tree is read from /proc
+ * first (before reparenting hides it), then every member is SIGKILLed.
+ */
+function killTree(child: ChildProcess | undefined): void {
+  const pid = child?.pid;
+  if (pid === undefined || child?.exitCode !== null || child.signalCode !== null) return;
+  const members = descendantsOf(pid);
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
+  }
+  for (const member of members) signal(member, 'SIGKILL');
+}
+
+function descendantsOf(root: number): number[] {
+  const children = new Map<number, number[]>();
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return [];
+  }
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+    } catch {
+      continue; // exited while we read
+    }
+    // Fields after the parenthesised command: state, ppid, …; the command itself may contain spaces and parentheses.
+    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    const siblings = children.get(ppid) ?? [];
+    siblings.push(Number(entry));
+    children.set(ppid, siblings);
+  }
+  const found: number[] = [];
+  const queue = [root];
+  for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
+    for (const child of children.get(next) ?? []) {
+      found.push(child);
+      queue.push(child);
+    }
+  }
+  return found;
+}
