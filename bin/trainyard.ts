@@ -1,0 +1,38 @@
+#!/usr/bin/env -S npx tsx
+/**
+ * The `trainyard` CLI entry: wires the real terminal, environment and network into lib/cli and exits with the code
+ * the command decided (docs/cli.md). Commands live in lib/cli/commands.ts.
+ */
+import { createInterface } from 'node:readline/promises';
+import { type CommandRegistrar, runCli } from '../lib/cli/commands';
+
+/**
+ * Commands owned by other modules. Local mode's `local` and `demo` are registered here through
+ * `registerLocalCommands(program)` from lib/local/cli-commands.ts once that module exists.
+ */
+const registrars: CommandRegistrar[] = [];
+
+async function confirm(question: string): Promise<boolean> {
+  const prompt = createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    return /^y(es)?$/i.test((await prompt.question(question)).trim());
+  } finally {
+    prompt.close();
+  }
+}
+
+const code = await runCli(
+  process.argv.slice(2),
+  {
+    io: {
+      stdout: (text) => process.stdout.write(text),
+      stderr: (text) => process.stderr.write(text),
+      isTTY: process.stdout.isTTY === true && process.stdin.isTTY === true,
+      confirm,
+    },
+    env: process.env,
+    cwd: process.cwd(),
+  },
+  registrars,
+);
+process.exitCode = code;

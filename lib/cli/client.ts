@@ -1,0 +1,245 @@
+/**
+ * The CLI's API client: picks the target (a deployed stack's URL, signed with SigV4, or local mode's loopback server
+ * with its bearer token), sends JSON requests, and turns failures into CliErrors with the documented exit codes.
+ */
+import { join } from 'node:path';
+import { LOCAL_DIR, LocalStateError, localPaths, readLocalState, readLocalToken } from '../local/token';
+import { CliError, EXIT_CODES, exitCodeForStatus } from './exit-codes';
+import { type CredentialProvider, defaultCredentials, regionFromApiUrl, signRequest } from './sigv4';
+
+/** The fetch function the client uses (global fetch; tests may pass their own). */
+export type FetchLike = (input: string | URL, init?: RequestInit) => Promise<Response>;
+
+/** Where requests go and how they are authenticated. */
+export interface ApiTarget {
+  readonly kind: 'local' | 'remote';
+  readonly baseUrl: URL;
+  /** Headers that authenticate one request (bearer token, or the SigV4 set). */
+  authenticate(request: {
+    method: string;
+    url: URL;
+    headers: Record<string, string>;
+    body?: string;
+  }): Promise<Record<string, string>>;
+}
+
+/** The message (and exit code 6) when local mode cannot be reached. */
+export const LOCAL_NOT_RUNNING = 'local mode is not running: start it with `trainyard local`';
+
+/** How to choose the target. */
+export interface TargetOptions {
+  /** `--api`; falls back to TRAINYARD_API_URL, then local mode. */
+  readonly api?: string;
+  /** `--region`; falls back to the execute-api host's region, then AWS_REGION / AWS_DEFAULT_REGION. */
+  readonly region?: string;
+  readonly env: Readonly<Record<string, string | undefined>>;
+  readonly cwd: string;
+  /** @default - the default AWS credential provider chain */
+  readonly credentials?: CredentialProvider;
+  /** Whether a process id is alive. @default process.kill(pid, 0) */
+  readonly isAlive?: (pid: number) => boolean;
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: it exists but belongs to someone else — alive.
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Resolves the API target from options and environment; throws CliError when neither works. */
+export function resolveTarget(options: TargetOptions): ApiTarget {
+  const api = options.api ?? options.env.TRAINYARD_API_URL;
+  if (api !== undefined && api !== '') {
+    let url: URL;
+    try {
+      url = new URL(api);
+    } catch {
+      throw new CliError(
+        `--api must be an http(s) URL like https://abc123.execute-api.us-east-1.amazonaws.com, got "${api}"`,
+        EXIT_CODES.usage,
+        'InvalidApiUrl',
+      );
+    }
+    if (url.protocol !== 'https:' && url.protocol !== 'http:') {
+      throw new CliError(`--api must use https:// (or http://), got "${api}"`, EXIT_CODES.usage, 'InvalidApiUrl');
+    }
+    const region = options.region ?? regionFromApiUrl(url) ?? options.env.AWS_REGION ?? options.env.AWS_DEFAULT_REGION;
+    if (!region) {
+      throw new CliError(
+        `cannot tell the AWS region of ${url.host}: pass --region or set AWS_REGION`,
+        EXIT_CODES.usage,
+        'MissingRegion',
+      );
+    }
+    const credentials = options.credentials ?? defaultCredentials();
+    return {
+      kind: 'remote',
+      baseUrl: url,
+      authenticate: async (request) => {
+        try {
+          return await signRequest(request, { region, credentials });
+        } catch (error) {
+          throw new CliError(
+            `no usable AWS credentials to sign the request (${(error as Error).message}): configure a profile, SSO or environment credentials`,
+            EXIT_CODES.auth,
+            'NoCredentials',
+          );
+        }
+      },
+    };
+  }
+
+  const dir = options.env.TRAINYARD_LOCAL_DIR ?? join(options.cwd, LOCAL_DIR);
+  const paths = localPaths(dir);
+  let state: ReturnType<typeof readLocalState>;
+  let token: string | undefined;
+  try {
+    state = readLocalState(dir);
+    token = readLocalToken(dir);
+  } catch (error) {
+    if (error instanceof LocalStateError) {
+      throw new CliError(`${LOCAL_NOT_RUNNING} (${error.message})`, EXIT_CODES.unreachable, 'LocalNotRunning');
+    }
+    throw error;
+  }
+  if (!state) {
+    throw new CliError(
+      `${LOCAL_NOT_RUNNING} (no ${paths.state}; or pass --api for a deployed stack)`,
+      EXIT_CODES.unreachable,
+      'LocalNotRunning',
+    );
+  }
+  if (!(options.isAlive ?? processAlive)(state.pid)) {
+    throw new CliError(
+      `${LOCAL_NOT_RUNNING} (${paths.state} names process ${state.pid}, which has exited)`,
+      EXIT_CODES.unreachable,
+      'LocalNotRunning',
+    );
+  }
+  if (token === undefined) {
+    throw new CliError(`${LOCAL_NOT_RUNNING} (no ${paths.token})`, EXIT_CODES.unreachable, 'LocalNotRunning');
+  }
+  const bearer = token;
+  return {
+    kind: 'local',
+    baseUrl: new URL(state.apiUrl),
+    authenticate: async () => ({ authorization: `Bearer ${bearer}` }),
+  };
+}
+
+/** A successful API response. */
+export interface ApiResponse {
+  readonly status: number;
+  readonly body: unknown;
+}
+
+/** One API call. */
+export interface ApiRequest {
+  readonly method: 'GET' | 'POST' | 'PUT' | 'DELETE';
+  /** Path below the API's base URL, e.g. `/jobs/abc`. */
+  readonly path: string;
+  readonly query?: Record<string, string | number | undefined>;
+  /** Sent as JSON. */
+  readonly body?: unknown;
+  readonly headers?: Record<string, string>;
+}
+
+/** The error shape the API returns (and API Gateway's own `{ message }`). */
+interface ErrorBody {
+  error?: { code?: unknown; message?: unknown; details?: unknown };
+  message?: unknown;
+}
+
+/** Sends API requests to a target and maps failures to CliErrors. */
+export class ApiClient {
+  constructor(
+    readonly target: ApiTarget,
+    private readonly fetchImpl: FetchLike = fetch,
+  ) {}
+
+  /** The absolute URL of an API path. */
+  urlFor(path: string, query?: ApiRequest['query']): URL {
+    const base = this.target.baseUrl.href.replace(/\/+$/, '');
+    const url = new URL(`${base}${path}`);
+    for (const [key, value] of Object.entries(query ?? {})) {
+      if (value !== undefined) url.searchParams.set(key, String(value));
+    }
+    return url;
+  }
+
+  /** Sends a request; resolves with a 2xx response, throws CliError otherwise. */
+  async send(request: ApiRequest): Promise<ApiResponse> {
+    const url = this.urlFor(request.path, request.query);
+    const body = request.body === undefined ? undefined : JSON.stringify(request.body);
+    const headers: Record<string, string> = { accept: 'application/json', ...(request.headers ?? {}) };
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    const auth = await this.target.authenticate({ method: request.method, url, headers, body });
+    let response: Response;
+    try {
+      response = await this.fetchImpl(url, { method: request.method, headers: { ...headers, ...auth }, body });
+    } catch (error) {
+      throw this.unreachable(error);
+    }
+    const text = await response.text();
+    let parsed: unknown;
+    if (text !== '') {
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        parsed = undefined;
+      }
+    }
+    if (response.ok) {
+      if (text !== '' && parsed === undefined) {
+        throw new CliError(
+          `the API answered ${request.method} ${request.path} with ${response.status} but a body that is not JSON: ${text.slice(0, 200)}`,
+          EXIT_CODES.unexpected,
+          'InvalidResponse',
+        );
+      }
+      return { status: response.status, body: parsed };
+    }
+    throw this.failure(request, response.status, parsed as ErrorBody | undefined, text);
+  }
+
+  private unreachable(error: unknown): CliError {
+    const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+    const why = cause?.code ?? cause?.message ?? (error as Error).message;
+    if (this.target.kind === 'local') {
+      return new CliError(
+        `${LOCAL_NOT_RUNNING} (${this.target.baseUrl.host} refused: ${why})`,
+        EXIT_CODES.unreachable,
+        'LocalNotRunning',
+      );
+    }
+    return new CliError(
+      `cannot reach the API at ${this.target.baseUrl.href} (${why})`,
+      EXIT_CODES.unreachable,
+      'Unreachable',
+    );
+  }
+
+  private failure(request: ApiRequest, status: number, body: ErrorBody | undefined, text: string): CliError {
+    const apiMessage = body?.error?.message ?? body?.message;
+    const code = typeof body?.error?.code === 'string' ? body.error.code : `Http${status}`;
+    const details =
+      body?.error?.details && typeof body.error.details === 'object'
+        ? (body.error.details as Record<string, unknown>)
+        : undefined;
+    const message =
+      typeof apiMessage === 'string' && apiMessage !== ''
+        ? apiMessage
+        : `${request.method} ${request.path} failed with HTTP ${status}${text ? `: ${text.slice(0, 200)}` : ''}`;
+    const hint =
+      status === 401 && this.target.kind === 'local'
+        ? ' — the token in .trainyard/local-token is not the running server’s; restart `trainyard local`'
+        : status === 403 && this.target.kind === 'remote'
+          ? ' — your AWS principal is not mapped to a team (trainyard.config.json teams[].principals) or lacks execute-api:Invoke'
+          : '';
+    return new CliError(`${message}${hint}`, exitCodeForStatus(status), code, { status, ...(details ?? {}) });
+  }
+}

@@ -1,0 +1,697 @@
+/**
+ * The `trainyard` commands (commander): submit, estimate, status, watch, logs, cancel, resume, jobs, budgets,
+ * checkpoints, tiers. Every dependency on the outside world (output, terminal, environment, network, clock) comes in
+ * through CliDeps, so tests drive the real program against a loopback server. Exit codes: lib/cli/exit-codes.ts.
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
+import { Command, CommanderError, Option } from 'commander';
+import { ConfigError, loadConfig } from '../config';
+import { ApiClient, type FetchLike, resolveTarget } from './client';
+import { CliError, EXIT_CODES, exitCodeForJobState } from './exit-codes';
+import {
+  at,
+  checkpointsOf,
+  estimateCostForConfirmation,
+  formatBudgets,
+  formatCheckpoints,
+  formatEstimate,
+  formatJobStatus,
+  formatJobsTable,
+  formatMoney,
+  jobOf,
+  jobView,
+  type LogLine,
+  logLinesOf,
+  statusLine,
+} from './format';
+import {
+  parseEnvPairs,
+  parseIdempotencyKey,
+  parseIntegerIn,
+  parseJobId,
+  parsePositiveNumber,
+  parseSeconds,
+  parseTierId,
+  parseUsd,
+} from './options';
+import { type PackedProject, packDirectory } from './pack';
+import type { CredentialProvider } from './sigv4';
+
+/** Where the CLI writes and how it asks. */
+export interface CliIo {
+  /** Writes to standard output as is (callers add newlines). */
+  stdout(text: string): void;
+  stderr(text: string): void;
+  /** Whether standard output is a terminal (redrawn progress, prompts). */
+  readonly isTTY: boolean;
+  /** Asks a yes/no question on the terminal; resolves true for yes. */
+  confirm(question: string): Promise<boolean>;
+}
+
+/** Bundle limits the CLI applies before sending (config `limits`). */
+export interface BundleLimits {
+  readonly maxBundleBytes: number;
+  readonly maxInlineBytes: number;
+}
+
+/** Everything the CLI needs from outside. */
+export interface CliDeps {
+  readonly io: CliIo;
+  readonly env: Readonly<Record<string, string | undefined>>;
+  readonly cwd: string;
+  /** @default global fetch */
+  readonly fetch?: FetchLike;
+  /** @default the default AWS credential provider chain */
+  readonly credentials?: CredentialProvider;
+  /** Waits between polls of `watch` and `logs --follow`. @default setTimeout */
+  readonly sleep?: (ms: number) => Promise<void>;
+  /** @default `cli-<uuid>` */
+  readonly newIdempotencyKey?: () => string;
+  /** @default from trainyard.config.json (TRAINYARD_CONFIG) limits */
+  readonly limits?: BundleLimits;
+  /** @default process.kill(pid, 0) */
+  readonly isAlive?: (pid: number) => boolean;
+}
+
+/** A function that adds commands to the program (the lead's `registerLocalCommands` has this shape). */
+export type CommandRegistrar = (program: Command) => void;
+
+/** Job states after which nothing changes. */
+export const TERMINAL_JOB_STATES = ['SUCCEEDED', 'FAILED', 'CANCELLED', 'REJECTED'] as const;
+
+function isTerminalState(state: string | undefined): boolean {
+  return state !== undefined && (TERMINAL_JOB_STATES as readonly string[]).includes(state);
+}
+
+interface CommonOptions {
+  api?: string;
+  region?: string;
+  json?: boolean;
+}
+
+interface RequirementOptions {
+  tier?: string;
+  gpuMemory?: string;
+  runtime?: string;
+  deadline?: string;
+}
+
+interface SubmitOptions extends CommonOptions, RequirementOptions {
+  retries?: string;
+  backoff?: string;
+  env: string[];
+  project?: string;
+  yes?: boolean;
+  maxCost: string;
+  wait?: boolean;
+  interval: string;
+  idempotencyKey?: string;
+}
+
+const DEFAULT_POLL_SECONDS = '5';
+/** Estimates above this many dollars ask for confirmation unless `--yes`. */
+export const DEFAULT_CONFIRM_USD = 1;
+
+function limitsFrom(deps: CliDeps): BundleLimits {
+  if (deps.limits) return deps.limits;
+  const explicit = deps.env.TRAINYARD_CONFIG;
+  try {
+    const config = loadConfig(explicit ?? join(deps.cwd, 'trainyard.config.json'), explicit !== undefined);
+    return {
+      maxBundleBytes: config.limits.maxBundleMiB * 1024 * 1024,
+      maxInlineBytes: config.limits.maxInlineBundleKiB * 1024,
+    };
+  } catch (error) {
+    if (error instanceof ConfigError) throw new CliError(error.message, EXIT_CODES.usage, 'ConfigError');
+    throw error;
+  }
+}
+
+function requirementsFrom(options: RequirementOptions): Record<string, string | number> | undefined {
+  const requirements: Record<string, string | number> = {};
+  if (options.tier !== undefined) requirements.tier = parseTierId(options.tier);
+  if (options.gpuMemory !== undefined)
+    requirements.gpuMemoryGiB = parsePositiveNumber('--gpu-memory', options.gpuMemory);
+  if (options.runtime !== undefined) requirements.runtimeSeconds = parseSeconds('--runtime', options.runtime);
+  if (options.deadline !== undefined) requirements.deadlineSeconds = parseSeconds('--deadline', options.deadline);
+  return Object.keys(requirements).length ? requirements : undefined;
+}
+
+function requireCommand(command: readonly string[]): string[] {
+  if (command.length === 0 || command.every((part) => part.trim() === '')) {
+    throw new CliError(
+      'missing the command to run: add it after `--`, e.g. -- python train.py',
+      EXIT_CODES.usage,
+      'MissingCommand',
+    );
+  }
+  return [...command];
+}
+
+function addCommon(command: Command): Command {
+  return command
+    .option('--api <url>', 'API URL of a deployed stack (default: TRAINYARD_API_URL, else local mode)')
+    .option('--region <region>', 'AWS region for SigV4 (default: from the API host, else AWS_REGION)')
+    .option('--json', "print the API's JSON instead of the human view");
+}
+
+function addRequirements(command: Command): Command {
+  return command
+    .option('--tier <id>', 'run on this tier (overrides the recommendation)')
+    .option('--gpu-memory <GiB>', 'GPU memory the job needs, GiB (overrides the analysis)')
+    .option('--runtime <duration>', 'expected runtime, e.g. 45m or 2h (overrides the analysis)')
+    .option('--deadline <duration>', 'finish within this long of submission, e.g. 6h');
+}
+
+/** Builds the program; `registrars` add commands owned elsewhere (local mode's `local` and `demo`). */
+export function createProgram(
+  deps: CliDeps,
+  setExitCode: (code: number) => void,
+  registrars: readonly CommandRegistrar[] = [],
+): Command {
+  const { io } = deps;
+  const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((done) => setTimeout(done, ms)));
+  const fetchImpl: FetchLike = deps.fetch ?? fetch;
+  const clientFor = (options: CommonOptions) =>
+    new ApiClient(
+      resolveTarget({
+        api: options.api,
+        region: options.region,
+        env: deps.env,
+        cwd: deps.cwd,
+        credentials: deps.credentials,
+        isAlive: deps.isAlive,
+      }),
+      fetchImpl,
+    );
+  const printJson = (value: unknown) => io.stdout(`${JSON.stringify(value, null, 2)}\n`);
+  const println = (text: string) => io.stdout(`${text}\n`);
+
+  const program = new Command('trainyard')
+    .description('Submit and follow GPU training jobs on Trainyard (a deployed stack, or local mode).')
+    .exitOverride()
+    .configureOutput({ writeOut: io.stdout, writeErr: io.stderr })
+    .showHelpAfterError('(run with --help for usage)');
+
+  const estimateFor = async (
+    client: ApiClient,
+    packed: PackedProject,
+    command: string[],
+    options: RequirementOptions,
+  ) => {
+    const requirements = requirementsFrom(options);
+    const response = await client.send({
+      method: 'POST',
+      path: '/estimate',
+      body: { files: packed.textFiles, command, ...(requirements ? { requirements } : {}) },
+    });
+    return response.body;
+  };
+
+  const watchJob = async (client: ApiClient, jobId: string, options: { json?: boolean; interval: string }) => {
+    const intervalMs = parseSeconds('--interval', options.interval, 1, 3600) * 1000;
+    let previous: string | undefined;
+    for (;;) {
+      const { body } = await client.send({ method: 'GET', path: `/jobs/${encodeURIComponent(jobId)}` });
+      const view = jobView(body);
+      const line = statusLine(view);
+      const terminal = isTerminalState(view.state);
+      if (options.json) {
+        const compact = JSON.stringify(body);
+        if (compact !== previous) io.stdout(`${compact}\n`);
+        previous = compact;
+      } else if (io.isTTY) {
+        io.stdout(`\r\x1b[2K${line}`);
+        if (terminal) io.stdout('\n');
+      } else {
+        if (line !== previous) println(line);
+        previous = line;
+      }
+      if (terminal) {
+        if (!options.json && view.reason && view.state !== 'SUCCEEDED') io.stderr(`${view.state}: ${view.reason}\n`);
+        setExitCode(exitCodeForJobState(view.state ?? ''));
+        return;
+      }
+      await sleep(intervalMs);
+    }
+  };
+
+  addRequirements(
+    addCommon(
+      program
+        .command('submit')
+        .description('pack a project, show the estimate, and submit it as a job')
+        .argument('<dir>', 'project directory to pack (honours .gitignore and .trainyardignore)')
+        .argument('<command...>', 'command to run, after `--` (e.g. -- python train.py config/x.py)'),
+    ),
+  )
+    .option('--retries <n>', 'retry the job this many times when your code fails (0-10)')
+    .option('--backoff <duration>', 'wait between app-error retries, e.g. 60 or 2m (needs --retries)')
+    .option(
+      '--env <NAME=VALUE>',
+      'environment variable for your command (repeatable)',
+      (v: string, acc: string[]) => [...acc, v],
+      [],
+    )
+    .option('--project <name>', 'project the cost is booked to (a budget scope)')
+    .option('-y, --yes', 'submit without asking, whatever the estimate')
+    .option('--max-cost <usd>', 'ask before submitting when the estimate is above this', String(DEFAULT_CONFIRM_USD))
+    .option('--wait', 'after submitting, watch the job until it ends (exit code by final state)')
+    .option('--interval <seconds>', 'seconds between polls with --wait', DEFAULT_POLL_SECONDS)
+    .option('--idempotency-key <key>', 'reuse a key to make a retried submit return the same job (default: new)')
+    .action(async (dir: string, commandArgs: string[], options: SubmitOptions) => {
+      const command = requireCommand(commandArgs);
+      const requirements = requirementsFrom(options);
+      const maxCost = parseUsd('--max-cost', options.maxCost);
+      const env = parseEnvPairs(options.env);
+      if (options.backoff !== undefined && options.retries === undefined) {
+        throw new CliError(
+          '--backoff needs --retries (the wait applies between app-error retries)',
+          EXIT_CODES.usage,
+          'InvalidOption',
+        );
+      }
+      const retries =
+        options.retries === undefined
+          ? undefined
+          : {
+              maxAppRetries: parseIntegerIn('--retries', options.retries, 0, 10),
+              ...(options.backoff === undefined
+                ? {}
+                : { backoffSeconds: parseSeconds('--backoff', options.backoff, 1, 3600) }),
+            };
+      if (options.project !== undefined && !/^[a-z0-9][a-z0-9._-]{0,63}$/.test(options.project)) {
+        throw new CliError(
+          `--project must be 1-64 characters of a-z, 0-9, '.', '_' and '-', starting with a letter or digit, got "${options.project}"`,
+          EXIT_CODES.usage,
+          'InvalidOption',
+        );
+      }
+      const idempotencyKey = options.idempotencyKey
+        ? parseIdempotencyKey(options.idempotencyKey)
+        : (deps.newIdempotencyKey ?? (() => `cli-${randomUUID()}`))();
+      if (options.interval !== undefined) parseSeconds('--interval', options.interval, 1, 3600);
+      const limits = limitsFrom(deps);
+      const packed = packDirectory(dir, { maxBundleBytes: limits.maxBundleBytes });
+      const client = clientFor(options);
+
+      const estimate = await estimateFor(client, packed, command, options);
+      if (!options.json) {
+        println(
+          `Packed ${packed.files.length} files from ${packed.root} (${packed.bytes} bytes, sha256 ${packed.sha256.slice(0, 12)})`,
+        );
+        if (packed.skipped.length) println(`Skipped (links and special files): ${packed.skipped.join(', ')}`);
+        println('');
+        println(formatEstimate(estimate));
+        println('');
+      }
+      const cost = estimateCostForConfirmation(estimate);
+      if (cost !== undefined && cost > maxCost && !options.yes) {
+        if (!io.isTTY) {
+          throw new CliError(
+            `not submitted: the estimate (${formatMoney(cost)}) is over the ${formatMoney(maxCost)} confirmation threshold and there is no terminal to ask; pass --yes or raise --max-cost`,
+            EXIT_CODES.usage,
+            'ConfirmationRequired',
+            { estimateUsd: cost, maxCostUsd: maxCost },
+          );
+        }
+        const yes = await io.confirm(
+          `The estimate is ${formatMoney(cost)} (over ${formatMoney(maxCost)}). Submit? [y/N] `,
+        );
+        if (!yes) {
+          throw new CliError('not submitted: you declined the confirmation', EXIT_CODES.usage, 'NotConfirmed');
+        }
+      }
+
+      const bundle =
+        packed.bytes <= limits.maxInlineBytes
+          ? { bundle: packed.archive.toString('base64') }
+          : { uploadId: await uploadBundle(client, fetchImpl, packed) };
+      const body = {
+        ...bundle,
+        command,
+        ...(requirements ? { requirements } : {}),
+        ...(retries ? { retries } : {}),
+        ...(Object.keys(env).length ? { env } : {}),
+        ...(options.project ? { project: options.project } : {}),
+      };
+      const response = await client.send({
+        method: 'POST',
+        path: '/jobs',
+        body,
+        headers: { 'idempotency-key': idempotencyKey },
+      });
+      const job = jobOf(response.body);
+      const jobId = typeof job.jobId === 'string' ? job.jobId : undefined;
+      if (options.json) printJson(response.body);
+      else {
+        println(
+          `${response.status === 200 ? 'Already submitted (same Idempotency-Key)' : 'Submitted'}: job ${jobId ?? '?'} (${String(job.state ?? 'SUBMITTED')}, tier ${String(job.tier ?? '?')})`,
+        );
+        if (!options.wait && jobId) println(`Follow it: trainyard watch ${jobId}`);
+      }
+      if (options.wait && jobId) await watchJob(client, jobId, { json: options.json, interval: options.interval });
+    });
+
+  addRequirements(
+    addCommon(
+      program
+        .command('estimate')
+        .description('pack a project and show the analysis and cost estimate, without submitting')
+        .argument('<dir>', 'project directory')
+        .argument('<command...>', 'command to run, after `--`'),
+    ),
+  ).action(async (dir: string, commandArgs: string[], options: CommonOptions & RequirementOptions) => {
+    const command = requireCommand(commandArgs);
+    requirementsFrom(options);
+    const packed = packDirectory(dir, { maxBundleBytes: limitsFrom(deps).maxBundleBytes });
+    const estimate = await estimateFor(clientFor(options), packed, command, options);
+    if (options.json) printJson(estimate);
+    else println(formatEstimate(estimate));
+  });
+
+  addCommon(
+    program
+      .command('status')
+      .description('show a job: state, attempts, progress, ETA, cost')
+      .argument('<job>', 'job id'),
+  ).action(async (job: string, options: CommonOptions) => {
+    const { body } = await clientFor(options).send({
+      method: 'GET',
+      path: `/jobs/${encodeURIComponent(parseJobId(job))}`,
+    });
+    if (options.json) printJson(body);
+    else println(formatJobStatus(body));
+  });
+
+  addCommon(
+    program
+      .command('watch')
+      .description('follow a job until it ends; exit code by its final state')
+      .argument('<job>', 'job id'),
+  )
+    .option('--interval <seconds>', 'seconds between polls', DEFAULT_POLL_SECONDS)
+    .action(async (job: string, options: CommonOptions & { interval: string }) => {
+      const jobId = parseJobId(job);
+      parseSeconds('--interval', options.interval, 1, 3600);
+      await watchJob(clientFor(options), jobId, options);
+    });
+
+  addCommon(program.command('logs').description("print a job's recent log lines").argument('<job>', 'job id'))
+    .option('--attempt <n>', 'attempt number (default: the latest)')
+    .option('--limit <n>', 'most lines per fetch (1-10000)')
+    .option('-f, --follow', 'keep printing new lines until the job ends')
+    .option('--interval <seconds>', 'seconds between polls with --follow', DEFAULT_POLL_SECONDS)
+    .action(
+      async (
+        job: string,
+        options: CommonOptions & { attempt?: string; limit?: string; follow?: boolean; interval: string },
+      ) => {
+        const jobId = parseJobId(job);
+        const attempt =
+          options.attempt === undefined ? undefined : parseIntegerIn('--attempt', options.attempt, 1, 10000);
+        const limit = options.limit === undefined ? undefined : parseIntegerIn('--limit', options.limit, 1, 10000);
+        const intervalMs = parseSeconds('--interval', options.interval, 1, 3600) * 1000;
+        const client = clientFor(options);
+        const fetchLines = () =>
+          client.send({ method: 'GET', path: `/jobs/${encodeURIComponent(jobId)}/logs`, query: { attempt, limit } });
+        if (!options.follow) {
+          const { body } = await fetchLines();
+          if (options.json) printJson(body);
+          else for (const line of logLinesOf(body)) println(line.message);
+          return;
+        }
+        let printed: LogLine[] = [];
+        for (;;) {
+          // Read the state first: lines fetched after seeing a terminal state include the job's last ones.
+          const state = jobView(
+            (await client.send({ method: 'GET', path: `/jobs/${encodeURIComponent(jobId)}` })).body,
+          ).state;
+          const { body } = await fetchLines();
+          const lines = logLinesOf(body);
+          const fresh = newLines(printed, lines);
+          for (const line of fresh) options.json ? io.stdout(`${JSON.stringify(line)}\n`) : println(line.message);
+          printed = [...printed, ...fresh].slice(-10_000);
+          if (isTerminalState(state)) return;
+          await sleep(intervalMs);
+        }
+      },
+    );
+
+  addCommon(
+    program
+      .command('cancel')
+      .description('cancel a job at any stage (its spend is settled)')
+      .argument('<job>', 'job id'),
+  ).action(async (job: string, options: CommonOptions) => {
+    const jobId = parseJobId(job);
+    const { body } = await clientFor(options).send({ method: 'DELETE', path: `/jobs/${encodeURIComponent(jobId)}` });
+    if (options.json) printJson(body);
+    else println(`Cancel requested: job ${jobId} (${String(jobOf(body).state ?? 'state unknown')})`);
+  });
+
+  addCommon(program.command('resume').description('resume a job paused for budget').argument('<job>', 'job id')).action(
+    async (job: string, options: CommonOptions) => {
+      const jobId = parseJobId(job);
+      const { body } = await clientFor(options).send({
+        method: 'POST',
+        path: `/jobs/${encodeURIComponent(jobId)}/resume`,
+      });
+      if (options.json) printJson(body);
+      else println(`Resumed: job ${jobId}`);
+    },
+  );
+
+  addCommon(program.command('jobs').description("list your team's jobs, newest first"))
+    .option('--limit <n>', 'jobs per page (1-100)', '20')
+    .option('--cursor <cursor>', 'page to continue from (printed after a full page)')
+    .action(async (options: CommonOptions & { limit: string; cursor?: string }) => {
+      const limit = parseIntegerIn('--limit', options.limit, 1, 100);
+      const { body } = await clientFor(options).send({
+        method: 'GET',
+        path: '/jobs',
+        query: { limit, cursor: options.cursor },
+      });
+      if (options.json) printJson(body);
+      else println(formatJobsTable(body));
+    });
+
+  addCommon(program.command('budgets').description("show your team's budgets for this month")).action(
+    async (options: CommonOptions) => {
+      const { body } = await clientFor(options).send({ method: 'GET', path: '/budgets' });
+      if (options.json) printJson(body);
+      else println(formatBudgets(body));
+    },
+  );
+
+  addCommon(program.command('tiers').description('list tiers and their prices')).action(
+    async (options: CommonOptions) => {
+      const { body } = await clientFor(options).send({ method: 'GET', path: '/tiers' });
+      if (options.json) printJson(body);
+      else println(formatTiers(body));
+    },
+  );
+
+  addCommon(
+    program
+      .command('checkpoints')
+      .description("list a job's complete checkpoints; --download fetches one")
+      .argument('<job>', 'job id'),
+  )
+    .option('--download <dir>', 'download a checkpoint into this directory')
+    .addOption(new Option('--checkpoint <name>', 'which checkpoint to download (default: the newest)'))
+    .action(async (job: string, options: CommonOptions & { download?: string; checkpoint?: string }) => {
+      const jobId = parseJobId(job);
+      const { body } = await clientFor(options).send({
+        method: 'GET',
+        path: `/jobs/${encodeURIComponent(jobId)}/checkpoints`,
+      });
+      if (options.json) printJson(body);
+      else println(formatCheckpoints(body));
+      if (options.download === undefined) return;
+      const chosen = chooseCheckpoint(checkpointsOf(body), options.checkpoint);
+      const written = await downloadCheckpoint(fetchImpl, chosen, resolve(deps.cwd, options.download));
+      if (!options.json) println(`Downloaded ${String(at(chosen, 'name'))}: ${written} files into ${options.download}`);
+    });
+
+  for (const register of registrars) register(program);
+  return program;
+}
+
+/** Lines of `fetched` not yet printed: what follows the longest tail of `printed` that starts `fetched`. */
+export function newLines(printed: readonly LogLine[], fetched: readonly LogLine[]): LogLine[] {
+  const key = (l: LogLine) => `${l.timestamp ?? ''}|${l.message}`;
+  const tail = printed.map(key);
+  const head = fetched.map(key);
+  for (let k = Math.min(tail.length, head.length); k > 0; k--) {
+    let same = true;
+    for (let i = 0; i < k && same; i++) same = tail[tail.length - k + i] === head[i];
+    if (same) return fetched.slice(k);
+  }
+  return [...fetched];
+}
+
+async function uploadBundle(client: ApiClient, fetchImpl: FetchLike, packed: PackedProject): Promise<string> {
+  const { body } = await client.send({ method: 'POST', path: '/uploads', body: {} });
+  const uploadId = at(body, 'uploadId');
+  const url = at(body, 'url');
+  if (typeof uploadId !== 'string' || typeof url !== 'string') {
+    throw new CliError('POST /uploads answered without uploadId and url', EXIT_CODES.unexpected, 'InvalidResponse');
+  }
+  let response: Response;
+  try {
+    response = await fetchImpl(url, {
+      method: 'PUT',
+      body: new Uint8Array(packed.archive),
+      headers: { 'content-type': 'application/gzip' },
+    });
+  } catch (error) {
+    throw new CliError(`cannot upload the bundle: ${(error as Error).message}`, EXIT_CODES.unreachable, 'Unreachable');
+  }
+  if (!response.ok) {
+    throw new CliError(
+      `uploading the bundle failed with HTTP ${response.status}: ${(await response.text()).slice(0, 200)}`,
+      response.status >= 500 ? EXIT_CODES.unexpected : EXIT_CODES.refused,
+      'UploadFailed',
+    );
+  }
+  return uploadId;
+}
+
+function chooseCheckpoint(checkpoints: readonly unknown[], name: string | undefined): unknown {
+  if (checkpoints.length === 0) {
+    throw new CliError('the job has no complete checkpoint to download', EXIT_CODES.notFound, 'NoCheckpoint');
+  }
+  if (name !== undefined) {
+    const found = checkpoints.find((c) => at(c, 'name') === name);
+    if (!found) {
+      throw new CliError(
+        `no complete checkpoint named "${name}"; have: ${checkpoints.map((c) => String(at(c, 'name'))).join(', ')}`,
+        EXIT_CODES.notFound,
+        'NoCheckpoint',
+      );
+    }
+    return found;
+  }
+  // Checkpoint folders are named ckpt-<6+ digit step>, so the greatest name is the newest.
+  return [...checkpoints].sort((a, b) => String(at(a, 'name')).localeCompare(String(at(b, 'name')))).at(-1);
+}
+
+async function downloadCheckpoint(fetchImpl: FetchLike, checkpoint: unknown, directory: string): Promise<number> {
+  const files = Array.isArray(at(checkpoint, 'files')) ? (at(checkpoint, 'files') as unknown[]) : [];
+  let written = 0;
+  for (const file of files) {
+    const path = at(file, 'path');
+    const url = at(file, 'url') ?? at(file, 'downloadUrl');
+    if (typeof path !== 'string' || typeof url !== 'string') {
+      throw new CliError(
+        'a checkpoint file has no path or download url in the API answer',
+        EXIT_CODES.unexpected,
+        'InvalidResponse',
+      );
+    }
+    if (isAbsolute(path) || path.split('/').includes('..')) {
+      throw new CliError(
+        `refusing checkpoint file path that leaves the download folder: ${path}`,
+        EXIT_CODES.unexpected,
+        'InvalidResponse',
+      );
+    }
+    let response: Response;
+    try {
+      response = await fetchImpl(url);
+    } catch (error) {
+      throw new CliError(`cannot download ${path}: ${(error as Error).message}`, EXIT_CODES.unreachable, 'Unreachable');
+    }
+    if (!response.ok) {
+      throw new CliError(
+        `downloading ${path} failed with HTTP ${response.status}`,
+        EXIT_CODES.unexpected,
+        'DownloadFailed',
+      );
+    }
+    const target = join(directory, path);
+    mkdirSync(dirname(target), { recursive: true });
+    writeFileSync(target, Buffer.from(await response.arrayBuffer()));
+    written++;
+  }
+  return written;
+}
+
+function formatTiers(response: unknown): string {
+  const tiers = Array.isArray(response) ? response : ((at(response, 'tiers') as unknown[] | undefined) ?? []);
+  if (!Array.isArray(tiers) || tiers.length === 0) return 'No tiers.';
+  const lines = ['TIER  ON-DEMAND/h  SPOT/h  SOURCE'];
+  const rowsOut = tiers.map((t) => {
+    const od = at(t, 'onDemandUsdPerHour') ?? at(t, 'price.onDemandUsdPerHour');
+    const spot = at(t, 'spotUsdPerHour') ?? at(t, 'price.spotUsdPerHour');
+    return [
+      String(at(t, 'tier') ?? at(t, 'id') ?? '?'),
+      typeof od === 'number' ? formatMoney(od) : '',
+      typeof spot === 'number' ? formatMoney(spot) : '—',
+      String(at(t, 'spotSource') ?? at(t, 'price.spotSource') ?? ''),
+    ];
+  });
+  const widths = [0, 1, 2].map((i) =>
+    Math.max(...[['TIER', 'ON-DEMAND/h', 'SPOT/h'], ...rowsOut].map((r) => (r[i] ?? '').length)),
+  );
+  lines[0] = ['TIER', 'ON-DEMAND/h', 'SPOT/h', 'SOURCE']
+    .map((h, i) => (i < 3 ? h.padEnd(widths[i] ?? 0) : h))
+    .join('  ');
+  for (const r of rowsOut)
+    lines.push(
+      r
+        .map((c, i) => (i < 3 ? c.padEnd(widths[i] ?? 0) : c))
+        .join('  ')
+        .trimEnd(),
+    );
+  return lines.join('\n');
+}
+
+/** Runs the CLI with `argv` (the arguments after the program name); resolves with the exit code. */
+export async function runCli(
+  argv: readonly string[],
+  deps: CliDeps,
+  registrars: readonly CommandRegistrar[] = [],
+): Promise<number> {
+  let exitCode: number = EXIT_CODES.ok;
+  // Only the CLI's own options count: `--json` after `--` belongs to the user's command.
+  const separator = argv.indexOf('--');
+  const json = (separator === -1 ? argv : argv.slice(0, separator)).includes('--json');
+  const program = createProgram(
+    deps,
+    (code) => {
+      exitCode = code;
+    },
+    registrars,
+  );
+  try {
+    await program.parseAsync([...argv], { from: 'user' });
+    return exitCode;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      // Commander has already printed its message (or the help); help and version are successes.
+      if (
+        error.code === 'commander.helpDisplayed' ||
+        error.code === 'commander.version' ||
+        error.code === 'commander.help'
+      ) {
+        return EXIT_CODES.ok;
+      }
+      return EXIT_CODES.usage;
+    }
+    if (error instanceof CliError) {
+      if (json) {
+        deps.io.stderr(
+          `${JSON.stringify({ error: { code: error.code, message: error.message, ...(error.details ? { details: error.details } : {}) }, exitCode: error.exitCode })}\n`,
+        );
+      } else deps.io.stderr(`trainyard: ${error.message}\n`);
+      return error.exitCode;
+    }
+    const message = error instanceof Error ? (error.stack ?? error.message) : String(error);
+    deps.io.stderr(`trainyard: unexpected error: ${message}\n`);
+    return EXIT_CODES.unexpected;
+  }
+}

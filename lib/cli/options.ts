@@ -1,0 +1,104 @@
+/**
+ * Parsing and validation of CLI option values (tiers, durations, money, env pairs, job ids), each with a message that
+ * names the option, what it got and what is allowed. Every failure is a CliError with exit code 2.
+ */
+
+import { JOB_ID_PATTERN } from '../../lambdas/domain/job';
+import { parseDuration } from '../../lib/config';
+import { CliError, EXIT_CODES } from './exit-codes';
+
+function usage(message: string, code = 'InvalidOption'): CliError {
+  return new CliError(message, EXIT_CODES.usage, code);
+}
+
+/** A positive number (`--gpu-memory 12`). */
+export function parsePositiveNumber(option: string, text: string): number {
+  const value = Number(text);
+  if (text.trim() === '' || !Number.isFinite(value) || value <= 0) {
+    throw usage(`${option} must be a positive number, got "${text}"`);
+  }
+  return value;
+}
+
+/** A non-negative amount of dollars (`--max-cost 2.50`, a leading `$` allowed). */
+export function parseUsd(option: string, text: string): number {
+  const value = Number(text.replace(/^\$/, ''));
+  if (text.trim() === '' || !Number.isFinite(value) || value < 0) {
+    throw usage(`${option} must be an amount of US dollars like 2.50, got "${text}"`);
+  }
+  return value;
+}
+
+/** An integer in [min, max] (`--retries 3`, `--limit 20`). */
+export function parseIntegerIn(option: string, text: string, min: number, max: number): number {
+  const value = Number(text);
+  if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(value) || value < min || value > max) {
+    throw usage(`${option} must be a whole number from ${min} to ${max}, got "${text}"`);
+  }
+  return value;
+}
+
+/** A duration in whole seconds: `90`, `90s`, `10m`, `2h`, `1d` (`--runtime`, `--deadline`, `--backoff`). */
+export function parseSeconds(option: string, text: string, min = 1, max = 14 * 86400): number {
+  const trimmed = text.trim();
+  const seconds = /^\d+$/.test(trimmed) ? Number(trimmed) : parseDuration(trimmed);
+  if (seconds === undefined || !Number.isFinite(seconds)) {
+    throw usage(`${option} must be a duration like 90s, 10m, 2h or 1d (or plain seconds), got "${text}"`);
+  }
+  const whole = Math.round(seconds);
+  if (whole < min || whole > max) {
+    throw usage(`${option} must be between ${min} s and ${max} s, got "${text}" (${whole} s)`);
+  }
+  return whole;
+}
+
+/** Tier ids as config defines them. */
+const TIER_PATTERN = /^[a-z][a-z0-9-]{0,30}[a-z0-9]$/;
+
+/** A tier id's shape (whether it exists is the API's answer: it knows the configured tiers). */
+export function parseTierId(text: string): string {
+  if (!TIER_PATTERN.test(text)) {
+    throw usage(
+      `--tier must be a tier id (2-32 characters of a-z, 0-9 and '-', starting with a letter), got "${text}"`,
+    );
+  }
+  return text;
+}
+
+/** Names a job's environment may set (POST /jobs rules). */
+const ENV_NAME = /^[A-Z_][A-Z0-9_]*$/;
+
+/** `--env K=V` pairs into a record; names follow the API's rules (upper case, not TRAINYARD_* or AWS_*). */
+export function parseEnvPairs(pairs: readonly string[]): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const pair of pairs) {
+    const eq = pair.indexOf('=');
+    const name = eq === -1 ? pair : pair.slice(0, eq);
+    if (eq === -1) throw usage(`--env takes NAME=VALUE, got "${pair}"`);
+    if (!ENV_NAME.test(name)) {
+      throw usage(`--env name "${name}" must match ^[A-Z_][A-Z0-9_]*$ (upper case letters, digits, '_')`);
+    }
+    if (name.startsWith('TRAINYARD_') || name.startsWith('AWS_')) {
+      throw usage(`--env name "${name}" is reserved: names starting with TRAINYARD_ or AWS_ are set by the platform`);
+    }
+    if (name in env) throw usage(`--env sets ${name} twice`);
+    env[name] = pair.slice(eq + 1);
+  }
+  return env;
+}
+
+/** A job id as the API issues them (it also names the Step Functions execution). */
+export function parseJobId(text: string): string {
+  if (!JOB_ID_PATTERN.test(text)) {
+    throw usage(`job id must be 1-80 characters of A-Z, a-z, 0-9, '_' and '-', got "${text}"`, 'InvalidJobId');
+  }
+  return text;
+}
+
+/** An Idempotency-Key header value (≤ 128 characters of A-Z a-z 0-9 _ -). */
+export function parseIdempotencyKey(text: string): string {
+  if (!/^[A-Za-z0-9_-]{1,128}$/.test(text)) {
+    throw usage(`--idempotency-key must be 1-128 characters of A-Z, a-z, 0-9, '_' and '-', got "${text}"`);
+  }
+  return text;
+}
