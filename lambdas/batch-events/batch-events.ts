@@ -1,0 +1,192 @@
+/**
+ * The batch-events handler: EventBridge "Batch Job State Change" → the attempt record, the job's cost so far and
+ * `Job Started`.
+ *
+ * - Ours or not: a Trainyard attempt carries the tags `trainyard:job-id` / `trainyard:attempt` (else the name
+ *   `<jobId>-a<attempt>`) and has an attempt record that PrepareAttempt wrote; anything else is ignored, unwritten.
+ * - RUNNABLE/STARTING/…: records the Batch job id once (so a cancel can terminate a job still waiting).
+ * - RUNNING: records, once (record-once on startedAt), the Batch job id, startedAt, status, the instance (the GSI
+ *   byInstance the interruption handler reads) and the price per node-hour: the spot price in effect at the start
+ *   for a spot instance (EC2 history; the tier's configured spot price when history is unavailable), the tier's
+ *   on-demand price for an on-demand instance; without an instance (Fargate) the tier's price for the attempt's
+ *   capacity. Moves the job WAITING → RUNNING. Emits `Job Started` before recording, so a failed delivery is
+ *   retried whole; the deterministic eventId makes a duplicate harmless.
+ * - SUCCEEDED/FAILED: records stoppedAt and costUsd once (record-once on stoppedAt) with costOfAttempt — the same
+ *   pure function AttemptOutcome uses, so whichever records first, the figure is the same. Then job.costSoFarUsd is
+ *   recomputed from the recorded attempt costs and written only when it differs.
+ *
+ * The container's log stream name is not recorded: the attempt record has no field for it (job.ts).
+ */
+import { findTier, type TierConfig } from '../../lib/config';
+import { attemptPrice, costOfAttempt } from '../domain/attempt-cost';
+import type { BatchJob } from '../domain/batch-job';
+import { buildEvent } from '../domain/events';
+import type { AttemptRecord, JobRecord } from '../domain/job';
+import { attemptRefOf, recordedCost } from '../domain/watch';
+import type { ControlPlane } from '../shared/control-plane';
+import { parseBatchStateChangeEvent } from '../shared/event-schemas';
+import { JobStateConflict } from '../shared/job-store';
+import { logger } from '../shared/logger';
+
+/** Raised when a job names a tier the deployed configuration does not define. */
+export class UnknownTier extends Error {
+  override name = 'UnknownTier';
+}
+
+/** What one delivery did. */
+export type BatchEventResult =
+  | {
+      readonly action: 'ignored';
+      readonly why: 'not-trainyard' | 'unknown-attempt' | 'team-mismatch' | 'other-batch-job' | 'no-stop-time';
+    }
+  | { readonly action: 'queued' | 'started' | 'stopped'; readonly jobId: string; readonly attempt: number };
+
+type Plane = Pick<ControlPlane, 'config' | 'jobs' | 'events' | 'fleet'>;
+
+function tierOf(plane: Plane, job: JobRecord): TierConfig {
+  const tier = findTier(plane.config, job.tier);
+  if (!tier) {
+    throw new UnknownTier(
+      `job ${job.jobId} runs on tier "${job.tier}", which the configuration does not define; tiers: ${plane.config.tiers.map((t) => t.id).join(', ')}`,
+    );
+  }
+  return tier;
+}
+
+/** Price per node-hour of an attempt that just started on this instance (see the module comment). */
+async function startPrice(
+  plane: Plane,
+  attempt: AttemptRecord,
+  tier: TierConfig,
+  instance: Awaited<ReturnType<Plane['fleet']['instanceFor']>>,
+  startedAt: number,
+): Promise<number> {
+  if (!instance) return attemptPrice({ capacity: attempt.capacity }, tier);
+  if (instance.lifecycle === 'on-demand') return tier.onDemandUsdPerHour;
+  const quoted = await plane.fleet.spotPriceAt(instance.instanceType, instance.availabilityZone, startedAt);
+  return quoted ?? attemptPrice({ capacity: 'spot' }, tier);
+}
+
+/** Builds the batch-events handler from the parts of the control plane it uses. */
+export function createBatchEventsHandler(plane: Plane) {
+  async function started(batchJob: BatchJob, job: JobRecord, attempt: AttemptRecord): Promise<BatchEventResult> {
+    const done = { action: 'started', jobId: job.jobId, attempt: attempt.attempt } as const;
+    if (attempt.startedAt !== undefined) return done;
+    const startedAt = batchJob.startedAt ?? batchJob.attempts.at(-1)?.startedAt ?? batchJob.createdAt;
+    const tier = tierOf(plane, job);
+    const containerInstanceArn = batchJob.container?.containerInstanceArn;
+    const instance = containerInstanceArn ? await plane.fleet.instanceFor(containerInstanceArn) : undefined;
+    const usdPerHour = await startPrice(plane, attempt, tier, instance, startedAt);
+    await plane.events.publish([
+      buildEvent('Job Started', {
+        jobId: job.jobId,
+        team: job.team,
+        user: job.user,
+        ...(job.project ? { project: job.project } : {}),
+        occurredAt: new Date(startedAt).toISOString(),
+        attempt: attempt.attempt,
+        capacity: attempt.capacity,
+        queue: attempt.queue,
+        batchJobId: batchJob.jobId,
+        usdPerHour,
+      }),
+    ]);
+    const recorded = await plane.jobs.updateAttempt(
+      job.jobId,
+      attempt.attempt,
+      {
+        batchJobId: batchJob.jobId,
+        startedAt,
+        status: 'RUNNING',
+        usdPerHour,
+        ...(instance ? { instanceId: instance.instanceId } : {}),
+      },
+      'startedAt',
+    );
+    // Only the attempt that is still the job's live one moves the job to RUNNING (events can arrive late).
+    if (recorded && recorded.stoppedAt === undefined && job.counters.attempts < attempt.attempt) {
+      try {
+        await plane.jobs.transition(job.jobId, ['WAITING'], 'RUNNING');
+      } catch (error) {
+        if (!(error instanceof JobStateConflict)) throw error;
+        logger.info('job moved on before its attempt started; state left as it is', {
+          jobId: job.jobId,
+          attempt: attempt.attempt,
+          reason: error.message,
+        });
+      }
+    }
+    return done;
+  }
+
+  async function stopped(batchJob: BatchJob, job: JobRecord, attempt: AttemptRecord): Promise<BatchEventResult> {
+    if (attempt.stoppedAt === undefined) {
+      const cost = costOfAttempt(attempt, batchJob, tierOf(plane, job));
+      if (cost.stoppedAt === undefined) {
+        logger.warn('Batch reported a finished job without a stop time; nothing recorded', {
+          jobId: job.jobId,
+          attempt: attempt.attempt,
+          batchJobId: batchJob.jobId,
+        });
+        return { action: 'ignored', why: 'no-stop-time' };
+      }
+      await plane.jobs.updateAttempt(
+        job.jobId,
+        attempt.attempt,
+        {
+          batchJobId: batchJob.jobId,
+          status: batchJob.status,
+          ...(cost.startedAt !== undefined && attempt.startedAt === undefined ? { startedAt: cost.startedAt } : {}),
+          stoppedAt: cost.stoppedAt,
+          usdPerHour: cost.usdPerHour,
+          costUsd: cost.costUsd,
+        },
+        'stoppedAt',
+      );
+    }
+    // Recomputed on every delivery: a crash between the two writes is repaired by the redelivery.
+    const total = recordedCost(await plane.jobs.listAttempts(job.jobId));
+    if (total !== job.costSoFarUsd) await plane.jobs.patchJob(job.jobId, { costSoFarUsd: total });
+    return { action: 'stopped', jobId: job.jobId, attempt: attempt.attempt };
+  }
+
+  return async function handleBatchStateChange(event: unknown): Promise<BatchEventResult> {
+    const { job: batchJob } = parseBatchStateChangeEvent(event);
+    const ref = attemptRefOf(batchJob);
+    if (!ref) return { action: 'ignored', why: 'not-trainyard' };
+    const keys = { jobId: ref.jobId, attempt: ref.attempt, batchJobId: batchJob.jobId, status: batchJob.status };
+    const [job, attempt] = await Promise.all([
+      plane.jobs.getJob(ref.jobId),
+      plane.jobs.getAttempt(ref.jobId, ref.attempt),
+    ]);
+    if (!job || !attempt) {
+      logger.warn('Batch job names a Trainyard attempt that does not exist; ignored', keys);
+      return { action: 'ignored', why: 'unknown-attempt' };
+    }
+    if (ref.team !== undefined && ref.team !== job.team) {
+      logger.warn('Batch job tagged with another team than its job; ignored', { ...keys, tagTeam: ref.team });
+      return { action: 'ignored', why: 'team-mismatch' };
+    }
+    if (attempt.batchJobId !== undefined && attempt.batchJobId !== batchJob.jobId) {
+      logger.warn('attempt already belongs to another Batch job; ignored', { ...keys, recorded: attempt.batchJobId });
+      return { action: 'ignored', why: 'other-batch-job' };
+    }
+    switch (batchJob.status) {
+      case 'RUNNING':
+        return started(batchJob, job, attempt);
+      case 'SUCCEEDED':
+      case 'FAILED':
+        return stopped(batchJob, job, attempt);
+      default:
+        if (attempt.batchJobId === undefined) {
+          await plane.jobs.updateAttempt(
+            job.jobId,
+            attempt.attempt,
+            { batchJobId: batchJob.jobId, status: batchJob.status },
+            'batchJobId',
+          );
+        }
+        return { action: 'queued', jobId: job.jobId, attempt: attempt.attempt };
+    }
+  };
+}

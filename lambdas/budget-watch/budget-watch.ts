@@ -1,0 +1,340 @@
+/**
+ * The budget watch, every 5 minutes (EventBridge schedule): meters running jobs, enforces budgets, runs the periodic
+ * placement check and resumes jobs whose budget allows them again.
+ *
+ * 1. Running jobs (capped per run, oldest first; the rest are logged and wait for the next tick): patch
+ *    job.progress from the harness's progress.json (only when it changed); accrue the running cost — recorded costs
+ *    of ended attempts plus the running attempt from its start to the tick's time at its price — with
+ *    `ledger.accrue`, and emit `Budget Threshold Crossed` for each crossing the ledger reports (once per scope,
+ *    period and threshold: the ledger records each crossing once).
+ * 2. Every running job in a blocked scope is stopped gracefully: TerminateJob with the budget-pause reason (the
+ *    harness checkpoints on SIGTERM; the lifecycle then pauses the job). `Budget Exhausted` names the jobs stopped.
+ * 3. Other running jobs with an estimate get the periodic placement check (domain/watch.ts placementStateFor says
+ *    what the policy is told); a move is recorded as a decision (moment periodic-check) and the attempt is stopped
+ *    with moveToOnDemand / moveToSpot — the lifecycle starts the next attempt on the other capacity.
+ * 4. PAUSED_BUDGET jobs whose scopes are no longer blocked: SendTaskSuccess(pauseToken, { action: 'resume' }), then
+ *    the token is removed from the job.
+ *
+ * Replays: "now" is the scheduled event's `time`, not the clock, so a redelivered tick accrues the same figure (the
+ * ledger ignores a figure it has already seen). Each stop is recorded as a decision (`stop-attempt <n> budget-pause`,
+ * `move-attempt <n> to <capacity>`) after its TerminateJob; a later tick that finds the decision does nothing, so
+ * TerminateJob is called once per attempt and reason (again only if a run failed between the two). Resume removes
+ * the token after SendTaskSuccess; a token Step Functions no longer knows counts as already used.
+ * A failure on one job does not stop the others; the run then fails with {@link BudgetWatchIncomplete} naming them,
+ * so the Errors alarm fires and EventBridge retries the (idempotent) run.
+ */
+import { findTier, type TierConfig } from '../../lib/config';
+import { TERMINATE_REASONS } from '../domain/batch-reasons';
+import { parseScope } from '../domain/budgets';
+import { buildEvent, type EventEntry } from '../domain/events';
+import type { AttemptRecord, DecisionRecord, JobRecord } from '../domain/job';
+import { DEFAULT_PLACEMENT_CONFIG, decidePlacement } from '../domain/placement';
+import {
+  budgetPauseDecision,
+  budgetPeriodOf,
+  hasDecision,
+  jobCostSoFar,
+  jobScopes,
+  moveDecision,
+  nextDecisionSeq,
+  placementConfigFrom,
+  placementStateFor,
+  progressFromHarness,
+  runningAttempt,
+  sameProgress,
+} from '../domain/watch';
+import { jobKeysFor } from '../domain/workspace-layout';
+import type { ControlPlane } from '../shared/control-plane';
+import { parseScheduledEvent } from '../shared/event-schemas';
+import { type ThresholdCrossing, UnknownBudgetJob } from '../shared/ledger';
+import { logger } from '../shared/logger';
+
+/** Raised at the end of a run in which some jobs could not be handled; names each job and why. */
+export class BudgetWatchIncomplete extends Error {
+  override name = 'BudgetWatchIncomplete';
+}
+
+/** Raised when a decision could not be given a sequence number because others kept taking them. */
+export class DecisionNotRecorded extends Error {
+  override name = 'DecisionNotRecorded';
+}
+
+/** Raised when a job names a tier the deployed configuration does not define. */
+export class UnknownTier extends Error {
+  override name = 'UnknownTier';
+}
+
+/** Options of the watch. */
+export interface BudgetWatchOptions {
+  /** Most running jobs (and, separately, paused jobs) handled per run. @default 100 */
+  readonly maxJobsPerRun?: number;
+}
+
+/** What one run did (job ids per action), for logs and tests. */
+export interface BudgetWatchResult {
+  readonly metered: string[];
+  readonly progressUpdated: string[];
+  readonly budgetStopped: string[];
+  readonly moved: Array<{ jobId: string; to: 'spot' | 'on-demand' }>;
+  readonly resumed: string[];
+  /** Jobs left for the next run because of the cap. */
+  readonly deferred: string[];
+  /** Events published. */
+  events: number;
+}
+
+type Plane = Pick<ControlPlane, 'config' | 'jobs' | 'ledger' | 'workspace' | 'batch' | 'events' | 'lifecycle'>;
+
+interface Metered {
+  job: JobRecord;
+  attempts: AttemptRecord[];
+  tier: TierConfig;
+  blockedScopes: string[];
+}
+
+/** Step Functions errors meaning the task token was already used or expired: nothing left to resume. */
+const GONE_TOKEN_ERRORS = ['TaskDoesNotExist', 'TaskTimedOut', 'InvalidToken'];
+
+function byAge(a: JobRecord, b: JobRecord): number {
+  return a.createdAt === b.createdAt ? (a.jobId < b.jobId ? -1 : 1) : a.createdAt < b.createdAt ? -1 : 1;
+}
+
+function percent(fraction: number): number {
+  return Math.round(fraction * 10_000) / 100;
+}
+
+/** Builds the budget watch from the parts of the control plane it uses. */
+export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptions = {}) {
+  const cap = options.maxJobsPerRun ?? 100;
+  const placementConfig = placementConfigFrom(DEFAULT_PLACEMENT_CONFIG, plane.config.spotPolicy);
+  const thresholds = { warn: plane.config.budgets.warnThreshold, block: plane.config.budgets.blockThreshold };
+
+  function tierOf(job: JobRecord): TierConfig {
+    const tier = findTier(plane.config, job.tier);
+    if (!tier) {
+      throw new UnknownTier(
+        `job ${job.jobId} runs on tier "${job.tier}", which the configuration does not define; tiers: ${plane.config.tiers.map((t) => t.id).join(', ')}`,
+      );
+    }
+    return tier;
+  }
+
+  function crossingEvent(crossing: ThresholdCrossing, at: string): EventEntry {
+    return buildEvent('Budget Threshold Crossed', {
+      team: parseScope(crossing.scope).team,
+      scope: crossing.scope,
+      period: crossing.period,
+      thresholdPercent: percent(crossing.threshold === 'warn' ? thresholds.warn : thresholds.block),
+      limitUsd: crossing.limitUsd,
+      spentUsd: crossing.spentUsd,
+      reservedUsd: crossing.reservedUsd,
+      occurredAt: at,
+    });
+  }
+
+  /** Writes a decision under the next free sequence number; re-reads to make sure no concurrent writer took it. */
+  async function recordDecision(
+    jobId: string,
+    known: readonly DecisionRecord[],
+    record: Omit<DecisionRecord, 'seq'>,
+  ): Promise<void> {
+    let decisions = known;
+    for (let tries = 0; tries < 3; tries++) {
+      const seq = nextDecisionSeq(decisions);
+      await plane.jobs.putDecision(jobId, { seq, ...record });
+      decisions = await plane.jobs.listDecisions(jobId);
+      if (decisions.some((d) => d.seq === seq && d.decision === record.decision)) return;
+    }
+    throw new DecisionNotRecorded(
+      `could not record decision "${record.decision}" for job ${jobId}: its sequence numbers kept being taken by concurrent writers`,
+    );
+  }
+
+  /** Progress and accrual for one running job; returns what the later passes need. */
+  async function meter(job: JobRecord, nowMs: number, at: string, result: BudgetWatchResult): Promise<Metered> {
+    const tier = tierOf(job);
+    let current = job;
+    const progress = progressFromHarness(
+      await plane.workspace.getJson(jobKeysFor(job.team, job.jobId).progress),
+      job.jobId,
+    );
+    if (progress && !sameProgress(progress, job.progress)) {
+      current = await plane.jobs.patchJob(job.jobId, { progress });
+      result.progressUpdated.push(job.jobId);
+    }
+    const attempts = await plane.jobs.listAttempts(job.jobId);
+    const costSoFar = jobCostSoFar(attempts, tier, nowMs);
+    let blockedScopes: string[] = [];
+    try {
+      const accrual = await plane.ledger.accrue(job.jobId, costSoFar);
+      blockedScopes = accrual.blockedScopes;
+      if (accrual.crossings.length > 0) {
+        await plane.events.publish(accrual.crossings.map((c) => crossingEvent(c, at)));
+        result.events += accrual.crossings.length;
+      }
+      result.metered.push(job.jobId);
+    } catch (error) {
+      if (!(error instanceof UnknownBudgetJob)) throw error;
+      logger.warn('running job has no reservation in the budget ledger; not metered', { jobId: job.jobId });
+    }
+    return { job: current, attempts, tier, blockedScopes };
+  }
+
+  /** Stops a job's running attempt for its exhausted budget; true when this call stopped it. */
+  async function stopForBudget(m: Metered, scope: string, at: string): Promise<boolean> {
+    const attempt = runningAttempt(m.attempts);
+    if (!attempt?.batchJobId) return false;
+    const decisions = await plane.jobs.listDecisions(m.job.jobId);
+    const decision = budgetPauseDecision(attempt.attempt);
+    if (hasDecision(decisions, decision)) return false;
+    await plane.batch.terminateJob(attempt.batchJobId, TERMINATE_REASONS.budgetPause);
+    await recordDecision(m.job.jobId, decisions, {
+      at,
+      moment: 'periodic-check',
+      decision,
+      reason: `Budget ${scope} for ${budgetPeriodOf(m.job)} is exhausted: attempt ${attempt.attempt} is stopped gracefully (it checkpoints) and the job pauses until the budget allows it.`,
+    });
+    return true;
+  }
+
+  /** The periodic placement check for one job; the capacity moved to, or undefined. */
+  async function checkPlacement(m: Metered, nowMs: number, at: string): Promise<'spot' | 'on-demand' | undefined> {
+    const state = placementStateFor(m.job, m.attempts, m.tier, nowMs);
+    const attempt = runningAttempt(m.attempts);
+    if (!state || !attempt?.batchJobId) return undefined;
+    const placement = decidePlacement(state, placementConfig);
+    if (!placement.move || placement.capacity === state.current) return undefined;
+    const decisions = await plane.jobs.listDecisions(m.job.jobId);
+    const decision = moveDecision(attempt.attempt, placement.capacity);
+    if (hasDecision(decisions, decision)) return undefined;
+    const reason = placement.capacity === 'on-demand' ? TERMINATE_REASONS.moveToOnDemand : TERMINATE_REASONS.moveToSpot;
+    await plane.batch.terminateJob(attempt.batchJobId, reason);
+    await recordDecision(m.job.jobId, decisions, {
+      at,
+      moment: 'periodic-check',
+      decision,
+      reason: placement.reason,
+    });
+    return placement.capacity;
+  }
+
+  /** Resumes a paused job when none of its scopes is blocked; true when it sent the resume. */
+  async function resumeIfAllowed(job: JobRecord): Promise<boolean> {
+    if (!job.pauseToken) return false;
+    const period = budgetPeriodOf(job);
+    for (const scope of jobScopes(job)) {
+      const usage = await plane.ledger.usage(scope, period);
+      if (usage?.blocked) return false;
+    }
+    try {
+      await plane.lifecycle.sendTaskSuccess(job.pauseToken, { action: 'resume' });
+    } catch (error) {
+      if (!GONE_TOKEN_ERRORS.includes((error as Error).name)) throw error;
+      logger.info('pause token already used or expired; clearing it', {
+        jobId: job.jobId,
+        error: (error as Error).name,
+      });
+    }
+    await plane.jobs.patchJob(job.jobId, {}, ['pauseToken']);
+    return true;
+  }
+
+  return async function runBudgetWatch(event: unknown): Promise<BudgetWatchResult> {
+    const tick = parseScheduledEvent(event);
+    const nowMs = tick.timeMs;
+    const at = new Date(nowMs).toISOString();
+    const teams = plane.config.teams.map((t) => t.id);
+    const result: BudgetWatchResult = {
+      metered: [],
+      progressUpdated: [],
+      budgetStopped: [],
+      moved: [],
+      resumed: [],
+      deferred: [],
+      events: 0,
+    };
+    const failures: string[] = [];
+    const attempt = async (jobId: string, work: () => Promise<void>) => {
+      try {
+        await work();
+      } catch (error) {
+        const e = error as Error;
+        logger.error('budget watch failed for a job', { jobId, error: `${e.name}: ${e.message}` });
+        failures.push(`${jobId}: ${e.name}: ${e.message}`);
+      }
+    };
+
+    const running = (await plane.jobs.listJobsInStates(teams, ['RUNNING'])).sort(byAge);
+    result.deferred.push(...running.slice(cap).map((j) => j.jobId));
+    const metered: Metered[] = [];
+    for (const job of running.slice(0, cap)) {
+      await attempt(job.jobId, async () => {
+        metered.push(await meter(job, nowMs, at, result));
+      });
+    }
+
+    // A scope blocked by any job's accrual stops every running job in it, including jobs metered before it tipped.
+    const blocked = new Set(metered.flatMap((m) => m.blockedScopes));
+    const stoppedByScope = new Map<string, { period: string; jobIds: string[] }>();
+    for (const m of metered) {
+      const scope = [...m.blockedScopes, ...jobScopes(m.job)].find((s) => blocked.has(s));
+      await attempt(m.job.jobId, async () => {
+        if (scope !== undefined) {
+          if (await stopForBudget(m, scope, at)) {
+            result.budgetStopped.push(m.job.jobId);
+            const entry = stoppedByScope.get(scope) ?? { period: budgetPeriodOf(m.job), jobIds: [] };
+            entry.jobIds.push(m.job.jobId);
+            stoppedByScope.set(scope, entry);
+          }
+          return;
+        }
+        const to = await checkPlacement(m, nowMs, at);
+        if (to) result.moved.push({ jobId: m.job.jobId, to });
+      });
+    }
+
+    for (const [scope, { period, jobIds }] of stoppedByScope) {
+      await attempt(scope, async () => {
+        const usage = await plane.ledger.usage(scope, period);
+        if (!usage) return;
+        await plane.events.publish([
+          buildEvent('Budget Exhausted', {
+            team: usage.team,
+            scope,
+            period,
+            limitUsd: usage.limitUsd,
+            spentUsd: usage.spentUsd,
+            reservedUsd: usage.reservedUsd,
+            pausedJobIds: jobIds,
+            occurredAt: at,
+          }),
+        ]);
+        result.events += 1;
+      });
+    }
+
+    const paused = (await plane.jobs.listJobsInStates(teams, ['PAUSED_BUDGET'])).sort(byAge);
+    result.deferred.push(...paused.slice(cap).map((j) => j.jobId));
+    for (const job of paused.slice(0, cap)) {
+      await attempt(job.jobId, async () => {
+        if (await resumeIfAllowed(job)) result.resumed.push(job.jobId);
+      });
+    }
+
+    if (result.deferred.length > 0) {
+      logger.warn('budget watch cap reached; jobs left for the next run', { cap, deferred: result.deferred });
+    }
+    logger.info('budget watch run', {
+      metered: result.metered.length,
+      budgetStopped: result.budgetStopped,
+      moved: result.moved,
+      resumed: result.resumed,
+    });
+    if (failures.length > 0) {
+      throw new BudgetWatchIncomplete(
+        `budget watch could not handle ${failures.length} item(s): ${failures.join(' | ')}`,
+      );
+    }
+    return result;
+  };
+}

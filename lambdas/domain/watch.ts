@@ -1,0 +1,241 @@
+/**
+ * Pure rules of the event-driven handlers (batch-events, interruption, budget-watch): which Batch jobs are ours, what
+ * a running job has cost so far, the harness's progress document, a job's budget scopes, the placement input of the
+ * periodic check, and the decision records the watch writes. No AWS SDK, no clock: the handlers pass `now`.
+ */
+import { z } from 'zod';
+import type { TierConfig } from '../../lib/config';
+import { attemptPrice } from './attempt-cost';
+import type { BatchJob } from './batch-job';
+import { formatScope, InvalidScope, periodOf } from './budgets';
+import type { AttemptRecord, DecisionRecord, JobRecord } from './job';
+import { attemptCostMicroUsd, microUsdToCents } from './metering';
+import type { Capacity, PlacementPolicyConfig, PlacementState } from './placement';
+
+/** Batch tags Trainyard puts on every attempt it submits (propagated into the job detail's `tags`). */
+export const TRAINYARD_TAGS = {
+  jobId: 'trainyard:job-id',
+  team: 'trainyard:team',
+  attempt: 'trainyard:attempt',
+} as const;
+
+/** Which Trainyard attempt a Batch job is. */
+export interface AttemptRef {
+  readonly jobId: string;
+  readonly attempt: number;
+  /** The team tag, when the job carries it. */
+  readonly team?: string;
+}
+
+const JOB_NAME_PATTERN = /^([A-Za-z0-9_-]{1,80})-a([1-9][0-9]{0,3})$/;
+const ATTEMPT_TAG_PATTERN = /^[1-9][0-9]{0,3}$/;
+
+/**
+ * The Trainyard attempt a Batch job runs, from its tags (`trainyard:job-id` + `trainyard:attempt`), else from its
+ * name `<jobId>-a<attempt>`; undefined for any other Batch job in the account. Tags win because they are set
+ * explicitly at submit and cannot be confused with a user-chosen name.
+ */
+export function attemptRefOf(job: Pick<BatchJob, 'jobName' | 'tags'>): AttemptRef | undefined {
+  const tags = job.tags ?? {};
+  const taggedId = tags[TRAINYARD_TAGS.jobId];
+  const taggedAttempt = tags[TRAINYARD_TAGS.attempt];
+  const team = tags[TRAINYARD_TAGS.team];
+  if (taggedId !== undefined && taggedAttempt !== undefined) {
+    if (!/^[A-Za-z0-9_-]{1,80}$/.test(taggedId) || !ATTEMPT_TAG_PATTERN.test(taggedAttempt)) return undefined;
+    return { jobId: taggedId, attempt: Number(taggedAttempt), ...(team ? { team } : {}) };
+  }
+  const named = JOB_NAME_PATTERN.exec(job.jobName);
+  if (!named?.[1] || !named[2]) return undefined;
+  return { jobId: named[1], attempt: Number(named[2]), ...(team ? { team } : {}) };
+}
+
+/** The attempt that is running now: started, not stopped, highest number. */
+export function runningAttempt(attempts: readonly AttemptRecord[]): AttemptRecord | undefined {
+  return [...attempts]
+    .filter((a) => a.startedAt !== undefined && a.stoppedAt === undefined)
+    .sort((a, b) => b.attempt - a.attempt)[0];
+}
+
+/**
+ * A job's cost so far in USD, rounded to the cent: the recorded cost of every ended attempt, plus the running attempt
+ * from its start to `nowMs` at its price (per second, 60 s minimum, times its nodes). Summed in micro-dollars.
+ */
+export function jobCostSoFar(attempts: readonly AttemptRecord[], tier: TierConfig, nowMs: number): number {
+  let micros = 0;
+  for (const attempt of attempts) {
+    if (attempt.costUsd !== undefined) {
+      micros += Math.round(attempt.costUsd * 1_000_000);
+    } else if (attempt.startedAt !== undefined && attempt.stoppedAt === undefined) {
+      micros += attemptCostMicroUsd({
+        startedAtMs: attempt.startedAt,
+        // A clock behind the recorded start (skew) must not make a negative span.
+        stoppedAtMs: Math.max(nowMs, attempt.startedAt),
+        usdPerHour: attemptPrice(attempt, tier),
+        nodes: attempt.nodes,
+      });
+    }
+  }
+  return microUsdToCents(micros);
+}
+
+/** Sum of recorded attempt costs (ended attempts only), rounded to the cent: what job.costSoFarUsd holds. */
+export function recordedCost(attempts: readonly AttemptRecord[]): number {
+  return microUsdToCents(attempts.reduce((sum, a) => sum + Math.round((a.costUsd ?? 0) * 1_000_000), 0));
+}
+
+/** The harness's progress.json (images/harness: metrics.py `progress()`); extra keys are tolerated. */
+export const harnessProgressSchema = z.looseObject({
+  job_id: z.string().min(1),
+  attempt: z.number().int().positive(),
+  step: z.number().int().nonnegative().nullable().optional(),
+  total_steps: z.number().int().positive().nullable().optional(),
+  loss: z.number().nullable().optional(),
+  updated_at: z.iso.datetime({ offset: true }),
+  resumed_from_step: z.number().int().nonnegative().nullable().optional(),
+});
+
+/** The job record's progress field. */
+export type JobProgress = NonNullable<JobRecord['progress']>;
+
+/**
+ * The job's progress from the harness's progress.json: step, total, fraction = step ÷ total (capped at 1), loss and
+ * the harness's time. Undefined when the document is missing, malformed, for another job, or has no step and total
+ * (no fraction can be known).
+ */
+export function progressFromHarness(raw: unknown, jobId: string): JobProgress | undefined {
+  const parsed = harnessProgressSchema.safeParse(raw);
+  if (!parsed.success || parsed.data.job_id !== jobId) return undefined;
+  const { step, total_steps: totalSteps, loss, updated_at: updatedAt } = parsed.data;
+  if (step === null || step === undefined || totalSteps === null || totalSteps === undefined) return undefined;
+  return {
+    step,
+    totalSteps,
+    fraction: Math.min(1, step / totalSteps),
+    ...(loss !== null && loss !== undefined && Number.isFinite(loss) ? { loss } : {}),
+    updatedAt: new Date(updatedAt).toISOString(),
+  };
+}
+
+/** Whether two progress values say the same thing (so an unchanged progress.json writes nothing). */
+export function sameProgress(a: JobProgress | undefined, b: JobProgress | undefined): boolean {
+  if (a === undefined || b === undefined) return a === b;
+  return (
+    a.step === b.step &&
+    a.totalSteps === b.totalSteps &&
+    a.fraction === b.fraction &&
+    a.loss === b.loss &&
+    a.updatedAt === b.updatedAt
+  );
+}
+
+/**
+ * The budget scopes of a job, team first: `team:<team>`, plus `user:<team>/<user>` and `project:<team>/<project>`
+ * when the user name and project are valid scope ids (a principal ARN is not one, so it has no user scope).
+ */
+export function jobScopes(job: Pick<JobRecord, 'team' | 'user' | 'project'>): string[] {
+  const scopes = [formatScope('team', job.team)];
+  for (const [kind, id] of [
+    ['user', job.user],
+    ['project', job.project],
+  ] as const) {
+    if (id === undefined) continue;
+    try {
+      scopes.push(formatScope(kind, job.team, id));
+    } catch (error) {
+      if (!(error instanceof InvalidScope)) throw error;
+    }
+  }
+  return scopes;
+}
+
+/**
+ * The budget period a job's reservation lives in: the month it was submitted (the cost gate reserves at submit).
+ * Accruals of a job that runs into the next month still count against that reservation.
+ */
+export function budgetPeriodOf(job: Pick<JobRecord, 'createdAt'>): string {
+  return periodOf(new Date(job.createdAt));
+}
+
+/** Reclaims and capacity cancellations since the job last moved back to spot (what the placement policy counts). */
+export function spotTroublesSinceLastMove(attempts: readonly AttemptRecord[]): {
+  reclaims: number;
+  capacityCancellations: number;
+} {
+  const ordered = [...attempts].sort((a, b) => a.attempt - b.attempt);
+  let start = 0;
+  ordered.forEach((a, i) => {
+    if (i > 0 && a.capacity === 'spot' && ordered[i - 1]?.capacity === 'on-demand') start = i;
+  });
+  const window = ordered.slice(start);
+  return {
+    reclaims: window.filter((a) => a.outcome?.kind === 'reclaimed').length,
+    capacityCancellations: window.filter((a) => a.outcome?.kind === 'capacity-starved').length,
+  };
+}
+
+/** The policy settings of the deployed platform, from config (ADR 0001 defaults for the rest). */
+export function placementConfigFrom(
+  base: PlacementPolicyConfig,
+  spotPolicy: { reclaimsBeforeOnDemand: number; capacityWaitMinutes: number },
+): PlacementPolicyConfig {
+  return {
+    ...base,
+    // The policy needs at least one reclaim before falling back; config 0 means "never wait on spot again".
+    reclaimsBeforeOnDemand: Math.max(1, spotPolicy.reclaimsBeforeOnDemand),
+    capacityWaitSeconds: spotPolicy.capacityWaitMinutes * 60,
+  };
+}
+
+/**
+ * What the periodic check tells the placement policy about a running job:
+ * - nowSeconds: seconds since createdAt; deadlineSeconds: the user's deadline (none → no deadline rules);
+ * - workSeconds: the estimate's runtime; progressSeconds: progress.fraction × workSeconds (the harness's latest step,
+ *   not only the checkpointed part: the policy's margin covers the difference of at most one checkpoint interval);
+ * - current: the running attempt's capacity; spotAvailable: true while a spot attempt is running (the capacity is
+ *   observably there), unknown (undefined) on on-demand — the watch does not probe spot placement scores;
+ * - reclaims / capacityCancellations: since the job last moved back to spot; spotAllowed: the tier's setting.
+ * Undefined when the job has no estimate (no work figure) or no running attempt.
+ */
+export function placementStateFor(
+  job: Pick<JobRecord, 'createdAt' | 'requirements' | 'estimate' | 'progress'>,
+  attempts: readonly AttemptRecord[],
+  tier: Pick<TierConfig, 'spotAllowed'>,
+  nowMs: number,
+): PlacementState | undefined {
+  const current = runningAttempt(attempts);
+  if (!job.estimate || !current) return undefined;
+  const workSeconds = job.estimate.runtimeSeconds;
+  const troubles = spotTroublesSinceLastMove(attempts);
+  return {
+    moment: 'periodic-check',
+    nowSeconds: Math.max(0, (nowMs - Date.parse(job.createdAt)) / 1000),
+    ...(job.requirements.deadlineSeconds !== undefined ? { deadlineSeconds: job.requirements.deadlineSeconds } : {}),
+    workSeconds,
+    progressSeconds: Math.min(workSeconds, (job.progress?.fraction ?? 0) * workSeconds),
+    current: current.capacity,
+    ...(current.capacity === 'spot' ? { spotAvailable: true } : {}),
+    reclaims: troubles.reclaims,
+    capacityCancellations: troubles.capacityCancellations,
+    spotAllowed: tier.spotAllowed,
+  };
+}
+
+/** Decision text for stopping an attempt because its budget is exhausted. */
+export function budgetPauseDecision(attempt: number): string {
+  return `stop-attempt ${attempt} budget-pause`;
+}
+
+/** Decision text for moving a running attempt to other capacity. */
+export function moveDecision(attempt: number, to: Capacity): string {
+  return `move-attempt ${attempt} to ${to}`;
+}
+
+/** Whether the job's decision log already holds this decision (the watch's record-once check). */
+export function hasDecision(decisions: readonly DecisionRecord[], decision: string): boolean {
+  return decisions.some((d) => d.decision === decision);
+}
+
+/** The next decision sequence number (1 for the first). */
+export function nextDecisionSeq(decisions: readonly DecisionRecord[]): number {
+  return decisions.reduce((max, d) => Math.max(max, d.seq), 0) + 1;
+}

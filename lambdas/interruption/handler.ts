@@ -1,0 +1,7 @@
+/** Lambda entry: EC2 spot interruption warnings (EventBridge, default bus). */
+
+import { awsControlPlane } from '../shared/aws-control-plane';
+import { createInterruptionHandler } from './interruption';
+
+/** The Lambda handler. */
+export const handler = createInterruptionHandler(awsControlPlane());

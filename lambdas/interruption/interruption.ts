@@ -1,0 +1,78 @@
+/**
+ * The interruption handler: EventBridge "EC2 Spot Instance Interruption Warning" → stop the attempt on that
+ * instance early so the container gets SIGTERM (and checkpoints) well inside the two-minute warning.
+ *
+ * Order and idempotency (EventBridge delivers at least once): the attempt's `noticeAt` is the record-once marker.
+ * A delivery that finds it set changes nothing and calls nothing. Otherwise the handler calls TerminateJob, emits
+ * `Job Interrupted` (cause reclaimed; its eventId is deterministic, so consumers drop a duplicate) and only then
+ * records `noticeAt` (updateAttempt(..., 'noticeAt')). Recording last means a failure part-way (TerminateJob
+ * throttled, PutEvents down) makes the Lambda fail and EventBridge retry the whole thing, instead of leaving a
+ * recorded notice whose TerminateJob never happened; the price is a repeated TerminateJob (harmless on a job that is
+ * already stopping) only after such a failure.
+ */
+import { TERMINATE_REASONS } from '../domain/batch-reasons';
+import { buildEvent } from '../domain/events';
+import type { ControlPlane } from '../shared/control-plane';
+import { parseSpotInterruptionEvent } from '../shared/event-schemas';
+import { logger } from '../shared/logger';
+
+/** What one delivery did. */
+export type InterruptionResult =
+  | { readonly action: 'ignored'; readonly why: 'unknown-instance' | 'attempt-ended' }
+  | { readonly action: 'replay'; readonly jobId: string; readonly attempt: number }
+  | {
+      readonly action: 'stopped';
+      readonly jobId: string;
+      readonly attempt: number;
+      /** False when the attempt had no Batch job id yet, so there was nothing to terminate. */
+      readonly terminated: boolean;
+    };
+
+/** Builds the interruption handler from the parts of the control plane it uses. */
+export function createInterruptionHandler(plane: Pick<ControlPlane, 'jobs' | 'batch' | 'events'>) {
+  return async function handleSpotInterruption(event: unknown): Promise<InterruptionResult> {
+    const notice = parseSpotInterruptionEvent(event);
+    const attempt = await plane.jobs.findAttemptByInstance(notice.instanceId);
+    if (!attempt) {
+      // Any spot instance in the account raises this event; most are not ours.
+      logger.info('spot interruption warning for an instance no attempt ran on', { instanceId: notice.instanceId });
+      return { action: 'ignored', why: 'unknown-instance' };
+    }
+    const keys = { jobId: attempt.jobId, attempt: attempt.attempt, instanceId: notice.instanceId };
+    if (attempt.noticeAt !== undefined) {
+      logger.info('spot interruption warning already handled', keys);
+      return { action: 'replay', jobId: attempt.jobId, attempt: attempt.attempt };
+    }
+    if (attempt.stoppedAt !== undefined) {
+      // The instance outlived the attempt (Batch reuses warm instances); the next attempt's RUNNING event will
+      // record its own instance, and its notice then finds that attempt.
+      logger.info('spot interruption warning for an instance whose attempt already ended', keys);
+      return { action: 'ignored', why: 'attempt-ended' };
+    }
+    const job = await plane.jobs.requireJob(attempt.jobId);
+    let terminated = false;
+    if (attempt.batchJobId) {
+      await plane.batch.terminateJob(attempt.batchJobId, TERMINATE_REASONS.spotNotice);
+      terminated = true;
+    } else {
+      logger.warn('spot interruption warning for an attempt with no Batch job id; nothing to terminate', keys);
+    }
+    await plane.events.publish([
+      buildEvent('Job Interrupted', {
+        jobId: job.jobId,
+        team: job.team,
+        user: job.user,
+        ...(job.project ? { project: job.project } : {}),
+        occurredAt: new Date(notice.timeMs).toISOString(),
+        attempt: attempt.attempt,
+        capacity: attempt.capacity,
+        cause: 'reclaimed',
+        instanceId: notice.instanceId,
+        reason: `EC2 spot interruption warning for ${notice.instanceId} (instance-action ${notice.action}): stopping attempt ${attempt.attempt} so it checkpoints before the instance goes`,
+      }),
+    ]);
+    await plane.jobs.updateAttempt(attempt.jobId, attempt.attempt, { noticeAt: notice.timeMs }, 'noticeAt');
+    logger.info('spot interruption warning handled', { ...keys, terminated });
+    return { action: 'stopped', jobId: attempt.jobId, attempt: attempt.attempt, terminated };
+  };
+}

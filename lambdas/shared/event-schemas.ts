@@ -1,0 +1,141 @@
+/**
+ * zod schemas for the AWS events the event-driven handlers receive from EventBridge, each checked against AWS's
+ * documented example payload (test/fixtures/events/):
+ *
+ * - "EC2 Spot Instance Interruption Warning" (source aws.ec2; detail `instance-id`, `instance-action` = terminate |
+ *   stop | hibernate), https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html;
+ * - "Batch Job State Change" (source aws.batch; detail = the Batch JobDetail, camelCase),
+ *   https://docs.aws.amazon.com/batch/latest/userguide/batch_job_events.html — validated by domain/batch-job.ts;
+ * - "Scheduled Event" (source aws.events; the budget-watch schedule),
+ *   https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-run-lambda-schedule.html.
+ *
+ * The envelope is checked strictly where the handler depends on it (source, detail-type, time) and leniently
+ * elsewhere: AWS "might add other event types, sources, and details in the future".
+ */
+import { z } from 'zod';
+import { type BatchJob, InvalidBatchJob, parseBatchJob } from '../domain/batch-job';
+
+/** Raised when an incoming event is not the event a handler accepts; the message names each offending field. */
+export class InvalidEvent extends Error {
+  override name = 'InvalidEvent';
+}
+
+/** detail-type of the EC2 spot interruption warning. */
+export const SPOT_INTERRUPTION_DETAIL_TYPE = 'EC2 Spot Instance Interruption Warning';
+/** detail-type of Batch job state changes. */
+export const BATCH_STATE_CHANGE_DETAIL_TYPE = 'Batch Job State Change';
+/** detail-type of EventBridge schedules. */
+export const SCHEDULED_EVENT_DETAIL_TYPE = 'Scheduled Event';
+
+/** What EC2 will do to the instance at the end of the warning. */
+export const SPOT_INSTANCE_ACTIONS = ['terminate', 'stop', 'hibernate'] as const;
+
+const time = z.iso.datetime({ offset: false, error: 'must be an ISO-8601 UTC time like 2026-11-20T14:02:11Z' });
+
+function envelope<S extends string, D extends string, T extends z.ZodType>(source: S, detailType: D, detail: T) {
+  return z.looseObject({
+    version: z.string().optional(),
+    id: z.string().min(1, 'must be the event id'),
+    'detail-type': z.literal(detailType, { error: `must be "${detailType}"` }),
+    source: z.literal(source, { error: `must be "${source}"` }),
+    account: z.string().optional(),
+    time,
+    region: z.string().optional(),
+    resources: z.array(z.string()).optional(),
+    detail,
+  });
+}
+
+/** zod schema of "EC2 Spot Instance Interruption Warning". */
+export const spotInterruptionEventSchema = envelope(
+  'aws.ec2',
+  SPOT_INTERRUPTION_DETAIL_TYPE,
+  z.looseObject({
+    'instance-id': z.string().regex(/^i-[0-9a-f]{8,17}$/, 'must be an EC2 instance id like i-1234567890abcdef0'),
+    'instance-action': z.enum(SPOT_INSTANCE_ACTIONS, {
+      error: `must be one of ${SPOT_INSTANCE_ACTIONS.join(', ')}`,
+    }),
+  }),
+);
+
+/** zod schema of the "Batch Job State Change" envelope (the detail is validated by parseBatchJob). */
+export const batchStateChangeEventSchema = envelope(
+  'aws.batch',
+  BATCH_STATE_CHANGE_DETAIL_TYPE,
+  z.record(z.string(), z.unknown(), { error: 'must be the Batch job detail (an object)' }),
+);
+
+/** zod schema of an EventBridge "Scheduled Event". */
+export const scheduledEventSchema = envelope('aws.events', SCHEDULED_EVENT_DETAIL_TYPE, z.unknown().optional());
+
+/** A validated spot interruption warning. */
+export interface SpotInterruption {
+  readonly eventId: string;
+  readonly instanceId: string;
+  readonly action: (typeof SPOT_INSTANCE_ACTIONS)[number];
+  /** When EC2 emitted the warning, epoch ms (the event's `time`; the same on every redelivery). */
+  readonly timeMs: number;
+}
+
+/** A validated Batch job state change. */
+export interface BatchStateChange {
+  readonly eventId: string;
+  readonly timeMs: number;
+  readonly job: BatchJob;
+}
+
+/** A validated schedule tick. */
+export interface ScheduleTick {
+  readonly eventId: string;
+  /** The scheduled time, epoch ms (the same on every redelivery). */
+  readonly timeMs: number;
+}
+
+function describeIssues(error: z.ZodError): string {
+  return error.issues
+    .map((issue) => {
+      const path = issue.path.map((p) => (typeof p === 'number' ? `[${p}]` : `.${String(p)}`)).join('');
+      return `${path.replace(/^\./, '') || '(root)'}: ${issue.message}`;
+    })
+    .join('; ');
+}
+
+function parseWith<T extends z.ZodType>(schema: T, what: string, event: unknown): z.output<T> {
+  if (typeof event !== 'object' || event === null || Array.isArray(event)) {
+    const got = event === null ? 'null' : Array.isArray(event) ? 'an array' : typeof event;
+    throw new InvalidEvent(`expected an EventBridge "${what}" event (a JSON object), got ${got}`);
+  }
+  const result = schema.safeParse(event);
+  if (!result.success) throw new InvalidEvent(`invalid "${what}" event: ${describeIssues(result.error)}`);
+  return result.data;
+}
+
+/** Validates an "EC2 Spot Instance Interruption Warning"; throws {@link InvalidEvent}. */
+export function parseSpotInterruptionEvent(event: unknown): SpotInterruption {
+  const parsed = parseWith(spotInterruptionEventSchema, SPOT_INTERRUPTION_DETAIL_TYPE, event);
+  return {
+    eventId: parsed.id,
+    instanceId: parsed.detail['instance-id'],
+    action: parsed.detail['instance-action'],
+    timeMs: Date.parse(parsed.time),
+  };
+}
+
+/** Validates a "Batch Job State Change" and its Batch job detail; throws {@link InvalidEvent}. */
+export function parseBatchStateChangeEvent(event: unknown): BatchStateChange {
+  const parsed = parseWith(batchStateChangeEventSchema, BATCH_STATE_CHANGE_DETAIL_TYPE, event);
+  try {
+    return { eventId: parsed.id, timeMs: Date.parse(parsed.time), job: parseBatchJob(parsed.detail, 'detail') };
+  } catch (error) {
+    if (error instanceof InvalidBatchJob) {
+      throw new InvalidEvent(`invalid "${BATCH_STATE_CHANGE_DETAIL_TYPE}" event: ${error.message}`);
+    }
+    throw error;
+  }
+}
+
+/** Validates an EventBridge "Scheduled Event"; throws {@link InvalidEvent}. */
+export function parseScheduledEvent(event: unknown): ScheduleTick {
+  const parsed = parseWith(scheduledEventSchema, SCHEDULED_EVENT_DETAIL_TYPE, event);
+  return { eventId: parsed.id, timeMs: Date.parse(parsed.time) };
+}

@@ -1,0 +1,237 @@
+/**
+ * Test bench for the EventBridge-driven handlers (interruption, batch-events, budget-watch): real dynalite (jobs,
+ * budgets) and, on request, s3rver (workspace) behind the real adapters; the ports with no local engine (Batch,
+ * EventBridge, Step Functions, EC2/ECS fleet facts) as in-process recorders. Fixtures are AWS's documented payloads
+ * (test/fixtures/events/README.md).
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { S3Client } from '@aws-sdk/client-s3';
+import type { EventEntry } from '../../lambdas/domain/events';
+import type { AttemptRecord, JobRecord } from '../../lambdas/domain/job';
+import { JobStore } from '../../lambdas/shared/job-store';
+import { BudgetLedger } from '../../lambdas/shared/ledger';
+import type { InstanceFacts } from '../../lambdas/shared/ports';
+import { Workspace } from '../../lambdas/shared/workspace';
+import { parseConfig, type TrainyardConfig } from '../../lib/config';
+import { startS3rver } from '../../lib/local/engines';
+import { startTestDynamo, type TestDynamo } from '../support/dynamo';
+
+/** The job every fixture is about. */
+export const JOB_ID = '01JDA7Q6ZK3V8N2M4P5R6S7T8W';
+/** The Batch job id in the fixtures. */
+export const BATCH_JOB_ID = '4c7599ae-0a82-49aa-ba5a-4727fcce14a8';
+/** The spot instance in the fixtures. */
+export const INSTANCE_ID = 'i-0f2b6a4c9d8e7f123';
+/** Fixture times (epoch ms): Batch createdAt, startedAt, stoppedAt (test/fixtures/events/README.md). */
+export const T = { created: 1_795_183_200_000, started: 1_795_183_265_000, stopped: 1_795_185_667_250 } as const;
+
+/** Two teams; default tiers (gpu-small: on-demand 0.526, spot fallback 0.19 per hour). */
+export const CONFIG: TrainyardConfig = parseConfig(
+  {
+    teams: [
+      { id: 'vision', monthlyBudgetUsd: 400 },
+      { id: 'nlp', monthlyBudgetUsd: 1000 },
+    ],
+  },
+  'test config',
+);
+
+/** Reads a fixture as a fresh object. */
+export function fixture(name: string): Record<string, unknown> {
+  return JSON.parse(readFileSync(fileURLToPath(new URL(`../fixtures/events/${name}.json`, import.meta.url)), 'utf8'));
+}
+
+/** A fixture with a change applied to a deep copy. */
+export function fixtureWith(
+  name: string,
+  change: (event: Record<string, unknown> & { detail: Record<string, unknown> }) => void,
+) {
+  const event = fixture(name) as Record<string, unknown> & { detail: Record<string, unknown> };
+  change(event);
+  return event;
+}
+
+/** A valid job record with overrides. */
+export function jobRecord(overrides: Partial<JobRecord> = {}): JobRecord {
+  return {
+    jobId: JOB_ID,
+    team: 'vision',
+    user: 'alice',
+    tier: 'gpu-small',
+    state: 'RUNNING',
+    createdAt: new Date(T.created).toISOString(),
+    command: ['python', 'train.py'],
+    requirements: {},
+    retries: { maxAppRetries: 0, backoffSeconds: 60 },
+    counters: { attempts: 0, reclaims: 0, capacityCancellations: 0, appErrors: 0, infraErrors: 0 },
+    costSoFarUsd: 0,
+    bundle: { key: `teams/vision/jobs/${JOB_ID}/code.tar.gz`, bytes: 1024, sha256: 'a'.repeat(64) },
+    env: {},
+    ...overrides,
+  };
+}
+
+/** A valid attempt record with overrides. */
+export function attemptRecord(overrides: Partial<AttemptRecord> = {}): AttemptRecord {
+  return {
+    jobId: JOB_ID,
+    attempt: 1,
+    capacity: 'spot',
+    queue: 'trainyard-gpu-small-spot',
+    nodes: 1,
+    status: 'SUBMITTED',
+    ...overrides,
+  };
+}
+
+/** Everything the ports were asked to do. */
+export interface Recorded {
+  readonly terminated: Array<{ batchJobId: string; reason: string }>;
+  readonly published: EventEntry[];
+  readonly taskSuccesses: Array<{ token: string; output: Record<string, unknown> }>;
+  readonly instanceLookups: string[];
+  readonly priceLookups: Array<{ instanceType: string; az: string; atMs: number }>;
+}
+
+/** A running bench. */
+export interface EventBench {
+  readonly dynamo: TestDynamo;
+  readonly jobs: JobStore;
+  readonly ledger: BudgetLedger;
+  readonly workspace: Workspace;
+  readonly recorded: Recorded;
+  /** What the fleet port answers for any container instance (undefined: not found). */
+  instance: InstanceFacts | undefined;
+  /** What the spot price history answers (undefined: no history). */
+  spotPrice: number | undefined;
+  /** Fails the next TerminateJob calls with a throttling error (count). */
+  failTerminations: number;
+  /** Token Step Functions no longer knows (sendTaskSuccess fails with TaskTimedOut). */
+  readonly spentTokens: Set<string>;
+  readonly ports: {
+    batch: { terminateJob(batchJobId: string, reason: string): Promise<void> };
+    events: { publish(entries: readonly EventEntry[]): Promise<void> };
+    lifecycle: {
+      startExecution(name: string, input: Record<string, unknown>): Promise<{ alreadyStarted: boolean }>;
+      sendTaskSuccess(token: string, output: Record<string, unknown>): Promise<void>;
+    };
+    fleet: {
+      instanceFor(arn: string): Promise<InstanceFacts | undefined>;
+      spotPriceAt(instanceType: string, az: string, atMs: number): Promise<number | undefined>;
+    };
+  };
+  /** Every item of both tables. */
+  snapshot(): Promise<{ jobs: unknown[]; budgets: unknown[] }>;
+  /** Clears the recorders. */
+  resetRecorded(): void;
+  stop(): Promise<void>;
+}
+
+/** Starts dynalite (and s3rver when `withS3`) and builds the ports. */
+export async function startEventBench(options: { withS3?: boolean; now?: Date } = {}): Promise<EventBench> {
+  const now = options.now ?? new Date(T.started + 60_000);
+  const dynamo = await startTestDynamo();
+  let stopS3 = async () => {};
+  let workspace = new Workspace(new S3Client({ region: 'us-east-1' }), 'unused');
+  if (options.withS3) {
+    const directory = mkdtempSync(join(tmpdir(), 'trainyard-events-s3-'));
+    const bucket = 'trainyard-workspace';
+    const engine = await startS3rver({ directory, buckets: [bucket] });
+    const s3 = new S3Client({
+      endpoint: engine.endpoint,
+      region: 'us-east-1',
+      forcePathStyle: true,
+      credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' },
+      requestChecksumCalculation: 'WHEN_REQUIRED',
+      responseChecksumValidation: 'WHEN_REQUIRED',
+    });
+    workspace = new Workspace(s3, bucket);
+    stopS3 = async () => {
+      s3.destroy();
+      await engine.stop();
+      rmSync(directory, { recursive: true, force: true });
+    };
+  }
+  const recorded: Recorded = {
+    terminated: [],
+    published: [],
+    taskSuccesses: [],
+    instanceLookups: [],
+    priceLookups: [],
+  };
+  const bench = {
+    dynamo,
+    jobs: new JobStore(dynamo.doc, dynamo.tables.jobs, () => now),
+    ledger: new BudgetLedger({
+      client: dynamo.doc,
+      tableName: dynamo.tables.budgets,
+      thresholds: { warn: CONFIG.budgets.warnThreshold, block: CONFIG.budgets.blockThreshold },
+      now: () => now,
+    }),
+    workspace,
+    recorded,
+    instance: undefined,
+    spotPrice: undefined,
+    failTerminations: 0,
+    spentTokens: new Set<string>(),
+  } as unknown as EventBench;
+  const mutable = bench as { -readonly [K in keyof EventBench]: EventBench[K] };
+  mutable.ports = {
+    batch: {
+      async terminateJob(batchJobId, reason) {
+        if (bench.failTerminations > 0) {
+          bench.failTerminations -= 1;
+          throw Object.assign(new Error('Rate exceeded'), { name: 'TooManyRequestsException' });
+        }
+        recorded.terminated.push({ batchJobId, reason });
+      },
+    },
+    events: {
+      async publish(entries) {
+        recorded.published.push(...entries);
+      },
+    },
+    lifecycle: {
+      async startExecution() {
+        return { alreadyStarted: false };
+      },
+      async sendTaskSuccess(token, output) {
+        if (bench.spentTokens.has(token)) {
+          throw Object.assign(new Error('Task Timed Out'), { name: 'TaskTimedOut' });
+        }
+        recorded.taskSuccesses.push({ token, output });
+        bench.spentTokens.add(token);
+      },
+    },
+    fleet: {
+      async instanceFor(arn) {
+        recorded.instanceLookups.push(arn);
+        return bench.instance;
+      },
+      async spotPriceAt(instanceType, az, atMs) {
+        recorded.priceLookups.push({ instanceType, az, atMs });
+        return bench.spotPrice;
+      },
+    },
+  };
+  mutable.snapshot = async () => ({
+    jobs: await dynamo.scanAll(dynamo.tables.jobs),
+    budgets: await dynamo.scanAll(dynamo.tables.budgets),
+  });
+  mutable.resetRecorded = () => {
+    for (const list of Object.values(recorded)) (list as unknown[]).length = 0;
+  };
+  mutable.stop = async () => {
+    await stopS3();
+    await dynamo.stop();
+  };
+  return bench;
+}
+
+/** Detail of every published event of a type, parsed. */
+export function publishedOf(recorded: Recorded, detailType: string): Array<Record<string, unknown>> {
+  return recorded.published.filter((e) => e.DetailType === detailType).map((e) => JSON.parse(e.Detail));
+}

@@ -1,0 +1,209 @@
+// The interruption handler against dynalite, with AWS's documented "EC2 Spot Instance Interruption Warning".
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { TERMINATE_REASONS } from '../../lambdas/domain/batch-reasons';
+import { createInterruptionHandler } from '../../lambdas/interruption/interruption';
+import { InvalidEvent } from '../../lambdas/shared/event-schemas';
+import {
+  attemptRecord,
+  BATCH_JOB_ID,
+  type EventBench,
+  fixture,
+  fixtureWith,
+  INSTANCE_ID,
+  JOB_ID,
+  jobRecord,
+  publishedOf,
+  startEventBench,
+  T,
+} from './event-bench';
+
+// The fixture's `time`, 2026-11-20T14:20:00Z, as epoch ms.
+const NOTICE_MS = Date.UTC(2026, 10, 20, 14, 20, 0);
+
+let bench: EventBench;
+let handle: ReturnType<typeof createInterruptionHandler>;
+
+beforeEach(async () => {
+  bench = await startEventBench();
+  handle = createInterruptionHandler({ jobs: bench.jobs, batch: bench.ports.batch, events: bench.ports.events });
+});
+
+afterEach(async () => {
+  await bench.stop();
+});
+
+async function seedRunningSpotAttempt(overrides: Parameters<typeof attemptRecord>[0] = {}) {
+  await bench.jobs.createJob(jobRecord({ project: 'shakespeare' }));
+  await bench.jobs.putAttempt(
+    attemptRecord({
+      status: 'RUNNING',
+      batchJobId: BATCH_JOB_ID,
+      instanceId: INSTANCE_ID,
+      startedAt: T.started,
+      usdPerHour: 0.19,
+      ...overrides,
+    }),
+  );
+}
+
+describe('interruption handler', () => {
+  it('terminates the attempt on the warned instance, emits Job Interrupted and records the notice', async () => {
+    await seedRunningSpotAttempt();
+
+    const result = await handle(fixture('spot-interruption-warning'));
+
+    expect(result).toEqual({ action: 'stopped', jobId: JOB_ID, attempt: 1, terminated: true });
+    expect(bench.recorded.terminated).toEqual([{ batchJobId: BATCH_JOB_ID, reason: TERMINATE_REASONS.spotNotice }]);
+    const [interrupted, ...others] = publishedOf(bench.recorded, 'Job Interrupted');
+    expect(others).toEqual([]);
+    expect(interrupted).toMatchObject({
+      version: '1',
+      eventId: `${JOB_ID}/interrupted/1`,
+      jobId: JOB_ID,
+      team: 'vision',
+      user: 'alice',
+      project: 'shakespeare',
+      attempt: 1,
+      capacity: 'spot',
+      cause: 'reclaimed',
+      instanceId: INSTANCE_ID,
+      occurredAt: '2026-11-20T14:20:00.000Z',
+    });
+    expect(String(interrupted?.reason)).toContain('instance-action terminate');
+    expect((await bench.jobs.getAttempt(JOB_ID, 1))?.noticeAt).toBe(NOTICE_MS);
+  });
+
+  it('changes nothing and calls nothing when the same warning is delivered again, twice', async () => {
+    await seedRunningSpotAttempt();
+    await handle(fixture('spot-interruption-warning'));
+    const afterFirst = await bench.snapshot();
+
+    const replays = [
+      await handle(fixture('spot-interruption-warning')),
+      await handle(fixture('spot-interruption-warning')),
+    ];
+
+    expect(replays).toEqual([
+      { action: 'replay', jobId: JOB_ID, attempt: 1 },
+      { action: 'replay', jobId: JOB_ID, attempt: 1 },
+    ]);
+    expect(await bench.snapshot()).toEqual(afterFirst);
+    expect(bench.recorded.terminated).toHaveLength(1);
+    expect(bench.recorded.published).toHaveLength(1);
+  });
+
+  it('ignores a warning for an instance no attempt ran on, writing nothing', async () => {
+    await seedRunningSpotAttempt({ instanceId: 'i-00000000000000001' });
+    const before = await bench.snapshot();
+
+    const result = await handle(fixture('spot-interruption-warning'));
+
+    expect(result).toEqual({ action: 'ignored', why: 'unknown-instance' });
+    expect(await bench.snapshot()).toEqual(before);
+    expect(bench.recorded.terminated).toEqual([]);
+    expect(bench.recorded.published).toEqual([]);
+  });
+
+  it('ignores a warning for an instance whose attempt already stopped', async () => {
+    await seedRunningSpotAttempt({ stoppedAt: T.stopped, status: 'SUCCEEDED', costUsd: 0.13 });
+    const before = await bench.snapshot();
+
+    const result = await handle(fixture('spot-interruption-warning'));
+
+    expect(result).toEqual({ action: 'ignored', why: 'attempt-ended' });
+    expect(await bench.snapshot()).toEqual(before);
+    expect(bench.recorded.terminated).toEqual([]);
+    expect(bench.recorded.published).toEqual([]);
+  });
+
+  it('records nothing when TerminateJob fails, so EventBridge retries the whole warning', async () => {
+    await seedRunningSpotAttempt();
+    bench.failTerminations = 1;
+
+    await expect(handle(fixture('spot-interruption-warning'))).rejects.toThrow('Rate exceeded');
+    expect((await bench.jobs.getAttempt(JOB_ID, 1))?.noticeAt).toBeUndefined();
+
+    const retried = await handle(fixture('spot-interruption-warning'));
+    expect(retried).toEqual({ action: 'stopped', jobId: JOB_ID, attempt: 1, terminated: true });
+    expect(bench.recorded.terminated).toHaveLength(1);
+    expect((await bench.jobs.getAttempt(JOB_ID, 1))?.noticeAt).toBe(NOTICE_MS);
+  });
+
+  it('records the notice without a TerminateJob when Batch has not told us the job id yet', async () => {
+    await bench.jobs.createJob(jobRecord());
+    // An attempt found by instance always has a Batch job id in practice; the record schema allows one without.
+    await bench.jobs.putAttempt(attemptRecord({ status: 'RUNNING', instanceId: INSTANCE_ID, startedAt: T.started }));
+
+    const result = await handle(fixture('spot-interruption-warning'));
+
+    expect(result).toEqual({ action: 'stopped', jobId: JOB_ID, attempt: 1, terminated: false });
+    expect(bench.recorded.terminated).toEqual([]);
+    expect(publishedOf(bench.recorded, 'Job Interrupted')).toHaveLength(1);
+    expect((await bench.jobs.getAttempt(JOB_ID, 1))?.noticeAt).toBe(NOTICE_MS);
+  });
+
+  it.each([
+    {
+      what: 'an instance id that is not one',
+      event: fixtureWith('spot-interruption-warning', (e) => {
+        e.detail['instance-id'] = 'my-instance';
+      }),
+      message:
+        'invalid "EC2 Spot Instance Interruption Warning" event: detail.instance-id: must be an EC2 instance id like i-1234567890abcdef0',
+    },
+    {
+      what: 'an unknown instance-action',
+      event: fixtureWith('spot-interruption-warning', (e) => {
+        e.detail['instance-action'] = 'reboot';
+      }),
+      message:
+        'invalid "EC2 Spot Instance Interruption Warning" event: detail.instance-action: must be one of terminate, stop, hibernate',
+    },
+    {
+      what: 'a missing detail',
+      event: fixtureWith('spot-interruption-warning', (e) => {
+        delete (e as Record<string, unknown>).detail;
+      }),
+      message: 'invalid "EC2 Spot Instance Interruption Warning" event: detail:',
+    },
+    {
+      what: 'another detail-type',
+      event: fixtureWith('spot-interruption-warning', (e) => {
+        e['detail-type'] = 'EC2 Instance Rebalance Recommendation';
+      }),
+      message:
+        'invalid "EC2 Spot Instance Interruption Warning" event: detail-type: must be "EC2 Spot Instance Interruption Warning"',
+    },
+    {
+      what: 'another source',
+      event: fixtureWith('spot-interruption-warning', (e) => {
+        e.source = 'trainyard';
+      }),
+      message: 'invalid "EC2 Spot Instance Interruption Warning" event: source: must be "aws.ec2"',
+    },
+    {
+      what: 'a time that is not ISO-8601',
+      event: fixtureWith('spot-interruption-warning', (e) => {
+        e.time = 'yyyy-mm-ddThh:mm:ssZ';
+      }),
+      message:
+        'invalid "EC2 Spot Instance Interruption Warning" event: time: must be an ISO-8601 UTC time like 2026-11-20T14:02:11Z',
+    },
+    {
+      what: 'a string instead of an event',
+      event: 'i-0f2b6a4c9d8e7f123',
+      message: 'expected an EventBridge "EC2 Spot Instance Interruption Warning" event (a JSON object), got string',
+    },
+  ])('refuses $what with a precise InvalidEvent and writes nothing', async ({ event, message }) => {
+    await seedRunningSpotAttempt();
+    const before = await bench.snapshot();
+
+    const outcome = handle(event);
+
+    await expect(outcome).rejects.toThrow(InvalidEvent);
+    await expect(outcome).rejects.toThrow(message);
+    expect(await bench.snapshot()).toEqual(before);
+    expect(bench.recorded.terminated).toEqual([]);
+    expect(bench.recorded.published).toEqual([]);
+  });
+});
