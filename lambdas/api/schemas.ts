@@ -31,8 +31,10 @@ export const MAX_ARG_CHARS = 4096;
 const base64Text = z
   .string()
   .min(1, 'must be a non-empty base64 string (a gzip-compressed tar)')
-  .regex(/^[A-Za-z0-9+/]*={0,2}$/, 'must be standard base64 (A-Z, a-z, 0-9, +, /, = padding)')
-  .refine((s) => s.length % 4 === 0, 'must be padded base64: its length must be a multiple of 4');
+  .regex(
+    /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/,
+    'must be standard padded base64 (A-Z, a-z, 0-9, +, /, with = padding to a multiple of 4 characters)',
+  );
 
 const uploadId = z
   .string()
@@ -42,7 +44,8 @@ const command = z
   .array(z.string().max(MAX_ARG_CHARS, `must be at most ${MAX_ARG_CHARS} characters`))
   .min(1, 'must hold the program and its arguments, e.g. ["python", "train.py"]')
   .max(MAX_COMMAND_ARGS, `may hold at most ${MAX_COMMAND_ARGS} arguments`)
-  .refine((argv) => (argv[0] ?? '').trim().length > 0, 'must start with a non-empty program name');
+  // An empty array already failed min(1); this names the other way to have no program.
+  .refine((argv) => argv.length === 0 || (argv[0] ?? '').trim().length > 0, 'must start with a non-empty program name');
 
 /** Exactly one of the listed keys must be present. */
 function exactlyOne<T extends Record<string, unknown>>(keys: ReadonlyArray<keyof T & string>) {
@@ -169,6 +172,8 @@ export function parseRequest<T extends z.ZodType>(schema: T, value: unknown, whe
     const path = describePath(issue.path);
     let message = issue.message;
     if (issue.code === 'unrecognized_keys') message = `unknown field(s) ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
+    // zod reports a record key that fails its schema as "Invalid key in record" with the real reasons nested.
+    if (issue.code === 'invalid_key') message = issue.issues.map((inner) => inner.message).join('; ');
     return { path: path ? `${where}.${path}` : where, message };
   });
   throw badRequest(issues.map((i) => `${i.path}: ${i.message}`).join('; '), { issues });

@@ -1,0 +1,514 @@
+// POST /jobs and POST /uploads against real engines (dynalite, s3rver): validation with exact messages, "nothing
+// written on a refused request", the write order, idempotency and crash recovery with the same Idempotency-Key.
+import { createHash } from 'node:crypto';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { INTERNAL_MESSAGE } from '../../../lambdas/api/errors';
+import { analyzeWorkload } from '../../../lambdas/domain/analysis';
+import { uploadKey } from '../../../lambdas/domain/workspace-layout';
+import { parseConfig } from '../../../lib/config';
+import {
+  type ApiBench,
+  errorOf,
+  PRINCIPALS,
+  projectBundle,
+  projectFiles,
+  startApiBench,
+  TEST_CONFIG_INPUT,
+} from './support';
+
+let bench: ApiBench;
+beforeAll(async () => {
+  bench = await startApiBench();
+});
+afterAll(async () => {
+  await bench?.stop();
+});
+beforeEach(() => {
+  bench.recorded.failNextStart = false;
+});
+
+const bundle = projectBundle('cpu-tiny');
+const bundleB64 = bundle.toString('base64');
+const command = ['python', 'train.py'];
+const sha256 = (data: Buffer) => createHash('sha256').update(data).digest('hex');
+let keySeq = 0;
+const freshKey = () => `key-${++keySeq}-${Date.now()}`;
+
+interface JobBody {
+  jobId: string;
+  team: string;
+  user: string;
+  tier: string;
+  state: string;
+  command: string[];
+  resumeArgs: string[];
+  retries: { maxAppRetries: number; backoffSeconds: number };
+  env: Record<string, string>;
+  estimate: { costUsd: number; runtimeSeconds: number };
+  bundle: { key: string; bytes: number; sha256: string };
+  pauseToken?: string;
+}
+
+describe('POST /jobs accepts a valid submission', () => {
+  it('stores the bundle, creates the SUBMITTED job on the recommended tier, announces it and starts its execution', async () => {
+    const before = bench.recorded.published.length;
+    const { status, body } = await bench.call({
+      method: 'POST',
+      path: '/jobs',
+      as: PRINCIPALS.nlpSession,
+      body: { bundle: bundleB64, command, env: { SEED: '1' } },
+    });
+    expect(status).toBe(202);
+    const job = body.job as JobBody;
+    // The analysis module decides the tier; the API must run it on the bundle's files and use its answer.
+    const expectedTier = analyzeWorkload(
+      { files: projectFiles('cpu-tiny'), command },
+      bench.config.tiers,
+    ).recommendedTier;
+    expect(job).toMatchObject({
+      team: 'nlp',
+      // Session "Alice.Smith@example.com" lower-cased, '@' replaced: a valid budget scope id.
+      user: 'alice.smith-example.com',
+      tier: expectedTier,
+      state: 'SUBMITTED',
+      command,
+      resumeArgs: ['--init_from=resume'],
+      retries: { maxAppRetries: 0, backoffSeconds: 60 },
+      env: { SEED: '1' },
+      bundle: { key: `teams/nlp/jobs/${job.jobId}/code.tar.gz`, bytes: bundle.length, sha256: sha256(bundle) },
+    });
+    const stored = await bench.workspace.get(job.bundle.key);
+    expect(stored?.equals(bundle)).toBe(true);
+    expect(bench.recorded.executions.get(job.jobId)).toEqual({ jobId: job.jobId });
+    const announced = bench.recorded.published.slice(before);
+    expect(announced.map((e) => e.DetailType)).toEqual(['Job Submitted']);
+    expect(JSON.parse(announced[0]?.Detail ?? '{}')).toMatchObject({
+      jobId: job.jobId,
+      team: 'nlp',
+      tier: expectedTier,
+      eventId: `${job.jobId}/submitted`,
+    });
+    expect(body.replayed).toBe(false);
+    expect(body.analysis).toMatchObject({ recommendedTier: expectedTier });
+  });
+
+  it('records the reservation of an overridden tier as the estimate (2 nodes × $5.672/h × 1 h = $11.344 → $11.35)', async () => {
+    const { status, body } = await bench.call({
+      method: 'POST',
+      path: '/jobs',
+      body: { bundle: bundleB64, command, requirements: { tier: 'gpu-multinode', runtimeSeconds: 3600 } },
+    });
+    expect(status).toBe(202);
+    const job = body.job as JobBody;
+    expect(job.tier).toBe('gpu-multinode');
+    expect(job.estimate).toMatchObject({ costUsd: 11.35, runtimeSeconds: 3600 });
+  });
+
+  it('accepts a body API Gateway delivered base64-encoded', async () => {
+    const { status, body } = await bench.call({
+      method: 'POST',
+      path: '/jobs',
+      body: { bundle: bundleB64, command },
+      base64: true,
+    });
+    expect(status).toBe(202);
+    expect((body.job as JobBody).state).toBe('SUBMITTED');
+  });
+
+  it('takes a bundle uploaded to the presigned URL from POST /uploads', async () => {
+    const upload = await bench.call({ method: 'POST', path: '/uploads' });
+    expect(upload.status).toBe(201);
+    const { uploadId, url, expiresAt, maxBytes } = upload.body as {
+      uploadId: string;
+      url: string;
+      expiresAt: string;
+      maxBytes: number;
+    };
+    expect(expiresAt).toBe('2026-03-15T12:15:00.000Z');
+    expect(maxBytes).toBe(1024 * 1024);
+    const put = await fetch(url, { method: 'PUT', body: bundle, headers: { 'Content-Type': 'application/gzip' } });
+    expect(put.status).toBe(200);
+    expect((await bench.workspace.get(uploadKey('nlp', uploadId)))?.equals(bundle)).toBe(true);
+
+    const { status, body } = await bench.call({ method: 'POST', path: '/jobs', body: { uploadId, command } });
+    expect(status).toBe(202);
+    const job = body.job as JobBody;
+    expect((await bench.workspace.get(job.bundle.key))?.equals(bundle)).toBe(true);
+    expect(job.bundle.sha256).toBe(sha256(bundle));
+  });
+});
+
+describe('POST /jobs refuses bad input with an exact status and message and writes nothing', () => {
+  const notTarGz = Buffer.from('hello world!').toString('base64');
+  const parseError = (() => {
+    try {
+      JSON.parse('{"command": [');
+      return '';
+    } catch (error) {
+      return (error as Error).message;
+    }
+  })();
+  const cases: Array<{
+    name: string;
+    as?: string;
+    body?: unknown;
+    headers?: Record<string, string>;
+    status: number;
+    code: string;
+    message: string | RegExp;
+  }> = [
+    {
+      name: 'malformed JSON',
+      body: '{"command": [',
+      status: 400,
+      code: 'invalid_json',
+      message: `request body is not valid JSON: ${parseError}`,
+    },
+    { name: 'no body', status: 400, code: 'invalid_request', message: 'request body is required: a JSON object' },
+    {
+      name: 'a command that is a string',
+      body: { bundle: bundleB64, command: 'python train.py' },
+      status: 400,
+      code: 'invalid_request',
+      message: 'body.command: Invalid input: expected array, received string',
+    },
+    {
+      name: 'an empty command',
+      body: { bundle: bundleB64, command: [] },
+      status: 400,
+      code: 'invalid_request',
+      message: 'body.command: must hold the program and its arguments, e.g. ["python", "train.py"]',
+    },
+    {
+      name: 'neither bundle nor uploadId',
+      body: { command },
+      status: 400,
+      code: 'invalid_request',
+      message: 'body: one of bundle, uploadId is required',
+    },
+    {
+      name: 'both bundle and uploadId',
+      body: { bundle: bundleB64, uploadId: 'j000001', command },
+      status: 400,
+      code: 'invalid_request',
+      message: 'body: give exactly one of bundle, uploadId; got bundle and uploadId',
+    },
+    {
+      name: 'an unknown field',
+      body: { bundle: bundleB64, command, priority: 'high' },
+      status: 400,
+      code: 'invalid_request',
+      message: 'body: unknown field(s) "priority"',
+    },
+    {
+      name: 'an unknown tier',
+      body: { bundle: bundleB64, command, requirements: { tier: 'gpu-huge' } },
+      status: 400,
+      code: 'unknown_tier',
+      message:
+        'unknown tier "gpu-huge"; defined tiers: cpu-small, cpu-large, gpu-small, gpu-medium, gpu-large, gpu-multinode',
+    },
+    {
+      name: "a tier outside the team's tiers",
+      as: PRINCIPALS.vision,
+      body: { bundle: bundleB64, command, requirements: { tier: 'gpu-large' } },
+      status: 403,
+      code: 'forbidden',
+      message: 'team vision may not use tier gpu-large; its tiers: cpu-small, gpu-small',
+    },
+    {
+      name: 'a negative runtime',
+      body: { bundle: bundleB64, command, requirements: { runtimeSeconds: -5 } },
+      status: 400,
+      code: 'invalid_request',
+      message: 'body.requirements.runtimeSeconds: Too small: expected number to be >0',
+    },
+    {
+      name: 'a non-numeric GPU memory',
+      body: { bundle: bundleB64, command, requirements: { gpuMemoryGiB: 'NaN' } },
+      status: 400,
+      code: 'invalid_request',
+      message: 'body.requirements.gpuMemoryGiB: Invalid input: expected number, received string',
+    },
+    {
+      name: 'more environment variables than the limit (3)',
+      body: { bundle: bundleB64, command, env: { A: '1', B: '2', C: '3', D: '4' } },
+      status: 400,
+      code: 'invalid_request',
+      message: 'body.env: at most 3 environment variables are allowed',
+    },
+    {
+      name: 'a reserved environment variable',
+      body: { bundle: bundleB64, command, env: { AWS_REGION: 'eu-west-1' } },
+      status: 400,
+      code: 'invalid_request',
+      message: 'body.env.AWS_REGION: environment variable names may not start with TRAINYARD_ or AWS_ (reserved)',
+    },
+    {
+      name: 'a lower-case environment variable name',
+      body: { bundle: bundleB64, command, env: { seed: '1' } },
+      status: 400,
+      code: 'invalid_request',
+      message: 'body.env.seed: environment variable names must match ^[A-Z_][A-Z0-9_]*$',
+    },
+    {
+      name: 'a project id that is not a scope id',
+      body: { bundle: bundleB64, command, project: 'My Project' },
+      status: 400,
+      code: 'invalid_request',
+      message: "body.project: must be 1-64 characters of a-z, 0-9, '-', '_' and '.', starting with a letter or digit",
+    },
+    {
+      name: 'a bundle that is not base64',
+      body: { bundle: 'not base64!', command },
+      status: 400,
+      code: 'invalid_request',
+      message:
+        'body.bundle: must be standard padded base64 (A-Z, a-z, 0-9, +, /, with = padding to a multiple of 4 characters)',
+    },
+    {
+      name: 'a bundle that is not a tar.gz',
+      body: { bundle: notTarGz, command },
+      status: 400,
+      code: 'invalid_bundle',
+      message: /^bundle is not a gzip-compressed tar \(or exceeds 1073741824 bytes unpacked\): /,
+    },
+    {
+      name: 'an inline bundle one KiB over the 8 KiB limit',
+      body: { bundle: Buffer.alloc(9 * 1024, 7).toString('base64'), command },
+      status: 413,
+      code: 'payload_too_large',
+      message:
+        'bundle is 9216 bytes after base64 decoding; inline bundles may be at most 8 KiB (8192 bytes): upload larger ones with POST /uploads (up to 1 MiB)',
+    },
+    {
+      name: 'an inline bundle one byte over the limit',
+      body: { bundle: Buffer.alloc(8193, 7).toString('base64'), command },
+      status: 413,
+      code: 'payload_too_large',
+      message: /^bundle is 8193 bytes after base64 decoding/,
+    },
+    {
+      name: 'an upload that was never made',
+      body: { uploadId: 'j999999', command },
+      status: 400,
+      code: 'invalid_request',
+      message:
+        'upload j999999 has no bundle: PUT the tar.gz to the URL POST /uploads returned (before it expires), then submit',
+    },
+    {
+      name: 'a workload no tier can run',
+      body: { bundle: bundleB64, command, requirements: { runtimeSeconds: 864000 } },
+      status: 422,
+      code: 'workload_refused',
+      message:
+        /^no tier fits this workload: code runs on the CPU .*cpu-small: estimated runtime 10 d exceeds cpu-small's maximum 30 s/,
+    },
+    {
+      name: 'a malformed Idempotency-Key',
+      body: { bundle: bundleB64, command },
+      headers: { 'Idempotency-Key': 'has a space' },
+      status: 400,
+      code: 'invalid_request',
+      message: `Idempotency-Key must be 1-128 characters of A-Z, a-z, 0-9, '_' and '-', got "has a space"`,
+    },
+    {
+      name: 'an Idempotency-Key of 129 characters',
+      body: { bundle: bundleB64, command },
+      headers: { 'Idempotency-Key': 'k'.repeat(129) },
+      status: 400,
+      code: 'invalid_request',
+      message: /^Idempotency-Key must be 1-128 characters/,
+    },
+    {
+      name: 'a principal in no team',
+      as: PRINCIPALS.stranger,
+      body: { bundle: bundleB64, command },
+      status: 403,
+      code: 'forbidden',
+      message: `principal ${PRINCIPALS.stranger} is not a member of any Trainyard team; ask an admin to add it to the config`,
+    },
+    {
+      name: 'an admin without a team',
+      as: PRINCIPALS.admin,
+      body: { bundle: bundleB64, command },
+      status: 403,
+      code: 'forbidden',
+      message: `principal ${PRINCIPALS.admin} is not a member of any Trainyard team`,
+    },
+  ];
+
+  it.each(cases)('$name → $status', async (c) => {
+    const before = await bench.snapshot();
+    const published = bench.recorded.published.length;
+    const starts = bench.recorded.startCalls.length;
+    const { status, body } = await bench.call({
+      method: 'POST',
+      path: '/jobs',
+      ...(c.as !== undefined && { as: c.as }),
+      ...(c.body !== undefined && { body: c.body }),
+      headers: { 'Idempotency-Key': freshKey(), ...c.headers },
+    });
+    expect(status).toBe(c.status);
+    const error = errorOf(body);
+    expect(error.code).toBe(c.code);
+    if (typeof c.message === 'string') expect(error.message).toBe(c.message);
+    else expect(error.message).toMatch(c.message);
+    expect(await bench.snapshot()).toEqual(before);
+    expect(bench.recorded.published.length).toBe(published);
+    expect(bench.recorded.startCalls.length).toBe(starts);
+  });
+
+  it('accepts an inline bundle of exactly the limit (8192 bytes) as to size, then checks it unpacks', async () => {
+    const { status, body } = await bench.call({
+      method: 'POST',
+      path: '/jobs',
+      body: { bundle: Buffer.alloc(8192, 7).toString('base64'), command },
+    });
+    expect(status).toBe(400);
+    expect(errorOf(body).code).toBe('invalid_bundle');
+  });
+
+  it('refuses an upload over maxBundleMiB (1 MiB) with 413, naming both sizes', async () => {
+    await bench.workspace.put(uploadKey('nlp', 'big1'), Buffer.alloc(1024 * 1024 + 1, 1));
+    const before = await bench.snapshot();
+    const { status, body } = await bench.call({ method: 'POST', path: '/jobs', body: { uploadId: 'big1', command } });
+    expect(status).toBe(413);
+    expect(errorOf(body).message).toBe(
+      'uploaded bundle big1 is 1048577 bytes; bundles may be at most 1 MiB (1048576 bytes)',
+    );
+    expect(await bench.snapshot()).toEqual(before);
+  });
+
+  it("does not read another team's upload: the key is under the caller's team", async () => {
+    const upload = await bench.call({ method: 'POST', path: '/uploads', as: PRINCIPALS.vision });
+    const { uploadId } = upload.body as { uploadId: string };
+    await bench.workspace.put(uploadKey('vision', uploadId), bundle);
+    const { status, body } = await bench.call({ method: 'POST', path: '/jobs', body: { uploadId, command } });
+    expect(status).toBe(400);
+    expect(errorOf(body).message).toMatch(new RegExp(`^upload ${uploadId} has no bundle`));
+  });
+});
+
+describe('Idempotency-Key', () => {
+  it('returns the same job for the same key and body, with one execution started', async () => {
+    const key = freshKey();
+    const request = { method: 'POST', path: '/jobs', headers: { 'Idempotency-Key': key } } as const;
+    const first = await bench.call({ ...request, body: { bundle: bundleB64, command, env: { A: '1' } } });
+    // Same content with keys in another order: the same request.
+    const second = await bench.call({ ...request, body: { env: { A: '1' }, command, bundle: bundleB64 } });
+    expect(first.status).toBe(202);
+    expect(second.status).toBe(200);
+    const jobId = (first.body.job as JobBody).jobId;
+    expect((second.body.job as JobBody).jobId).toBe(jobId);
+    expect(second.body.replayed).toBe(true);
+    expect(bench.recorded.executions.has(jobId)).toBe(true);
+    const jobItems = (await bench.dynamo.scanAll(bench.dynamo.tables.jobs)).filter(
+      (i) => i.kind === 'job' && i.jobId === jobId,
+    );
+    expect(jobItems).toHaveLength(1);
+    expect([...bench.recorded.executions.keys()].filter((name) => name === jobId)).toHaveLength(1);
+  });
+
+  it('refuses the same key with a different body with 409 and writes nothing', async () => {
+    const key = freshKey();
+    const first = await bench.call({
+      method: 'POST',
+      path: '/jobs',
+      headers: { 'Idempotency-Key': key },
+      body: { bundle: bundleB64, command },
+    });
+    const jobId = (first.body.job as JobBody).jobId;
+    const before = await bench.snapshot();
+    const { status, body } = await bench.call({
+      method: 'POST',
+      path: '/jobs',
+      headers: { 'Idempotency-Key': key },
+      body: { bundle: bundleB64, command: ['python', 'train.py', '--max_iters=5'] },
+    });
+    expect(status).toBe(409);
+    expect(errorOf(body)).toEqual({
+      code: 'idempotency_key_reused',
+      message: `Idempotency-Key "${key}" was already used for a different request (job ${jobId}); send the same body to get that job, or use a new key for a new job`,
+      details: { jobId },
+    });
+    expect(await bench.snapshot()).toEqual(before);
+  });
+
+  it('keeps keys per team: the same key from another team is a new job', async () => {
+    const key = freshKey();
+    const a = await bench.call({
+      method: 'POST',
+      path: '/jobs',
+      headers: { 'Idempotency-Key': key },
+      body: { bundle: bundleB64, command },
+    });
+    const b = await bench.call({
+      method: 'POST',
+      path: '/jobs',
+      as: PRINCIPALS.vision,
+      headers: { 'Idempotency-Key': key },
+      body: { bundle: bundleB64, command },
+    });
+    expect([a.status, b.status]).toEqual([202, 202]);
+    expect((a.body.job as JobBody).jobId).not.toBe((b.body.job as JobBody).jobId);
+  });
+
+  it('recovers a submission cut after the job record: the retry starts the execution once', async () => {
+    const key = freshKey();
+    const request = {
+      method: 'POST',
+      path: '/jobs',
+      headers: { 'Idempotency-Key': key },
+      body: { bundle: bundleB64, command },
+    } as const;
+    bench.recorded.failNextStart = true;
+    const crashed = await bench.call(request);
+    expect(crashed.status).toBe(500);
+    expect(crashed.body).toEqual({ error: { code: 'internal', message: INTERNAL_MESSAGE } });
+    const orphan = (await bench.dynamo.scanAll(bench.dynamo.tables.jobs)).find(
+      (i) => i.kind === 'idempotency' && String(i.pk).endsWith(`#${key}`),
+    );
+    const jobId = String(orphan?.jobId);
+    expect((await bench.jobs.getJob(jobId))?.state).toBe('SUBMITTED');
+    expect(bench.recorded.executions.has(jobId)).toBe(false);
+
+    const retried = await bench.call(request);
+    expect(retried.status).toBe(200);
+    expect((retried.body.job as JobBody).jobId).toBe(jobId);
+    expect(bench.recorded.executions.get(jobId)).toEqual({ jobId });
+  });
+
+  it('recovers a submission cut after the claim, before the bundle: the retry creates the job under the claimed id', async () => {
+    const key = freshKey();
+    const request = {
+      method: 'POST',
+      path: '/jobs',
+      headers: { 'Idempotency-Key': key },
+      body: { bundle: bundleB64, command },
+    } as const;
+    const put = vi
+      .spyOn(bench.workspace, 'put')
+      .mockRejectedValueOnce(Object.assign(new Error('reset'), { name: 'TimeoutError' }));
+    const crashed = await bench.call(request);
+    put.mockRestore();
+    expect(crashed.status).toBe(500);
+    const claim = (await bench.dynamo.scanAll(bench.dynamo.tables.jobs)).find(
+      (i) => i.kind === 'idempotency' && String(i.pk).endsWith(`#${key}`),
+    );
+    const claimedId = String(claim?.jobId);
+    expect(await bench.jobs.getJob(claimedId)).toBeUndefined();
+
+    const retried = await bench.call(request);
+    expect(retried.status).toBe(202);
+    expect((retried.body.job as JobBody).jobId).toBe(claimedId);
+    expect((await bench.workspace.get(`teams/nlp/jobs/${claimedId}/code.tar.gz`))?.equals(bundle)).toBe(true);
+    expect(bench.recorded.executions.get(claimedId)).toEqual({ jobId: claimedId });
+  });
+});
+
+describe('limits come from the configuration', () => {
+  it('the test config really sets the limits the cases above rely on', () => {
+    expect(parseConfig(TEST_CONFIG_INPUT).limits).toEqual({ maxInlineBundleKiB: 8, maxBundleMiB: 1, maxEnvVars: 3 });
+  });
+});
