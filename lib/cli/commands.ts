@@ -348,7 +348,7 @@ export function createProgram(
       if (options.json) printJson(response.body);
       else {
         println(
-          `${response.status === 200 ? 'Already submitted (same Idempotency-Key)' : 'Submitted'}: job ${jobId ?? '?'} (${String(job.state ?? 'SUBMITTED')}, tier ${String(job.tier ?? '?')})`,
+          `${at(response.body, 'replayed') === true ? 'Already submitted (same Idempotency-Key)' : 'Submitted'}: job ${jobId ?? '?'} (${String(job.state ?? 'SUBMITTED')}, tier ${String(job.tier ?? '?')})`,
         );
         if (!options.wait && jobId) println(`Follow it: trainyard watch ${jobId}`);
       }
@@ -401,7 +401,7 @@ export function createProgram(
 
   addCommon(program.command('logs').description("print a job's recent log lines").argument('<job>', 'job id'))
     .option('--attempt <n>', 'attempt number (default: the latest)')
-    .option('--limit <n>', 'most lines per fetch (1-10000)')
+    .option('--limit <n>', 'most lines per fetch (1-1000)')
     .option('-f, --follow', 'keep printing new lines until the job ends')
     .option('--interval <seconds>', 'seconds between polls with --follow', DEFAULT_POLL_SECONDS)
     .action(
@@ -412,7 +412,7 @@ export function createProgram(
         const jobId = parseJobId(job);
         const attempt =
           options.attempt === undefined ? undefined : parseIntegerIn('--attempt', options.attempt, 1, 10000);
-        const limit = options.limit === undefined ? undefined : parseIntegerIn('--limit', options.limit, 1, 10000);
+        const limit = options.limit === undefined ? undefined : parseIntegerIn('--limit', options.limit, 1, 1000);
         const intervalMs = parseSeconds('--interval', options.interval, 1, 3600) * 1000;
         const client = clientFor(options);
         const fetchLines = () =>

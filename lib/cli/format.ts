@@ -185,6 +185,12 @@ export function formatEstimate(response: unknown): string {
           ? undefined
           : `${formatMoney(num(e, 'reservationUsd') ?? 0)} held against your budgets while it runs`,
       ],
+      [
+        'budget',
+        num(response, 'budget.availableUsd') === undefined
+          ? undefined
+          : `${formatMoney(num(response, 'budget.availableUsd') ?? 0)} available in ${str(response, 'budget.scope') ?? 'your team'}${at(response, 'budget.fits') === false ? ' — NOT enough for this reservation: the job would be refused' : ''}`,
+      ],
     ]),
   );
   return lines.join('\n');
@@ -223,16 +229,21 @@ export interface JobView {
   readonly reason?: string;
 }
 
-/** Reads the status facts from a GET /jobs/{id} answer. */
+/**
+ * Reads the status facts from a GET /jobs/{id} answer: `{ job, attempts, decisions, progress, forecast, costSoFarUsd }`
+ * where `forecast` is `{ available: true, forecast }` or `{ available: false, reason }` and `progress` is the job's
+ * record (camelCase) or the harness's progress.json (snake_case) while the record has none.
+ */
 export function jobView(response: unknown): JobView {
   const job = jobOf(response);
   const attempts = list(response, 'attempts');
   const last = attempts.at(-1);
   const progress = at(response, 'progress') ?? at(job, 'progress');
+  const forecast = at(response, 'forecast.forecast') ?? at(response, 'forecast');
   const step = num(progress, 'step');
-  const totalSteps = num(progress, 'totalSteps');
+  const totalSteps = num(progress, 'totalSteps') ?? num(progress, 'total_steps');
   const fraction =
-    num(at(response, 'forecast'), 'fractionDone') ??
+    num(forecast, 'fractionDone') ??
     num(progress, 'fraction') ??
     (step !== undefined && totalSteps ? step / totalSteps : undefined);
   return {
@@ -245,9 +256,9 @@ export function jobView(response: unknown): JobView {
     totalSteps,
     fraction,
     loss: num(progress, 'loss'),
-    etaSeconds: num(response, 'forecast.etaSeconds.value') ?? num(response, 'forecast.etaSeconds'),
+    etaSeconds: num(forecast, 'etaSeconds.value') ?? num(forecast, 'etaSeconds'),
     costSoFarUsd: num(response, 'costSoFarUsd') ?? num(job, 'costSoFarUsd'),
-    projectedTotalUsd: num(response, 'forecast.projectedTotalUsd'),
+    projectedTotalUsd: num(forecast, 'projectedTotalUsd'),
     reason: str(job, 'reason'),
   };
 }
@@ -266,6 +277,10 @@ export function statusLine(view: JobView): string {
   }
   if (view.attempts > 0) parts.push(`attempt ${view.attempts}${view.capacity ? ` (${view.capacity})` : ''}`);
   return parts.join('  ');
+}
+
+function isTerminalView(view: JobView): boolean {
+  return ['SUCCEEDED', 'FAILED', 'CANCELLED', 'REJECTED'].includes(view.state ?? '');
 }
 
 /** The full status view (`trainyard status`). */
@@ -288,7 +303,14 @@ export function formatJobStatus(response: unknown): string {
       ['loss', view.loss === undefined ? undefined : String(Number(view.loss.toPrecision(4)))],
       ['ETA', view.etaSeconds === undefined ? undefined : formatDuration(view.etaSeconds)],
       ['cost so far', view.costSoFarUsd === undefined ? undefined : formatMoney(view.costSoFarUsd)],
-      ['forecast', view.projectedTotalUsd === undefined ? undefined : `${formatMoney(view.projectedTotalUsd)} total`],
+      [
+        'forecast',
+        view.projectedTotalUsd !== undefined
+          ? `${formatMoney(view.projectedTotalUsd)} total`
+          : str(response, 'forecast.reason') && !isTerminalView(view)
+            ? `not yet: ${str(response, 'forecast.reason')}`
+            : undefined,
+      ],
       [
         'estimate',
         num(job, 'estimate.costUsd') === undefined ? undefined : formatMoney(num(job, 'estimate.costUsd') ?? 0),

@@ -18,7 +18,7 @@ export interface IgnoreRule {
 }
 
 function escapeRegex(char: string): string {
-  return /[\\^$.*+?()[\]{}|/]/.test(char) ? `\\${char}` : char;
+  return /[\\^$.*+?()[\]{}|]/.test(char) ? `\\${char}` : char;
 }
 
 /** Translates a gitignore glob (no leading `!`, no trailing `/`) into a regex source matching a whole path. */
