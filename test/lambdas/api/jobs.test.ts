@@ -1,0 +1,421 @@
+// GET/DELETE /jobs…, resume, checkpoints and logs against real engines: team isolation (another team's job is a
+// 404 indistinguishable from an unknown one), cancel in every state, resume only when paused, the job view's costs
+// and forecast worked out by hand, and checkpoint listings that hide incomplete checkpoints.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { logStreamOf } from '../../../lambdas/api/routes/artifacts';
+import type { AttemptRecord, JobRecord, JobState } from '../../../lambdas/domain/job';
+import { jobKeysFor } from '../../../lambdas/domain/workspace-layout';
+import { type ApiBench, errorOf, PRINCIPALS, startApiBench, TEST_CONFIG_INPUT } from './support';
+
+const AUDIO = 'arn:aws:iam::123456789012:role/audio-researchers';
+let bench: ApiBench;
+beforeAll(async () => {
+  bench = await startApiBench({
+    ...TEST_CONFIG_INPUT,
+    teams: [...TEST_CONFIG_INPUT.teams, { id: 'audio', principals: [AUDIO], monthlyBudgetUsd: 50 }],
+  });
+});
+afterAll(async () => {
+  await bench?.stop();
+});
+
+const NOW = Date.parse('2026-03-15T12:00:00.000Z');
+let seq = 0;
+
+async function seedJob(team: string, state: JobState, extra: Partial<JobRecord> = {}): Promise<JobRecord> {
+  seq += 1;
+  const jobId = `seed${String(seq).padStart(4, '0')}`;
+  const job: JobRecord = {
+    jobId,
+    team,
+    user: 'alice',
+    tier: 'gpu-small',
+    state,
+    createdAt: new Date(NOW - 3_600_000 + seq * 1000).toISOString(),
+    command: ['python', 'train.py'],
+    requirements: {},
+    retries: { maxAppRetries: 0, backoffSeconds: 60 },
+    counters: { attempts: 0, reclaims: 0, capacityCancellations: 0, appErrors: 0, infraErrors: 0 },
+    costSoFarUsd: 0,
+    bundle: { key: `${jobKeysFor(team, jobId).bundle}`, bytes: 10, sha256: 'a'.repeat(64) },
+    env: {},
+    ...extra,
+  };
+  expect(await bench.jobs.createJob(job)).toBe(true);
+  return job;
+}
+
+async function seedAttempt(jobId: string, attempt: number, extra: Partial<AttemptRecord> = {}): Promise<void> {
+  await bench.jobs.putAttempt({
+    jobId,
+    attempt,
+    capacity: 'spot',
+    queue: 'trainyard-gpu-small-spot',
+    nodes: 1,
+    status: 'RUNNING',
+    ...extra,
+  });
+}
+
+describe('team isolation', () => {
+  it("answers another team's job exactly like an unknown one (404) on every job route", async () => {
+    const theirs = await seedJob('vision', 'PAUSED_BUDGET', { pauseToken: 'token-vision' });
+    await seedAttempt(theirs.jobId, 1, { batchJobId: 'batch-vision-1', startedAt: NOW - 60_000 });
+    const before = await bench.snapshot();
+    const routes = [
+      { method: 'GET', path: `/jobs/${theirs.jobId}` },
+      { method: 'DELETE', path: `/jobs/${theirs.jobId}` },
+      { method: 'POST', path: `/jobs/${theirs.jobId}/resume` },
+      { method: 'GET', path: `/jobs/${theirs.jobId}/checkpoints` },
+      { method: 'GET', path: `/jobs/${theirs.jobId}/logs` },
+    ];
+    for (const route of routes) {
+      const mine = await bench.call({ ...route, as: PRINCIPALS.nlp });
+      expect(mine.status, `${route.method} ${route.path}`).toBe(404);
+      expect(errorOf(mine.body)).toEqual({ code: 'not_found', message: `job ${theirs.jobId} does not exist` });
+      const unknownPath = route.path.replace(theirs.jobId, 'seed9999');
+      const unknown = await bench.call({ ...route, path: unknownPath, as: PRINCIPALS.nlp });
+      expect(unknown.status).toBe(404);
+      expect(errorOf(unknown.body).message).toBe('job seed9999 does not exist');
+    }
+    expect(await bench.snapshot()).toEqual(before);
+    expect(bench.recorded.terminated.filter((t) => t.batchJobId === 'batch-vision-1')).toEqual([]);
+    expect(bench.recorded.taskSuccesses.filter((t) => t.token === 'token-vision')).toEqual([]);
+  });
+
+  it("lists only the caller's team's jobs", async () => {
+    const nlpJob = await seedJob('nlp', 'RUNNING');
+    const visionJob = await seedJob('vision', 'RUNNING');
+    const { status, body } = await bench.call({
+      method: 'GET',
+      path: '/jobs',
+      as: PRINCIPALS.vision,
+      query: { limit: '100' },
+    });
+    expect(status).toBe(200);
+    const ids = (body.jobs as JobRecord[]).map((j) => j.jobId);
+    expect(ids).toContain(visionJob.jobId);
+    expect(ids).not.toContain(nlpJob.jobId);
+    expect((body.jobs as JobRecord[]).every((j) => j.team === 'vision')).toBe(true);
+  });
+
+  it('refuses an unknown principal and an unsigned request with 403', async () => {
+    const stranger = await bench.call({ method: 'GET', path: '/jobs', as: PRINCIPALS.stranger });
+    expect(stranger.status).toBe(403);
+    expect(errorOf(stranger.body).message).toBe(
+      `principal ${PRINCIPALS.stranger} is not a member of any Trainyard team; ask an admin to add it to the config`,
+    );
+    const unsigned = await bench.call({ method: 'GET', path: '/jobs', as: null });
+    expect(unsigned.status).toBe(403);
+    expect(errorOf(unsigned.body).message).toBe(
+      'the request carries no IAM principal; sign it with SigV4 (IAM authorization)',
+    );
+  });
+});
+
+describe('GET /jobs', () => {
+  it('pages newest first with limit and cursor', async () => {
+    const seeded = [];
+    for (let i = 0; i < 3; i++) seeded.push(await seedJob('audio', 'SUBMITTED'));
+    const newestFirst = seeded.map((j) => j.jobId).reverse();
+    const first = await bench.call({ method: 'GET', path: '/jobs', as: AUDIO, query: { limit: '2' } });
+    expect(first.status).toBe(200);
+    expect((first.body.jobs as JobRecord[]).map((j) => j.jobId)).toEqual(newestFirst.slice(0, 2));
+    const cursor = first.body.nextCursor as string;
+    expect(typeof cursor).toBe('string');
+    const second = await bench.call({ method: 'GET', path: '/jobs', as: AUDIO, query: { limit: '2', cursor } });
+    expect((second.body.jobs as JobRecord[]).map((j) => j.jobId)).toEqual(newestFirst.slice(2));
+    // A cursor is the team's own: replaying it as another team is refused, not answered with their jobs.
+    const stolen = await bench.call({ method: 'GET', path: '/jobs', as: PRINCIPALS.nlp, query: { cursor } });
+    expect(stolen.status).toBe(400);
+    expect(errorOf(stolen.body).message).toBe(
+      'query.cursor: is not a cursor GET /jobs returned to this team; start again without it',
+    );
+  });
+
+  it.each([
+    [{ limit: '0' }, 'query.limit: limit must be a whole number from 1 to 100'],
+    [{ limit: '101' }, 'query.limit: limit must be a whole number from 1 to 100'],
+    [{ limit: 'ten' }, 'query.limit: limit must be a whole number from 1 to 100'],
+    [{ limit: '-1' }, 'query.limit: limit must be a whole number from 1 to 100'],
+    [{ sort: 'asc' }, 'query: unknown field(s) "sort"'],
+    [
+      { cursor: 'bm90LWpzb24' },
+      'query.cursor: is not a cursor GET /jobs returned to this team; start again without it',
+    ],
+  ])('refuses query %j with 400: %s', async (query, message) => {
+    const { status, body } = await bench.call({ method: 'GET', path: '/jobs', query });
+    expect(status).toBe(400);
+    expect(errorOf(body).message).toBe(message);
+  });
+});
+
+describe('GET /jobs/{id}', () => {
+  it('shows attempts with durations and costs, the cost so far and a forecast from the metrics', async () => {
+    const job = await seedJob('nlp', 'RUNNING', { pauseToken: 'secret-token' });
+    const t0 = NOW - 3_600_000;
+    // Attempt 1: spot, 600 s, recorded cost $0.05. Attempt 2: running for 1800 s at $0.20/h.
+    await seedAttempt(job.jobId, 1, {
+      batchJobId: 'b-1',
+      startedAt: t0,
+      stoppedAt: t0 + 600_000,
+      usdPerHour: 0.3,
+      costUsd: 0.05,
+      status: 'FAILED',
+    });
+    await seedAttempt(job.jobId, 2, { batchJobId: 'b-2', startedAt: NOW - 1_800_000, usdPerHour: 0.2 });
+    await bench.jobs.putDecision(job.jobId, {
+      seq: 1,
+      at: new Date(t0).toISOString(),
+      moment: 'submit',
+      decision: 'run-attempt spot',
+      reason: 'spot is cheaper',
+    });
+    // 100 steps per 300 s in both attempts; attempt 2 resumes at step 200 where attempt 1 stopped.
+    const iso = (ms: number) => new Date(ms).toISOString();
+    const a2 = NOW - 1_800_000;
+    const lines = [
+      { time: iso(t0), attempt: 1, step: 0 },
+      { time: iso(t0 + 300_000), attempt: 1, step: 100 },
+      { time: iso(t0 + 600_000), attempt: 1, step: 200 },
+      { time: iso(a2), attempt: 2, step: 200 },
+      { time: iso(a2 + 300_000), attempt: 2, step: 300 },
+      { time: iso(a2 + 600_000), attempt: 2, step: 400 },
+      { time: iso(a2 + 900_000), attempt: 2, step: 500, loss: 1.5 },
+      { time: iso(a2 + 1_800_000), attempt: 2, gpu_util: 90 },
+    ];
+    const keys = jobKeysFor('nlp', job.jobId);
+    await bench.workspace.put(keys.metricsLog, `${lines.map((l) => JSON.stringify(l)).join('\n')}\n`);
+    await bench.workspace.put(keys.progress, JSON.stringify({ step: 500, total_steps: 1000, loss: 1.5 }));
+
+    const { status, body } = await bench.call({ method: 'GET', path: `/jobs/${job.jobId}` });
+    expect(status).toBe(200);
+    expect(body.job).not.toHaveProperty('pauseToken');
+    const attempts = body.attempts as Array<AttemptRecord & { durationSeconds: number; running: boolean }>;
+    expect(attempts.map((a) => [a.attempt, a.running, a.durationSeconds, a.costUsd])).toEqual([
+      [1, false, 600, 0.05],
+      [2, true, 1800, 0.1],
+    ]);
+    expect(body.costSoFarUsd).toBe(0.15);
+    expect((body.decisions as unknown[]).length).toBe(1);
+    expect(body.progress).toMatchObject({ step: 500, total_steps: 1000 });
+    // Rate 1/3 step/s in every interval; 500 steps left → 1500 s; at $0.20/h that is $0.0833….
+    const forecast = body.forecast as { available: boolean; forecast: Record<string, unknown> };
+    expect(forecast.available).toBe(true);
+    expect(forecast.forecast.stepsPerSecond).toBeCloseTo(1 / 3, 12);
+    expect((forecast.forecast.etaSeconds as { value: number }).value).toBeCloseTo(1500, 9);
+    expect((forecast.forecast.costToFinishUsd as { expected: number }).expected).toBeCloseTo((1500 / 3600) * 0.2, 12);
+    expect(forecast.forecast.fractionDone).toBe(0.5);
+    expect(forecast.forecast.projectedTotalUsd).toBeCloseTo(0.15 + (1500 / 3600) * 0.2, 12);
+  });
+
+  it('gives a finished job no forecast, with the reason', async () => {
+    const job = await seedJob('nlp', 'SUCCEEDED');
+    const { body } = await bench.call({ method: 'GET', path: `/jobs/${job.jobId}` });
+    expect(body.forecast).toEqual({ available: false, reason: 'the job is SUCCEEDED' });
+    expect(body.costSoFarUsd).toBe(0);
+  });
+});
+
+describe('DELETE /jobs/{id} (cancel)', () => {
+  it('flags a SUBMITTED job and calls nothing else', async () => {
+    const job = await seedJob('nlp', 'SUBMITTED');
+    const terminated = bench.recorded.terminated.length;
+    const { status, body } = await bench.call({ method: 'DELETE', path: `/jobs/${job.jobId}` });
+    expect(status).toBe(202);
+    expect(body).toMatchObject({ job: { cancelRequested: true }, terminatedBatchJob: false, releasedPause: false });
+    expect((await bench.jobs.getJob(job.jobId))?.cancelRequested).toBe(true);
+    expect(bench.recorded.terminated.length).toBe(terminated);
+  });
+
+  it('terminates the running Batch job of a RUNNING job with the cancel reason', async () => {
+    const job = await seedJob('nlp', 'RUNNING');
+    await seedAttempt(job.jobId, 1, {
+      batchJobId: 'b-old',
+      startedAt: NOW - 900_000,
+      stoppedAt: NOW - 600_000,
+      status: 'FAILED',
+    });
+    await seedAttempt(job.jobId, 2, { batchJobId: 'b-current', startedAt: NOW - 300_000 });
+    const { status, body } = await bench.call({ method: 'DELETE', path: `/jobs/${job.jobId}` });
+    expect(status).toBe(202);
+    expect(body.terminatedBatchJob).toBe(true);
+    expect(bench.recorded.terminated.filter((t) => t.batchJobId.startsWith('b-'))).toEqual([
+      { batchJobId: 'b-current', reason: 'Trainyard: cancelled by user' },
+    ]);
+  });
+
+  it.each([
+    [
+      'a newest attempt that already stopped',
+      { batchJobId: 'b-stopped', startedAt: NOW - 60_000, stoppedAt: NOW - 1000 },
+    ],
+    ['a newest attempt Batch has not named yet', {}],
+  ])('does not terminate a WAITING job with %s', async (_name, attempt) => {
+    const job = await seedJob('nlp', 'WAITING');
+    await seedAttempt(job.jobId, 1, { status: 'RUNNABLE', ...attempt });
+    const before = bench.recorded.terminated.length;
+    const { status, body } = await bench.call({ method: 'DELETE', path: `/jobs/${job.jobId}` });
+    expect(status).toBe(202);
+    expect(body.terminatedBatchJob).toBe(false);
+    expect(bench.recorded.terminated.length).toBe(before);
+  });
+
+  it('releases a PAUSED_BUDGET job to cancel through its task token; a repeated cancel is harmless', async () => {
+    const job = await seedJob('nlp', 'PAUSED_BUDGET', { pauseToken: 'token-cancel' });
+    const first = await bench.call({ method: 'DELETE', path: `/jobs/${job.jobId}` });
+    expect(first.status).toBe(202);
+    expect(first.body.releasedPause).toBe(true);
+    expect(bench.recorded.taskSuccesses.filter((t) => t.token === 'token-cancel')).toEqual([
+      { token: 'token-cancel', output: { action: 'cancel' } },
+    ]);
+    const again = await bench.call({ method: 'DELETE', path: `/jobs/${job.jobId}` });
+    expect(again.status).toBe(202);
+    expect(again.body.releasedPause).toBe(false);
+  });
+
+  it.each(['SUCCEEDED', 'FAILED', 'CANCELLED', 'REJECTED'] as const)(
+    'refuses to cancel a %s job with 409 naming the state, writing nothing',
+    async (state) => {
+      const job = await seedJob('nlp', state);
+      const before = await bench.snapshot();
+      const { status, body } = await bench.call({ method: 'DELETE', path: `/jobs/${job.jobId}` });
+      expect(status).toBe(409);
+      expect(errorOf(body)).toEqual({
+        code: 'job_finished',
+        message: `job ${job.jobId} is ${state}; a finished job cannot be cancelled`,
+        details: { state },
+      });
+      expect(await bench.snapshot()).toEqual(before);
+    },
+  );
+});
+
+describe('POST /jobs/{id}/resume', () => {
+  it('resumes a PAUSED_BUDGET job through its task token, once', async () => {
+    const job = await seedJob('nlp', 'PAUSED_BUDGET', { pauseToken: 'token-resume' });
+    const { status } = await bench.call({ method: 'POST', path: `/jobs/${job.jobId}/resume` });
+    expect(status).toBe(202);
+    expect(bench.recorded.taskSuccesses.filter((t) => t.token === 'token-resume')).toEqual([
+      { token: 'token-resume', output: { action: 'resume' } },
+    ]);
+    const again = await bench.call({ method: 'POST', path: `/jobs/${job.jobId}/resume` });
+    expect(again.status).toBe(409);
+    expect(errorOf(again.body).message).toBe(
+      `job ${job.jobId} is no longer waiting to be resumed (its pause already ended)`,
+    );
+  });
+
+  it.each(['SUBMITTED', 'ANALYZING', 'WAITING', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELLED', 'REJECTED'] as const)(
+    'refuses to resume a %s job with 409 naming the state',
+    async (state) => {
+      const job = await seedJob('nlp', state);
+      const { status, body } = await bench.call({ method: 'POST', path: `/jobs/${job.jobId}/resume` });
+      expect(status).toBe(409);
+      expect(errorOf(body)).toEqual({
+        code: 'job_not_paused',
+        message: `job ${job.jobId} is ${state}; only a job in PAUSED_BUDGET can be resumed`,
+        details: { state },
+      });
+    },
+  );
+
+  it('refuses a paused job whose pause is not recorded yet, and one being cancelled', async () => {
+    const pausing = await seedJob('nlp', 'PAUSED_BUDGET');
+    const a = await bench.call({ method: 'POST', path: `/jobs/${pausing.jobId}/resume` });
+    expect([a.status, errorOf(a.body).code]).toEqual([409, 'job_pausing']);
+    const cancelling = await seedJob('nlp', 'PAUSED_BUDGET', { pauseToken: 'token-x', cancelRequested: true });
+    const b = await bench.call({ method: 'POST', path: `/jobs/${cancelling.jobId}/resume` });
+    expect([b.status, errorOf(b.body).message]).toEqual([
+      409,
+      `job ${cancelling.jobId} is being cancelled; it cannot be resumed`,
+    ]);
+    expect(bench.recorded.taskSuccesses.some((t) => t.token === 'token-x')).toBe(false);
+  });
+});
+
+describe('GET /jobs/{id}/checkpoints', () => {
+  it('lists only complete checkpoints (manifest present), newest first, with working download URLs', async () => {
+    const job = await seedJob('nlp', 'RUNNING');
+    const prefix = jobKeysFor('nlp', job.jobId).checkpoints;
+    await bench.workspace.put(`${prefix}ckpt-000001/model.pt`, 'weights-1');
+    await bench.workspace.put(
+      `${prefix}ckpt-000001/MANIFEST.json`,
+      JSON.stringify({ step: 100, attempt: 1, created_at: '2026-03-15T11:00:00Z' }),
+    );
+    await bench.workspace.put(`${prefix}ckpt-000002/model.pt`, 'weights-2');
+    await bench.workspace.put(`${prefix}ckpt-000002/MANIFEST.json`, JSON.stringify({ step: 200, attempt: 2 }));
+    // Being written: no manifest yet.
+    await bench.workspace.put(`${prefix}ckpt-000003/model.pt`, 'partial');
+
+    const { status, body } = await bench.call({ method: 'GET', path: `/jobs/${job.jobId}/checkpoints` });
+    expect(status).toBe(200);
+    const checkpoints = body.checkpoints as Array<{
+      name: string;
+      step: number;
+      files: Array<{ path: string; size: number; url: string }>;
+    }>;
+    expect(checkpoints.map((c) => [c.name, c.step])).toEqual([
+      ['ckpt-000002', 200],
+      ['ckpt-000001', 100],
+    ]);
+    const file = checkpoints[1]?.files[0];
+    expect(file).toMatchObject({ path: 'model.pt', size: 'weights-1'.length });
+    const download = await fetch(file?.url ?? '');
+    expect(await download.text()).toBe('weights-1');
+  });
+});
+
+describe('GET /jobs/{id}/logs', () => {
+  it('returns no lines while no attempt has a log stream', async () => {
+    const job = await seedJob('nlp', 'WAITING');
+    await seedAttempt(job.jobId, 1, { status: 'RUNNABLE' });
+    const { status, body } = await bench.call({ method: 'GET', path: `/jobs/${job.jobId}/logs` });
+    expect(status).toBe(200);
+    expect(body).toEqual({ jobId: job.jobId, attempt: 1, logStreamName: null, lines: [] });
+  });
+
+  it('names the attempts a job has when asked for one it does not have', async () => {
+    const job = await seedJob('nlp', 'RUNNING');
+    await seedAttempt(job.jobId, 1);
+    await seedAttempt(job.jobId, 2);
+    const { status, body } = await bench.call({
+      method: 'GET',
+      path: `/jobs/${job.jobId}/logs`,
+      query: { attempt: '3' },
+    });
+    expect(status).toBe(404);
+    expect(errorOf(body).message).toBe(`job ${job.jobId} has no attempt 3; it has attempts 1-2`);
+  });
+
+  it('refuses a limit outside 1..1000', async () => {
+    const job = await seedJob('nlp', 'RUNNING');
+    const { status, body } = await bench.call({
+      method: 'GET',
+      path: `/jobs/${job.jobId}/logs`,
+      query: { limit: '5000' },
+    });
+    expect(status).toBe(400);
+    expect(errorOf(body).message).toBe('query.limit: limit must be a whole number from 1 to 1000');
+  });
+
+  it('finds the stream from the recorded name, else from the task ARN by Batch convention', () => {
+    const job = { team: 'nlp', tier: 'gpu-small' } as JobRecord;
+    const base = {
+      jobId: 'j1',
+      attempt: 1,
+      capacity: 'spot',
+      queue: 'q',
+      nodes: 1,
+      status: 'RUNNING',
+    } as AttemptRecord;
+    const recorded = { ...base, logStreamName: 'trainyard-nlp-gpu-small/default/abc' } as AttemptRecord;
+    const fromTask = {
+      ...base,
+      taskArn: 'arn:aws:ecs:us-east-1:123456789012:task/trainyard-gpu/0f1e2d3c',
+    } as AttemptRecord;
+    expect(logStreamOf(recorded, job, 'trainyard')).toBe('trainyard-nlp-gpu-small/default/abc');
+    expect(logStreamOf(fromTask, job, 'trainyard')).toBe('trainyard-nlp-gpu-small/default/0f1e2d3c');
+    expect(logStreamOf(base, job, 'trainyard')).toBeUndefined();
+  });
+});
