@@ -1,0 +1,343 @@
+// GET/PUT /budgets, GET /tiers, POST /estimate and the router's own answers (404, 405, 500) against real engines.
+// Expected figures are worked out here from the test config (seed tier prices), not taken from the code.
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { INTERNAL_MESSAGE } from '../../../lambdas/api/errors';
+import { analyzeWorkload } from '../../../lambdas/domain/analysis';
+import {
+  type ApiBench,
+  errorOf,
+  PRINCIPALS,
+  projectBundle,
+  projectFiles,
+  startApiBench,
+  TEST_CONFIG_INPUT,
+} from './support';
+
+const AUDIO = 'arn:aws:iam::123456789012:role/audio-researchers';
+let bench: ApiBench;
+beforeAll(async () => {
+  bench = await startApiBench({
+    ...TEST_CONFIG_INPUT,
+    teams: [...TEST_CONFIG_INPUT.teams, { id: 'audio', principals: [AUDIO], monthlyBudgetUsd: 50 }],
+  });
+});
+afterAll(async () => {
+  await bench?.stop();
+});
+
+interface Usage {
+  scope: string;
+  period: string;
+  limitUsd: number;
+  spentUsd: number;
+  reservedUsd: number;
+  availableUsd: number;
+  percentUsed: number | null;
+  thresholdsCrossed: string[];
+}
+
+describe('GET /budgets', () => {
+  it("creates the team's budget for the month from the config on first sight, then only reads it", async () => {
+    const first = await bench.call({ method: 'GET', path: '/budgets', as: PRINCIPALS.vision });
+    expect(first.status).toBe(200);
+    expect(first.body).toMatchObject({ team: 'vision', period: '2026-03' });
+    expect(first.body.budgets).toEqual([
+      expect.objectContaining({
+        scope: 'team:vision',
+        period: '2026-03',
+        limitUsd: 400,
+        spentUsd: 0,
+        reservedUsd: 0,
+        availableUsd: 400,
+        percentUsed: 0,
+        thresholdsCrossed: [],
+      }),
+    ]);
+    const before = await bench.snapshot();
+    const second = await bench.call({ method: 'GET', path: '/budgets', as: PRINCIPALS.vision });
+    expect(second.body.budgets).toEqual(first.body.budgets);
+    expect(await bench.snapshot()).toEqual(before);
+  });
+
+  it('refuses an admin that belongs to no team (there is no team to show)', async () => {
+    const { status, body } = await bench.call({ method: 'GET', path: '/budgets', as: PRINCIPALS.admin });
+    expect(status).toBe(403);
+    expect(errorOf(body).message).toBe(`principal ${PRINCIPALS.admin} is not a member of any Trainyard team`);
+  });
+});
+
+describe('PUT /budgets/{scope}', () => {
+  it('lets an admin raise a team budget; the team then sees the new limit', async () => {
+    const { status, body } = await bench.call({
+      method: 'PUT',
+      path: '/budgets/team:nlp',
+      as: PRINCIPALS.admin,
+      body: { limitUsd: 1500 },
+    });
+    expect(status).toBe(200);
+    expect(body.budget).toMatchObject({ scope: 'team:nlp', period: '2026-03', limitUsd: 1500, availableUsd: 1500 });
+    const seen = await bench.call({ method: 'GET', path: '/budgets', as: PRINCIPALS.nlp });
+    expect((seen.body.budgets as Usage[]).find((b) => b.scope === 'team:nlp')?.limitUsd).toBe(1500);
+  });
+
+  it('takes user and project scopes with the slash raw or percent-encoded, and an explicit period', async () => {
+    const raw = await bench.call({
+      method: 'PUT',
+      path: '/budgets/user:nlp/alice',
+      as: PRINCIPALS.admin,
+      body: { limitUsd: 25.5 },
+    });
+    const encoded = await bench.call({
+      method: 'PUT',
+      path: '/budgets/project%3Anlp%2Fgpt-small',
+      as: PRINCIPALS.admin,
+      body: { limitUsd: 80, period: '2026-04' },
+    });
+    expect([raw.status, encoded.status]).toEqual([200, 200]);
+    expect(raw.body.budget).toMatchObject({ scope: 'user:nlp/alice', period: '2026-03', limitUsd: 25.5 });
+    expect(encoded.body.budget).toMatchObject({ scope: 'project:nlp/gpt-small', period: '2026-04', limitUsd: 80 });
+    const nlp = await bench.call({ method: 'GET', path: '/budgets', as: PRINCIPALS.nlp });
+    expect((nlp.body.budgets as Usage[]).map((b) => b.scope)).toEqual(['team:nlp', 'user:nlp/alice']);
+    // Another team never sees them.
+    const vision = await bench.call({ method: 'GET', path: '/budgets', as: PRINCIPALS.vision });
+    expect((vision.body.budgets as Usage[]).map((b) => b.scope)).toEqual(['team:vision']);
+  });
+
+  const refusals: Array<{ name: string; path: string; as?: string; body?: unknown; status: number; message: string }> =
+    [
+      {
+        name: 'a researcher (not an admin)',
+        path: '/budgets/team:nlp',
+        as: PRINCIPALS.nlp,
+        body: { limitUsd: 1e6 },
+        status: 403,
+        message: `principal ${PRINCIPALS.nlp} is not a Trainyard admin; only admins may change budgets`,
+      },
+      {
+        name: "a researcher naming another team's scope",
+        path: '/budgets/team:vision',
+        as: PRINCIPALS.nlp,
+        body: { limitUsd: 0 },
+        status: 403,
+        message: `principal ${PRINCIPALS.nlp} is not a Trainyard admin; only admins may change budgets`,
+      },
+      {
+        name: 'a key-separator escape',
+        path: '/budgets/team:nlp%23PERIOD',
+        body: { limitUsd: 10 },
+        status: 400,
+        message: `scope "team:nlp#PERIOD" contains '#', which separates DynamoDB key parts and is never allowed`,
+      },
+      {
+        name: 'a path-traversal escape',
+        path: '/budgets/user:nlp%2F..%2Fvision',
+        body: { limitUsd: 10 },
+        status: 400,
+        message: `scope "user:nlp/../vision" contains '..'; path segments like '/..' are never allowed in a scope`,
+      },
+      {
+        name: 'an unknown scope kind',
+        path: '/budgets/org:nlp',
+        body: { limitUsd: 10 },
+        status: 400,
+        message:
+          'scope "org:nlp" has no known kind; scopes are team:<team>, user:<team>/<user> or project:<team>/<project>',
+      },
+      {
+        name: 'a team that is not configured',
+        path: '/budgets/team:ghost',
+        body: { limitUsd: 10 },
+        status: 400,
+        message: 'scope team:ghost names team "ghost", which is not configured; teams: nlp, vision, audio',
+      },
+      {
+        name: 'broken percent-encoding',
+        path: '/budgets/team%3',
+        body: { limitUsd: 10 },
+        status: 400,
+        message: 'path parameter scope is not valid percent-encoding: "team%3"',
+      },
+      {
+        name: 'a negative limit',
+        path: '/budgets/team:nlp',
+        body: { limitUsd: -5 },
+        status: 400,
+        message: 'body.limitUsd: must not be negative',
+      },
+      {
+        name: 'a limit that is not a number',
+        path: '/budgets/team:nlp',
+        body: { limitUsd: 'NaN' },
+        status: 400,
+        message: 'body.limitUsd: must be a number of USD',
+      },
+      {
+        name: 'an absurd limit',
+        path: '/budgets/team:nlp',
+        body: { limitUsd: 2e9 },
+        status: 400,
+        message: 'body.limitUsd: must be at most 1000000000',
+      },
+      {
+        name: 'a period that is not a month',
+        path: '/budgets/team:nlp',
+        body: { limitUsd: 10, period: '2026-13' },
+        status: 400,
+        message: 'body.period: must be a calendar month like 2026-01 (YYYY-MM)',
+      },
+      {
+        name: 'no body',
+        path: '/budgets/team:nlp',
+        status: 400,
+        message: 'request body is required: a JSON object',
+      },
+    ];
+
+  it.each(refusals)('refuses $name with $status and writes nothing', async (c) => {
+    const before = await bench.snapshot();
+    const { status, body } = await bench.call({
+      method: 'PUT',
+      path: c.path,
+      as: c.as ?? PRINCIPALS.admin,
+      ...(c.body !== undefined && { body: c.body }),
+    });
+    expect(status).toBe(c.status);
+    expect(errorOf(body).message).toBe(c.message);
+    expect(await bench.snapshot()).toEqual(before);
+  });
+});
+
+describe('GET /tiers', () => {
+  it('prices spot from current quotes, falls back to config and marks the tiers the team may use', async () => {
+    bench.quotes = [
+      { instanceType: 'g4dn.xlarge', az: 'us-east-1a', usdPerHour: 0.21, timestamp: '2026-03-15T11:00:00.000Z' },
+      { instanceType: 'g4dn.xlarge', az: 'us-east-1b', usdPerHour: 0.18, timestamp: '2026-03-15T11:30:00.000Z' },
+    ];
+    const { status, body } = await bench.call({ method: 'GET', path: '/tiers', as: PRINCIPALS.vision });
+    bench.quotes = undefined;
+    expect(status).toBe(200);
+    const tiers = body.tiers as Array<{
+      id: string;
+      allowed: boolean;
+      maxRuntimeSeconds: number;
+      price: Record<string, unknown>;
+    }>;
+    expect(tiers.filter((t) => t.allowed).map((t) => t.id)).toEqual(['cpu-small', 'gpu-small']);
+    const byId = new Map(tiers.map((t) => [t.id, t]));
+    expect(byId.get('gpu-small')?.maxRuntimeSeconds).toBe(7200);
+    expect(byId.get('gpu-small')?.price).toMatchObject({
+      onDemandUsdPerHour: 0.526,
+      spotUsdPerHour: 0.18,
+      spotSource: 'ec2-spot-price-history',
+      spotAz: 'us-east-1b',
+    });
+    expect(byId.get('gpu-medium')?.price).toMatchObject({ spotUsdPerHour: 0.27, spotSource: 'config-fallback' });
+    expect(byId.get('gpu-multinode')?.price).toMatchObject({ spotSource: 'not-allowed' });
+  });
+
+  it('reports the config fallback when EC2 spot prices cannot be read', async () => {
+    const { body } = await bench.call({ method: 'GET', path: '/tiers' });
+    const gpuSmall = (body.tiers as Array<{ id: string; price: Record<string, unknown> }>).find(
+      (t) => t.id === 'gpu-small',
+    );
+    expect(gpuSmall?.price).toMatchObject({
+      spotUsdPerHour: 0.19,
+      spotSource: 'config-fallback',
+      note: 'EC2 spot price history is unavailable; using the configured spot price $0.19/h',
+    });
+  });
+});
+
+describe('POST /estimate', () => {
+  const command = ['python', 'train.py'];
+
+  it('analyses text files, prices the recommended tier and writes nothing', async () => {
+    const before = await bench.snapshot();
+    const files = projectFiles('cpu-tiny');
+    const { status, body } = await bench.call({
+      method: 'POST',
+      path: '/estimate',
+      as: AUDIO,
+      body: { files, command },
+    });
+    expect(status).toBe(200);
+    const expected = analyzeWorkload({ files, command }, bench.config.tiers);
+    expect(body.tier).toBe(expected.recommendedTier);
+    expect(body.analysis).toEqual(JSON.parse(JSON.stringify(expected)));
+    expect(body.price).toMatchObject({ tier: expected.recommendedTier, spotSource: 'config-fallback' });
+    expect((body.prices as unknown[]).length).toBe(6);
+    expect(await bench.snapshot()).toEqual(before);
+  });
+
+  it.each([
+    // 2 nodes × $5.672/h: 1 h → $11.344 → reserve $11.35 (fits $50); 5 h → $56.72 (does not).
+    [3600, 11.35, true],
+    [18000, 56.72, false],
+  ])(
+    'says whether the team budget ($50, none spent) holds the reservation for %i s on gpu-multinode',
+    async (runtimeSeconds, reservation, fits) => {
+      const { status, body } = await bench.call({
+        method: 'POST',
+        path: '/estimate',
+        as: AUDIO,
+        body: {
+          bundle: projectBundle('cpu-tiny').toString('base64'),
+          command,
+          requirements: { tier: 'gpu-multinode', runtimeSeconds },
+        },
+      });
+      expect(status).toBe(200);
+      expect(body.tier).toBe('gpu-multinode');
+      expect(body.budget).toEqual({
+        scope: 'team:audio',
+        period: '2026-03',
+        availableUsd: 50,
+        reservationUsd: reservation,
+        fits,
+      });
+    },
+  );
+
+  it('refuses a workload no tier can run with 422 and the analysis', async () => {
+    const { status, body } = await bench.call({
+      method: 'POST',
+      path: '/estimate',
+      body: { files: projectFiles('cpu-tiny'), command, requirements: { runtimeSeconds: 864000 } },
+    });
+    expect(status).toBe(422);
+    expect(errorOf(body).code).toBe('workload_refused');
+    expect(errorOf(body).message).toMatch(/^no tier fits this workload: /);
+    expect(errorOf(body).details?.analysis).toMatchObject({ recommendationReason: 'no tier fits' });
+  });
+
+  it('needs exactly one source of code', async () => {
+    const { status, body } = await bench.call({ method: 'POST', path: '/estimate', body: { command } });
+    expect(status).toBe(400);
+    expect(errorOf(body).message).toBe('body: one of bundle, uploadId, files is required');
+  });
+});
+
+describe('the router', () => {
+  it('answers an unknown path with 404 and a known path with another method with 405', async () => {
+    const unknown = await bench.call({ method: 'GET', path: '/nope' });
+    expect([unknown.status, errorOf(unknown.body).message]).toEqual([404, 'no route for GET /nope']);
+    const wrong = await bench.call({ method: 'PATCH', path: '/jobs' });
+    expect(wrong.status).toBe(405);
+    expect(errorOf(wrong.body)).toEqual({
+      code: 'method_not_allowed',
+      message: 'PATCH is not allowed on /jobs; allowed: POST, GET',
+      details: { allow: ['POST', 'GET'] },
+    });
+  });
+
+  it('answers an unexpected failure with a generic 500 that leaks nothing', async () => {
+    const spy = vi
+      .spyOn(bench.jobs, 'listJobsByTeam')
+      .mockRejectedValueOnce(new Error('ValidationException: table trainyard-jobs key schema secret-detail'));
+    const { status, body } = await bench.call({ method: 'GET', path: '/jobs' });
+    spy.mockRestore();
+    expect(status).toBe(500);
+    expect(body).toEqual({ error: { code: 'internal', message: INTERNAL_MESSAGE } });
+    expect(JSON.stringify(body)).not.toContain('secret-detail');
+  });
+});
