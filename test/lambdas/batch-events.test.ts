@@ -1,0 +1,366 @@
+// The batch-events handler against dynalite, with AWS's documented "Batch Job State Change" payloads.
+// Costs are worked out by hand here: price × billed seconds ÷ 3600, rounded to the cent.
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createBatchEventsHandler } from '../../lambdas/batch-events/batch-events';
+import { costOfAttempt } from '../../lambdas/domain/attempt-cost';
+import { parseBatchJob } from '../../lambdas/domain/batch-job';
+import { InvalidEvent } from '../../lambdas/shared/event-schemas';
+import {
+  attemptRecord,
+  BATCH_JOB_ID,
+  CONFIG,
+  type EventBench,
+  fixture,
+  fixtureWith,
+  INSTANCE_ID,
+  JOB_ID,
+  jobRecord,
+  publishedOf,
+  startEventBench,
+  T,
+} from './event-bench';
+
+// Fixture run: 14:01:05.000 → 14:41:07.250 is 2402.25 s; EC2 bills started seconds, so 2403 s.
+const SPOT_INSTANCE = {
+  instanceId: INSTANCE_ID,
+  instanceType: 'g4dn.xlarge',
+  availabilityZone: 'us-east-1a',
+  lifecycle: 'spot' as const,
+};
+
+let bench: EventBench;
+let handle: ReturnType<typeof createBatchEventsHandler>;
+
+beforeEach(async () => {
+  bench = await startEventBench();
+  handle = createBatchEventsHandler({
+    config: CONFIG,
+    jobs: bench.jobs,
+    events: bench.ports.events,
+    fleet: bench.ports.fleet,
+  });
+});
+
+afterEach(async () => {
+  await bench.stop();
+});
+
+async function seed(job = {}, attempt = {}) {
+  await bench.jobs.createJob(jobRecord({ state: 'WAITING', ...job }));
+  await bench.jobs.putAttempt(attemptRecord(attempt));
+}
+
+describe('batch-events: not ours, unknown or malformed', () => {
+  it('ignores a Batch job without Trainyard tags or name (AWS’s own example job), touching nothing', async () => {
+    await seed();
+    const before = await bench.snapshot();
+
+    const result = await handle(fixture('batch-foreign-runnable'));
+
+    expect(result).toEqual({ action: 'ignored', why: 'not-trainyard' });
+    expect(await bench.snapshot()).toEqual(before);
+    expect(bench.recorded).toMatchObject({ published: [], instanceLookups: [], priceLookups: [] });
+  });
+
+  it('ignores a tagged Batch job whose attempt the jobs table does not hold', async () => {
+    await seed({}, { attempt: 2 });
+    const before = await bench.snapshot();
+
+    const result = await handle(fixture('batch-running'));
+
+    expect(result).toEqual({ action: 'ignored', why: 'unknown-attempt' });
+    expect(await bench.snapshot()).toEqual(before);
+    expect(bench.recorded.published).toEqual([]);
+  });
+
+  it('ignores a Batch job tagged with a team that is not its job’s team', async () => {
+    await seed({ team: 'nlp', bundle: { key: 'teams/nlp/x.tar.gz', bytes: 1, sha256: 'b'.repeat(64) } });
+    const before = await bench.snapshot();
+
+    const result = await handle(fixture('batch-running'));
+
+    expect(result).toEqual({ action: 'ignored', why: 'team-mismatch' });
+    expect(await bench.snapshot()).toEqual(before);
+  });
+
+  it('ignores a second Batch job claiming an attempt that already has a Batch job id', async () => {
+    await seed({}, { batchJobId: 'aaaaaaaa-0000-4000-8000-000000000000', status: 'RUNNABLE' });
+    const before = await bench.snapshot();
+
+    const result = await handle(fixture('batch-running'));
+
+    expect(result).toEqual({ action: 'ignored', why: 'other-batch-job' });
+    expect(await bench.snapshot()).toEqual(before);
+  });
+
+  it('recognises an untagged attempt by its name <jobId>-a<attempt>', async () => {
+    await seed();
+    const event = fixtureWith('batch-runnable', (e) => {
+      delete e.detail.tags;
+    });
+
+    expect(await handle(event)).toEqual({ action: 'queued', jobId: JOB_ID, attempt: 1 });
+  });
+
+  it.each([
+    {
+      what: 'a detail without jobId',
+      change: (e: { detail: Record<string, unknown> }) => {
+        delete e.detail.jobId;
+      },
+      message: 'invalid "Batch Job State Change" event: detail is not a valid Batch job detail: jobId:',
+    },
+    {
+      what: 'an unknown Batch status',
+      change: (e: { detail: Record<string, unknown> }) => {
+        e.detail.status = 'DONE';
+      },
+      message: 'invalid "Batch Job State Change" event: detail is not a valid Batch job detail: status:',
+    },
+    {
+      what: 'a startedAt that is not epoch milliseconds',
+      change: (e: { detail: Record<string, unknown> }) => {
+        e.detail.startedAt = '2026-11-20T14:01:05Z';
+      },
+      message: 'invalid "Batch Job State Change" event: detail is not a valid Batch job detail: startedAt:',
+    },
+    {
+      what: 'another source',
+      change: (e: Record<string, unknown>) => {
+        e.source = 'aws.ecs';
+      },
+      message: 'invalid "Batch Job State Change" event: source: must be "aws.batch"',
+    },
+    {
+      what: 'a detail that is a string',
+      change: (e: Record<string, unknown>) => {
+        e.detail = 'RUNNING';
+      },
+      message: 'invalid "Batch Job State Change" event: detail: must be the Batch job detail (an object)',
+    },
+  ])('refuses $what with a precise InvalidEvent and writes nothing', async ({ change, message }) => {
+    await seed();
+    const before = await bench.snapshot();
+    const event = fixtureWith('batch-running', change as (e: Record<string, unknown>) => void);
+
+    const outcome = handle(event);
+
+    await expect(outcome).rejects.toThrow(InvalidEvent);
+    await expect(outcome).rejects.toThrow(message);
+    expect(await bench.snapshot()).toEqual(before);
+    expect(bench.recorded.published).toEqual([]);
+  });
+});
+
+describe('batch-events: RUNNABLE and RUNNING', () => {
+  it('records the Batch job id of a waiting attempt once, so a cancel can terminate it', async () => {
+    await seed();
+
+    await handle(fixture('batch-runnable'));
+
+    expect(await bench.jobs.getAttempt(JOB_ID, 1)).toMatchObject({ batchJobId: BATCH_JOB_ID, status: 'RUNNABLE' });
+    expect(bench.recorded.published).toEqual([]);
+  });
+
+  it('records start, instance and the spot price at the start, moves the job to RUNNING and emits Job Started', async () => {
+    await seed();
+    bench.instance = SPOT_INSTANCE;
+    bench.spotPrice = 0.1897;
+
+    const result = await handle(fixture('batch-running'));
+
+    expect(result).toEqual({ action: 'started', jobId: JOB_ID, attempt: 1 });
+    expect(bench.recorded.instanceLookups).toEqual([
+      'arn:aws:ecs:us-east-1:123456789012:container-instance/trainyard-gpu-small-spot/0a1b2c3d4e5f60718',
+    ]);
+    expect(bench.recorded.priceLookups).toEqual([{ instanceType: 'g4dn.xlarge', az: 'us-east-1a', atMs: T.started }]);
+    expect(await bench.jobs.getAttempt(JOB_ID, 1)).toMatchObject({
+      batchJobId: BATCH_JOB_ID,
+      startedAt: T.started,
+      status: 'RUNNING',
+      instanceId: INSTANCE_ID,
+      usdPerHour: 0.1897,
+    });
+    expect((await bench.jobs.findAttemptByInstance(INSTANCE_ID))?.attempt).toBe(1);
+    expect((await bench.jobs.requireJob(JOB_ID)).state).toBe('RUNNING');
+    expect(publishedOf(bench.recorded, 'Job Started')).toEqual([
+      {
+        version: '1',
+        eventId: `${JOB_ID}/started/1`,
+        jobId: JOB_ID,
+        team: 'vision',
+        user: 'alice',
+        occurredAt: '2026-11-20T14:01:05.000Z',
+        attempt: 1,
+        capacity: 'spot',
+        queue: 'trainyard-gpu-small-spot',
+        batchJobId: BATCH_JOB_ID,
+        usdPerHour: 0.1897,
+      },
+    ]);
+  });
+
+  it.each([
+    {
+      what: 'spot with no price history: the tier’s spot price',
+      instance: SPOT_INSTANCE,
+      quote: undefined,
+      price: 0.19,
+    },
+    {
+      what: 'an on-demand instance: the tier’s on-demand price, no history lookup',
+      instance: { ...SPOT_INSTANCE, lifecycle: 'on-demand' as const },
+      quote: 0.1897,
+      price: 0.526,
+    },
+  ])('prices $what', async ({ instance, quote, price }) => {
+    await seed();
+    bench.instance = instance;
+    bench.spotPrice = quote;
+
+    await handle(fixture('batch-running'));
+
+    expect((await bench.jobs.getAttempt(JOB_ID, 1))?.usdPerHour).toBe(price);
+    expect(bench.recorded.priceLookups).toHaveLength(instance.lifecycle === 'spot' ? 1 : 0);
+  });
+
+  it('prices an attempt with no container instance (Fargate) at the tier’s price for its capacity', async () => {
+    await seed({}, { capacity: 'on-demand', queue: 'trainyard-gpu-small-on-demand' });
+    const event = fixtureWith('batch-running', (e) => {
+      delete (e.detail.container as Record<string, unknown>).containerInstanceArn;
+    });
+
+    await handle(event);
+
+    const attempt = await bench.jobs.getAttempt(JOB_ID, 1);
+    expect(attempt?.usdPerHour).toBe(0.526);
+    expect(attempt?.instanceId).toBeUndefined();
+    expect(bench.recorded.instanceLookups).toEqual([]);
+  });
+
+  it('replays of RUNNING change nothing and emit Job Started once', async () => {
+    await seed();
+    bench.instance = SPOT_INSTANCE;
+    bench.spotPrice = 0.1897;
+    await handle(fixture('batch-running'));
+    const afterFirst = await bench.snapshot();
+    bench.spotPrice = 0.25; // a replay must not re-price the attempt
+
+    await handle(fixture('batch-running'));
+    await handle(fixture('batch-running'));
+
+    expect(await bench.snapshot()).toEqual(afterFirst);
+    expect(publishedOf(bench.recorded, 'Job Started')).toHaveLength(1);
+  });
+
+  it('leaves a job that was cancelled meanwhile CANCELLED', async () => {
+    await seed({ state: 'CANCELLED' });
+    bench.instance = SPOT_INSTANCE;
+
+    await handle(fixture('batch-running'));
+
+    expect((await bench.jobs.requireJob(JOB_ID)).state).toBe('CANCELLED');
+    expect((await bench.jobs.getAttempt(JOB_ID, 1))?.startedAt).toBe(T.started);
+  });
+});
+
+describe('batch-events: SUCCEEDED and FAILED', () => {
+  it('records stop and cost at the price recorded at the start, and the job’s cost so far over all attempts', async () => {
+    await seed({ costSoFarUsd: 0.42 }, { attempt: 2 });
+    await bench.jobs.putAttempt(
+      attemptRecord({ attempt: 1, status: 'FAILED', startedAt: T.created, stoppedAt: T.created + 1, costUsd: 0.42 }),
+    );
+    const succeeded = fixtureWith('batch-succeeded', (e) => {
+      (e.detail.tags as Record<string, string>)['trainyard:attempt'] = '2';
+    });
+    const running = fixtureWith('batch-running', (e) => {
+      (e.detail.tags as Record<string, string>)['trainyard:attempt'] = '2';
+    });
+    bench.instance = SPOT_INSTANCE;
+    bench.spotPrice = 0.1897;
+    await handle(running);
+
+    const result = await handle(succeeded);
+
+    expect(result).toEqual({ action: 'stopped', jobId: JOB_ID, attempt: 2 });
+    // 0.1897 $/h × 2403 s ÷ 3600 = 0.12662 → $0.13; the job: 0.42 + 0.13.
+    expect(await bench.jobs.getAttempt(JOB_ID, 2)).toMatchObject({
+      startedAt: T.started,
+      stoppedAt: T.stopped,
+      status: 'SUCCEEDED',
+      usdPerHour: 0.1897,
+      costUsd: 0.13,
+    });
+    expect((await bench.jobs.requireJob(JOB_ID)).costSoFarUsd).toBe(0.55);
+  });
+
+  it('costs a reclaimed attempt whose RUNNING event never arrived at the tier’s price for its capacity', async () => {
+    await seed({}, { capacity: 'on-demand', queue: 'trainyard-gpu-small-on-demand' });
+
+    await handle(fixture('batch-failed-reclaimed'));
+
+    // 0.526 $/h × 2403 s ÷ 3600 = 0.351105 → $0.35.
+    expect(await bench.jobs.getAttempt(JOB_ID, 1)).toMatchObject({
+      startedAt: T.started,
+      stoppedAt: T.stopped,
+      status: 'FAILED',
+      usdPerHour: 0.526,
+      costUsd: 0.35,
+    });
+    expect((await bench.jobs.requireJob(JOB_ID)).costSoFarUsd).toBe(0.35);
+  });
+
+  it('costs an attempt cancelled before it started at $0', async () => {
+    await seed();
+    const cancelled = fixtureWith('batch-runnable', (e) => {
+      e.detail.status = 'FAILED';
+      e.detail.statusReason = 'Trainyard: cancelled by user';
+      e.detail.stoppedAt = T.created + 30_000;
+    });
+
+    await handle(cancelled);
+
+    const attempt = await bench.jobs.getAttempt(JOB_ID, 1);
+    expect(attempt).toMatchObject({ stoppedAt: T.created + 30_000, costUsd: 0, status: 'FAILED' });
+    expect(attempt?.startedAt).toBeUndefined();
+  });
+
+  it('replays of SUCCEEDED (and a late RUNNING) change nothing', async () => {
+    await seed();
+    bench.instance = SPOT_INSTANCE;
+    bench.spotPrice = 0.1897;
+    await handle(fixture('batch-running'));
+    await handle(fixture('batch-succeeded'));
+    const afterFirst = await bench.snapshot();
+    const published = bench.recorded.published.length;
+
+    await handle(fixture('batch-succeeded'));
+    await handle(fixture('batch-succeeded'));
+    await handle(fixture('batch-running'));
+
+    expect(await bench.snapshot()).toEqual(afterFirst);
+    expect(bench.recorded.published).toHaveLength(published);
+  });
+
+  it('changes no attempt field when AttemptOutcome recorded the stop first with the shared cost function', async () => {
+    await seed({}, { status: 'RUNNING', batchJobId: BATCH_JOB_ID, startedAt: T.started, usdPerHour: 0.1897 });
+    const stored = await bench.jobs.getAttempt(JOB_ID, 1);
+    if (!stored) throw new Error('seeded attempt missing');
+    const batchJob = parseBatchJob(fixture('batch-succeeded').detail);
+    const tier = CONFIG.tiers.find((t) => t.id === 'gpu-small');
+    if (!tier) throw new Error('gpu-small missing from config');
+    const cost = costOfAttempt(stored, batchJob, tier);
+    await bench.jobs.updateAttempt(
+      JOB_ID,
+      1,
+      { stoppedAt: cost.stoppedAt, costUsd: cost.costUsd, status: 'SUCCEEDED' },
+      'stoppedAt',
+    );
+    const attemptBefore = await bench.jobs.getAttempt(JOB_ID, 1);
+
+    await handle(fixture('batch-succeeded'));
+
+    expect(await bench.jobs.getAttempt(JOB_ID, 1)).toEqual(attemptBefore);
+    expect((await bench.jobs.requireJob(JOB_ID)).costSoFarUsd).toBe(0.13);
+  });
+});

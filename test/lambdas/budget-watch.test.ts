@@ -1,0 +1,424 @@
+// The budget watch against dynalite (jobs, budgets) and s3rver (progress.json), with AWS's documented
+// "Scheduled Event". Figures are worked out by hand: price × billed seconds ÷ 3600, rounded to the cent.
+//
+// The tick is 2026-11-20T14:30:00Z; running attempts started at 14:01:05, so they have run 1735 s:
+//   spot at the tier's 0.19 $/h:       0.19 × 1735 ÷ 3600 = 0.09157 → $0.09
+//   on-demand at 0.526 $/h:            0.526 × 1735 ÷ 3600 = 0.25350 → $0.25
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { BudgetWatchIncomplete, createBudgetWatchHandler } from '../../lambdas/budget-watch/budget-watch';
+import { TERMINATE_REASONS } from '../../lambdas/domain/batch-reasons';
+import type { JobRecord } from '../../lambdas/domain/job';
+import { InvalidEvent } from '../../lambdas/shared/event-schemas';
+import {
+  attemptRecord,
+  CONFIG,
+  type EventBench,
+  fixture,
+  fixtureWith,
+  jobRecord,
+  publishedOf,
+  startEventBench,
+  T,
+} from './event-bench';
+
+const PERIOD = '2026-11';
+const TICK_ISO = '2026-11-20T14:30:00.000Z';
+const ESTIMATE = { costUsd: 1, runtimeSeconds: 3600, confidence: 'medium' as const, basis: 'test estimate' };
+
+let bench: EventBench;
+let team = 0;
+let currentTeam = 'vision';
+
+beforeAll(async () => {
+  bench = await startEventBench({ withS3: true, now: new Date(TICK_ISO) });
+});
+
+afterAll(async () => {
+  await bench.stop();
+});
+
+// Every test gets its own team (and so its own jobs and budget); the watch is configured with that team only, so
+// tests share one engine without seeing each other's data.
+function configForCurrentTeam() {
+  return { ...CONFIG, teams: [{ id: currentTeam, principals: [], monthlyBudgetUsd: 400, fairShareWeight: 1 }] };
+}
+
+beforeEach(() => {
+  team += 1;
+  currentTeam = `team-${team}`;
+  bench.resetRecorded();
+});
+
+function id(base: string): string {
+  return `${base}-${team}`;
+}
+
+function watch(options = {}) {
+  return createBudgetWatchHandler(
+    {
+      config: configForCurrentTeam(),
+      jobs: bench.jobs,
+      ledger: bench.ledger,
+      workspace: bench.workspace,
+      batch: bench.ports.batch,
+      events: bench.ports.events,
+      lifecycle: bench.ports.lifecycle,
+    },
+    options,
+  );
+}
+
+async function runningJob(
+  jobId: string,
+  options: {
+    capacity?: 'spot' | 'on-demand';
+    user?: string;
+    createdAt?: string;
+    job?: Partial<JobRecord>;
+    reserveUsd?: number;
+  } = {},
+) {
+  await bench.jobs.createJob(
+    jobRecord({
+      jobId,
+      team: currentTeam,
+      user: options.user ?? 'alice',
+      createdAt: options.createdAt ?? new Date(T.created).toISOString(),
+      estimate: ESTIMATE,
+      bundle: { key: `teams/${currentTeam}/jobs/${jobId}/code.tar.gz`, bytes: 1, sha256: 'c'.repeat(64) },
+      ...options.job,
+    }),
+  );
+  const capacity = options.capacity ?? 'spot';
+  await bench.jobs.putAttempt(
+    attemptRecord({
+      jobId,
+      capacity,
+      queue: `trainyard-gpu-small-${capacity}`,
+      status: 'RUNNING',
+      batchJobId: `batch-${jobId}`,
+      startedAt: T.started,
+      usdPerHour: capacity === 'spot' ? 0.19 : 0.526,
+    }),
+  );
+  if (options.reserveUsd !== undefined) {
+    await bench.ledger.reserve(jobId, [`team:${currentTeam}`], options.reserveUsd, PERIOD);
+  }
+}
+
+async function writeProgress(jobId: string, step: number, total: number) {
+  await bench.workspace.put(
+    `teams/${currentTeam}/jobs/${jobId}/metrics/progress.json`,
+    JSON.stringify({
+      job_id: jobId,
+      attempt: 1,
+      state: 'running',
+      step,
+      total_steps: total,
+      loss: 1.83,
+      resumed_from_step: null,
+      exit_code: null,
+      updated_at: '2026-11-20T14:29:40.123Z',
+    }),
+  );
+}
+
+describe('budget watch: metering and progress', () => {
+  it('patches progress from progress.json and accrues the running cost into the ledger', async () => {
+    const jobId = id('meter');
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 400);
+    await runningJob(jobId, { reserveUsd: 1 });
+    await writeProgress(jobId, 250, 1000);
+
+    const result = await watch()(fixture('scheduled-event'));
+
+    expect(result).toMatchObject({ metered: [jobId], progressUpdated: [jobId], budgetStopped: [], moved: [] });
+    expect((await bench.jobs.requireJob(jobId)).progress).toEqual({
+      step: 250,
+      totalSteps: 1000,
+      fraction: 0.25,
+      loss: 1.83,
+      updatedAt: '2026-11-20T14:29:40.123Z',
+    });
+    // $0.09 of the $1 reservation moved to spent.
+    expect(await bench.ledger.usage(`team:${currentTeam}`, PERIOD)).toMatchObject({
+      spentUsd: 0.09,
+      reservedUsd: 0.91,
+    });
+    expect(bench.recorded.terminated).toEqual([]);
+  });
+
+  it('adds recorded costs of ended attempts to the running attempt’s cost', async () => {
+    const jobId = id('ended');
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 400);
+    await runningJob(jobId, { reserveUsd: 1 });
+    await bench.jobs.putAttempt(
+      attemptRecord({ jobId, attempt: 2, status: 'RUNNING', batchJobId: 'b2', startedAt: T.started, usdPerHour: 0.19 }),
+    );
+    await bench.jobs.updateAttempt(jobId, 1, { stoppedAt: T.started + 60_000, costUsd: 0.42 }, 'stoppedAt');
+
+    await watch()(fixture('scheduled-event'));
+
+    // 0.42 recorded + 0.09 running.
+    expect(await bench.ledger.usage(`team:${currentTeam}`, PERIOD)).toMatchObject({ spentUsd: 0.51 });
+  });
+
+  it('replaying the same tick twice writes nothing and calls nothing', async () => {
+    const jobId = id('replay');
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 0.12);
+    await runningJob(jobId, { reserveUsd: 0.01 });
+    await writeProgress(jobId, 250, 1000);
+    await watch()(fixture('scheduled-event'));
+    const afterFirst = await bench.snapshot();
+    const published = [...bench.recorded.published];
+
+    await watch()(fixture('scheduled-event'));
+    await watch()(fixture('scheduled-event'));
+
+    expect(await bench.snapshot()).toEqual(afterFirst);
+    expect(bench.recorded.published).toEqual(published);
+    expect(bench.recorded.terminated).toEqual([]);
+  });
+
+  it('emits Budget Threshold Crossed once when accrual reaches the warn threshold', async () => {
+    const jobId = id('warn');
+    // Limit $0.12, warn at 70 % = $0.084: $0.09 spent crosses it; block ($0.12) is not reached.
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 0.12);
+    await runningJob(jobId, { reserveUsd: 0.01 });
+
+    await watch()(fixture('scheduled-event'));
+    await watch()(fixture('scheduled-event'));
+
+    expect(publishedOf(bench.recorded, 'Budget Threshold Crossed')).toEqual([
+      {
+        version: '1',
+        eventId: `budget/team:${currentTeam}/${PERIOD}/threshold/70`,
+        occurredAt: TICK_ISO,
+        team: currentTeam,
+        scope: `team:${currentTeam}`,
+        period: PERIOD,
+        thresholdPercent: 70,
+        limitUsd: 0.12,
+        spentUsd: 0.09,
+        reservedUsd: 0,
+      },
+    ]);
+    expect(bench.recorded.terminated).toEqual([]);
+  });
+
+  it('skips a running job the ledger has no reservation for, and meters the others', async () => {
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 400);
+    await runningJob(id('unreserved'));
+    await runningJob(id('reserved'), { reserveUsd: 1, createdAt: '2026-11-20T14:00:01.000Z' });
+
+    const result = await watch()(fixture('scheduled-event'));
+
+    expect(result.metered).toEqual([id('reserved')]);
+  });
+
+  it('handles at most maxJobsPerRun running jobs, oldest first, and names the rest', async () => {
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 400);
+    await runningJob(id('newer'), { reserveUsd: 1, createdAt: '2026-11-20T14:00:05.000Z' });
+    await runningJob(id('older'), { reserveUsd: 1, createdAt: '2026-11-20T14:00:01.000Z' });
+
+    const result = await watch({ maxJobsPerRun: 1 })(fixture('scheduled-event'));
+
+    expect(result.metered).toEqual([id('older')]);
+    expect(result.deferred).toEqual([id('newer')]);
+  });
+
+  it('fails the run naming a job it could not handle, after handling the others', async () => {
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 400);
+    await runningJob(id('lost-tier'), { job: { tier: 'gpu-gone' } });
+    await runningJob(id('fine'), { reserveUsd: 1, createdAt: '2026-11-20T14:00:01.000Z' });
+
+    const run = watch()(fixture('scheduled-event'));
+
+    await expect(run).rejects.toThrow(BudgetWatchIncomplete);
+    await expect(run).rejects.toThrow(
+      `${id('lost-tier')}: UnknownTier: job ${id('lost-tier')} runs on tier "gpu-gone"`,
+    );
+    expect(await bench.ledger.usage(`team:${currentTeam}`, PERIOD)).toMatchObject({ spentUsd: 0.09 });
+  });
+
+  it('refuses an event that is not a schedule tick, writing nothing', async () => {
+    await runningJob(id('bad-event'));
+    const before = await bench.snapshot();
+
+    const run = watch()(
+      fixtureWith('scheduled-event', (e) => {
+        e.source = 'aws.batch';
+      }),
+    );
+
+    await expect(run).rejects.toThrow(InvalidEvent);
+    await expect(run).rejects.toThrow('invalid "Scheduled Event" event: source: must be "aws.events"');
+    expect(await bench.snapshot()).toEqual(before);
+  });
+});
+
+describe('budget watch: exhausted budgets', () => {
+  it('stops every running job of a blocked scope once, and emits Budget Exhausted naming them', async () => {
+    // Limit $0.30; each job reserved $0.01 (available $0.28). The older spot job accrues $0.09 (available $0.20,
+    // not blocked); the on-demand job then accrues $0.25 — $0.24 beyond its reservation — and available is −$0.04.
+    // Committed: $0.34 ≥ 70 % ($0.21) and ≥ 100 % ($0.30).
+    const older = id('older');
+    const tipping = id('tipping');
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 0.3);
+    await runningJob(older, { reserveUsd: 0.01, createdAt: '2026-11-20T14:00:00.000Z' });
+    await runningJob(tipping, {
+      reserveUsd: 0.01,
+      capacity: 'on-demand',
+      user: 'bob',
+      createdAt: '2026-11-20T14:00:05.000Z',
+    });
+
+    const result = await watch()(fixture('scheduled-event'));
+
+    expect(result.budgetStopped).toEqual([older, tipping]);
+    expect(bench.recorded.terminated).toEqual([
+      { batchJobId: `batch-${older}`, reason: TERMINATE_REASONS.budgetPause },
+      { batchJobId: `batch-${tipping}`, reason: TERMINATE_REASONS.budgetPause },
+    ]);
+    expect(publishedOf(bench.recorded, 'Budget Threshold Crossed').map((e) => e.thresholdPercent)).toEqual([70, 100]);
+    expect(publishedOf(bench.recorded, 'Budget Exhausted')).toEqual([
+      {
+        version: '1',
+        eventId: `budget/team:${currentTeam}/${PERIOD}/exhausted/0.3`,
+        occurredAt: TICK_ISO,
+        team: currentTeam,
+        scope: `team:${currentTeam}`,
+        period: PERIOD,
+        limitUsd: 0.3,
+        spentUsd: 0.34,
+        reservedUsd: 0,
+        pausedJobIds: [older, tipping],
+      },
+    ]);
+    expect(await bench.jobs.listDecisions(older)).toEqual([
+      expect.objectContaining({ seq: 1, moment: 'periodic-check', decision: 'stop-attempt 1 budget-pause' }),
+    ]);
+
+    const afterFirst = await bench.snapshot();
+    await watch()(fixture('scheduled-event'));
+    await watch()(fixture('scheduled-event'));
+
+    expect(await bench.snapshot()).toEqual(afterFirst);
+    expect(bench.recorded.terminated).toHaveLength(2);
+    expect(publishedOf(bench.recorded, 'Budget Exhausted')).toHaveLength(1);
+  });
+
+  it('takes the next free decision number after the lifecycle’s own decisions', async () => {
+    const jobId = id('numbered');
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 0.05);
+    await runningJob(jobId, { reserveUsd: 0.01 });
+    for (const seq of [1, 2]) {
+      await bench.jobs.putDecision(jobId, {
+        seq,
+        at: '2026-11-20T14:00:00.000Z',
+        moment: 'submit',
+        decision: `step ${seq}`,
+        reason: 'lifecycle',
+      });
+    }
+
+    await watch()(fixture('scheduled-event'));
+
+    expect((await bench.jobs.listDecisions(jobId)).map((d) => [d.seq, d.decision])).toEqual([
+      [1, 'step 1'],
+      [2, 'step 2'],
+      [3, 'stop-attempt 1 budget-pause'],
+    ]);
+  });
+});
+
+describe('budget watch: periodic placement check', () => {
+  it('moves a spot job that can no longer meet its deadline to on-demand, once', async () => {
+    // Deadline 3900 s after submission; at 1800 s it has done 10 % of 3600 s of work (360 s), so 3240 s remain:
+    // slack = 3900 − 1800 − 3240 = −1140 s, far below what a spot restart needs.
+    const jobId = id('deadline');
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 400);
+    await runningJob(jobId, { reserveUsd: 1, job: { requirements: { deadlineSeconds: 3900 } } });
+    await writeProgress(jobId, 100, 1000);
+
+    const result = await watch()(fixture('scheduled-event'));
+
+    expect(result.moved).toEqual([{ jobId, to: 'on-demand' }]);
+    expect(bench.recorded.terminated).toEqual([
+      { batchJobId: `batch-${jobId}`, reason: TERMINATE_REASONS.moveToOnDemand },
+    ]);
+    expect(await bench.jobs.listDecisions(jobId)).toEqual([
+      expect.objectContaining({
+        seq: 1,
+        at: TICK_ISO,
+        moment: 'periodic-check',
+        decision: 'move-attempt 1 to on-demand',
+      }),
+    ]);
+
+    await watch()(fixture('scheduled-event'));
+    expect(bench.recorded.terminated).toHaveLength(1);
+  });
+
+  it('leaves a spot job without a deadline on spot', async () => {
+    const jobId = id('no-deadline');
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 400);
+    await runningJob(jobId, { reserveUsd: 1 });
+    await writeProgress(jobId, 10, 1000);
+
+    const result = await watch()(fixture('scheduled-event'));
+
+    expect(result.moved).toEqual([]);
+    expect(await bench.jobs.listDecisions(jobId)).toEqual([]);
+  });
+});
+
+describe('budget watch: auto-resume', () => {
+  async function pausedJob(jobId: string, token: string) {
+    await bench.jobs.createJob(
+      jobRecord({
+        jobId,
+        team: currentTeam,
+        state: 'PAUSED_BUDGET',
+        pauseToken: token,
+        bundle: { key: `teams/${currentTeam}/jobs/${jobId}/code.tar.gz`, bytes: 1, sha256: 'd'.repeat(64) },
+      }),
+    );
+  }
+
+  it('resumes a paused job once its scopes are no longer blocked, and clears its token', async () => {
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 400);
+    await pausedJob(id('paused'), `token-${team}`);
+
+    const result = await watch()(fixture('scheduled-event'));
+    await watch()(fixture('scheduled-event'));
+
+    expect(result.resumed).toEqual([id('paused')]);
+    expect(bench.recorded.taskSuccesses).toEqual([{ token: `token-${team}`, output: { action: 'resume' } }]);
+    expect((await bench.jobs.requireJob(id('paused'))).pauseToken).toBeUndefined();
+  });
+
+  it('keeps a paused job paused while its team scope is blocked', async () => {
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 0.05);
+    await bench.ledger.reserve(id('spender'), [`team:${currentTeam}`], 0.01, PERIOD);
+    await bench.ledger.accrue(id('spender'), 0.09); // $0.08 beyond its reservation: available −$0.04
+    await pausedJob(id('paused'), `token-${team}`);
+
+    const result = await watch()(fixture('scheduled-event'));
+
+    expect(result.resumed).toEqual([]);
+    expect(bench.recorded.taskSuccesses).toEqual([]);
+    expect((await bench.jobs.requireJob(id('paused'))).pauseToken).toBe(`token-${team}`);
+  });
+
+  it('clears a token Step Functions no longer knows without failing', async () => {
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 400);
+    await pausedJob(id('stale'), `stale-${team}`);
+    bench.spentTokens.add(`stale-${team}`);
+
+    await watch()(fixture('scheduled-event'));
+
+    expect(bench.recorded.taskSuccesses).toEqual([]);
+    expect((await bench.jobs.requireJob(id('stale'))).pauseToken).toBeUndefined();
+  });
+});
