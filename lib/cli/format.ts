@@ -276,7 +276,7 @@ export function statusLine(view: JobView): string {
     );
   }
   if (view.attempts > 0) parts.push(`attempt ${view.attempts}${view.capacity ? ` (${view.capacity})` : ''}`);
-  return parts.join('  ');
+  return parts.join('  ').trimEnd();
 }
 
 function isTerminalView(view: JobView): boolean {
@@ -413,7 +413,7 @@ export function formatBudgets(response: unknown): string {
   return alignTable(table);
 }
 
-/** Checkpoints (GET /jobs/{id}/checkpoints), newest last. */
+/** Checkpoints (GET /jobs/{id}/checkpoints), in the API's order (newest first). */
 export function formatCheckpoints(response: unknown): string {
   const checkpoints = checkpointsOf(response);
   if (checkpoints.length === 0) return 'No complete checkpoints yet.';

@@ -120,7 +120,7 @@ describe('jobView and statusLine read the GET /jobs/{id} answer', () => {
   });
 
   it('shows only the state when nothing else is known', () => {
-    expect(statusLine(jobView({ job: { jobId: 'j3', state: 'SUBMITTED' } }))).toBe('SUBMITTED    ');
+    expect(statusLine(jobView({ job: { jobId: 'j3', state: 'SUBMITTED' } }))).toBe('SUBMITTED');
   });
 });
 

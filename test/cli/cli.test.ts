@@ -1,0 +1,573 @@
+// The CLI end to end: the real program (commander, packing, client) against the local API server in front of the
+// real API handler over dynalite and s3rver. Each bad-input case checks its exit code, the message the user sees,
+// and that nothing was written: the server recorded no request (or only read-only ones) and the tables and bucket
+// are unchanged.
+import { randomBytes } from 'node:crypto';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { jobKeysFor } from '../../lambdas/domain/workspace-layout';
+import { type CliDeps, runCli } from '../../lib/cli/commands';
+import { EXIT_CODES } from '../../lib/cli/exit-codes';
+import { packDirectory } from '../../lib/cli/pack';
+import { type ApiHandler, type LocalApiServer, startLocalApiServer } from '../../lib/local/server';
+import { ensureLocalToken, writeLocalState } from '../../lib/local/token';
+import { type ApiBench, errorOf, PRINCIPALS, projectBundle, startApiBench } from '../lambdas/api/support';
+
+const CPU_TINY = join(import.meta.dirname, '..', 'fixtures', 'projects', 'cpu-tiny');
+/** The bench config's limits (TEST_CONFIG_INPUT): inline up to 8 KiB, bundles up to 1 MiB. */
+const LIMITS = { maxBundleBytes: 1024 * 1024, maxInlineBytes: 8 * 1024 };
+
+let bench: ApiBench;
+let server: LocalApiServer;
+let stateDir: string;
+let scratch: string;
+/** `METHOD rawPath` of every request that reached the API handler. */
+let requests: string[];
+
+beforeAll(async () => {
+  bench = await startApiBench();
+  scratch = mkdtempSync(join(tmpdir(), 'trainyard-cli-'));
+  stateDir = join(scratch, '.trainyard');
+  const recordingHandler: ApiHandler = async (event) => {
+    requests.push(`${event.requestContext.http.method} ${event.rawPath}`);
+    return bench.handler(event);
+  };
+  server = await startLocalApiServer({
+    handler: recordingHandler,
+    token: ensureLocalToken(stateDir),
+    principalArn: PRINCIPALS.nlp,
+    stateDir,
+  });
+});
+
+afterAll(async () => {
+  await server?.close();
+  await bench?.stop();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+beforeEach(() => {
+  requests = [];
+});
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+  prompts: string[];
+}
+
+let keySeq = 0;
+
+/** Runs the CLI with captured output; local mode found through TRAINYARD_LOCAL_DIR unless `env` says otherwise. */
+async function cli(
+  args: string[],
+  overrides: Partial<CliDeps> & { answer?: boolean; tty?: boolean } = {},
+): Promise<Run> {
+  let stdout = '';
+  let stderr = '';
+  const prompts: string[] = [];
+  const code = await runCli(args, {
+    io: {
+      stdout: (text) => {
+        stdout += text;
+      },
+      stderr: (text) => {
+        stderr += text;
+      },
+      isTTY: overrides.tty ?? false,
+      confirm: async (question) => {
+        prompts.push(question);
+        return overrides.answer ?? false;
+      },
+    },
+    env: { TRAINYARD_LOCAL_DIR: stateDir },
+    cwd: scratch,
+    limits: LIMITS,
+    sleep: async () => {},
+    newIdempotencyKey: () => `cli-test-${++keySeq}-${Date.now()}`,
+    ...overrides,
+  });
+  return { code, stdout, stderr, prompts };
+}
+
+function project(extra: Record<string, Buffer | string> = {}): string {
+  const dir = mkdtempSync(join(scratch, 'project-'));
+  cpSync(CPU_TINY, dir, { recursive: true });
+  for (const [path, content] of Object.entries(extra)) writeFileSync(join(dir, path), content);
+  return dir;
+}
+
+describe('submit', () => {
+  it('estimates, then submits the packed project inline and prints the job id', async () => {
+    const run = await cli(['submit', CPU_TINY, '--yes', '--env', 'SEED=7', '--', 'python', 'train.py']);
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(EXIT_CODES.ok);
+    expect(requests).toEqual(['POST /estimate', 'POST /jobs']);
+    const jobId = /Submitted: job (\S+) \(SUBMITTED, tier (\S+)\)/.exec(run.stdout)?.[1];
+    expect(jobId).toBeDefined();
+    expect(run.stdout).toContain(`Follow it: trainyard watch ${jobId}`);
+    expect(run.stdout).toContain('Analysis');
+    expect(run.stdout).toContain('recommendation');
+    const job = await bench.jobs.getJob(jobId ?? '');
+    expect(job?.team).toBe('nlp');
+    expect(job?.command).toEqual(['python', 'train.py']);
+    expect(job?.env).toEqual({ SEED: '7' });
+    expect(job?.bundle.sha256).toBe(packDirectory(CPU_TINY, LIMITS).sha256);
+    expect(bench.recorded.executions.get(jobId ?? '')).toEqual({ jobId });
+  });
+
+  it('uploads a bundle over the inline limit through POST /uploads and the presigned URL', async () => {
+    // 20 KiB of random bytes cannot compress below the 8 KiB inline limit.
+    const dir = project({ 'weights.bin': randomBytes(20 * 1024) });
+    const packed = packDirectory(dir, LIMITS);
+    expect(packed.bytes).toBeGreaterThan(LIMITS.maxInlineBytes);
+    const run = await cli(['submit', dir, '--yes', '--json', '--', 'python', 'train.py']);
+    expect(run.code).toBe(EXIT_CODES.ok);
+    expect(requests).toEqual(['POST /estimate', 'POST /uploads', 'POST /jobs']);
+    const body = JSON.parse(run.stdout) as { job: { jobId: string; bundle: { sha256: string; key: string } } };
+    expect(body.job.bundle.sha256).toBe(packed.sha256);
+    const stored = await bench.workspace.get(jobKeysFor('nlp', body.job.jobId).bundle);
+    expect(stored?.equals(packed.archive)).toBe(true);
+  });
+
+  it('returns the same job for a retried submit with the same --idempotency-key', async () => {
+    const args = [
+      'submit',
+      CPU_TINY,
+      '--yes',
+      '--json',
+      '--idempotency-key',
+      `retry-${Date.now()}`,
+      '--',
+      'python',
+      'train.py',
+    ];
+    const first = JSON.parse((await cli(args)).stdout) as { job: { jobId: string }; replayed: boolean };
+    const second = JSON.parse((await cli(args)).stdout) as { job: { jobId: string }; replayed: boolean };
+    expect(first.replayed).toBe(false);
+    expect(second).toMatchObject({ job: { jobId: first.job.jobId }, replayed: true });
+    expect(bench.recorded.startCalls.filter((name) => name === first.job.jobId).length).toBeGreaterThanOrEqual(1);
+    expect([...bench.recorded.executions.keys()].filter((name) => name === first.job.jobId)).toHaveLength(1);
+  });
+
+  it('surfaces the API’s message for an unknown tier with exit 3 and writes nothing', async () => {
+    const before = await bench.snapshot();
+    const expected = await bench.call({
+      method: 'POST',
+      path: '/estimate',
+      body: { files: { 'train.py': 'x' }, command: ['python', 'train.py'], requirements: { tier: 'gpu-huge' } },
+    });
+    requests = [];
+    const run = await cli(['submit', CPU_TINY, '--tier', 'gpu-huge', '--yes', '--', 'python', 'train.py']);
+    expect(expected.status).toBe(400);
+    expect(run.code).toBe(EXIT_CODES.refused);
+    expect(run.stderr).toBe(`trainyard: ${errorOf(expected.body).message}\n`);
+    expect(run.stderr).toContain('unknown tier "gpu-huge"');
+    expect(requests).toEqual(['POST /estimate']);
+    expect(await bench.snapshot()).toEqual(before);
+  });
+
+  it('refuses an unreadable directory with exit 2 before any request', async () => {
+    const missing = join(scratch, 'no-such-project');
+    const run = await cli(['submit', missing, '--yes', '--', 'python', 'train.py']);
+    expect(run.code).toBe(EXIT_CODES.usage);
+    expect(run.stderr).toBe(`trainyard: cannot read project directory ${missing}: no such file or directory\n`);
+    expect(requests).toEqual([]);
+  });
+
+  it('refuses a bundle over the limit with exit 2 before any request', async () => {
+    const before = await bench.snapshot();
+    const dir = project({ 'data.bin': randomBytes(LIMITS.maxBundleBytes + 1024) });
+    const run = await cli(['submit', dir, '--yes', '--', 'python', 'train.py']);
+    expect(run.code).toBe(EXIT_CODES.usage);
+    expect(run.stderr).toMatch(
+      new RegExp(
+        `^trainyard: code bundle for ${dir} is 1\\.0 MiB \\(\\d+ bytes\\) compressed; the limit is 1\\.0 MiB \\(1048576 bytes\\)`,
+      ),
+    );
+    expect(requests).toEqual([]);
+    expect(await bench.snapshot()).toEqual(before);
+  });
+
+  it('refuses without a terminal when the estimate is over --max-cost and --yes is missing (exit 2, no job)', async () => {
+    const before = await bench.snapshot();
+    const run = await cli(['submit', CPU_TINY, '--max-cost', '0', '--', 'python', 'train.py']);
+    expect(run.code).toBe(EXIT_CODES.usage);
+    expect(run.stderr).toMatch(
+      /^trainyard: not submitted: the estimate \(\$[\d.]+\) is over the \$0\.00 confirmation threshold and there is no terminal to ask; pass --yes or raise --max-cost\n$/,
+    );
+    expect(run.prompts).toEqual([]);
+    expect(requests).toEqual(['POST /estimate']);
+    expect(await bench.snapshot()).toEqual(before);
+  });
+
+  it('asks on a terminal: no submits nothing, yes submits', async () => {
+    const declined = await cli(['submit', CPU_TINY, '--max-cost', '0', '--', 'python', 'train.py'], {
+      tty: true,
+      answer: false,
+    });
+    expect(declined.code).toBe(EXIT_CODES.usage);
+    expect(declined.prompts).toHaveLength(1);
+    expect(declined.prompts[0]).toMatch(/^The estimate is \$[\d.]+ \(over \$0\.00\)\. Submit\? \[y\/N\] $/);
+    expect(requests).toEqual(['POST /estimate']);
+    requests = [];
+    const accepted = await cli(['submit', CPU_TINY, '--max-cost', '0', '--', 'python', 'train.py'], {
+      tty: true,
+      answer: true,
+    });
+    expect(accepted.code).toBe(EXIT_CODES.ok);
+    expect(requests).toEqual(['POST /estimate', 'POST /jobs']);
+  });
+
+  it.each([
+    [['--retries', '11'], '--retries must be a whole number from 0 to 10, got "11"'],
+    [['--backoff', '60'], '--backoff needs --retries (the wait applies between app-error retries)'],
+    [['--env', 'aws_x=1'], '--env name "aws_x" must match ^[A-Z_][A-Z0-9_]*$ (upper case letters, digits, \'_\')'],
+    [
+      ['--env', 'AWS_REGION=x'],
+      '--env name "AWS_REGION" is reserved: names starting with TRAINYARD_ or AWS_ are set by the platform',
+    ],
+    [['--runtime', 'soon'], '--runtime must be a duration like 90s, 10m, 2h or 1d (or plain seconds), got "soon"'],
+    [['--gpu-memory', '-4'], '--gpu-memory must be a positive number, got "-4"'],
+    [['--max-cost', 'lots'], '--max-cost must be an amount of US dollars like 2.50, got "lots"'],
+  ])('refuses bad option %j with exit 2 and no request', async (options, message) => {
+    const run = await cli(['submit', CPU_TINY, ...options, '--yes', '--', 'python', 'train.py']);
+    expect(run.code).toBe(EXIT_CODES.usage);
+    expect(run.stderr).toBe(`trainyard: ${message}\n`);
+    expect(requests).toEqual([]);
+  });
+
+  it('treats an unknown option as bad usage (exit 2)', async () => {
+    const run = await cli(['submit', CPU_TINY, '--frobnicate', '--', 'python', 'train.py']);
+    expect(run.code).toBe(EXIT_CODES.usage);
+    expect(run.stderr).toContain("unknown option '--frobnicate'");
+    expect(requests).toEqual([]);
+  });
+});
+
+describe('reaching local mode', () => {
+  it('says local mode is not running (exit 6) when there is no state file', async () => {
+    const empty = mkdtempSync(join(scratch, 'empty-'));
+    const run = await cli(['jobs'], { env: { TRAINYARD_LOCAL_DIR: empty } });
+    expect(run.code).toBe(EXIT_CODES.unreachable);
+    expect(run.stderr).toBe(
+      `trainyard: local mode is not running: start it with \`trainyard local\` (no ${join(empty, 'local.json')}; or pass --api for a deployed stack)\n`,
+    );
+  });
+
+  it('says local mode is not running (exit 6) when the recorded port refuses connections', async () => {
+    const dir = mkdtempSync(join(scratch, 'stale-'));
+    const gone = await startLocalApiServer({
+      handler: bench.handler,
+      token: ensureLocalToken(dir),
+      principalArn: PRINCIPALS.nlp,
+    });
+    await gone.close();
+    writeLocalState({ apiUrl: gone.url, pid: process.pid, startedAt: new Date().toISOString() }, dir);
+    const run = await cli(['status', 'j000001'], { env: { TRAINYARD_LOCAL_DIR: dir } });
+    expect(run.code).toBe(EXIT_CODES.unreachable);
+    expect(run.stderr).toBe(
+      `trainyard: local mode is not running: start it with \`trainyard local\` (127.0.0.1:${gone.port} refused: ECONNREFUSED)\n`,
+    );
+  });
+
+  it('says local mode is not running (exit 6) when the recorded process has exited', async () => {
+    const run = await cli(['jobs'], { isAlive: () => false });
+    expect(run.code).toBe(EXIT_CODES.unreachable);
+    expect(run.stderr).toContain(`names process ${process.pid}, which has exited`);
+    expect(requests).toEqual([]);
+  });
+
+  it('answers a wrong token with exit 4 and the server passes nothing to the API', async () => {
+    const dir = mkdtempSync(join(scratch, 'wrong-token-'));
+    ensureLocalToken(dir);
+    writeLocalState({ apiUrl: server.url, pid: process.pid, startedAt: new Date().toISOString() }, dir);
+    const before = await bench.snapshot();
+    const run = await cli(['submit', CPU_TINY, '--yes', '--', 'python', 'train.py'], {
+      env: { TRAINYARD_LOCAL_DIR: dir },
+    });
+    expect(run.code).toBe(EXIT_CODES.auth);
+    expect(run.stderr).toBe(
+      'trainyard: bearer token does not match this local server’s token (.trainyard/local-token of the running `trainyard local`) — the token in .trainyard/local-token is not the running server’s; restart `trainyard local`\n',
+    );
+    expect(requests).toEqual([]);
+    expect(await bench.snapshot()).toEqual(before);
+  });
+});
+
+describe('jobs of the caller’s team only', () => {
+  let visionJob: string;
+  beforeAll(async () => {
+    const created = await bench.call({
+      method: 'POST',
+      path: '/jobs',
+      as: PRINCIPALS.vision,
+      body: { bundle: projectBundle('cpu-tiny').toString('base64'), command: ['python', 'train.py'] },
+    });
+    visionJob = (created.body.job as { jobId: string }).jobId;
+  });
+
+  it.each([['status'], ['cancel'], ['logs'], ['checkpoints']])(
+    '%s of another team’s job is not found (exit 5) and changes nothing',
+    async (command) => {
+      const before = await bench.snapshot();
+      const run = await cli([command, visionJob]);
+      expect(run.code).toBe(EXIT_CODES.notFound);
+      expect(run.stderr).toMatch(new RegExp(`^trainyard: .*${visionJob}`));
+      expect(await bench.snapshot()).toEqual(before);
+    },
+  );
+});
+
+describe('status, jobs, cancel, budgets, tiers, checkpoints', () => {
+  let jobId: string;
+  beforeAll(async () => {
+    requests = [];
+    const run = await cli(['submit', CPU_TINY, '--yes', '--json', '--', 'python', 'train.py']);
+    jobId = (JSON.parse(run.stdout) as { job: { jobId: string } }).job.jobId;
+  });
+
+  it('status prints the job view; --json prints the API’s JSON unchanged', async () => {
+    const human = await cli(['status', jobId]);
+    expect(human.code).toBe(EXIT_CODES.ok);
+    expect(human.stdout).toMatch(new RegExp(`^Job ${jobId}\\n  state +SUBMITTED\\n`));
+    expect(human.stdout).toContain('command      python train.py');
+    const json = await cli(['status', jobId, '--json']);
+    const direct = await bench.call({ method: 'GET', path: `/jobs/${jobId}` });
+    expect(JSON.parse(json.stdout)).toEqual(direct.body);
+  });
+
+  it('jobs lists the team’s jobs newest first; --limit is passed on', async () => {
+    const run = await cli(['jobs', '--limit', '2', '--json']);
+    expect(requests).toEqual(['GET /jobs']);
+    const direct = await bench.call({ method: 'GET', path: '/jobs', query: { limit: '2' } });
+    expect(JSON.parse(run.stdout)).toEqual(direct.body);
+    const table = await cli(['jobs']);
+    expect(table.stdout.split('\n')[0]).toMatch(/^JOB +STATE +TIER +CREATED +COST +COMMAND$/);
+    expect(table.stdout).toContain(jobId);
+  });
+
+  it('budgets shows the team scope', async () => {
+    const run = await cli(['budgets']);
+    expect(run.code).toBe(EXIT_CODES.ok);
+    expect(run.stdout).toMatch(
+      /^SCOPE +PERIOD +LIMIT +SPENT +RESERVED +AVAILABLE +USED +ALERTS\nteam:nlp +2026-03 +\$1,000\.00/,
+    );
+  });
+
+  it('tiers lists the configured tiers with prices', async () => {
+    const run = await cli(['tiers']);
+    expect(run.code).toBe(EXIT_CODES.ok);
+    expect(run.stdout).toMatch(/\ngpu-small +\$0\.53 +\$0\.19 +config-fallback\n/);
+  });
+
+  it('checkpoints --download fetches the newest complete checkpoint', async () => {
+    const keys = jobKeysFor('nlp', jobId);
+    const weights = randomBytes(2048);
+    await bench.workspace.put(`${keys.checkpoints}ckpt-000010/model.pt`, randomBytes(16));
+    await bench.workspace.put(`${keys.checkpoints}ckpt-000010/MANIFEST.json`, JSON.stringify({ step: 10, attempt: 1 }));
+    await bench.workspace.put(`${keys.checkpoints}ckpt-000020/model.pt`, weights);
+    await bench.workspace.put(`${keys.checkpoints}ckpt-000020/sub/opt.pt`, 'opt');
+    await bench.workspace.put(`${keys.checkpoints}ckpt-000020/MANIFEST.json`, JSON.stringify({ step: 20, attempt: 2 }));
+    // Incomplete (no manifest): never offered.
+    await bench.workspace.put(`${keys.checkpoints}ckpt-000030/model.pt`, 'partial');
+    const target = join(scratch, 'restored');
+    const run = await cli(['checkpoints', jobId, '--download', target]);
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(EXIT_CODES.ok);
+    expect(run.stdout).toMatch(/ckpt-000020 +20 +2 /);
+    expect(run.stdout).not.toContain('ckpt-000030');
+    expect(run.stdout).toContain(`Downloaded ckpt-000020: 2 files into ${target}`);
+    expect(readFileSync(join(target, 'model.pt')).equals(weights)).toBe(true);
+    expect(readFileSync(join(target, 'sub/opt.pt'), 'utf8')).toBe('opt');
+  });
+
+  it('cancel requests cancellation of the job', async () => {
+    const run = await cli(['cancel', jobId]);
+    expect(run.code).toBe(EXIT_CODES.ok);
+    expect(run.stdout).toBe(`Cancel requested: job ${jobId} (SUBMITTED)\n`);
+    expect((await bench.jobs.getJob(jobId))?.cancelRequested).toBe(true);
+  });
+
+  it('resume of a job that is not paused is refused by the platform (exit 3)', async () => {
+    const run = await cli(['resume', jobId]);
+    expect(run.code).toBe(EXIT_CODES.refused);
+    expect(run.stderr).toContain('SUBMITTED');
+  });
+
+  it('refuses a malformed job id with exit 2 before any request', async () => {
+    const run = await cli(['status', '../budgets']);
+    expect(run.code).toBe(EXIT_CODES.usage);
+    expect(run.stderr).toBe(
+      `trainyard: job id must be 1-80 characters of A-Z, a-z, 0-9, '_' and '-', got "../budgets"\n`,
+    );
+    expect(requests).toEqual([]);
+  });
+});
+
+describe('watch', () => {
+  it.each([
+    ['FAILED', EXIT_CODES.jobUnsuccessful],
+    ['SUCCEEDED', EXIT_CODES.ok],
+    ['CANCELLED', EXIT_CODES.jobUnsuccessful],
+  ] as const)('follows the job to %s and exits %s, a line per change without a terminal', async (final, code) => {
+    const submitted = await cli(['submit', CPU_TINY, '--yes', '--json', '--', 'python', 'train.py']);
+    const jobId = (JSON.parse(submitted.stdout) as { job: { jobId: string } }).job.jobId;
+    // Each poll's wait moves the job one step on, as the lifecycle would.
+    const steps: Array<() => Promise<unknown>> = [
+      () => bench.jobs.transition(jobId, ['SUBMITTED'], 'ANALYZING'),
+      async () => {},
+      () => bench.jobs.transition(jobId, ['ANALYZING'], 'WAITING'),
+      () =>
+        final === 'CANCELLED'
+          ? bench.jobs.transition(jobId, ['WAITING'], 'CANCELLED', { reason: 'cancelled by the user' })
+          : bench.jobs.transition(jobId, ['WAITING'], 'RUNNING'),
+      () => bench.jobs.transition(jobId, ['RUNNING'], final, final === 'FAILED' ? { reason: 'exit code 1' } : {}),
+    ];
+    const run = await cli(['watch', jobId, '--interval', '1'], {
+      sleep: async () => {
+        await steps.shift()?.();
+      },
+    });
+    expect(run.code).toBe(code);
+    const states = run.stdout
+      .trim()
+      .split('\n')
+      .map((line) => line.split(/\s+/)[0]);
+    const expected =
+      final === 'CANCELLED'
+        ? ['SUBMITTED', 'ANALYZING', 'WAITING', 'CANCELLED']
+        : ['SUBMITTED', 'ANALYZING', 'WAITING', 'RUNNING', final];
+    // ANALYZING is polled twice but printed once.
+    expect(states).toEqual(expected);
+    expect(run.stderr).toBe(
+      final === 'FAILED' ? 'FAILED: exit code 1\n' : final === 'CANCELLED' ? 'CANCELLED: cancelled by the user\n' : '',
+    );
+  });
+
+  it('redraws one line on a terminal and ends it with a newline', async () => {
+    const submitted = await cli(['submit', CPU_TINY, '--yes', '--json', '--', 'python', 'train.py']);
+    const jobId = (JSON.parse(submitted.stdout) as { job: { jobId: string } }).job.jobId;
+    await bench.jobs.transition(jobId, ['SUBMITTED'], 'REJECTED', { reason: 'budget exhausted' });
+    const run = await cli(['watch', jobId], { tty: true });
+    expect(run.code).toBe(EXIT_CODES.jobUnsuccessful);
+    expect(run.stdout).toBe('\r\x1b[2KREJECTED       cost $0.00\n');
+    expect(run.stderr).toBe('REJECTED: budget exhausted\n');
+  });
+});
+
+/** A scripted stand-in API (logs and job state), for what the real handler can only show after a real run. */
+async function scriptedApi(handle: (method: string, path: string, headers: IncomingHttpHeaders) => unknown): Promise<{
+  url: string;
+  close(): Promise<void>;
+}> {
+  const http: Server = createServer((request, response) => {
+    const body = handle(request.method ?? 'GET', request.url ?? '/', request.headers) as {
+      status?: number;
+      body?: unknown;
+    };
+    response.writeHead(body.status ?? 200, { 'content-type': 'application/json' });
+    response.end(JSON.stringify(body.body ?? {}));
+  });
+  await new Promise<void>((done) => http.listen(0, '127.0.0.1', done));
+  return {
+    url: `http://127.0.0.1:${(http.address() as AddressInfo).port}`,
+    close: () => new Promise<void>((done) => http.close(() => done())),
+  };
+}
+
+describe('logs --follow', () => {
+  it('prints each line once and stops when the job has ended', async () => {
+    const windows = [
+      ['a', 'b'],
+      ['a', 'b', 'c'],
+      ['b', 'c', 'd', 'e'],
+      ['d', 'e', 'f'],
+    ];
+    const states = ['RUNNING', 'RUNNING', 'RUNNING', 'SUCCEEDED'];
+    let poll = 0;
+    const api = await scriptedApi((_method, path) => {
+      if (path.startsWith('/jobs/j1/logs')) return { body: { jobId: 'j1', lines: windows[Math.min(poll, 3)] } };
+      return { body: { job: { jobId: 'j1', state: states[Math.min(poll, 3)] } } };
+    });
+    try {
+      const run = await cli(['logs', 'j1', '--follow', '--api', api.url, '--region', 'us-east-1'], {
+        credentials: async () => ({ accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'secret' }),
+        sleep: async () => {
+          poll += 1;
+        },
+      });
+      expect(run.stderr).toBe('');
+      expect(run.code).toBe(EXIT_CODES.ok);
+      expect(run.stdout).toBe('a\nb\nc\nd\ne\nf\n');
+    } finally {
+      await api.close();
+    }
+  });
+});
+
+describe('a deployed stack (--api)', () => {
+  it('signs every request with SigV4 from the credential provider', async () => {
+    const seen: IncomingHttpHeaders[] = [];
+    const api = await scriptedApi((_method, _path, headers) => {
+      seen.push(headers);
+      return { body: { jobs: [] } };
+    });
+    try {
+      const run = await cli(['jobs', '--api', api.url, '--region', 'eu-west-1'], {
+        credentials: async () => ({ accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'secret' }),
+      });
+      expect(run.code).toBe(EXIT_CODES.ok);
+      expect(run.stdout).toBe('No jobs.\n');
+      expect(seen).toHaveLength(1);
+      expect(seen[0]?.authorization).toMatch(
+        /^AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE\/\d{8}\/eu-west-1\/execute-api\/aws4_request, SignedHeaders=\S+, Signature=[0-9a-f]{64}$/,
+      );
+      expect(seen[0]?.['x-amz-date']).toMatch(/^\d{8}T\d{6}Z$/);
+      expect(seen[0]?.['x-amz-content-sha256']).toBe(
+        'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',
+      );
+    } finally {
+      await api.close();
+    }
+  });
+
+  it('maps API Gateway’s 403 to exit 4 with its message', async () => {
+    const api = await scriptedApi(() => ({ status: 403, body: { message: 'Forbidden' } }));
+    try {
+      const run = await cli(['budgets', '--api', api.url, '--region', 'us-east-1'], {
+        credentials: async () => ({ accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'secret' }),
+      });
+      expect(run.code).toBe(EXIT_CODES.auth);
+      expect(run.stderr).toMatch(/^trainyard: Forbidden — your AWS principal is not mapped to a team/);
+    } finally {
+      await api.close();
+    }
+  });
+
+  it('reports an unreachable API with exit 6 and an unknown region with exit 2', async () => {
+    const api = await scriptedApi(() => ({}));
+    await api.close();
+    const credentials = async () => ({ accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'secret' });
+    const down = await cli(['jobs', '--api', api.url, '--region', 'us-east-1'], { credentials });
+    expect(down.code).toBe(EXIT_CODES.unreachable);
+    expect(down.stderr).toBe(`trainyard: cannot reach the API at ${api.url}/ (ECONNREFUSED)\n`);
+    const noRegion = await cli(['jobs', '--api', 'https://api.example.com'], { credentials });
+    expect(noRegion.code).toBe(EXIT_CODES.usage);
+    expect(noRegion.stderr).toBe(
+      'trainyard: cannot tell the AWS region of api.example.com: pass --region or set AWS_REGION\n',
+    );
+  });
+
+  it('prints errors as JSON on stderr with --json', async () => {
+    const run = await cli(['status', 'j1', '--json'], { env: { TRAINYARD_LOCAL_DIR: join(scratch, 'nowhere') } });
+    expect(run.code).toBe(EXIT_CODES.unreachable);
+    expect(run.stdout).toBe('');
+    expect(JSON.parse(run.stderr)).toMatchObject({ error: { code: 'LocalNotRunning' }, exitCode: 6 });
+  });
+});
