@@ -12,6 +12,7 @@ import type {
   APIGatewayProxyResultV2,
   APIGatewayProxyStructuredResultV2,
 } from 'aws-lambda';
+import { API_ROUTES } from '../../lambdas/api/route-table';
 import { removeLocalState, writeLocalState } from './token';
 
 /** The API handler's signature (what `createApiHandler(plane)` returns). */
@@ -20,21 +21,8 @@ export type ApiHandler = (event: APIGatewayProxyEventV2WithIAMAuthorizer) => Pro
 /** API Gateway HTTP APIs refuse request bodies over 10 MB; local mode refuses them the same way. */
 export const MAX_BODY_BYTES = 10 * 1024 * 1024;
 
-/** The API's routes as API Gateway matches them (docs/api.md); a request matching none is answered 404 here. */
-export const API_ROUTE_KEYS = [
-  'GET /tiers',
-  'POST /estimate',
-  'GET /budgets',
-  'PUT /budgets/{scope}',
-  'POST /uploads',
-  'POST /jobs',
-  'GET /jobs',
-  'GET /jobs/{id}',
-  'DELETE /jobs/{id}',
-  'POST /jobs/{id}/resume',
-  'GET /jobs/{id}/checkpoints',
-  'GET /jobs/{id}/logs',
-] as const;
+/** The API's routes as API Gateway matches them: the same table the handler's router and the CDK construct use. */
+export const API_ROUTE_KEYS: readonly string[] = API_ROUTES.map((route) => `${route.method} ${route.path}`);
 
 /** Path prefix of local-only control routes; they never reach the API handler. */
 export const LOCAL_CONTROL_PREFIX = '/_local/';
@@ -102,7 +90,10 @@ function compileRoute(key: string): CompiledRoute {
   return { key, method: match[1], segments: match[2].split('/').slice(1) };
 }
 
-/** Finds the route a method and path match, with its path parameters (decoded), as API Gateway does. */
+/**
+ * Finds the route a method and path match, with its path parameters (decoded), as API Gateway does: `{name}` takes
+ * one segment, a last `{name+}` takes the rest of the path (one segment or more).
+ */
 export function matchRoute(
   routes: readonly string[],
   method: string,
@@ -110,10 +101,13 @@ export function matchRoute(
 ): { routeKey: string; pathParameters: Record<string, string> } | undefined {
   const parts = path.split('/').slice(1);
   for (const route of routes.map(compileRoute)) {
-    if (route.method !== method || route.segments.length !== parts.length) continue;
+    if (route.method !== method) continue;
+    const greedy = /^\{(\w+)\+\}$/.exec(route.segments.at(-1) ?? '')?.[1];
+    const fixed = greedy === undefined ? route.segments : route.segments.slice(0, -1);
+    if (greedy === undefined ? parts.length !== fixed.length : parts.length <= fixed.length) continue;
     const params: Record<string, string> = {};
     let ok = true;
-    route.segments.forEach((segment, i) => {
+    fixed.forEach((segment, i) => {
       const part = parts[i] ?? '';
       const name = /^\{(\w+)\}$/.exec(segment)?.[1];
       if (name !== undefined) {
@@ -121,6 +115,11 @@ export function matchRoute(
         else params[name] = safeDecode(part);
       } else if (segment !== part) ok = false;
     });
+    if (greedy !== undefined) {
+      const rest = parts.slice(fixed.length).join('/');
+      if (rest === '') ok = false;
+      else params[greedy] = safeDecode(rest);
+    }
     if (ok) return { routeKey: route.key, pathParameters: params };
   }
   return undefined;

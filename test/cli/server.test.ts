@@ -6,7 +6,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { APIGatewayProxyEventV2WithIAMAuthorizer, APIGatewayProxyResultV2 } from 'aws-lambda';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { type LocalApiServer, MAX_BODY_BYTES, startLocalApiServer } from '../../lib/local/server';
+import { API_ROUTES } from '../../lambdas/api/route-table';
+import {
+  API_ROUTE_KEYS,
+  type LocalApiServer,
+  MAX_BODY_BYTES,
+  matchRoute,
+  startLocalApiServer,
+} from '../../lib/local/server';
 import { ensureLocalToken, LocalStateError, readLocalState, readLocalToken } from '../../lib/local/token';
 
 const TOKEN = 'a'.repeat(43);
@@ -162,6 +169,43 @@ describe('the event the handler receives', () => {
     } finally {
       await failing.close();
     }
+  });
+});
+
+describe('route matching', () => {
+  it('uses the API’s own route table', () => {
+    expect(API_ROUTE_KEYS).toEqual(API_ROUTES.map((r) => `${r.method} ${r.path}`));
+  });
+
+  it.each([
+    ['GET', '/jobs', { routeKey: 'GET /jobs', pathParameters: {} }],
+    ['GET', '/jobs/abc', { routeKey: 'GET /jobs/{id}', pathParameters: { id: 'abc' } }],
+    ['DELETE', '/jobs/abc', { routeKey: 'DELETE /jobs/{id}', pathParameters: { id: 'abc' } }],
+    ['POST', '/jobs/abc/resume', { routeKey: 'POST /jobs/{id}/resume', pathParameters: { id: 'abc' } }],
+    [
+      'PUT',
+      '/budgets/user:nlp:alice',
+      { routeKey: 'PUT /budgets/{scope+}', pathParameters: { scope: 'user:nlp:alice' } },
+    ],
+    ['PUT', '/budgets/a/b%20c', { routeKey: 'PUT /budgets/{scope+}', pathParameters: { scope: 'a/b c' } }],
+    ['PUT', '/budgets', undefined],
+    ['PUT', '/budgets/', undefined],
+    ['PATCH', '/jobs/abc', undefined],
+    ['GET', '/jobs/abc/extra', undefined],
+    ['GET', '/jobs//logs', undefined],
+  ])('%s %s', (method, path, expected) => {
+    expect(matchRoute(API_ROUTE_KEYS, method, path)).toEqual(expected);
+  });
+
+  it('sends a greedy parameter to the handler', async () => {
+    await fetch(url('/budgets/project:nlp:bert'), {
+      method: 'PUT',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: '{"limitUsd":5}',
+    });
+    expect(events.map((e) => [e.routeKey, e.pathParameters])).toEqual([
+      ['PUT /budgets/{scope+}', { scope: 'project:nlp:bert' }],
+    ]);
   });
 });
 
