@@ -337,12 +337,23 @@ export function createProgram(
         ...(Object.keys(env).length ? { env } : {}),
         ...(options.project ? { project: options.project } : {}),
       };
-      const response = await client.send({
-        method: 'POST',
-        path: '/jobs',
-        body,
-        headers: { 'idempotency-key': idempotencyKey },
-      });
+      const response = await client
+        .send({ method: 'POST', path: '/jobs', body, headers: { 'idempotency-key': idempotencyKey } })
+        .catch((error: unknown) => {
+          // The request may have reached the platform before the failure: the same key makes a re-run safe.
+          if (
+            error instanceof CliError &&
+            (error.exitCode === EXIT_CODES.unreachable || error.exitCode === EXIT_CODES.unexpected)
+          ) {
+            throw new CliError(
+              `${error.message}; the job may have been created: re-run with --idempotency-key ${idempotencyKey} to get it rather than a second one`,
+              error.exitCode,
+              error.code,
+              { ...(error.details ?? {}), idempotencyKey },
+            );
+          }
+          throw error;
+        });
       const job = jobOf(response.body);
       const jobId = typeof job.jobId === 'string' ? job.jobId : undefined;
       if (options.json) printJson(response.body);

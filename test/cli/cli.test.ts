@@ -564,6 +564,28 @@ describe('a deployed stack (--api)', () => {
     );
   });
 
+  it('names the Idempotency-Key to re-run with when POST /jobs fails after the request went out', async () => {
+    const api = await scriptedApi((method, path) => {
+      if (path === '/estimate') return { body: { tier: 'cpu-small', estimate: { reservationUsd: 0.01 } } };
+      return { status: 500, body: { error: { code: 'internal', message: 'internal error' } } };
+    });
+    try {
+      const run = await cli(
+        ['submit', CPU_TINY, '--api', api.url, '--region', 'us-east-1', '--', 'python', 'train.py'],
+        {
+          credentials: async () => ({ accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'secret' }),
+          newIdempotencyKey: () => 'cli-fixed-key',
+        },
+      );
+      expect(run.code).toBe(EXIT_CODES.unexpected);
+      expect(run.stderr).toBe(
+        'trainyard: internal error; the job may have been created: re-run with --idempotency-key cli-fixed-key to get it rather than a second one\n',
+      );
+    } finally {
+      await api.close();
+    }
+  });
+
   it('prints errors as JSON on stderr with --json', async () => {
     const run = await cli(['status', 'j1', '--json'], { env: { TRAINYARD_LOCAL_DIR: join(scratch, 'nowhere') } });
     expect(run.code).toBe(EXIT_CODES.unreachable);
