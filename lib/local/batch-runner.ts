@@ -112,6 +112,8 @@ export interface LocalBatchRunnerOptions {
   readonly noticeKillSeconds?: number;
   /** Seconds from SIGTERM (TerminateJob, timeout) to SIGKILL, like ECS_CONTAINER_STOP_TIMEOUT. @default 120 */
   readonly stopTimeoutSeconds?: number;
+  /** Smallest Timeout.AttemptDurationSeconds accepted; Batch's API refuses less than 60. Tests lower it. @default 60 */
+  readonly minAttemptDurationSeconds?: number;
   /** TRAINYARD_IMDS_POLL_SECONDS when the job does not set it; shorter than EC2's 5 s so local runs react fast. @default 1 */
   readonly imdsPollSeconds?: number;
   /** Interpreter for the harness; also what `python`/`python3` in the user command resolve to. @default '/usr/bin/python3' */
@@ -274,6 +276,8 @@ interface Attempt {
   exitCode?: number;
   spawnError?: string;
   logsFlushed?: Promise<void>;
+  /** Processes SIGKILLed by a reclaim, timeout or shutdown; the end is reported once they are gone. */
+  killed: number[];
   readonly timers: Set<NodeJS.Timeout>;
   readonly exited: { readonly promise: Promise<void>; readonly resolve: () => void };
 }
@@ -315,6 +319,7 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
     if (attempt.child) {
       await attempt.exited.promise;
       await attempt.logsFlushed;
+      await whenGone(attempt.killed);
       finished = this.finishedDetail(attempt);
     } else if (attempt.stop?.kind === 'terminate') {
       // Terminated while RUNNABLE/STARTING: Batch fails it with the reason and no attempts (terminated-cancel-runnable).
@@ -362,7 +367,7 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
     attempt.imds?.serveNotice('terminate', noticeTime);
     this.later(attempt, this.noticeKillSeconds, () => {
       attempt.hostReclaimed = true;
-      killTree(attempt.child);
+      this.kill(attempt);
     });
     await this.deliver('onSpotNotice', () => this.options.onSpotNotice?.(event));
     return { ...this.served(attempt, noticeTime), event };
@@ -398,7 +403,7 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
     const running = [...this.attempts.values()].filter((a) => !a.ended);
     for (const attempt of running) {
       attempt.stop ??= { kind: 'shutdown' };
-      killTree(attempt.child);
+      this.kill(attempt);
     }
     await Promise.all(running.map((a) => (a.child ? a.exited.promise : Promise.resolve())));
     await Promise.all(running.map((a) => a.imds?.stop()));
@@ -415,9 +420,10 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
     const target = this.options.tiersByQueue(queueName);
     if (!target) throw new BatchClientException(`JobQueue ${input.JobQueue} does not exist (no tier maps to it)`);
     const duration = input.Timeout?.AttemptDurationSeconds;
-    if (duration !== undefined && !(Number.isInteger(duration) && duration >= 60)) {
+    const minimum = this.options.minAttemptDurationSeconds ?? 60;
+    if (duration !== undefined && !(Number.isInteger(duration) && duration >= minimum)) {
       throw new BatchClientException(
-        `Timeout.AttemptDurationSeconds must be an integer of at least 60, got ${duration}`,
+        `Timeout.AttemptDurationSeconds must be an integer of at least ${minimum}, got ${duration}`,
       );
     }
     const batchJobId = randomUUID();
@@ -443,6 +449,7 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
       createdAt: this.now(),
       hostReclaimed: false,
       ended: false,
+      killed: [],
       timers: new Set(),
       exited: deferred(),
     };
@@ -683,7 +690,11 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
     const child = attempt.child;
     if (!child || child.exitCode !== null || child.signalCode !== null) return;
     signal(child.pid, 'SIGTERM');
-    this.later(attempt, this.stopTimeoutSeconds, () => killTree(child));
+    this.later(attempt, this.stopTimeoutSeconds, () => this.kill(attempt));
+  }
+
+  private kill(attempt: Attempt): void {
+    attempt.killed.push(...killTree(attempt.child));
   }
 
   private later(attempt: Attempt, seconds: number, action: () => void): void {
@@ -766,9 +777,9 @@ function signal(pid: number | undefined, name: NodeJS.Signals): void {
  * session, so killing the harness's process group alone would leave training running: the tree is read from /proc
  * first (before reparenting hides it), then every member is SIGKILLed.
  */
-function killTree(child: ChildProcess | undefined): void {
+function killTree(child: ChildProcess | undefined): number[] {
   const pid = child?.pid;
-  if (pid === undefined || child?.exitCode !== null || child.signalCode !== null) return;
+  if (pid === undefined || child?.exitCode !== null || child.signalCode !== null) return [];
   const members = descendantsOf(pid);
   try {
     process.kill(-pid, 'SIGKILL');
@@ -776,6 +787,23 @@ function killTree(child: ChildProcess | undefined): void {
     if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
   }
   for (const member of members) signal(member, 'SIGKILL');
+  return members;
+}
+
+/** Waits (at most 5 s) until each process has exited: gone from /proc or a zombie awaiting its reaper. */
+async function whenGone(pids: readonly number[]): Promise<void> {
+  const deadline = Date.now() + 5000;
+  const alive = (pid: number) => {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      return stat.charAt(stat.lastIndexOf(')') + 2) !== 'Z';
+    } catch {
+      return false;
+    }
+  };
+  while (pids.some(alive) && Date.now() < deadline) {
+    await new Promise((done) => setTimeout(done, 10));
+  }
 }
 
 function descendantsOf(root: number): number[] {

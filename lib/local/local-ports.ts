@@ -42,7 +42,7 @@ export function formatEventLine(event: Pick<LocalBusEvent, 'detail-type' | 'deta
     'outcome',
     'scope',
     'period',
-    'thresholdPct',
+    'thresholdPercent',
     'costUsd',
   ];
   const labels: Record<string, string> = { jobId: 'job' };

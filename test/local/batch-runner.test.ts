@@ -1,0 +1,808 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { parseBatchFailureCause, parseBatchJob } from '../../lambdas/domain/batch-job';
+import { queueName } from '../../lambdas/domain/batch-names';
+import { TERMINATE_REASONS } from '../../lambdas/domain/batch-reasons';
+import { classifyAttemptOutcome } from '../../lambdas/domain/outcome';
+import { packTarGz } from '../../lambdas/shared/tarball';
+import { DEFAULT_TIERS, parseConfig, type TierConfig } from '../../lib/config';
+import {
+  BatchClientException,
+  type BatchJobDetail,
+  describeAttemptEnd,
+  LocalBatchRunner,
+  type LocalBatchRunnerOptions,
+  NoRunningAttempt,
+  NotSpotCapacity,
+  nextInterruptionDelayMs,
+  pascalCaseJob,
+  type SpotInterruptionWarningEvent,
+  seededRandom,
+} from '../../lib/local/batch-runner';
+import { type RunningEngine, startS3rver } from '../../lib/local/engines';
+import { BatchTaskFailed, type SubmitJobInput } from '../../lib/local/local-batch';
+
+const BUCKET = 'workspace';
+const PREFIX = 'trainyard';
+const TEAM = 'vision';
+const config = parseConfig({});
+const gpuSmall = config.tiers.find((t) => t.id === 'gpu-small') as TierConfig;
+const SPOT_QUEUE = queueName(PREFIX, 'gpu-small', 'spot');
+const ON_DEMAND_QUEUE = queueName(PREFIX, 'gpu-small', 'on-demand');
+const HELLO = readFileSync(join(process.cwd(), 'examples/hello-cpu/train.py'));
+
+let dir: string;
+let s3rver: RunningEngine;
+let s3: S3Client;
+let runners: LocalBatchRunner[] = [];
+let jobCounter = 0;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'trainyard-batch-runner-'));
+  s3rver = await startS3rver({ directory: join(dir, 's3'), buckets: [BUCKET] });
+  s3 = new S3Client({
+    endpoint: s3rver.endpoint,
+    region: 'us-east-1',
+    forcePathStyle: true,
+    credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' },
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+    responseChecksumValidation: 'WHEN_REQUIRED',
+  });
+});
+
+afterAll(async () => {
+  s3.destroy();
+  await s3rver.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+afterEach(async () => {
+  await Promise.all(runners.map((r) => r.stop()));
+  runners = [];
+});
+
+interface Recorder {
+  readonly runner: LocalBatchRunner;
+  readonly states: BatchJobDetail[];
+  readonly notices: SpotInterruptionWarningEvent[];
+  readonly callbackErrors: string[];
+  /** Resolves when a log line matches. */
+  line(pattern: RegExp): Promise<RegExpMatchArray>;
+  /** Resolves when a state-change with this status arrives. */
+  state(status: string): Promise<BatchJobDetail>;
+  /** Resolves on the first spot notice. */
+  notice(): Promise<SpotInterruptionWarningEvent>;
+}
+
+function makeRunner(overrides: Partial<LocalBatchRunnerOptions> = {}): Recorder {
+  const states: BatchJobDetail[] = [];
+  const notices: SpotInterruptionWarningEvent[] = [];
+  const callbackErrors: string[] = [];
+  const lineWaiters: Array<{ pattern: RegExp; done: (m: RegExpMatchArray) => void }> = [];
+  const stateWaiters: Array<{ status: string; done: (d: BatchJobDetail) => void }> = [];
+  const noticeWaiters: Array<(e: SpotInterruptionWarningEvent) => void> = [];
+  const runner = new LocalBatchRunner({
+    workDir: join(dir, `.trainyard-${++jobCounter}`),
+    s3Endpoint: s3rver.endpoint,
+    tiersByQueue: (name) =>
+      name === SPOT_QUEUE
+        ? { tier: gpuSmall, capacity: 'spot' }
+        : name === ON_DEMAND_QUEUE
+          ? { tier: gpuSmall, capacity: 'on-demand' }
+          : undefined,
+    minAttemptDurationSeconds: 1,
+    imdsPollSeconds: 0.2,
+    onStateChange: async (detail) => {
+      states.push(detail);
+      for (const w of stateWaiters.filter((x) => x.status === detail.status)) w.done(detail);
+    },
+    onSpotNotice: async (event) => {
+      notices.push(event);
+      for (const w of noticeWaiters.splice(0)) w(event);
+    },
+    onLogLine: (_stream, text) => {
+      for (const w of lineWaiters) {
+        const match = w.pattern.exec(text);
+        if (match) w.done(match);
+      }
+    },
+    onCallbackError: (error, what) => callbackErrors.push(`${what}: ${String(error)}`),
+    ...overrides,
+  });
+  runners.push(runner);
+  return {
+    runner,
+    states,
+    notices,
+    callbackErrors,
+    line: (pattern) => new Promise((done) => lineWaiters.push({ pattern, done })),
+    state: (status) => new Promise((done) => stateWaiters.push({ status, done })),
+    notice: () => new Promise((done) => noticeWaiters.push(done)),
+  };
+}
+
+/** The SubmitJob request PrepareAttempt would make: tags, TRAINYARD_* settings, optional code bundle. */
+async function submission(options: {
+  command: string[];
+  queue?: string;
+  bundle?: boolean;
+  timeoutSeconds?: number;
+  env?: Record<string, string>;
+}): Promise<SubmitJobInput & { jobId: string; prefix: string }> {
+  const jobId = `j${Date.now().toString(36)}${++jobCounter}`;
+  const prefix = `teams/${TEAM}/jobs/${jobId}/`;
+  const env: Record<string, string> = {
+    TRAINYARD_JOB_ID: jobId,
+    TRAINYARD_ATTEMPT: '1',
+    TRAINYARD_CHECKPOINT_URI: `s3://${BUCKET}/${prefix}checkpoints`,
+    TRAINYARD_METRICS_URI: `s3://${BUCKET}/${prefix}metrics`,
+    TRAINYARD_STOP_GRACE_SECONDS: '20',
+    TRAINYARD_SETTLE_SECONDS: '0.2',
+    ...options.env,
+  };
+  if (options.bundle) {
+    await s3.send(
+      new PutObjectCommand({
+        Bucket: BUCKET,
+        Key: `${prefix}code.tar.gz`,
+        Body: packTarGz([{ path: 'train.py', content: HELLO }]),
+      }),
+    );
+    env.TRAINYARD_CODE_URI = `s3://${BUCKET}/${prefix}code.tar.gz`;
+  }
+  return {
+    jobId,
+    prefix,
+    JobName: `${jobId}-1`,
+    JobQueue: options.queue ?? SPOT_QUEUE,
+    JobDefinition: `${PREFIX}-${TEAM}-gpu-small`,
+    ContainerOverrides: {
+      Command: options.command,
+      Environment: Object.entries(env).map(([Name, Value]) => ({ Name, Value })),
+    },
+    ...(options.timeoutSeconds === undefined ? {} : { Timeout: { AttemptDurationSeconds: options.timeoutSeconds } }),
+    Tags: { 'trainyard:job-id': jobId, 'trainyard:team': TEAM, 'trainyard:attempt': '1' },
+  };
+}
+
+async function failureOf(promise: Promise<unknown>): Promise<BatchTaskFailed> {
+  try {
+    await promise;
+  } catch (error) {
+    if (error instanceof BatchTaskFailed) return error;
+    throw error;
+  }
+  throw new Error('expected the job to fail, but it succeeded');
+}
+
+const sleepForever = ['python', '-c', 'import time; time.sleep(120)'];
+
+describe('LocalBatchRunner.runJob', () => {
+  it('resolves with the SUCCEEDED job in PascalCase, with the container, attempt and log stream Batch reports', async () => {
+    const { runner, states } = makeRunner();
+    const input = await submission({ command: ['python', '-c', 'print("step=1 loss=0.25")'] });
+
+    const job = await runner.runJob(input);
+
+    expect(job.Status).toBe('SUCCEEDED');
+    expect(job.JobName).toBe(input.JobName);
+    expect(job.JobId).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+    expect(job.JobArn).toBe(`arn:aws:batch:us-east-1:000000000000:job/${String(job.JobId)}`);
+    expect(job.JobQueue).toBe(`arn:aws:batch:us-east-1:000000000000:job-queue/${SPOT_QUEUE}`);
+    expect(job.Tags).toEqual(input.Tags);
+    const parsed = parseBatchJob(job);
+    const attempt = parsed.attempts[0];
+    expect(parsed.attempts).toHaveLength(1);
+    expect(attempt?.container?.exitCode).toBe(0);
+    expect(attempt?.statusReason).toBe('Essential container in task exited');
+    expect(attempt?.container?.containerInstanceArn).toMatch(
+      /^arn:aws:ecs:us-east-1:000000000000:container-instance\/trainyard-local\/[0-9a-f]{32}$/,
+    );
+    expect(attempt?.container?.logStreamName).toMatch(/^vision\/default\/[0-9a-f]{32}$/);
+    expect(parsed.startedAt).toBeGreaterThanOrEqual(parsed.createdAt);
+    expect(parsed.stoppedAt).toBeGreaterThanOrEqual(parsed.startedAt ?? Number.POSITIVE_INFINITY);
+    expect(classifyAttemptOutcome(parsed).kind).toBe('succeeded');
+    expect(states.map((s) => s.status)).toEqual(['RUNNABLE', 'STARTING', 'RUNNING', 'SUCCEEDED']);
+  });
+
+  it('writes the container output to .trainyard/logs/<stream>.log', async () => {
+    const workDir = join(dir, 'logs-check');
+    const { runner } = makeRunner({ workDir });
+    const input = await submission({ command: ['python', '-c', 'print("hello from the container")'] });
+
+    const job = parseBatchJob(await runner.runJob(input));
+
+    const stream = job.container?.logStreamName ?? '';
+    const log = readFileSync(join(workDir, 'logs', `${stream}.log`), 'utf8');
+    expect(log.split('\n')).toContain('hello from the container');
+    expect(log).toContain('"event": "harness_exit"');
+  });
+
+  it('sends state changes with the documented fields: RUNNING has startedAt and the container; the end has attempts', async () => {
+    const { runner, states } = makeRunner();
+    const input = await submission({ command: ['python', '-c', 'raise SystemExit(0)'] });
+
+    await runner.runJob(input);
+
+    const [runnable, starting, running, done] = states.map((s) => parseBatchJob(s, `${String(s.status)} detail`));
+    expect(runnable?.status).toBe('RUNNABLE');
+    expect(runnable?.startedAt).toBeUndefined();
+    expect(starting?.status).toBe('STARTING');
+    expect(running?.status).toBe('RUNNING');
+    expect(running?.startedAt).toEqual(expect.any(Number));
+    expect(running?.container?.containerInstanceArn).toMatch(/container-instance\/trainyard-local\//);
+    expect(running?.container?.logStreamName).toMatch(/^vision\/default\//);
+    expect(running?.attempts).toEqual([]);
+    expect(done?.status).toBe('SUCCEEDED');
+    expect(done?.stoppedAt).toEqual(expect.any(Number));
+    expect(done?.statusReason).toBe('Essential container in task exited');
+    expect(done?.container?.exitCode).toBe(0);
+    expect(done?.attempts[0]?.startedAt).toBe(running?.startedAt);
+    expect(done?.tags).toEqual(input.Tags);
+    // camelCase, as the EventBridge detail: no PascalCase twin keys.
+    expect(Object.keys(states[3] ?? {})).toContain('jobId');
+    expect(Object.keys(states[3] ?? {})).not.toContain('JobId');
+  });
+
+  it('rejects a non-zero exit with BatchTaskFailed whose Cause parses and classifies as app-error', async () => {
+    const { runner } = makeRunner();
+    const input = await submission({ command: ['python', '-c', 'import sys; sys.exit(3)'] });
+
+    const failure = await failureOf(runner.runJob(input));
+
+    expect(failure.name).toBe('States.TaskFailed');
+    const job = parseBatchFailureCause(failure.cause);
+    expect(job.status).toBe('FAILED');
+    expect(job.statusReason).toBe('Essential container in task exited');
+    expect(job.attempts[0]?.container?.exitCode).toBe(3);
+    expect(classifyAttemptOutcome(job)).toMatchObject({ kind: 'app-error', exitCode: 3 });
+  });
+
+  it('reports a harness that cannot start as "Task failed to start" with no exit code (infra-error)', async () => {
+    const { runner } = makeRunner({ python: join(dir, 'no-such-python') });
+    const input = await submission({ command: ['python', '-c', 'pass'] });
+
+    const job = parseBatchFailureCause((await failureOf(runner.runJob(input))).cause);
+
+    expect(job.statusReason).toBe('Task failed to start');
+    expect(job.attempts[0]?.container?.reason).toMatch(/^CannotStartContainerError: .*no-such-python/);
+    expect(job.attempts[0]?.container?.exitCode).toBeUndefined();
+    expect(classifyAttemptOutcome(job).kind).toBe('infra-error');
+  });
+
+  it('refuses an unknown queue and a malformed job name as Batch.ClientException, starting nothing', async () => {
+    const { runner, states } = makeRunner();
+    const input = await submission({ command: sleepForever });
+
+    await expect(runner.runJob({ ...input, JobQueue: 'trainyard-nope-spot' })).rejects.toThrow(
+      new BatchClientException('JobQueue trainyard-nope-spot does not exist (no tier maps to it)'),
+    );
+    await expect(runner.runJob({ ...input, JobName: 'has spaces' })).rejects.toThrow(/JobName must be 1-128/);
+    expect(states).toEqual([]);
+  });
+
+  it('accepts a queue ARN as well as a queue name', async () => {
+    const { runner } = makeRunner();
+    const input = await submission({ command: ['python', '-c', 'pass'] });
+
+    const job = await runner.runJob({
+      ...input,
+      JobQueue: `arn:aws:batch:us-east-1:123456789012:job-queue/${ON_DEMAND_QUEUE}`,
+    });
+
+    expect(job.JobQueue).toBe(`arn:aws:batch:us-east-1:000000000000:job-queue/${ON_DEMAND_QUEUE}`);
+  });
+});
+
+describe('spot interruptions', () => {
+  it('serves the notice on IMDS: the harness checkpoints, exits 75 and the job is reclaimed with the instance id', async () => {
+    const rec = makeRunner();
+    const input = await submission({
+      command: ['python', 'train.py', '--max_iters=100000', '--log_interval=1', '--step_delay=0.005'],
+      bundle: true,
+    });
+    const run = rec.runner.runJob(input);
+    await rec.line(/^iter 20:/);
+    const [running] = rec.runner.runningAttempts();
+
+    const served = await rec.runner.interrupt(input.jobId);
+    const failure = await failureOf(run);
+
+    expect(running).toMatchObject({ trainyardJobId: input.jobId, capacity: 'spot', team: TEAM, attempt: '1' });
+    expect(served.instanceId).toBe(running?.instanceId);
+    const job = parseBatchFailureCause(failure.cause);
+    expect(job.statusReason).toBe(`Host EC2 (instance ${served.instanceId}) terminated.`);
+    expect(job.attempts[0]?.container?.exitCode).toBe(75);
+    expect(classifyAttemptOutcome(job)).toMatchObject({
+      kind: 'reclaimed',
+      instanceId: served.instanceId,
+      resumable: true,
+    });
+    const listed = await s3.send(new ListObjectsV2Command({ Bucket: BUCKET, Prefix: `${input.prefix}checkpoints/` }));
+    const keys = (listed.Contents ?? []).map((o) => o.Key);
+    expect(keys).toContain(`${input.prefix}checkpoints/ckpt-000001/MANIFEST.json`);
+    expect(keys).toContain(`${input.prefix}checkpoints/ckpt-000001/ckpt.json`);
+  });
+
+  it('delivers the EC2 Spot Instance Interruption Warning event in its documented shape, once per attempt', async () => {
+    const rec = makeRunner();
+    const input = await submission({ command: sleepForever });
+    const run = rec.runner.runJob(input);
+    const running = await rec.state('RUNNING');
+    const before = Date.now();
+
+    const first = await rec.runner.interrupt(String(running.jobId));
+    const second = await rec.runner.interrupt(input.jobId);
+    await failureOf(run);
+
+    expect(rec.notices).toHaveLength(1);
+    const event = rec.notices[0];
+    expect(event).toMatchObject({
+      version: '0',
+      source: 'aws.ec2',
+      'detail-type': 'EC2 Spot Instance Interruption Warning',
+      region: 'us-east-1',
+      resources: [`arn:aws:ec2:us-east-1:000000000000:instance/${first.instanceId}`],
+      detail: { 'instance-id': first.instanceId, 'instance-action': 'terminate' },
+    });
+    expect(event?.id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(event?.time).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$/);
+    // The notice announces the reclaim 120 s (noticeKillSeconds) ahead, to the second.
+    const noticeMs = Date.parse(first.noticeTime);
+    expect(noticeMs).toBeGreaterThanOrEqual(Math.floor(before / 1000) * 1000 + 120_000);
+    expect(noticeMs).toBeLessThanOrEqual(Date.now() + 120_000);
+    expect(second.noticeTime).toBe(first.noticeTime);
+    expect(first.instanceId).toMatch(/^i-[0-9a-f]{17}$/);
+  });
+
+  it('kills the whole process tree when the attempt outlives the notice, reporting the reclaim with no exit code', async () => {
+    const rec = makeRunner({ noticeKillSeconds: 1 });
+    const stubborn = [
+      'python',
+      '-c',
+      'import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print("pid", os.getpid(), flush=True); time.sleep(120)',
+    ];
+    const input = await submission({ command: stubborn, env: { TRAINYARD_STOP_GRACE_SECONDS: '60' } });
+    const run = rec.runner.runJob(input);
+    const pid = Number((await rec.line(/^pid (\d+)$/))[1]);
+
+    const served = await rec.runner.interrupt(input.jobId);
+    const job = parseBatchFailureCause((await failureOf(run)).cause);
+
+    expect(job.statusReason).toBe(`Host EC2 (instance ${served.instanceId}) terminated.`);
+    expect(job.attempts[0]?.statusReason).toBe(`Host EC2 (instance ${served.instanceId}) terminated.`);
+    expect(job.attempts[0]?.container?.exitCode).toBeUndefined();
+    expect(classifyAttemptOutcome(job)).toMatchObject({ kind: 'reclaimed', instanceId: served.instanceId });
+    expect(isAlive(pid)).toBe(false);
+  });
+
+  it('refuses to interrupt an on-demand attempt, and an id with no running attempt, naming why', async () => {
+    const rec = makeRunner();
+    const input = await submission({ command: sleepForever, queue: ON_DEMAND_QUEUE });
+    const run = rec.runner.runJob(input);
+    await rec.state('RUNNING');
+
+    await expect(rec.runner.interrupt(input.jobId)).rejects.toThrow(NotSpotCapacity);
+    await expect(rec.runner.interrupt(input.jobId)).rejects.toThrow(
+      new RegExp(`job ${input.jobId} attempt 1 .* runs on on-demand capacity \\(queue ${ON_DEMAND_QUEUE}\\)`),
+    );
+    await expect(rec.runner.interrupt('j-unknown')).rejects.toThrow(NoRunningAttempt);
+    await expect(rec.runner.interrupt('j-unknown')).rejects.toThrow(
+      /no running attempt has .* j-unknown; running: job /,
+    );
+    await rec.runner.terminateJob(String(rec.states.at(-1)?.jobId), TERMINATE_REASONS.cancel);
+    await failureOf(run);
+    expect(rec.notices).toEqual([]);
+  });
+
+  it('interrupts running spot attempts at random when spotInterruptionsPerHour is set', async () => {
+    // 7200/h is a mean gap of 0.5 s; the attempt sleeps 120 s, so the random notice ends it.
+    const rec = makeRunner({ spotInterruptionsPerHour: 7200, random: seededRandom(42) });
+    const input = await submission({ command: sleepForever });
+    const run = rec.runner.runJob(input);
+
+    const event = await rec.notice();
+    const job = parseBatchFailureCause((await failureOf(run)).cause);
+
+    const outcome = classifyAttemptOutcome(job);
+    expect(outcome.kind).toBe('reclaimed');
+    expect(outcome.instanceId).toBe(event.detail['instance-id']);
+  });
+
+  it('never interrupts on-demand attempts at random', async () => {
+    const rec = makeRunner({ spotInterruptionsPerHour: 3_600_000 });
+    const input = await submission({
+      command: ['python', '-c', 'import time; time.sleep(0.5)'],
+      queue: ON_DEMAND_QUEUE,
+    });
+
+    const job = await rec.runner.runJob(input);
+
+    expect(job.Status).toBe('SUCCEEDED');
+    expect(rec.notices).toEqual([]);
+  });
+});
+
+describe('terminateJob and timeouts', () => {
+  it('stops the attempt with SIGTERM and reports the reason with the harness exit code (classified by reason)', async () => {
+    const rec = makeRunner();
+    const input = await submission({ command: sleepForever });
+    const run = rec.runner.runJob(input);
+    const running = await rec.state('RUNNING');
+    // Like `docker stop` right after `docker run`, a SIGTERM before the harness has installed its handler just kills it.
+    await rec.line(/"event": "user_command_started"/);
+
+    await rec.runner.terminateJob(String(running.jobId), TERMINATE_REASONS.budgetPause);
+    await rec.runner.terminateJob(String(running.jobId), TERMINATE_REASONS.cancel);
+    const job = parseBatchFailureCause((await failureOf(run)).cause);
+
+    expect(job.statusReason).toBe(TERMINATE_REASONS.budgetPause);
+    expect(job.attempts[0]?.statusReason).toBe('Essential container in task exited');
+    expect(job.attempts[0]?.container?.exitCode).toBe(75);
+    expect(classifyAttemptOutcome(job)).toMatchObject({ kind: 'budget-stopped', exitCode: 75, resumable: true });
+  });
+
+  it('treats unknown and finished jobs as no-ops', async () => {
+    const rec = makeRunner();
+    const input = await submission({ command: ['python', '-c', 'pass'] });
+    const job = await rec.runner.runJob(input);
+
+    await expect(rec.runner.terminateJob(String(job.JobId), TERMINATE_REASONS.cancel)).resolves.toBeUndefined();
+    await expect(rec.runner.terminateJob('no-such-job', TERMINATE_REASONS.cancel)).resolves.toBeUndefined();
+    expect(rec.states.map((s) => s.status)).toEqual(['RUNNABLE', 'STARTING', 'RUNNING', 'SUCCEEDED']);
+  });
+
+  it('fails a job terminated before it started with the reason and no attempts', async () => {
+    let runner: LocalBatchRunner | undefined;
+    const rec = makeRunner({
+      onStateChange: async (detail) => {
+        if (detail.status === 'RUNNABLE') await runner?.terminateJob(String(detail.jobId), TERMINATE_REASONS.cancel);
+      },
+    });
+    runner = rec.runner;
+    const input = await submission({ command: sleepForever });
+
+    const job = parseBatchFailureCause((await failureOf(rec.runner.runJob(input))).cause);
+
+    expect(job.statusReason).toBe(TERMINATE_REASONS.cancel);
+    expect(job.attempts).toEqual([]);
+    expect(classifyAttemptOutcome(job).kind).toBe('cancelled');
+  });
+
+  it('ends an attempt that outlives Timeout.AttemptDurationSeconds as "Job attempt duration exceeded timeout"', async () => {
+    const rec = makeRunner();
+    // 3 s leaves the harness time to install its SIGTERM handler even on a loaded machine (else SIGTERM kills it: 143).
+    const input = await submission({ command: sleepForever, timeoutSeconds: 3 });
+
+    const job = parseBatchFailureCause((await failureOf(rec.runner.runJob(input))).cause);
+
+    expect(job.statusReason).toBe('Job attempt duration exceeded timeout');
+    expect(job.timeout?.attemptDurationSeconds).toBe(3);
+    expect((job.stoppedAt ?? 0) - (job.startedAt ?? 0)).toBeGreaterThanOrEqual(3000);
+    expect(job.attempts[0]?.container?.exitCode).toBe(75);
+    expect(classifyAttemptOutcome(job).kind).toBe('timed-out');
+  });
+
+  it("defaults the attempt timeout to the tier's max runtime, as the job definition does", async () => {
+    const rec = makeRunner();
+    const input = await submission({ command: ['python', '-c', 'pass'] });
+
+    const job = parseBatchJob(await rec.runner.runJob(input));
+
+    expect(job.timeout?.attemptDurationSeconds).toBe(2 * 3600); // gpu-small: maxRuntime 2h
+  });
+
+  it('refuses an attempt timeout below the minimum, as Batch refuses less than 60 s', async () => {
+    const rec = makeRunner({ minAttemptDurationSeconds: 60 });
+    const input = await submission({ command: sleepForever, timeoutSeconds: 59 });
+
+    await expect(rec.runner.runJob(input)).rejects.toThrow(
+      'Timeout.AttemptDurationSeconds must be an integer of at least 60, got 59',
+    );
+  });
+});
+
+describe('runner bookkeeping and shutdown', () => {
+  it('answers instance facts for its container instances: type from the tier, AZ local-1a, lifecycle from the queue', async () => {
+    const rec = makeRunner();
+    const spot = parseBatchJob(await rec.runner.runJob(await submission({ command: ['python', '-c', 'pass'] })));
+    const onDemand = parseBatchJob(
+      await rec.runner.runJob(await submission({ command: ['python', '-c', 'pass'], queue: ON_DEMAND_QUEUE })),
+    );
+
+    expect(rec.runner.instanceFor(spot.container?.containerInstanceArn ?? '')).toEqual({
+      instanceId: expect.stringMatching(/^i-[0-9a-f]{17}$/),
+      instanceType: 'g4dn.xlarge',
+      availabilityZone: 'local-1a',
+      lifecycle: 'spot',
+    });
+    expect(rec.runner.instanceFor(onDemand.container?.containerInstanceArn ?? '')?.lifecycle).toBe('on-demand');
+    expect(rec.runner.instanceFor('arn:aws:ecs:us-east-1:0:container-instance/x/y')).toBeUndefined();
+  });
+
+  it('stop() kills running attempts (infra-error, resumable), empties the running list and refuses new jobs', async () => {
+    const rec = makeRunner();
+    const input = await submission({ command: sleepForever });
+    const run = rec.runner.runJob(input);
+    await rec.state('RUNNING');
+    expect(rec.runner.runningAttempts()).toHaveLength(1);
+
+    await rec.runner.stop();
+    const job = parseBatchFailureCause((await failureOf(run)).cause);
+
+    expect(classifyAttemptOutcome(job)).toMatchObject({ kind: 'infra-error', resumable: true });
+    expect(rec.runner.runningAttempts()).toEqual([]);
+    await expect(rec.runner.runJob(await submission({ command: sleepForever }))).rejects.toThrow(BatchClientException);
+  });
+
+  it('keeps running the job when a state-change callback fails, and reports the failure', async () => {
+    const rec = makeRunner({
+      onStateChange: async () => {
+        throw new Error('handler down');
+      },
+    });
+
+    const job = await rec.runner.runJob(await submission({ command: ['python', '-c', 'pass'] }));
+
+    expect(job.Status).toBe('SUCCEEDED');
+    expect(rec.callbackErrors).toEqual([
+      'onStateChange RUNNABLE: Error: handler down',
+      'onStateChange STARTING: Error: handler down',
+      'onStateChange RUNNING: Error: handler down',
+      'onStateChange SUCCEEDED: Error: handler down',
+    ]);
+  });
+});
+
+describe('describeAttemptEnd → classifyAttemptOutcome', () => {
+  const instanceId = 'i-0abc1230abc123456';
+  const host = `Host EC2 (instance ${instanceId}) terminated.`;
+  const cases: Array<[string, Parameters<typeof describeAttemptEnd>[0], string, string, number | undefined, string]> = [
+    [
+      'exit 0',
+      { instanceId, exitCode: 0, noticeServed: false, hostReclaimed: false },
+      'SUCCEEDED',
+      'Essential container in task exited',
+      0,
+      'succeeded',
+    ],
+    [
+      'exit 1',
+      { instanceId, exitCode: 1, noticeServed: false, hostReclaimed: false },
+      'FAILED',
+      'Essential container in task exited',
+      1,
+      'app-error',
+    ],
+    [
+      'exit 75 with no notice',
+      { instanceId, exitCode: 75, noticeServed: false, hostReclaimed: false },
+      'FAILED',
+      'Essential container in task exited',
+      75,
+      'moved',
+    ],
+    [
+      'notice, exit 75',
+      { instanceId, exitCode: 75, noticeServed: true, hostReclaimed: false },
+      'FAILED',
+      host,
+      75,
+      'reclaimed',
+    ],
+    [
+      'notice, exit 0 before the reclaim',
+      { instanceId, exitCode: 0, noticeServed: true, hostReclaimed: false },
+      'SUCCEEDED',
+      'Essential container in task exited',
+      0,
+      'succeeded',
+    ],
+    [
+      'notice, exit 2 before the reclaim',
+      { instanceId, exitCode: 2, noticeServed: true, hostReclaimed: false },
+      'FAILED',
+      'Essential container in task exited',
+      2,
+      'app-error',
+    ],
+    [
+      'notice, killed at the reclaim',
+      { instanceId, exitCode: 137, noticeServed: true, hostReclaimed: true },
+      'FAILED',
+      host,
+      undefined,
+      'reclaimed',
+    ],
+    [
+      'terminate (spot notice reason) after a notice',
+      {
+        instanceId,
+        exitCode: 75,
+        noticeServed: true,
+        hostReclaimed: false,
+        stop: { kind: 'terminate', reason: TERMINATE_REASONS.spotNotice },
+      },
+      'FAILED',
+      TERMINATE_REASONS.spotNotice,
+      75,
+      'reclaimed',
+    ],
+    [
+      'terminate (cancel), exit 75',
+      {
+        instanceId,
+        exitCode: 75,
+        noticeServed: false,
+        hostReclaimed: false,
+        stop: { kind: 'terminate', reason: TERMINATE_REASONS.cancel },
+      },
+      'FAILED',
+      TERMINATE_REASONS.cancel,
+      75,
+      'cancelled',
+    ],
+    [
+      'terminate (move to on-demand)',
+      {
+        instanceId,
+        exitCode: 75,
+        noticeServed: false,
+        hostReclaimed: false,
+        stop: { kind: 'terminate', reason: TERMINATE_REASONS.moveToOnDemand },
+      },
+      'FAILED',
+      TERMINATE_REASONS.moveToOnDemand,
+      75,
+      'moved',
+    ],
+    [
+      'terminate (deadline), SIGKILL after the stop timeout',
+      {
+        instanceId,
+        exitCode: 137,
+        noticeServed: false,
+        hostReclaimed: false,
+        stop: { kind: 'terminate', reason: TERMINATE_REASONS.deadline },
+      },
+      'FAILED',
+      TERMINATE_REASONS.deadline,
+      137,
+      'timed-out',
+    ],
+    [
+      'timeout, exit 75',
+      { instanceId, exitCode: 75, noticeServed: false, hostReclaimed: false, stop: { kind: 'timeout' } },
+      'FAILED',
+      'Job attempt duration exceeded timeout',
+      75,
+      'timed-out',
+    ],
+    [
+      'timeout even when the harness exits 0',
+      { instanceId, exitCode: 0, noticeServed: false, hostReclaimed: false, stop: { kind: 'timeout' } },
+      'FAILED',
+      'Job attempt duration exceeded timeout',
+      0,
+      'timed-out',
+    ],
+    [
+      'runner shutdown',
+      { instanceId, exitCode: 137, noticeServed: false, hostReclaimed: false, stop: { kind: 'shutdown' } },
+      'FAILED',
+      'Essential container in task exited',
+      undefined,
+      'infra-error',
+    ],
+    [
+      'harness not started',
+      { instanceId, spawnError: 'ENOENT', noticeServed: false, hostReclaimed: false },
+      'FAILED',
+      'Task failed to start',
+      undefined,
+      'infra-error',
+    ],
+  ];
+
+  it.each(cases)('%s → %s "%s", exit %s, outcome %s', (_label, facts, status, reason, exitCode, kind) => {
+    const report = describeAttemptEnd(facts);
+
+    expect(report.status).toBe(status);
+    expect(report.statusReason).toBe(reason);
+    expect(report.exitCode).toBe(exitCode);
+    const job = parseBatchJob({
+      jobArn: 'arn:aws:batch:us-east-1:000000000000:job/x',
+      jobName: 'j-1',
+      jobId: 'x',
+      jobQueue: SPOT_QUEUE,
+      status: report.status,
+      statusReason: report.statusReason,
+      createdAt: 1,
+      jobDefinition: 'd',
+      attempts: [
+        {
+          statusReason: report.attemptStatusReason,
+          container: {
+            ...(report.exitCode === undefined ? {} : { exitCode: report.exitCode }),
+            ...(report.containerReason === undefined ? {} : { reason: report.containerReason }),
+          },
+        },
+      ],
+    });
+    expect(classifyAttemptOutcome(job).kind).toBe(kind);
+  });
+});
+
+describe('nextInterruptionDelayMs', () => {
+  it.each([
+    // mean gap 1/rate hours; u = 1 - e^-1 gives exactly one mean gap.
+    [1, 1 - Math.exp(-1), 3_600_000],
+    [2, 1 - Math.exp(-1), 1_800_000],
+    [60, 1 - Math.exp(-2), 120_000],
+    [10, 0, 0],
+  ])('rate %f/h, u=%f → %f ms', (rate, u, expected) => {
+    expect(nextInterruptionDelayMs(rate, u)).toBeCloseTo(expected, 3);
+  });
+
+  it('never schedules at a zero or negative rate', () => {
+    expect(nextInterruptionDelayMs(0, 0.5)).toBe(Number.POSITIVE_INFINITY);
+    expect(nextInterruptionDelayMs(-1, 0.5)).toBe(Number.POSITIVE_INFINITY);
+  });
+
+  it('draws a sample mean close to 1/rate over many seeded draws', () => {
+    const random = seededRandom(7);
+    const draws = Array.from({ length: 20_000 }, () => nextInterruptionDelayMs(4, random()));
+    const mean = draws.reduce((a, b) => a + b, 0) / draws.length;
+    expect(mean / 900_000).toBeGreaterThan(0.97);
+    expect(mean / 900_000).toBeLessThan(1.03);
+  });
+});
+
+describe('seededRandom', () => {
+  it('repeats the same sequence for the same seed, stays in [0, 1), and differs across seeds', () => {
+    const a = seededRandom(1);
+    const b = seededRandom(1);
+    const c = seededRandom(2);
+    const first = Array.from({ length: 100 }, () => a());
+    expect(Array.from({ length: 100 }, () => b())).toEqual(first);
+    expect(first.every((x) => x >= 0 && x < 1)).toBe(true);
+    expect(Array.from({ length: 100 }, () => c())).not.toEqual(first);
+  });
+});
+
+describe('pascalCaseJob', () => {
+  it('renames structural keys to PascalCase and leaves tag and parameter keys alone', () => {
+    const detail = {
+      jobId: 'x',
+      attempts: [{ container: { exitCode: 1, logStreamName: 's' }, statusReason: 'r' }],
+      container: { environment: [{ name: 'A', value: '1' }], exitCode: 1 },
+      timeout: { attemptDurationSeconds: 60 },
+      tags: { 'trainyard:job-id': 'j1', lowerCase: 'v' },
+      parameters: { someParam: 'p' },
+    };
+
+    expect(pascalCaseJob(detail)).toEqual({
+      JobId: 'x',
+      Attempts: [{ Container: { ExitCode: 1, LogStreamName: 's' }, StatusReason: 'r' }],
+      Container: { Environment: [{ Name: 'A', Value: '1' }], ExitCode: 1 },
+      Timeout: { AttemptDurationSeconds: 60 },
+      Tags: { 'trainyard:job-id': 'j1', lowerCase: 'v' },
+      Parameters: { someParam: 'p' },
+    });
+  });
+});
+
+function isAlive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+// DEFAULT_TIERS must include the tier these tests submit to.
+if (!DEFAULT_TIERS.some((t) => t.id === 'gpu-small')) throw new Error('gpu-small is no longer a default tier');
