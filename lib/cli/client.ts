@@ -2,7 +2,8 @@
  * The CLI's API client: picks the target (a deployed stack's URL, signed with SigV4, or local mode's loopback server
  * with its bearer token), sends JSON requests, and turns failures into CliErrors with the documented exit codes.
  */
-import { join } from 'node:path';
+import { existsSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { LOCAL_DIR, LocalStateError, localPaths, readLocalState, readLocalToken } from '../local/token';
 import { CliError, EXIT_CODES, exitCodeForStatus } from './exit-codes';
 import { type CredentialProvider, defaultCredentials, regionFromApiUrl, signRequest } from './sigv4';
@@ -50,6 +51,21 @@ function processAlive(pid: number): boolean {
   }
 }
 
+/**
+ * The local folder of the nearest enclosing directory that has a running local mode (`.trainyard/local.json`), so
+ * the CLI works from a project's subfolders; `<cwd>/.trainyard` when there is none.
+ */
+export function findLocalDir(cwd: string): string {
+  let current = resolve(cwd);
+  for (;;) {
+    const candidate = join(current, LOCAL_DIR);
+    if (existsSync(localPaths(candidate).state)) return candidate;
+    const parent = dirname(current);
+    if (parent === current) return join(resolve(cwd), LOCAL_DIR);
+    current = parent;
+  }
+}
+
 /** Resolves the API target from options and environment; throws CliError when neither works. */
 export function resolveTarget(options: TargetOptions): ApiTarget {
   const api = options.api ?? options.env.TRAINYARD_API_URL;
@@ -93,7 +109,7 @@ export function resolveTarget(options: TargetOptions): ApiTarget {
     };
   }
 
-  const dir = options.env.TRAINYARD_LOCAL_DIR ?? join(options.cwd, LOCAL_DIR);
+  const dir = options.env.TRAINYARD_LOCAL_DIR ?? findLocalDir(options.cwd);
   const paths = localPaths(dir);
   let state: ReturnType<typeof readLocalState>;
   let token: string | undefined;

@@ -3,7 +3,7 @@
 // and that nothing was written: the server recorded no request (or only read-only ones) and the tables and bucket
 // are unchanged.
 import { randomBytes } from 'node:crypto';
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -258,6 +258,17 @@ describe('reaching local mode', () => {
     expect(run.stderr).toBe(
       `trainyard: local mode is not running: start it with \`trainyard local\` (no ${join(empty, 'local.json')}; or pass --api for a deployed stack)\n`,
     );
+  });
+
+  it('finds a running local mode from a subfolder of the project', async () => {
+    const project = mkdtempSync(join(scratch, 'nested-'));
+    const dir = join(project, '.trainyard');
+    cpSync(stateDir, dir, { recursive: true });
+    const sub = join(project, 'a', 'b');
+    mkdirSync(sub, { recursive: true });
+    const run = await cli(['jobs', '--limit', '1'], { env: {}, cwd: sub });
+    expect(run.code).toBe(EXIT_CODES.ok);
+    expect(requests).toEqual(['GET /jobs']);
   });
 
   it('says local mode is not running (exit 6) when the recorded port refuses connections', async () => {
