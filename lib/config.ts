@@ -256,7 +256,7 @@ export const configSchema = z
         reclaimsBeforeOnDemand: z
           .number()
           .int()
-          .min(0)
+          .min(1)
           .max(20)
           .default(2)
           .describe('Spot reclaims a job survives before it falls back to on-demand.'),

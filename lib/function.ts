@@ -4,6 +4,7 @@ import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import type { Construct } from 'constructs';
 import type { TrainyardConfig } from './config';
+import { acknowledgeFinding } from './nag';
 
 /** Props for a Trainyard Lambda function: its entry and environment; runtime defaults are the house's. */
 export interface TrainyardFunctionProps {
@@ -24,7 +25,7 @@ export interface TrainyardFunctionProps {
 }
 
 /**
- * The house Lambda function: Node.js 22 on ARM64, bundled and minified locally by esbuild (no Docker), ESM with
+ * The house Lambda function: Node.js 24 on ARM64, bundled and minified locally by esbuild (no Docker), ESM with
  * source maps, X-Ray tracing, its own log group with retention and JSON logs, and Powertools defaults.
  * A function declares only its entry, description and environment.
  */
@@ -35,7 +36,7 @@ export class TrainyardFunction extends NodejsFunction {
       entry: props.entry,
       handler: 'handler',
       description: props.description,
-      runtime: lambda.Runtime.NODEJS_22_X,
+      runtime: lambda.Runtime.NODEJS_24_X,
       architecture: lambda.Architecture.ARM_64,
       memorySize: props.memorySize ?? 512,
       timeout: props.timeout ?? Duration.seconds(30),
@@ -65,5 +66,10 @@ export class TrainyardFunction extends NodejsFunction {
           : undefined,
       },
     });
+    acknowledgeFinding(
+      this,
+      'IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]',
+      'Grants only CreateLogGroup/CreateLogStream/PutLogEvents, which every function needs; AWS maintains it.',
+    );
   }
 }

@@ -9,6 +9,8 @@ import { Fleet } from './fleet/fleet';
 import { JobDefinitions } from './fleet/job-definitions-for-teams';
 import { Network } from './fleet/network';
 import { TrainingImages } from './fleet/training-images';
+import { JobStateMachine } from './lifecycle/job-state-machine';
+import { LifecycleFunctions } from './lifecycle/lifecycle-functions';
 
 /** Props for the platform stack. */
 export interface PlatformStackProps extends StackProps {
@@ -39,6 +41,8 @@ export class PlatformStack extends Stack {
   public readonly jobDefinitions: JobDefinitions;
   /** The platform bus and alerts. */
   public readonly events: PlatformEvents;
+  /** The job lifecycle. */
+  public readonly lifecycle: JobStateMachine;
 
   constructor(scope: Construct, id: string, props: PlatformStackProps) {
     super(scope, id, props);
@@ -59,6 +63,21 @@ export class PlatformStack extends Stack {
     this.events = new PlatformEvents(this, 'Events', {
       alertEmails: config.alerts.emails,
       slackWebhookSecretName: config.alerts.slackWebhookSecretName,
+    });
+    const steps = new LifecycleFunctions(this, 'LifecycleSteps', {
+      config,
+      jobsTable: props.jobsTable,
+      budgetsTable: props.budgetsTable,
+      workspace: props.workspace,
+      eventBus: this.events.bus,
+      batchPrefix: props.namePrefix,
+      logRetention: config.logRetentionDays,
+    });
+    this.lifecycle = new JobStateMachine(this, 'Lifecycle', {
+      steps,
+      jobQueues: this.fleet.queues,
+      jobDefinitionPrefix: props.namePrefix,
+      logRetention: config.logRetentionDays,
     });
   }
 }

@@ -53,7 +53,7 @@ export function awsControlPlane(): ControlPlane {
     workspace: lazy(() => new Workspace(new S3Client({}), requireEnv(ENV.workspaceBucket))),
     batch: lazy(() => awsBatchControl()),
     events: lazy(() => awsEventPublisher(requireEnv(ENV.eventBus))),
-    lifecycle: lazy(() => awsLifecycleControl(requireEnv(ENV.stateMachine))),
+    lifecycle: lazy(() => awsLifecycleControl(() => requireEnv(ENV.stateMachine))),
     logs: lazy(() => awsLogReader(requireEnv(ENV.trainingLogGroup))),
     fleet: lazy(() => awsFleetFacts()),
     spotQuotes: lazy(() => new SpotPriceCache(new EC2Client({}), 10 * 60_000)),

@@ -43,12 +43,18 @@ export function awsEventPublisher(busName: string, client = new EventBridgeClien
   };
 }
 
-/** StartExecution (idempotent by name) and SendTaskSuccess. */
-export function awsLifecycleControl(stateMachineArn: string, client = new SFNClient({})): LifecycleControl {
+/**
+ * StartExecution (idempotent by name) and SendTaskSuccess. The state machine ARN is read only when starting an
+ * execution: SendTaskSuccess acts on a token, so the lifecycle's own pause step can use this without a circular
+ * reference to the state machine that invokes it.
+ */
+export function awsLifecycleControl(stateMachineArn: () => string, client = new SFNClient({})): LifecycleControl {
   return {
     async startExecution(name, input) {
       try {
-        await client.send(new StartExecutionCommand({ stateMachineArn, name, input: JSON.stringify(input) }));
+        await client.send(
+          new StartExecutionCommand({ stateMachineArn: stateMachineArn(), name, input: JSON.stringify(input) }),
+        );
         return { alreadyStarted: false };
       } catch (error) {
         if (error instanceof ExecutionAlreadyExists || (error as Error).name === 'ExecutionAlreadyExists') {

@@ -26,7 +26,16 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { createWriteStream, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import {
+  createWriteStream,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+} from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -270,7 +279,7 @@ interface Attempt {
   child?: ChildProcess;
   imds?: FakeImds;
   stop?: AttemptEndFacts['stop'];
-  notice?: { time: string };
+  notice?: { time: string; event: SpotInterruptionWarningEvent };
   hostReclaimed: boolean;
   ended: boolean;
   exitCode?: number;
@@ -294,6 +303,7 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
   private readonly attempts = new Map<string, Attempt>();
   private readonly instances = new Map<string, InstanceFacts>();
   private stopped = false;
+  private binReady = false;
 
   constructor(private readonly options: LocalBatchRunnerOptions) {
     this.workDir = resolve(options.workDir);
@@ -321,14 +331,13 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
       await attempt.logsFlushed;
       await whenGone(attempt.killed);
       finished = this.finishedDetail(attempt);
-    } else if (attempt.stop?.kind === 'terminate') {
-      // Terminated while RUNNABLE/STARTING: Batch fails it with the reason and no attempts (terminated-cancel-runnable).
-      attempt.ended = true;
-      finished = { ...this.detail(attempt, 'FAILED'), statusReason: attempt.stop.reason, stoppedAt: this.now() };
     } else {
-      finished = this.finishedDetail(attempt);
+      // Stopped while RUNNABLE/STARTING: Batch fails it with the reason and no attempts (terminated-cancel-runnable).
+      attempt.ended = true;
+      const reason = attempt.stop?.kind === 'terminate' ? attempt.stop.reason : LOCAL_SHUTDOWN_REASON;
+      finished = { ...this.detail(attempt, 'FAILED'), statusReason: reason, stoppedAt: this.now() };
     }
-    this.cleanUp(attempt);
+    await this.cleanUp(attempt);
     await this.emit(finished);
     if (finished.status === 'SUCCEEDED') return pascalCaseJob(finished);
     throw new BatchTaskFailed(JSON.stringify(pascalCaseJob(finished)));
@@ -360,17 +369,17 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
         `${describe(attempt)} runs on on-demand capacity (queue ${attempt.queueName}); only spot attempts receive interruption notices`,
       );
     }
+    if (attempt.notice) return this.served(attempt, attempt.notice.time, attempt.notice.event);
     const event = this.spotEvent(attempt);
-    if (attempt.notice) return { ...this.served(attempt, attempt.notice.time), event };
     const noticeTime = awsTimestamp(this.now() + this.noticeKillSeconds * 1000);
-    attempt.notice = { time: noticeTime };
+    attempt.notice = { time: noticeTime, event };
     attempt.imds?.serveNotice('terminate', noticeTime);
     this.later(attempt, this.noticeKillSeconds, () => {
       attempt.hostReclaimed = true;
       this.kill(attempt);
     });
     await this.deliver('onSpotNotice', () => this.options.onSpotNotice?.(event));
-    return { ...this.served(attempt, noticeTime), event };
+    return this.served(attempt, noticeTime, event);
   }
 
   /** Attempts that have started and not ended. */
@@ -471,6 +480,8 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
     const imds = new FakeImds({ instanceId: attempt.instanceId, now: this.now });
     attempt.imds = imds;
     const imdsEndpoint = await imds.start();
+    // TerminateJob or stop() while the "instance" was starting: the container never starts.
+    if (attempt.stop !== undefined) return;
     const command = attempt.input.ContainerOverrides?.Command ?? [];
     const args = ['-m', 'trainyard_harness', ...(command.length > 0 ? ['--', ...command] : [])];
     attempt.startedAt = this.now();
@@ -546,20 +557,30 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
     return env;
   }
 
-  /** `python`/`python3` in the user command mean the harness's interpreter, as in the training image. */
+  /**
+   * `python`/`python3` in the user command mean the harness's interpreter, as in the training image (on a laptop the
+   * first `python` on the PATH may be another interpreter without the job's packages). Links are made once per runner
+   * and only replaced when they point elsewhere, so a starting attempt never finds them missing.
+   */
   private pythonBin(): string {
     const bin = join(this.workDir, 'bin');
+    if (this.binReady) return bin;
     mkdirSync(bin, { recursive: true });
     for (const name of ['python', 'python3']) {
       const link = join(bin, name);
-      if (existsSync(link)) rmSync(link, { force: true });
+      let current: string | undefined;
       try {
-        symlinkSync(this.python, link);
-      } catch (error) {
-        // Another attempt made the same link concurrently: same target, nothing to do.
-        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+        current = readlinkSync(link);
+      } catch {
+        current = undefined;
       }
+      if (current === this.python) continue;
+      const staged = `${link}.${process.pid}.tmp`;
+      rmSync(staged, { force: true });
+      symlinkSync(this.python, staged);
+      renameSync(staged, link); // atomic replace
     }
+    this.binReady = true;
     return bin;
   }
 
@@ -571,7 +592,11 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
       const lines = createInterface({ input: stream, crlfDelay: Number.POSITIVE_INFINITY });
       lines.on('line', (line) => {
         out.write(`${line}\n`);
-        this.options.onLogLine?.(attempt.logStreamName, line);
+        try {
+          this.options.onLogLine?.(attempt.logStreamName, line);
+        } catch (error) {
+          this.reportError(error, 'onLogLine');
+        }
       });
       lines.once('close', () => {
         open -= 1;
@@ -666,8 +691,8 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
     };
   }
 
-  private served(attempt: Attempt, noticeTime: string): Omit<SpotNoticeServed, 'event'> {
-    return { batchJobId: attempt.batchJobId, instanceId: attempt.instanceId, noticeTime };
+  private served(attempt: Attempt, noticeTime: string, event: SpotInterruptionWarningEvent): SpotNoticeServed {
+    return { batchJobId: attempt.batchJobId, instanceId: attempt.instanceId, noticeTime, event };
   }
 
   private findRunning(id: string): Attempt {
@@ -687,9 +712,8 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
 
   /** Stops a container as `docker stop` does: SIGTERM to its main process, SIGKILL after the stop timeout. */
   private sendStop(attempt: Attempt): void {
-    const child = attempt.child;
-    if (!child || child.exitCode !== null || child.signalCode !== null) return;
-    signal(child.pid, 'SIGTERM');
+    if (!isRunning(attempt.child)) return;
+    signal(attempt.child?.pid, 'SIGTERM');
     this.later(attempt, this.stopTimeoutSeconds, () => this.kill(attempt));
   }
 
@@ -707,17 +731,17 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
     const timer = setTimeout(
       () => {
         attempt.timers.delete(timer);
-        if (!attempt.ended) action();
+        if (isRunning(attempt.child)) action();
       },
       Math.min(ms, 2 ** 31 - 1),
     );
     attempt.timers.add(timer);
   }
 
-  private cleanUp(attempt: Attempt): void {
+  private async cleanUp(attempt: Attempt): Promise<void> {
     for (const timer of attempt.timers) clearTimeout(timer);
     attempt.timers.clear();
-    void attempt.imds?.stop();
+    await attempt.imds?.stop();
   }
 
   private async emit(detail: BatchJobDetail): Promise<void> {
@@ -744,6 +768,10 @@ function deferred(): { promise: Promise<void>; resolve: () => void } {
     resolve = done;
   });
   return { promise, resolve };
+}
+
+function isRunning(child: ChildProcess | undefined): boolean {
+  return child?.pid !== undefined && child.exitCode === null && child.signalCode === null;
 }
 
 function describe(attempt: Attempt): string {
@@ -779,7 +807,7 @@ function signal(pid: number | undefined, name: NodeJS.Signals): void {
  */
 function killTree(child: ChildProcess | undefined): number[] {
   const pid = child?.pid;
-  if (pid === undefined || child?.exitCode !== null || child.signalCode !== null) return [];
+  if (pid === undefined || !isRunning(child)) return [];
   const members = descendantsOf(pid);
   try {
     process.kill(-pid, 'SIGKILL');

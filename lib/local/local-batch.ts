@@ -5,20 +5,9 @@
  * otherwise the task fails with `States.TaskFailed` and a Cause holding the FAILED job as JSON.
  */
 
-/** A Batch SubmitJob request as the RunAttempt Task resolves it. */
-export interface SubmitJobInput {
-  readonly JobName: string;
-  readonly JobQueue: string;
-  readonly JobDefinition: string;
-  readonly ShareIdentifier?: string;
-  readonly ContainerOverrides?: {
-    readonly Command?: string[];
-    readonly Environment?: Array<{ readonly Name: string; readonly Value: string }>;
-  };
-  readonly Timeout?: { readonly AttemptDurationSeconds: number };
-  readonly Tags?: Record<string, string>;
-  readonly PropagateTags?: boolean;
-}
+import type { SubmitJobInput } from '../../lambdas/domain/submit-job';
+
+export type { SubmitJobInput };
 
 /** Local compute that runs one Batch job to its end. */
 export interface LocalBatch {

@@ -1,0 +1,79 @@
+/**
+ * Analyze: read the job's code bundle, decide its tier and estimate its cost (the same assessment the API showed at
+ * submit). A workload nothing can run is REJECTED with the reason. Replay-safe: same bundle, same answer.
+ */
+
+import { InvalidRequirement, UnknownTier, WorkloadRefused } from '../domain/analysis';
+import { assessWorkload, estimateSummary, priceAssessment, tiersForTeam } from '../domain/assessment';
+import { isTerminal } from '../domain/job';
+import type { ControlPlane } from '../shared/control-plane';
+import { InvalidBundle, textFilesOf, unpackTarGz } from '../shared/tarball';
+import { AnalysisError } from './errors';
+import { analyzeInputSchema, parseStep } from './steps';
+
+/** Analyze's output. */
+export type AnalyzeOutput =
+  | { jobId: string; next: 'cost-gate'; reservationUsd: number }
+  | { jobId: string; next: 'finalize'; finalState: 'REJECTED' | 'CANCELLED'; reason: string };
+
+/** Creates the Analyze step. */
+export function createAnalyzeHandler(
+  plane: Pick<ControlPlane, 'config' | 'jobs' | 'workspace' | 'spotQuotes' | 'clock'>,
+) {
+  return async (input: unknown): Promise<AnalyzeOutput> => {
+    const { jobId } = parseStep(analyzeInputSchema, 'Analyze', input);
+    const job = await plane.jobs.requireJob(jobId);
+    if (isTerminal(job.state)) {
+      return {
+        jobId,
+        next: 'finalize',
+        finalState: job.state === 'CANCELLED' ? 'CANCELLED' : 'REJECTED',
+        reason: job.reason ?? job.state,
+      };
+    }
+    if (job.cancelRequested)
+      return { jobId, next: 'finalize', finalState: 'CANCELLED', reason: 'cancelled before it ran' };
+    await plane.jobs.transition(jobId, ['SUBMITTED', 'ANALYZING'], 'ANALYZING');
+
+    const reject = async (reason: string): Promise<AnalyzeOutput> => {
+      await plane.jobs.transition(jobId, ['ANALYZING'], 'REJECTED', { reason });
+      return { jobId, next: 'finalize', finalState: 'REJECTED', reason };
+    };
+    const archive = await plane.workspace.get(job.bundle.key);
+    if (!archive)
+      throw new AnalysisError(`code bundle ${job.bundle.key} of job ${jobId} is missing from the workspace`);
+    let files: Record<string, string>;
+    try {
+      files = textFilesOf(unpackTarGz(archive));
+    } catch (error) {
+      if (error instanceof InvalidBundle) return reject(error.message);
+      throw error;
+    }
+    try {
+      const assessment = assessWorkload(
+        { files, command: job.command },
+        tiersForTeam(plane.config, job.team),
+        job.requirements,
+      );
+      const quotes =
+        assessment.tier.kind === 'gpu' && assessment.tier.spotAllowed
+          ? await plane.spotQuotes.quotesFor([...assessment.tier.instanceTypes])
+          : undefined;
+      const priced = priceAssessment(assessment, quotes, job.requirements);
+      const maxIters = assessment.analysis.hyperparameters.max_iters?.value;
+      await plane.jobs.patchJob(jobId, {
+        tier: priced.tier.id,
+        estimate: estimateSummary(priced),
+        ...(typeof maxIters === 'number' && maxIters > 0 && !job.progress
+          ? { progress: { totalSteps: maxIters, fraction: 0, updatedAt: plane.clock().toISOString() } }
+          : {}),
+      });
+      return { jobId, next: 'cost-gate', reservationUsd: priced.estimate.reservationUsd };
+    } catch (error) {
+      if (error instanceof WorkloadRefused || error instanceof UnknownTier || error instanceof InvalidRequirement) {
+        return reject(error.message);
+      }
+      throw error;
+    }
+  };
+}

@@ -1,0 +1,195 @@
+/**
+ * AttemptOutcome: an attempt ended (Batch's result or the caught failure). Classify it from Batch's own fields,
+ * record its end and cost once, refresh progress, and decide what comes next — resume on spot, fall back to
+ * on-demand, retry with backoff, pause for budget, or finalize — recording the decision and its reason.
+ * Replay-safe: records are written once and counters are derived from the attempt records, never incremented.
+ */
+import { costOfAttempt } from '../domain/attempt-cost';
+import { type BatchJob, parseBatchFailureCause, parseBatchJob } from '../domain/batch-job';
+import { decideNextStep } from '../domain/next-step';
+import { type AttemptOutcome, classifyAttemptOutcome } from '../domain/outcome';
+import type { Capacity } from '../domain/placement';
+import { jobKeysFor } from '../domain/workspace-layout';
+import type { ControlPlane } from '../shared/control-plane';
+import { countersFrom, jobEvent, progressSeconds, secondsSince, sinceLastSpotMove, tierOf, totalCost } from './common';
+import { placementConfig } from './placement-config';
+import { type AttemptPlan, attemptOutcomeInputSchema, parseStep } from './steps';
+
+/** AttemptOutcome's output: the Choice after it routes on `next`. */
+export type AttemptOutcomeOutput =
+  | { jobId: string; next: 'prepare' | 'wait' | 'pause'; plan: AttemptPlan }
+  | { jobId: string; next: 'finalize'; finalState: 'SUCCEEDED' | 'FAILED' | 'CANCELLED'; reason: string };
+
+/** Decision sequence number for the decision taken when attempt `n` ended (submit is 1; periodic moves n×100+50). */
+export function outcomeDecisionSeq(attempt: number): number {
+  return attempt * 100 + 1;
+}
+
+const INTERRUPTION_KINDS = ['reclaimed', 'capacity-starved', 'moved', 'budget-stopped'] as const;
+
+/** Reads the harness's progress.json into the job's progress shape; undefined when absent or unreadable. */
+export async function readProgress(
+  plane: Pick<ControlPlane, 'workspace'>,
+  team: string,
+  jobId: string,
+  knownTotal: number | undefined,
+) {
+  const raw = (await plane.workspace.getJson(jobKeysFor(team, jobId).progress)) as
+    | { step?: unknown; total_steps?: unknown; loss?: unknown; updated_at?: unknown }
+    | undefined;
+  if (!raw || typeof raw.step !== 'number') return undefined;
+  const total = typeof raw.total_steps === 'number' && raw.total_steps > 0 ? raw.total_steps : knownTotal;
+  const updatedAt =
+    typeof raw.updated_at === 'string' && !Number.isNaN(Date.parse(raw.updated_at)) ? raw.updated_at : undefined;
+  return {
+    step: Math.max(0, Math.floor(raw.step)),
+    ...(total ? { totalSteps: Math.floor(total) } : {}),
+    fraction: total ? Math.min(1, Math.max(0, raw.step / total)) : 0,
+    ...(typeof raw.loss === 'number' && Number.isFinite(raw.loss) ? { loss: raw.loss } : {}),
+    updatedAt: new Date(updatedAt ?? Date.now()).toISOString(),
+  };
+}
+
+/** Creates the AttemptOutcome step. */
+export function createAttemptOutcomeHandler(
+  plane: Pick<ControlPlane, 'config' | 'jobs' | 'workspace' | 'events' | 'clock'>,
+) {
+  return async (input: unknown): Promise<AttemptOutcomeOutput> => {
+    const { jobId, plan, batch, batchError } = parseStep(attemptOutcomeInputSchema, 'AttemptOutcome', input);
+    const job = await plane.jobs.requireJob(jobId);
+    const tier = tierOf(plane.config, job);
+    const now = plane.clock();
+    const attempt = await plane.jobs.getAttempt(jobId, plan.attempt);
+    if (!attempt) throw new Error(`job ${jobId} has no attempt ${plan.attempt} to record an outcome for`);
+
+    let batchJob: BatchJob | undefined;
+    let outcome: AttemptOutcome;
+    if (batch !== undefined) {
+      batchJob = parseBatchJob(batch, 'RunAttempt output');
+      outcome = classifyAttemptOutcome(batchJob, { noticeRecorded: attempt.noticeAt !== undefined });
+    } else if (batchError?.Error === 'States.TaskFailed' && batchError.Cause?.trim().startsWith('{')) {
+      batchJob = parseBatchFailureCause(batchError.Cause);
+      outcome = classifyAttemptOutcome(batchJob, { noticeRecorded: attempt.noticeAt !== undefined });
+    } else {
+      // The job never reached Batch (SubmitJob refused, a runtime error): an infrastructure failure to retry.
+      outcome = {
+        kind: 'infra-error',
+        reason: `the attempt did not run: ${batchError?.Error ?? 'unknown error'}${batchError?.Cause ? ` — ${batchError.Cause.slice(0, 400)}` : ''}`,
+        resumable: true,
+      };
+    }
+
+    if (batchJob) {
+      const cost = costOfAttempt(attempt, batchJob, tier);
+      await plane.jobs.updateAttempt(
+        jobId,
+        plan.attempt,
+        {
+          batchJobId: batchJob.jobId,
+          status: batchJob.status,
+          startedAt: cost.startedAt,
+          stoppedAt: cost.stoppedAt ?? now.getTime(),
+          usdPerHour: cost.usdPerHour,
+          costUsd: cost.costUsd,
+        },
+        'stoppedAt',
+      );
+    } else {
+      await plane.jobs.updateAttempt(
+        jobId,
+        plan.attempt,
+        { status: 'FAILED', stoppedAt: now.getTime(), costUsd: 0 },
+        'stoppedAt',
+      );
+    }
+    await plane.jobs.updateAttempt(jobId, plan.attempt, { outcome }, 'outcome');
+
+    const attempts = await plane.jobs.listAttempts(jobId);
+    const recorded = attempts.find((a) => a.attempt === plan.attempt)?.outcome ?? outcome;
+    const progress = (await readProgress(plane, job.team, jobId, job.progress?.totalSteps)) ?? job.progress;
+    const current = { ...job, progress, counters: countersFrom(attempts, plan.attempt) };
+    const next = decideNextStep({
+      job: current,
+      outcome: recorded,
+      nowSeconds: secondsSince(job, now),
+      policy: placementConfig(plane.config),
+      spotAllowed: tier.spotAllowed,
+      workSeconds: job.estimate?.runtimeSeconds ?? 0,
+      progressSeconds: progressSeconds(current),
+      lastCapacity: attempt.capacity,
+      sinceLastSpotMove: sinceLastSpotMove(attempts, plan.attempt),
+    });
+
+    await plane.jobs.patchJob(jobId, {
+      counters: next.counters,
+      costSoFarUsd: totalCost(attempts),
+      ...(progress ? { progress } : {}),
+      reason: next.reason,
+    });
+    const decision =
+      next.action === 'run-attempt'
+        ? `run-attempt ${next.capacity}${next.delaySeconds ? ` after ${next.delaySeconds} s` : ''}${next.resume ? ' (resume)' : ''}`
+        : next.action === 'finalize'
+          ? `finalize ${next.finalState}`
+          : 'pause-budget';
+    await plane.jobs.putDecision(jobId, {
+      seq: outcomeDecisionSeq(plan.attempt),
+      at: now.toISOString(),
+      moment:
+        recorded.kind === 'reclaimed'
+          ? 'attempt-reclaimed'
+          : recorded.kind === 'capacity-starved'
+            ? 'capacity-cancelled'
+            : 'attempt-ended',
+      decision,
+      reason: next.reason,
+    });
+
+    const events = [];
+    if ((INTERRUPTION_KINDS as readonly string[]).includes(recorded.kind)) {
+      events.push(
+        jobEvent(
+          'Job Interrupted',
+          job,
+          {
+            attempt: plan.attempt,
+            capacity: attempt.capacity,
+            cause: recorded.kind as (typeof INTERRUPTION_KINDS)[number],
+            ...(recorded.instanceId ? { instanceId: recorded.instanceId } : {}),
+            reason: recorded.reason,
+          },
+          now,
+        ),
+      );
+    }
+    if (next.action === 'run-attempt' && next.fellBackToOnDemand) {
+      events.push(
+        jobEvent(
+          'Job FellBackToOnDemand',
+          job,
+          {
+            attempt: plan.attempt + 1,
+            reclaims: next.counters.reclaims,
+            capacityCancellations: next.counters.capacityCancellations,
+            reason: next.reason,
+          },
+          now,
+        ),
+      );
+    }
+    if (events.length > 0) await plane.events.publish(events);
+
+    if (next.action === 'finalize') {
+      return { jobId, next: 'finalize', finalState: next.finalState ?? 'FAILED', reason: next.reason };
+    }
+    const capacity: Capacity = next.capacity ?? attempt.capacity;
+    const nextPlan: AttemptPlan = {
+      attempt: plan.attempt + 1,
+      capacity,
+      resume: next.action === 'pause-budget' ? true : next.resume,
+      delaySeconds: next.action === 'pause-budget' ? 0 : next.delaySeconds,
+    };
+    if (next.action === 'pause-budget') return { jobId, next: 'pause', plan: nextPlan };
+    return { jobId, next: nextPlan.delaySeconds > 0 ? 'wait' : 'prepare', plan: nextPlan };
+  };
+}

@@ -1,0 +1,42 @@
+/**
+ * PausedForBudget (a waitForTaskToken Task): a running job was stopped because a budget scope reached its block
+ * threshold. Record PAUSED_BUDGET with the task token; `resume` (API, or budget-watch once the budget allows it)
+ * or `cancel` sends task success to continue. A cancel that arrived before the token was stored is honoured here.
+ */
+import { periodOf } from '../domain/budgets';
+import type { ControlPlane } from '../shared/control-plane';
+import { budgetScopes, jobEvent } from './common';
+import { parseStep, pauseInputSchema } from './steps';
+
+/** Creates the pause step. */
+export function createPauseHandler(plane: Pick<ControlPlane, 'jobs' | 'ledger' | 'events' | 'lifecycle' | 'clock'>) {
+  return async (input: unknown): Promise<{ jobId: string; paused: boolean }> => {
+    const { jobId, taskToken } = parseStep(pauseInputSchema, 'PausedForBudget', input);
+    const job = await plane.jobs.requireJob(jobId);
+    const now = plane.clock();
+    const period = periodOf(new Date(job.createdAt));
+    let scope = budgetScopes(job)[0] ?? `team:${job.team}`;
+    for (const candidate of budgetScopes(job)) {
+      const usage = await plane.ledger.usage(candidate, period);
+      if (usage?.blocked) {
+        scope = candidate;
+        break;
+      }
+    }
+    const reason = `paused: budget scope ${scope} reached its block threshold; raise the budget and resume`;
+    const paused = await plane.jobs.transition(jobId, ['WAITING', 'RUNNING', 'PAUSED_BUDGET'], 'PAUSED_BUDGET', {
+      pauseToken: taskToken,
+      reason,
+    });
+    await plane.events.publish([
+      jobEvent(
+        'Job PausedForBudget',
+        job,
+        { attempt: Math.max(1, paused.counters.attempts), scope, costSoFarUsd: paused.costSoFarUsd, reason },
+        now,
+      ),
+    ]);
+    if (paused.cancelRequested) await plane.lifecycle.sendTaskSuccess(taskToken, { action: 'cancel' });
+    return { jobId, paused: true };
+  };
+}

@@ -1,0 +1,134 @@
+/**
+ * PrepareAttempt: turn the plan for the next attempt into a Batch SubmitJob request (queue by capacity, the team's
+ * job definition for the tier, the harness settings, resume arguments when resuming) and record the attempt.
+ * Honours a cancel request made while the job waited or was paused. Replay-safe: the attempt record is created once
+ * and the request is a function of it.
+ */
+import { maxRuntimeSeconds } from '../../lib/config';
+import { jobDefinitionName, queueName } from '../domain/batch-names';
+import { isTerminal } from '../domain/job';
+import type { SubmitJobInput } from '../domain/submit-job';
+import { jobKeysFor, s3Uri } from '../domain/workspace-layout';
+import type { ControlPlane } from '../shared/control-plane';
+import { jobEvent, secondsSince, tierOf } from './common';
+import { type AttemptPlan, parseStep, prepareInputSchema } from './steps';
+
+/** Seconds the harness gives the training process to checkpoint after a stop signal (inside ECS's 110 s). */
+export const STOP_GRACE_SECONDS = 60;
+
+/** Tags on every attempt's Batch job, so events and the interruption handler can find the job. */
+export const ATTEMPT_TAGS = {
+  jobId: 'trainyard:job-id',
+  team: 'trainyard:team',
+  attempt: 'trainyard:attempt',
+} as const;
+
+/** PrepareAttempt's output. */
+export type PrepareOutput =
+  | { jobId: string; next: 'run'; plan: AttemptPlan; multiNode: boolean; submit: SubmitJobInput }
+  | { jobId: string; next: 'finalize'; finalState?: 'CANCELLED' | 'FAILED'; reason: string };
+
+/** Batch job name of an attempt. */
+export function attemptJobName(jobId: string, attempt: number): string {
+  return `${jobId}-a${attempt}`;
+}
+
+/** Creates the PrepareAttempt step. */
+export function createPrepareAttemptHandler(
+  plane: Pick<ControlPlane, 'config' | 'jobs' | 'workspace' | 'events' | 'batchPrefix' | 'clock'>,
+) {
+  return async (input: unknown): Promise<PrepareOutput> => {
+    const { jobId, plan } = parseStep(prepareInputSchema, 'PrepareAttempt', input);
+    const job = await plane.jobs.requireJob(jobId);
+    if (isTerminal(job.state)) return { jobId, next: 'finalize', reason: `job is already ${job.state}` };
+    if (job.cancelRequested)
+      return { jobId, next: 'finalize', finalState: 'CANCELLED', reason: 'cancelled by the user' };
+    const now = plane.clock();
+    const tier = tierOf(plane.config, job);
+    const queue = queueName(plane.batchPrefix, tier.id, plan.capacity);
+    const remainingDeadline =
+      job.requirements.deadlineSeconds === undefined
+        ? Number.POSITIVE_INFINITY
+        : job.requirements.deadlineSeconds - secondsSince(job, now);
+    if (remainingDeadline <= 0) {
+      return {
+        jobId,
+        next: 'finalize',
+        finalState: 'FAILED',
+        reason: 'the deadline passed before the next attempt could start',
+      };
+    }
+
+    const existing = await plane.jobs.getAttempt(jobId, plan.attempt);
+    const attempt =
+      existing ??
+      (await plane.jobs.putAttempt({
+        jobId,
+        attempt: plan.attempt,
+        capacity: plan.capacity,
+        queue,
+        nodes: tier.nodes,
+        status: 'SUBMITTED',
+        submittedAt: now.getTime(),
+      }));
+    if (job.state === 'PAUSED_BUDGET') {
+      await plane.jobs.transition(jobId, ['PAUSED_BUDGET'], 'WAITING', {});
+      await plane.jobs.patchJob(jobId, {}, ['pauseToken']);
+    } else {
+      await plane.jobs.transition(jobId, ['ANALYZING', 'WAITING', 'RUNNING'], 'WAITING');
+    }
+
+    const keys = jobKeysFor(job.team, jobId);
+    const bucket = plane.workspace.bucket;
+    const environment: Record<string, string> = {
+      ...job.env,
+      TRAINYARD_JOB_ID: jobId,
+      TRAINYARD_ATTEMPT: String(attempt.attempt),
+      TRAINYARD_CODE_URI: s3Uri(bucket, job.bundle.key),
+      TRAINYARD_CHECKPOINT_URI: s3Uri(bucket, keys.checkpoints),
+      TRAINYARD_METRICS_URI: s3Uri(bucket, keys.metrics),
+      TRAINYARD_STOP_GRACE_SECONDS: String(STOP_GRACE_SECONDS),
+      // The harness appends these only when it restored a checkpoint; a fresh attempt passes none.
+      TRAINYARD_RESUME_ARGS: plan.resume ? (job.resumeArgs ?? ['--init_from=resume']).join(' ') : '',
+      ...(job.progress?.totalSteps ? { TRAINYARD_TOTAL_STEPS: String(job.progress.totalSteps) } : {}),
+    };
+    const timeout = Math.max(60, Math.floor(Math.min(maxRuntimeSeconds(tier), remainingDeadline)));
+    const submit: SubmitJobInput = {
+      JobName: attemptJobName(jobId, attempt.attempt),
+      JobQueue: queue,
+      JobDefinition: jobDefinitionName(plane.batchPrefix, job.team, tier.id),
+      ShareIdentifier: job.team,
+      ContainerOverrides: {
+        Command: job.command,
+        Environment: Object.entries(environment).map(([Name, Value]) => ({ Name, Value })),
+      },
+      Timeout: { AttemptDurationSeconds: timeout },
+      Tags: {
+        [ATTEMPT_TAGS.jobId]: jobId,
+        [ATTEMPT_TAGS.team]: job.team,
+        [ATTEMPT_TAGS.attempt]: String(attempt.attempt),
+      },
+      PropagateTags: true,
+    };
+    if (plan.resume && !existing) {
+      const checkpoints = await plane.workspace.listCheckpoints(keys.checkpoints);
+      const newest = checkpoints[0];
+      await plane.events.publish([
+        jobEvent(
+          'Job Resumed',
+          job,
+          {
+            attempt: attempt.attempt,
+            capacity: plan.capacity,
+            ...(newest ? { checkpointUri: s3Uri(bucket, `${keys.checkpoints}${newest.name}/`) } : {}),
+            reason: newest
+              ? `resuming from ${newest.name}${newest.step !== undefined ? ` (step ${newest.step})` : ''}`
+              : 'no complete checkpoint yet: the attempt starts over',
+          },
+          now,
+        ),
+      ]);
+    }
+    return { jobId, next: 'run', plan: { ...plan, capacity: attempt.capacity }, multiNode: tier.nodes > 1, submit };
+  };
+}

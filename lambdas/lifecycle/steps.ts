@@ -1,0 +1,66 @@
+/**
+ * The execution state that flows between the job state machine's Tasks, with a zod schema for each step's input.
+ * Everything durable lives in DynamoDB; the state only carries what the next Choice needs and the next attempt's
+ * plan, so a replayed Task recomputes the same answer from the same records.
+ */
+import { z } from 'zod';
+import { JOB_ID_PATTERN } from '../domain/job';
+
+const jobId = z.string().regex(JOB_ID_PATTERN, 'must be a Trainyard job id');
+const capacity = z.enum(['spot', 'on-demand']);
+
+/** Where the state machine goes after a step. */
+export const NEXT_STEPS = ['cost-gate', 'prepare', 'wait', 'run', 'pause', 'finalize'] as const;
+/** One of NEXT_STEPS. */
+export type NextStepName = (typeof NEXT_STEPS)[number];
+
+/** The plan for the next attempt. */
+export const attemptPlanSchema = z.object({
+  attempt: z.number().int().positive(),
+  capacity,
+  /** Restore the newest checkpoint and append the job's resume arguments. */
+  resume: z.boolean(),
+  delaySeconds: z.number().int().nonnegative(),
+});
+/** The plan for the next attempt. */
+export type AttemptPlan = z.output<typeof attemptPlanSchema>;
+
+/** Input of Analyze: the execution input. */
+export const analyzeInputSchema = z.looseObject({ jobId });
+
+/** Input of CostGate: Analyze's output. */
+export const costGateInputSchema = z.looseObject({ jobId, reservationUsd: z.number().nonnegative() });
+
+/** Input of PrepareAttempt: a plan from CostGate or AttemptOutcome (possibly after a wait or a pause). */
+export const prepareInputSchema = z.looseObject({ jobId, plan: attemptPlanSchema });
+
+/** Input of AttemptOutcome: the prepared attempt plus Batch's result or the caught error. */
+export const attemptOutcomeInputSchema = z.looseObject({
+  jobId,
+  plan: attemptPlanSchema,
+  batch: z.unknown().optional(),
+  batchError: z.object({ Error: z.string(), Cause: z.string().optional() }).optional(),
+});
+
+/** Input of the pause step (waitForTaskToken). */
+export const pauseInputSchema = z.looseObject({ jobId, taskToken: z.string().min(1) });
+
+/** Input of Finalize. */
+export const finalizeInputSchema = z.looseObject({
+  jobId,
+  finalState: z.enum(['SUCCEEDED', 'FAILED', 'CANCELLED', 'REJECTED']).optional(),
+  reason: z.string().optional(),
+});
+
+/** Raised when a step's input does not match its schema (a wiring bug, not user input). */
+export class InvalidStepInput extends Error {
+  override name = 'InvalidStepInput';
+}
+
+/** Parses a step input or throws InvalidStepInput naming the fields. */
+export function parseStep<T extends z.ZodType>(schema: T, step: string, input: unknown): z.output<T> {
+  const result = schema.safeParse(input);
+  if (result.success) return result.data;
+  const issues = result.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
+  throw new InvalidStepInput(`${step} received an invalid input: ${issues}`);
+}

@@ -1,0 +1,302 @@
+import { Duration, Stack } from 'aws-cdk-lib';
+import type * as batch from 'aws-cdk-lib/aws-batch';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import * as cloudwatchActions from 'aws-cdk-lib/aws-cloudwatch-actions';
+import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as events from 'aws-cdk-lib/aws-events';
+import * as targets from 'aws-cdk-lib/aws-events-targets';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import type * as lambda from 'aws-cdk-lib/aws-lambda';
+import type * as logs from 'aws-cdk-lib/aws-logs';
+import type * as s3 from 'aws-cdk-lib/aws-s3';
+import type * as sns from 'aws-cdk-lib/aws-sns';
+import * as sqs from 'aws-cdk-lib/aws-sqs';
+import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import { Construct } from 'constructs';
+import { ENV } from '../../lambdas/shared/aws-control-plane';
+import { BATCH_STATE_CHANGE_DETAIL_TYPE, SPOT_INTERRUPTION_DETAIL_TYPE } from '../../lambdas/shared/event-schemas';
+import type { TrainyardConfig } from '../config';
+import { TrainyardFunction } from '../function';
+import { acknowledgeFinding, nagResourceName } from '../nag';
+
+/** Props of the event-driven handlers. */
+export interface EventHandlersProps {
+  /** Jobs table (attempts, decisions; the byInstance and byTeam indexes). */
+  readonly jobsTable: dynamodb.ITableV2;
+  /** Budgets table (budget-watch accrues and reads usage). */
+  readonly budgetsTable: dynamodb.ITableV2;
+  /** Workspace bucket (budget-watch reads each job's metrics/progress.json). */
+  readonly workspace: s3.IBucket;
+  /** The platform bus the handlers put Trainyard events on. */
+  readonly eventBus: events.IEventBus;
+  /** The job state machine (budget-watch resumes paused jobs with SendTaskSuccess). */
+  readonly stateMachine: sfn.IStateMachine;
+  /** Every Batch queue Trainyard submits to: the Batch rule listens to these queues only. */
+  readonly jobQueues: readonly batch.IJobQueue[];
+  /** Resolved configuration (tiers, teams, budgets, spot policy), baked into the functions. */
+  readonly config: TrainyardConfig;
+  /** Prefix of Batch queue and job definition names. */
+  readonly batchPrefix: string;
+  /** Retention of the functions' logs. */
+  readonly logRetention: logs.RetentionDays;
+  /** Topic the alarms notify. @default - alarms with no actions (visible in the console only) */
+  readonly alertTopic?: sns.ITopic;
+}
+
+/** One event-driven function with its rule, dead-letter queue and alarms. */
+export interface EventHandler {
+  readonly function: TrainyardFunction;
+  readonly rule: events.Rule;
+  readonly deadLetters: sqs.Queue;
+  readonly deadLetterAlarm: cloudwatch.Alarm;
+  readonly errorsAlarm: cloudwatch.Alarm;
+}
+
+/** Batch statuses the batch-events handler acts on (RUNNABLE records the Batch job id; the others start/stop). */
+export const BATCH_STATUSES_HANDLED = ['RUNNABLE', 'RUNNING', 'SUCCEEDED', 'FAILED'] as const;
+
+/** How often budget-watch runs. */
+export const BUDGET_WATCH_INTERVAL = Duration.minutes(5);
+
+/**
+ * The three EventBridge-driven Lambdas: interruption (EC2 spot interruption warnings on the default bus),
+ * batch-events (Batch job state changes of Trainyard's queues, default bus) and budget-watch (every 5 minutes).
+ * Each rule target has a retry policy and an encrypted, SSL-only dead-letter queue; an alarm fires when a DLQ holds
+ * a message and when a function reports errors.
+ *
+ * Grants, and why each is as wide as it is:
+ * - jobs table read/write for all three (the L2 grant includes the table's indexes: byInstance, byTeam);
+ *   budgets table read/write and workspace read of `teams/<team>/jobs/<job>/metrics/progress.json` for budget-watch;
+ * - events:PutEvents on the platform bus only; states:SendTaskSuccess on the job state machine only;
+ * - batch:TerminateJob on this account and region's job ARNs: Batch assigns job ids at submit (acknowledged);
+ * - ecs:DescribeContainerInstances on this account and region's container instances (Batch names the clusters);
+ *   ec2:DescribeInstances and ec2:DescribeSpotPriceHistory, which have no resource-level permissions (acknowledged).
+ */
+export class EventHandlers extends Construct {
+  /** EC2 spot interruption warnings → record the notice, emit Job Interrupted, TerminateJob. */
+  public readonly interruption: EventHandler;
+  /** Batch job state changes → attempt records, instance and price, cost, Job Started. */
+  public readonly batchEvents: EventHandler;
+  /** Every 5 minutes → progress, accrual, thresholds, budget stops, placement moves, resumes. */
+  public readonly budgetWatch: EventHandler;
+
+  constructor(scope: Construct, id: string, props: EventHandlersProps) {
+    super(scope, id);
+    if (!/^[a-z][a-z0-9-]{0,39}$/.test(props.batchPrefix)) {
+      throw new Error(
+        `batchPrefix must be 1-40 characters of a-z, 0-9 and '-', starting with a letter (it prefixes Batch queue names), got "${props.batchPrefix}"`,
+      );
+    }
+    if (props.jobQueues.length === 0) {
+      throw new Error('jobQueues must list at least one Batch queue: the Batch rule listens to Trainyard queues only');
+    }
+
+    this.interruption = this.handler('Interruption', props, {
+      entry: 'lambdas/interruption/handler.ts',
+      description: 'Trainyard: spot interruption warning → record the notice, emit Job Interrupted, stop the attempt',
+      environment: { [ENV.jobsTable]: props.jobsTable.tableName, [ENV.eventBus]: props.eventBus.eventBusName },
+      rule: {
+        description: 'EC2 spot interruption warnings (any instance; the handler ignores instances it does not know)',
+        eventPattern: { source: ['aws.ec2'], detailType: [SPOT_INTERRUPTION_DETAIL_TYPE] },
+      },
+      // A notice is useful for two minutes; record it late rather than never, but not after the attempt is over.
+      retry: { retryAttempts: 8, maxEventAge: Duration.minutes(15) },
+    });
+
+    this.batchEvents = this.handler('BatchEvents', props, {
+      entry: 'lambdas/batch-events/handler.ts',
+      description: 'Trainyard: Batch job state change → attempt start/stop, instance, price, cost, Job Started',
+      environment: { [ENV.jobsTable]: props.jobsTable.tableName, [ENV.eventBus]: props.eventBus.eventBusName },
+      config: props.config,
+      rule: {
+        description: 'Batch job state changes of Trainyard queues',
+        eventPattern: {
+          source: ['aws.batch'],
+          detailType: [BATCH_STATE_CHANGE_DETAIL_TYPE],
+          detail: {
+            jobQueue: props.jobQueues.map((q) => q.jobQueueArn),
+            status: [...BATCH_STATUSES_HANDLED],
+          },
+        },
+      },
+      // Start and stop times are billing records: keep retrying for longer than an outage is likely to last.
+      retry: { retryAttempts: 185, maxEventAge: Duration.hours(24) },
+    });
+
+    this.budgetWatch = this.handler('BudgetWatch', props, {
+      entry: 'lambdas/budget-watch/handler.ts',
+      description:
+        'Trainyard: every 5 minutes meter running jobs, enforce budgets, check placement, resume paused jobs',
+      environment: {
+        [ENV.jobsTable]: props.jobsTable.tableName,
+        [ENV.budgetsTable]: props.budgetsTable.tableName,
+        [ENV.workspaceBucket]: props.workspace.bucketName,
+        [ENV.eventBus]: props.eventBus.eventBusName,
+        [ENV.stateMachine]: props.stateMachine.stateMachineArn,
+      },
+      config: props.config,
+      // Under the 5-minute interval, so runs do not overlap.
+      timeout: Duration.minutes(4),
+      rule: {
+        description: 'Budget watch and periodic placement check',
+        schedule: events.Schedule.rate(BUDGET_WATCH_INTERVAL),
+      },
+      // A tick older than the next one is worth nothing: the next run recomputes everything.
+      retry: { retryAttempts: 2, maxEventAge: Duration.minutes(4) },
+    });
+    // One run at a time: decisions are numbered by reading the job's log, and two runs would race for numbers.
+    (this.budgetWatch.function.node.defaultChild as lambda.CfnFunction).reservedConcurrentExecutions = 1;
+
+    this.grant(props);
+  }
+
+  private handler(
+    id: string,
+    props: EventHandlersProps,
+    spec: {
+      entry: string;
+      description: string;
+      environment: Record<string, string>;
+      config?: TrainyardConfig;
+      timeout?: Duration;
+      rule: { description: string; eventPattern?: events.EventPattern; schedule?: events.Schedule };
+      retry: { retryAttempts: number; maxEventAge: Duration };
+    },
+  ): EventHandler {
+    const fn = new TrainyardFunction(this, `${id}Function`, {
+      entry: spec.entry,
+      description: spec.description,
+      environment: spec.environment,
+      logRetention: props.logRetention,
+      ...(spec.config ? { config: spec.config } : {}),
+      ...(spec.timeout ? { timeout: spec.timeout } : {}),
+    });
+    const deadLetters = new sqs.Queue(this, `${id}DeadLetters`, {
+      enforceSSL: true,
+      encryption: sqs.QueueEncryption.SQS_MANAGED,
+      retentionPeriod: Duration.days(14),
+    });
+    acknowledgeFinding(deadLetters, 'SQS3', `This queue is the dead-letter queue of the ${id} rule target.`);
+    const rule = new events.Rule(this, `${id}Rule`, {
+      description: spec.rule.description,
+      ...(spec.rule.eventPattern ? { eventPattern: spec.rule.eventPattern } : {}),
+      ...(spec.rule.schedule ? { schedule: spec.rule.schedule } : {}),
+      targets: [
+        new targets.LambdaFunction(fn, {
+          deadLetterQueue: deadLetters,
+          retryAttempts: spec.retry.retryAttempts,
+          maxEventAge: spec.retry.maxEventAge,
+        }),
+      ],
+    });
+    const deadLetterAlarm = new cloudwatch.Alarm(this, `${id}DeadLettersAlarm`, {
+      alarmDescription: `Trainyard ${id}: events the function could not handle after retries are waiting in its dead-letter queue`,
+      metric: deadLetters.metricApproximateNumberOfMessagesVisible({
+        period: Duration.minutes(5),
+        statistic: cloudwatch.Stats.MAXIMUM,
+      }),
+      threshold: 0,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+      evaluationPeriods: 1,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    });
+    const errorsAlarm = new cloudwatch.Alarm(this, `${id}ErrorsAlarm`, {
+      alarmDescription: `Trainyard ${id}: the function reported errors`,
+      metric: fn.metricErrors({ period: Duration.minutes(5), statistic: cloudwatch.Stats.SUM }),
+      threshold: 0,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+      evaluationPeriods: 1,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    });
+    if (props.alertTopic) {
+      const action = new cloudwatchActions.SnsAction(props.alertTopic);
+      deadLetterAlarm.addAlarmAction(action);
+      errorsAlarm.addAlarmAction(action);
+    }
+    return { function: fn, rule, deadLetters, deadLetterAlarm, errorsAlarm };
+  }
+
+  private grant(props: EventHandlersProps): void {
+    const stack = Stack.of(this);
+    const interruption = this.interruption.function;
+    const batchEvents = this.batchEvents.function;
+    const budgetWatch = this.budgetWatch.function;
+    const jobArns = stack.formatArn({ service: 'batch', resource: 'job', resourceName: '*' });
+    const terminate = () => new iam.PolicyStatement({ actions: ['batch:TerminateJob'], resources: [jobArns] });
+
+    for (const fn of [interruption, batchEvents, budgetWatch]) {
+      props.jobsTable.grantReadWriteData(fn);
+      props.eventBus.grantPutEventsTo(fn);
+    }
+    interruption.addToRolePolicy(terminate());
+    budgetWatch.addToRolePolicy(terminate());
+    batchEvents.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['ecs:DescribeContainerInstances'],
+        resources: [stack.formatArn({ service: 'ecs', resource: 'container-instance', resourceName: '*' })],
+      }),
+    );
+    batchEvents.addToRolePolicy(
+      new iam.PolicyStatement({ actions: ['ec2:DescribeInstances', 'ec2:DescribeSpotPriceHistory'], resources: ['*'] }),
+    );
+    props.budgetsTable.grantReadWriteData(budgetWatch);
+    props.workspace.grantRead(budgetWatch, 'teams/*/jobs/*/metrics/progress.json');
+    props.stateMachine.grant(budgetWatch, 'states:SendTaskSuccess');
+
+    const jobsIndexes = `IAM5[Resource::${nagResourceName(this, props.jobsTable.tableArn)}/index/*]`;
+    const terminateAck = [
+      'IAM5[Resource::arn:<AWS::Partition>:batch:<AWS::Region>:<AWS::AccountId>:job/*]',
+      'TerminateJob targets the attempt’s Batch job; Batch assigns job ids at submit, so job/* in this account and region is the narrowest ARN.',
+    ] as const;
+    const ack = (fn: lambda.IFunction, finding: string, reason: string) =>
+      acknowledgeFinding(fn.role as iam.IRole, finding, reason);
+    for (const fn of [interruption, batchEvents, budgetWatch]) {
+      ack(
+        fn,
+        'IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]',
+        'The Lambda service’s basic execution policy: writing the function’s own CloudWatch logs.',
+      );
+      acknowledgeFinding(
+        fn,
+        'L1',
+        'TrainyardFunction pins the house runtime (Node.js 22, the esbuild target of every bundle); runtime upgrades are made platform-wide in lib/function.ts.',
+      );
+    }
+    for (const fn of [interruption, budgetWatch]) {
+      ack(fn, 'IAM5[Resource::*]', 'X-Ray trace writes (active tracing) have no resource-level permissions.');
+    }
+
+    ack(interruption, jobsIndexes, 'Finds the attempt on a warned instance through the jobs table index byInstance.');
+    ack(interruption, ...terminateAck);
+    ack(
+      batchEvents,
+      jobsIndexes,
+      'The L2 read/write grant covers the jobs table’s indexes (byInstance is written with the attempt).',
+    );
+    ack(
+      batchEvents,
+      'IAM5[Resource::arn:<AWS::Partition>:ecs:<AWS::Region>:<AWS::AccountId>:container-instance/*]',
+      'Looks up the EC2 instance behind a Batch job’s container instance; Batch creates and names the ECS clusters, so container-instance/* in this account and region is the narrowest ARN.',
+    );
+    ack(
+      batchEvents,
+      'IAM5[Resource::*]',
+      'ec2:DescribeInstances (instance type, AZ, spot or on-demand), ec2:DescribeSpotPriceHistory and X-Ray trace writes have no resource-level permissions.',
+    );
+    ack(budgetWatch, jobsIndexes, 'Lists each team’s running and paused jobs through the jobs table index byTeam.');
+    ack(budgetWatch, ...terminateAck);
+    const bucket = nagResourceName(this, props.workspace.bucketArn);
+    ack(
+      budgetWatch,
+      `IAM5[Resource::${bucket}/teams/*/jobs/*/metrics/progress.json]`,
+      'Reads only each job’s progress.json, under teams/<team>/jobs/<job>/metrics/, for every team it watches.',
+    );
+    ack(budgetWatch, 'IAM5[Action::s3:GetObject*]', 'The L2 read grant, limited to progress.json objects.');
+    ack(budgetWatch, 'IAM5[Action::s3:GetBucket*]', 'The L2 read grant on the workspace bucket only.');
+    ack(
+      budgetWatch,
+      'IAM5[Action::s3:List*]',
+      'ListBucket on the workspace bucket only: without it a job with no progress.json yet reads as AccessDenied, not as missing.',
+    );
+  }
+}

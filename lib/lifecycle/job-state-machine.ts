@@ -1,0 +1,236 @@
+import { Duration, Stack } from 'aws-cdk-lib';
+import type * as batch from 'aws-cdk-lib/aws-batch';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import type * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
+import { Construct } from 'constructs';
+import { acknowledgeFinding, nagResourceName } from '../nag';
+
+/** The Lambda behind each Task of the job lifecycle. */
+export interface LifecycleSteps {
+  readonly analyze: lambda.IFunction;
+  readonly costGate: lambda.IFunction;
+  readonly prepareAttempt: lambda.IFunction;
+  readonly attemptOutcome: lambda.IFunction;
+  readonly pause: lambda.IFunction;
+  readonly finalize: lambda.IFunction;
+}
+
+/** Props for the job state machine. */
+export interface JobStateMachineProps {
+  /** The step functions. */
+  readonly steps: LifecycleSteps;
+  /** Queues attempts are submitted to (SubmitJob is granted on exactly these). */
+  readonly jobQueues: readonly batch.IJobQueue[];
+  /** Prefix of the platform's job definition names (SubmitJob is granted on `job-definition/<prefix>-*`). */
+  readonly jobDefinitionPrefix: string;
+  /** Execution log retention. */
+  readonly logRetention: logs.RetentionDays;
+}
+
+/**
+ * State names are part of the contract: local mode binds its handlers to Tasks by name, and the API and tests read
+ * execution histories by them.
+ */
+export const STATE_NAMES = {
+  analyze: 'Analyze',
+  afterAnalyze: 'AfterAnalyze',
+  costGate: 'CostGate',
+  afterCostGate: 'AfterCostGate',
+  prepareAttempt: 'PrepareAttempt',
+  afterPrepare: 'AfterPrepare',
+  runAttempt: 'RunAttempt',
+  runMultiNodeAttempt: 'RunMultiNodeAttempt',
+  attemptOutcome: 'AttemptOutcome',
+  nextStep: 'NextStep',
+  backoff: 'Backoff',
+  pausedForBudget: 'PausedForBudget',
+  stepFailed: 'StepFailed',
+  finalize: 'Finalize',
+  done: 'Done',
+} as const;
+
+/**
+ * One Standard execution per job (named by job id): Analyze → CostGate → PrepareAttempt → RunAttempt
+ * (batch:submitJob.sync) → AttemptOutcome → loop (resume, fall back, retry after backoff), pause for budget, or
+ * Finalize. Lambdas decide and return where to go next; Choice states route on `$.next`. Logging ALL, X-Ray tracing.
+ */
+export class JobStateMachine extends Construct {
+  /** The state machine. */
+  public readonly stateMachine: sfn.StateMachine;
+
+  constructor(scope: Construct, id: string, props: JobStateMachineProps) {
+    super(scope, id);
+    const n = STATE_NAMES;
+    const step = (name: string, fn: lambda.IFunction) =>
+      new tasks.LambdaInvoke(this, name, {
+        lambdaFunction: fn,
+        payloadResponseOnly: true,
+        retryOnServiceExceptions: true,
+      }).addRetry({
+        errors: ['States.TaskFailed', 'ConcurrentUpdate', 'JobStateConflict', 'AnalysisError'],
+        interval: Duration.seconds(2),
+        maxAttempts: 3,
+        backoffRate: 2,
+      });
+    const nextIs = (value: string) => sfn.Condition.stringEquals('$.next', value);
+
+    const done = new sfn.Succeed(this, n.done);
+    const finalize = step(n.finalize, props.steps.finalize).next(done);
+    // A step that keeps failing ends the job as FAILED, with the ledger settled, rather than leaving it dangling.
+    const stepFailed = new sfn.Pass(this, n.stepFailed, {
+      parameters: { 'jobId.$': '$.jobId', finalState: 'FAILED', 'reason.$': '$.failure.Cause' },
+    }).next(finalize);
+    const guarded = (task: sfn.TaskStateBase) => task.addCatch(stepFailed, { resultPath: '$.failure' });
+
+    const attemptOutcome = guarded(step(n.attemptOutcome, props.steps.attemptOutcome));
+    const submitJob = (name: string, overrides: Record<string, string>) =>
+      new sfn.CustomState(this, name, {
+        stateJson: {
+          Type: 'Task',
+          Resource: `arn:${Stack.of(this).partition}:states:::batch:submitJob.sync`,
+          Parameters: {
+            'JobName.$': '$.submit.JobName',
+            'JobQueue.$': '$.submit.JobQueue',
+            'JobDefinition.$': '$.submit.JobDefinition',
+            'ShareIdentifier.$': '$.submit.ShareIdentifier',
+            'Timeout.$': '$.submit.Timeout',
+            'Tags.$': '$.submit.Tags',
+            PropagateTags: true,
+            ...overrides,
+          },
+          ResultPath: '$.batch',
+          ResultSelector: {
+            'JobId.$': '$.JobId',
+            'JobName.$': '$.JobName',
+            'JobArn.$': '$.JobArn',
+            'JobQueue.$': '$.JobQueue',
+            'JobDefinition.$': '$.JobDefinition',
+            'Status.$': '$.Status',
+            'CreatedAt.$': '$.CreatedAt',
+            'StartedAt.$': '$.StartedAt',
+            'StoppedAt.$': '$.StoppedAt',
+            'Attempts.$': '$.Attempts',
+          },
+        },
+      })
+        .addCatch(attemptOutcome, { errors: ['States.ALL'], resultPath: '$.batchError' })
+        .next(attemptOutcome);
+    const runAttempt = submitJob(n.runAttempt, { 'ContainerOverrides.$': '$.submit.ContainerOverrides' });
+    const runMultiNode = submitJob(n.runMultiNodeAttempt, {
+      'NodeOverrides.$': '$.submit.NodeOverrides',
+    });
+
+    const prepareAttempt = guarded(step(n.prepareAttempt, props.steps.prepareAttempt));
+    prepareAttempt.next(
+      new sfn.Choice(this, n.afterPrepare)
+        .when(nextIs('finalize'), finalize)
+        .when(sfn.Condition.booleanEquals('$.multiNode', true), runMultiNode)
+        .otherwise(runAttempt),
+    );
+    const backoff = new sfn.Wait(this, n.backoff, {
+      time: sfn.WaitTime.secondsPath('$.plan.delaySeconds'),
+    }).next(prepareAttempt);
+    const pausedForBudget = new tasks.LambdaInvoke(this, n.pausedForBudget, {
+      lambdaFunction: props.steps.pause,
+      integrationPattern: sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+      payload: sfn.TaskInput.fromObject({ 'jobId.$': '$.jobId', taskToken: sfn.JsonPath.taskToken }),
+      resultPath: '$.resume',
+    })
+      .addCatch(stepFailed, { resultPath: '$.failure' })
+      .next(prepareAttempt);
+    attemptOutcome.next(
+      new sfn.Choice(this, n.nextStep)
+        .when(nextIs('finalize'), finalize)
+        .when(nextIs('pause'), pausedForBudget)
+        .when(nextIs('wait'), backoff)
+        .otherwise(prepareAttempt),
+    );
+
+    const costGate = guarded(step(n.costGate, props.steps.costGate)).next(
+      new sfn.Choice(this, n.afterCostGate).when(nextIs('finalize'), finalize).otherwise(prepareAttempt),
+    );
+    const analyze = guarded(step(n.analyze, props.steps.analyze)).next(
+      new sfn.Choice(this, n.afterAnalyze).when(nextIs('finalize'), finalize).otherwise(costGate),
+    );
+
+    this.stateMachine = new sfn.StateMachine(this, 'StateMachine', {
+      stateMachineType: sfn.StateMachineType.STANDARD,
+      definitionBody: sfn.DefinitionBody.fromChainable(analyze),
+      comment: 'Trainyard job lifecycle: one execution per job, named by job id',
+      tracingEnabled: true,
+      logs: {
+        destination: new logs.LogGroup(this, 'ExecutionLogs', { retention: props.logRetention }),
+        level: sfn.LogLevel.ALL,
+        includeExecutionData: true,
+      },
+    });
+    this.grantBatchIntegration(props);
+    for (const fn of Object.values(props.steps) as lambda.IFunction[]) {
+      acknowledgeFinding(
+        this.stateMachine.role,
+        `IAM5[Resource::${nagResourceName(this, fn.functionArn)}:*]`,
+        'LambdaInvoke may call any version or alias of its own step function.',
+      );
+    }
+  }
+
+  /** What `batch:submitJob.sync` needs: SubmitJob on our queues and definitions, plus its managed rule. */
+  private grantBatchIntegration(props: JobStateMachineProps): void {
+    const stack = Stack.of(this);
+    const role = this.stateMachine.role;
+    role.addToPrincipalPolicy(
+      new iam.PolicyStatement({
+        sid: 'SubmitAttempts',
+        actions: ['batch:SubmitJob', 'batch:TagResource'],
+        resources: [
+          ...props.jobQueues.map((q) => q.jobQueueArn),
+          stack.formatArn({
+            service: 'batch',
+            resource: 'job-definition',
+            resourceName: `${props.jobDefinitionPrefix}-*`,
+          }),
+          stack.formatArn({ service: 'batch', resource: 'job', resourceName: '*' }),
+        ],
+      }),
+    );
+    role.addToPrincipalPolicy(
+      new iam.PolicyStatement({
+        sid: 'TrackAttempts',
+        actions: ['batch:DescribeJobs', 'batch:TerminateJob'],
+        resources: ['*'],
+      }),
+    );
+    role.addToPrincipalPolicy(
+      new iam.PolicyStatement({
+        sid: 'BatchSyncRule',
+        actions: ['events:PutTargets', 'events:PutRule', 'events:DescribeRule'],
+        resources: [
+          stack.formatArn({
+            service: 'events',
+            resource: 'rule',
+            resourceName: 'StepFunctionsGetEventsForBatchJobsRule',
+          }),
+        ],
+      }),
+    );
+    const arn = (resource: string) => `arn:<AWS::Partition>:batch:<AWS::Region>:<AWS::AccountId>:${resource}`;
+    acknowledgeFinding(
+      role,
+      `IAM5[Resource::${arn(`job-definition/${props.jobDefinitionPrefix}-*`)}]`,
+      'SubmitJob on the platform’s own job definitions (every revision, named by prefix).',
+    );
+    acknowledgeFinding(
+      role,
+      `IAM5[Resource::${arn('job/*')}]`,
+      'Batch names the job it creates at submit time; the queue and definition already confine it.',
+    );
+    acknowledgeFinding(
+      role,
+      'IAM5[Resource::*]',
+      'batch:DescribeJobs has no resource-level permissions; TerminateJob is how the .sync integration stops a job when the execution stops.',
+    );
+  }
+}

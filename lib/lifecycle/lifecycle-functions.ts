@@ -1,0 +1,137 @@
+import * as path from 'node:path';
+import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import type * as events from 'aws-cdk-lib/aws-events';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import type * as logs from 'aws-cdk-lib/aws-logs';
+import type * as s3 from 'aws-cdk-lib/aws-s3';
+import { Construct } from 'constructs';
+import { ENV } from '../../lambdas/shared/aws-control-plane';
+import type { TrainyardConfig } from '../config';
+import { TrainyardFunction } from '../function';
+import { acknowledgeTableIndexes, grantTeamFolders } from '../grants';
+import { acknowledgeFinding } from '../nag';
+import type { LifecycleSteps } from './job-state-machine';
+
+/** Repository root, for Lambda entries. */
+export const REPOSITORY_ROOT = path.join(import.meta.dirname, '..', '..');
+
+/** Props for the lifecycle step functions. */
+export interface LifecycleFunctionsProps {
+  readonly config: TrainyardConfig;
+  readonly jobsTable: dynamodb.ITableV2;
+  readonly budgetsTable: dynamodb.ITableV2;
+  readonly workspace: s3.IBucket;
+  readonly eventBus: events.IEventBus;
+  readonly batchPrefix: string;
+  readonly logRetention: logs.RetentionDays;
+}
+
+/**
+ * The six Lambdas behind the job state machine's Tasks, each granted only what its step touches: every step reads
+ * and writes the jobs table; budgets, workspace, bus and spot prices only where used.
+ */
+export class LifecycleFunctions extends Construct implements LifecycleSteps {
+  public readonly analyze: TrainyardFunction;
+  public readonly costGate: TrainyardFunction;
+  public readonly prepareAttempt: TrainyardFunction;
+  public readonly attemptOutcome: TrainyardFunction;
+  public readonly pause: TrainyardFunction;
+  public readonly finalize: TrainyardFunction;
+
+  constructor(scope: Construct, id: string, props: LifecycleFunctionsProps) {
+    super(scope, id);
+    const make = (fnId: string, folder: string, description: string, env: Record<string, string>) => {
+      const fn = new TrainyardFunction(this, fnId, {
+        entry: path.join(REPOSITORY_ROOT, 'lambdas', folder, 'handler.ts'),
+        description,
+        config: props.config,
+        logRetention: props.logRetention,
+        environment: { [ENV.jobsTable]: props.jobsTable.tableName, ...env },
+      });
+      props.jobsTable.grantReadWriteData(fn);
+      acknowledgeTableIndexes(
+        fn,
+        props.jobsTable.tableArn,
+        'Reads jobs by team and attempts by EC2 instance through the table’s indexes.',
+      );
+      return fn;
+    };
+    const bucket = { [ENV.workspaceBucket]: props.workspace.bucketName };
+    const budgets = { [ENV.budgetsTable]: props.budgetsTable.tableName };
+    const bus = { [ENV.eventBus]: props.eventBus.eventBusName };
+
+    this.analyze = make(
+      'Analyze',
+      'analyze',
+      'Trainyard lifecycle: analyse the code bundle, pick the tier, estimate cost',
+      bucket,
+    );
+    grantTeamFolders(this.analyze, props.workspace, 'read');
+    this.analyze.addToRolePolicy(
+      new iam.PolicyStatement({ actions: ['ec2:DescribeSpotPriceHistory'], resources: ['*'] }),
+    );
+
+    this.costGate = make('CostGate', 'cost-gate', 'Trainyard lifecycle: reserve the estimate in every budget scope', {
+      ...budgets,
+      ...bus,
+    });
+    props.budgetsTable.grantReadWriteData(this.costGate);
+
+    this.prepareAttempt = make(
+      'PrepareAttempt',
+      'prepare-attempt',
+      'Trainyard lifecycle: plan the next Batch attempt',
+      {
+        ...bucket,
+        ...bus,
+        [ENV.batchPrefix]: props.batchPrefix,
+      },
+    );
+    grantTeamFolders(this.prepareAttempt, props.workspace, 'read');
+
+    this.attemptOutcome = make(
+      'AttemptOutcome',
+      'attempt-outcome',
+      'Trainyard lifecycle: classify an ended attempt and decide what next',
+      {
+        ...bucket,
+        ...bus,
+      },
+    );
+    grantTeamFolders(this.attemptOutcome, props.workspace, 'read');
+
+    this.pause = make('Pause', 'pause', 'Trainyard lifecycle: pause a job whose budget is exhausted', {
+      ...budgets,
+      ...bus,
+    });
+    props.budgetsTable.grantReadData(this.pause);
+    this.pause.addToRolePolicy(new iam.PolicyStatement({ actions: ['states:SendTaskSuccess'], resources: ['*'] }));
+
+    this.finalize = make(
+      'Finalize',
+      'finalize',
+      'Trainyard lifecycle: settle the ledger, write the summary, announce',
+      {
+        ...bucket,
+        ...budgets,
+        ...bus,
+      },
+    );
+    props.budgetsTable.grantReadWriteData(this.finalize);
+    grantTeamFolders(this.finalize, props.workspace, 'read-write');
+
+    for (const fn of [this.costGate, this.prepareAttempt, this.attemptOutcome, this.pause, this.finalize]) {
+      props.eventBus.grantPutEventsTo(fn);
+    }
+    acknowledgeFinding(
+      this.analyze,
+      'IAM5[Resource::*]',
+      'ec2:DescribeSpotPriceHistory has no resource-level permissions.',
+    );
+    acknowledgeFinding(
+      this.pause,
+      'IAM5[Resource::*]',
+      'states:SendTaskSuccess acts on a task token and has no resource-level permissions.',
+    );
+  }
+}
