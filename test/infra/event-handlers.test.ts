@@ -1,0 +1,333 @@
+// The EventHandlers construct on a standalone stack: rules, patterns, retries, dead-letter queues, alarms, grants and
+// a clean cdk-nag run. Lambda bundling is skipped ('aws:cdk:bundling-stacks': []): no esbuild runs here.
+import { Fn, Stack, Validations } from 'aws-cdk-lib';
+import { Match, Template } from 'aws-cdk-lib/assertions';
+import * as batch from 'aws-cdk-lib/aws-batch';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as events from 'aws-cdk-lib/aws-events';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import * as s3 from 'aws-cdk-lib/aws-s3';
+import * as sns from 'aws-cdk-lib/aws-sns';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import { AwsSolutionsChecks } from 'cdk-nag';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { JOBS_TABLE } from '../../lambdas/shared/table-design';
+import { createApp } from '../../lib/app';
+import { parseConfig } from '../../lib/config';
+import { EventHandlers, type EventHandlersProps } from '../../lib/lifecycle/event-handlers';
+import { resourcesOf } from './synth';
+
+const QUEUE_ARNS = [
+  'arn:aws:batch:us-east-1:123456789012:job-queue/trainyard-gpu-small-spot',
+  'arn:aws:batch:us-east-1:123456789012:job-queue/trainyard-gpu-small-on-demand',
+];
+
+interface Built {
+  stack: Stack;
+  template: Template;
+  handlers: EventHandlers;
+}
+
+function build(overrides: Partial<EventHandlersProps> = {}, withTopic = true): Built {
+  const app = createApp({ 'aws:cdk:bundling-stacks': [] });
+  const stack = new Stack(app, 'EventHandlersTest');
+  // Tables and bucket are imported by export name, as the platform stack receives them from the stateful stack.
+  const imported = (name: string) => Fn.importValue(`Trainyard-Test-${name}`);
+  const workspace = s3.Bucket.fromBucketAttributes(stack, 'Workspace', {
+    bucketArn: imported('WorkspaceBucketArn'),
+    bucketName: imported('WorkspaceBucketName'),
+  });
+  const jobsTable = dynamodb.TableV2.fromTableAttributes(stack, 'Jobs', {
+    tableArn: imported('JobsTableArn'),
+    globalIndexes: JOBS_TABLE.indexes.map((i) => i.name),
+  });
+  const budgetsTable = dynamodb.TableV2.fromTableAttributes(stack, 'Budgets', {
+    tableArn: imported('BudgetsTableArn'),
+  });
+  const props: EventHandlersProps = {
+    jobsTable,
+    budgetsTable,
+    workspace,
+    eventBus: new events.EventBus(stack, 'Bus'),
+    stateMachine: sfn.StateMachine.fromStateMachineArn(
+      stack,
+      'JobStateMachine',
+      'arn:aws:states:us-east-1:123456789012:stateMachine:trainyard-jobs',
+    ),
+    jobQueues: QUEUE_ARNS.map((arn, i) => batch.JobQueue.fromJobQueueArn(stack, `Queue${i}`, arn)),
+    config: parseConfig({}, 'test config'),
+    batchPrefix: 'trainyard',
+    logRetention: logs.RetentionDays.ONE_MONTH,
+    ...(withTopic
+      ? { alertTopic: sns.Topic.fromTopicArn(stack, 'Alerts', 'arn:aws:sns:us-east-1:123456789012:alerts') }
+      : {}),
+    ...overrides,
+  };
+  const handlers = new EventHandlers(stack, 'EventHandlers', props);
+  return { stack, template: Template.fromStack(stack), handlers };
+}
+
+let built: Built;
+beforeAll(() => {
+  built = build();
+});
+
+const logicalId = (construct: { node: { defaultChild?: unknown } }) =>
+  built.stack.getLogicalId(construct.node.defaultChild as Parameters<Stack['getLogicalId']>[0]);
+
+function ruleFor(fnLogicalId: string): Record<string, unknown> {
+  const found = resourcesOf(built.template, 'AWS::Events::Rule').find(([, p]) =>
+    JSON.stringify(p.Targets).includes(fnLogicalId),
+  );
+  if (!found) throw new Error(`no rule targets ${fnLogicalId}`);
+  return found[1];
+}
+
+function policyOf(fnLogicalId: string): unknown[] {
+  const fn = built.template.findResources('AWS::Lambda::Function')[fnLogicalId] as {
+    Properties: { Role: { 'Fn::GetAtt': [string, string] } };
+  };
+  const role = fn.Properties.Role['Fn::GetAtt'][0];
+  return resourcesOf(built.template, 'AWS::IAM::Policy')
+    .filter(([, p]) => JSON.stringify(p.Roles).includes(role))
+    .flatMap(([, p]) => (p.PolicyDocument as { Statement: unknown[] }).Statement);
+}
+
+const actionsOf = (statements: unknown[]) =>
+  statements.flatMap((s) => {
+    const action = (s as { Action: string | string[] }).Action;
+    return Array.isArray(action) ? action : [action];
+  });
+
+describe('EventHandlers rules', () => {
+  it('listens for EC2 spot interruption warnings on the default bus', () => {
+    const rule = ruleFor(logicalId(built.handlers.interruption.function));
+    expect(rule.EventBusName).toBeUndefined();
+    expect(rule.EventPattern).toEqual({
+      source: ['aws.ec2'],
+      'detail-type': ['EC2 Spot Instance Interruption Warning'],
+    });
+  });
+
+  it('listens for Batch job state changes of Trainyard’s queues only, in the statuses it acts on', () => {
+    const rule = ruleFor(logicalId(built.handlers.batchEvents.function));
+    expect(rule.EventBusName).toBeUndefined();
+    expect(rule.EventPattern).toEqual({
+      source: ['aws.batch'],
+      'detail-type': ['Batch Job State Change'],
+      detail: { jobQueue: QUEUE_ARNS, status: ['RUNNABLE', 'RUNNING', 'SUCCEEDED', 'FAILED'] },
+    });
+  });
+
+  it('runs budget-watch every 5 minutes, one run at a time, within the interval', () => {
+    const rule = ruleFor(logicalId(built.handlers.budgetWatch.function));
+    expect(rule.ScheduleExpression).toBe('rate(5 minutes)');
+    built.template.hasResourceProperties('AWS::Lambda::Function', {
+      Description: Match.stringLikeRegexp('^Trainyard: every 5 minutes'),
+      ReservedConcurrentExecutions: 1,
+      Timeout: 240,
+    });
+  });
+
+  it('gives every rule target a retry policy and its own dead-letter queue', () => {
+    const targets = resourcesOf(built.template, 'AWS::Events::Rule').map(
+      ([, p]) => (p.Targets as Array<Record<string, unknown>>)[0] ?? {},
+    );
+    expect(targets).toHaveLength(3);
+    const queues = new Set(targets.map((t) => JSON.stringify(t.DeadLetterConfig)));
+    expect(queues.size).toBe(3);
+    expect(targets.map((t) => t.RetryPolicy)).toEqual([
+      { MaximumRetryAttempts: 8, MaximumEventAgeInSeconds: 900 },
+      { MaximumRetryAttempts: 185, MaximumEventAgeInSeconds: 86400 },
+      { MaximumRetryAttempts: 2, MaximumEventAgeInSeconds: 240 },
+    ]);
+  });
+});
+
+describe('EventHandlers dead-letter queues and alarms', () => {
+  it('encrypts every dead-letter queue and refuses non-TLS access', () => {
+    built.template.resourceCountIs('AWS::SQS::Queue', 3);
+    for (const [, queue] of resourcesOf(built.template, 'AWS::SQS::Queue')) {
+      expect(queue).toMatchObject({ SqsManagedSseEnabled: true, MessageRetentionPeriod: 1_209_600 });
+    }
+    const policies = resourcesOf(built.template, 'AWS::SQS::QueuePolicy');
+    const denies = policies.filter(([, p]) =>
+      JSON.stringify(p.PolicyDocument).includes('"aws:SecureTransport":"false"'),
+    );
+    expect(denies).toHaveLength(3);
+  });
+
+  it('alarms on any message in a dead-letter queue, notifying the alert topic', () => {
+    const alarms = resourcesOf(built.template, 'AWS::CloudWatch::Alarm').filter(
+      ([, p]) => p.MetricName === 'ApproximateNumberOfMessagesVisible',
+    );
+    expect(alarms).toHaveLength(3);
+    for (const [, alarm] of alarms) {
+      expect(alarm).toMatchObject({
+        Namespace: 'AWS/SQS',
+        Statistic: 'Maximum',
+        Threshold: 0,
+        ComparisonOperator: 'GreaterThanThreshold',
+        TreatMissingData: 'notBreaching',
+        AlarmActions: ['arn:aws:sns:us-east-1:123456789012:alerts'],
+      });
+    }
+  });
+
+  it('alarms on each function’s errors, notifying the alert topic', () => {
+    const alarms = resourcesOf(built.template, 'AWS::CloudWatch::Alarm').filter(([, p]) => p.MetricName === 'Errors');
+    expect(alarms).toHaveLength(3);
+    for (const [, alarm] of alarms) {
+      expect(alarm).toMatchObject({
+        Namespace: 'AWS/Lambda',
+        Statistic: 'Sum',
+        Threshold: 0,
+        ComparisonOperator: 'GreaterThanThreshold',
+        AlarmActions: ['arn:aws:sns:us-east-1:123456789012:alerts'],
+      });
+    }
+  });
+
+  it('creates alarms without actions when no alert topic is given', () => {
+    const { template } = build({}, false);
+    for (const [, alarm] of resourcesOf(template, 'AWS::CloudWatch::Alarm')) {
+      expect(alarm.AlarmActions).toBeUndefined();
+    }
+    template.resourceCountIs('AWS::CloudWatch::Alarm', 6);
+  });
+});
+
+describe('EventHandlers grants', () => {
+  it('lets interruption and budget-watch terminate Batch jobs, and batch-events not', () => {
+    const terminate = {
+      Action: 'batch:TerminateJob',
+      Effect: 'Allow',
+      Resource: {
+        'Fn::Join': [
+          '',
+          [
+            'arn:',
+            { Ref: 'AWS::Partition' },
+            ':batch:',
+            { Ref: 'AWS::Region' },
+            ':',
+            { Ref: 'AWS::AccountId' },
+            ':job/*',
+          ],
+        ],
+      },
+    };
+    expect(policyOf(logicalId(built.handlers.interruption.function))).toContainEqual(terminate);
+    expect(policyOf(logicalId(built.handlers.budgetWatch.function))).toContainEqual(terminate);
+    expect(actionsOf(policyOf(logicalId(built.handlers.batchEvents.function)))).not.toContain('batch:TerminateJob');
+  });
+
+  it('lets only batch-events describe container instances, instances and spot prices', () => {
+    const statements = policyOf(logicalId(built.handlers.batchEvents.function));
+    // Statements on '*' are merged by CDK (X-Ray's trace writes share it), so look at the actions on '*'.
+    const onAnything = statements.filter((st) => (st as { Resource: unknown }).Resource === '*');
+    expect(actionsOf(onAnything)).toEqual(
+      expect.arrayContaining(['ec2:DescribeInstances', 'ec2:DescribeSpotPriceHistory']),
+    );
+    expect(statements).toContainEqual(
+      expect.objectContaining({
+        Action: 'ecs:DescribeContainerInstances',
+        Resource: {
+          'Fn::Join': [
+            '',
+            [
+              'arn:',
+              { Ref: 'AWS::Partition' },
+              ':ecs:',
+              { Ref: 'AWS::Region' },
+              ':',
+              { Ref: 'AWS::AccountId' },
+              ':container-instance/*',
+            ],
+          ],
+        },
+      }),
+    );
+    for (const fn of [built.handlers.interruption.function, built.handlers.budgetWatch.function]) {
+      const actions = actionsOf(policyOf(logicalId(fn)));
+      expect(actions.filter((a) => a.startsWith('ec2:') || a.startsWith('ecs:'))).toEqual([]);
+    }
+  });
+
+  it('lets budget-watch read only progress.json in the workspace and resume only the job state machine', () => {
+    const statements = policyOf(logicalId(built.handlers.budgetWatch.function));
+    const s3Resources = statements
+      .filter((s) => actionsOf([s]).some((a) => a.startsWith('s3:')))
+      .flatMap((s) => (s as { Resource: unknown[] }).Resource);
+    expect(JSON.stringify(s3Resources)).toContain('/teams/*/jobs/*/metrics/progress.json');
+    expect(JSON.stringify(s3Resources)).not.toContain('"/*"');
+    expect(statements).toContainEqual(
+      expect.objectContaining({
+        Action: 'states:SendTaskSuccess',
+        Resource: 'arn:aws:states:us-east-1:123456789012:stateMachine:trainyard-jobs',
+      }),
+    );
+  });
+
+  it('gives the budgets table and the workspace to budget-watch only', () => {
+    const budgetsTable = 'Trainyard-Test-BudgetsTableArn';
+    expect(JSON.stringify(policyOf(logicalId(built.handlers.budgetWatch.function)))).toContain(String(budgetsTable));
+    for (const fn of [built.handlers.interruption.function, built.handlers.batchEvents.function]) {
+      const statements = JSON.stringify(policyOf(logicalId(fn)));
+      expect(statements).not.toContain(String(budgetsTable));
+      expect(statements).not.toContain('s3:');
+      expect(statements).not.toContain('states:');
+    }
+  });
+
+  it('names the resources each function uses in its environment', () => {
+    built.template.hasResourceProperties('AWS::Lambda::Function', {
+      Description: Match.stringLikeRegexp('^Trainyard: every 5 minutes'),
+      Environment: {
+        Variables: Match.objectLike({
+          JOBS_TABLE_NAME: Match.anyValue(),
+          BUDGETS_TABLE_NAME: Match.anyValue(),
+          WORKSPACE_BUCKET_NAME: { 'Fn::ImportValue': 'Trainyard-Test-WorkspaceBucketName' },
+          EVENT_BUS_NAME: Match.anyValue(),
+          STATE_MACHINE_ARN: 'arn:aws:states:us-east-1:123456789012:stateMachine:trainyard-jobs',
+        }),
+      },
+    });
+  });
+});
+
+describe('EventHandlers props and cdk-nag', () => {
+  it('refuses an empty queue list', () => {
+    expect(() => build({ jobQueues: [] })).toThrow(
+      'jobQueues must list at least one Batch queue: the Batch rule listens to Trainyard queues only',
+    );
+  });
+
+  it('refuses a batch prefix that cannot prefix a queue name', () => {
+    expect(() => build({ batchPrefix: 'Trainyard_' })).toThrow(
+      `batchPrefix must be 1-40 characters of a-z, 0-9 and '-', starting with a letter (it prefixes Batch queue names), got "Trainyard_"`,
+    );
+  });
+
+  it('acknowledges IAM findings only by their exact id, each with a reason', () => {
+    const acks = built.handlers.node.findAll().flatMap((c) =>
+      c.node.metadata
+        .filter((m) => m.type === Validations.ACKNOWLEDGED_RULES_METADATA_KEY)
+        .flatMap((m) => Object.entries(m.data as Record<string, string>))
+        .map(([id, reason]) => ({ id: id.replace(/^Annotation::/, ''), reason })),
+    );
+    expect(acks.length).toBeGreaterThan(0);
+    for (const ack of acks) {
+      expect(ack.reason.length, ack.id).toBeGreaterThan(20);
+      if (/AwsSolutions-IAM[45]/.test(ack.id)) {
+        expect(ack.id).toMatch(/^AwsSolutions-IAM[45]\[(Resource|Action|Policy)::.+\]$/);
+      }
+    }
+  });
+
+  it('reports no unacknowledged cdk-nag findings', () => {
+    const { stack } = build();
+    const violations = new AwsSolutionsChecks().validateScope(stack).violations;
+    expect(violations.map((v) => v.ruleName)).toEqual([]);
+  });
+});
