@@ -180,6 +180,13 @@ describe('POST /jobs refuses bad input with an exact status and message and writ
       message: 'body.command: must hold the program and its arguments, e.g. ["python", "train.py"]',
     },
     {
+      name: 'a command whose program is blank',
+      body: { bundle: bundleB64, command: ['  ', 'train.py'] },
+      status: 400,
+      code: 'invalid_request',
+      message: 'body.command: must start with a non-empty program name',
+    },
+    {
       name: 'neither bundle nor uploadId',
       body: { command },
       status: 400,
