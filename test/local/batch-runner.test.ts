@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,6 +14,7 @@ import {
   BatchClientException,
   type BatchJobDetail,
   describeAttemptEnd,
+  LOCAL_SHUTDOWN_REASON,
   LocalBatchRunner,
   type LocalBatchRunnerOptions,
   NoRunningAttempt,
@@ -536,6 +538,46 @@ describe('runner bookkeeping and shutdown', () => {
     expect(classifyAttemptOutcome(job)).toMatchObject({ kind: 'infra-error', resumable: true });
     expect(rec.runner.runningAttempts()).toEqual([]);
     await expect(rec.runner.runJob(await submission({ command: sleepForever }))).rejects.toThrow(BatchClientException);
+  });
+
+  it('fails a job whose runner stops before it starts, with no attempts and no harness started', async () => {
+    let runner: LocalBatchRunner | undefined;
+    const rec = makeRunner({
+      onStateChange: async (detail) => {
+        if (detail.status === 'STARTING') await runner?.stop();
+      },
+    });
+    runner = rec.runner;
+
+    const job = parseBatchFailureCause(
+      (await failureOf(rec.runner.runJob(await submission({ command: sleepForever })))).cause,
+    );
+
+    expect(job.attempts).toEqual([]);
+    expect(job.statusReason).toBe(LOCAL_SHUTDOWN_REASON);
+    expect(classifyAttemptOutcome(job)).toMatchObject({ kind: 'infra-error', resumable: true });
+  });
+
+  it('refuses TerminateJob without a reason, as Batch does', async () => {
+    const rec = makeRunner();
+
+    await expect(rec.runner.terminateJob('any', ' ')).rejects.toThrow(
+      'TerminateJob needs a reason (Batch requires one); got an empty reason for any',
+    );
+  });
+
+  it("runs `python` in the user command with the runner's interpreter, as in the training image", async () => {
+    const expected = execFileSync('/usr/bin/python3', ['-c', 'import sys; print(sys.base_prefix)'], {
+      encoding: 'utf8',
+    }).trim();
+    const rec = makeRunner();
+    const printed = rec.line(/^prefix=(.*)$/);
+
+    await rec.runner.runJob(
+      await submission({ command: ['python', '-c', 'import sys; print("prefix=" + sys.base_prefix)'] }),
+    );
+
+    expect((await printed)[1]).toBe(expected);
   });
 
   it('keeps running the job when a state-change callback fails, and reports the failure', async () => {
