@@ -1,0 +1,282 @@
+// Table-driven tests of the event handlers' pure rules (domain/watch.ts). Expected money is worked out by hand:
+// price × billed seconds ÷ 3600 (60 s minimum, started seconds billed whole), summed, rounded to the cent.
+import { describe, expect, it } from 'vitest';
+import type { AttemptRecord, DecisionRecord } from '../../lambdas/domain/job';
+import { DEFAULT_PLACEMENT_CONFIG } from '../../lambdas/domain/placement';
+import {
+  attemptRefOf,
+  budgetPeriodOf,
+  hasDecision,
+  jobCostSoFar,
+  jobScopes,
+  nextDecisionSeq,
+  placementConfigFrom,
+  placementStateFor,
+  progressFromHarness,
+  recordedCost,
+  runningAttempt,
+  sameProgress,
+  spotTroublesSinceLastMove,
+} from '../../lambdas/domain/watch';
+import { parseConfig } from '../../lib/config';
+
+const JOB = '01JDA7Q6ZK3V8N2M4P5R6S7T8W';
+const T0 = 1_795_183_200_000;
+const tier = (() => {
+  const found = parseConfig({}, 'test').tiers.find((t) => t.id === 'gpu-small');
+  if (!found) throw new Error('gpu-small missing');
+  return found; // on-demand 0.526, spot 0.19
+})();
+
+const attempt = (n: number, fields: Partial<AttemptRecord> = {}): AttemptRecord => ({
+  jobId: JOB,
+  attempt: n,
+  capacity: 'spot',
+  queue: 'q',
+  nodes: 1,
+  status: 'RUNNING',
+  ...fields,
+});
+
+describe('attemptRefOf', () => {
+  it.each([
+    {
+      what: 'tags name job, attempt and team',
+      job: {
+        jobName: 'anything',
+        tags: { 'trainyard:job-id': JOB, 'trainyard:attempt': '3', 'trainyard:team': 'nlp' },
+      },
+      ref: { jobId: JOB, attempt: 3, team: 'nlp' },
+    },
+    { what: 'the name <jobId>-a<n> without tags', job: { jobName: `${JOB}-a12` }, ref: { jobId: JOB, attempt: 12 } },
+    {
+      what: 'tags win over the name',
+      job: { jobName: `${JOB}-a1`, tags: { 'trainyard:job-id': 'other', 'trainyard:attempt': '2' } },
+      ref: { jobId: 'other', attempt: 2 },
+    },
+    { what: 'AWS’s example job', job: { jobName: 'event-test' }, ref: undefined },
+    { what: 'a name with attempt 0', job: { jobName: `${JOB}-a0` }, ref: undefined },
+    { what: 'a name without the a', job: { jobName: `${JOB}-1` }, ref: undefined },
+    {
+      what: 'a non-numeric attempt tag',
+      job: { jobName: 'x', tags: { 'trainyard:job-id': JOB, 'trainyard:attempt': 'one' } },
+      ref: undefined,
+    },
+    {
+      what: 'a job-id tag that is not a job id',
+      job: { jobName: 'x', tags: { 'trainyard:job-id': 'a b', 'trainyard:attempt': '1' } },
+      ref: undefined,
+    },
+  ])('$what', ({ job, ref }) => {
+    expect(attemptRefOf(job as { jobName: string; tags?: Record<string, string> })).toEqual(ref);
+  });
+});
+
+describe('jobCostSoFar and recordedCost', () => {
+  it.each([
+    { what: 'nothing started', attempts: [attempt(1)], now: T0 + 3_600_000, usd: 0 },
+    // 0.19 × 3600 s ÷ 3600 = 0.19
+    {
+      what: 'one hour of spot at its recorded price',
+      attempts: [attempt(1, { startedAt: T0, usdPerHour: 0.19 })],
+      now: T0 + 3_600_000,
+      usd: 0.19,
+    },
+    // No recorded price: the tier's spot price 0.19; 10 s bills the 60 s minimum: 0.19 × 60 ÷ 3600 = 0.0031667 → 0.00
+    {
+      what: 'the 60 s minimum at the tier price',
+      attempts: [attempt(1, { startedAt: T0 })],
+      now: T0 + 10_000,
+      usd: 0,
+    },
+    // 0.42 recorded + on-demand 0.526 × 1800 ÷ 3600 = 0.263 → 0.683 → 0.68
+    {
+      what: 'ended attempts’ recorded costs plus the running one',
+      attempts: [
+        attempt(1, { startedAt: T0, stoppedAt: T0 + 1000, costUsd: 0.42, status: 'FAILED' }),
+        attempt(2, { capacity: 'on-demand', startedAt: T0 + 60_000 }),
+      ],
+      now: T0 + 60_000 + 1_800_000,
+      usd: 0.68,
+    },
+    // Two nodes on-demand for 30 minutes: 0.526 × 1800 × 2 ÷ 3600 = 0.526
+    {
+      what: 'a multi-node attempt',
+      attempts: [attempt(1, { capacity: 'on-demand', startedAt: T0, nodes: 2 })],
+      now: T0 + 1_800_000,
+      usd: 0.53,
+    },
+    {
+      what: 'a clock behind the recorded start bills the minimum, not a negative span',
+      attempts: [attempt(1, { startedAt: T0, usdPerHour: 3.6 })],
+      now: T0 - 5000,
+      usd: 0.06,
+    },
+  ])('$what', ({ attempts, now, usd }) => {
+    expect(jobCostSoFar(attempts, tier, now)).toBe(usd);
+  });
+
+  it('sums recorded costs exactly (three half cents make two cents, not one)', () => {
+    const attempts = [0.005, 0.005, 0.005].map((c, i) => attempt(i + 1, { costUsd: c }));
+    expect(recordedCost(attempts)).toBe(0.02);
+  });
+});
+
+describe('runningAttempt', () => {
+  it('is the highest-numbered started, unstopped attempt', () => {
+    const attempts = [attempt(1, { startedAt: T0, stoppedAt: T0 + 1 }), attempt(2, { startedAt: T0 + 2 }), attempt(3)];
+    expect(runningAttempt(attempts)?.attempt).toBe(2);
+    expect(runningAttempt([attempt(1)])).toBeUndefined();
+  });
+});
+
+describe('progressFromHarness', () => {
+  const doc = {
+    job_id: JOB,
+    attempt: 2,
+    state: 'running',
+    step: 300,
+    total_steps: 1200,
+    loss: 1.5,
+    resumed_from_step: 250,
+    exit_code: null,
+    updated_at: '2026-11-20T14:29:40.123Z',
+  };
+  it.each([
+    {
+      what: 'a full document',
+      raw: doc,
+      progress: { step: 300, totalSteps: 1200, fraction: 0.25, loss: 1.5, updatedAt: '2026-11-20T14:29:40.123Z' },
+    },
+    {
+      what: 'a null loss is left out',
+      raw: { ...doc, loss: null },
+      progress: { step: 300, totalSteps: 1200, fraction: 0.25, updatedAt: '2026-11-20T14:29:40.123Z' },
+    },
+    {
+      what: 'a step past the total caps the fraction at 1',
+      raw: { ...doc, step: 1300 },
+      progress: { step: 1300, totalSteps: 1200, fraction: 1, loss: 1.5, updatedAt: '2026-11-20T14:29:40.123Z' },
+    },
+    {
+      what: 'an offset time is normalised to UTC',
+      raw: { ...doc, updated_at: '2026-11-20T15:29:40.123+01:00' },
+      progress: { step: 300, totalSteps: 1200, fraction: 0.25, loss: 1.5, updatedAt: '2026-11-20T14:29:40.123Z' },
+    },
+    { what: 'no total steps', raw: { ...doc, total_steps: null }, progress: undefined },
+    { what: 'no step yet', raw: { ...doc, step: null }, progress: undefined },
+    { what: 'another job’s document', raw: { ...doc, job_id: 'someone-else' }, progress: undefined },
+    { what: 'no document', raw: undefined, progress: undefined },
+    { what: 'a malformed document', raw: { ...doc, step: 'three hundred' }, progress: undefined },
+  ])('$what', ({ raw, progress }) => {
+    expect(progressFromHarness(raw, JOB)).toEqual(progress);
+  });
+
+  it('compares progress field by field', () => {
+    const p = { step: 1, totalSteps: 2, fraction: 0.5, updatedAt: '2026-11-20T14:29:40.123Z' };
+    expect(sameProgress(p, { ...p })).toBe(true);
+    expect(sameProgress(p, { ...p, loss: 1 })).toBe(false);
+    expect(sameProgress(p, undefined)).toBe(false);
+    expect(sameProgress(undefined, undefined)).toBe(true);
+  });
+});
+
+describe('jobScopes and budgetPeriodOf', () => {
+  it.each([
+    { job: { team: 'nlp', user: 'alice' }, scopes: ['team:nlp', 'user:nlp/alice'] },
+    {
+      job: { team: 'nlp', user: 'alice', project: 'gpt-small' },
+      scopes: ['team:nlp', 'user:nlp/alice', 'project:nlp/gpt-small'],
+    },
+    // A principal ARN is not a scope id: no user scope for it.
+    { job: { team: 'nlp', user: 'arn:aws:iam::123456789012:role/nlp' }, scopes: ['team:nlp'] },
+  ])('scopes of $job', ({ job, scopes }) => {
+    expect(jobScopes(job)).toEqual(scopes);
+  });
+
+  it('is the UTC month of submission', () => {
+    expect(budgetPeriodOf({ createdAt: '2026-11-30T23:59:59.000Z' })).toBe('2026-11');
+    expect(budgetPeriodOf({ createdAt: '2026-12-01T00:00:00.000Z' })).toBe('2026-12');
+  });
+});
+
+describe('placement input', () => {
+  const estimate = { costUsd: 1, runtimeSeconds: 3600, confidence: 'high' as const, basis: 'b' };
+  const job = {
+    createdAt: new Date(T0).toISOString(),
+    requirements: { deadlineSeconds: 7200 },
+    estimate,
+    progress: { fraction: 0.5, updatedAt: '2026-11-20T14:29:40.123Z' },
+  };
+
+  it('tells the policy the time, work, progress, capacity and spot troubles since the last move back to spot', () => {
+    const attempts = [
+      attempt(1, { stoppedAt: T0 + 1, startedAt: T0, outcome: { kind: 'reclaimed', reason: 'r', resumable: true } }),
+      attempt(2, {
+        capacity: 'on-demand',
+        startedAt: T0 + 2,
+        stoppedAt: T0 + 3,
+        outcome: { kind: 'moved', reason: 'r', resumable: true },
+      }),
+      attempt(3, {
+        startedAt: T0 + 4,
+        stoppedAt: T0 + 5,
+        outcome: { kind: 'capacity-starved', reason: 'r', resumable: true },
+      }),
+      attempt(4, { startedAt: T0 + 6 }),
+    ];
+    expect(placementStateFor(job, attempts, { spotAllowed: true }, T0 + 1_800_000)).toEqual({
+      moment: 'periodic-check',
+      nowSeconds: 1800,
+      deadlineSeconds: 7200,
+      workSeconds: 3600,
+      progressSeconds: 1800,
+      current: 'spot',
+      spotAvailable: true,
+      reclaims: 0,
+      capacityCancellations: 1,
+      spotAllowed: true,
+    });
+  });
+
+  it('leaves spot availability unknown on on-demand, and has nothing to say without an estimate or a running attempt', () => {
+    const onDemand = [attempt(1, { capacity: 'on-demand', startedAt: T0 })];
+    expect(placementStateFor(job, onDemand, { spotAllowed: true }, T0)?.spotAvailable).toBeUndefined();
+    expect(placementStateFor({ ...job, estimate: undefined }, onDemand, { spotAllowed: true }, T0)).toBeUndefined();
+    expect(placementStateFor(job, [attempt(1)], { spotAllowed: true }, T0)).toBeUndefined();
+  });
+
+  it('counts reclaims since the last on-demand → spot move', () => {
+    const reclaimed = { kind: 'reclaimed' as const, reason: 'r', resumable: true };
+    expect(
+      spotTroublesSinceLastMove([
+        attempt(1, { outcome: reclaimed }),
+        attempt(2, { outcome: reclaimed }),
+        attempt(3, { capacity: 'on-demand' }),
+      ]),
+    ).toEqual({ reclaims: 2, capacityCancellations: 0 });
+  });
+
+  it('reads reclaims and capacity wait from config, keeping at least one reclaim', () => {
+    expect(
+      placementConfigFrom(DEFAULT_PLACEMENT_CONFIG, { reclaimsBeforeOnDemand: 0, capacityWaitMinutes: 30 }),
+    ).toMatchObject({ reclaimsBeforeOnDemand: 1, capacityWaitSeconds: 1800 });
+  });
+});
+
+describe('decision log', () => {
+  const decision = (seq: number, text: string): DecisionRecord => ({
+    seq,
+    at: '2026-11-20T14:00:00.000Z',
+    moment: 'periodic-check',
+    decision: text,
+    reason: 'r',
+  });
+  it('numbers the next decision after the highest and finds recorded ones', () => {
+    const log = [decision(1, 'a'), decision(4, 'stop-attempt 2 budget-pause'), decision(2, 'b')];
+    expect(nextDecisionSeq(log)).toBe(5);
+    expect(nextDecisionSeq([])).toBe(1);
+    expect(hasDecision(log, 'stop-attempt 2 budget-pause')).toBe(true);
+    expect(hasDecision(log, 'stop-attempt 3 budget-pause')).toBe(false);
+  });
+});
