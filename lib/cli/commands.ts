@@ -20,6 +20,7 @@ import {
   formatJobStatus,
   formatJobsTable,
   formatMoney,
+  formatRate,
   jobOf,
   jobView,
   type LogLine,
@@ -640,8 +641,8 @@ function formatTiers(response: unknown): string {
     const spot = at(t, 'spotUsdPerHour') ?? at(t, 'price.spotUsdPerHour');
     return [
       String(at(t, 'tier') ?? at(t, 'id') ?? '?'),
-      typeof od === 'number' ? formatMoney(od) : '',
-      typeof spot === 'number' ? formatMoney(spot) : '—',
+      typeof od === 'number' ? formatRate(od) : '',
+      typeof spot === 'number' ? formatRate(spot) : '—',
       String(at(t, 'spotSource') ?? at(t, 'price.spotSource') ?? ''),
     ];
   });

@@ -45,6 +45,12 @@ export function formatMoney(usd: number): string {
   return `${sign}$${whole.replace(/\B(?=(\d{3})+(?!\d))/g, ',')}.${cents}`;
 }
 
+/** An hourly price: up to four decimals, no trailing zeros (`$0.526`, `$0.025`, `$1.5`) — cents would hide the tier differences. */
+export function formatRate(usdPerHour: number): string {
+  if (!Number.isFinite(usdPerHour)) return '—';
+  return `$${Number(usdPerHour.toFixed(4))}`;
+}
+
 /** Seconds for people: `45s`, `12m 05s`, `3h 04m`, `2d 03h` (rounded to the second). */
 export function formatDuration(seconds: number): string {
   if (!Number.isFinite(seconds) || seconds < 0) return '—';
@@ -335,7 +341,7 @@ export function formatJobStatus(response: unknown): string {
           str(attempt, 'status'),
           outcomeText,
           str(attempt, 'instanceId'),
-          price === undefined ? undefined : `${formatMoney(price)}/h`,
+          price === undefined ? undefined : `${formatRate(price)}/h`,
           duration,
           cost === undefined ? undefined : formatMoney(cost),
         ]

@@ -374,7 +374,8 @@ describe('status, jobs, cancel, budgets, tiers, checkpoints', () => {
   it('tiers lists the configured tiers with prices', async () => {
     const run = await cli(['tiers']);
     expect(run.code).toBe(EXIT_CODES.ok);
-    expect(run.stdout).toMatch(/\ngpu-small +\$0\.53 +\$0\.19 +config-fallback\n/);
+    expect(run.stdout).toMatch(/\ngpu-small +\$0\.526 +\$0\.19 +config-fallback\n/);
+    expect(run.stdout).toMatch(/\ngpu-multinode +\$5\.672 +— +not-allowed\n/);
   });
 
   it('checkpoints --download fetches the newest complete checkpoint', async () => {
@@ -576,7 +577,7 @@ describe('a deployed stack (--api)', () => {
   });
 
   it('names the Idempotency-Key to re-run with when POST /jobs fails after the request went out', async () => {
-    const api = await scriptedApi((method, path) => {
+    const api = await scriptedApi((_method, path) => {
       if (path === '/estimate') return { body: { tier: 'cpu-small', estimate: { reservationUsd: 0.01 } } };
       return { status: 500, body: { error: { code: 'internal', message: 'internal error' } } };
     });

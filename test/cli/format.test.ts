@@ -7,6 +7,7 @@ import {
   formatBudgets,
   formatDuration,
   formatMoney,
+  formatRate,
   jobView,
   logLinesOf,
   progressBar,
@@ -29,6 +30,18 @@ describe('formatMoney', () => {
     [Number.NaN, '—'],
   ])('%s → %s', (usd, text) => {
     expect(formatMoney(usd)).toBe(text);
+  });
+});
+
+describe('formatRate', () => {
+  it.each([
+    [0.526, '$0.526'],
+    [0.025, '$0.025'],
+    [1.5, '$1.5'],
+    [0.00813, '$0.0081'],
+    [5.672, '$5.672'],
+  ])('%s → %s', (usd, text) => {
+    expect(formatRate(usd)).toBe(text);
   });
 });
 
