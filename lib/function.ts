@@ -71,5 +71,10 @@ export class TrainyardFunction extends NodejsFunction {
       'IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]',
       'Grants only CreateLogGroup/CreateLogStream/PutLogEvents, which every function needs; AWS maintains it.',
     );
+    acknowledgeFinding(
+      this,
+      'IAM5[Resource::*]',
+      'Active tracing: xray:PutTraceSegments and PutTelemetryRecords have no resource-level permissions.',
+    );
   }
 }

@@ -1,9 +1,10 @@
-import { Stack, type StackProps } from 'aws-cdk-lib';
+import { CfnOutput, Stack, type StackProps } from 'aws-cdk-lib';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import type * as ecr from 'aws-cdk-lib/aws-ecr';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
 import type { Construct } from 'constructs';
 import type { TrainyardConfig } from './config';
+import { TrainyardHttpApi } from './api/http-api';
 import { PlatformEvents } from './events/alerts';
 import { Fleet } from './fleet/fleet';
 import { JobDefinitions } from './fleet/job-definitions-for-teams';
@@ -43,6 +44,8 @@ export class PlatformStack extends Stack {
   public readonly events: PlatformEvents;
   /** The job lifecycle. */
   public readonly lifecycle: JobStateMachine;
+  /** The HTTP API researchers and the CLI call. */
+  public readonly api: TrainyardHttpApi;
 
   constructor(scope: Construct, id: string, props: PlatformStackProps) {
     super(scope, id, props);
@@ -78,6 +81,20 @@ export class PlatformStack extends Stack {
       jobQueues: this.fleet.queues,
       jobDefinitionPrefix: props.namePrefix,
       logRetention: config.logRetentionDays,
+    });
+    this.api = new TrainyardHttpApi(this, 'Api', {
+      config,
+      jobsTable: props.jobsTable,
+      budgetsTable: props.budgetsTable,
+      workspace: props.workspace,
+      stateMachine: this.lifecycle.stateMachine,
+      eventBus: this.events.bus,
+      trainingLogGroup: this.jobDefinitions.logGroup,
+      batchPrefix: props.namePrefix,
+    });
+    new CfnOutput(this, 'ApiUrl', {
+      value: this.api.api.apiEndpoint,
+      description: 'Trainyard HTTP API (SigV4); set TRAINYARD_API_URL to this for the CLI',
     });
   }
 }

@@ -204,6 +204,8 @@ export const attemptRecordSchema = z.strictObject({
   stoppedAt: epochMs.optional(),
   /** When a spot interruption notice for its instance was recorded. */
   noticeAt: epochMs.optional(),
+  /** CloudWatch Logs stream of the attempt's container (Batch's container.logStreamName). */
+  logStreamName: z.string().min(1).optional(),
   status: z.enum(BATCH_JOB_STATUSES),
   outcome: attemptOutcomeSchema.optional(),
   costUsd: usd.optional(),

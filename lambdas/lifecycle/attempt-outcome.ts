@@ -91,6 +91,7 @@ export function createAttemptOutcomeHandler(
           stoppedAt: cost.stoppedAt ?? now.getTime(),
           usdPerHour: cost.usdPerHour,
           costUsd: cost.costUsd,
+          logStreamName: batchJob.attempts.at(-1)?.container?.logStreamName ?? batchJob.container?.logStreamName,
         },
         'stoppedAt',
       );

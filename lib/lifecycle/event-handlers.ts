@@ -251,11 +251,6 @@ export class EventHandlers extends Construct {
     const ack = (fn: lambda.IFunction, finding: string, reason: string) =>
       acknowledgeFinding(fn.role as iam.IRole, finding, reason);
     for (const fn of [interruption, batchEvents, budgetWatch]) {
-      ack(
-        fn,
-        'IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]',
-        'The Lambda service’s basic execution policy: writing the function’s own CloudWatch logs.',
-      );
       acknowledgeFinding(
         fn,
         'L1',

@@ -168,7 +168,8 @@ export class JobStateMachine extends Construct {
       },
     });
     this.grantBatchIntegration(props);
-    for (const fn of Object.values(props.steps) as lambda.IFunction[]) {
+    const s = props.steps;
+    for (const fn of [s.analyze, s.costGate, s.prepareAttempt, s.attemptOutcome, s.pause, s.finalize]) {
       acknowledgeFinding(
         this.stateMachine.role,
         `IAM5[Resource::${nagResourceName(this, fn.functionArn)}:*]`,
