@@ -5,7 +5,8 @@
  * - Ours or not: a Trainyard attempt carries the tags `trainyard:job-id` / `trainyard:attempt` (else the name
  *   `<jobId>-a<attempt>`) and has an attempt record that PrepareAttempt wrote; anything else is ignored, unwritten.
  * - RUNNABLE/STARTING/…: records the Batch job id once (so a cancel can terminate a job still waiting).
- * - RUNNING: records, once (record-once on startedAt), the Batch job id, startedAt, status, the instance (the GSI
+ * - RUNNING: records, once (record-once on startedAt), the Batch job id, startedAt, status, the container's log
+ *   stream (GET /jobs/{id}/logs reads it), the instance (the GSI
  *   byInstance the interruption handler reads) and the price per node-hour: the spot price in effect at the start
  *   for a spot instance (EC2 history; the tier's configured spot price when history is unavailable), the tier's
  *   on-demand price for an on-demand instance; without an instance (Fargate) the tier's price for the attempt's
@@ -14,8 +15,6 @@
  * - SUCCEEDED/FAILED: records stoppedAt and costUsd once (record-once on stoppedAt) with costOfAttempt — the same
  *   pure function AttemptOutcome uses, so whichever records first, the figure is the same. Then job.costSoFarUsd is
  *   recomputed from the recorded attempt costs and written only when it differs.
- *
- * The container's log stream name is not recorded: the attempt record has no field for it (job.ts).
  */
 import { findTier, type TierConfig } from '../../lib/config';
 import { attemptPrice, costOfAttempt } from '../domain/attempt-cost';
@@ -77,6 +76,7 @@ export function createBatchEventsHandler(plane: Plane) {
     const containerInstanceArn = batchJob.container?.containerInstanceArn;
     const instance = containerInstanceArn ? await plane.fleet.instanceFor(containerInstanceArn) : undefined;
     const usdPerHour = await startPrice(plane, attempt, tier, instance, startedAt);
+    const logStreamName = batchJob.container?.logStreamName ?? batchJob.attempts.at(-1)?.container?.logStreamName;
     await plane.events.publish([
       buildEvent('Job Started', {
         jobId: job.jobId,
@@ -100,6 +100,7 @@ export function createBatchEventsHandler(plane: Plane) {
         status: 'RUNNING',
         usdPerHour,
         ...(instance ? { instanceId: instance.instanceId } : {}),
+        ...(logStreamName ? { logStreamName } : {}),
       },
       'startedAt',
     );
@@ -122,6 +123,7 @@ export function createBatchEventsHandler(plane: Plane) {
   async function stopped(batchJob: BatchJob, job: JobRecord, attempt: AttemptRecord): Promise<BatchEventResult> {
     if (attempt.stoppedAt === undefined) {
       const cost = costOfAttempt(attempt, batchJob, tierOf(plane, job));
+      const logStreamName = batchJob.container?.logStreamName ?? batchJob.attempts.at(-1)?.container?.logStreamName;
       if (cost.stoppedAt === undefined) {
         logger.warn('Batch reported a finished job without a stop time; nothing recorded', {
           jobId: job.jobId,
@@ -138,6 +140,7 @@ export function createBatchEventsHandler(plane: Plane) {
           status: batchJob.status,
           ...(cost.startedAt !== undefined && attempt.startedAt === undefined ? { startedAt: cost.startedAt } : {}),
           stoppedAt: cost.stoppedAt,
+          ...(logStreamName && attempt.logStreamName === undefined ? { logStreamName } : {}),
           usdPerHour: cost.usdPerHour,
           costUsd: cost.costUsd,
         },

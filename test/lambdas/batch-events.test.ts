@@ -180,6 +180,7 @@ describe('batch-events: RUNNABLE and RUNNING', () => {
       status: 'RUNNING',
       instanceId: INSTANCE_ID,
       usdPerHour: 0.1897,
+      logStreamName: 'trainyard-gpu-small/default/4c7599aec0ffee11aa22bb33cc44',
     });
     expect((await bench.jobs.findAttemptByInstance(INSTANCE_ID))?.attempt).toBe(1);
     expect((await bench.jobs.requireJob(JOB_ID)).state).toBe('RUNNING');
