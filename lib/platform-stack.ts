@@ -10,6 +10,7 @@ import { Fleet } from './fleet/fleet';
 import { JobDefinitions } from './fleet/job-definitions-for-teams';
 import { Network } from './fleet/network';
 import { TrainingImages } from './fleet/training-images';
+import { EventHandlers } from './lifecycle/event-handlers';
 import { JobStateMachine } from './lifecycle/job-state-machine';
 import { LifecycleFunctions } from './lifecycle/lifecycle-functions';
 
@@ -81,6 +82,18 @@ export class PlatformStack extends Stack {
       jobQueues: this.fleet.queues,
       jobDefinitionPrefix: props.namePrefix,
       logRetention: config.logRetentionDays,
+    });
+    new EventHandlers(this, 'EventHandlers', {
+      jobsTable: props.jobsTable,
+      budgetsTable: props.budgetsTable,
+      workspace: props.workspace,
+      eventBus: this.events.bus,
+      stateMachine: this.lifecycle.stateMachine,
+      jobQueues: this.fleet.queues,
+      config,
+      batchPrefix: props.namePrefix,
+      logRetention: config.logRetentionDays,
+      alertTopic: this.events.alertTopic,
     });
     this.api = new TrainyardHttpApi(this, 'Api', {
       config,

@@ -1,0 +1,159 @@
+/**
+ * Runs the job state machine locally with aws-local-stepfunctions: the synthesized definition, Task states bound by
+ * name to the same handlers the Lambdas run, RunAttempt bound to local Batch, and PausedForBudget's task token
+ * honoured in-process. Implements the LifecycleControl port, so the API starts and resumes executions exactly as on
+ * AWS.
+ */
+import './polyfills';
+import { StateMachine } from 'aws-local-stepfunctions';
+import type { LifecycleControl } from '../../lambdas/shared/ports';
+import { STATE_NAMES } from '../lifecycle/job-state-machine';
+import type { StateMachineDefinition } from './definition';
+import type { LocalBatch, SubmitJobInput } from './local-batch';
+
+/** A step handler: JSON in, JSON out (exactly what the Lambda receives and returns). */
+export type StepHandler = (input: unknown) => Promise<unknown>;
+
+/** The handlers behind the lifecycle's Lambda Tasks. */
+export interface LocalStepHandlers {
+  readonly analyze: StepHandler;
+  readonly costGate: StepHandler;
+  readonly prepareAttempt: StepHandler;
+  readonly attemptOutcome: StepHandler;
+  readonly pause: StepHandler;
+  readonly finalize: StepHandler;
+}
+
+/** One execution event, as aws-local-stepfunctions reports it. */
+export type ExecutionEvent = { type: string; timestamp: number; state?: { name: string; type: string } } & Record<
+  string,
+  unknown
+>;
+
+/** What is known about one execution. */
+export interface LocalExecution {
+  readonly name: string;
+  status: 'RUNNING' | 'SUCCEEDED' | 'FAILED';
+  output?: unknown;
+  error?: string;
+  readonly events: ExecutionEvent[];
+  /** Settles when the execution ends (never rejects). */
+  readonly done: Promise<void>;
+}
+
+/** Options for the local runner. */
+export interface LocalStateMachineOptions {
+  readonly definition: StateMachineDefinition;
+  readonly steps: LocalStepHandlers;
+  readonly batch: LocalBatch;
+  /** Replace the Backoff wait with this many ms (tests: 0). @default - the real wait */
+  readonly backoffWaitMs?: number;
+  /** Replace Task retry intervals with this many ms (tests: 0). @default - the definition's intervals */
+  readonly retryIntervalMs?: number;
+  /** Called for every execution event (local mode prints progress from it). */
+  readonly onEvent?: (execution: string, event: ExecutionEvent) => void;
+}
+
+/** Raised by sendTaskSuccess for a token no paused execution holds. */
+export class TaskDoesNotExist extends Error {
+  override name = 'TaskDoesNotExist';
+}
+
+/** The job state machine running in this process. */
+export class LocalStateMachine implements LifecycleControl {
+  private readonly machine: StateMachine;
+  private readonly executions = new Map<string, LocalExecution>();
+  private readonly waiting = new Map<string, (output: unknown) => void>();
+  private tokenCounter = 0;
+
+  constructor(private readonly options: LocalStateMachineOptions) {
+    this.machine = new StateMachine(options.definition as never, { validationOptions: { checkPaths: true } });
+  }
+
+  /** StartExecution: a name already used is not an error (as ExecutionAlreadyExists is to the API). */
+  async startExecution(name: string, input: Record<string, unknown>): Promise<{ alreadyStarted: boolean }> {
+    if (this.executions.has(name)) return { alreadyStarted: true };
+    const { steps, batch } = this.options;
+    const run = (submit: unknown) => batch.runJob(submit as SubmitJobInput);
+    const pause = async (payload: unknown) => {
+      this.tokenCounter += 1;
+      const taskToken = `local-task-${name}-${this.tokenCounter}`;
+      const resumed = new Promise<unknown>((resolve) => this.waiting.set(taskToken, resolve));
+      // The Task's Parameters are a lambda:invoke request: { FunctionName, Payload: { jobId, taskToken } }.
+      const request = payload as { Payload?: Record<string, unknown> };
+      await steps.pause({ ...(request.Payload ?? {}), taskToken });
+      return resumed;
+    };
+    const n = STATE_NAMES;
+    const handlers: Record<string, (input: unknown) => Promise<unknown>> = {
+      [n.analyze]: steps.analyze,
+      [n.costGate]: steps.costGate,
+      [n.prepareAttempt]: steps.prepareAttempt,
+      [n.attemptOutcome]: steps.attemptOutcome,
+      [n.finalize]: steps.finalize,
+      [n.runAttempt]: run,
+      [n.runMultiNodeAttempt]: run,
+      [n.pausedForBudget]: pause,
+    };
+    const taskStates = Object.keys(handlers);
+    const execution = this.machine.run(input as never, {
+      overrides: {
+        taskResourceLocalHandlers: handlers as never,
+        ...(this.options.backoffWaitMs !== undefined ? { waitTimeOverrides: { [n.backoff]: this.options.backoffWaitMs } } : {}),
+        ...(this.options.retryIntervalMs !== undefined
+          ? { retryIntervalOverrides: Object.fromEntries(taskStates.map((s) => [s, this.options.retryIntervalMs as number])) }
+          : {}),
+      },
+      context: {
+        Execution: { Id: `local:${name}`, Name: name, Input: input as never, StartTime: new Date().toISOString() },
+        Task: { Token: `local-task-${name}` },
+      },
+    });
+    const events: ExecutionEvent[] = [];
+    const state: Omit<LocalExecution, 'done'> = { name, status: 'RUNNING', events };
+    const done = (async () => {
+      const collecting = (async () => {
+        for await (const event of execution.eventLogs as AsyncGenerator<ExecutionEvent>) {
+          events.push(event);
+          this.options.onEvent?.(name, event);
+        }
+      })();
+      try {
+        state.output = await execution.result;
+        state.status = 'SUCCEEDED';
+      } catch (error) {
+        state.status = 'FAILED';
+        state.error = `${(error as Error).name}: ${(error as Error).message}`;
+      }
+      await collecting.catch(() => undefined);
+    })();
+    this.executions.set(name, Object.assign(state, { done }));
+    return { alreadyStarted: false };
+  }
+
+  /** SendTaskSuccess: continues the paused execution holding the token. */
+  async sendTaskSuccess(taskToken: string, output: Record<string, unknown>): Promise<void> {
+    const resolve = this.waiting.get(taskToken);
+    if (!resolve) throw new TaskDoesNotExist(`no paused execution holds task token ${taskToken}`);
+    this.waiting.delete(taskToken);
+    resolve(output);
+  }
+
+  /** The execution with this name, if started in this process. */
+  execution(name: string): LocalExecution | undefined {
+    return this.executions.get(name);
+  }
+
+  /** Waits for an execution to end. */
+  async waitFor(name: string): Promise<LocalExecution> {
+    const execution = this.executions.get(name);
+    if (!execution) throw new Error(`no execution named ${name}`);
+    await execution.done;
+    return execution;
+  }
+
+  /** Executions still running. */
+  running(): string[] {
+    return [...this.executions.values()].filter((e) => e.status === 'RUNNING').map((e) => e.name);
+  }
+}
