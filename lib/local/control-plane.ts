@@ -1,0 +1,118 @@
+/**
+ * Assembles a ControlPlane on the local engines (dynalite, s3rver) with in-process ports, and the lifecycle step
+ * handlers from it. Local mode and the lifecycle tests both build their control plane here, so they run exactly the
+ * adapters and handlers the Lambdas run.
+ */
+import { CreateTableCommand, DynamoDBClient, ResourceInUseException } from '@aws-sdk/client-dynamodb';
+import { S3Client } from '@aws-sdk/client-s3';
+import type { TrainyardConfig } from '../config';
+import { createAnalyzeHandler } from '../../lambdas/lifecycle/analyze';
+import { createAttemptOutcomeHandler } from '../../lambdas/lifecycle/attempt-outcome';
+import { createCostGateHandler } from '../../lambdas/lifecycle/cost-gate';
+import { createFinalizeHandler } from '../../lambdas/lifecycle/finalize';
+import { createPauseHandler } from '../../lambdas/lifecycle/pause';
+import { createPrepareAttemptHandler } from '../../lambdas/lifecycle/prepare-attempt';
+import type { ControlPlane, SpotQuotes } from '../../lambdas/shared/control-plane';
+import { createDocumentClient } from '../../lambdas/shared/dynamo';
+import { newJobId } from '../../lambdas/shared/ids';
+import { JobStore } from '../../lambdas/shared/job-store';
+import { BudgetLedger } from '../../lambdas/shared/ledger';
+import type { BatchControl, EventPublisher, FleetFacts, LifecycleControl, LogReader } from '../../lambdas/shared/ports';
+import { BUDGETS_TABLE, createTableRequest, JOBS_TABLE } from '../../lambdas/shared/table-design';
+import { Workspace } from '../../lambdas/shared/workspace';
+import type { LocalStepHandlers } from './state-machine-runner';
+
+/** Table and bucket names local mode uses (the stacks name theirs; the layout inside is the same). */
+export const LOCAL_NAMES = { jobsTable: 'trainyard-jobs', budgetsTable: 'trainyard-budgets', bucket: 'trainyard-workspace' };
+
+/** Credentials the local engines accept. */
+export const LOCAL_CREDENTIALS = { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' } as const;
+
+/** An S3 client for s3rver: path-style, and checksums only when required (else stream uploads corrupt). */
+export function localS3Client(endpoint: string): S3Client {
+  return new S3Client({
+    endpoint,
+    region: 'us-east-1',
+    forcePathStyle: true,
+    credentials: LOCAL_CREDENTIALS,
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+    responseChecksumValidation: 'WHEN_REQUIRED',
+  });
+}
+
+/** Creates the jobs and budgets tables unless they exist (a restarted local mode keeps its data). */
+export async function ensureLocalTables(dynamoEndpoint: string): Promise<void> {
+  const client = new DynamoDBClient({ endpoint: dynamoEndpoint, region: 'us-east-1', credentials: LOCAL_CREDENTIALS });
+  try {
+    for (const [name, table] of [
+      [LOCAL_NAMES.jobsTable, JOBS_TABLE],
+      [LOCAL_NAMES.budgetsTable, BUDGETS_TABLE],
+    ] as const) {
+      try {
+        await client.send(new CreateTableCommand(createTableRequest(name, table)));
+      } catch (error) {
+        if (!(error instanceof ResourceInUseException) && (error as Error).name !== 'ResourceInUseException') throw error;
+      }
+    }
+  } finally {
+    client.destroy();
+  }
+}
+
+/** The ports and engines a local control plane is built from. */
+export interface LocalPlaneParts {
+  readonly config: TrainyardConfig;
+  readonly dynamoEndpoint: string;
+  readonly s3Endpoint: string;
+  readonly batch: BatchControl;
+  readonly events: EventPublisher;
+  /** Bound late: the local state machine needs the step handlers, which need the plane. */
+  readonly lifecycle: () => LifecycleControl;
+  readonly logs: LogReader;
+  readonly fleet: FleetFacts;
+  /** @default - no quotes: tiers' configured spot prices, reported as the fallback */
+  readonly spotQuotes?: SpotQuotes;
+  /** @default - the system clock */
+  readonly clock?: () => Date;
+}
+
+/** A control plane over the local engines. */
+export function localControlPlane(parts: LocalPlaneParts): ControlPlane {
+  const clock = parts.clock ?? (() => new Date());
+  const doc = createDocumentClient({ endpoint: parts.dynamoEndpoint });
+  return {
+    config: parts.config,
+    jobs: new JobStore(doc, LOCAL_NAMES.jobsTable, clock),
+    ledger: new BudgetLedger({
+      client: doc,
+      tableName: LOCAL_NAMES.budgetsTable,
+      thresholds: { warn: parts.config.budgets.warnThreshold, block: parts.config.budgets.blockThreshold },
+      now: clock,
+    }),
+    workspace: new Workspace(localS3Client(parts.s3Endpoint), LOCAL_NAMES.bucket),
+    batch: parts.batch,
+    events: parts.events,
+    get lifecycle() {
+      return parts.lifecycle();
+    },
+    logs: parts.logs,
+    fleet: parts.fleet,
+    spotQuotes: parts.spotQuotes ?? { quotesFor: async () => undefined },
+    batchPrefix: 'trainyard',
+    trainingLogGroup: 'trainyard-local',
+    clock,
+    newId: () => newJobId(clock()),
+  };
+}
+
+/** The lifecycle's step handlers over a control plane (the same factories the Lambdas use). */
+export function lifecycleSteps(plane: ControlPlane): LocalStepHandlers {
+  return {
+    analyze: createAnalyzeHandler(plane),
+    costGate: createCostGateHandler(plane),
+    prepareAttempt: createPrepareAttemptHandler(plane),
+    attemptOutcome: createAttemptOutcomeHandler(plane),
+    pause: createPauseHandler(plane),
+    finalize: createFinalizeHandler(plane),
+  };
+}
