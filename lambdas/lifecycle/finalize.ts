@@ -5,7 +5,7 @@
  * deterministic ids.
  */
 import { UnknownBudgetJob } from '../domain/budgets';
-import { isTerminal, type JobState } from '../domain/job';
+import { isTerminal, type JobState, TRANSITIONS } from '../domain/job';
 import { jobKeysFor, s3Uri } from '../domain/workspace-layout';
 import type { ControlPlane } from '../shared/control-plane';
 import { jobEvent, totalCost } from './common';
@@ -49,7 +49,8 @@ export function createFinalizeHandler(plane: Pick<ControlPlane, 'jobs' | 'ledger
       }
     }
     if (!isTerminal(job.state)) {
-      job = await plane.jobs.transition(jobId, LIVE_STATES, finalState, { costSoFarUsd: costUsd, reason });
+      const from = LIVE_STATES.filter((state) => TRANSITIONS[state].includes(finalState));
+      job = await plane.jobs.transition(jobId, from, finalState, { costSoFarUsd: costUsd, reason });
       await plane.jobs.patchJob(jobId, {}, ['pauseToken']);
     }
 

@@ -1,0 +1,64 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { STATE_NAMES } from '../../lib/lifecycle/job-state-machine';
+import { resourcesOf, type Synthesized, synthesize } from './synth';
+
+let s: Synthesized;
+beforeAll(() => {
+  s = synthesize();
+});
+
+const stateMachine = () => {
+  const found = resourcesOf(s.platformTemplate, 'AWS::StepFunctions::StateMachine');
+  expect(found).toHaveLength(1);
+  return (found[0] as [string, Record<string, unknown>])[1];
+};
+const roleStatements = (rolePrefix: string) =>
+  resourcesOf(s.platformTemplate, 'AWS::IAM::Policy')
+    .filter(([, p]) => JSON.stringify(p.Roles).includes(rolePrefix))
+    .flatMap(([, p]) => (p.PolicyDocument as { Statement: Array<Record<string, unknown>> }).Statement);
+const actionsOf = (statements: Array<Record<string, unknown>>) =>
+  statements.flatMap((st) => (Array.isArray(st.Action) ? st.Action : [st.Action]) as string[]);
+
+describe('job state machine', () => {
+  it('is a Standard state machine (one long-running execution per job)', () => {
+    expect(stateMachine().StateMachineType).toBe('STANDARD');
+  });
+
+  it('logs every event with execution data', () => {
+    expect(stateMachine().LoggingConfiguration).toMatchObject({ IncludeExecutionData: true, Level: 'ALL' });
+  });
+
+  it('traces executions with X-Ray', () => {
+    expect(stateMachine().TracingConfiguration).toEqual({ Enabled: true });
+  });
+
+  it('has exactly the documented states', () => {
+    const definition = JSON.stringify(stateMachine().DefinitionString);
+    for (const name of Object.values(STATE_NAMES)) expect(definition).toContain(`\\"${name}\\":{`);
+  });
+
+  it('submits attempts only to the platform’s queues and job definitions', () => {
+    const submit = roleStatements('LifecycleStateMachineRole').find((st) => st.Sid === 'SubmitAttempts');
+    const resources = JSON.stringify(submit?.Resource);
+    const queues = resourcesOf(s.platformTemplate, 'AWS::Batch::JobQueue').map(([id]) => id);
+    for (const queue of queues) expect(resources).toContain(queue);
+    expect(resources).toContain(':job-definition/trainyard-*');
+    expect(actionsOf([submit ?? {}])).toEqual(['batch:SubmitJob', 'batch:TagResource']);
+  });
+
+  it('lets only the steps that touch budgets use the budgets table', () => {
+    const budgetWriters = ['CostGate', 'Finalize'];
+    for (const step of ['Analyze', 'PrepareAttempt', 'AttemptOutcome', 'CostGate', 'Finalize']) {
+      const statements = roleStatements(`LifecycleSteps${step}ServiceRole`);
+      const touchesBudgets = JSON.stringify(statements).includes('BudgetsTableArn');
+      expect(touchesBudgets, step).toBe(budgetWriters.includes(step));
+    }
+  });
+
+  it('lets only Finalize write to the workspace (summaries)', () => {
+    for (const step of ['Analyze', 'PrepareAttempt', 'AttemptOutcome', 'Finalize']) {
+      const writes = actionsOf(roleStatements(`LifecycleSteps${step}ServiceRole`)).includes('s3:PutObject');
+      expect(writes, step).toBe(step === 'Finalize');
+    }
+  });
+});

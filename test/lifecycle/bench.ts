@@ -1,0 +1,393 @@
+/**
+ * Lifecycle test bench: the state machine synthesized from the JobStateMachine construct, executed by
+ * aws-local-stepfunctions with its Tasks bound to the real step handlers; real dynalite and s3rver; jobs submitted
+ * through the real API handler; the batch-events, interruption and budget-watch handlers fed the events AWS would
+ * send. Only AWS Batch is scripted (no local engine exists for it): each attempt's result is built from Batch's
+ * documented job shape (Step Functions' PascalCase), and its state changes are delivered as "Batch Job State Change"
+ * events. A fake clock makes hours of training instantaneous.
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createApiHandler } from '../../lambdas/api/app';
+import { createBatchEventsHandler } from '../../lambdas/batch-events/batch-events';
+import { createBudgetWatchHandler } from '../../lambdas/budget-watch/budget-watch';
+import { formatScope, periodOf } from '../../lambdas/domain/budgets';
+import type { EventEntry } from '../../lambdas/domain/events';
+import type { SubmitJobInput } from '../../lambdas/domain/submit-job';
+import { jobKeysFor } from '../../lambdas/domain/workspace-layout';
+import { createInterruptionHandler } from '../../lambdas/interruption/interruption';
+import type { ControlPlane } from '../../lambdas/shared/control-plane';
+import type { BatchControl, FleetFacts } from '../../lambdas/shared/ports';
+import { parseConfig, type TrainyardConfig } from '../../lib/config';
+import { ensureLocalTables, LOCAL_NAMES, lifecycleSteps, localControlPlane } from '../../lib/local/control-plane';
+import { synthesizeJobStateMachineDefinition } from '../../lib/local/definition';
+import { type RunningEngine, startDynalite, startS3rver } from '../../lib/local/engines';
+import { BatchTaskFailed, type LocalBatch } from '../../lib/local/local-batch';
+import { LocalStateMachine, type LocalStepHandlers } from '../../lib/local/state-machine-runner';
+import { apiEvent, projectBundle } from '../lambdas/api/support';
+
+/** The principal that submits in these tests, and the team it maps to. */
+export const RESEARCHER = 'arn:aws:iam::123456789012:role/nlp-researchers';
+export const ADMIN = 'arn:aws:iam::123456789012:role/platform-admin';
+export const TEAM = 'nlp';
+
+/** How one scripted attempt ends. */
+export interface AttemptScript {
+  /** succeed; reclaim (host terminated); capacity (queue cancels it RUNNABLE); app-error (exit 1); hold (until TerminateJob). */
+  readonly result: 'succeed' | 'reclaim' | 'capacity' | 'app-error' | 'hold';
+  /** Seconds the attempt runs (default 1800). */
+  readonly seconds?: number;
+  /** Training step reached: the harness writes progress.json and a complete checkpoint at this step. */
+  readonly step?: number;
+  /** For reclaim: the spot notice arrives first (the interruption handler terminates the job). */
+  readonly notice?: boolean;
+}
+
+/** A clock the bench advances. */
+export class FakeClock {
+  constructor(public ms: number) {}
+  now = (): Date => new Date(this.ms);
+  advance(seconds: number): void {
+    this.ms += Math.round(seconds * 1000);
+  }
+}
+
+/** Batch, scripted per job and attempt, answering with AWS's shapes and delivering its state-change events. */
+export class ScriptedBatch implements LocalBatch, BatchControl {
+  readonly scripts = new Map<string, AttemptScript[]>();
+  readonly submissions: SubmitJobInput[] = [];
+  readonly terminations: Array<{ batchJobId: string; reason: string }> = [];
+  private readonly held = new Map<string, (reason: string) => void>();
+  bench!: LifecycleBench;
+
+  async runJob(input: SubmitJobInput): Promise<Record<string, unknown>> {
+    const b = this.bench;
+    this.submissions.push(input);
+    const jobId = input.Tags?.['trainyard:job-id'] ?? '';
+    const attempt = Number(input.Tags?.['trainyard:attempt'] ?? '1');
+    const script = this.scripts.get(jobId)?.[attempt - 1] ?? { result: 'succeed' };
+    const batchJobId = randomUUID();
+    const createdAt = b.clock.ms;
+    const base = {
+      JobArn: `arn:aws:batch:us-east-1:123456789012:job/${batchJobId}`,
+      JobName: input.JobName,
+      JobId: batchJobId,
+      JobQueue: `arn:aws:batch:us-east-1:123456789012:job-queue/${input.JobQueue}`,
+      JobDefinition: `arn:aws:batch:us-east-1:123456789012:job-definition/${input.JobDefinition}:1`,
+      CreatedAt: createdAt,
+      Tags: input.Tags ?? {},
+    };
+    await b.deliverBatchEvent({ ...base, Status: 'RUNNABLE', Attempts: [] });
+
+    if (script.result === 'capacity') {
+      b.clock.advance(b.config.spotPolicy.capacityWaitMinutes * 60);
+      const failed = {
+        ...base,
+        Status: 'FAILED',
+        StatusReason: 'Canceled by JobStateTimeLimit action due to reason: CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY',
+        StoppedAt: b.clock.ms,
+        Attempts: [],
+      };
+      await b.deliverBatchEvent(failed);
+      throw new BatchTaskFailed(JSON.stringify(failed));
+    }
+
+    b.clock.advance(90);
+    const startedAt = b.clock.ms;
+    const instance = `i-0${attempt}${jobId.slice(-6).replace(/[^0-9a-f]/g, 'a')}abcdef01`.slice(0, 19);
+    const containerInstanceArn = `arn:aws:ecs:us-east-1:123456789012:container-instance/trainyard/${instance}`;
+    const logStreamName = `${TEAM}/default/${batchJobId.slice(0, 8)}`;
+    const container = {
+      ContainerInstanceArn: containerInstanceArn,
+      TaskArn: `arn:aws:ecs:task/${batchJobId}`,
+      LogStreamName: logStreamName,
+    };
+    await b.deliverBatchEvent({ ...base, Status: 'RUNNING', StartedAt: startedAt, Attempts: [], Container: container });
+    if (script.step !== undefined) await b.writeCheckpoint(jobId, attempt, script.step);
+
+    let statusReason = 'Essential container in task exited';
+    let exitCode: number | undefined = 0;
+    let status = 'SUCCEEDED';
+    if (script.result === 'hold') {
+      statusReason = await new Promise<string>((resolve) => this.held.set(batchJobId, resolve));
+      exitCode = 75;
+      status = 'FAILED';
+    } else if (script.result === 'reclaim') {
+      if (script.notice) await b.deliverSpotNotice(instance);
+      b.clock.advance(script.seconds ?? 1800);
+      statusReason = `Host EC2 (instance ${instance}) terminated.`;
+      exitCode = 75;
+      status = 'FAILED';
+    } else if (script.result === 'app-error') {
+      b.clock.advance(script.seconds ?? 1800);
+      exitCode = 1;
+      status = 'FAILED';
+    } else {
+      b.clock.advance(script.seconds ?? 1800);
+    }
+    const stoppedAt = b.clock.ms;
+    const ended = {
+      ...base,
+      Status: status,
+      StatusReason: status === 'SUCCEEDED' ? 'Essential container in task exited' : statusReason,
+      StartedAt: startedAt,
+      StoppedAt: stoppedAt,
+      Container: { ...container, ExitCode: exitCode },
+      Attempts: [
+        {
+          Container: { ...container, ExitCode: exitCode },
+          StartedAt: startedAt,
+          StoppedAt: stoppedAt,
+          StatusReason: status === 'SUCCEEDED' ? 'Essential container in task exited' : statusReason,
+        },
+      ],
+    };
+    await b.deliverBatchEvent(ended);
+    if (status === 'SUCCEEDED') return ended;
+    throw new BatchTaskFailed(JSON.stringify(ended));
+  }
+
+  async terminateJob(batchJobId: string, reason: string): Promise<void> {
+    this.terminations.push({ batchJobId, reason });
+    const release = this.held.get(batchJobId);
+    if (release) {
+      this.held.delete(batchJobId);
+      release(reason);
+    }
+  }
+
+  /** Whether an attempt is held running (waiting for TerminateJob). */
+  isHeld(batchJobId: string): boolean {
+    return this.held.has(batchJobId);
+  }
+}
+
+/** Options of the bench. */
+export interface BenchOptions {
+  /** Config overrides (teams, budgets, spot policy). */
+  readonly config?: Record<string, unknown>;
+  /** Invoke every Task handler twice and deliver every AWS event twice (the replay test). */
+  readonly replay?: boolean;
+}
+
+/** A running bench. */
+export interface LifecycleBench {
+  readonly config: TrainyardConfig;
+  readonly clock: FakeClock;
+  readonly plane: ControlPlane;
+  readonly batch: ScriptedBatch;
+  readonly machine: LocalStateMachine;
+  readonly published: EventEntry[];
+  /** Every Task invocation, in order, with its state name. */
+  readonly taskCalls: string[];
+  submit(body: Record<string, unknown>): Promise<{ status: number; body: Record<string, unknown> }>;
+  call(
+    method: string,
+    path: string,
+    as?: string,
+    body?: unknown,
+  ): Promise<{ status: number; body: Record<string, unknown> }>;
+  deliverBatchEvent(job: Record<string, unknown>): Promise<void>;
+  deliverSpotNotice(instanceId: string): Promise<void>;
+  runBudgetWatch(): Promise<void>;
+  writeCheckpoint(jobId: string, attempt: number, step: number): Promise<void>;
+  /** Waits until the job's execution ends. */
+  finish(jobId: string): Promise<void>;
+  /** Waits (polling the fake world) until a predicate holds. */
+  until(what: string, predicate: () => Promise<boolean>): Promise<void>;
+  stop(): Promise<void>;
+}
+
+const T0 = Date.UTC(2026, 10, 20, 9, 0, 0);
+
+/** The default test configuration: one team with a researcher, an admin, generous budget. */
+export function benchConfig(overrides: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    teams: [{ id: TEAM, principals: [RESEARCHER], monthlyBudgetUsd: 100 }],
+    admins: [ADMIN],
+    ...overrides,
+  };
+}
+
+/** Starts the bench. */
+export async function startLifecycleBench(options: BenchOptions = {}): Promise<LifecycleBench> {
+  const config = parseConfig(benchConfig(options.config), 'bench config');
+  const clock = new FakeClock(T0);
+  const engines: RunningEngine[] = [];
+  const dynamo = await startDynalite();
+  engines.push(dynamo);
+  const s3 = await startS3rver({
+    directory: mkdtempSync(join(tmpdir(), 'lifecycle-s3-')),
+    buckets: [LOCAL_NAMES.bucket],
+  });
+  engines.push(s3);
+  await ensureLocalTables(dynamo.endpoint);
+
+  const batch = new ScriptedBatch();
+  const published: EventEntry[] = [];
+  const taskCalls: string[] = [];
+  const fleet: FleetFacts = {
+    async instanceFor(arn) {
+      const instanceId = arn.split('/').at(-1) ?? '';
+      return { instanceId, instanceType: 'g4dn.xlarge', availabilityZone: 'us-east-1a', lifecycle: 'spot' };
+    },
+    async spotPriceAt() {
+      return 0.2;
+    },
+  };
+  let machine: LocalStateMachine | undefined;
+  const plane = localControlPlane({
+    config,
+    dynamoEndpoint: dynamo.endpoint,
+    s3Endpoint: s3.endpoint,
+    batch,
+    events: { publish: async (entries) => void published.push(...entries) },
+    lifecycle: () => {
+      if (!machine) throw new Error('state machine not started');
+      return machine;
+    },
+    logs: { recentLines: async () => [] },
+    fleet,
+    clock: clock.now,
+  });
+  const twice =
+    <T>(name: string, handler: (input: unknown) => Promise<T>) =>
+    async (input: unknown) => {
+      taskCalls.push(name);
+      const first = await handler(input);
+      if (!options.replay) return first;
+      return handler(input);
+    };
+  const raw = lifecycleSteps(plane);
+  const steps: LocalStepHandlers = {
+    analyze: twice('Analyze', raw.analyze),
+    costGate: twice('CostGate', raw.costGate),
+    prepareAttempt: twice('PrepareAttempt', raw.prepareAttempt),
+    attemptOutcome: twice('AttemptOutcome', raw.attemptOutcome),
+    // The pause Task waits for its token; replaying it would only record the same pause again.
+    pause: twice('PausedForBudget', raw.pause),
+    finalize: twice('Finalize', raw.finalize),
+  };
+  machine = new LocalStateMachine({
+    definition: synthesizeJobStateMachineDefinition(),
+    steps,
+    batch,
+    backoffWaitMs: 0,
+    retryIntervalMs: 0,
+  });
+  const api = createApiHandler(plane);
+  const batchEvents = createBatchEventsHandler(plane);
+  const interruption = createInterruptionHandler(plane);
+  const budgetWatch = createBudgetWatchHandler(plane);
+  const deliveries = options.replay ? 2 : 1;
+  let eventSeq = 0;
+  const envelope = (source: string, detailType: string, detail: unknown) => ({
+    version: '0',
+    id: `evt-${(eventSeq += 1)}`,
+    'detail-type': detailType,
+    source,
+    account: '123456789012',
+    time: clock.now().toISOString(),
+    region: 'us-east-1',
+    resources: [],
+    detail,
+  });
+
+  const bench: LifecycleBench = {
+    config,
+    clock,
+    plane,
+    batch,
+    machine,
+    published,
+    taskCalls,
+    async call(method, path, as = RESEARCHER, body) {
+      const response = await api(apiEvent({ method, path, as, body }));
+      return { status: response.statusCode ?? 500, body: JSON.parse(response.body ?? '{}') };
+    },
+    async submit(body) {
+      return bench.call('POST', '/jobs', RESEARCHER, {
+        bundle: projectBundle('nanogpt-like').toString('base64'),
+        command: ['python', 'train.py', 'config/train_small.py', '--n_layer=6', '--max_iters=2000'],
+        ...body,
+      });
+    },
+    async deliverBatchEvent(job) {
+      const detail = camel(job);
+      const event = envelope('aws.batch', 'Batch Job State Change', detail);
+      for (let i = 0; i < deliveries; i++) await batchEvents(event);
+    },
+    async deliverSpotNotice(instanceId) {
+      const event = envelope('aws.ec2', 'EC2 Spot Instance Interruption Warning', {
+        'instance-id': instanceId,
+        'instance-action': 'terminate',
+      });
+      for (let i = 0; i < deliveries; i++) await interruption(event);
+    },
+    async runBudgetWatch() {
+      const event = envelope('aws.events', 'Scheduled Event', {});
+      for (let i = 0; i < deliveries; i++) await budgetWatch(event);
+    },
+    async writeCheckpoint(jobId, attempt, step) {
+      const job = await plane.jobs.requireJob(jobId);
+      const keys = jobKeysFor(job.team, jobId);
+      const folder = `${keys.checkpoints}ckpt-${String(attempt).padStart(6, '0')}/`;
+      const weights = Buffer.from(`weights at step ${step}`);
+      await plane.workspace.put(`${folder}ckpt.pt`, weights);
+      const manifest = {
+        format: 1,
+        job_id: jobId,
+        attempt,
+        step,
+        created_at: clock.now().toISOString(),
+        files: [{ path: 'ckpt.pt', size: weights.length }],
+      };
+      await plane.workspace.put(`${folder}MANIFEST.json`, JSON.stringify(manifest));
+      await plane.workspace.put(
+        keys.progress,
+        JSON.stringify({
+          job_id: jobId,
+          attempt,
+          step,
+          total_steps: 2000,
+          loss: 1.5,
+          updated_at: clock.now().toISOString(),
+        }),
+      );
+    },
+    async finish(jobId) {
+      await machine.waitFor(jobId);
+    },
+    async until(what, predicate) {
+      for (let i = 0; i < 2000; i++) {
+        if (await predicate()) return;
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      throw new Error(`gave up waiting for ${what}`);
+    },
+    async stop() {
+      for (const engine of engines.reverse()) await engine.stop();
+    },
+  };
+  batch.bench = bench;
+  return bench;
+}
+
+/** Step Functions' PascalCase job → the camelCase detail EventBridge delivers. */
+function camel(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(camel);
+  if (!value || typeof value !== 'object') return value;
+  return Object.fromEntries(
+    Object.entries(value as Record<string, unknown>).map(([k, v]) => [
+      k === 'Tags' ? 'tags' : k.charAt(0).toLowerCase() + k.slice(1),
+      k === 'Tags' ? v : camel(v),
+    ]),
+  );
+}
+
+/** The team scope and period of the bench's jobs. */
+export function teamScope(): { scope: string; period: string } {
+  return { scope: formatScope('team', TEAM), period: periodOf(new Date(T0)) };
+}

@@ -1,0 +1,300 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import type { AttemptRecord } from '../../lambdas/domain/job';
+import {
+  ADMIN,
+  type AttemptScript,
+  type BenchOptions,
+  type LifecycleBench,
+  RESEARCHER,
+  startLifecycleBench,
+  teamScope,
+} from './bench';
+
+let bench: LifecycleBench | undefined;
+afterEach(async () => {
+  await bench?.stop();
+  bench = undefined;
+});
+
+async function start(options: BenchOptions = {}): Promise<LifecycleBench> {
+  bench = await startLifecycleBench(options);
+  return bench;
+}
+
+async function submit(b: LifecycleBench, script: AttemptScript[], body: Record<string, unknown> = {}): Promise<string> {
+  const response = await b.submit(body);
+  expect(response.status, JSON.stringify(response.body)).toBe(202);
+  const jobId = (response.body.job as { jobId: string }).jobId;
+  b.batch.scripts.set(jobId, script);
+  return jobId;
+}
+
+/** Runs a job to its end and returns what the records say. */
+async function run(b: LifecycleBench, script: AttemptScript[], body: Record<string, unknown> = {}) {
+  const jobId = await submit(b, script, body);
+  await b.finish(jobId);
+  return outcome(b, jobId);
+}
+
+async function outcome(b: LifecycleBench, jobId: string) {
+  const execution = b.machine.execution(jobId);
+  expect(execution?.error).toBeUndefined();
+  return {
+    jobId,
+    job: await b.plane.jobs.requireJob(jobId),
+    attempts: await b.plane.jobs.listAttempts(jobId),
+    decisions: await b.plane.jobs.listDecisions(jobId),
+    queues: b.batch.submissions.filter((s) => s.Tags?.['trainyard:job-id'] === jobId).map((s) => s.JobQueue),
+    events: b.published.filter((e) => JSON.parse(e.Detail).jobId === jobId).map((e) => e.DetailType),
+  };
+}
+
+/** Cents of an attempt's metered cost, recomputed here from its recorded times and price (60 s minimum). */
+function expectedCents(attempt: AttemptRecord): number {
+  if (attempt.startedAt === undefined || attempt.stoppedAt === undefined) return 0;
+  const seconds = Math.max(60, Math.ceil((attempt.stoppedAt - attempt.startedAt) / 1000));
+  return Math.round((seconds * (attempt.usdPerHour ?? 0) * 100) / 3600);
+}
+
+/** The ledger is settled: nothing reserved for the job, spent equals the sum of its attempt costs, to the cent. */
+async function expectSettled(b: LifecycleBench, jobId: string): Promise<number> {
+  const attempts = await b.plane.jobs.listAttempts(jobId);
+  const cents = attempts.reduce((sum, a) => sum + expectedCents(a), 0);
+  for (const a of attempts)
+    expect(Math.round((a.costUsd ?? 0) * 100), `attempt ${a.attempt} cost`).toBe(expectedCents(a));
+  const { scope, period } = teamScope();
+  const usage = await b.plane.ledger.usage(scope, period);
+  expect(usage?.reservedUsd).toBe(0);
+  expect(Math.round((usage?.spentUsd ?? 0) * 100)).toBe(cents);
+  const job = await b.plane.jobs.requireJob(jobId);
+  expect(Math.round(job.costSoFarUsd * 100)).toBe(cents);
+  return cents;
+}
+
+describe('job lifecycle on the synthesized state machine', () => {
+  it('runs a job to success on spot, settles the ledger, and takes at most 30 state transitions', async () => {
+    const b = await start();
+    const r = await run(b, [{ result: 'succeed', seconds: 1800 }]);
+
+    expect(r.job.state).toBe('SUCCEEDED');
+    expect(r.queues).toEqual(['trainyard-gpu-small-spot']);
+    // 1800 s at the $0.20/h spot price the instance started at = $0.10.
+    expect(r.attempts.map((a) => a.costUsd)).toEqual([0.1]);
+    expect(await expectSettled(b, r.jobId)).toBe(10);
+    expect(r.events).toEqual(expect.arrayContaining(['Job Submitted', 'Job Started', 'Job Succeeded']));
+    const transitions = b.machine.execution(r.jobId)?.events.filter((e) => e.type === 'StateEntered') ?? [];
+    expect(transitions.map((e) => e.state?.name)).toEqual([
+      'Analyze',
+      'AfterAnalyze',
+      'CostGate',
+      'AfterCostGate',
+      'PrepareAttempt',
+      'AfterPrepare',
+      'RunAttempt',
+      'AttemptOutcome',
+      'NextStep',
+      'Finalize',
+      'Done',
+    ]);
+    expect(transitions.length).toBeLessThanOrEqual(30);
+  });
+
+  it('refuses a job whose reservation exceeds the team budget, with the budget’s numbers, and runs nothing', async () => {
+    const b = await start({ config: { teams: [{ id: 'nlp', principals: [RESEARCHER], monthlyBudgetUsd: 0.05 }] } });
+    // Ten hours on gpu-small reserves about $5.26 on-demand, far beyond $0.05.
+    const r = await run(b, [], { requirements: { runtimeSeconds: 36_000 } });
+
+    expect(r.job.state).toBe('REJECTED');
+    expect(r.job.reason).toMatch(
+      /^refused by the cost gate: team:nlp would exceed its budget: limit \$0\.05, spent \$0\.00, reserved \$0\.00, requested \$\d+\.\d\d, available \$0\.05$/,
+    );
+    expect(r.attempts).toEqual([]);
+    expect(r.queues).toEqual([]);
+    expect(r.events).toContain('Job Failed');
+    const { scope, period } = teamScope();
+    expect(await b.plane.ledger.usage(scope, period)).toMatchObject({ spentUsd: 0, reservedUsd: 0 });
+  });
+
+  it('resumes on spot from the newest checkpoint after a reclaim, then succeeds', async () => {
+    const b = await start();
+    const r = await run(b, [{ result: 'reclaim', step: 800, notice: true, seconds: 1200 }, { result: 'succeed' }]);
+
+    expect(r.job.state).toBe('SUCCEEDED');
+    expect(r.queues).toEqual(['trainyard-gpu-small-spot', 'trainyard-gpu-small-spot']);
+    expect(r.attempts.map((a) => a.outcome?.kind)).toEqual(['reclaimed', 'succeeded']);
+    const second = b.batch.submissions[1]?.ContainerOverrides?.Environment ?? [];
+    expect(second).toContainEqual({ Name: 'TRAINYARD_RESUME_ARGS', Value: '--init_from=resume' });
+    const first = b.batch.submissions[0]?.ContainerOverrides?.Environment ?? [];
+    expect(first).toContainEqual({ Name: 'TRAINYARD_RESUME_ARGS', Value: '' });
+    const resumed = b.published.find((e) => e.DetailType === 'Job Resumed');
+    expect(JSON.parse(resumed?.Detail ?? '{}')).toMatchObject({
+      attempt: 2,
+      checkpointUri: expect.stringMatching(/checkpoints\/ckpt-000001\/$/),
+    });
+    expect(r.events).toContain('Job Interrupted');
+    expect(b.batch.terminations.map((t) => t.reason)).toEqual(['Trainyard: spot interruption notice']);
+    await expectSettled(b, r.jobId);
+  });
+
+  it('falls back to on-demand after two reclaims', async () => {
+    const b = await start();
+    const r = await run(b, [{ result: 'reclaim', step: 300 }, { result: 'reclaim', step: 600 }, { result: 'succeed' }]);
+
+    expect(r.job.state).toBe('SUCCEEDED');
+    expect(r.queues).toEqual(['trainyard-gpu-small-spot', 'trainyard-gpu-small-spot', 'trainyard-gpu-small-on-demand']);
+    expect(r.events).toContain('Job FellBackToOnDemand');
+    expect(r.job.counters).toMatchObject({ attempts: 3, reclaims: 2 });
+    expect(r.decisions.at(-2)?.decision).toBe('run-attempt on-demand (resume)');
+    await expectSettled(b, r.jobId);
+  });
+
+  it('moves to on-demand when the spot queue cancels the attempt for lack of capacity', async () => {
+    const b = await start();
+    const r = await run(b, [{ result: 'capacity' }, { result: 'succeed' }]);
+
+    expect(r.job.state).toBe('SUCCEEDED');
+    expect(r.queues).toEqual(['trainyard-gpu-small-spot', 'trainyard-gpu-small-on-demand']);
+    expect(r.attempts.map((a) => [a.outcome?.kind, a.costUsd])).toEqual([
+      ['capacity-starved', 0],
+      ['succeeded', expect.any(Number)],
+    ]);
+    await expectSettled(b, r.jobId);
+  });
+
+  it('fails a job whose command exits non-zero when it asked for no retries, with the reason', async () => {
+    const b = await start();
+    const r = await run(b, [{ result: 'app-error', seconds: 300 }]);
+
+    expect(r.job.state).toBe('FAILED');
+    expect(r.job.reason).toContain('exit code 1');
+    expect(r.attempts).toHaveLength(1);
+    const failed = b.published.find((e) => e.DetailType === 'Job Failed');
+    expect(JSON.parse(failed?.Detail ?? '{}')).toMatchObject({ outcome: 'app-error', exitCode: 1 });
+    await expectSettled(b, r.jobId);
+  });
+
+  it('retries an application error after a backoff when the job asked for retries, then succeeds', async () => {
+    const b = await start();
+    const r = await run(b, [{ result: 'app-error', seconds: 300 }, { result: 'succeed' }], {
+      retries: { maxAppRetries: 2, backoffSeconds: 30 },
+    });
+
+    expect(r.job.state).toBe('SUCCEEDED');
+    expect(r.decisions.find((d) => d.seq === 101)?.decision).toBe('run-attempt spot after 30 s (resume)');
+    const states = b.machine
+      .execution(r.jobId)
+      ?.events.filter((e) => e.type === 'StateEntered')
+      .map((e) => e.state?.name);
+    expect(states).toContain('Backoff');
+    expect(r.job.counters).toMatchObject({ appErrors: 1, reclaims: 0 });
+    await expectSettled(b, r.jobId);
+  });
+
+  it('cancels a running job: TerminateJob with the cancel reason, CANCELLED, ledger settled', async () => {
+    const b = await start();
+    const jobId = await submit(b, [{ result: 'hold' }]);
+    await b.until('the attempt to run', async () => {
+      const attempt = await b.plane.jobs.getAttempt(jobId, 1);
+      return attempt?.batchJobId !== undefined && b.batch.isHeld(attempt.batchJobId);
+    });
+    b.clock.advance(600);
+
+    const response = await b.call('DELETE', `/jobs/${jobId}`);
+    expect(response.status).toBe(202);
+    await b.finish(jobId);
+    const r = await outcome(b, jobId);
+
+    expect(r.job.state).toBe('CANCELLED');
+    expect(b.batch.terminations.map((t) => t.reason)).toEqual(['Trainyard: cancelled by user']);
+    expect(r.events).toContain('Job Cancelled');
+    await expectSettled(b, jobId);
+  });
+
+  it('pauses a running job when its budget is exhausted, and resumes it once the budget is raised', async () => {
+    const b = await start({
+      config: {
+        teams: [{ id: 'nlp', principals: ['arn:aws:iam::123456789012:role/nlp-researchers'], monthlyBudgetUsd: 1 }],
+      },
+    });
+    const jobId = await submit(b, [{ result: 'hold', step: 500 }, { result: 'succeed' }]);
+    await b.until('the attempt to run', async () => {
+      const attempt = await b.plane.jobs.getAttempt(jobId, 1);
+      return attempt?.batchJobId !== undefined && b.batch.isHeld(attempt.batchJobId);
+    });
+    // Six hours at $0.20/h = $1.20 > the $1 budget.
+    b.clock.advance(6 * 3600);
+    await b.runBudgetWatch();
+    await b.until('the pause', async () => (await b.plane.jobs.requireJob(jobId)).state === 'PAUSED_BUDGET');
+
+    expect(b.batch.terminations.map((t) => t.reason)).toEqual(['Trainyard: budget exhausted, paused']);
+    expect(b.published.map((e) => e.DetailType)).toEqual(
+      expect.arrayContaining(['Budget Exhausted', 'Job PausedForBudget']),
+    );
+
+    const raised = await b.call('PUT', '/budgets/team:nlp', ADMIN, { limitUsd: 20 });
+    expect(raised.status, JSON.stringify(raised.body)).toBe(200);
+    await b.runBudgetWatch();
+    await b.finish(jobId);
+    const r = await outcome(b, jobId);
+
+    expect(r.job.state).toBe('SUCCEEDED');
+    expect(r.attempts.map((a) => a.outcome?.kind)).toEqual(['budget-stopped', 'succeeded']);
+    expect(b.batch.submissions[1]?.ContainerOverrides?.Environment).toContainEqual({
+      Name: 'TRAINYARD_RESUME_ARGS',
+      Value: '--init_from=resume',
+    });
+    await expectSettled(b, jobId);
+  });
+
+  it('starts on on-demand when the deadline is too tight for spot', async () => {
+    const b = await start();
+    const r = await run(b, [{ result: 'succeed', seconds: 3000 }], {
+      requirements: { runtimeSeconds: 3000, deadlineSeconds: 3300 },
+    });
+
+    expect(r.job.state).toBe('SUCCEEDED');
+    expect(r.queues).toEqual(['trainyard-gpu-small-on-demand']);
+    expect(r.decisions[0]?.decision).toBe('run-attempt on-demand');
+    await expectSettled(b, r.jobId);
+  });
+});
+
+describe('replaying every Task invocation and every AWS event twice', () => {
+  const scenario: AttemptScript[] = [
+    { result: 'reclaim', step: 800, notice: true, seconds: 1200 },
+    { result: 'succeed' },
+  ];
+
+  async function figures(options: BenchOptions) {
+    const b = await start(options);
+    const r = await run(b, scenario);
+    const { scope, period } = teamScope();
+    const usage = await b.plane.ledger.usage(scope, period);
+    const result = {
+      state: r.job.state,
+      cost: r.job.costSoFarUsd,
+      counters: r.job.counters,
+      attempts: r.attempts.map((a) => ({
+        attempt: a.attempt,
+        capacity: a.capacity,
+        cost: a.costUsd,
+        outcome: a.outcome?.kind,
+      })),
+      ledger: { spent: usage?.spentUsd, reserved: usage?.reservedUsd },
+      terminations: b.batch.terminations.length,
+      submissions: b.batch.submissions.length,
+    };
+    await b.stop();
+    bench = undefined;
+    return result;
+  }
+
+  it('changes no cost, no ledger entry and no attempt count', async () => {
+    const once = await figures({});
+    const twice = await figures({ replay: true });
+
+    expect(twice).toEqual(once);
+    expect(once.attempts).toHaveLength(2);
+    expect(once.ledger.spent).toBe(once.cost);
+  });
+});
