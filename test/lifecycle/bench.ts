@@ -283,17 +283,20 @@ export async function startLifecycleBench(options: BenchOptions = {}): Promise<L
   const budgetWatch = createBudgetWatchHandler(plane);
   const deliveries = options.replay ? 2 : 1;
   let eventSeq = 0;
-  const envelope = (source: string, detailType: string, detail: unknown) => ({
-    version: '0',
-    id: `evt-${(eventSeq += 1)}`,
-    'detail-type': detailType,
-    source,
-    account: '123456789012',
-    time: clock.now().toISOString(),
-    region: 'us-east-1',
-    resources: [],
-    detail,
-  });
+  const envelope = (source: string, detailType: string, detail: unknown) => {
+    eventSeq += 1;
+    return {
+      version: '0',
+      id: `evt-${eventSeq}`,
+      'detail-type': detailType,
+      source,
+      account: '123456789012',
+      time: clock.now().toISOString(),
+      region: 'us-east-1',
+      resources: [],
+      detail,
+    };
+  };
 
   const bench: LifecycleBench = {
     config,
