@@ -1,0 +1,724 @@
+/**
+ * Part 2 of `npm run bench`: the control plane's own speed (issue 7). Each Lambda's bundle is built exactly as
+ * lib/function.ts bundles it and measured (size, what dominates it, cold start in a fresh Node process); the API
+ * handler is timed warm against dynalite and s3rver; and a happy-path job is run through the synthesized state machine
+ * to count its state transitions. Run standalone with `npx tsx bench/control-plane.ts [--quick]`.
+ */
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import type { APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
+import { build, type Metafile } from 'esbuild';
+import { type ApiEvent, createApiHandler } from '../lambdas/api/app';
+import type { ControlPlane } from '../lambdas/shared/control-plane';
+import { logger } from '../lambdas/shared/logger';
+import type { FleetFacts, LifecycleControl } from '../lambdas/shared/ports';
+import { packTarGz } from '../lambdas/shared/tarball';
+import { parseConfig, type TrainyardConfig } from '../lib/config';
+import { ensureLocalTables, LOCAL_NAMES, lifecycleSteps, localControlPlane } from '../lib/local/control-plane';
+import { synthesizeJobStateMachineDefinition } from '../lib/local/definition';
+import { type RunningEngine, startDynalite, startS3rver } from '../lib/local/engines';
+import type { LocalBatch, SubmitJobInput } from '../lib/local/local-batch';
+import { type ExecutionEvent, LocalStateMachine } from '../lib/local/state-machine-runner';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+/** Bundles live under node_modules so the external `@aws-sdk/*` imports resolve as the Lambda runtime's would. */
+const BUILD_DIR = join(ROOT, 'node_modules', '.cache', 'trainyard-bench', 'bundles');
+const KIB = 1024;
+
+/** The issue's goals for the control plane. */
+export const CONTROL_PLANE_GOALS = { bundleKiB: 250, coldStartMs: 150, warmP99Ms: 50, stateTransitions: 30 } as const;
+
+/** The esbuild banner lib/function.ts sets: ESM bundles still meet CommonJS dependencies that call require(). */
+export const LAMBDA_BANNER = "import { createRequire } from 'module'; const require = createRequire(import.meta.url);";
+
+/** One input package's share of a bundle. */
+export interface BundleShare {
+  /** npm package name, or the repository folder for our own code. */
+  readonly module: string;
+  readonly bytes: number;
+}
+
+/** One Lambda's bundle. */
+export interface BundleFigure {
+  /** The handler's folder under lambdas/ (analyze, api, …). */
+  readonly handler: string;
+  readonly bytes: number;
+  readonly kib: number;
+  /** The five largest contributors to the minified output. */
+  readonly top: readonly BundleShare[];
+  /** External `@aws-sdk/*` packages the bundle imports statically (loaded at cold start from the runtime). */
+  readonly sdkImports: readonly string[];
+  /** Whether the defined default config's JSON literal is in the output (esbuild found an expression to replace). */
+  readonly configLiteralInBundle: boolean;
+  readonly withinGoal: boolean;
+}
+
+/** What importing one AWS SDK package costs a fresh process. */
+export interface SdkImportFigure {
+  readonly module: string;
+  /** Median over runs of the `import()` alone. */
+  readonly medianMs: number;
+  /** Bundles that import it. */
+  readonly importedBy: number;
+}
+
+/** Time for a fresh Node process to load one bundle and hold a ready handler. */
+export interface ColdStartFigure {
+  readonly handler: string;
+  readonly runs: number;
+  /** Median of process start (performance.timeOrigin) → handler export ready. */
+  readonly medianMs: number;
+  readonly maxMs: number;
+  /** Median of the `import()` of the bundle alone (process start excluded). */
+  readonly medianImportMs: number;
+  /**
+   * Whether the handler became ready with only the stack's variables (no TRAINYARD_CONFIG). Handlers that read the
+   * config at cold start fail here when the `define` is not effective; the timed runs then set the variable.
+   */
+  readonly startsWithoutConfigVariable: boolean;
+  readonly withinGoal: boolean;
+}
+
+/** Warm latency of one API route. */
+export interface LatencyFigure {
+  /** `METHOD /path`. */
+  readonly route: string;
+  readonly calls: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly meanMs: number;
+  readonly withinGoal: boolean;
+}
+
+/** The happy-path job's walk through the state machine. */
+export interface TransitionFigure {
+  /** StateEntered events of the execution. */
+  readonly stateEntered: number;
+  /** States entered, in order. */
+  readonly states: readonly string[];
+  /** Final job state in DynamoDB (must be SUCCEEDED for the count to mean anything). */
+  readonly jobState: string;
+  readonly withinGoal: boolean;
+}
+
+/** Everything part 2 measured. */
+export interface ControlPlaneBenchResult {
+  readonly name: 'control-plane';
+  readonly quick: boolean;
+  readonly goals: typeof CONTROL_PLANE_GOALS;
+  readonly bundles: readonly BundleFigure[];
+  readonly coldStarts: readonly ColdStartFigure[];
+  readonly sdkImports: readonly SdkImportFigure[];
+  readonly latency: readonly LatencyFigure[];
+  readonly transitions: TransitionFigure;
+  readonly elapsedSeconds: number;
+}
+
+/** Raised when a measurement cannot be taken (a request that should succeed did not). */
+export class BenchMeasurementFailed extends Error {
+  override name = 'BenchMeasurementFailed';
+}
+
+/** Nearest-rank percentile (p in 0..100) of a non-empty list. */
+export function percentile(values: readonly number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const rank = Math.max(1, Math.ceil((p / 100) * sorted.length));
+  return sorted[rank - 1] ?? Number.NaN;
+}
+
+/** Every Lambda entry: lambdas/<name>/handler.ts. */
+export function lambdaEntries(root = ROOT): Array<{ handler: string; entry: string }> {
+  return readdirSync(join(root, 'lambdas'))
+    .filter((name) => statSync(join(root, 'lambdas', name, 'handler.ts'), { throwIfNoEntry: false })?.isFile())
+    .sort()
+    .map((handler) => ({ handler, entry: join(root, 'lambdas', handler, 'handler.ts') }));
+}
+
+/** Groups a metafile output's inputs by npm package (or repository folder) and sorts largest first. */
+export function bundleComposition(inputs: Metafile['outputs'][string]['inputs']): BundleShare[] {
+  const shares = new Map<string, number>();
+  for (const [path, input] of Object.entries(inputs)) {
+    const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(path)?.[1];
+    const module = pkg ?? path.split('/').slice(0, 2).join('/');
+    shares.set(module, (shares.get(module) ?? 0) + input.bytesInOutput);
+  }
+  return [...shares.entries()].map(([module, bytes]) => ({ module, bytes })).sort((a, b) => b.bytes - a.bytes);
+}
+
+/**
+ * Bundles one entry with lib/function.ts's options (NodejsFunction's esbuild flags for them: node platform, ESM,
+ * node22, minified, `@aws-sdk/*` external, the banner, the config defined in). Source maps are left out: they are a
+ * separate file in the asset and do not count towards the code Node loads.
+ */
+export async function bundleLambda(entry: string, outfile: string, config: TrainyardConfig): Promise<Metafile> {
+  const result = await build({
+    entryPoints: [entry],
+    outfile,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node22',
+    // NodejsFunction's default main fields for ESM output.
+    mainFields: ['module', 'main'],
+    minify: true,
+    external: ['@aws-sdk/*'],
+    banner: { js: LAMBDA_BANNER },
+    define: { 'process.env.TRAINYARD_CONFIG': JSON.stringify(JSON.stringify(config)) },
+    metafile: true,
+    logLevel: 'silent',
+  });
+  return result.metafile;
+}
+
+async function measureBundles(
+  config: TrainyardConfig,
+  log: (line: string) => void,
+): Promise<{ figures: BundleFigure[]; files: Map<string, string> }> {
+  rmSync(BUILD_DIR, { recursive: true, force: true });
+  mkdirSync(BUILD_DIR, { recursive: true });
+  const figures: BundleFigure[] = [];
+  const files = new Map<string, string>();
+  for (const { handler, entry } of lambdaEntries()) {
+    const outfile = join(BUILD_DIR, `${handler}.mjs`);
+    const metafile = await bundleLambda(entry, outfile, config);
+    const output = metafile.outputs[relative(process.cwd(), outfile)] ?? Object.values(metafile.outputs)[0];
+    if (!output) throw new BenchMeasurementFailed(`esbuild wrote no output for ${entry}`);
+    const bytes = statSync(outfile).size;
+    const top = bundleComposition(output.inputs).slice(0, 5);
+    const sdkImports = [...new Set(output.imports.filter((i) => i.external).map((i) => i.path))]
+      .filter((path) => path.startsWith('@aws-sdk/'))
+      .sort();
+    const configLiteralInBundle = readFileSync(outfile, 'utf8').includes(JSON.stringify(config).slice(0, 80));
+    figures.push({
+      handler,
+      bytes,
+      kib: bytes / KIB,
+      top,
+      sdkImports,
+      configLiteralInBundle,
+      withinGoal: bytes / KIB <= CONTROL_PLANE_GOALS.bundleKiB,
+    });
+    files.set(handler, outfile);
+    const share = top.map((t) => `${t.module} ${(t.bytes / KIB).toFixed(0)}`).join(', ');
+    log(`control-plane: bundle ${handler} ${(bytes / KIB).toFixed(1)} KiB (${share})`);
+  }
+  return { figures, files };
+}
+
+/** Dummy values for every variable the stacks set, so a handler's cold start builds all it would on AWS. */
+const LAMBDA_ENV: Record<string, string> = {
+  AWS_REGION: 'us-east-1',
+  AWS_DEFAULT_REGION: 'us-east-1',
+  AWS_ACCESS_KEY_ID: 'AKIDBENCHONLY',
+  AWS_SECRET_ACCESS_KEY: 'bench-only',
+  AWS_LAMBDA_FUNCTION_NAME: 'trainyard-bench',
+  AWS_LAMBDA_FUNCTION_MEMORY_SIZE: '512',
+  POWERTOOLS_SERVICE_NAME: 'trainyard',
+  POWERTOOLS_LOG_LEVEL: 'INFO',
+  POWERTOOLS_LOGGER_LOG_EVENT: 'false',
+  JOBS_TABLE_NAME: 'trainyard-jobs',
+  BUDGETS_TABLE_NAME: 'trainyard-budgets',
+  WORKSPACE_BUCKET_NAME: 'trainyard-workspace',
+  STATE_MACHINE_ARN: 'arn:aws:states:us-east-1:000000000000:stateMachine:trainyard',
+  EVENT_BUS_NAME: 'trainyard',
+  BATCH_NAME_PREFIX: 'trainyard',
+  TRAINING_LOG_GROUP_NAME: 'trainyard-training',
+};
+
+/** The child: imports a module, checks the handler export, prints process-start→ready and import-only milliseconds. */
+const COLD_START_CHILD = `
+const started = performance.now();
+const module = await import(process.argv[1]);
+if (process.argv[2] === 'handler' && typeof module.handler !== 'function') throw new Error('no handler function export');
+const ready = performance.now();
+process.stdout.write(JSON.stringify({ readyMs: ready, importMs: ready - started }));
+`;
+
+interface ChildTiming {
+  readyMs: number;
+  importMs: number;
+}
+
+/** Imports `specifier` in a fresh Node process with only `env`; resolves its timing or rejects with its stderr. */
+function importInFreshProcess(
+  specifier: string,
+  env: Record<string, string>,
+  check: 'handler' | 'none',
+): Promise<ChildTiming> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(
+      process.execPath,
+      ['--no-warnings', '--input-type=module', '-e', COLD_START_CHILD, specifier, check],
+      {
+        cwd: ROOT,
+        env: { PATH: process.env.PATH ?? '', ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    child.on('error', reject);
+    child.on('close', (code) => {
+      if (code === 0) resolve(JSON.parse(stdout) as ChildTiming);
+      else reject(new BenchMeasurementFailed(`importing ${specifier} exited ${code}: ${stderr.slice(-1500)}`));
+    });
+  });
+}
+
+async function measureColdStarts(
+  files: Map<string, string>,
+  runs: number,
+  config: TrainyardConfig,
+  log: (line: string) => void,
+): Promise<ColdStartFigure[]> {
+  const figures: ColdStartFigure[] = [];
+  for (const [handler, file] of files) {
+    const url = pathToFileURL(file).href;
+    // Probe: does the bundle start with only the stack's variables, i.e. is the defined config really baked in?
+    const startsWithoutConfigVariable = await importInFreshProcess(url, LAMBDA_ENV, 'handler').then(
+      () => true,
+      (error: unknown) => {
+        if (String(error).includes('TRAINYARD_CONFIG')) return false;
+        throw error;
+      },
+    );
+    const env = startsWithoutConfigVariable ? LAMBDA_ENV : { ...LAMBDA_ENV, TRAINYARD_CONFIG: JSON.stringify(config) };
+    const samples: ChildTiming[] = [];
+    // Runs are sequential: on a small machine parallel processes would measure CPU contention, not cold start.
+    for (let i = 0; i < runs; i++) samples.push(await importInFreshProcess(url, env, 'handler'));
+    const ready = samples.map((s) => s.readyMs);
+    const medianMs = percentile(ready, 50);
+    figures.push({
+      handler,
+      runs,
+      medianMs,
+      maxMs: Math.max(...ready),
+      medianImportMs: percentile(
+        samples.map((s) => s.importMs),
+        50,
+      ),
+      startsWithoutConfigVariable,
+      withinGoal: medianMs <= CONTROL_PLANE_GOALS.coldStartMs,
+    });
+    log(
+      `control-plane: cold start ${handler} median ${medianMs.toFixed(0)} ms over ${runs}` +
+        (startsWithoutConfigVariable ? '' : ' (needed TRAINYARD_CONFIG in its environment: set for the runs)'),
+    );
+  }
+  return figures;
+}
+
+/** Import cost of each external SDK package the bundles load at cold start (a fresh process per run). */
+async function measureSdkImports(
+  bundles: readonly BundleFigure[],
+  runs: number,
+  log: (line: string) => void,
+): Promise<SdkImportFigure[]> {
+  const modules = [...new Set(bundles.flatMap((b) => b.sdkImports))].sort();
+  const figures: SdkImportFigure[] = [];
+  for (const module of modules) {
+    const samples: number[] = [];
+    for (let i = 0; i < runs; i++) samples.push((await importInFreshProcess(module, LAMBDA_ENV, 'none')).importMs);
+    const medianMs = percentile(samples, 50);
+    figures.push({ module, medianMs, importedBy: bundles.filter((b) => b.sdkImports.includes(module)).length });
+    log(`control-plane: import ${module} median ${medianMs.toFixed(0)} ms`);
+  }
+  return figures.sort((a, b) => b.medianMs - a.medianMs);
+}
+
+const PRINCIPAL = 'arn:aws:iam::123456789012:role/bench-researchers';
+
+/** One team with a budget no benchmark run can exhaust (every submission reserves its estimate). */
+export function benchConfig(): TrainyardConfig {
+  return parseConfig(
+    { teams: [{ id: 'bench', principals: [PRINCIPAL], monthlyBudgetUsd: 10_000_000 }] },
+    'control-plane bench config',
+  );
+}
+
+/** An API Gateway HTTP API payload 2.0 event with an IAM authorizer, as test/lambdas/api/support.ts builds them. */
+export function apiGatewayEvent(method: string, path: string, body?: unknown): ApiEvent {
+  const now = Date.now();
+  return {
+    version: '2.0',
+    routeKey: `${method} ${path}`,
+    rawPath: path,
+    rawQueryString: '',
+    headers: { 'content-type': 'application/json', host: 'bench.execute-api.us-east-1.amazonaws.com' },
+    requestContext: {
+      accountId: '123456789012',
+      apiId: 'bench',
+      domainName: 'bench.execute-api.us-east-1.amazonaws.com',
+      domainPrefix: 'bench',
+      http: { method, path, protocol: 'HTTP/1.1', sourceIp: '192.0.2.1', userAgent: 'trainyard-bench' },
+      requestId: `req-${now}`,
+      routeKey: `${method} ${path}`,
+      stage: '$default',
+      time: new Date(now).toISOString(),
+      timeEpoch: now,
+      authorizer: {
+        iam: {
+          accessKey: 'ASIAEXAMPLE',
+          accountId: '123456789012',
+          callerId: 'AROAEXAMPLE:bench',
+          cognitoIdentity: null,
+          principalOrgId: null,
+          userArn: PRINCIPAL,
+          userId: 'AROAEXAMPLE:bench',
+        },
+      },
+    },
+    ...(body !== undefined && { body: JSON.stringify(body) }),
+    isBase64Encoded: false,
+    // AWS sends null for cognitoIdentity and principalOrgId outside those features; the types say string.
+  } as unknown as ApiEvent;
+}
+
+/** The example project the API is asked about: examples/hello-cpu, as files and as a tar.gz bundle. */
+function exampleProject(): { files: Record<string, string>; bundle: string } {
+  const root = join(ROOT, 'examples', 'hello-cpu');
+  const entries = readdirSync(root).filter((name) => statSync(join(root, name)).isFile());
+  const files = Object.fromEntries(entries.map((name) => [name, readFileSync(join(root, name), 'utf8')]));
+  const bundle = packTarGz(entries.map((path) => ({ path, content: readFileSync(join(root, path)) })));
+  return { files, bundle: bundle.toString('base64') };
+}
+
+/** Fleet facts for the local runs: every instance is a spot g4dn.xlarge at $0.20/h. */
+const FLEET: FleetFacts = {
+  async instanceFor(arn) {
+    return {
+      instanceId: arn.split('/').at(-1) ?? 'i-0bench',
+      instanceType: 'g4dn.xlarge',
+      availabilityZone: 'us-east-1a',
+      lifecycle: 'spot',
+    };
+  },
+  async spotPriceAt() {
+    return 0.2;
+  },
+};
+
+/** Engines and the plane parts both measurements share. */
+interface Engines {
+  readonly dynamo: RunningEngine;
+  readonly s3: RunningEngine;
+  readonly directory: string;
+}
+
+function planeOver(engines: Engines, config: TrainyardConfig, lifecycle: () => LifecycleControl): ControlPlane {
+  return localControlPlane({
+    config,
+    dynamoEndpoint: engines.dynamo.endpoint,
+    s3Endpoint: engines.s3.endpoint,
+    batch: { terminateJob: async () => undefined },
+    events: { publish: async () => undefined },
+    lifecycle,
+    logs: { recentLines: async () => [] },
+    fleet: FLEET,
+  });
+}
+
+type Handler = (event: ApiEvent) => Promise<APIGatewayProxyStructuredResultV2>;
+
+async function timedCall(
+  handler: Handler,
+  event: ApiEvent,
+  expectStatus: number,
+): Promise<{ ms: number; body: Record<string, unknown> }> {
+  const started = performance.now();
+  const response = await handler(event);
+  const ms = performance.now() - started;
+  if (response.statusCode !== expectStatus) {
+    throw new BenchMeasurementFailed(
+      `${event.routeKey} answered ${response.statusCode}, expected ${expectStatus}: ${response.body ?? ''}`,
+    );
+  }
+  return { ms, body: JSON.parse(response.body ?? '{}') as Record<string, unknown> };
+}
+
+function latencyFigure(route: string, samples: readonly number[]): LatencyFigure {
+  const p99Ms = percentile(samples, 99);
+  return {
+    route,
+    calls: samples.length,
+    p50Ms: percentile(samples, 50),
+    p99Ms,
+    meanMs: samples.reduce((s, v) => s + v, 0) / samples.length,
+    withinGoal: p99Ms <= CONTROL_PLANE_GOALS.warmP99Ms,
+  };
+}
+
+async function measureWarmLatency(
+  engines: Engines,
+  config: TrainyardConfig,
+  calls: number,
+  log: (line: string) => void,
+): Promise<LatencyFigure[]> {
+  // The lifecycle port records StartExecution so no execution runs: only the API handler's own work is timed.
+  const started = new Set<string>();
+  const recorder: LifecycleControl = {
+    async startExecution(name) {
+      const alreadyStarted = started.has(name);
+      started.add(name);
+      return { alreadyStarted };
+    },
+    async sendTaskSuccess() {},
+  };
+  const handler = createApiHandler(planeOver(engines, config, () => recorder));
+  const project = exampleProject();
+  const command = ['python', 'train.py', '--max_iters=500'];
+  const estimate = () => apiGatewayEvent('POST', '/estimate', { files: project.files, command });
+  const submit = () => apiGatewayEvent('POST', '/jobs', { bundle: project.bundle, command });
+  const warmup = Math.min(20, calls);
+  const jobIds: string[] = [];
+  const run = async (
+    event: () => ApiEvent,
+    status: number,
+    count: number,
+    onBody?: (b: Record<string, unknown>) => void,
+  ) => {
+    const samples: number[] = [];
+    for (let i = 0; i < count; i++) {
+      const { ms, body } = await timedCall(handler, event(), status);
+      samples.push(ms);
+      onBody?.(body);
+    }
+    return samples;
+  };
+  const collectJob = (body: Record<string, unknown>) => {
+    const jobId = (body.job as { jobId?: unknown } | undefined)?.jobId;
+    if (typeof jobId !== 'string')
+      throw new BenchMeasurementFailed(`POST /jobs returned no job id: ${JSON.stringify(body)}`);
+    jobIds.push(jobId);
+  };
+  // Warm-up calls (not timed) load code paths and connections, as a warm Lambda has.
+  await run(estimate, 200, warmup);
+  await run(submit, 202, warmup, collectJob);
+  const figures: LatencyFigure[] = [];
+  figures.push(latencyFigure('POST /estimate', await run(estimate, 200, calls)));
+  log(`control-plane: POST /estimate ×${calls} done`);
+  figures.push(latencyFigure('POST /jobs', await run(submit, 202, calls, collectJob)));
+  log(`control-plane: POST /jobs ×${calls} done`);
+  let next = 0;
+  const getJob = () => apiGatewayEvent('GET', `/jobs/${jobIds[next++ % jobIds.length] ?? ''}`);
+  await run(getJob, 200, warmup);
+  figures.push(latencyFigure('GET /jobs/{id}', await run(getJob, 200, calls)));
+  log(`control-plane: GET /jobs/{id} ×${calls} done`);
+  return figures;
+}
+
+/** Batch for the happy path: every attempt SUCCEEDS at once, answered in Step Functions' PascalCase job shape. */
+class SucceedingBatch implements LocalBatch {
+  private sequence = 0;
+
+  async runJob(input: SubmitJobInput): Promise<Record<string, unknown>> {
+    this.sequence += 1;
+    const batchJobId = `00000000-0000-4000-8000-${String(this.sequence).padStart(12, '0')}`;
+    const startedAt = Date.now();
+    const container = {
+      ContainerInstanceArn: `arn:aws:ecs:us-east-1:123456789012:container-instance/trainyard/i-0bench${this.sequence}`,
+      TaskArn: `arn:aws:ecs:us-east-1:123456789012:task/trainyard/${batchJobId}`,
+      LogStreamName: `trainyard/default/${batchJobId.slice(0, 8)}`,
+      ExitCode: 0,
+    };
+    return {
+      JobArn: `arn:aws:batch:us-east-1:123456789012:job/${batchJobId}`,
+      JobName: input.JobName,
+      JobId: batchJobId,
+      JobQueue: `arn:aws:batch:us-east-1:123456789012:job-queue/${input.JobQueue}`,
+      JobDefinition: `arn:aws:batch:us-east-1:123456789012:job-definition/${input.JobDefinition}:1`,
+      Status: 'SUCCEEDED',
+      StatusReason: 'Essential container in task exited',
+      CreatedAt: startedAt,
+      StartedAt: startedAt,
+      StoppedAt: startedAt + 1000,
+      Container: container,
+      Attempts: [
+        {
+          Container: container,
+          StartedAt: startedAt,
+          StoppedAt: startedAt + 1000,
+          StatusReason: 'Essential container in task exited',
+        },
+      ],
+      Tags: input.Tags ?? {},
+    };
+  }
+}
+
+async function measureTransitions(engines: Engines, config: TrainyardConfig): Promise<TransitionFigure> {
+  let machine: LocalStateMachine | undefined;
+  const plane = planeOver(engines, config, () => {
+    if (!machine) throw new BenchMeasurementFailed('state machine not built before the first submission');
+    return machine;
+  });
+  const events: ExecutionEvent[] = [];
+  machine = new LocalStateMachine({
+    definition: synthesizeJobStateMachineDefinition(),
+    steps: lifecycleSteps(plane),
+    batch: new SucceedingBatch(),
+    backoffWaitMs: 0,
+    retryIntervalMs: 0,
+    onEvent: (_name, event) => events.push(event),
+  });
+  const project = exampleProject();
+  const handler = createApiHandler(plane);
+  const { body } = await timedCall(
+    handler,
+    apiGatewayEvent('POST', '/jobs', { bundle: project.bundle, command: ['python', 'train.py'] }),
+    202,
+  );
+  const jobId = (body.job as { jobId?: unknown } | undefined)?.jobId;
+  if (typeof jobId !== 'string')
+    throw new BenchMeasurementFailed(`POST /jobs returned no job id: ${JSON.stringify(body)}`);
+  const execution = await machine.waitFor(jobId);
+  const job = await plane.jobs.requireJob(jobId);
+  if (execution.status !== 'SUCCEEDED' || job.state !== 'SUCCEEDED') {
+    throw new BenchMeasurementFailed(
+      `happy-path job ${jobId} ended ${execution.status}/${job.state}: ${execution.error ?? job.reason ?? 'no reason'}`,
+    );
+  }
+  const entered = execution.events.filter((e) => e.type === 'StateEntered');
+  return {
+    stateEntered: entered.length,
+    states: entered.map((e) => e.state?.name ?? '?'),
+    jobState: job.state,
+    withinGoal: entered.length <= CONTROL_PLANE_GOALS.stateTransitions,
+  };
+}
+
+/** Runs part 2: bundles, cold starts, warm API latency, state transitions. */
+export async function runControlPlaneBench(options: {
+  quick: boolean;
+  log: (line: string) => void;
+}): Promise<ControlPlaneBenchResult> {
+  const started = performance.now();
+  const { figures: bundles, files } = await measureBundles(parseConfig({}, 'defaults'), options.log);
+  const defaults = parseConfig({}, 'defaults');
+  const coldStarts = await measureColdStarts(files, options.quick ? 5 : 20, defaults, options.log);
+  const sdkImports = await measureSdkImports(bundles, options.quick ? 3 : 9, options.log);
+  const directory = mkdtempSync(join(tmpdir(), 'trainyard-bench-cp-'));
+  // A request log line per call would bury the progress lines; its cost (microseconds) is far below what is timed.
+  const logLevel = logger.getLevelName();
+  logger.setLogLevel('SILENT');
+  const engines: Engines = {
+    dynamo: await startDynalite(),
+    s3: await startS3rver({ directory, buckets: [LOCAL_NAMES.bucket] }),
+    directory,
+  };
+  try {
+    await ensureLocalTables(engines.dynamo.endpoint);
+    const config = benchConfig();
+    const latency = await measureWarmLatency(engines, config, options.quick ? 200 : 1000, options.log);
+    const transitions = await measureTransitions(engines, config);
+    options.log(`control-plane: happy path entered ${transitions.stateEntered} states`);
+    return {
+      name: 'control-plane',
+      quick: options.quick,
+      goals: CONTROL_PLANE_GOALS,
+      bundles,
+      coldStarts,
+      sdkImports,
+      latency,
+      transitions,
+      elapsedSeconds: (performance.now() - started) / 1000,
+    };
+  } finally {
+    logger.setLogLevel(logLevel);
+    await engines.s3.stop();
+    await engines.dynamo.stop();
+    rmSync(directory, { recursive: true, force: true });
+  }
+}
+
+const yesNo = (ok: boolean): string => (ok ? 'yes' : 'no');
+
+/** Markdown tables of a result. */
+export function controlPlaneTables(result: ControlPlaneBenchResult): string {
+  const g = result.goals;
+  const cold = new Map(result.coldStarts.map((c) => [c.handler, c]));
+  const lines = [
+    `Bundles: esbuild as lib/function.ts (ESM, node22, minified, \`@aws-sdk/*\` external, default config defined in); ` +
+      `cold start = fresh \`node\` process start → handler export ready, median of ${result.coldStarts[0]?.runs ?? 0}.`,
+    '',
+    `| Lambda | bundle KiB | ≤ ${g.bundleKiB} | largest inputs (KiB) | cold start median | import only | ≤ ${g.coldStartMs} ms |`,
+    '|---|---|---|---|---|---|---|',
+  ];
+  for (const b of result.bundles) {
+    const c = cold.get(b.handler);
+    const top = b.top
+      .slice(0, 3)
+      .map((t) => `${t.module} ${(t.bytes / KIB).toFixed(0)}`)
+      .join(', ');
+    lines.push(
+      `| ${b.handler} | ${b.kib.toFixed(1)} | ${yesNo(b.withinGoal)} | ${top} | ${c ? `${c.medianMs.toFixed(0)} ms` : '–'} | ` +
+        `${c ? `${c.medianImportMs.toFixed(0)} ms` : '–'} | ${c ? yesNo(c.withinGoal) : '–'} |`,
+    );
+  }
+  const missingLiteral = result.bundles.filter((b) => !b.configLiteralInBundle).map((b) => b.handler);
+  const failedStart = result.coldStarts.filter((c) => !c.startsWithoutConfigVariable).map((c) => c.handler);
+  if (missingLiteral.length > 0 || failedStart.length > 0) {
+    lines.push(
+      '',
+      `**Config not baked in:** the default config's JSON is absent from ${missingLiteral.length}/${result.bundles.length} ` +
+        'bundles — the `define` of `process.env.TRAINYARD_CONFIG` has no `process.env.TRAINYARD_CONFIG` expression to ' +
+        'replace (the config is read through `process.env[name]`). ' +
+        (failedStart.length > 0
+          ? `${failedStart.join(', ')} failed at cold start without the variable (MissingEnvironment TRAINYARD_CONFIG); the others read it on first use. `
+          : '') +
+        'The cold-start runs set the variable to the default config.',
+    );
+  }
+  if (result.sdkImports.length > 0) {
+    lines.push(
+      '',
+      'External AWS SDK packages the bundles import statically, and what each costs a fresh process to import (median):',
+      '',
+      '| package | import | bundles importing it |',
+      '|---|---|---|',
+    );
+    for (const sdk of result.sdkImports) {
+      lines.push(`| ${sdk.module} | ${sdk.medianMs.toFixed(0)} ms | ${sdk.importedBy}/${result.bundles.length} |`);
+    }
+  }
+  lines.push(
+    '',
+    `Warm API handler against dynalite + s3rver (createApiHandler, API Gateway v2 events, ${result.latency[0]?.calls ?? 0} calls each):`,
+    '',
+    `| route | calls | p50 | p99 | mean | p99 ≤ ${g.warmP99Ms} ms |`,
+    '|---|---|---|---|---|---|',
+  );
+  for (const l of result.latency) {
+    lines.push(
+      `| ${l.route} | ${l.calls} | ${l.p50Ms.toFixed(1)} ms | ${l.p99Ms.toFixed(1)} ms | ${l.meanMs.toFixed(1)} ms | ${yesNo(l.withinGoal)} |`,
+    );
+  }
+  const t = result.transitions;
+  lines.push(
+    '',
+    `State transitions of a happy-path job (synthesized state machine, local runner): **${t.stateEntered}** StateEntered ` +
+      `(goal ≤ ${g.stateTransitions}: ${yesNo(t.withinGoal)}); job ended ${t.jobState}; ${t.states.join(' → ')}.`,
+  );
+  return lines.join('\n');
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const quick = process.argv.includes('--quick');
+  runControlPlaneBench({ quick, log: (line) => console.error(line) })
+    .then((result) => {
+      console.log(controlPlaneTables(result));
+    })
+    .catch((error: unknown) => {
+      console.error(error);
+      process.exitCode = 1;
+    });
+}
