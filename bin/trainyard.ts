@@ -5,12 +5,10 @@
  */
 import { createInterface } from 'node:readline/promises';
 import { type CommandRegistrar, runCli } from '../lib/cli/commands';
+import { registerLocalCommands } from '../lib/local/cli-commands';
 
-/**
- * Commands owned by other modules. Local mode's `local` and `demo` are registered here through
- * `registerLocalCommands(program)` from lib/local/cli-commands.ts once that module exists.
- */
-const registrars: CommandRegistrar[] = [];
+/** Commands owned by other modules: local mode's `local` (with `interrupt`, `stop`) and `demo`. */
+const registrars: CommandRegistrar[] = [registerLocalCommands];
 
 async function confirm(question: string): Promise<boolean> {
   const prompt = createInterface({ input: process.stdin, output: process.stderr });

@@ -1,0 +1,581 @@
+/**
+ * The CLI's local-mode commands: `trainyard local` (foreground; Ctrl-C stops it cleanly), `trainyard local interrupt
+ * <job>` (a spot notice through the job's fake IMDS), `trainyard local stop` (signals the running local mode) and
+ * `trainyard demo` (the whole lifecycle on this machine: estimate, budget gate, run, a spot interruption, checkpoint,
+ * resume, settled cost, report). Registered on the program by bin/trainyard.ts; docs/cli.md "Local mode".
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Command } from 'commander';
+import { attemptCostUsd } from '../../lambdas/domain/metering';
+import { jobKeysFor, s3Uri } from '../../lambdas/domain/workspace-layout';
+import { ApiClient, type FetchLike, LOCAL_NOT_RUNNING, resolveTarget } from '../cli/client';
+import { type CliDeps, type CommandRegistrar, runCli } from '../cli/commands';
+import { CliError, EXIT_CODES, exitCodeForJobState } from '../cli/exit-codes';
+import { at, formatBudgets, formatMoney, formatRate, jobOf, jobView, statusLine } from '../cli/format';
+import { parseIntegerIn, parseJobId } from '../cli/options';
+import { ConfigError, DEFAULT_CONFIG_PATH, loadConfig, type TrainyardConfig } from '../config';
+import { seededRandom } from './batch-runner';
+import { LOCAL_NAMES } from './control-plane';
+import { type LocalMode, LocalModeError, type LocalModeOptions, startLocalMode } from './local-mode';
+import { LOCAL_DIR, LocalStateError, readLocalState } from './token';
+
+/** What the local commands need from outside; every field has a default for the real terminal and process. */
+export interface LocalCommandDeps {
+  /** @default the program's configured output (the CLI's stdout) */
+  readonly stdout?: (text: string) => void;
+  /** @default the program's configured error output */
+  readonly stderr?: (text: string) => void;
+  /** @default process.env */
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  /** @default process.cwd() */
+  readonly cwd?: string;
+  /** @default whether process.stdout is a terminal */
+  readonly isTTY?: boolean;
+  /** @default global fetch */
+  readonly fetch?: FetchLike;
+  /** Resolves (with what stopped it) when the foreground `trainyard local` should stop. @default SIGINT or SIGTERM */
+  readonly untilStopped?: (mode: LocalMode) => Promise<string>;
+  /** Overrides for local mode (tests: seeded interruptions, no waits). @default none */
+  readonly localModeOptions?: Partial<LocalModeOptions>;
+  /** Waits between polls (demo, `local stop`). @default setTimeout */
+  readonly sleep?: (ms: number) => Promise<void>;
+  /** @default process.kill(pid, 0) */
+  readonly isAlive?: (pid: number) => boolean;
+  /** Signals a process (`local stop`). @default process.kill */
+  readonly kill?: (pid: number, signal: NodeJS.Signals) => void;
+  /** Interpreter the harness and the demo's torch check use. @default '/usr/bin/python3' */
+  readonly python?: string;
+}
+
+/** The exact command that installs what the demo's nanoGPT job needs on Debian/Ubuntu. */
+export const TORCH_INSTALL_COMMAND = 'sudo apt-get install python3-torch libopenblas0-pthread python3-numpy';
+
+const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+/** The demo's job: which example, command, tier, and the step after which it is interrupted. */
+export interface DemoJob {
+  readonly example: string;
+  readonly command: readonly string[];
+  readonly tier: string;
+  /** Interrupt once the job has passed this step (a checkpoint lies behind it). */
+  readonly interruptAfterStep: number;
+}
+
+/**
+ * nanoGPT on the CPU preset, enlarged a little so it runs about a minute on two cores (≈ 50 ms per iteration), with
+ * a checkpoint every 100 iterations; interrupted a quarter of the way in.
+ */
+export const NANOGPT_DEMO: DemoJob = {
+  example: 'examples/nanogpt-shakespeare',
+  command: [
+    'python',
+    'train.py',
+    'config/cpu_smoke.py',
+    '--n_layer=4',
+    '--n_head=4',
+    '--n_embd=64',
+    '--block_size=64',
+    '--batch_size=16',
+    '--max_iters=1200',
+    '--lr_decay_iters=1200',
+    '--warmup_iters=50',
+    '--eval_interval=300',
+    '--checkpoint_interval=100',
+  ],
+  tier: 'cpu-large',
+  interruptAfterStep: 300,
+};
+
+/** The torch-free fallback: hello-cpu slowed to about a minute, a checkpoint every 250 iterations. */
+export const HELLO_CPU_DEMO: DemoJob = {
+  example: 'examples/hello-cpu',
+  command: [
+    'python',
+    'train.py',
+    '--max_iters=3000',
+    '--step_delay=0.02',
+    '--log_interval=50',
+    '--eval_interval=500',
+    '--checkpoint_interval=250',
+  ],
+  tier: 'cpu-large',
+  interruptAfterStep: 750,
+};
+
+/** The demo gives up (and says so) after this long; it normally takes two to four minutes. */
+const DEMO_DEADLINE_MS = 9.5 * 60 * 1000;
+
+interface Resolved {
+  readonly out: (text: string) => void;
+  readonly err: (text: string) => void;
+  readonly env: Readonly<Record<string, string | undefined>>;
+  readonly cwd: string;
+  readonly isTTY: boolean;
+  readonly fetch: FetchLike;
+  readonly sleep: (ms: number) => Promise<void>;
+  readonly isAlive: (pid: number) => boolean;
+  readonly kill: (pid: number, signal: NodeJS.Signals) => void;
+  readonly python: string;
+}
+
+function resolveDeps(deps: LocalCommandDeps, program: Command): Resolved {
+  const output = program.configureOutput();
+  const write = (stream: NodeJS.WriteStream) => (text: string) => void stream.write(text);
+  return {
+    out: deps.stdout ?? ((text) => (output.writeOut ?? write(process.stdout))(text)),
+    err: deps.stderr ?? ((text) => (output.writeErr ?? write(process.stderr))(text)),
+    env: deps.env ?? process.env,
+    cwd: deps.cwd ?? process.cwd(),
+    isTTY: deps.isTTY ?? process.stdout.isTTY === true,
+    fetch: deps.fetch ?? fetch,
+    sleep: deps.sleep ?? ((ms) => new Promise<void>((done) => setTimeout(done, ms))),
+    isAlive: deps.isAlive ?? processAlive,
+    kill: deps.kill ?? ((pid, signal) => process.kill(pid, signal)),
+    python: deps.python ?? '/usr/bin/python3',
+  };
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Resolves on the first SIGINT or SIGTERM, with its name. */
+function untilSignal(): Promise<string> {
+  return new Promise((done) => {
+    const on = (signal: NodeJS.Signals) => {
+      process.off('SIGINT', on);
+      process.off('SIGTERM', on);
+      done(signal);
+    };
+    process.on('SIGINT', on);
+    process.on('SIGTERM', on);
+  });
+}
+
+function localDir(r: Resolved, option: string | undefined): string {
+  return resolve(r.cwd, option ?? r.env.TRAINYARD_LOCAL_DIR ?? LOCAL_DIR);
+}
+
+function configFor(r: Resolved, option: string | undefined): TrainyardConfig {
+  const explicit = option ?? r.env.TRAINYARD_CONFIG;
+  try {
+    return loadConfig(resolve(r.cwd, explicit ?? DEFAULT_CONFIG_PATH), explicit !== undefined);
+  } catch (error) {
+    if (error instanceof ConfigError) throw new CliError(error.message, EXIT_CODES.usage, 'ConfigError');
+    throw error;
+  }
+}
+
+function parseRate(text: string): number {
+  const value = Number(text);
+  if (text.trim() === '' || !Number.isFinite(value) || value < 0 || value > 3600) {
+    throw new CliError(
+      `--spot-interruptions-per-hour must be a number from 0 to 3600, got "${text}"`,
+      EXIT_CODES.usage,
+      'InvalidOption',
+    );
+  }
+  return value;
+}
+
+/** Fails when a live local mode already serves this folder (two would share one LevelDB and one local.json). */
+function refuseSecondInstance(r: Resolved, dir: string): void {
+  let state: ReturnType<typeof readLocalState>;
+  try {
+    state = readLocalState(dir);
+  } catch (error) {
+    if (error instanceof LocalStateError) return; // unreadable: the new server rewrites it
+    throw error;
+  }
+  if (state && state.pid !== process.pid && r.isAlive(state.pid)) {
+    throw new CliError(
+      `local mode is already running for ${dir} (pid ${state.pid}, ${state.apiUrl}); stop it with \`trainyard local stop\` or use another --dir`,
+      EXIT_CODES.usage,
+      'LocalAlreadyRunning',
+    );
+  }
+}
+
+async function start(options: LocalModeOptions): Promise<LocalMode> {
+  try {
+    return await startLocalMode(options);
+  } catch (error) {
+    if (error instanceof LocalModeError || error instanceof ConfigError) {
+      throw new CliError(error.message, EXIT_CODES.usage, error.name);
+    }
+    throw new CliError(
+      `local mode could not start: ${(error as Error).message}`,
+      EXIT_CODES.unexpected,
+      'LocalStartFailed',
+    );
+  }
+}
+
+function localClient(r: Resolved, dir: string): ApiClient {
+  // Local control routes exist only on the loopback server: ignore TRAINYARD_API_URL.
+  const env = { ...r.env, TRAINYARD_API_URL: undefined, TRAINYARD_LOCAL_DIR: dir };
+  return new ApiClient(resolveTarget({ env, cwd: r.cwd, isAlive: r.isAlive }), r.fetch);
+}
+
+/** Builds the registrar of the local commands over `deps` (tests pass theirs; the CLI uses the defaults). */
+export function localCommands(deps: LocalCommandDeps = {}): CommandRegistrar {
+  return (program: Command) => {
+    const local = program
+      .command('local')
+      .description('run the whole platform on this machine (foreground; Ctrl-C stops it)')
+      .option('--dir <path>', 'local folder for data, token and logs (default: TRAINYARD_LOCAL_DIR, else ./.trainyard)')
+      .option('--port <port>', 'API port on 127.0.0.1 (default: a free port)')
+      .option('--config <path>', 'configuration file (default: TRAINYARD_CONFIG, else ./trainyard.config.json)')
+      .option('--team <id>', 'team local mode acts for (default: the first in the config)')
+      .option('--spot-interruptions-per-hour <n>', 'random spot notices per running spot attempt per hour', '0')
+      .option('--seed <n>', 'seed for the random interruptions (reproducible runs)')
+      .option('--budget-watch-seconds <n>', 'seconds between budget-watch ticks', '300')
+      .action(
+        async (options: {
+          dir?: string;
+          port?: string;
+          config?: string;
+          team?: string;
+          spotInterruptionsPerHour: string;
+          seed?: string;
+          budgetWatchSeconds: string;
+        }) => {
+          const r = resolveDeps(deps, program);
+          const dir = localDir(r, options.dir);
+          const port = options.port === undefined ? undefined : parseIntegerIn('--port', options.port, 1, 65535);
+          const rate = parseRate(options.spotInterruptionsPerHour);
+          const seed = options.seed === undefined ? undefined : parseIntegerIn('--seed', options.seed, 0, 2 ** 31 - 1);
+          const budgetWatchSeconds = parseIntegerIn('--budget-watch-seconds', options.budgetWatchSeconds, 1, 86400);
+          const config = configFor(r, options.config);
+          refuseSecondInstance(r, dir);
+          const mode = await start({
+            dir,
+            config,
+            ...(port !== undefined ? { port } : {}),
+            ...(options.team !== undefined ? { team: options.team } : {}),
+            spotInterruptionsPerHour: rate,
+            ...(seed !== undefined ? { random: seededRandom(seed) } : {}),
+            budgetWatchSeconds,
+            python: r.python,
+            console: (line) => r.out(`${line}\n`),
+            ...deps.localModeOptions,
+          });
+          r.out(
+            [
+              `Trainyard local mode is running (pid ${process.pid}).`,
+              `  API        ${mode.apiUrl}  (bearer token in ${join(dir, 'local-token')})`,
+              `  data       ${dir}  (DynamoDB: dynamo/, S3: s3/, logs: logs/, events: events.jsonl)`,
+              `  acting as  ${mode.principalArn} → team ${mode.team}`,
+              `  spot       ${rate > 0 ? `${rate} random interruption(s) per attempt-hour` : 'interruptions on demand: trainyard local interrupt <job>'}`,
+              ...(mode.recovered.length
+                ? [
+                    `  recovered  ${mode.recovered.length} job(s) cut off by the last stop, now FAILED: ${mode.recovered.join(', ')}`,
+                  ]
+                : []),
+              'Use the CLI from another terminal (trainyard submit …). Ctrl-C or `trainyard local stop` stops local mode.',
+              '',
+            ].join('\n'),
+          );
+          const why = await (deps.untilStopped ?? untilSignal)(mode);
+          r.out(`Stopping local mode (${why}): killing running attempts, closing the API and the engines…\n`);
+          await mode.stop();
+          r.out('Local mode stopped. Jobs, budgets and checkpoints are kept for the next start.\n');
+        },
+      );
+
+    local
+      .command('interrupt')
+      .description("serve a spot interruption notice to a job's running attempt (through its fake IMDS)")
+      .argument('<job>', 'job id')
+      .option('--dir <path>', 'local folder of the running local mode')
+      .option('--json', 'print the answer as JSON')
+      .action(async (job: string, options: { dir?: string; json?: boolean }) => {
+        const r = resolveDeps(deps, program);
+        const jobId = parseJobId(job);
+        const dir = localDir(r, options.dir ?? (local.opts() as { dir?: string }).dir);
+        const { body } = await localClient(r, dir).send({
+          method: 'POST',
+          path: `/_local/jobs/${encodeURIComponent(jobId)}/interrupt`,
+        });
+        if (options.json) {
+          r.out(`${JSON.stringify(body, null, 2)}\n`);
+          return;
+        }
+        r.out(
+          `Spot interruption notice served to job ${jobId} (instance ${String(at(body, 'instanceId'))}); the instance is reclaimed at ${String(at(body, 'noticeTime'))} unless the attempt stops first.\n`,
+        );
+      });
+
+    local
+      .command('stop')
+      .description('stop the local mode running for this folder (SIGTERM to its process)')
+      .option('--dir <path>', 'local folder of the running local mode')
+      .action(async (options: { dir?: string }) => {
+        const r = resolveDeps(deps, program);
+        const dir = localDir(r, options.dir ?? (local.opts() as { dir?: string }).dir);
+        let state: ReturnType<typeof readLocalState>;
+        try {
+          state = readLocalState(dir);
+        } catch (error) {
+          if (error instanceof LocalStateError) {
+            throw new CliError(`${LOCAL_NOT_RUNNING} (${error.message})`, EXIT_CODES.unreachable, 'LocalNotRunning');
+          }
+          throw error;
+        }
+        if (!state) {
+          throw new CliError(
+            `${LOCAL_NOT_RUNNING} (no ${join(dir, 'local.json')})`,
+            EXIT_CODES.unreachable,
+            'LocalNotRunning',
+          );
+        }
+        if (!r.isAlive(state.pid)) {
+          throw new CliError(
+            `${LOCAL_NOT_RUNNING} (${join(dir, 'local.json')} names process ${state.pid}, which has exited)`,
+            EXIT_CODES.unreachable,
+            'LocalNotRunning',
+          );
+        }
+        r.kill(state.pid, 'SIGTERM');
+        r.out(`Sent SIGTERM to local mode (pid ${state.pid}); waiting for it to stop…\n`);
+        // The server removes local.json as its last step of a clean stop.
+        for (let waited = 0; waited < 60_000; waited += 200) {
+          const now = safeState(dir);
+          if (now?.pid !== state.pid) {
+            r.out('Local mode stopped.\n');
+            return;
+          }
+          await r.sleep(200);
+        }
+        throw new CliError(
+          `local mode (pid ${state.pid}) has not stopped within 60 s of SIGTERM; it may still be killing attempts`,
+          EXIT_CODES.unexpected,
+          'LocalStopTimeout',
+        );
+      });
+
+    program
+      .command('demo')
+      .description(
+        'run a real training job through the whole lifecycle on this machine: estimate, budget, spot interruption, resume, cost',
+      )
+      .option('--dir <path>', 'local folder for the demo (default: a new temporary folder)')
+      .option('--config <path>', 'configuration file (default: TRAINYARD_CONFIG, else ./trainyard.config.json)')
+      .option('--team <id>', 'team the demo job is booked to (default: the first in the config)')
+      .action(async (options: { dir?: string; config?: string; team?: string }) => {
+        const r = resolveDeps(deps, program);
+        const code = await runDemo(r, deps, options);
+        if (code !== EXIT_CODES.ok) {
+          throw new CliError('the demo job did not succeed (see above)', EXIT_CODES.jobUnsuccessful, 'DemoFailed');
+        }
+      });
+  };
+}
+
+/** `registerLocalCommands(program)`: the local commands over the real terminal and process. */
+export const registerLocalCommands: CommandRegistrar = (program) => localCommands()(program);
+
+function safeState(dir: string) {
+  try {
+    return readLocalState(dir);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether `import torch` works under this interpreter. */
+export function torchAvailable(python: string): boolean {
+  return spawnSync(python, ['-c', 'import torch'], { stdio: 'ignore', timeout: 120_000 }).status === 0;
+}
+
+/** Where s3rver keeps an object on disk (its filesystem store: `<dir>/<bucket>/<key>._S3rver_object`). */
+export function s3rverObjectPath(s3Directory: string, bucket: string, key: string): string {
+  return join(s3Directory, bucket, `${key}._S3rver_object`);
+}
+
+async function runDemo(
+  r: Resolved,
+  deps: LocalCommandDeps,
+  options: { dir?: string; config?: string; team?: string },
+): Promise<number> {
+  const began = Date.now();
+  const elapsed = () => `${Math.round((Date.now() - began) / 1000)}s`.padStart(5);
+  const say = (text: string) => r.out(`${text}\n`);
+  const step = (n: number, text: string) => say(`\n[${elapsed()}] ${n}. ${text}`);
+
+  let job = NANOGPT_DEMO;
+  step(1, `Checking for torch under ${r.python}`);
+  if (torchAvailable(r.python))
+    say('   torch is installed: the demo trains nanoGPT (examples/nanogpt-shakespeare, CPU preset).');
+  else {
+    job = HELLO_CPU_DEMO;
+    say(`   \`import torch\` failed under ${r.python}. To run the nanoGPT demo, install it with:`);
+    say(`       ${TORCH_INSTALL_COMMAND}`);
+    say('   Running the torch-free example (examples/hello-cpu) through the same lifecycle instead.');
+  }
+
+  const dir = options.dir ? resolve(r.cwd, options.dir) : mkdtempSync(join(tmpdir(), 'trainyard-demo-'));
+  const config = configFor(r, options.config);
+  step(2, `Starting local mode in ${dir}`);
+  refuseSecondInstance(r, dir);
+  const mode = await start({
+    dir,
+    config,
+    ...(options.team !== undefined ? { team: options.team } : {}),
+    python: r.python,
+    console: (line) => say(`   event │ ${line}`),
+    ...deps.localModeOptions,
+  });
+  say(`   API ${mode.apiUrl}, acting as ${mode.principalArn} for team ${mode.team}`);
+  try {
+    return await demoLifecycle(r, mode, job, say, step);
+  } finally {
+    step(9, 'Stopping local mode');
+    await mode.stop();
+    say(`   Stopped. The demo's data stays in ${dir} (delete it when done). Total time ${elapsed().trim()}.`);
+  }
+}
+
+async function demoLifecycle(
+  r: Resolved,
+  mode: LocalMode,
+  job: DemoJob,
+  say: (text: string) => void,
+  step: (n: number, text: string) => void,
+): Promise<number> {
+  const example = join(REPO_ROOT, job.example);
+  const cliDeps: CliDeps = {
+    io: { stdout: r.out, stderr: r.err, isTTY: false, confirm: async () => false },
+    env: { ...r.env, TRAINYARD_API_URL: undefined, TRAINYARD_LOCAL_DIR: mode.dir },
+    cwd: r.cwd,
+    fetch: r.fetch,
+  };
+  const client = localClient(r, mode.dir);
+  const cli = async (argv: string[]) => {
+    const code = await runCli(argv, cliDeps);
+    if (code !== EXIT_CODES.ok) {
+      throw new CliError(`\`trainyard ${argv.slice(0, 2).join(' ')}\` failed (exit ${code})`, EXIT_CODES.unexpected);
+    }
+  };
+
+  step(3, `Team budget before the job (GET /budgets, team ${mode.team})`);
+  say(indent(formatBudgets((await client.send({ method: 'GET', path: '/budgets' })).body)));
+
+  step(4, `Estimate: trainyard estimate ${job.example} --tier ${job.tier} -- ${job.command.join(' ')}`);
+  await cli(['estimate', example, '--tier', job.tier, '--', ...job.command]);
+
+  step(5, 'Submit (the cost gate reserves the estimate against the team budget)');
+  let submitted = '';
+  const submitCode = await runCli(['submit', example, '--tier', job.tier, '--yes', '--json', '--', ...job.command], {
+    ...cliDeps,
+    io: {
+      ...cliDeps.io,
+      stdout: (text) => {
+        submitted += text;
+      },
+    },
+  });
+  if (submitCode !== EXIT_CODES.ok) {
+    throw new CliError(`\`trainyard submit\` failed (exit ${submitCode})`, EXIT_CODES.unexpected);
+  }
+  const jobId = String(jobOf(JSON.parse(submitted)).jobId);
+  say(`   Submitted job ${jobId}. Following it (step, loss, ETA, cost so far → forecast):`);
+
+  step(6, `Running; a spot interruption is injected once the job passes step ${job.interruptAfterStep}`);
+  const deadline = Date.now() + DEMO_DEADLINE_MS;
+  let interrupted = false;
+  let lastLine = '';
+  let lastState: string | undefined;
+  let lastPrinted = 0;
+  const seenDecisions = new Set<string>();
+  let final: unknown;
+  for (;;) {
+    const { body } = await client.send({ method: 'GET', path: `/jobs/${encodeURIComponent(jobId)}` });
+    const view = jobView(body);
+    for (const decision of (at(body, 'decisions') as unknown[] | undefined) ?? []) {
+      const key = `${String(at(decision, 'seq'))}`;
+      if (seenDecisions.has(key)) continue;
+      seenDecisions.add(key);
+      say(`   decision │ ${String(at(decision, 'decision'))} — ${String(at(decision, 'reason'))}`);
+    }
+    const line = statusLine(view);
+    if (line !== lastLine && (Date.now() - lastPrinted > 3000 || view.state !== lastState)) {
+      say(`   ${line}`);
+      lastLine = line;
+      lastState = view.state;
+      lastPrinted = Date.now();
+    }
+    if (['SUCCEEDED', 'FAILED', 'CANCELLED', 'REJECTED'].includes(view.state ?? '')) {
+      say(`   ${line}`);
+      final = body;
+      break;
+    }
+    if (!interrupted && view.state === 'RUNNING' && (view.step ?? 0) >= job.interruptAfterStep) {
+      step(7, `Interrupting: trainyard local interrupt ${jobId}`);
+      const served = await client.send({ method: 'POST', path: `/_local/jobs/${encodeURIComponent(jobId)}/interrupt` });
+      say(
+        `   Spot notice served through the fake IMDS to ${String(at(served.body, 'instanceId'))} (reclaim at ${String(at(served.body, 'noticeTime'))}).`,
+      );
+      say(
+        '   Expect: the harness checkpoints and exits, the attempt is classified reclaimed, attempt 2 resumes on spot.',
+      );
+      interrupted = true;
+    }
+    if (Date.now() > deadline) {
+      throw new CliError(
+        `the demo job ${jobId} has not finished within ${DEMO_DEADLINE_MS / 60000} minutes (state ${view.state ?? '?'})`,
+        EXIT_CODES.unexpected,
+        'DemoTimeout',
+      );
+    }
+    await r.sleep(1000);
+  }
+
+  step(8, 'Result');
+  const view = jobView(final);
+  say(`   Job ${jobId}: ${view.state ?? '?'}${view.reason ? ` — ${view.reason}` : ''}`);
+  say('   Cost per attempt (recorded at the cent, as the ledger settles; exact metered figure in brackets):');
+  for (const attempt of (at(final, 'attempts') as unknown[] | undefined) ?? []) {
+    const startedAt = at(attempt, 'startedAt');
+    const stoppedAt = at(attempt, 'stoppedAt');
+    const rate = at(attempt, 'usdPerHour');
+    const exact =
+      typeof startedAt === 'number' && typeof stoppedAt === 'number' && typeof rate === 'number'
+        ? ` [${formatMoney(attemptCostUsd({ startedAtMs: startedAt, stoppedAtMs: stoppedAt, usdPerHour: rate, nodes: Number(at(attempt, 'nodes') ?? 1) }))}]`
+        : '';
+    say(
+      `     attempt ${String(at(attempt, 'attempt'))}  ${String(at(attempt, 'capacity')).padEnd(9)} ${String(at(attempt, 'outcome.kind') ?? at(attempt, 'status') ?? '?').padEnd(10)} ${formatSeconds(at(attempt, 'durationSeconds'))}  ${typeof rate === 'number' ? formatRate(rate) : '?'}  ${formatMoney(Number(at(attempt, 'costUsd') ?? 0))}${exact}`,
+    );
+  }
+  say(`   Total: ${formatMoney(view.costSoFarUsd ?? 0)}`);
+  say('   Ledger after settlement (GET /budgets):');
+  say(indent(formatBudgets((await client.send({ method: 'GET', path: '/budgets' })).body)));
+  const team = String(at(final, 'job.team') ?? mode.team);
+  const key = jobKeysFor(team, jobId).summary;
+  const file = s3rverObjectPath(join(mode.dir, 's3'), LOCAL_NAMES.bucket, key);
+  say(`   Summary: ${s3Uri(LOCAL_NAMES.bucket, key)}`);
+  say(`            on disk: ${file}${existsSync(file) ? '' : ' (not written)'}`);
+  if (!interrupted)
+    say('   Note: the job finished before it reached the interruption step, so no interruption was injected.');
+  return exitCodeForJobState(view.state ?? '');
+}
+
+function indent(text: string): string {
+  return text
+    .split('\n')
+    .map((line) => `     ${line}`)
+    .join('\n');
+}
+
+function formatSeconds(value: unknown): string {
+  return typeof value === 'number' ? `${value.toFixed(1)}s`.padStart(7) : '      ?';
+}

@@ -1,0 +1,436 @@
+/**
+ * Local mode in one process: dynalite and s3rver (persistent, under the local folder), the same tables and bucket
+ * layout as the stacks, the API handler behind the loopback server, the job state machine synthesized from the
+ * JobStateMachine construct run by aws-local-stepfunctions with its Tasks bound to the Lambdas' own handlers, the
+ * local Batch runner (the real harness as a subprocess), and the three event handlers fed the way EventBridge feeds
+ * them on AWS: Batch state changes → batch-events, spot warnings → interruption, a schedule → budget-watch.
+ *
+ * The local principal: the API maps callers to teams by IAM principal, so local mode acts as one. When the chosen
+ * team (default: the first in the config) lists no principals, `arn:aws:iam::000000000000:user/trainyard-local` is
+ * added to that team and to the admins — in memory only, the config file is not changed — so the CLI can submit and
+ * set budgets locally. When the team lists principals, local mode acts as its first one.
+ *
+ * Restarts: jobs, budgets and checkpoints live in the persistent engines and survive. The executions themselves live
+ * in this process, so an execution cut off by a stop cannot be continued: on start, every job still in a live state
+ * is finalized as FAILED (through the Finalize handler, so its ledger entry settles to the recorded attempt costs and
+ * its summary is written) with {@link INTERRUPTED_BY_RESTART_REASON}. Its checkpoints stay in the workspace.
+ */
+import './polyfills';
+import { randomUUID } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { LogLevel } from '@aws-lambda-powertools/logger/types';
+import { createApiHandler } from '../../lambdas/api/app';
+import { createBatchEventsHandler } from '../../lambdas/batch-events/batch-events';
+import { createBudgetWatchHandler } from '../../lambdas/budget-watch/budget-watch';
+import { queueName } from '../../lambdas/domain/batch-names';
+import type { JobRecord, JobState } from '../../lambdas/domain/job';
+import { createInterruptionHandler } from '../../lambdas/interruption/interruption';
+import { createFinalizeHandler } from '../../lambdas/lifecycle/finalize';
+import type { ControlPlane } from '../../lambdas/shared/control-plane';
+import { BATCH_STATE_CHANGE_DETAIL_TYPE, SCHEDULED_EVENT_DETAIL_TYPE } from '../../lambdas/shared/event-schemas';
+import { logger } from '../../lambdas/shared/logger';
+import type { EventPublisher } from '../../lambdas/shared/ports';
+import { DEFAULT_CONFIG_PATH, loadConfig, type TeamConfig, type TrainyardConfig } from '../config';
+import {
+  type BatchJobDetail,
+  LOCAL_ACCOUNT,
+  LOCAL_REGION,
+  LocalBatchRunner,
+  NoRunningAttempt,
+  NotSpotCapacity,
+  type QueueTarget,
+  type SpotInterruptionWarningEvent,
+} from './batch-runner';
+import { ensureLocalTables, LOCAL_NAMES, lifecycleSteps, localControlPlane } from './control-plane';
+import { synthesizeJobStateMachineDefinition } from './definition';
+import { type RunningEngine, startDynalite, startS3rver } from './engines';
+import { awsTimestamp } from './fake-imds';
+import { formatEventLine, localEventPublisher, localFleetFacts, localLogReader } from './local-ports';
+import { type LocalControlHandler, startLocalApiServer } from './server';
+import { LocalStateMachine } from './state-machine-runner';
+import { ensureLocalToken, LOCAL_DIR } from './token';
+
+/** The principal local mode acts as when the chosen team lists none. */
+export const LOCAL_PRINCIPAL_ARN = `arn:aws:iam::${LOCAL_ACCOUNT}:user/trainyard-local`;
+
+/** Finalize's reason for a job whose execution was in flight when local mode stopped. */
+export const INTERRUPTED_BY_RESTART_REASON =
+  'local mode stopped while this job was live; its execution cannot be continued after a restart (checkpoints are kept: resubmit to continue)';
+
+/** The local control route that serves a spot notice to a job's running attempt. */
+export const INTERRUPT_ROUTE = 'POST /_local/jobs/{id}/interrupt';
+
+/** The EventBridge schedule rule's name in local "Scheduled Event" resources. */
+const BUDGET_WATCH_RULE = `arn:aws:events:${LOCAL_REGION}:${LOCAL_ACCOUNT}:rule/trainyard-local-budget-watch`;
+
+/** images/harness of this checkout: the runner must find it whatever the working directory. */
+const HARNESS_PATH = fileURLToPath(new URL('../../images/harness', import.meta.url));
+
+const LIVE_STATES: readonly JobState[] = ['SUBMITTED', 'ANALYZING', 'WAITING', 'RUNNING', 'PAUSED_BUDGET'];
+
+/** Raised when local mode cannot start with the options given; the message says what to change. */
+export class LocalModeError extends Error {
+  override name = 'LocalModeError';
+}
+
+/** How to start local mode. */
+export interface LocalModeOptions {
+  /** Local folder: engines' data, token, state, logs, events. @default '.trainyard' */
+  readonly dir?: string;
+  /** Configuration file. @default - trainyard.config.json when it exists, else all defaults */
+  readonly configPath?: string;
+  /** An already-parsed configuration (tests); wins over configPath. */
+  readonly config?: TrainyardConfig;
+  /** API server port. @default 0 - a free port */
+  readonly port?: number;
+  /** Random spot notices per running spot attempt per hour. @default 0 - only on demand (`trainyard local interrupt`) */
+  readonly spotInterruptionsPerHour?: number;
+  /** Uniform [0, 1) source for random interruptions (seededRandom makes them reproducible). @default Math.random */
+  readonly random?: () => number;
+  /** Seconds between budget-watch ticks (EventBridge's schedule on AWS: 5 minutes). @default 300 */
+  readonly budgetWatchSeconds?: number;
+  /**
+   * Replace the lifecycle's Backoff wait (the plan's delaySeconds, read through SecondsPath) with this many ms; tests
+   * use 0. A scale factor is not offered: the runner can only override a Wait with one fixed value.
+   * @default - the plan's own delay
+   */
+  readonly backoffWaitMs?: number;
+  /** Replace Task retry intervals with this many ms (tests: 0). @default - the definition's intervals */
+  readonly retryIntervalMs?: number;
+  /** Seconds from a spot notice to the reclaim. @default 120 (AWS's two minutes) */
+  readonly noticeKillSeconds?: number;
+  /** IMDS poll interval the harness uses. @default 1 */
+  readonly imdsPollSeconds?: number;
+  /** Receives one readable line per platform event and per local-mode message. @default - nothing printed */
+  readonly console?: (line: string) => void;
+  /** The team local mode acts for. @default - the first team in the config */
+  readonly team?: string;
+  /** Interpreter for the harness. @default '/usr/bin/python3' */
+  readonly python?: string;
+  /** Folder holding `trainyard_harness`. @default - images/harness of this checkout, wherever local mode runs from */
+  readonly harnessPath?: string;
+  /** Powertools log level of the handlers (their JSON logs go to stdout). @default 'WARN' */
+  readonly logLevel?: LogLevel;
+}
+
+/** A running local mode. */
+export interface LocalMode {
+  readonly apiUrl: string;
+  readonly token: string;
+  readonly dir: string;
+  /** The configuration in effect (with the local principal added when needed). */
+  readonly config: TrainyardConfig;
+  readonly team: string;
+  readonly principalArn: string;
+  readonly plane: ControlPlane;
+  readonly machine: LocalStateMachine;
+  readonly runner: LocalBatchRunner;
+  /** Jobs finalized as FAILED at start because their execution had been cut off by an earlier stop. */
+  readonly recovered: readonly string[];
+  /** Runs one budget-watch tick now (what the schedule does every budgetWatchSeconds). */
+  budgetWatchTick(): Promise<void>;
+  /** Stops timers, the runner (kills harnesses), the server and the engines; removes local.json. Idempotent. */
+  stop(): Promise<void>;
+}
+
+/** The configuration local mode runs with: the team it acts for, and the principal it acts as. */
+export function localModeConfig(
+  config: TrainyardConfig,
+  teamId?: string,
+): { config: TrainyardConfig; team: TeamConfig; principalArn: string } {
+  const team = teamId === undefined ? config.teams[0] : config.teams.find((t) => t.id === teamId);
+  if (!team) {
+    throw new LocalModeError(
+      `team "${teamId}" is not in the configuration; teams: ${config.teams.map((t) => t.id).join(', ')}`,
+    );
+  }
+  const existing = team.principals[0];
+  if (existing !== undefined) return { config, team, principalArn: existing };
+  const withPrincipal: TeamConfig = { ...team, principals: [LOCAL_PRINCIPAL_ARN] };
+  return {
+    config: {
+      ...config,
+      teams: config.teams.map((t) => (t.id === team.id ? withPrincipal : t)),
+      admins: config.admins.includes(LOCAL_PRINCIPAL_ARN) ? config.admins : [...config.admins, LOCAL_PRINCIPAL_ARN],
+    },
+    team: withPrincipal,
+    principalArn: LOCAL_PRINCIPAL_ARN,
+  };
+}
+
+/** Each Batch queue the platform stack creates, by name, with its tier and capacity. */
+export function localQueues(config: TrainyardConfig, prefix: string): Map<string, QueueTarget> {
+  const queues = new Map<string, QueueTarget>();
+  for (const tier of config.tiers) {
+    queues.set(queueName(prefix, tier.id, 'on-demand'), { tier, capacity: 'on-demand' });
+    if (tier.spotAllowed) queues.set(queueName(prefix, tier.id, 'spot'), { tier, capacity: 'spot' });
+  }
+  return queues;
+}
+
+/** The "Batch Job State Change" EventBridge event carrying a job detail (what the batch-events rule delivers). */
+export function batchStateChangeEvent(detail: BatchJobDetail, nowMs: number) {
+  return {
+    version: '0',
+    id: randomUUID(),
+    'detail-type': BATCH_STATE_CHANGE_DETAIL_TYPE,
+    source: 'aws.batch',
+    account: LOCAL_ACCOUNT,
+    time: awsTimestamp(nowMs),
+    region: LOCAL_REGION,
+    resources: typeof detail.jobArn === 'string' ? [detail.jobArn] : [],
+    detail,
+  };
+}
+
+/** An EventBridge "Scheduled Event" (what the budget-watch schedule delivers). */
+export function scheduledEvent(nowMs: number) {
+  return {
+    version: '0',
+    id: randomUUID(),
+    'detail-type': SCHEDULED_EVENT_DETAIL_TYPE,
+    source: 'aws.events',
+    account: LOCAL_ACCOUNT,
+    time: awsTimestamp(nowMs),
+    region: LOCAL_REGION,
+    resources: [BUDGET_WATCH_RULE],
+    detail: {},
+  };
+}
+
+/** Starts local mode; see the module comment for what runs and how restarts behave. */
+export async function startLocalMode(options: LocalModeOptions = {}): Promise<LocalMode> {
+  const dir = resolve(options.dir ?? LOCAL_DIR);
+  const print = options.console ?? (() => undefined);
+  const loaded =
+    options.config ??
+    (options.configPath !== undefined ? loadConfig(options.configPath, true) : loadConfig(DEFAULT_CONFIG_PATH));
+  const { config, team, principalArn } = localModeConfig(loaded, options.team);
+  logger.setLogLevel(options.logLevel ?? 'WARN');
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const token = ensureLocalToken(dir);
+
+  const started: Array<() => Promise<void>> = [];
+  const stopAll = async () => {
+    for (const stop of started.reverse()) await stop().catch(() => undefined);
+    started.length = 0;
+  };
+  try {
+    const dynamo: RunningEngine = await startDynalite({ path: join(dir, 'dynamo') });
+    started.push(() => dynamo.stop());
+    const s3: RunningEngine = await startS3rver({ directory: join(dir, 's3'), buckets: [LOCAL_NAMES.bucket] });
+    started.push(() => s3.stop());
+    await ensureLocalTables(dynamo.endpoint);
+
+    const queues = localQueues(config, 'trainyard');
+    // Handlers are created after the plane; the runner calls them through these late-bound references.
+    let onBatchState: (event: unknown) => Promise<unknown> = async () => undefined;
+    let onSpotNotice: (event: unknown) => Promise<unknown> = async () => undefined;
+    const deliveries = new Set<Promise<unknown>>();
+    const track = <T>(promise: Promise<T>): Promise<T> => {
+      deliveries.add(promise);
+      promise.finally(() => deliveries.delete(promise)).catch(() => undefined);
+      return promise;
+    };
+    const runner = new LocalBatchRunner({
+      workDir: dir,
+      s3Endpoint: s3.endpoint,
+      tiersByQueue: (name) => queues.get(name),
+      onStateChange: async (detail) => {
+        await track(onBatchState(batchStateChangeEvent(detail, Date.now())));
+      },
+      onSpotNotice: async (event: SpotInterruptionWarningEvent) => {
+        await track(onSpotNotice(event));
+      },
+      spotInterruptionsPerHour: options.spotInterruptionsPerHour ?? 0,
+      ...(options.random ? { random: options.random } : {}),
+      ...(options.noticeKillSeconds !== undefined ? { noticeKillSeconds: options.noticeKillSeconds } : {}),
+      imdsPollSeconds: options.imdsPollSeconds ?? 1,
+      harnessPath: options.harnessPath ?? HARNESS_PATH,
+      ...(options.python !== undefined ? { python: options.python } : {}),
+      onCallbackError: (error, what) => print(`local mode: ${what} failed: ${describeError(error)}`),
+    });
+    let machine: LocalStateMachine | undefined;
+    started.push(async () => {
+      // Runs after the runner has stopped (stops run in reverse): executions whose attempt was just killed record it
+      // (batch-events, AttemptOutcome, Finalize) while the engines are still up; whatever is still live after that
+      // is finalized at the next start.
+      const live = machine;
+      const running = live ? live.running().map((name) => live.waitFor(name)) : [];
+      await settleWithin([...running, ...deliveries], 10_000);
+    });
+    started.push(() => runner.stop());
+
+    const plane = localControlPlane({
+      config,
+      dynamoEndpoint: dynamo.endpoint,
+      s3Endpoint: s3.endpoint,
+      batch: runner,
+      events: consoleDedupedEvents(join(dir, 'events.jsonl'), print),
+      lifecycle: () => {
+        if (!machine) throw new LocalModeError('the local state machine is not ready yet');
+        return machine;
+      },
+      logs: localLogReader(join(dir, 'logs')),
+      fleet: localFleetFacts((arn) => runner.instanceFor(arn)),
+    });
+    const definition = synthesizeJobStateMachineDefinition();
+    machine = new LocalStateMachine({
+      definition,
+      steps: lifecycleSteps(plane),
+      batch: runner,
+      ...(options.backoffWaitMs !== undefined ? { backoffWaitMs: options.backoffWaitMs } : {}),
+      ...(options.retryIntervalMs !== undefined ? { retryIntervalMs: options.retryIntervalMs } : {}),
+      onEvent: (execution, event) => {
+        if (event.type === 'ExecutionFailed') print(`Execution ${execution} failed: ${String(event.error ?? '')}`);
+      },
+    });
+
+    const batchEvents = createBatchEventsHandler(plane);
+    const interruption = createInterruptionHandler(plane);
+    onBatchState = batchEvents;
+    onSpotNotice = interruption;
+    const budgetWatch = createBudgetWatchHandler(plane);
+    const finalize = createFinalizeHandler(plane);
+
+    const recovered = await finalizeCutOffJobs(plane, finalize, print);
+
+    const interrupt: LocalControlHandler = async ({ pathParameters }) => {
+      const jobId = pathParameters.id ?? '';
+      const job = await plane.jobs.getJob(jobId);
+      if (!job || job.team !== team.id) {
+        return notFound('JobNotFound', `no job ${jobId} in team ${team.id}`);
+      }
+      try {
+        const served = await runner.interrupt(jobId);
+        print(`Spot notice served  job=${jobId} instance=${served.instanceId} reclaim-at=${served.noticeTime}`);
+        return {
+          statusCode: 202,
+          body: { jobId, batchJobId: served.batchJobId, instanceId: served.instanceId, noticeTime: served.noticeTime },
+        };
+      } catch (error) {
+        if (error instanceof NoRunningAttempt) {
+          return notFound('NoRunningAttempt', `job ${jobId} (${job.state}) has no running attempt to interrupt`);
+        }
+        if (error instanceof NotSpotCapacity) {
+          return { statusCode: 409, body: { error: { code: 'NotSpotCapacity', message: error.message } } };
+        }
+        throw error;
+      }
+    };
+    const server = await startLocalApiServer({
+      handler: createApiHandler(plane),
+      token,
+      principalArn,
+      ...(options.port !== undefined ? { port: options.port } : {}),
+      stateDir: dir,
+      control: { [INTERRUPT_ROUTE]: interrupt },
+      onError: (error) => print(`local API handler failed: ${describeError(error)}`),
+    });
+    started.push(() => server.close());
+
+    let ticking: Promise<void> | undefined;
+    const budgetWatchTick = async () => {
+      // Ticks never overlap (EventBridge may overlap Lambda runs; the handler tolerates it, but locally it is noise).
+      if (ticking) return ticking;
+      ticking = budgetWatch(scheduledEvent(Date.now()))
+        .then(() => undefined)
+        .catch((error: unknown) => print(`local mode: budget-watch failed: ${describeError(error)}`))
+        .finally(() => {
+          ticking = undefined;
+        });
+      return ticking;
+    };
+    const seconds = options.budgetWatchSeconds ?? 300;
+    const timer = setInterval(() => void budgetWatchTick(), Math.max(1, seconds) * 1000);
+    timer.unref();
+    // Stopping runs in reverse: timer, server, executions settle, runner, s3rver, dynalite.
+    started.push(async () => {
+      clearInterval(timer);
+      await ticking;
+    });
+
+    let stopping: Promise<void> | undefined;
+    return {
+      apiUrl: server.url,
+      token,
+      dir,
+      config,
+      team: team.id,
+      principalArn,
+      plane,
+      machine,
+      runner,
+      recovered,
+      budgetWatchTick,
+      stop: () => {
+        stopping ??= stopAll();
+        return stopping;
+      },
+    };
+  } catch (error) {
+    await stopAll();
+    throw error;
+  }
+}
+
+async function finalizeCutOffJobs(
+  plane: ControlPlane,
+  finalize: (input: unknown) => Promise<unknown>,
+  print: (line: string) => void,
+): Promise<string[]> {
+  const live: JobRecord[] = await plane.jobs.listJobsInStates(
+    plane.config.teams.map((t) => t.id),
+    LIVE_STATES,
+  );
+  const recovered: string[] = [];
+  for (const job of live) {
+    await finalize({ jobId: job.jobId, finalState: 'FAILED', reason: INTERRUPTED_BY_RESTART_REASON });
+    recovered.push(job.jobId);
+    print(
+      `Job ${job.jobId} (${job.state} when local mode last stopped) finalized as FAILED: ${INTERRUPTED_BY_RESTART_REASON}`,
+    );
+  }
+  return recovered;
+}
+
+/**
+ * Events to events.jsonl (every delivery, as the bus would carry it) and one console line per event: a redelivery
+ * (same deterministic eventId, e.g. a retried step) is written to the file but not printed twice.
+ */
+function consoleDedupedEvents(eventsFile: string, print: (line: string) => void): EventPublisher {
+  const file = localEventPublisher({ eventsFile });
+  const printed = new Set<string>();
+  return {
+    async publish(entries) {
+      await file.publish(entries);
+      for (const entry of entries) {
+        const detail = JSON.parse(entry.Detail) as Record<string, unknown>;
+        const id = typeof detail.eventId === 'string' ? detail.eventId : undefined;
+        if (id !== undefined && printed.has(id)) continue;
+        if (id !== undefined) printed.add(id);
+        print(formatEventLine({ 'detail-type': entry.DetailType, detail }));
+      }
+    },
+  };
+}
+
+function notFound(code: string, message: string) {
+  return { statusCode: 404, body: { error: { code, message } } };
+}
+
+async function settleWithin(promises: readonly Promise<unknown>[], ms: number): Promise<void> {
+  if (promises.length === 0) return;
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<void>((done) => {
+    timer = setTimeout(done, ms);
+  });
+  await Promise.race([Promise.allSettled(promises), deadline]);
+  clearTimeout(timer);
+}
+
+function describeError(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+}
