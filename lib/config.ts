@@ -67,7 +67,7 @@ const tierSchema = z
     gpuMemoryGiB: z.number().min(0).default(0).describe('Memory per GPU, GiB (used to decide whether a model fits).'),
     vcpus: z.number().positive().max(192).describe('vCPUs per node given to the job.'),
     memoryMiB: z.number().int().min(128).describe('Memory per node given to the job, MiB.'),
-    maxRuntime: durationSchema.describe('Longest a job may run on this tier (30s..14d), e.g. 2h.'),
+    maxRuntime: durationSchema.describe('Longest a job may run on this tier (1s..14d), e.g. 30s, 10m, 2h or 1d.'),
     onDemandUsdPerHour: z.number().positive().describe('On-demand price per node-hour, USD.'),
     spotUsdPerHour: z
       .number()
@@ -115,7 +115,9 @@ const networkSchema = z
   .discriminatedUnion('mode', [
     z
       .object({
-        mode: z.literal('new'),
+        mode: z
+          .literal('new')
+          .describe('"new": Trainyard creates a VPC; "existing": it uses a VPC and subnets you name.'),
         maxAzs: z.number().int().min(1).max(6).default(2).describe('Availability zones for the new VPC.'),
         natGateways: z
           .number()
@@ -128,11 +130,17 @@ const networkSchema = z
       .strict(),
     z
       .object({
-        mode: z.literal('existing'),
-        vpcId: z.string().regex(/^vpc-[0-9a-f]{8,17}$/, 'must be a VPC id like vpc-0123456789abcdef0'),
+        mode: z
+          .literal('existing')
+          .describe('"new": Trainyard creates a VPC; "existing": it uses a VPC and subnets you name.'),
+        vpcId: z
+          .string()
+          .regex(/^vpc-[0-9a-f]{8,17}$/, 'must be a VPC id like vpc-0123456789abcdef0')
+          .describe('The VPC compute launches in, e.g. vpc-0123456789abcdef0.'),
         subnetIds: z
           .array(z.string().regex(/^subnet-[0-9a-f]{8,17}$/, 'must be a subnet id like subnet-0123456789abcdef0'))
-          .min(1, 'must list at least one subnet'),
+          .min(1, 'must list at least one subnet')
+          .describe('Subnets of that VPC for compute; they need a route to ECR, S3 and CloudWatch (NAT or endpoints).'),
       })
       .strict(),
   ])
@@ -282,7 +290,9 @@ export const configSchema = z
         message: `must be one of CloudWatch's retention periods: ${LOG_RETENTION_DAYS.join(', ')}`,
       })
       .default(30)
-      .describe('Retention for job, function and state machine logs, days.'),
+      .describe(
+        `Retention for job, function, state machine, API access and VPC flow logs, days; one of ${LOG_RETENTION_DAYS.join(', ')}.`,
+      ),
     alerts: z
       .object({
         emails: z
