@@ -67,7 +67,7 @@ export interface DemoJob {
 
 /**
  * nanoGPT on the CPU preset, enlarged a little so it runs about a minute on two cores (≈ 50 ms per iteration), with
- * a checkpoint every 100 iterations; interrupted a quarter of the way in.
+ * a checkpoint every 100 iterations; interrupted a fifth of the way in.
  */
 export const NANOGPT_DEMO: DemoJob = {
   example: 'examples/nanogpt-shakespeare',
@@ -80,8 +80,8 @@ export const NANOGPT_DEMO: DemoJob = {
     '--n_embd=64',
     '--block_size=64',
     '--batch_size=16',
-    '--max_iters=1200',
-    '--lr_decay_iters=1200',
+    '--max_iters=1500',
+    '--lr_decay_iters=1500',
     '--warmup_iters=50',
     '--eval_interval=300',
     '--checkpoint_interval=100',

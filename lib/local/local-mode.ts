@@ -47,6 +47,7 @@ import { ensureLocalTables, LOCAL_NAMES, lifecycleSteps, localControlPlane } fro
 import { synthesizeJobStateMachineDefinition } from './definition';
 import { type RunningEngine, startDynalite, startS3rver } from './engines';
 import { awsTimestamp } from './fake-imds';
+import type { SubmitJobInput } from './local-batch';
 import { formatEventLine, localEventPublisher, localFleetFacts, localLogReader } from './local-ports';
 import { type LocalControlHandler, startLocalApiServer } from './server';
 import { LocalStateMachine } from './state-machine-runner';
@@ -107,6 +108,11 @@ export interface LocalModeOptions {
   readonly console?: (line: string) => void;
   /** The team local mode acts for. @default - the first team in the config */
   readonly team?: string;
+  /**
+   * TRAINYARD_SYNC_INTERVAL_SECONDS for every attempt: the harness uploads progress at least this often (on AWS its
+   * default, 300 s, bounds metric uploads to 60 s; locally a live progress bar is the point). @default 10
+   */
+  readonly syncIntervalSeconds?: number;
   /** Interpreter for the harness. @default '/usr/bin/python3' */
   readonly python?: string;
   /** Folder holding `trainyard_harness`. @default - images/harness of this checkout, wherever local mode runs from */
@@ -277,10 +283,14 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
       fleet: localFleetFacts((arn) => runner.instanceFor(arn)),
     });
     const definition = synthesizeJobStateMachineDefinition();
+    const syncInterval = String(options.syncIntervalSeconds ?? 10);
     machine = new LocalStateMachine({
       definition,
       steps: lifecycleSteps(plane),
-      batch: runner,
+      // Exactly the runner, with local mode's sync interval added to what PrepareAttempt put in the environment.
+      batch: {
+        runJob: (input) => runner.runJob(withEnvironment(input, 'TRAINYARD_SYNC_INTERVAL_SECONDS', syncInterval)),
+      },
       ...(options.backoffWaitMs !== undefined ? { backoffWaitMs: options.backoffWaitMs } : {}),
       ...(options.retryIntervalMs !== undefined ? { retryIntervalMs: options.retryIntervalMs } : {}),
       onEvent: (execution, event) => {
@@ -374,6 +384,16 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
     await stopAll();
     throw error;
   }
+}
+
+/** The submission with one more environment variable, unless the job already sets it. */
+export function withEnvironment(input: SubmitJobInput, name: string, value: string): SubmitJobInput {
+  const environment = input.ContainerOverrides?.Environment ?? [];
+  if (environment.some((e) => e.Name === name)) return input;
+  return {
+    ...input,
+    ContainerOverrides: { ...input.ContainerOverrides, Environment: [...environment, { Name: name, Value: value }] },
+  };
 }
 
 async function finalizeCutOffJobs(
