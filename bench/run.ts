@@ -2,7 +2,7 @@
  * `npm run bench`: runs every benchmark part (issue 7) and writes one combined report, markdown and JSON, with the
  * machine and the commit, to bench/results/. Options:
  *   --quick            CI-sized runs (under 5 minutes in all); writes bench/results/quick.{md,json}
- *   --only a,b         only these parts (spot, control-plane, checkpoint); writes <name>-only-a+b.{md,json}
+ *   --only a,b         only these parts (spot, control-plane, checkpoint, overhead); writes <name>-only-a+b.{md,json}
  *   --name NAME        the file name stem instead
  *   --strict           exit 2 when a goal is not met (a part that fails always exits 1)
  * Progress goes to stderr as it happens; the file paths go to stdout at the end.
@@ -15,6 +15,7 @@ import {
   SPOT_WARNING_SECONDS,
 } from './checkpoint';
 import { type ControlPlaneBenchResult, controlPlaneTables, runControlPlaneBench } from './control-plane';
+import { type OverheadBenchResult, overheadTable, runOverheadBench } from './overhead';
 import { type BenchReport, type BenchSection, describeMachine, type GoalRow, gitState, writeReport } from './report';
 import { runSpotBench, type SpotBenchResult } from './spot';
 
@@ -112,6 +113,20 @@ export function checkpointGoals(result: CheckpointBenchResult): GoalRow[] {
   }));
 }
 
+/** Goal row of the overhead part. */
+export function overheadGoals(result: OverheadBenchResult): GoalRow[] {
+  const minutes = (result.plan.iterations * result.plan.stepDelaySeconds) / 60;
+  return [
+    {
+      part: 'overhead',
+      metric: `local mode ÷ direct wall time, ${minutes.toFixed(minutes < 1 ? 1 : 0)}-minute job (median of ${result.runs.length})`,
+      value: result.medianRatio.toFixed(3),
+      goal: `≤ ${result.goalRatio.toFixed(2)}`,
+      met: result.withinGoal,
+    },
+  ];
+}
+
 /** Every part, in report order. */
 export const PARTS: readonly BenchPart[] = [
   {
@@ -139,6 +154,14 @@ export const PARTS: readonly BenchPart[] = [
         `Through the real harness against s3rver; IMDS polled every ${result.imdsPollSeconds} s, so detection ` +
         `alone can take up to that long. Window: the ${result.windowSeconds} s spot warning.\n\n`;
       return { markdown: intro + checkpointBenchTable(result), goals: checkpointGoals(result), result };
+    },
+  },
+  {
+    id: 'overhead',
+    title: 'Part 3 — platform overhead (example job direct vs through local mode)',
+    async run(options) {
+      const result = await runOverheadBench(options);
+      return { markdown: overheadTable(result), goals: overheadGoals(result), result };
     },
   },
 ];

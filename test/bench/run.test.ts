@@ -208,7 +208,7 @@ describe('the command line', () => {
   });
 
   it.each([
-    [['--only', 'spot,gpu'], '--only: unknown part gpu; parts are spot, control-plane, checkpoint'],
+    [['--only', 'spot,gpu'], '--only: unknown part gpu; parts are spot, control-plane, checkpoint, overhead'],
     [['--only'], '--only needs a value'],
     [['--name', '../x'], '--name must be a file name stem, got ../x'],
     [['--fast'], 'unknown option --fast; options are --quick, --only a,b, --name NAME, --strict'],
