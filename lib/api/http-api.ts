@@ -173,10 +173,5 @@ export class TrainyardHttpApi extends Construct {
       'IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]',
       'The managed policy only lets the function write its own CloudWatch logs, as every Lambda function must.',
     );
-    acknowledgeFinding(
-      fn,
-      'L1',
-      'The house function (lib/function.ts) pins the Node.js runtime its esbuild bundles target; upgrading it is a house-wide change.',
-    );
   }
 }

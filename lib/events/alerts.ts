@@ -1,4 +1,5 @@
-import { SecretValue } from 'aws-cdk-lib';
+import { Duration, SecretValue } from 'aws-cdk-lib';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
 import * as sns from 'aws-cdk-lib/aws-sns';
@@ -38,6 +39,8 @@ export class PlatformEvents extends Construct {
   public readonly alertTopic: sns.Topic;
   /** Alert deliveries that failed. */
   public readonly deadLetters: sqs.Queue;
+  /** Fires when any alert delivery failed. */
+  public readonly deadLetterAlarm: cloudwatch.Alarm;
 
   constructor(scope: Construct, id: string, props: PlatformEventsProps) {
     super(scope, id);
@@ -54,6 +57,16 @@ export class PlatformEvents extends Construct {
       encryption: sqs.QueueEncryption.SQS_MANAGED,
     });
     acknowledgeFinding(this.deadLetters, 'SQS3', 'This queue is the dead-letter queue for alert deliveries.');
+    // An alert that could not be delivered must not vanish silently; the alarm shows on the console and dashboards
+    // (it cannot notify through the topic whose deliveries are failing).
+    this.deadLetterAlarm = new cloudwatch.Alarm(this, 'AlertDeadLettersAlarm', {
+      alarmDescription: 'Trainyard alert deliveries (SNS or Slack) are failing: see the AlertDeadLetters queue',
+      metric: this.deadLetters.metricApproximateNumberOfMessagesVisible({ period: Duration.minutes(5) }),
+      threshold: 0,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+      evaluationPeriods: 1,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    });
     const alertPattern: events.EventPattern = {
       source: [EVENT_SOURCE],
       detailType: [...ALERTING_DETAIL_TYPES],

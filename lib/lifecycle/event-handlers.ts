@@ -250,13 +250,6 @@ export class EventHandlers extends Construct {
     ] as const;
     const ack = (fn: lambda.IFunction, finding: string, reason: string) =>
       acknowledgeFinding(fn.role as iam.IRole, finding, reason);
-    for (const fn of [interruption, batchEvents, budgetWatch]) {
-      acknowledgeFinding(
-        fn,
-        'L1',
-        'TrainyardFunction pins the house runtime (Node.js 22, the esbuild target of every bundle); runtime upgrades are made platform-wide in lib/function.ts.',
-      );
-    }
     for (const fn of [interruption, budgetWatch]) {
       ack(fn, 'IAM5[Resource::*]', 'X-Ray trace writes (active tracing) have no resource-level permissions.');
     }

@@ -362,6 +362,17 @@ describe('events and alerts', () => {
     });
   });
 
+  it('alarms when an alert could not be delivered', () => {
+    s.platformTemplate.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      MetricName: 'ApproximateNumberOfMessagesVisible',
+      Dimensions: [
+        { Name: 'QueueName', Value: { 'Fn::GetAtt': [Match.stringLikeRegexp('EventsAlertDeadLetters'), 'QueueName'] } },
+      ],
+      ComparisonOperator: 'GreaterThanThreshold',
+      Threshold: 0,
+    });
+  });
+
   it('posts to Slack through an API destination whose URL comes from the named secret', () => {
     s.platformTemplate.hasResourceProperties('AWS::Events::ApiDestination', {
       InvocationEndpoint: '{{resolve:secretsmanager:trainyard/slack-webhook:SecretString:::}}',
