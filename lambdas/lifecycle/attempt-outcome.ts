@@ -8,11 +8,11 @@ import { costOfAttempt } from '../domain/attempt-cost';
 import { type BatchJob, parseBatchFailureCause, parseBatchJob } from '../domain/batch-job';
 import { decideNextStep } from '../domain/next-step';
 import { type AttemptOutcome, classifyAttemptOutcome } from '../domain/outcome';
-import type { Capacity } from '../domain/placement';
+import { type Capacity, DEFAULT_PLACEMENT_CONFIG } from '../domain/placement';
+import { placementConfigFrom, progressFromHarness, recordedCost, spotTroublesSinceLastMove } from '../domain/watch';
 import { jobKeysFor } from '../domain/workspace-layout';
 import type { ControlPlane } from '../shared/control-plane';
-import { countersFrom, jobEvent, progressSeconds, secondsSince, sinceLastSpotMove, tierOf, totalCost } from './common';
-import { placementConfig } from './placement-config';
+import { countersFrom, jobEvent, progressSeconds, secondsSince, tierOf } from './common';
 import { type AttemptPlan, attemptOutcomeInputSchema, parseStep } from './steps';
 
 /** AttemptOutcome's output: the Choice after it routes on `next`. */
@@ -26,29 +26,6 @@ export function outcomeDecisionSeq(attempt: number): number {
 }
 
 const INTERRUPTION_KINDS = ['reclaimed', 'capacity-starved', 'moved', 'budget-stopped'] as const;
-
-/** Reads the harness's progress.json into the job's progress shape; undefined when absent or unreadable. */
-export async function readProgress(
-  plane: Pick<ControlPlane, 'workspace'>,
-  team: string,
-  jobId: string,
-  knownTotal: number | undefined,
-) {
-  const raw = (await plane.workspace.getJson(jobKeysFor(team, jobId).progress)) as
-    | { step?: unknown; total_steps?: unknown; loss?: unknown; updated_at?: unknown }
-    | undefined;
-  if (!raw || typeof raw.step !== 'number') return undefined;
-  const total = typeof raw.total_steps === 'number' && raw.total_steps > 0 ? raw.total_steps : knownTotal;
-  const updatedAt =
-    typeof raw.updated_at === 'string' && !Number.isNaN(Date.parse(raw.updated_at)) ? raw.updated_at : undefined;
-  return {
-    step: Math.max(0, Math.floor(raw.step)),
-    ...(total ? { totalSteps: Math.floor(total) } : {}),
-    fraction: total ? Math.min(1, Math.max(0, raw.step / total)) : 0,
-    ...(typeof raw.loss === 'number' && Number.isFinite(raw.loss) ? { loss: raw.loss } : {}),
-    updatedAt: new Date(updatedAt ?? Date.now()).toISOString(),
-  };
-}
 
 /** Creates the AttemptOutcome step. */
 export function createAttemptOutcomeHandler(
@@ -107,23 +84,24 @@ export function createAttemptOutcomeHandler(
 
     const attempts = await plane.jobs.listAttempts(jobId);
     const recorded = attempts.find((a) => a.attempt === plan.attempt)?.outcome ?? outcome;
-    const progress = (await readProgress(plane, job.team, jobId, job.progress?.totalSteps)) ?? job.progress;
+    const progress =
+      progressFromHarness(await plane.workspace.getJson(jobKeysFor(job.team, jobId).progress), jobId) ?? job.progress;
     const current = { ...job, progress, counters: countersFrom(attempts, plan.attempt) };
     const next = decideNextStep({
       job: current,
       outcome: recorded,
       nowSeconds: secondsSince(job, now),
-      policy: placementConfig(plane.config),
+      policy: placementConfigFrom(DEFAULT_PLACEMENT_CONFIG, plane.config.spotPolicy),
       spotAllowed: tier.spotAllowed,
       workSeconds: job.estimate?.runtimeSeconds ?? 0,
       progressSeconds: progressSeconds(current),
       lastCapacity: attempt.capacity,
-      sinceLastSpotMove: sinceLastSpotMove(attempts, plan.attempt),
+      sinceLastSpotMove: spotTroublesSinceLastMove(attempts.filter((a) => a.attempt !== plan.attempt)),
     });
 
     await plane.jobs.patchJob(jobId, {
       counters: next.counters,
-      costSoFarUsd: totalCost(attempts),
+      costSoFarUsd: recordedCost(attempts),
       ...(progress ? { progress } : {}),
       reason: next.reason,
     });

@@ -4,10 +4,10 @@
  */
 import { BudgetExceeded, formatScope, periodOf } from '../domain/budgets';
 import { buildEvent } from '../domain/events';
-import { decidePlacement } from '../domain/placement';
+import { DEFAULT_PLACEMENT_CONFIG, decidePlacement } from '../domain/placement';
+import { jobScopes, placementConfigFrom } from '../domain/watch';
 import type { ControlPlane } from '../shared/control-plane';
-import { budgetScopes, jobEvent, progressSeconds, secondsSince, tierOf } from './common';
-import { placementConfig } from './placement-config';
+import { jobEvent, progressSeconds, secondsSince, tierOf } from './common';
 import { type AttemptPlan, costGateInputSchema, parseStep } from './steps';
 
 /** CostGate's output. */
@@ -27,7 +27,7 @@ export function createCostGateHandler(plane: Pick<ControlPlane, 'config' | 'jobs
     const period = periodOf(new Date(job.createdAt));
     if (team) await plane.ledger.ensureBudget(formatScope('team', team.id), period, team.monthlyBudgetUsd);
     try {
-      const reserved = await plane.ledger.reserve(jobId, budgetScopes(job), reservationUsd, period);
+      const reserved = await plane.ledger.reserve(jobId, jobScopes(job), reservationUsd, period);
       const crossings = reserved.crossings.map((c) =>
         buildEvent('Budget Threshold Crossed', {
           team: job.team,
@@ -63,7 +63,7 @@ export function createCostGateHandler(plane: Pick<ControlPlane, 'config' | 'jobs
         capacityCancellations: 0,
         spotAllowed: tier.spotAllowed,
       },
-      placementConfig(plane.config),
+      placementConfigFrom(DEFAULT_PLACEMENT_CONFIG, plane.config.spotPolicy),
     );
     await plane.jobs.putDecision(jobId, {
       seq: 1,

@@ -6,9 +6,10 @@
  */
 import { UnknownBudgetJob } from '../domain/budgets';
 import { isTerminal, type JobState, TRANSITIONS } from '../domain/job';
+import { recordedCost } from '../domain/watch';
 import { jobKeysFor, s3Uri } from '../domain/workspace-layout';
 import type { ControlPlane } from '../shared/control-plane';
-import { jobEvent, totalCost } from './common';
+import { jobEvent } from './common';
 import { finalizeInputSchema, parseStep } from './steps';
 
 const LIVE_STATES: JobState[] = ['SUBMITTED', 'ANALYZING', 'WAITING', 'RUNNING', 'PAUSED_BUDGET'];
@@ -29,7 +30,7 @@ export function createFinalizeHandler(plane: Pick<ControlPlane, 'jobs' | 'ledger
     let job = await plane.jobs.requireJob(jobId);
     const now = plane.clock();
     const attempts = await plane.jobs.listAttempts(jobId);
-    const costUsd = totalCost(attempts);
+    const costUsd = recordedCost(attempts);
     const finalState: JobState =
       job.state === 'REJECTED'
         ? 'REJECTED'

@@ -4,8 +4,9 @@
  * or `cancel` sends task success to continue. A cancel that arrived before the token was stored is honoured here.
  */
 import { periodOf } from '../domain/budgets';
+import { jobScopes } from '../domain/watch';
 import type { ControlPlane } from '../shared/control-plane';
-import { budgetScopes, jobEvent } from './common';
+import { jobEvent } from './common';
 import { parseStep, pauseInputSchema } from './steps';
 
 /** Creates the pause step. */
@@ -15,8 +16,8 @@ export function createPauseHandler(plane: Pick<ControlPlane, 'jobs' | 'ledger' |
     const job = await plane.jobs.requireJob(jobId);
     const now = plane.clock();
     const period = periodOf(new Date(job.createdAt));
-    let scope = budgetScopes(job)[0] ?? `team:${job.team}`;
-    for (const candidate of budgetScopes(job)) {
+    let scope = jobScopes(job)[0] ?? `team:${job.team}`;
+    for (const candidate of jobScopes(job)) {
       const usage = await plane.ledger.usage(candidate, period);
       if (usage?.blocked) {
         scope = candidate;

@@ -8,6 +8,7 @@ import { maxRuntimeSeconds } from '../../lib/config';
 import { jobDefinitionName, queueName } from '../domain/batch-names';
 import { isTerminal } from '../domain/job';
 import type { SubmitJobInput } from '../domain/submit-job';
+import { TRAINYARD_TAGS } from '../domain/watch';
 import { jobKeysFor, s3Uri } from '../domain/workspace-layout';
 import type { ControlPlane } from '../shared/control-plane';
 import { jobEvent, secondsSince, tierOf } from './common';
@@ -15,13 +16,6 @@ import { type AttemptPlan, parseStep, prepareInputSchema } from './steps';
 
 /** Seconds the harness gives the training process to checkpoint after a stop signal (inside ECS's 110 s). */
 export const STOP_GRACE_SECONDS = 60;
-
-/** Tags on every attempt's Batch job, so events and the interruption handler can find the job. */
-export const ATTEMPT_TAGS = {
-  jobId: 'trainyard:job-id',
-  team: 'trainyard:team',
-  attempt: 'trainyard:attempt',
-} as const;
 
 /** PrepareAttempt's output. */
 export type PrepareOutput =
@@ -104,9 +98,9 @@ export function createPrepareAttemptHandler(
       },
       Timeout: { AttemptDurationSeconds: timeout },
       Tags: {
-        [ATTEMPT_TAGS.jobId]: jobId,
-        [ATTEMPT_TAGS.team]: job.team,
-        [ATTEMPT_TAGS.attempt]: String(attempt.attempt),
+        [TRAINYARD_TAGS.jobId]: jobId,
+        [TRAINYARD_TAGS.team]: job.team,
+        [TRAINYARD_TAGS.attempt]: String(attempt.attempt),
       },
       PropagateTags: true,
     };
