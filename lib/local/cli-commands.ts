@@ -459,7 +459,21 @@ async function demoLifecycle(
     cwd: r.cwd,
     fetch: r.fetch,
   };
-  const client = localClient(r, mode.dir);
+  const api = localClient(r, mode.dir);
+  // Polls ride out a transient failure (a 5xx while s3rver is busy) instead of ending the demo on it.
+  const client = {
+    send: async (request: Parameters<ApiClient['send']>[0]) => {
+      for (let tries = 1; ; tries++) {
+        try {
+          return await api.send(request);
+        } catch (error) {
+          if (!(error instanceof CliError) || error.exitCode !== EXIT_CODES.unexpected || tries >= 3) throw error;
+          say(`   (retrying ${request.method} ${request.path} after: ${error.message})`);
+          await r.sleep(1000);
+        }
+      }
+    },
+  };
   const cli = async (argv: string[]) => {
     const code = await runCli(argv, cliDeps);
     if (code !== EXIT_CODES.ok) {

@@ -44,7 +44,7 @@ import {
   type SpotInterruptionWarningEvent,
 } from './batch-runner';
 import { ensureLocalTables, LOCAL_NAMES, lifecycleSteps, localControlPlane } from './control-plane';
-import { synthesizeJobStateMachineDefinition } from './definition';
+import { type StateMachineDefinition, synthesizeJobStateMachineDefinition } from './definition';
 import { type RunningEngine, startDynalite, startS3rver } from './engines';
 import { awsTimestamp } from './fake-imds';
 import type { SubmitJobInput } from './local-batch';
@@ -132,6 +132,8 @@ export interface LocalMode {
   readonly principalArn: string;
   readonly plane: ControlPlane;
   readonly machine: LocalStateMachine;
+  /** The definition the machine runs: the synthesized one with Step Functions' Task timeout default made explicit. */
+  readonly definition: StateMachineDefinition;
   readonly runner: LocalBatchRunner;
   /** Jobs finalized as FAILED at start because their execution had been cut off by an earlier stop. */
   readonly recovered: readonly string[];
@@ -282,7 +284,7 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
       logs: localLogReader(join(dir, 'logs')),
       fleet: localFleetFacts((arn) => runner.instanceFor(arn)),
     });
-    const definition = synthesizeJobStateMachineDefinition();
+    const definition = withAwsTaskTimeouts(synthesizeJobStateMachineDefinition());
     const syncInterval = String(options.syncIntervalSeconds ?? 10);
     machine = new LocalStateMachine({
       definition,
@@ -294,7 +296,11 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
       ...(options.backoffWaitMs !== undefined ? { backoffWaitMs: options.backoffWaitMs } : {}),
       ...(options.retryIntervalMs !== undefined ? { retryIntervalMs: options.retryIntervalMs } : {}),
       onEvent: (execution, event) => {
-        if (event.type === 'ExecutionFailed') print(`Execution ${execution} failed: ${String(event.error ?? '')}`);
+        if (event.type === 'ExecutionFailed') {
+          print(
+            `Execution ${execution} failed: ${[event.Error, event.Cause, event.error].filter(Boolean).join(' — ')}`,
+          );
+        }
       },
     });
 
@@ -372,6 +378,7 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
       principalArn,
       plane,
       machine,
+      definition,
       runner,
       recovered,
       budgetWatchTick,
@@ -384,6 +391,30 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
     await stopAll();
     throw error;
   }
+}
+
+/**
+ * Longest Task timeout the local engine can honour: Node timers overflow past 2^31-1 ms (they then fire at once).
+ * Step Functions' own default for a Task without TimeoutSeconds is 99999999 s; any attempt ends long before either.
+ */
+export const LOCAL_TASK_TIMEOUT_SECONDS = Math.floor((2 ** 31 - 1) / 1000);
+
+/**
+ * The definition as the local engine must run it to behave like Step Functions: aws-local-stepfunctions times out a
+ * Task that states no TimeoutSeconds after 60 s, where Step Functions waits (its default is 99999999 s), so a
+ * RunAttempt longer than a minute would fail with States.Timeout. Such Tasks get {@link LOCAL_TASK_TIMEOUT_SECONDS};
+ * nothing else changes, and the synthesized definition itself is left as it is.
+ */
+export function withAwsTaskTimeouts(definition: StateMachineDefinition): StateMachineDefinition {
+  const states = Object.fromEntries(
+    Object.entries(definition.States).map(([name, state]) => [
+      name,
+      state.Type === 'Task' && state.TimeoutSeconds === undefined && state.TimeoutSecondsPath === undefined
+        ? { ...state, TimeoutSeconds: LOCAL_TASK_TIMEOUT_SECONDS }
+        : state,
+    ]),
+  );
+  return { ...definition, States: states };
 }
 
 /** The submission with one more environment variable, unless the job already sets it. */
