@@ -5,21 +5,22 @@
  */
 import { maxRuntimeSeconds, type TierConfig, type TrainyardConfig } from '../../lib/config';
 import { analyzeWorkload, type CodeBundle, type Figure, type JobRequirements, type WorkloadAnalysis } from './analysis';
+import { formatDuration } from './analysis/format';
 import { type CostEstimate, estimateCost } from './estimator';
+import type { JobRecord } from './job';
 import { priceTier, type SpotQuote, type TierPrice } from './prices';
 
 /** The tiers a team may use (its `tiers` list, or all). */
 export function tiersForTeam(config: TrainyardConfig, teamId: string): TierConfig[] {
-  const team = config.teams.find((t) => t.id === teamId);
-  if (!team?.tiers) return [...config.tiers];
-  return config.tiers.filter((t) => team.tiers?.includes(t.id));
+  const allowed = config.teams.find((t) => t.id === teamId)?.tiers;
+  return allowed ? config.tiers.filter((t) => allowed.includes(t.id)) : [...config.tiers];
 }
 
 /** The analysis, the tier it settled on, and the runtime the estimate uses. */
 export interface Assessment {
   readonly analysis: WorkloadAnalysis;
   readonly tier: TierConfig;
-  /** Runtime used for cost: the user's, the analysis's, or — when neither is known — the tier's maximum. */
+  /** Runtime used for cost: the analysis's figure for the tier (a user override included), else the tier's maximum. */
   readonly runtime: Figure<number>;
 }
 
@@ -41,9 +42,10 @@ export function assessWorkload(
     };
   }
   const estimated = analysis.perTier.find((t) => t.tier === tier.id)?.runtimeSeconds;
+  const maxSeconds = maxRuntimeSeconds(tier);
   const runtime = estimated ?? {
-    value: maxRuntimeSeconds(tier),
-    basis: `runtime unknown (${analysis.unknowns[0] ?? 'no literal hyper-parameters'}); budgeted at tier ${tier.id}'s maximum of ${tier.maxRuntime}`,
+    value: maxSeconds,
+    basis: `runtime not estimated; assuming ${tier.id}'s maximum runtime ${formatDuration(maxSeconds)}`,
     confidence: 'low' as const,
   };
   return { analysis, tier, runtime };
@@ -62,25 +64,24 @@ export function priceAssessment(
   req: JobRequirements = {},
 ): PricedAssessment {
   const price = priceTier(assessment.tier, quotes);
-  const estimate = estimateCost(Math.max(1, Math.round(assessment.runtime.value)), price, {
-    deadlineSeconds: req.deadlineSeconds,
+  const estimate = estimateCost(assessment.runtime.value, price, {
     nodes: assessment.tier.nodes,
+    ...(req.deadlineSeconds !== undefined && { deadlineSeconds: req.deadlineSeconds }),
   });
   return { ...assessment, price, estimate };
 }
 
-/** The job record's estimate summary for a priced assessment. */
-export function estimateSummary(priced: PricedAssessment) {
-  const { estimate, runtime, analysis } = priced;
-  const expected =
-    estimate.recommendation === 'on-demand' || !estimate.spot
-      ? estimate.onDemand.costUsd
-      : estimate.spot.expectedCostUsd;
+/**
+ * The job record's estimate summary. costUsd is the reservation (the conservative bound the cost gate holds), not
+ * the expected cost: the record says what the budget must cover; the full estimate is in the API response.
+ */
+export function estimateSummary(priced: PricedAssessment): NonNullable<JobRecord['estimate']> {
+  const { analysis, runtime, estimate, tier } = priced;
   return {
-    costUsd: expected,
+    costUsd: estimate.reservationUsd,
     runtimeSeconds: runtime.value,
-    gpuMemoryGiB: analysis.peakGpuMemoryGiB?.value,
+    ...(analysis.peakGpuMemoryGiB && { gpuMemoryGiB: analysis.peakGpuMemoryGiB.value }),
     confidence: runtime.confidence,
-    basis: `${runtime.basis}; ${estimate.reasoning}`,
+    basis: `reservation for ${formatDuration(runtime.value)} on ${tier.id} (${runtime.basis}); ${estimate.reasoning}`,
   };
 }
