@@ -5,7 +5,6 @@
  */
 import { CreateTableCommand, DynamoDBClient, ResourceInUseException } from '@aws-sdk/client-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
-import type { TrainyardConfig } from '../config';
 import { createAnalyzeHandler } from '../../lambdas/lifecycle/analyze';
 import { createAttemptOutcomeHandler } from '../../lambdas/lifecycle/attempt-outcome';
 import { createCostGateHandler } from '../../lambdas/lifecycle/cost-gate';
@@ -20,10 +19,15 @@ import { BudgetLedger } from '../../lambdas/shared/ledger';
 import type { BatchControl, EventPublisher, FleetFacts, LifecycleControl, LogReader } from '../../lambdas/shared/ports';
 import { BUDGETS_TABLE, createTableRequest, JOBS_TABLE } from '../../lambdas/shared/table-design';
 import { Workspace } from '../../lambdas/shared/workspace';
+import type { TrainyardConfig } from '../config';
 import type { LocalStepHandlers } from './state-machine-runner';
 
 /** Table and bucket names local mode uses (the stacks name theirs; the layout inside is the same). */
-export const LOCAL_NAMES = { jobsTable: 'trainyard-jobs', budgetsTable: 'trainyard-budgets', bucket: 'trainyard-workspace' };
+export const LOCAL_NAMES = {
+  jobsTable: 'trainyard-jobs',
+  budgetsTable: 'trainyard-budgets',
+  bucket: 'trainyard-workspace',
+};
 
 /** Credentials the local engines accept. */
 export const LOCAL_CREDENTIALS = { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' } as const;
@@ -51,7 +55,8 @@ export async function ensureLocalTables(dynamoEndpoint: string): Promise<void> {
       try {
         await client.send(new CreateTableCommand(createTableRequest(name, table)));
       } catch (error) {
-        if (!(error instanceof ResourceInUseException) && (error as Error).name !== 'ResourceInUseException') throw error;
+        if (!(error instanceof ResourceInUseException) && (error as Error).name !== 'ResourceInUseException')
+          throw error;
       }
     }
   } finally {

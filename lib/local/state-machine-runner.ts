@@ -99,9 +99,15 @@ export class LocalStateMachine implements LifecycleControl {
     const execution = this.machine.run(input as never, {
       overrides: {
         taskResourceLocalHandlers: handlers as never,
-        ...(this.options.backoffWaitMs !== undefined ? { waitTimeOverrides: { [n.backoff]: this.options.backoffWaitMs } } : {}),
+        ...(this.options.backoffWaitMs !== undefined
+          ? { waitTimeOverrides: { [n.backoff]: this.options.backoffWaitMs } }
+          : {}),
         ...(this.options.retryIntervalMs !== undefined
-          ? { retryIntervalOverrides: Object.fromEntries(taskStates.map((s) => [s, this.options.retryIntervalMs as number])) }
+          ? {
+              retryIntervalOverrides: Object.fromEntries(
+                taskStates.map((s) => [s, this.options.retryIntervalMs as number]),
+              ),
+            }
           : {}),
       },
       context: {
