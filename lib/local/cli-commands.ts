@@ -15,7 +15,7 @@ import { jobKeysFor, s3Uri } from '../../lambdas/domain/workspace-layout';
 import { ApiClient, type FetchLike, LOCAL_NOT_RUNNING, resolveTarget } from '../cli/client';
 import { type CliDeps, type CommandRegistrar, runCli } from '../cli/commands';
 import { CliError, EXIT_CODES, exitCodeForJobState } from '../cli/exit-codes';
-import { at, formatBudgets, formatMoney, formatRate, jobOf, jobView, statusLine } from '../cli/format';
+import { at, checkpointsOf, formatBudgets, formatMoney, formatRate, jobOf, jobView, statusLine } from '../cli/format';
 import { parseIntegerIn, parseJobId } from '../cli/options';
 import { ConfigError, DEFAULT_CONFIG_PATH, loadConfig, type TrainyardConfig } from '../config';
 import { seededRandom } from './batch-runner';
@@ -61,8 +61,8 @@ export interface DemoJob {
   readonly example: string;
   readonly command: readonly string[];
   readonly tier: string;
-  /** Interrupt once the job has passed this step (a checkpoint lies behind it). */
-  readonly interruptAfterStep: number;
+  /** Interrupt once the job is this far through (and has a complete checkpoint to resume from). */
+  readonly interruptAtFraction: number;
 }
 
 /**
@@ -87,7 +87,7 @@ export const NANOGPT_DEMO: DemoJob = {
     '--checkpoint_interval=100',
   ],
   tier: 'cpu-large',
-  interruptAfterStep: 300,
+  interruptAtFraction: 0.25,
 };
 
 /** The torch-free fallback: hello-cpu slowed to about a minute, a checkpoint every 250 iterations. */
@@ -103,7 +103,7 @@ export const HELLO_CPU_DEMO: DemoJob = {
     '--checkpoint_interval=250',
   ],
   tier: 'cpu-large',
-  interruptAfterStep: 750,
+  interruptAtFraction: 0.25,
 };
 
 /** The demo gives up (and says so) after this long; it normally takes two to four minutes. */
@@ -432,6 +432,8 @@ async function runDemo(
     config,
     ...(options.team !== undefined ? { team: options.team } : {}),
     python: r.python,
+    // Frequent budget-watch ticks show accrual and refresh the job's recorded progress while the demo runs.
+    budgetWatchSeconds: 10,
     console: (line) => say(`   event │ ${line}`),
     ...deps.localModeOptions,
   });
@@ -504,7 +506,10 @@ async function demoLifecycle(
   const jobId = String(jobOf(JSON.parse(submitted)).jobId);
   say(`   Submitted job ${jobId}. Following it (step, loss, ETA, cost so far → forecast):`);
 
-  step(6, `Running; a spot interruption is injected once the job passes step ${job.interruptAfterStep}`);
+  step(
+    6,
+    `Running; a spot interruption is injected once the job is ${job.interruptAtFraction * 100}% through and has a checkpoint`,
+  );
   const deadline = Date.now() + DEMO_DEADLINE_MS;
   let interrupted = false;
   let lastLine = '';
@@ -533,8 +538,15 @@ async function demoLifecycle(
       final = body;
       break;
     }
-    if (!interrupted && view.state === 'RUNNING' && (view.step ?? 0) >= job.interruptAfterStep) {
+    if (
+      !interrupted &&
+      view.state === 'RUNNING' &&
+      (view.fraction ?? 0) >= job.interruptAtFraction &&
+      (await completeCheckpoints(client, jobId)).length > 0
+    ) {
+      const checkpoints = await completeCheckpoints(client, jobId);
       step(7, `Interrupting: trainyard local interrupt ${jobId}`);
+      say(`   Complete checkpoints so far: ${checkpoints.map((c) => String(at(c, 'name'))).join(', ')}`);
       const served = await client.send({ method: 'POST', path: `/_local/jobs/${encodeURIComponent(jobId)}/interrupt` });
       say(
         `   Spot notice served through the fake IMDS to ${String(at(served.body, 'instanceId'))} (reclaim at ${String(at(served.body, 'noticeTime'))}).`,
@@ -581,6 +593,11 @@ async function demoLifecycle(
   if (!interrupted)
     say('   Note: the job finished before it reached the interruption step, so no interruption was injected.');
   return exitCodeForJobState(view.state ?? '');
+}
+
+async function completeCheckpoints(client: { send: ApiClient['send'] }, jobId: string): Promise<unknown[]> {
+  const { body } = await client.send({ method: 'GET', path: `/jobs/${encodeURIComponent(jobId)}/checkpoints` });
+  return checkpointsOf(body);
 }
 
 function indent(text: string): string {
