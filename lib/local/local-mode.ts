@@ -32,6 +32,7 @@ import type { ControlPlane } from '../../lambdas/shared/control-plane';
 import { BATCH_STATE_CHANGE_DETAIL_TYPE, SCHEDULED_EVENT_DETAIL_TYPE } from '../../lambdas/shared/event-schemas';
 import { logger } from '../../lambdas/shared/logger';
 import type { EventPublisher } from '../../lambdas/shared/ports';
+import { Workspace } from '../../lambdas/shared/workspace';
 import { DEFAULT_CONFIG_PATH, loadConfig, type TeamConfig, type TrainyardConfig } from '../config';
 import {
   type BatchJobDetail,
@@ -43,7 +44,7 @@ import {
   type QueueTarget,
   type SpotInterruptionWarningEvent,
 } from './batch-runner';
-import { ensureLocalTables, LOCAL_NAMES, lifecycleSteps, localControlPlane } from './control-plane';
+import { ensureLocalTables, LOCAL_NAMES, lifecycleSteps, localControlPlane, localS3Client } from './control-plane';
 import { type StateMachineDefinition, synthesizeJobStateMachineDefinition } from './definition';
 import { type RunningEngine, startDynalite, startS3rver } from './engines';
 import { awsTimestamp } from './fake-imds';
@@ -126,6 +127,10 @@ export interface LocalMode {
   readonly apiUrl: string;
   readonly token: string;
   readonly dir: string;
+  /** dynalite's loopback endpoint (the jobs and budgets tables). */
+  readonly dynamoEndpoint: string;
+  /** s3rver's loopback endpoint (the workspace bucket). */
+  readonly s3Endpoint: string;
   /** The configuration in effect (with the local principal added when needed). */
   readonly config: TrainyardConfig;
   readonly team: string;
@@ -271,7 +276,7 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
     });
     started.push(() => runner.stop());
 
-    const plane = localControlPlane({
+    const basePlane = localControlPlane({
       config,
       dynamoEndpoint: dynamo.endpoint,
       s3Endpoint: s3.endpoint,
@@ -283,6 +288,12 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
       },
       logs: localLogReader(join(dir, 'logs')),
       fleet: localFleetFacts((arn) => runner.instanceFor(arn)),
+    });
+    // The same plane with a workspace that rides out s3rver's dropped reads (see S3rverWorkspace); descriptors are
+    // copied so the late-bound lifecycle getter stays a getter.
+    const plane = Object.defineProperties({} as ControlPlane, {
+      ...Object.getOwnPropertyDescriptors(basePlane),
+      workspace: { value: new S3rverWorkspace(localS3Client(s3.endpoint), LOCAL_NAMES.bucket), enumerable: true },
     });
     const definition = withAwsTaskTimeouts(synthesizeJobStateMachineDefinition());
     const syncInterval = String(options.syncIntervalSeconds ?? 10);
@@ -373,6 +384,8 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
       apiUrl: server.url,
       token,
       dir,
+      dynamoEndpoint: dynamo.endpoint,
+      s3Endpoint: s3.endpoint,
       config,
       team: team.id,
       principalArn,
@@ -415,6 +428,25 @@ export function withAwsTaskTimeouts(definition: StateMachineDefinition): StateMa
     ]),
   );
   return { ...definition, States: states };
+}
+
+/**
+ * The workspace adapter, unchanged, except that a GET s3rver drops mid-body is retried (twice): s3rver closes the
+ * connection when the object is replaced while it streams it (the harness rewrites metrics.jsonl and progress.json
+ * every few seconds), which S3 never does — a GET there returns the old or the new object whole.
+ */
+export class S3rverWorkspace extends Workspace {
+  override async get(key: string): Promise<Buffer | undefined> {
+    for (let tries = 1; ; tries++) {
+      try {
+        return await super.get(key);
+      } catch (error) {
+        const code = (error as NodeJS.ErrnoException).code;
+        const dropped = code === 'ECONNRESET' || (error as Error).message === 'aborted';
+        if (!dropped || tries >= 3) throw error;
+      }
+    }
+  }
 }
 
 /** The submission with one more environment variable, unless the job already sets it. */

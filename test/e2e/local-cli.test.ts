@@ -1,0 +1,170 @@
+/**
+ * End to end through the CLI: `trainyard local` (in-process, foreground until told to stop), `submit` of the
+ * torch-free example, `local interrupt` after a checkpoint, `watch` to success, `status`/`budgets` for the settled
+ * figures, then a second job the team budget cannot cover, refused by the cost gate with the budget's numbers.
+ */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EXIT_CODES } from '../../lib/cli/exit-codes';
+import { s3rverObjectPath } from '../../lib/local/cli-commands';
+import { LOCAL_PRINCIPAL_ARN } from '../../lib/local/local-mode';
+import { readLocalState } from '../../lib/local/token';
+import {
+  cents,
+  expectedAttemptCostUsd,
+  HELLO_CPU,
+  json,
+  SPOT_USD_PER_HOUR,
+  tempDir,
+  trainyard,
+  until,
+  writeConfig,
+} from './support';
+
+const STEPS = 1500;
+const COMMAND = ['python', 'train.py', `--max_iters=${STEPS}`, '--step_delay=0.01', '--checkpoint_interval=100'];
+
+type Attempt = {
+  attempt: number;
+  capacity: string;
+  startedAt: number;
+  stoppedAt: number;
+  usdPerHour: number;
+  costUsd: number;
+  outcome?: { kind: string };
+};
+
+describe('local mode through the CLI', () => {
+  const dir = tempDir('e2e-cli');
+  const localDir = join(dir, '.trainyard');
+  let stopLocal: (why: string) => void = () => undefined;
+  let localRun: Promise<{ code: number; stdout: string; stderr: string }>;
+
+  beforeAll(async () => {
+    const configPath = writeConfig(dir);
+    const stopped = new Promise<string>((done) => {
+      stopLocal = done;
+    });
+    localRun = trainyard(['local', '--dir', localDir, '--config', configPath], localDir, {
+      untilStopped: () => stopped,
+      localModeOptions: { retryIntervalMs: 0, backoffWaitMs: 0, syncIntervalSeconds: 2 },
+    });
+    await until('local mode to write local.json', async () => readLocalState(localDir));
+  });
+
+  afterAll(async () => {
+    stopLocal('test finished');
+    await localRun;
+  });
+
+  it('runs a job through a spot interruption to success, settles the ledger, and refuses one over budget', async () => {
+    // Submit.
+    const submitted = await trainyard(
+      ['submit', HELLO_CPU, '--tier', 'cpu-test', '--yes', '--json', '--', ...COMMAND],
+      localDir,
+    );
+    expect(submitted.code, submitted.stderr).toBe(EXIT_CODES.ok);
+    const jobId = String((json(submitted).job as { jobId: string }).jobId);
+
+    // Interrupt once a complete checkpoint exists (so the resume has something to start from).
+    await until('a complete checkpoint of the running job', async () => {
+      const run = await trainyard(['checkpoints', jobId, '--json'], localDir);
+      const list = (json(run).checkpoints as unknown[] | undefined) ?? [];
+      return list.length > 0 ? list : undefined;
+    });
+    const interrupted = await trainyard(['local', 'interrupt', jobId, '--json'], localDir);
+    expect(interrupted.code, interrupted.stderr).toBe(EXIT_CODES.ok);
+    expect(json(interrupted)).toMatchObject({ jobId, instanceId: expect.stringMatching(/^i-[0-9a-f]+$/) });
+
+    // Wait for the end: `watch` exits 0 only for SUCCEEDED.
+    const watched = await trainyard(['watch', jobId, '--interval', '1'], localDir);
+    expect(watched.code, `${watched.stdout}\n${watched.stderr}`).toBe(EXIT_CODES.ok);
+
+    const status = json(await trainyard(['status', jobId, '--json'], localDir)) as {
+      job: { state: string; team: string; user: string; progress: { step: number; totalSteps: number } };
+      attempts: Attempt[];
+      costSoFarUsd: number;
+    };
+    expect(status.job.state).toBe('SUCCEEDED');
+    expect(status.job.team).toBe('e2e');
+    expect(status.job.user).toBe(LOCAL_PRINCIPAL_ARN.split('/').at(-1));
+    expect(status.job.progress.step).toBe(STEPS);
+    expect(status.job.progress.totalSteps).toBe(STEPS);
+    expect(status.attempts.length).toBeGreaterThanOrEqual(2);
+    expect(status.attempts[0]?.outcome?.kind).toBe('reclaimed');
+    expect(status.attempts.at(-1)?.outcome?.kind).toBe('succeeded');
+    expect(status.attempts.map((a) => a.attempt)).toEqual(status.attempts.map((_, i) => i + 1));
+
+    // Each attempt's cost, worked out independently from its own start, stop and price.
+    for (const attempt of status.attempts) {
+      expect(attempt.capacity).toBe('spot');
+      expect(attempt.usdPerHour).toBe(SPOT_USD_PER_HOUR);
+      expect(attempt.costUsd).toBe(expectedAttemptCostUsd(attempt.startedAt, attempt.stoppedAt, attempt.usdPerHour));
+    }
+    const spentCents = status.attempts.reduce((sum, a) => sum + cents(a.costUsd), 0);
+    expect(spentCents).toBeGreaterThanOrEqual(6); // two spot attempts of at least 60 s at $1.80/h
+    expect(cents(status.costSoFarUsd)).toBe(spentCents);
+
+    // The ledger: nothing reserved any more, spent equal to the attempts' costs to the cent.
+    const budgets = json(await trainyard(['budgets', '--json'], localDir)) as {
+      budgets: Array<{ scope: string; limitUsd: number; spentUsd: number; reservedUsd: number; availableUsd: number }>;
+    };
+    const team = budgets.budgets.find((b) => b.scope === 'team:e2e');
+    expect(team).toBeDefined();
+    expect(team?.reservedUsd).toBe(0);
+    expect(cents(team?.spentUsd ?? -1)).toBe(spentCents);
+    expect(cents(team?.availableUsd ?? -1)).toBe(100 - spentCents);
+
+    // The summary is in the workspace (s3rver's files under the local folder).
+    const summary = s3rverObjectPath(
+      join(localDir, 's3'),
+      'trainyard-workspace',
+      `teams/e2e/jobs/${jobId}/summary.json`,
+    );
+    expect(existsSync(summary)).toBe(true);
+
+    // A finished job has nothing to interrupt: a clear message and exit 5.
+    const again = await trainyard(['local', 'interrupt', jobId], localDir);
+    expect(again.code).toBe(EXIT_CODES.notFound);
+    expect(again.stderr).toContain(`job ${jobId} (SUCCEEDED) has no running attempt to interrupt`);
+
+    // A job whose estimate is over what the budget has left is refused by the cost gate, with the numbers.
+    const big = await trainyard(
+      ['submit', HELLO_CPU, '--tier', 'cpu-huge', '--runtime', '1h', '--yes', '--json', '--', ...COMMAND],
+      localDir,
+    );
+    expect(big.code, big.stderr).toBe(EXIT_CODES.ok);
+    const bigId = String((json(big).job as { jobId: string }).jobId);
+    const bigWatch = await trainyard(['watch', bigId, '--interval', '1'], localDir);
+    expect(bigWatch.code).toBe(EXIT_CODES.jobUnsuccessful);
+    const refused = json(await trainyard(['status', bigId, '--json'], localDir)) as {
+      job: { state: string; reason: string };
+      attempts: unknown[];
+    };
+    expect(refused.job.state).toBe('REJECTED');
+    expect(refused.attempts).toEqual([]);
+    const available = (100 - spentCents) / 100;
+    expect(refused.job.reason).toContain('team:e2e');
+    expect(refused.job.reason).toContain('$1.00');
+    expect(refused.job.reason).toContain(`$${available.toFixed(2)}`);
+    expect(bigWatch.stderr).toContain('REJECTED');
+
+    // The refusal left the ledger as it was.
+    const after = json(await trainyard(['budgets', '--json'], localDir)) as typeof budgets;
+    expect(after.budgets.find((b) => b.scope === 'team:e2e')).toMatchObject({
+      reservedUsd: 0,
+      spentUsd: team?.spentUsd,
+    });
+  });
+
+  it('refuses a job id outside the team and says when no local mode runs for a folder', async () => {
+    const otherTeamJob = await trainyard(['local', 'interrupt', 'jnotourjob00000000000'], localDir);
+    expect(otherTeamJob.code).toBe(EXIT_CODES.notFound);
+    expect(otherTeamJob.stderr).toContain('no job jnotourjob00000000000 in team e2e');
+
+    const stopped = await trainyard(['local', 'stop', '--dir', join(dir, 'nothing-here')], localDir);
+    expect(stopped.code).toBe(EXIT_CODES.unreachable);
+    expect(stopped.stderr).toContain('local mode is not running');
+  });
+});

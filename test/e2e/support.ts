@@ -1,0 +1,137 @@
+/**
+ * Helpers for the local-mode end-to-end tests: a priced test configuration, the CLI driven in-process (the real
+ * program, the real local server over loopback), condition polling, and an independent cost calculation.
+ */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type CliDeps, runCli } from '../../lib/cli/commands';
+import { type LocalCommandDeps, localCommands } from '../../lib/local/cli-commands';
+
+/** Repository root (tests run from it). */
+export const ROOT = process.cwd();
+/** The torch-free example job. */
+export const HELLO_CPU = join(ROOT, 'examples/hello-cpu');
+
+/** Spot and on-demand prices of the test tier, USD per hour: 60 s (the minimum) costs exactly 3 and 6 cents. */
+export const SPOT_USD_PER_HOUR = 1.8;
+export const ON_DEMAND_USD_PER_HOUR = 3.6;
+
+/**
+ * A configuration whose costs show up at the cent: `cpu-test` (5 min max) for the jobs, `cpu-huge` whose hour of
+ * runtime no small budget covers, team `e2e` with a $1 budget and no principals (local mode acts for it) and team
+ * `other` with its own principal.
+ */
+export const E2E_CONFIG = {
+  tiers: [
+    {
+      id: 'cpu-test',
+      kind: 'cpu',
+      vcpus: 1,
+      memoryMiB: 2048,
+      maxRuntime: '5m',
+      onDemandUsdPerHour: ON_DEMAND_USD_PER_HOUR,
+      spotUsdPerHour: SPOT_USD_PER_HOUR,
+      peakTflops: 0.05,
+    },
+    {
+      id: 'cpu-huge',
+      kind: 'cpu',
+      vcpus: 4,
+      memoryMiB: 8192,
+      maxRuntime: '2h',
+      onDemandUsdPerHour: 36,
+      spotUsdPerHour: 18,
+      peakTflops: 0.05,
+    },
+  ],
+  teams: [
+    { id: 'e2e', monthlyBudgetUsd: 1 },
+    { id: 'other', principals: ['arn:aws:iam::000000000000:user/someone-else'], monthlyBudgetUsd: 10 },
+  ],
+};
+
+/** A fresh temporary folder. */
+export function tempDir(prefix: string): string {
+  return mkdtempSync(join(tmpdir(), `trainyard-${prefix}-`));
+}
+
+/** Writes a config object to `<dir>/trainyard.config.json` and returns its path. */
+export function writeConfig(dir: string, config: unknown = E2E_CONFIG): string {
+  const path = join(dir, 'trainyard.config.json');
+  writeFileSync(path, JSON.stringify(config, null, 2));
+  return path;
+}
+
+/** One CLI run's result. */
+export interface CliRun {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** Runs `trainyard <argv>` in-process against the local mode whose folder is `localDir`, local commands included. */
+export async function trainyard(
+  argv: readonly string[],
+  localDir: string,
+  local: LocalCommandDeps = {},
+): Promise<CliRun> {
+  let stdout = '';
+  let stderr = '';
+  const env = { TRAINYARD_LOCAL_DIR: localDir, PATH: process.env.PATH };
+  const deps: CliDeps = {
+    io: {
+      stdout: (text) => {
+        stdout += text;
+      },
+      stderr: (text) => {
+        stderr += text;
+      },
+      isTTY: false,
+      confirm: async () => false,
+    },
+    env,
+    cwd: ROOT,
+  };
+  const code = await runCli(argv, deps, [localCommands({ env, cwd: ROOT, ...local })]);
+  return { code, stdout, stderr };
+}
+
+/** Parses a `--json` run's stdout, failing with the run's output when it is not JSON. */
+export function json(run: CliRun): Record<string, unknown> {
+  try {
+    return JSON.parse(run.stdout) as Record<string, unknown>;
+  } catch {
+    throw new Error(`expected JSON on stdout (exit ${run.code}); stdout: ${run.stdout}\nstderr: ${run.stderr}`);
+  }
+}
+
+/** Polls `check` every `everyMs` until it returns a value (not undefined); fails after `timeoutMs` naming `what`. */
+export async function until<T>(
+  what: string,
+  check: () => Promise<T | undefined>,
+  { timeoutMs = 90_000, everyMs = 200 } = {},
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((done) => setTimeout(done, everyMs));
+  }
+}
+
+/**
+ * What an attempt costs, worked out here from first principles (not with the platform's metering code): EC2 bills
+ * whole seconds with a 60 s minimum; micro-dollars = $/h × 10^6 × seconds / 3600, rounded half up; then to the cent.
+ */
+export function expectedAttemptCostUsd(startedAtMs: number, stoppedAtMs: number, usdPerHour: number): number {
+  const seconds = Math.max(60, Math.ceil((stoppedAtMs - startedAtMs) / 1000));
+  const micros = Math.floor((Math.round(usdPerHour * 1e6) * seconds + 1800) / 3600);
+  return Math.floor((micros + 5000) / 10_000) / 100;
+}
+
+/** Cents, as an integer, so sums compare exactly. */
+export function cents(usd: number): number {
+  return Math.round(usd * 100);
+}
