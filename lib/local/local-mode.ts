@@ -298,7 +298,8 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
     const definition = withAwsTaskTimeouts(synthesizeJobStateMachineDefinition());
     const syncInterval = String(options.syncIntervalSeconds ?? 10);
     machine = new LocalStateMachine({
-      definition,
+      // aws-local-stepfunctions annotates the object it is given (QueryLanguage on every state): keep ours as built.
+      definition: structuredClone(definition),
       steps: lifecycleSteps(plane),
       // Exactly the runner, with local mode's sync interval added to what PrepareAttempt put in the environment.
       batch: {
