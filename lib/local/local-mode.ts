@@ -51,7 +51,7 @@ import { awsTimestamp } from './fake-imds';
 import type { SubmitJobInput } from './local-batch';
 import { formatEventLine, localEventPublisher, localFleetFacts, localLogReader } from './local-ports';
 import { type LocalControlHandler, startLocalApiServer } from './server';
-import { LocalStateMachine } from './state-machine-runner';
+import { LocalStateMachine, type LocalStepHandlers, type StepHandler } from './state-machine-runner';
 import { ensureLocalToken, LOCAL_DIR } from './token';
 
 /** The principal local mode acts as when the chosen team lists none. */
@@ -71,6 +71,36 @@ const BUDGET_WATCH_RULE = `arn:aws:events:${LOCAL_REGION}:${LOCAL_ACCOUNT}:rule/
 const HARNESS_PATH = fileURLToPath(new URL('../../images/harness', import.meta.url));
 
 const LIVE_STATES: readonly JobState[] = ['SUBMITTED', 'ANALYZING', 'WAITING', 'RUNNING', 'PAUSED_BUDGET'];
+
+/**
+ * Raised by every lifecycle step once local mode is stopping. It is neither retryable nor catchable (the flags
+ * aws-local-stepfunctions reads), so the execution ends at once — like a host going away — rather than retrying
+ * infrastructure errors against a stopped runner and burning the job's retry budget. The killed attempt's end is
+ * recorded first (batch-events), and the job, still live, is finalized at the next start.
+ */
+export class LocalModeStopped extends Error {
+  override name = 'LocalModeStopped';
+  readonly isRetryable = false;
+  readonly isCatchable = false;
+}
+
+/** The step handlers, each refusing with {@link LocalModeStopped} once `halted()` is true. */
+export function haltingWhen(steps: LocalStepHandlers, halted: () => boolean): LocalStepHandlers {
+  const guard =
+    (name: string, step: StepHandler): StepHandler =>
+    async (input) => {
+      if (halted()) throw new LocalModeStopped(`local mode is stopping: step ${name} was not run`);
+      return step(input);
+    };
+  return {
+    analyze: guard('Analyze', steps.analyze),
+    costGate: guard('CostGate', steps.costGate),
+    prepareAttempt: guard('PrepareAttempt', steps.prepareAttempt),
+    attemptOutcome: guard('AttemptOutcome', steps.attemptOutcome),
+    pause: guard('PausedForBudget', steps.pause),
+    finalize: guard('Finalize', steps.finalize),
+  };
+}
 
 /** Raised when local mode cannot start with the options given; the message says what to change. */
 export class LocalModeError extends Error {
@@ -295,15 +325,21 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
       ...Object.getOwnPropertyDescriptors(basePlane),
       workspace: { value: new S3rverWorkspace(localS3Client(s3.endpoint), LOCAL_NAMES.bucket), enumerable: true },
     });
+    // Set when stop() begins: executions end where they stand (see LocalModeStopped) instead of going on without
+    // compute, so a job cut off by a stop is left live for the next start to finalize.
+    let halted = false;
     const definition = withAwsTaskTimeouts(synthesizeJobStateMachineDefinition());
     const syncInterval = String(options.syncIntervalSeconds ?? 10);
     machine = new LocalStateMachine({
       // aws-local-stepfunctions annotates the object it is given (QueryLanguage on every state): keep ours as built.
       definition: structuredClone(definition),
-      steps: lifecycleSteps(plane),
+      steps: haltingWhen(lifecycleSteps(plane), () => halted),
       // Exactly the runner, with local mode's sync interval added to what PrepareAttempt put in the environment.
       batch: {
-        runJob: (input) => runner.runJob(withEnvironment(input, 'TRAINYARD_SYNC_INTERVAL_SECONDS', syncInterval)),
+        runJob: async (input) => {
+          if (halted) throw new LocalModeStopped(`local mode is stopping: attempt ${input.JobName} was not started`);
+          return runner.runJob(withEnvironment(input, 'TRAINYARD_SYNC_INTERVAL_SECONDS', syncInterval));
+        },
       },
       ...(options.backoffWaitMs !== undefined ? { backoffWaitMs: options.backoffWaitMs } : {}),
       ...(options.retryIntervalMs !== undefined ? { retryIntervalMs: options.retryIntervalMs } : {}),
@@ -397,6 +433,7 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
       recovered,
       budgetWatchTick,
       stop: () => {
+        halted = true;
         stopping ??= stopAll();
         return stopping;
       },
