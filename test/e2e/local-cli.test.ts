@@ -54,7 +54,7 @@ describe('local mode through the CLI', () => {
   });
 
   afterAll(async () => {
-    stopLocal('test finished');
+    stopLocal('test cleanup');
     await localRun;
   });
 
@@ -166,5 +166,24 @@ describe('local mode through the CLI', () => {
     const stopped = await trainyard(['local', 'stop', '--dir', join(dir, 'nothing-here')], localDir);
     expect(stopped.code).toBe(EXIT_CODES.unreachable);
     expect(stopped.stderr).toContain('local mode is not running');
+  });
+
+  it('`local stop` signals the running local mode, which stops cleanly and removes local.json', async () => {
+    const signals: string[] = [];
+    const stop = await trainyard(['local', 'stop', '--dir', localDir], localDir, {
+      kill: (pid, signal) => {
+        signals.push(`${pid}:${signal}`);
+        stopLocal(signal);
+      },
+    });
+    expect(stop.code, stop.stderr).toBe(EXIT_CODES.ok);
+    expect(signals).toEqual([`${process.pid}:SIGTERM`]);
+    expect(stop.stdout).toContain('Local mode stopped.');
+    const local = await localRun;
+    expect(local.code).toBe(EXIT_CODES.ok);
+    expect(local.stdout).toContain('Stopping local mode (SIGTERM)');
+    expect(readLocalState(localDir)).toBeUndefined();
+    const after = await trainyard(['jobs'], localDir);
+    expect(after.code).toBe(EXIT_CODES.unreachable);
   });
 });
