@@ -3,7 +3,7 @@
  * its requested step count, and no cost may be lost or counted twice: each job's ledger entry equals its attempts'
  * costs, attempts are unique, redelivered events share one eventId, and the team's spend is the sum over the jobs.
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -59,6 +59,7 @@ describe('chaos: random spot interruptions at a high rate', () => {
 
   afterAll(async () => {
     await mode?.stop();
+    rmSync(dir, { recursive: true, force: true });
   });
 
   it('finishes five concurrent jobs at their step counts with every cent accounted once', async () => {

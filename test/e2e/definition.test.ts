@@ -4,6 +4,7 @@
  * Lambda function ARNs (stand-ins locally) and Step Functions' Task timeout default, which the local engine needs
  * spelled out (it would otherwise time Tasks out after 60 s).
  */
+import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../lib/config';
 import {
@@ -42,15 +43,17 @@ describe('the state machine local mode runs', () => {
   let platform: StateMachineDefinition;
   let local: StateMachineDefinition;
   let mode: LocalMode;
+  const dir = tempDir('definition');
 
   beforeAll(async () => {
     platform = definitionOf(synthesize().platform.lifecycle);
     local = synthesizeJobStateMachineDefinition();
-    mode = await startLocalMode({ dir: tempDir('definition'), config: parseConfig(E2E_CONFIG) });
+    mode = await startLocalMode({ dir, config: parseConfig(E2E_CONFIG) });
   });
 
   afterAll(async () => {
     await mode?.stop();
+    rmSync(dir, { recursive: true, force: true });
   });
 
   it("is the platform stack's definition, state for state, but for the Lambda ARNs", () => {

@@ -3,7 +3,7 @@
  * torch-free example, `local interrupt` after a checkpoint, `watch` to success, `status`/`budgets` for the settled
  * figures, then a second job the team budget cannot cover, refused by the cost gate with the budget's numbers.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXIT_CODES } from '../../lib/cli/exit-codes';
@@ -56,6 +56,7 @@ describe('local mode through the CLI', () => {
   afterAll(async () => {
     stopLocal('test cleanup');
     await localRun;
+    rmSync(dir, { recursive: true, force: true });
   });
 
   it('runs a job through a spot interruption to success, settles the ledger, and refuses one over budget', async () => {

@@ -3,6 +3,7 @@
  * s3rver's files); a job whose execution was cut off by the stop is finalized FAILED at the next start, its ledger
  * entry settled to what its attempts cost, so nothing stays reserved.
  */
+import { rmSync } from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { EXIT_CODES } from '../../lib/cli/exit-codes';
 import { parseConfig } from '../../lib/config';
@@ -31,6 +32,7 @@ describe('restarting local mode', () => {
 
   afterAll(async () => {
     await mode?.stop();
+    rmSync(dir, { recursive: true, force: true });
   });
 
   it('keeps jobs, budgets and checkpoints, and finalizes a job cut off by the stop', async () => {
