@@ -146,9 +146,13 @@ describe('local mode through the CLI', () => {
     expect(refused.job.state).toBe('REJECTED');
     expect(refused.attempts).toEqual([]);
     const available = (100 - spentCents) / 100;
-    expect(refused.job.reason).toContain('team:e2e');
-    expect(refused.job.reason).toContain('$1.00');
-    expect(refused.job.reason).toContain(`$${available.toFixed(2)}`);
+    const spent = (spentCents / 100).toFixed(2);
+    expect(refused.job.reason).toContain(
+      `team:e2e would exceed its budget: limit $1.00, spent $${spent}, reserved $0.00, requested $`,
+    );
+    expect(refused.job.reason).toContain(`available $${available.toFixed(2)}`);
+    const requested = Number(/requested \$([\d.]+)/.exec(refused.job.reason)?.[1]);
+    expect(requested).toBeGreaterThan(available);
     expect(bigWatch.stderr).toContain('REJECTED');
 
     // The refusal left the ledger as it was.
