@@ -328,11 +328,10 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
     // Set when stop() begins: executions end where they stand (see LocalModeStopped) instead of going on without
     // compute, so a job cut off by a stop is left live for the next start to finalize.
     let halted = false;
-    const definition = withAwsTaskTimeouts(synthesizeJobStateMachineDefinition());
+    const definition = synthesizeJobStateMachineDefinition();
     const syncInterval = String(options.syncIntervalSeconds ?? 10);
     machine = new LocalStateMachine({
-      // aws-local-stepfunctions annotates the object it is given (QueryLanguage on every state): keep ours as built.
-      definition: structuredClone(definition),
+      definition,
       steps: haltingWhen(lifecycleSteps(plane), () => halted),
       // Exactly the runner, with local mode's sync interval added to what PrepareAttempt put in the environment.
       batch: {
@@ -442,30 +441,6 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
     await stopAll();
     throw error;
   }
-}
-
-/**
- * Longest Task timeout the local engine can honour: Node timers overflow past 2^31-1 ms (they then fire at once).
- * Step Functions' own default for a Task without TimeoutSeconds is 99999999 s; any attempt ends long before either.
- */
-export const LOCAL_TASK_TIMEOUT_SECONDS = Math.floor((2 ** 31 - 1) / 1000);
-
-/**
- * The definition as the local engine must run it to behave like Step Functions: aws-local-stepfunctions times out a
- * Task that states no TimeoutSeconds after 60 s, where Step Functions waits (its default is 99999999 s), so a
- * RunAttempt longer than a minute would fail with States.Timeout. Such Tasks get {@link LOCAL_TASK_TIMEOUT_SECONDS};
- * nothing else changes, and the synthesized definition itself is left as it is.
- */
-export function withAwsTaskTimeouts(definition: StateMachineDefinition): StateMachineDefinition {
-  const states = Object.fromEntries(
-    Object.entries(definition.States).map(([name, state]) => [
-      name,
-      state.Type === 'Task' && state.TimeoutSeconds === undefined && state.TimeoutSecondsPath === undefined
-        ? { ...state, TimeoutSeconds: LOCAL_TASK_TIMEOUT_SECONDS }
-        : state,
-    ]),
-  );
-  return { ...definition, States: states };
 }
 
 /**

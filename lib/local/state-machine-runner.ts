@@ -54,6 +54,30 @@ export interface LocalStateMachineOptions {
   readonly onEvent?: (execution: string, event: ExecutionEvent) => void;
 }
 
+/**
+ * Longest Task timeout the local engine can honour: Node timers overflow past 2^31-1 ms (they then fire at once).
+ * Step Functions' own default for a Task without TimeoutSeconds is 99999999 s; any attempt ends long before either.
+ */
+export const LOCAL_TASK_TIMEOUT_SECONDS = Math.floor((2 ** 31 - 1) / 1000);
+
+/**
+ * The definition as the local engine must run it to behave like Step Functions: aws-local-stepfunctions times out a
+ * Task that states no TimeoutSeconds after 60 s, where Step Functions waits (its default is 99999999 s), so a
+ * RunAttempt longer than a minute would fail with States.Timeout. Such Tasks get {@link LOCAL_TASK_TIMEOUT_SECONDS};
+ * nothing else changes, and the synthesized definition itself is left as it is.
+ */
+export function withAwsTaskTimeouts(definition: StateMachineDefinition): StateMachineDefinition {
+  const states = Object.fromEntries(
+    Object.entries(definition.States).map(([name, state]) => [
+      name,
+      state.Type === 'Task' && state.TimeoutSeconds === undefined && state.TimeoutSecondsPath === undefined
+        ? { ...state, TimeoutSeconds: LOCAL_TASK_TIMEOUT_SECONDS }
+        : state,
+    ]),
+  );
+  return { ...definition, States: states };
+}
+
 /** Raised by sendTaskSuccess for a token no paused execution holds. */
 export class TaskDoesNotExist extends Error {
   override name = 'TaskDoesNotExist';
@@ -67,7 +91,10 @@ export class LocalStateMachine implements LifecycleControl {
   private tokenCounter = 0;
 
   constructor(private readonly options: LocalStateMachineOptions) {
-    this.machine = new StateMachine(options.definition as never, { validationOptions: { checkPaths: true } });
+    // The engine annotates the object it is given (QueryLanguage on every state): it gets its own copy, with the
+    // Task timeouts Step Functions applies.
+    const definition = structuredClone(withAwsTaskTimeouts(options.definition));
+    this.machine = new StateMachine(definition as never, { validationOptions: { checkPaths: true } });
   }
 
   /** StartExecution: a name already used is not an error (as ExecutionAlreadyExists is to the API). */

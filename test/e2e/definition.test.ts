@@ -12,7 +12,8 @@ import {
   type StateMachineDefinition,
   synthesizeJobStateMachineDefinition,
 } from '../../lib/local/definition';
-import { LOCAL_TASK_TIMEOUT_SECONDS, type LocalMode, startLocalMode } from '../../lib/local/local-mode';
+import { type LocalMode, startLocalMode } from '../../lib/local/local-mode';
+import { LOCAL_TASK_TIMEOUT_SECONDS, withAwsTaskTimeouts } from '../../lib/local/state-machine-runner';
 import { synthesize } from '../infra/synth';
 import { E2E_CONFIG, tempDir } from './support';
 
@@ -68,9 +69,14 @@ describe('the state machine local mode runs', () => {
     for (const name of functionNames(local)) expect(name).toMatch(/^arn:aws:lambda:us-east-1:000000000000:function:/);
   });
 
-  it('is what the running local mode executes, with only the Task timeout default made explicit', () => {
+  it('is what the running local mode executes', () => {
+    expect(mode.definition).toEqual(local);
+  });
+
+  it('runs with Step Functions’ Task timeout default made explicit, and nothing else changed', () => {
+    const executed = withAwsTaskTimeouts(local);
     const withoutAddedTimeouts = Object.fromEntries(
-      Object.entries(mode.definition.States).map(([name, state]) => {
+      Object.entries(executed.States).map(([name, state]) => {
         const original = local.States[name];
         if (original?.TimeoutSeconds === undefined && state.TimeoutSeconds === LOCAL_TASK_TIMEOUT_SECONDS) {
           const { TimeoutSeconds: _added, ...rest } = state;
@@ -79,8 +85,8 @@ describe('the state machine local mode runs', () => {
         return [name, state];
       }),
     );
-    expect({ ...mode.definition, States: withoutAddedTimeouts }).toEqual(local);
-    const tasks = Object.entries(mode.definition.States).filter(([, s]) => s.Type === 'Task');
+    expect({ ...executed, States: withoutAddedTimeouts }).toEqual(local);
+    const tasks = Object.entries(executed.States).filter(([, s]) => s.Type === 'Task');
     expect(tasks.length).toBeGreaterThan(0);
     for (const [name, state] of tasks) {
       expect(state.TimeoutSeconds ?? state.TimeoutSecondsPath, `${name} has a timeout`).toBeDefined();
