@@ -222,6 +222,8 @@ export async function runBench(
   const log = options.log ?? ((line: string) => console.error(`${stamp()} ${line}`));
   const selected = (options.parts ?? PARTS).filter((p) => args.only.length === 0 || args.only.includes(p.id));
   const machine = describeMachine();
+  // Read before the parts run: other work may commit while a long run goes on, and the figures belong to this commit.
+  const git = gitState(ROOT, ['bench/results']);
   log(
     `machine: ${machine.cpuModel}, ${machine.cores} cores, ${machine.memoryGiB} GiB, ${machine.os}, Node ${machine.node}`,
   );
@@ -262,8 +264,7 @@ export async function runBench(
     startedAt,
     elapsedSeconds: (performance.now() - started) / 1000,
     machine,
-    // Earlier reports under bench/results are outputs, not code: they do not make the measured tree dirty.
-    git: gitState(ROOT, ['bench/results']),
+    git,
     sections,
   };
   const paths = writeReport(report, options.resultsDir ?? RESULTS_DIR);
