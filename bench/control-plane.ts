@@ -4,6 +4,7 @@
  * handler is timed warm against dynalite and s3rver; and a happy-path job is run through the synthesized state machine
  * to count its state transitions. Run standalone with `npx tsx bench/control-plane.ts [--quick]`.
  */
+
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -17,6 +18,7 @@ import { logger } from '../lambdas/shared/logger';
 import type { FleetFacts, LifecycleControl } from '../lambdas/shared/ports';
 import { packTarGz } from '../lambdas/shared/tarball';
 import { parseConfig, type TrainyardConfig } from '../lib/config';
+import { configDefine, LAMBDA_BUNDLING } from '../lib/function';
 import { ensureLocalTables, LOCAL_NAMES, lifecycleSteps, localControlPlane } from '../lib/local/control-plane';
 import { synthesizeJobStateMachineDefinition } from '../lib/local/definition';
 import { type RunningEngine, startDynalite, startS3rver } from '../lib/local/engines';
@@ -30,9 +32,6 @@ const KIB = 1024;
 
 /** The issue's goals for the control plane. */
 export const CONTROL_PLANE_GOALS = { bundleKiB: 250, coldStartMs: 150, warmP99Ms: 50, stateTransitions: 30 } as const;
-
-/** The esbuild banner lib/function.ts sets: ESM bundles still meet CommonJS dependencies that call require(). */
-export const LAMBDA_BANNER = "import { createRequire } from 'module'; const require = createRequire(import.meta.url);";
 
 /** One input package's share of a bundle. */
 export interface BundleShare {
@@ -159,14 +158,14 @@ export async function bundleLambda(entry: string, outfile: string, config: Train
     outfile,
     bundle: true,
     platform: 'node',
-    format: 'esm',
-    target: 'node22',
+    format: LAMBDA_BUNDLING.format,
+    target: LAMBDA_BUNDLING.target,
     // NodejsFunction's default main fields for ESM output.
     mainFields: ['module', 'main'],
-    minify: true,
-    external: ['@aws-sdk/*'],
-    banner: { js: LAMBDA_BANNER },
-    define: { 'process.env.TRAINYARD_CONFIG': JSON.stringify(JSON.stringify(config)) },
+    minify: LAMBDA_BUNDLING.minify,
+    external: [...LAMBDA_BUNDLING.external],
+    banner: { js: LAMBDA_BUNDLING.banner },
+    define: configDefine(config),
     metafile: true,
     logLevel: 'silent',
   });

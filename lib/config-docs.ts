@@ -6,7 +6,7 @@
  * Pure module (zod only): `scripts/config-docs.ts` prints the table or rewrites README's section between the markers,
  * and test/infra/config-docs.test.ts checks that README holds exactly what this module renders.
  */
-import { z } from 'zod';
+import * as z from 'zod';
 import { configSchema } from './config';
 
 /** Raised when README's generated section can't be found or is malformed; names the markers expected. */

@@ -5,7 +5,7 @@
  * the CLI read the same resolved object, so a tier or a team means the same thing everywhere.
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { z } from 'zod';
+import * as z from 'zod';
 import { fargateSizeFor, GPU_INSTANCE_FAMILIES, GPU_INSTANCES, instanceFamily } from './instance-catalog';
 
 /** Raised when a configuration file is missing, unreadable or invalid; the message names key, value and rule. */

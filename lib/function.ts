@@ -6,6 +6,25 @@ import type { Construct } from 'constructs';
 import type { TrainyardConfig } from './config';
 import { acknowledgeFinding } from './nag';
 
+/** How every Trainyard Lambda is bundled (esbuild): shared by the house construct and the bundle benchmark. */
+export const LAMBDA_BUNDLING = {
+  format: 'esm',
+  target: 'node22',
+  minify: true,
+  // The Lambda runtime ships AWS SDK v3; bundling it would triple every bundle.
+  external: ['@aws-sdk/*'],
+  // ESM bundles still meet CommonJS dependencies that call require().
+  banner: "import { createRequire } from 'module'; const require = createRequire(import.meta.url);",
+} as const;
+
+/**
+ * The esbuild `define` that bakes the resolved config into a bundle: it replaces the literal expression
+ * `process.env.TRAINYARD_CONFIG` (read that way in lambdas/shared/runtime-config.ts).
+ */
+export function configDefine(config: TrainyardConfig): Record<string, string> {
+  return { 'process.env.TRAINYARD_CONFIG': JSON.stringify(JSON.stringify(config)) };
+}
+
 /** Props for a Trainyard Lambda function: its entry and environment; runtime defaults are the house's. */
 export interface TrainyardFunctionProps {
   /** Path of the handler module, relative to the repository root (e.g. `lambdas/api/handler.ts`). */
@@ -52,18 +71,14 @@ export class TrainyardFunction extends NodejsFunction {
       },
       bundling: {
         format: OutputFormat.ESM,
-        target: 'node22',
-        minify: true,
+        target: LAMBDA_BUNDLING.target,
+        minify: LAMBDA_BUNDLING.minify,
         sourceMap: true,
         sourcesContent: false,
-        // The Lambda runtime ships AWS SDK v3; bundling it would triple every bundle.
-        externalModules: ['@aws-sdk/*'],
-        // ESM bundles still meet CommonJS dependencies that call require().
-        banner: "import { createRequire } from 'module'; const require = createRequire(import.meta.url);",
+        externalModules: [...LAMBDA_BUNDLING.external],
+        banner: LAMBDA_BUNDLING.banner,
         // The config is part of the code, not an env var: no 4 KB limit, and a config change redeploys the code.
-        define: props.config
-          ? { 'process.env.TRAINYARD_CONFIG': JSON.stringify(JSON.stringify(props.config)) }
-          : undefined,
+        define: props.config ? configDefine(props.config) : undefined,
       },
     });
     acknowledgeFinding(

@@ -2,7 +2,7 @@
  * Request and response schemas of the HTTP API (zod), and the one helper that turns a zod failure into a 400 whose
  * message names every offending field and its rule. docs/api.md documents the same shapes with examples.
  */
-import { z } from 'zod';
+import * as z from 'zod';
 import { MAX_USD } from '../domain/budgets';
 import { requirementsSchema, retriesSchema } from '../domain/job';
 import { badRequest } from './errors';

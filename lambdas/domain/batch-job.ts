@@ -15,7 +15,7 @@
  * other event types, sources, and details in the future" (https://docs.aws.amazon.com/batch/latest/userguide/batch_cwe_events.html).
  * Timestamps are epoch milliseconds, as Batch reports them.
  */
-import { z } from 'zod';
+import * as z from 'zod';
 
 /** Raised when a Batch job payload (or a `States.TaskFailed` Cause) is not a Batch job detail; says what was wrong. */
 export class InvalidBatchJob extends Error {

@@ -10,7 +10,7 @@
  * Versioning: `version: '1'` is part of every detail. Adding an optional field keeps version 1; removing or
  * changing the meaning of a field makes version 2, emitted alongside version 1 until consumers have moved.
  */
-import { z } from 'zod';
+import * as z from 'zod';
 
 /** Raised when a detail does not match its detail-type's schema, or the entry would exceed PutEvents' size limit. */
 export class InvalidEventDetail extends Error {

@@ -7,7 +7,7 @@
  * strings); attempt `startedAt`/`stoppedAt` are epoch milliseconds, exactly as Batch reports them, so metering
  * uses them without conversion.
  */
-import { z } from 'zod';
+import * as z from 'zod';
 import { BATCH_JOB_STATUSES } from './batch-job';
 import { attemptOutcomeSchema } from './outcome';
 

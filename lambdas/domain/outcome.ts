@@ -30,7 +30,7 @@
  *     container did not report how it ended, which is the platform's failure, not the user's.
  * 10. Any other non-zero exit code → app-error. Exit 0 on a FAILED job → infra-error (Batch failed it anyway).
  */
-import { z } from 'zod';
+import * as z from 'zod';
 import type { BatchJob } from './batch-job';
 import {
   CAPACITY_WAIT_REASON,

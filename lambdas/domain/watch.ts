@@ -3,7 +3,7 @@
  * a running job has cost so far, the harness's progress document, a job's budget scopes, the placement input of the
  * periodic check, and the decision records the watch writes. No AWS SDK, no clock: the handlers pass `now`.
  */
-import { z } from 'zod';
+import * as z from 'zod';
 import type { TierConfig } from '../../lib/config';
 import { attemptPrice } from './attempt-cost';
 import type { BatchJob } from './batch-job';

@@ -3,7 +3,7 @@
  * Everything durable lives in DynamoDB; the state only carries what the next Choice needs and the next attempt's
  * plan, so a replayed Task recomputes the same answer from the same records.
  */
-import { z } from 'zod';
+import * as z from 'zod';
 import { JOB_ID_PATTERN } from '../domain/job';
 
 const jobId = z.string().regex(JOB_ID_PATTERN, 'must be a Trainyard job id');

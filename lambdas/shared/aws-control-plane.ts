@@ -3,10 +3,9 @@
  * function only needs (and is only granted) the variables and permissions of the parts its handler touches; a
  * missing variable fails at cold start with its name because handlers take their dependencies when created.
  */
-import { EC2Client } from '@aws-sdk/client-ec2';
 import { S3Client } from '@aws-sdk/client-s3';
 import { awsBatchControl, awsEventPublisher, awsFleetFacts, awsLifecycleControl, awsLogReader } from './aws-ports';
-import type { ControlPlane } from './control-plane';
+import type { ControlPlane, SpotQuotes } from './control-plane';
 import { createDocumentClient } from './dynamo';
 import { requireEnv } from './env';
 import { newJobId } from './ids';
@@ -56,7 +55,18 @@ export function awsControlPlane(): ControlPlane {
     lifecycle: lazy(() => awsLifecycleControl(() => requireEnv(ENV.stateMachine))),
     logs: lazy(() => awsLogReader(requireEnv(ENV.trainingLogGroup))),
     fleet: lazy(() => awsFleetFacts()),
-    spotQuotes: lazy(() => new SpotPriceCache(new EC2Client({}), 10 * 60_000)),
+    spotQuotes: lazy((): SpotQuotes => {
+      // The EC2 client module loads on the first quote, not at cold start (see aws-ports.ts).
+      let cache: Promise<SpotPriceCache> | undefined;
+      return {
+        async quotesFor(instanceTypes) {
+          cache ??= import('@aws-sdk/client-ec2').then(
+            ({ EC2Client }) => new SpotPriceCache(new EC2Client({}), 10 * 60_000),
+          );
+          return (await cache).quotesFor(instanceTypes);
+        },
+      };
+    }),
     batchPrefix: lazy(() => requireEnv(ENV.batchPrefix)),
     trainingLogGroup: lazy(() => requireEnv(ENV.trainingLogGroup)),
   };

@@ -1,12 +1,16 @@
 /**
  * The ports on AWS: thin SDK adapters for Batch, Step Functions, EventBridge, CloudWatch Logs, ECS and EC2.
+ *
+ * Each SDK client module is imported the first time its port is used, not when the handler loads: every handler
+ * shares this wiring but touches only a few services, and loading them all (EC2's client alone takes ~0.4 s) made
+ * every cold start pay for the lot. Dynamic import keeps one module instance, so the clients are the ones tests mock.
  */
-import { BatchClient, TerminateJobCommand } from '@aws-sdk/client-batch';
-import { CloudWatchLogsClient, GetLogEventsCommand, ResourceNotFoundException } from '@aws-sdk/client-cloudwatch-logs';
-import { DescribeInstancesCommand, DescribeSpotPriceHistoryCommand, EC2Client } from '@aws-sdk/client-ec2';
-import { DescribeContainerInstancesCommand, ECSClient } from '@aws-sdk/client-ecs';
-import { EventBridgeClient, PutEventsCommand } from '@aws-sdk/client-eventbridge';
-import { ExecutionAlreadyExists, SendTaskSuccessCommand, SFNClient, StartExecutionCommand } from '@aws-sdk/client-sfn';
+import type { BatchClient } from '@aws-sdk/client-batch';
+import type { CloudWatchLogsClient } from '@aws-sdk/client-cloudwatch-logs';
+import type { EC2Client } from '@aws-sdk/client-ec2';
+import type { ECSClient } from '@aws-sdk/client-ecs';
+import type { EventBridgeClient } from '@aws-sdk/client-eventbridge';
+import type { SFNClient } from '@aws-sdk/client-sfn';
 import type { EventEntry } from '../domain/events';
 import { spotPriceAt } from '../domain/metering';
 import type { BatchControl, EventPublisher, FleetFacts, InstanceFacts, LifecycleControl, LogReader } from './ports';
@@ -16,22 +20,37 @@ export class EventDeliveryFailed extends Error {
   override name = 'EventDeliveryFailed';
 }
 
+/** A value built once, on first use. */
+function once<T>(make: () => Promise<T>): () => Promise<T> {
+  let value: Promise<T> | undefined;
+  return () => {
+    value ??= make();
+    return value;
+  };
+}
+
 /** TerminateJob. */
-export function awsBatchControl(client = new BatchClient({})): BatchControl {
+export function awsBatchControl(client?: BatchClient): BatchControl {
+  const sdk = once(() => import('@aws-sdk/client-batch'));
+  const batch = once(async () => client ?? new (await sdk()).BatchClient({}));
   return {
     async terminateJob(batchJobId, reason) {
-      await client.send(new TerminateJobCommand({ jobId: batchJobId, reason }));
+      const { TerminateJobCommand } = await sdk();
+      await (await batch()).send(new TerminateJobCommand({ jobId: batchJobId, reason }));
     },
   };
 }
 
 /** PutEvents on the platform bus, 10 entries per call (the API's limit). */
-export function awsEventPublisher(busName: string, client = new EventBridgeClient({})): EventPublisher {
+export function awsEventPublisher(busName: string, client?: EventBridgeClient): EventPublisher {
+  const sdk = once(() => import('@aws-sdk/client-eventbridge'));
+  const bridge = once(async () => client ?? new (await sdk()).EventBridgeClient({}));
   return {
     async publish(entries: readonly EventEntry[]) {
+      const { PutEventsCommand } = await sdk();
       for (let i = 0; i < entries.length; i += 10) {
         const batch = entries.slice(i, i + 10).map((e) => ({ ...e, EventBusName: busName }));
-        const out = await client.send(new PutEventsCommand({ Entries: batch }));
+        const out = await (await bridge()).send(new PutEventsCommand({ Entries: batch }));
         if ((out.FailedEntryCount ?? 0) > 0) {
           const failures = (out.Entries ?? [])
             .filter((e) => e.ErrorCode)
@@ -48,39 +67,43 @@ export function awsEventPublisher(busName: string, client = new EventBridgeClien
  * execution: SendTaskSuccess acts on a token, so the lifecycle's own pause step can use this without a circular
  * reference to the state machine that invokes it.
  */
-export function awsLifecycleControl(stateMachineArn: () => string, client = new SFNClient({})): LifecycleControl {
+export function awsLifecycleControl(stateMachineArn: () => string, client?: SFNClient): LifecycleControl {
+  const sdk = once(() => import('@aws-sdk/client-sfn'));
+  const sfn = once(async () => client ?? new (await sdk()).SFNClient({}));
   return {
     async startExecution(name, input) {
+      const { StartExecutionCommand } = await sdk();
       try {
-        await client.send(
+        await (await sfn()).send(
           new StartExecutionCommand({ stateMachineArn: stateMachineArn(), name, input: JSON.stringify(input) }),
         );
         return { alreadyStarted: false };
       } catch (error) {
-        if (error instanceof ExecutionAlreadyExists || (error as Error).name === 'ExecutionAlreadyExists') {
-          return { alreadyStarted: true };
-        }
+        if ((error as Error).name === 'ExecutionAlreadyExists') return { alreadyStarted: true };
         throw error;
       }
     },
     async sendTaskSuccess(taskToken, output) {
-      await client.send(new SendTaskSuccessCommand({ taskToken, output: JSON.stringify(output) }));
+      const { SendTaskSuccessCommand } = await sdk();
+      await (await sfn()).send(new SendTaskSuccessCommand({ taskToken, output: JSON.stringify(output) }));
     },
   };
 }
 
 /** GetLogEvents from the end of an attempt's stream. */
-export function awsLogReader(logGroupName: string, client = new CloudWatchLogsClient({})): LogReader {
+export function awsLogReader(logGroupName: string, client?: CloudWatchLogsClient): LogReader {
+  const sdk = once(() => import('@aws-sdk/client-cloudwatch-logs'));
+  const logs = once(async () => client ?? new (await sdk()).CloudWatchLogsClient({}));
   return {
     async recentLines(logStreamName, limit) {
+      const { GetLogEventsCommand } = await sdk();
       try {
-        const out = await client.send(
+        const out = await (await logs()).send(
           new GetLogEventsCommand({ logGroupName, logStreamName, limit, startFromHead: false }),
         );
         return (out.events ?? []).map((e) => e.message ?? '');
       } catch (error) {
-        if (error instanceof ResourceNotFoundException || (error as Error).name === 'ResourceNotFoundException')
-          return [];
+        if ((error as Error).name === 'ResourceNotFoundException') return [];
         throw error;
       }
     },
@@ -88,18 +111,24 @@ export function awsLogReader(logGroupName: string, client = new CloudWatchLogsCl
 }
 
 /** ECS container instance → EC2 instance facts; spot price history at a moment. */
-export function awsFleetFacts(ecs = new ECSClient({}), ec2 = new EC2Client({})): FleetFacts {
+export function awsFleetFacts(clients: { ecs?: ECSClient; ec2?: EC2Client } = {}): FleetFacts {
+  const ecsSdk = once(() => import('@aws-sdk/client-ecs'));
+  const ec2Sdk = once(() => import('@aws-sdk/client-ec2'));
+  const ecs = once(async () => clients.ecs ?? new (await ecsSdk()).ECSClient({}));
+  const ec2 = once(async () => clients.ec2 ?? new (await ec2Sdk()).EC2Client({}));
   return {
     async instanceFor(containerInstanceArn) {
       // arn:aws:ecs:<region>:<account>:container-instance/<cluster>/<id> — the cluster is in the ARN.
       const cluster = /:container-instance\/([^/]+)\/[^/]+$/.exec(containerInstanceArn)?.[1];
       if (!cluster) return undefined;
-      const described = await ecs.send(
+      const { DescribeContainerInstancesCommand } = await ecsSdk();
+      const described = await (await ecs()).send(
         new DescribeContainerInstancesCommand({ cluster, containerInstances: [containerInstanceArn] }),
       );
       const instanceId = described.containerInstances?.[0]?.ec2InstanceId;
       if (!instanceId) return undefined;
-      const instances = await ec2.send(new DescribeInstancesCommand({ InstanceIds: [instanceId] }));
+      const { DescribeInstancesCommand } = await ec2Sdk();
+      const instances = await (await ec2()).send(new DescribeInstancesCommand({ InstanceIds: [instanceId] }));
       const instance = instances.Reservations?.[0]?.Instances?.[0];
       if (!instance?.InstanceType || !instance.Placement?.AvailabilityZone) return undefined;
       const facts: InstanceFacts = {
@@ -111,7 +140,8 @@ export function awsFleetFacts(ecs = new ECSClient({}), ec2 = new EC2Client({})):
       return facts;
     },
     async spotPriceAt(instanceType, availabilityZone, atMs) {
-      const out = await ec2.send(
+      const { DescribeSpotPriceHistoryCommand } = await ec2Sdk();
+      const out = await (await ec2()).send(
         new DescribeSpotPriceHistoryCommand({
           InstanceTypes: [instanceType as never],
           AvailabilityZone: availabilityZone,

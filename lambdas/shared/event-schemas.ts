@@ -12,7 +12,7 @@
  * The envelope is checked strictly where the handler depends on it (source, detail-type, time) and leniently
  * elsewhere: AWS "might add other event types, sources, and details in the future".
  */
-import { z } from 'zod';
+import * as z from 'zod';
 import { type BatchJob, InvalidBatchJob, parseBatchJob } from '../domain/batch-job';
 
 /** Raised when an incoming event is not the event a handler accepts; the message names each offending field. */

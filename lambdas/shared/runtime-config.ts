@@ -4,12 +4,19 @@
  * start; local mode and tests set the same variable. Parsed with the same schema as at synth.
  */
 import { parseConfig, type TrainyardConfig } from '../../lib/config';
-import { requireEnv } from './env';
+import { MissingEnvironment } from './env';
 
 /** Name of the variable carrying the resolved configuration as JSON. */
 export const CONFIG_VARIABLE = 'TRAINYARD_CONFIG';
 
-/** Parses the configuration from the environment. */
+/** Parses the configuration baked into the bundle (or set in the environment). */
 export function configFromEnv(): TrainyardConfig {
-  return parseConfig(JSON.parse(requireEnv(CONFIG_VARIABLE)), CONFIG_VARIABLE);
+  // Written out literally: esbuild's define replaces exactly this expression, never process.env[name].
+  const json = process.env.TRAINYARD_CONFIG;
+  if (json === undefined || json === '') {
+    throw new MissingEnvironment(
+      `${CONFIG_VARIABLE} is not set: the function's bundle must be built by TrainyardFunction with its config`,
+    );
+  }
+  return parseConfig(JSON.parse(json), CONFIG_VARIABLE);
 }

@@ -5,7 +5,7 @@
  */
 
 import { Logger } from '@aws-lambda-powertools/logger';
-import { DescribeSpotPriceHistoryCommand, type EC2Client } from '@aws-sdk/client-ec2';
+import type { DescribeSpotPriceHistoryCommandInput, EC2Client } from '@aws-sdk/client-ec2';
 import { latestPerAz, type SpotQuote } from '../domain/prices';
 
 /** The part of a logger the cache uses (Powertools Logger satisfies it). */
@@ -53,10 +53,12 @@ export class SpotPriceCache {
     const quotes: SpotQuote[] = [];
     let nextToken: string | undefined;
     try {
+      // Loaded on first use: the EC2 client module is slow to load and most invocations never price spot.
+      const { DescribeSpotPriceHistoryCommand } = await import('@aws-sdk/client-ec2');
       for (let page = 0; page < MAX_SPOT_PRICE_PAGES; page++) {
         const out = await this.ec2.send(
           new DescribeSpotPriceHistoryCommand({
-            InstanceTypes: instanceTypes as DescribeSpotPriceHistoryCommand['input']['InstanceTypes'],
+            InstanceTypes: instanceTypes as DescribeSpotPriceHistoryCommandInput['InstanceTypes'],
             ProductDescriptions: ['Linux/UNIX'],
             // With a start time of now, EC2 returns the price in effect now for each AZ and type.
             StartTime: new Date(at),

@@ -9,8 +9,10 @@ import {
   PutObjectCommand,
   type S3Client,
 } from '@aws-sdk/client-s3';
-import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { CHECKPOINT_FOLDER, CHECKPOINT_MANIFEST } from '../domain/workspace-layout';
+
+/** The presigner, loaded on first use: only two API routes sign URLs, and every handler loads this module. */
+const presigner = () => import('@aws-sdk/s3-request-presigner');
 
 /** A complete checkpoint (its manifest exists), as listed for GET /jobs/{id}/checkpoints. */
 export interface CheckpointSummary {
@@ -105,6 +107,7 @@ export class Workspace {
 
   /** A presigned GET URL. */
   async presignDownload(key: string, expiresInSeconds = 900): Promise<string> {
+    const { getSignedUrl } = await presigner();
     return getSignedUrl(this.s3, new GetObjectCommand({ Bucket: this.bucket, Key: key }), {
       expiresIn: expiresInSeconds,
     });
@@ -112,6 +115,7 @@ export class Workspace {
 
   /** A presigned PUT URL (the client uploads a bundle there, then names it in POST /jobs). */
   async presignUpload(key: string, expiresInSeconds = 900): Promise<string> {
+    const { getSignedUrl } = await presigner();
     return getSignedUrl(
       this.s3,
       new PutObjectCommand({ Bucket: this.bucket, Key: key, ContentType: 'application/gzip' }),

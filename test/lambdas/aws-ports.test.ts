@@ -1,0 +1,191 @@
+/**
+ * The AWS adapters of the ports, against SDK mocks answering with the documented response shapes (Batch, Step
+ * Functions, EventBridge, CloudWatch Logs, ECS and EC2 have no local engine).
+ */
+import { BatchClient, TerminateJobCommand } from '@aws-sdk/client-batch';
+import { CloudWatchLogsClient, GetLogEventsCommand, ResourceNotFoundException } from '@aws-sdk/client-cloudwatch-logs';
+import { DescribeInstancesCommand, DescribeSpotPriceHistoryCommand, EC2Client } from '@aws-sdk/client-ec2';
+import { DescribeContainerInstancesCommand, ECSClient } from '@aws-sdk/client-ecs';
+import { EventBridgeClient, PutEventsCommand } from '@aws-sdk/client-eventbridge';
+import { ExecutionAlreadyExists, SendTaskSuccessCommand, SFNClient, StartExecutionCommand } from '@aws-sdk/client-sfn';
+import { mockClient } from 'aws-sdk-client-mock';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { buildEvent } from '../../lambdas/domain/events';
+import {
+  awsBatchControl,
+  awsEventPublisher,
+  awsFleetFacts,
+  awsLifecycleControl,
+  awsLogReader,
+  EventDeliveryFailed,
+} from '../../lambdas/shared/aws-ports';
+
+const batch = mockClient(BatchClient);
+const bridge = mockClient(EventBridgeClient);
+const sfn = mockClient(SFNClient);
+const logs = mockClient(CloudWatchLogsClient);
+const ecs = mockClient(ECSClient);
+const ec2 = mockClient(EC2Client);
+
+beforeEach(() => {
+  for (const mock of [batch, bridge, sfn, logs, ecs, ec2]) mock.reset();
+});
+
+const costReport = (n: number) =>
+  buildEvent('Cost Report Ready', {
+    report: 'daily',
+    periodStart: '2026-11-20',
+    periodEnd: '2026-11-20',
+    uri: `s3://bucket/reports/${n}.json`,
+    totalUsd: n,
+    jobs: n,
+    occurredAt: '2026-11-21T00:00:00Z',
+  });
+
+describe('Batch', () => {
+  it('terminates a job with the given reason', async () => {
+    batch.on(TerminateJobCommand).resolves({});
+    await awsBatchControl().terminateJob('4c7599ae', 'Trainyard: cancelled by user');
+    expect(batch.commandCalls(TerminateJobCommand)[0]?.args[0].input).toEqual({
+      jobId: '4c7599ae',
+      reason: 'Trainyard: cancelled by user',
+    });
+  });
+});
+
+describe('EventBridge', () => {
+  it('puts events on the platform bus, ten per call', async () => {
+    bridge.on(PutEventsCommand).resolves({ FailedEntryCount: 0, Entries: [] });
+    await awsEventPublisher('trainyard-bus').publish(Array.from({ length: 12 }, (_, i) => costReport(i)));
+    const calls = bridge.commandCalls(PutEventsCommand).map((c) => c.args[0].input.Entries ?? []);
+    expect(calls.map((entries) => entries.length)).toEqual([10, 2]);
+    expect(calls.flat().every((e) => e.EventBusName === 'trainyard-bus')).toBe(true);
+  });
+
+  it('fails when PutEvents rejects entries, naming the error codes', async () => {
+    bridge.on(PutEventsCommand).resolves({
+      FailedEntryCount: 1,
+      Entries: [{ ErrorCode: 'ThrottlingException', ErrorMessage: 'Rate exceeded' }],
+    });
+    await expect(awsEventPublisher('trainyard-bus').publish([costReport(1)])).rejects.toThrow(
+      new EventDeliveryFailed('PutEvents rejected 1 entries: ThrottlingException: Rate exceeded'),
+    );
+  });
+});
+
+describe('Step Functions', () => {
+  it('starts an execution named by the job id with the JSON input', async () => {
+    sfn.on(StartExecutionCommand).resolves({ executionArn: 'arn:x', startDate: new Date() });
+    const result = await awsLifecycleControl(() => 'arn:aws:states:us-east-1:1:stateMachine:jobs').startExecution(
+      'j1',
+      {
+        jobId: 'j1',
+      },
+    );
+    expect(result).toEqual({ alreadyStarted: false });
+    expect(sfn.commandCalls(StartExecutionCommand)[0]?.args[0].input).toEqual({
+      stateMachineArn: 'arn:aws:states:us-east-1:1:stateMachine:jobs',
+      name: 'j1',
+      input: '{"jobId":"j1"}',
+    });
+  });
+
+  it('treats an execution that already exists as started (a retried submit)', async () => {
+    sfn.on(StartExecutionCommand).rejects(new ExecutionAlreadyExists({ message: 'exists', $metadata: {} }));
+    expect(await awsLifecycleControl(() => 'arn:sm').startExecution('j1', {})).toEqual({ alreadyStarted: true });
+  });
+
+  it('sends task success with the output as JSON', async () => {
+    sfn.on(SendTaskSuccessCommand).resolves({});
+    await awsLifecycleControl(() => {
+      throw new Error('not needed for task tokens');
+    }).sendTaskSuccess('token-1', { action: 'resume' });
+    expect(sfn.commandCalls(SendTaskSuccessCommand)[0]?.args[0].input).toEqual({
+      taskToken: 'token-1',
+      output: '{"action":"resume"}',
+    });
+  });
+});
+
+describe('CloudWatch Logs', () => {
+  it('reads the newest lines of a stream', async () => {
+    logs
+      .on(GetLogEventsCommand)
+      .resolves({ events: [{ message: 'iter 1: loss 4.1' }, { message: 'iter 2: loss 3.9' }] });
+    expect(await awsLogReader('training').recentLines('nlp/default/abc', 2)).toEqual([
+      'iter 1: loss 4.1',
+      'iter 2: loss 3.9',
+    ]);
+    expect(logs.commandCalls(GetLogEventsCommand)[0]?.args[0].input).toEqual({
+      logGroupName: 'training',
+      logStreamName: 'nlp/default/abc',
+      limit: 2,
+      startFromHead: false,
+    });
+  });
+
+  it('answers no lines for a stream that does not exist yet', async () => {
+    logs.on(GetLogEventsCommand).rejects(new ResourceNotFoundException({ message: 'no stream', $metadata: {} }));
+    expect(await awsLogReader('training').recentLines('nlp/default/none', 10)).toEqual([]);
+  });
+});
+
+describe('fleet facts', () => {
+  const arn = 'arn:aws:ecs:us-east-1:123456789012:container-instance/trainyard-gpu/0f1e2d3c4b5a';
+
+  it('finds the EC2 instance, type, zone and lifecycle behind a container instance', async () => {
+    ecs
+      .on(DescribeContainerInstancesCommand)
+      .resolves({ containerInstances: [{ ec2InstanceId: 'i-0abc1234def567890' }] });
+    ec2.on(DescribeInstancesCommand).resolves({
+      Reservations: [
+        {
+          Instances: [
+            {
+              InstanceId: 'i-0abc1234def567890',
+              InstanceType: 'g4dn.xlarge',
+              Placement: { AvailabilityZone: 'us-east-1b' },
+              InstanceLifecycle: 'spot',
+            },
+          ],
+        },
+      ],
+    });
+    expect(await awsFleetFacts().instanceFor(arn)).toEqual({
+      instanceId: 'i-0abc1234def567890',
+      instanceType: 'g4dn.xlarge',
+      availabilityZone: 'us-east-1b',
+      lifecycle: 'spot',
+    });
+    expect(ecs.commandCalls(DescribeContainerInstancesCommand)[0]?.args[0].input).toEqual({
+      cluster: 'trainyard-gpu',
+      containerInstances: [arn],
+    });
+  });
+
+  it('answers undefined for an ARN without a cluster (nothing is called)', async () => {
+    expect(await awsFleetFacts().instanceFor('arn:aws:ecs:us-east-1:1:container-instance/abc')).toBeUndefined();
+    expect(ecs.calls()).toHaveLength(0);
+  });
+
+  it('prices a spot instance at the price in effect when it started', async () => {
+    const start = Date.UTC(2026, 10, 20, 12, 0, 0);
+    ec2.on(DescribeSpotPriceHistoryCommand).resolves({
+      SpotPriceHistory: [
+        {
+          SpotPrice: '0.1897',
+          Timestamp: new Date(start - 3_600_000),
+          InstanceType: 'g4dn.xlarge',
+          AvailabilityZone: 'us-east-1b',
+        },
+        {
+          SpotPrice: '0.2100',
+          Timestamp: new Date(start + 60_000),
+          InstanceType: 'g4dn.xlarge',
+          AvailabilityZone: 'us-east-1b',
+        },
+      ],
+    });
+    expect(await awsFleetFacts().spotPriceAt('g4dn.xlarge', 'us-east-1b', start)).toBe(0.1897);
+  });
+});
