@@ -20,8 +20,12 @@ export class InvalidTraceFile extends Error {
   override name = 'InvalidTraceFile';
 }
 
-/** Default location of the traces in this workspace. */
-export const DEFAULT_TRACES_ROOT = '/work/shared/data/spot-traces';
+/**
+ * Where the traces are: $TRAINYARD_SPOT_TRACES, else the team's shared data beside the repository
+ * (`<repo>/../shared/data/spot-traces`, as on developers' machines and in CI).
+ */
+export const DEFAULT_TRACES_ROOT =
+  process.env.TRAINYARD_SPOT_TRACES ?? join(import.meta.dirname, '..', '..', '..', 'shared', 'data', 'spot-traces');
 
 /** Parses a trace file's JSON text; `name` is used in error messages and the result. */
 export function parseTrace(name: string, text: string): SpotTrace {
