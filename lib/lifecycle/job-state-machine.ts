@@ -198,10 +198,13 @@ export class JobStateMachine extends Construct {
       }),
     );
     role.addToPrincipalPolicy(
+      new iam.PolicyStatement({ sid: 'TrackAttempts', actions: ['batch:DescribeJobs'], resources: ['*'] }),
+    );
+    role.addToPrincipalPolicy(
       new iam.PolicyStatement({
-        sid: 'TrackAttempts',
-        actions: ['batch:DescribeJobs', 'batch:TerminateJob'],
-        resources: ['*'],
+        sid: 'StopAttempts',
+        actions: ['batch:TerminateJob'],
+        resources: [stack.formatArn({ service: 'batch', resource: 'job', resourceName: '*' })],
       }),
     );
     role.addToPrincipalPolicy(
@@ -231,7 +234,7 @@ export class JobStateMachine extends Construct {
     acknowledgeFinding(
       role,
       'IAM5[Resource::*]',
-      'batch:DescribeJobs has no resource-level permissions; TerminateJob is how the .sync integration stops a job when the execution stops.',
+      'batch:DescribeJobs (how the .sync integration follows a job) has no resource-level permissions.',
     );
   }
 }

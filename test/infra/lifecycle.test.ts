@@ -46,6 +46,29 @@ describe('job state machine', () => {
     expect(actionsOf([submit ?? {}])).toEqual(['batch:SubmitJob', 'batch:TagResource']);
   });
 
+  it('may terminate Batch jobs but nothing else in Batch beyond submitting and describing', () => {
+    const statements = roleStatements('LifecycleStateMachineRole');
+    const terminate = statements.find((st) => actionsOf([st]).includes('batch:TerminateJob'));
+    expect(terminate?.Resource).toEqual({
+      'Fn::Join': [
+        '',
+        [
+          'arn:',
+          { Ref: 'AWS::Partition' },
+          ':batch:',
+          { Ref: 'AWS::Region' },
+          ':',
+          { Ref: 'AWS::AccountId' },
+          ':job/*',
+        ],
+      ],
+    });
+    const batchActions = actionsOf(statements)
+      .filter((a) => a.startsWith('batch:'))
+      .sort();
+    expect(batchActions).toEqual(['batch:DescribeJobs', 'batch:SubmitJob', 'batch:TagResource', 'batch:TerminateJob']);
+  });
+
   it('lets only the steps that touch budgets use the budgets table', () => {
     const budgetWriters = ['CostGate', 'Finalize'];
     for (const step of ['Analyze', 'PrepareAttempt', 'AttemptOutcome', 'CostGate', 'Finalize']) {
