@@ -1,5 +1,3 @@
-import { readdirSync, readFileSync, statSync } from 'node:fs';
-import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
   analyzeWorkload,
@@ -10,25 +8,12 @@ import {
 } from '../../lambdas/domain/analysis';
 import { evaluateLiteral, parseOverride, topLevelAssignments } from '../../lambdas/domain/analysis/python-literals';
 import { parseConfig } from '../../lib/config';
+import { projectFiles } from '../support/projects';
 
-const FIXTURES = join(import.meta.dirname, '..', 'fixtures', 'projects');
 const tiers = parseConfig({}).tiers;
 const GiB = 1024 ** 3;
 
-/** Reads a fixture project into the bundle shape the API receives: text files by relative path. */
-function loadProject(name: string): Record<string, string> {
-  const root = join(FIXTURES, name);
-  const files: Record<string, string> = {};
-  const walk = (dir: string) => {
-    for (const entry of readdirSync(dir)) {
-      const path = join(dir, entry);
-      if (statSync(path).isDirectory()) walk(path);
-      else files[relative(root, path)] = readFileSync(path, 'utf8');
-    }
-  };
-  walk(root);
-  return files;
-}
+const loadProject = projectFiles;
 
 /** The error a call throws (fails the test when it returns). */
 function thrown(call: () => unknown): Error {

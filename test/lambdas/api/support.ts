@@ -3,9 +3,9 @@
  * the ports without a local engine (Batch, Step Functions, EventBridge, CloudWatch Logs, spot quotes) as small
  * in-process recorders. Events are API Gateway HTTP API payload 2.0 with an IAM authorizer, as AWS sends them.
  */
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
+import { join } from 'node:path';
 import { S3Client } from '@aws-sdk/client-s3';
 import type { APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { type ApiEvent, createApiHandler } from '../../../lambdas/api/app';
@@ -14,7 +14,6 @@ import type { EventEntry } from '../../../lambdas/domain/events';
 import type { SpotQuote } from '../../../lambdas/domain/prices';
 import { JobStore } from '../../../lambdas/shared/job-store';
 import { BudgetLedger } from '../../../lambdas/shared/ledger';
-import { packTarGz } from '../../../lambdas/shared/tarball';
 import { Workspace } from '../../../lambdas/shared/workspace';
 import { parseConfig, type TrainyardConfig } from '../../../lib/config';
 import { startS3rver } from '../../../lib/local/engines';
@@ -261,37 +260,7 @@ export async function startApiBench(configInput: unknown = TEST_CONFIG_INPUT): P
   return bench;
 }
 
-const PROJECTS = join(import.meta.dirname, '..', '..', 'fixtures', 'projects');
-
-/** A fixture project's files as a bundle (tar.gz). */
-export function projectBundle(name: string): Buffer {
-  const root = join(PROJECTS, name);
-  const files: Array<{ path: string; content: Buffer }> = [];
-  const walk = (dir: string) => {
-    for (const entry of readdirSync(dir)) {
-      const path = join(dir, entry);
-      if (statSync(path).isDirectory()) walk(path);
-      else files.push({ path: relative(root, path), content: readFileSync(path) });
-    }
-  };
-  walk(root);
-  return packTarGz(files);
-}
-
-/** A fixture project's text files by path. */
-export function projectFiles(name: string): Record<string, string> {
-  const root = join(PROJECTS, name);
-  const files: Record<string, string> = {};
-  const walk = (dir: string) => {
-    for (const entry of readdirSync(dir)) {
-      const path = join(dir, entry);
-      if (statSync(path).isDirectory()) walk(path);
-      else files[relative(root, path)] = readFileSync(path, 'utf8');
-    }
-  };
-  walk(root);
-  return files;
-}
+export { projectBundle, projectFiles } from '../../support/projects';
 
 /** The error body of a response, typed. */
 export function errorOf(body: Record<string, unknown>): {
