@@ -16,54 +16,18 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, 'images', 'harness'))
+# The same loopback IMDS the harness tests use.
+sys.path.insert(0, os.path.join(REPO, 'images', 'harness', 'tests'))
 
+from fake_imds import FakeImds  # noqa: E402
 from trainyard_harness.storage import S3Storage  # noqa: E402
-
-
-class FakeImds:
-    """IMDSv2 on loopback that serves a spot notice once armed."""
-
-    def __init__(self) -> None:
-        self.armed = threading.Event()
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *_args) -> None:
-                return
-
-            def _reply(self, status: int, body: bytes = b'') -> None:
-                self.send_response(status)
-                self.send_header('Content-Length', str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_PUT(self) -> None:
-                self._reply(200, b'bench-token')
-
-            def do_GET(self) -> None:
-                if self.headers.get('X-aws-ec2-metadata-token') != 'bench-token':
-                    self._reply(401)
-                elif fake.armed.is_set():
-                    self._reply(200, json.dumps({'action': 'terminate', 'time': '2026-01-01T00:02:00Z'}).encode())
-                else:
-                    self._reply(404)
-
-        self.server = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.endpoint = f'http://127.0.0.1:{self.server.server_address[1]}'
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def parse_time(value: str) -> float:
@@ -101,7 +65,7 @@ def one_run(endpoint: str, bucket: str, size: int, poll_seconds: float) -> dict:
         if process.stdout.readline().strip() != 'ready':
             raise RuntimeError('benchmark child did not start: ' + process.stderr.read())
         notice_at = time.time()
-        imds.armed.set()
+        imds.serve_notice()
         stderr = process.stderr.read()
         code = process.wait()
         done_at = time.time()

@@ -16,11 +16,11 @@
  *   pure function AttemptOutcome uses, so whichever records first, the figure is the same. Then job.costSoFarUsd is
  *   recomputed from the recorded attempt costs and written only when it differs.
  */
-import { findTier, type TierConfig } from '../../lib/config';
+import type { TierConfig } from '../../lib/config';
 import { attemptPrice, costOfAttempt } from '../domain/attempt-cost';
 import type { BatchJob } from '../domain/batch-job';
 import { buildEvent } from '../domain/events';
-import type { AttemptRecord, JobRecord } from '../domain/job';
+import { type AttemptRecord, type JobRecord, tierOfJob } from '../domain/job';
 import { attemptRefOf, recordedCost } from '../domain/watch';
 import type { ControlPlane } from '../shared/control-plane';
 import { parseBatchStateChangeEvent } from '../shared/event-schemas';
@@ -28,9 +28,6 @@ import { JobStateConflict } from '../shared/job-store';
 import { logger } from '../shared/logger';
 
 /** Raised when a job names a tier the deployed configuration does not define. */
-export class UnknownTier extends Error {
-  override name = 'UnknownTier';
-}
 
 /** What one delivery did. */
 export type BatchEventResult =
@@ -41,16 +38,6 @@ export type BatchEventResult =
   | { readonly action: 'queued' | 'started' | 'stopped'; readonly jobId: string; readonly attempt: number };
 
 type Plane = Pick<ControlPlane, 'config' | 'jobs' | 'events' | 'fleet'>;
-
-function tierOf(plane: Plane, job: JobRecord): TierConfig {
-  const tier = findTier(plane.config, job.tier);
-  if (!tier) {
-    throw new UnknownTier(
-      `job ${job.jobId} runs on tier "${job.tier}", which the configuration does not define; tiers: ${plane.config.tiers.map((t) => t.id).join(', ')}`,
-    );
-  }
-  return tier;
-}
 
 /** Price per node-hour of an attempt that just started on this instance (see the module comment). */
 async function startPrice(
@@ -72,7 +59,7 @@ export function createBatchEventsHandler(plane: Plane) {
     const done = { action: 'started', jobId: job.jobId, attempt: attempt.attempt } as const;
     if (attempt.startedAt !== undefined) return done;
     const startedAt = batchJob.startedAt ?? batchJob.attempts.at(-1)?.startedAt ?? batchJob.createdAt;
-    const tier = tierOf(plane, job);
+    const tier = tierOfJob(plane.config, job);
     const containerInstanceArn = batchJob.container?.containerInstanceArn;
     const instance = containerInstanceArn ? await plane.fleet.instanceFor(containerInstanceArn) : undefined;
     const usdPerHour = await startPrice(plane, attempt, tier, instance, startedAt);
@@ -122,7 +109,7 @@ export function createBatchEventsHandler(plane: Plane) {
 
   async function stopped(batchJob: BatchJob, job: JobRecord, attempt: AttemptRecord): Promise<BatchEventResult> {
     if (attempt.stoppedAt === undefined) {
-      const cost = costOfAttempt(attempt, batchJob, tierOf(plane, job));
+      const cost = costOfAttempt(attempt, batchJob, tierOfJob(plane.config, job));
       const logStreamName = batchJob.container?.logStreamName ?? batchJob.attempts.at(-1)?.container?.logStreamName;
       if (cost.stoppedAt === undefined) {
         logger.warn('Batch reported a finished job without a stop time; nothing recorded', {

@@ -23,11 +23,11 @@
  * A failure on one job does not stop the others; the run then fails with {@link BudgetWatchIncomplete} naming them,
  * so the Errors alarm fires and EventBridge retries the (idempotent) run.
  */
-import { findTier, type TierConfig } from '../../lib/config';
+import type { TierConfig } from '../../lib/config';
 import { TERMINATE_REASONS } from '../domain/batch-reasons';
 import { parseScope } from '../domain/budgets';
 import { buildEvent, type EventEntry } from '../domain/events';
-import type { AttemptRecord, DecisionRecord, JobRecord } from '../domain/job';
+import { type AttemptRecord, type DecisionRecord, type JobRecord, tierOfJob } from '../domain/job';
 import { DEFAULT_PLACEMENT_CONFIG, decidePlacement } from '../domain/placement';
 import {
   budgetPauseDecision,
@@ -60,9 +60,6 @@ export class DecisionNotRecorded extends Error {
 }
 
 /** Raised when a job names a tier the deployed configuration does not define. */
-export class UnknownTier extends Error {
-  override name = 'UnknownTier';
-}
 
 /** Options of the watch. */
 export interface BudgetWatchOptions {
@@ -109,16 +106,6 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
   const placementConfig = placementConfigFrom(DEFAULT_PLACEMENT_CONFIG, plane.config.spotPolicy);
   const thresholds = { warn: plane.config.budgets.warnThreshold, block: plane.config.budgets.blockThreshold };
 
-  function tierOf(job: JobRecord): TierConfig {
-    const tier = findTier(plane.config, job.tier);
-    if (!tier) {
-      throw new UnknownTier(
-        `job ${job.jobId} runs on tier "${job.tier}", which the configuration does not define; tiers: ${plane.config.tiers.map((t) => t.id).join(', ')}`,
-      );
-    }
-    return tier;
-  }
-
   function crossingEvent(crossing: ThresholdCrossing, at: string): EventEntry {
     return buildEvent('Budget Threshold Crossed', {
       team: parseScope(crossing.scope).team,
@@ -152,7 +139,7 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
 
   /** Progress and accrual for one running job; returns what the later passes need. */
   async function meter(job: JobRecord, nowMs: number, at: string, result: BudgetWatchResult): Promise<Metered> {
-    const tier = tierOf(job);
+    const tier = tierOfJob(plane.config, job);
     let current = job;
     const progress = progressFromHarness(
       await plane.workspace.getJson(jobKeysFor(job.team, job.jobId).progress),

@@ -16,6 +16,7 @@
  * Timestamps are epoch milliseconds, as Batch reports them.
  */
 import * as z from 'zod';
+import { describeIssues } from './zod-issues';
 
 /** Raised when a Batch job payload (or a `States.TaskFailed` Cause) is not a Batch job detail; says what was wrong. */
 export class InvalidBatchJob extends Error {
@@ -123,11 +124,7 @@ export function parseBatchJob(value: unknown, source = 'Batch job detail'): Batc
   }
   const result = batchJobSchema.safeParse(normaliseBatchJobKeys(value));
   if (!result.success) {
-    const issues = result.error.issues.map((issue) => {
-      const path = issue.path.map((p) => (typeof p === 'number' ? `[${p}]` : `.${String(p)}`)).join('');
-      return `${path.replace(/^\./, '') || '(root)'}: ${issue.message}`;
-    });
-    throw new InvalidBatchJob(`${source} is not a valid Batch job detail: ${issues.join('; ')}`);
+    throw new InvalidBatchJob(`${source} is not a valid Batch job detail: ${describeIssues(result.error.issues)}`);
   }
   return result.data;
 }

@@ -11,6 +11,7 @@
  * changing the meaning of a field makes version 2, emitted alongside version 1 until consumers have moved.
  */
 import * as z from 'zod';
+import { describeIssues } from './zod-issues';
 
 /** Raised when a detail does not match its detail-type's schema, or the entry would exceed PutEvents' size limit. */
 export class InvalidEventDetail extends Error {
@@ -217,15 +218,6 @@ function isDetailType(value: string): value is DetailType {
   return Object.hasOwn(EVENT_SCHEMAS, value);
 }
 
-function describeIssues(error: z.ZodError): string {
-  return error.issues
-    .map((issue) => {
-      const path = issue.path.map((p) => (typeof p === 'number' ? `[${p}]` : `.${String(p)}`)).join('');
-      return `${path.replace(/^\./, '') || '(root)'}: ${issue.message}`;
-    })
-    .join('; ');
-}
-
 function requireDetailType(detailType: string): DetailType {
   if (!isDetailType(detailType)) {
     throw new InvalidEventDetail(
@@ -279,7 +271,7 @@ export function parseEventDetail<T extends DetailType>(detailType: T, detail: un
   const type = requireDetailType(detailType);
   const result = EVENT_SCHEMAS[type].safeParse(detail);
   if (!result.success) {
-    throw new InvalidEventDetail(`invalid "${type}" detail: ${describeIssues(result.error)}`);
+    throw new InvalidEventDetail(`invalid "${type}" detail: ${describeIssues(result.error.issues)}`);
   }
   return result.data as EventDetail<T>;
 }

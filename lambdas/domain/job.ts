@@ -8,8 +8,10 @@
  * uses them without conversion.
  */
 import * as z from 'zod';
+import { findTier, type TierConfig, type TrainyardConfig } from '../../lib/config';
 import { BATCH_JOB_STATUSES } from './batch-job';
 import { attemptOutcomeSchema } from './outcome';
+import { describeIssues } from './zod-issues';
 
 /** Raised by {@link assertTransition} for a state change the lifecycle does not allow; names what is allowed. */
 export class IllegalTransition extends Error {
@@ -240,11 +242,7 @@ export type DecisionRecord = z.output<typeof decisionRecordSchema>;
 function parseWith<T extends z.ZodType>(schema: T, what: string, value: unknown): z.output<T> {
   const result = schema.safeParse(value);
   if (result.success) return result.data;
-  const issues = result.error.issues.map((issue) => {
-    const path = issue.path.map((p) => (typeof p === 'number' ? `[${p}]` : `.${String(p)}`)).join('');
-    return `${path.replace(/^\./, '') || '(root)'}: ${issue.message}`;
-  });
-  throw new InvalidJobRecord(`invalid ${what}: ${issues.join('; ')}`);
+  throw new InvalidJobRecord(`invalid ${what}: ${describeIssues(result.error.issues)}`);
 }
 
 /** Validates a job record (from DynamoDB or built by a handler); throws {@link InvalidJobRecord}. */
@@ -260,4 +258,20 @@ export function parseAttemptRecord(value: unknown): AttemptRecord {
 /** Validates a decision record; throws {@link InvalidJobRecord}. */
 export function parseDecisionRecord(value: unknown): DecisionRecord {
   return parseWith(decisionRecordSchema, 'decision record', value);
+}
+
+/** Raised when a job names a tier the configuration no longer defines (the config changed after it was submitted). */
+export class UnknownJobTier extends Error {
+  override name = 'UnknownJobTier';
+}
+
+/** The configured tier a job runs on; UnknownJobTier, listing the configured tiers, when there is none. */
+export function tierOfJob(config: TrainyardConfig, job: Pick<JobRecord, 'tier' | 'jobId'>): TierConfig {
+  const tier = findTier(config, job.tier);
+  if (!tier) {
+    throw new UnknownJobTier(
+      `job ${job.jobId} runs on tier "${job.tier}", which the configuration does not define; tiers: ${config.tiers.map((t) => t.id).join(', ')}`,
+    );
+  }
+  return tier;
 }

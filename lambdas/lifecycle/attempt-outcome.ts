@@ -6,13 +6,14 @@
  */
 import { costOfAttempt } from '../domain/attempt-cost';
 import { type BatchJob, parseBatchFailureCause, parseBatchJob } from '../domain/batch-job';
+import { tierOfJob } from '../domain/job';
 import { decideNextStep } from '../domain/next-step';
 import { type AttemptOutcome, classifyAttemptOutcome } from '../domain/outcome';
 import { type Capacity, DEFAULT_PLACEMENT_CONFIG } from '../domain/placement';
 import { placementConfigFrom, progressFromHarness, recordedCost, spotTroublesSinceLastMove } from '../domain/watch';
 import { jobKeysFor } from '../domain/workspace-layout';
 import type { ControlPlane } from '../shared/control-plane';
-import { countersFrom, jobEvent, progressSeconds, secondsSince, tierOf } from './common';
+import { countersFrom, jobEvent, progressSeconds, secondsSince } from './common';
 import { type AttemptPlan, attemptOutcomeInputSchema, parseStep } from './steps';
 
 /** AttemptOutcome's output: the Choice after it routes on `next`. */
@@ -34,7 +35,7 @@ export function createAttemptOutcomeHandler(
   return async (input: unknown): Promise<AttemptOutcomeOutput> => {
     const { jobId, plan, batch, batchError } = parseStep(attemptOutcomeInputSchema, 'AttemptOutcome', input);
     const job = await plane.jobs.requireJob(jobId);
-    const tier = tierOf(plane.config, job);
+    const tier = tierOfJob(plane.config, job);
     const now = plane.clock();
     const attempt = await plane.jobs.getAttempt(jobId, plan.attempt);
     if (!attempt) throw new Error(`job ${jobId} has no attempt ${plan.attempt} to record an outcome for`);

@@ -1,23 +1,9 @@
 /**
- * Helpers the lifecycle steps share: job events, derived counters and the tier lookup. Counters are derived from the
+ * Helpers the lifecycle steps share: job events and derived counters. Counters are derived from the
  * attempt records every time rather than incremented, so a replayed step cannot count an attempt twice.
  */
-import { findTier, type TierConfig, type TrainyardConfig } from '../../lib/config';
 import { buildEvent, type DetailType, type EventDetailInput, type EventEntry } from '../domain/events';
 import type { AttemptRecord, JobCounters, JobRecord } from '../domain/job';
-
-/** Raised when a job names a tier the configuration no longer has. */
-export class UnknownJobTier extends Error {
-  override name = 'UnknownJobTier';
-}
-
-/** The job's tier from config. */
-export function tierOf(config: TrainyardConfig, job: Pick<JobRecord, 'tier' | 'jobId'>): TierConfig {
-  const tier = findTier(config, job.tier);
-  if (!tier)
-    throw new UnknownJobTier(`job ${job.jobId} runs on tier ${job.tier}, which the configuration no longer defines`);
-  return tier;
-}
 
 /** A job event with the job's identity filled in. */
 export function jobEvent<T extends DetailType>(

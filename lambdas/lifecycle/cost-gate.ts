@@ -4,10 +4,11 @@
  */
 import { BudgetExceeded, formatScope, periodOf } from '../domain/budgets';
 import { buildEvent } from '../domain/events';
+import { tierOfJob } from '../domain/job';
 import { DEFAULT_PLACEMENT_CONFIG, decidePlacement } from '../domain/placement';
 import { jobScopes, placementConfigFrom } from '../domain/watch';
 import type { ControlPlane } from '../shared/control-plane';
-import { jobEvent, progressSeconds, secondsSince, tierOf } from './common';
+import { jobEvent, progressSeconds, secondsSince } from './common';
 import { type AttemptPlan, costGateInputSchema, parseStep } from './steps';
 
 /** CostGate's output. */
@@ -50,7 +51,7 @@ export function createCostGateHandler(plane: Pick<ControlPlane, 'config' | 'jobs
       return { jobId, next: 'finalize', finalState: 'REJECTED', reason };
     }
 
-    const tier = tierOf(plane.config, job);
+    const tier = tierOfJob(plane.config, job);
     const placement = decidePlacement(
       {
         moment: 'submit',

@@ -6,12 +6,12 @@
  */
 import { maxRuntimeSeconds } from '../../lib/config';
 import { jobDefinitionName, queueName } from '../domain/batch-names';
-import { isTerminal } from '../domain/job';
+import { isTerminal, tierOfJob } from '../domain/job';
 import type { SubmitJobInput } from '../domain/submit-job';
 import { TRAINYARD_TAGS } from '../domain/watch';
 import { jobKeysFor, s3Uri } from '../domain/workspace-layout';
 import type { ControlPlane } from '../shared/control-plane';
-import { jobEvent, secondsSince, tierOf } from './common';
+import { jobEvent, secondsSince } from './common';
 import { type AttemptPlan, parseStep, prepareInputSchema } from './steps';
 
 /** Seconds the harness gives the training process to checkpoint after a stop signal (inside ECS's 110 s). */
@@ -38,7 +38,7 @@ export function createPrepareAttemptHandler(
     if (job.cancelRequested)
       return { jobId, next: 'finalize', finalState: 'CANCELLED', reason: 'cancelled by the user' };
     const now = plane.clock();
-    const tier = tierOf(plane.config, job);
+    const tier = tierOfJob(plane.config, job);
     const queue = queueName(plane.batchPrefix, tier.id, plan.capacity);
     const remainingDeadline =
       job.requirements.deadlineSeconds === undefined

@@ -5,6 +5,7 @@
  */
 import * as z from 'zod';
 import { JOB_ID_PATTERN } from '../domain/job';
+import { describeIssues } from '../domain/zod-issues';
 
 const jobId = z.string().regex(JOB_ID_PATTERN, 'must be a Trainyard job id');
 const capacity = z.enum(['spot', 'on-demand']);
@@ -61,6 +62,5 @@ export class InvalidStepInput extends Error {
 export function parseStep<T extends z.ZodType>(schema: T, step: string, input: unknown): z.output<T> {
   const result = schema.safeParse(input);
   if (result.success) return result.data;
-  const issues = result.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
-  throw new InvalidStepInput(`${step} received an invalid input: ${issues}`);
+  throw new InvalidStepInput(`${step} received an invalid input: ${describeIssues(result.error.issues)}`);
 }

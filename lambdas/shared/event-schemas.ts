@@ -14,6 +14,7 @@
  */
 import * as z from 'zod';
 import { type BatchJob, InvalidBatchJob, parseBatchJob } from '../domain/batch-job';
+import { describeIssues } from '../domain/zod-issues';
 
 /** Raised when an incoming event is not the event a handler accepts; the message names each offending field. */
 export class InvalidEvent extends Error {
@@ -91,22 +92,13 @@ export interface ScheduleTick {
   readonly timeMs: number;
 }
 
-function describeIssues(error: z.ZodError): string {
-  return error.issues
-    .map((issue) => {
-      const path = issue.path.map((p) => (typeof p === 'number' ? `[${p}]` : `.${String(p)}`)).join('');
-      return `${path.replace(/^\./, '') || '(root)'}: ${issue.message}`;
-    })
-    .join('; ');
-}
-
 function parseWith<T extends z.ZodType>(schema: T, what: string, event: unknown): z.output<T> {
   if (typeof event !== 'object' || event === null || Array.isArray(event)) {
     const got = event === null ? 'null' : Array.isArray(event) ? 'an array' : typeof event;
     throw new InvalidEvent(`expected an EventBridge "${what}" event (a JSON object), got ${got}`);
   }
   const result = schema.safeParse(event);
-  if (!result.success) throw new InvalidEvent(`invalid "${what}" event: ${describeIssues(result.error)}`);
+  if (!result.success) throw new InvalidEvent(`invalid "${what}" event: ${describeIssues(result.error.issues)}`);
   return result.data;
 }
 

@@ -4,7 +4,14 @@
  */
 import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { LOCAL_DIR, LocalStateError, localPaths, readLocalState, readLocalToken } from '../local/token';
+import {
+  LOCAL_DIR,
+  type LocalState,
+  LocalStateError,
+  localPaths,
+  readLocalState,
+  readLocalToken,
+} from '../local/token';
 import { CliError, EXIT_CODES, exitCodeForStatus } from './exit-codes';
 import { type CredentialProvider, defaultCredentials, regionFromApiUrl, signRequest } from './sigv4';
 
@@ -41,7 +48,8 @@ export interface TargetOptions {
   readonly isAlive?: (pid: number) => boolean;
 }
 
-function processAlive(pid: number): boolean {
+/** Whether a process id is alive (EPERM: it exists but belongs to someone else). */
+export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
@@ -111,31 +119,8 @@ export function resolveTarget(options: TargetOptions): ApiTarget {
 
   const dir = options.env.TRAINYARD_LOCAL_DIR ?? findLocalDir(options.cwd);
   const paths = localPaths(dir);
-  let state: ReturnType<typeof readLocalState>;
-  let token: string | undefined;
-  try {
-    state = readLocalState(dir);
-    token = readLocalToken(dir);
-  } catch (error) {
-    if (error instanceof LocalStateError) {
-      throw new CliError(`${LOCAL_NOT_RUNNING} (${error.message})`, EXIT_CODES.unreachable, 'LocalNotRunning');
-    }
-    throw error;
-  }
-  if (!state) {
-    throw new CliError(
-      `${LOCAL_NOT_RUNNING} (no ${paths.state}; or pass --api for a deployed stack)`,
-      EXIT_CODES.unreachable,
-      'LocalNotRunning',
-    );
-  }
-  if (!(options.isAlive ?? processAlive)(state.pid)) {
-    throw new CliError(
-      `${LOCAL_NOT_RUNNING} (${paths.state} names process ${state.pid}, which has exited)`,
-      EXIT_CODES.unreachable,
-      'LocalNotRunning',
-    );
-  }
+  const state = runningLocalState(dir, options.isAlive);
+  const token = localStateRead(() => readLocalToken(dir));
   if (token === undefined) {
     throw new CliError(`${LOCAL_NOT_RUNNING} (no ${paths.token})`, EXIT_CODES.unreachable, 'LocalNotRunning');
   }
@@ -145,6 +130,41 @@ export function resolveTarget(options: TargetOptions): ApiTarget {
     baseUrl: new URL(state.apiUrl),
     authenticate: async () => ({ authorization: `Bearer ${bearer}` }),
   };
+}
+
+function localStateRead<T>(read: () => T): T {
+  try {
+    return read();
+  } catch (error) {
+    if (error instanceof LocalStateError) {
+      throw new CliError(`${LOCAL_NOT_RUNNING} (${error.message})`, EXIT_CODES.unreachable, 'LocalNotRunning');
+    }
+    throw error;
+  }
+}
+
+/**
+ * The state of the local mode running for `dir`, or a CliError (exit code "unreachable") saying why there is none:
+ * no state file, an unreadable one, or one naming a process that has exited.
+ */
+export function runningLocalState(dir: string, isAlive: (pid: number) => boolean = processAlive): LocalState {
+  const paths = localPaths(dir);
+  const state = localStateRead(() => readLocalState(dir));
+  if (!state) {
+    throw new CliError(
+      `${LOCAL_NOT_RUNNING} (no ${paths.state}; or pass --api for a deployed stack)`,
+      EXIT_CODES.unreachable,
+      'LocalNotRunning',
+    );
+  }
+  if (!isAlive(state.pid)) {
+    throw new CliError(
+      `${LOCAL_NOT_RUNNING} (${paths.state} names process ${state.pid}, which has exited)`,
+      EXIT_CODES.unreachable,
+      'LocalNotRunning',
+    );
+  }
+  return state;
 }
 
 /** A successful API response. */

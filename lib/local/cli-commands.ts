@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
 import { attemptCostUsd } from '../../lambdas/domain/metering';
 import { jobKeysFor, s3Uri } from '../../lambdas/domain/workspace-layout';
-import { ApiClient, type FetchLike, LOCAL_NOT_RUNNING, resolveTarget } from '../cli/client';
+import { ApiClient, type FetchLike, processAlive, resolveTarget, runningLocalState } from '../cli/client';
 import { type CliDeps, type CommandRegistrar, runCli } from '../cli/commands';
 import { CliError, EXIT_CODES, exitCodeForJobState } from '../cli/exit-codes';
 import { at, checkpointsOf, formatBudgets, formatMoney, formatRate, jobOf, jobView, statusLine } from '../cli/format';
@@ -137,15 +137,6 @@ function resolveDeps(deps: LocalCommandDeps, program: Command): Resolved {
     kill: deps.kill ?? ((pid, signal) => process.kill(pid, signal)),
     python: deps.python ?? '/usr/bin/python3',
   };
-}
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 /** Resolves on the first SIGINT or SIGTERM, with its name. */
@@ -322,29 +313,7 @@ export function localCommands(deps: LocalCommandDeps = {}): CommandRegistrar {
       .action(async (options: { dir?: string }) => {
         const r = resolveDeps(deps, program);
         const dir = localDir(r, options.dir ?? (local.opts() as { dir?: string }).dir);
-        let state: ReturnType<typeof readLocalState>;
-        try {
-          state = readLocalState(dir);
-        } catch (error) {
-          if (error instanceof LocalStateError) {
-            throw new CliError(`${LOCAL_NOT_RUNNING} (${error.message})`, EXIT_CODES.unreachable, 'LocalNotRunning');
-          }
-          throw error;
-        }
-        if (!state) {
-          throw new CliError(
-            `${LOCAL_NOT_RUNNING} (no ${join(dir, 'local.json')})`,
-            EXIT_CODES.unreachable,
-            'LocalNotRunning',
-          );
-        }
-        if (!r.isAlive(state.pid)) {
-          throw new CliError(
-            `${LOCAL_NOT_RUNNING} (${join(dir, 'local.json')} names process ${state.pid}, which has exited)`,
-            EXIT_CODES.unreachable,
-            'LocalNotRunning',
-          );
-        }
+        const state = runningLocalState(dir, r.isAlive);
         r.kill(state.pid, 'SIGTERM');
         r.out(`Sent SIGTERM to local mode (pid ${state.pid}); waiting for it to stop…\n`);
         // The server removes local.json as its last step of a clean stop.

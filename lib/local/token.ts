@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as z from 'zod';
+import { describeIssues } from '../../lambdas/domain/zod-issues';
 
 /** Folder (relative to the project root) that holds local mode's data, token and state. */
 export const LOCAL_DIR = '.trainyard';
@@ -92,8 +93,9 @@ export function readLocalState(dir?: string): LocalState | undefined {
   }
   const result = localStateSchema.safeParse(json);
   if (!result.success) {
-    const issues = result.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
-    throw new LocalStateError(`${paths.state} is not a local mode state file (${issues}); restart \`trainyard local\``);
+    throw new LocalStateError(
+      `${paths.state} is not a local mode state file (${describeIssues(result.error.issues)}); restart \`trainyard local\``,
+    );
   }
   return result.data;
 }

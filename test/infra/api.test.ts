@@ -15,7 +15,7 @@ import { API_ROUTES } from '../../lambdas/api/route-table';
 import { ACCESS_LOG_FIELDS, TrainyardHttpApi } from '../../lib/api/http-api';
 import { createApp } from '../../lib/app';
 import { parseConfig } from '../../lib/config';
-import { resourcesOf } from './synth';
+import { BATCH_JOB_ARNS, resourcesOf } from './synth';
 
 const config = parseConfig({ teams: [{ id: 'nlp', monthlyBudgetUsd: 100 }], logRetentionDays: 90 });
 let stack: Stack;
@@ -157,20 +157,7 @@ describe('grants', () => {
   it('may terminate Batch jobs only by job ARN in its own account and region', () => {
     const s = statementWith('batch:TerminateJob');
     expect(actionsOf(s)).toEqual(['batch:TerminateJob']);
-    expect(s.Resource).toEqual({
-      'Fn::Join': [
-        '',
-        [
-          'arn:',
-          { Ref: 'AWS::Partition' },
-          ':batch:',
-          { Ref: 'AWS::Region' },
-          ':',
-          { Ref: 'AWS::AccountId' },
-          ':job/*',
-        ],
-      ],
-    });
+    expect(s.Resource).toEqual(BATCH_JOB_ARNS);
   });
 
   it('may start executions of and send task success to the lifecycle state machine only', () => {

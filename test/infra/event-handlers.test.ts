@@ -15,7 +15,7 @@ import { JOBS_TABLE } from '../../lambdas/shared/table-design';
 import { createApp } from '../../lib/app';
 import { parseConfig } from '../../lib/config';
 import { EventHandlers, type EventHandlersProps } from '../../lib/lifecycle/event-handlers';
-import { resourcesOf } from './synth';
+import { BATCH_JOB_ARNS, resourcesOf } from './synth';
 
 const QUEUE_ARNS = [
   'arn:aws:batch:us-east-1:123456789012:job-queue/trainyard-gpu-small-spot',
@@ -202,20 +202,7 @@ describe('EventHandlers grants', () => {
     const terminate = {
       Action: 'batch:TerminateJob',
       Effect: 'Allow',
-      Resource: {
-        'Fn::Join': [
-          '',
-          [
-            'arn:',
-            { Ref: 'AWS::Partition' },
-            ':batch:',
-            { Ref: 'AWS::Region' },
-            ':',
-            { Ref: 'AWS::AccountId' },
-            ':job/*',
-          ],
-        ],
-      },
+      Resource: BATCH_JOB_ARNS,
     };
     expect(policyOf(logicalId(built.handlers.interruption.function))).toContainEqual(terminate);
     expect(policyOf(logicalId(built.handlers.budgetWatch.function))).toContainEqual(terminate);

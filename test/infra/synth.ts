@@ -42,3 +42,11 @@ export function resourcesOf(template: Template, type: string): Array<[string, Re
     (r as { Properties?: Record<string, unknown> }).Properties ?? {},
   ]);
 }
+
+/** Every Batch job in the deployment's account and region, as the templates spell it (TerminateJob's resource). */
+export const BATCH_JOB_ARNS = {
+  'Fn::Join': [
+    '',
+    ['arn:', { Ref: 'AWS::Partition' }, ':batch:', { Ref: 'AWS::Region' }, ':', { Ref: 'AWS::AccountId' }, ':job/*'],
+  ],
+};

@@ -236,7 +236,7 @@ describe('budget watch: metering and progress', () => {
 
     await expect(run).rejects.toThrow(BudgetWatchIncomplete);
     await expect(run).rejects.toThrow(
-      `${id('lost-tier')}: UnknownTier: job ${id('lost-tier')} runs on tier "gpu-gone"`,
+      `${id('lost-tier')}: UnknownJobTier: job ${id('lost-tier')} runs on tier "gpu-gone"`,
     );
     expect(await bench.ledger.usage(`team:${currentTeam}`, PERIOD)).toMatchObject({ spentUsd: 0.09 });
   });
