@@ -3,7 +3,6 @@
  * function only needs (and is only granted) the variables and permissions of the parts its handler touches; a
  * missing variable fails at cold start with its name because handlers take their dependencies when created.
  */
-import { S3Client } from '@aws-sdk/client-s3';
 import { awsBatchControl, awsEventPublisher, awsFleetFacts, awsLifecycleControl, awsLogReader } from './aws-ports';
 import type { ControlPlane, SpotQuotes } from './control-plane';
 import { createDocumentClient } from './dynamo';
@@ -49,7 +48,14 @@ export function awsControlPlane(): ControlPlane {
           thresholds: { warn: config().budgets.warnThreshold, block: config().budgets.blockThreshold },
         }),
     ),
-    workspace: lazy(() => new Workspace(new S3Client({}), requireEnv(ENV.workspaceBucket))),
+    // The S3 client module loads on the first bucket operation, not at cold start (see workspace.ts).
+    workspace: lazy(
+      () =>
+        new Workspace(
+          async () => new (await import('@aws-sdk/client-s3')).S3Client({}),
+          requireEnv(ENV.workspaceBucket),
+        ),
+    ),
     batch: lazy(() => awsBatchControl()),
     events: lazy(() => awsEventPublisher(requireEnv(ENV.eventBus))),
     lifecycle: lazy(() => awsLifecycleControl(() => requireEnv(ENV.stateMachine))),

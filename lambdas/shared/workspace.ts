@@ -1,18 +1,37 @@
 /**
  * The workspace bucket adapter: code bundles, progress, checkpoints, summaries and presigned URLs.
+ *
+ * `@aws-sdk/client-s3` is imported the first time a method runs, not when the module loads: every Lambda bundle
+ * includes this module (through the AWS control plane), but the interruption, batch-events, cost-gate and pause
+ * handlers never touch the bucket, and importing the S3 client costs a fresh process ~40 ms. Only types are imported
+ * statically, so esbuild leaves no static import behind.
  */
-import {
-  DeleteObjectCommand,
-  GetObjectCommand,
-  ListObjectsV2Command,
-  NoSuchKey,
-  PutObjectCommand,
-  type S3Client,
-} from '@aws-sdk/client-s3';
+import type { S3Client } from '@aws-sdk/client-s3';
 import { CHECKPOINT_FOLDER, CHECKPOINT_MANIFEST } from '../domain/workspace-layout';
 
-/** The presigner, loaded on first use: only two API routes sign URLs, and every handler loads this module. */
-const presigner = () => import('@aws-sdk/s3-request-presigner');
+/** A value made once, on first use; a failed attempt is forgotten so the next call tries again. */
+function once<T>(make: () => Promise<T>): () => Promise<T> {
+  let value: Promise<T> | undefined;
+  return () => {
+    value ??= make().catch((error: unknown) => {
+      value = undefined;
+      throw error;
+    });
+    return value;
+  };
+}
+
+/** The S3 client module (command classes, NoSuchKey), loaded on first use and shared by every Workspace. */
+const s3Sdk = once(() => import('@aws-sdk/client-s3'));
+
+/** The presigner, loaded on first use: only two API routes sign URLs. */
+const presigner = once(() => import('@aws-sdk/s3-request-presigner'));
+
+/**
+ * Where a Workspace gets its S3 client: a ready client (local mode, tests), or a factory called once, on the first
+ * bucket operation (Lambdas: the factory imports the SDK then).
+ */
+export type S3ClientSource = S3Client | (() => S3Client | Promise<S3Client>);
 
 /** A complete checkpoint (its manifest exists), as listed for GET /jobs/{id}/checkpoints. */
 export interface CheckpointSummary {
@@ -25,20 +44,29 @@ export interface CheckpointSummary {
 
 /** Reads and writes the workspace bucket. */
 export class Workspace {
+  private readonly client: () => Promise<S3Client>;
+
   constructor(
-    private readonly s3: S3Client,
+    s3: S3ClientSource,
     readonly bucket: string,
-  ) {}
+  ) {
+    this.client = typeof s3 === 'function' ? once(async () => s3()) : () => Promise.resolve(s3);
+  }
 
   /** Stores an object. */
   async put(key: string, body: Buffer | string, contentType = 'application/octet-stream'): Promise<void> {
-    await this.s3.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body, ContentType: contentType }));
+    const { PutObjectCommand } = await s3Sdk();
+    await (await this.client()).send(
+      new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body, ContentType: contentType }),
+    );
   }
 
   /** An object's bytes, or undefined when it does not exist. */
   async get(key: string): Promise<Buffer | undefined> {
+    const { GetObjectCommand, NoSuchKey } = await s3Sdk();
+    const s3 = await this.client();
     try {
-      const out = await this.s3.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }));
+      const out = await s3.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }));
       return Buffer.from(await (out.Body as { transformToByteArray(): Promise<Uint8Array> }).transformToByteArray());
     } catch (error) {
       if (error instanceof NoSuchKey || (error as Error).name === 'NoSuchKey') return undefined;
@@ -59,15 +87,18 @@ export class Workspace {
 
   /** Deletes an object (missing is fine). */
   async delete(key: string): Promise<void> {
-    await this.s3.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key }));
+    const { DeleteObjectCommand } = await s3Sdk();
+    await (await this.client()).send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key }));
   }
 
   /** Every key under a prefix, with sizes. */
   async list(prefix: string): Promise<Array<{ key: string; size: number }>> {
+    const { ListObjectsV2Command } = await s3Sdk();
+    const s3 = await this.client();
     const out: Array<{ key: string; size: number }> = [];
     let token: string | undefined;
     do {
-      const page = await this.s3.send(
+      const page = await s3.send(
         new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, ContinuationToken: token }),
       );
       for (const o of page.Contents ?? []) if (o.Key) out.push({ key: o.Key, size: o.Size ?? 0 });
@@ -107,17 +138,17 @@ export class Workspace {
 
   /** A presigned GET URL. */
   async presignDownload(key: string, expiresInSeconds = 900): Promise<string> {
-    const { getSignedUrl } = await presigner();
-    return getSignedUrl(this.s3, new GetObjectCommand({ Bucket: this.bucket, Key: key }), {
+    const [{ GetObjectCommand }, { getSignedUrl }] = await Promise.all([s3Sdk(), presigner()]);
+    return getSignedUrl(await this.client(), new GetObjectCommand({ Bucket: this.bucket, Key: key }), {
       expiresIn: expiresInSeconds,
     });
   }
 
   /** A presigned PUT URL (the client uploads a bundle there, then names it in POST /jobs). */
   async presignUpload(key: string, expiresInSeconds = 900): Promise<string> {
-    const { getSignedUrl } = await presigner();
+    const [{ PutObjectCommand }, { getSignedUrl }] = await Promise.all([s3Sdk(), presigner()]);
     return getSignedUrl(
-      this.s3,
+      await this.client(),
       new PutObjectCommand({ Bucket: this.bucket, Key: key, ContentType: 'application/gzip' }),
       {
         expiresIn: expiresInSeconds,

@@ -1,0 +1,132 @@
+// The workspace adapter against s3rver, built the way the Lambdas build it: from an S3 client factory that is only
+// called on the first bucket operation (so handlers that never touch the bucket never load the S3 client module).
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { S3Client } from '@aws-sdk/client-s3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Workspace } from '../../lambdas/shared/workspace';
+import { localS3Client } from '../../lib/local/control-plane';
+import { type RunningEngine, startS3rver } from '../../lib/local/engines';
+
+const BUCKET = 'workspace-test';
+let s3rver: RunningEngine;
+let directory: string;
+
+beforeAll(async () => {
+  directory = mkdtempSync(join(tmpdir(), 'trainyard-workspace-'));
+  s3rver = await startS3rver({ directory, buckets: [BUCKET] });
+});
+
+afterAll(async () => {
+  await s3rver.stop();
+  rmSync(directory, { recursive: true, force: true });
+});
+
+/** A factory that counts its calls and can be told to fail its next call. */
+function countingFactory(): {
+  make: () => Promise<S3Client>;
+  calls: () => number;
+  failNext: (message: string) => void;
+} {
+  let calls = 0;
+  let failure: string | undefined;
+  return {
+    make: async () => {
+      calls += 1;
+      if (failure !== undefined) {
+        const message = failure;
+        failure = undefined;
+        throw new Error(message);
+      }
+      return localS3Client(s3rver.endpoint);
+    },
+    calls: () => calls,
+    failNext: (message) => {
+      failure = message;
+    },
+  };
+}
+
+describe('Workspace over an S3 client factory', () => {
+  it('does not build the client when constructed, only at the first bucket operation', async () => {
+    const factory = countingFactory();
+
+    const workspace = new Workspace(factory.make, BUCKET);
+    const beforeUse = factory.calls();
+    await workspace.put('lazy/first.txt', 'first');
+
+    expect(beforeUse).toBe(0);
+    expect(factory.calls()).toBe(1);
+  });
+
+  it('builds the client once for every operation after the first', async () => {
+    const factory = countingFactory();
+    const workspace = new Workspace(factory.make, BUCKET);
+
+    await workspace.put('once/a.json', JSON.stringify({ step: 3 }), 'application/json');
+    await workspace.get('once/a.json');
+    await workspace.getJson('once/a.json');
+    await workspace.list('once/');
+    await workspace.listCheckpoints('once/checkpoints/');
+    await workspace.presignDownload('once/a.json');
+    await workspace.presignUpload('once/upload.tar.gz');
+    await workspace.delete('once/a.json');
+
+    expect(factory.calls()).toBe(1);
+  });
+
+  it('reads and writes the bucket exactly as a Workspace over a ready client', async () => {
+    const lazy = new Workspace(countingFactory().make, BUCKET);
+    const ready = new Workspace(localS3Client(s3rver.endpoint), BUCKET);
+
+    await lazy.put('same/progress.json', '{"step":42}', 'application/json');
+    await lazy.put('same/bytes.bin', Buffer.from([0, 1, 2, 255]));
+
+    expect(await ready.getJson('same/progress.json')).toEqual({ step: 42 });
+    expect(await lazy.getJson('same/progress.json')).toEqual({ step: 42 });
+    expect([...((await lazy.get('same/bytes.bin')) ?? [])]).toEqual([0, 1, 2, 255]);
+    expect(await lazy.list('same/')).toEqual(await ready.list('same/'));
+    expect((await lazy.list('same/')).map((o) => o.key)).toEqual(['same/bytes.bin', 'same/progress.json']);
+  });
+
+  it('answers undefined for a missing key, through the lazily loaded NoSuchKey', async () => {
+    const workspace = new Workspace(countingFactory().make, BUCKET);
+
+    expect(await workspace.get('missing/nothing-here.json')).toBeUndefined();
+    expect(await workspace.getJson('missing/nothing-here.json')).toBeUndefined();
+  });
+
+  it('lists only complete checkpoints, newest first', async () => {
+    const workspace = new Workspace(countingFactory().make, BUCKET);
+    const prefix = 'ckpt/checkpoints/';
+    await workspace.put(`${prefix}ckpt-000010/model.pt`, 'weights-10');
+    await workspace.put(`${prefix}ckpt-000010/MANIFEST.json`, JSON.stringify({ step: 10, attempt: 1 }));
+    await workspace.put(`${prefix}ckpt-000020/model.pt`, 'weights-20');
+    await workspace.put(`${prefix}ckpt-000020/MANIFEST.json`, JSON.stringify({ step: 20, attempt: 2 }));
+    // Manifest not written yet: an upload cut off mid-way is not a checkpoint.
+    await workspace.put(`${prefix}ckpt-000030/model.pt`, 'weights-30');
+
+    const checkpoints = await workspace.listCheckpoints(prefix);
+
+    expect(checkpoints.map((c) => [c.name, c.step, c.attempt])).toEqual([
+      ['ckpt-000020', 20, 2],
+      ['ckpt-000010', 10, 1],
+    ]);
+    expect(checkpoints[0]?.files).toEqual([
+      { path: 'model.pt', size: 'weights-20'.length, key: `${prefix}ckpt-000020/model.pt` },
+    ]);
+  });
+
+  it('passes a factory failure to the caller and tries the factory again on the next operation', async () => {
+    const factory = countingFactory();
+    const workspace = new Workspace(factory.make, BUCKET);
+    factory.failNext('no credentials for S3');
+
+    await expect(workspace.put('retry/a.txt', 'a')).rejects.toThrow('no credentials for S3');
+    await workspace.put('retry/a.txt', 'a');
+
+    expect(factory.calls()).toBe(2);
+    expect((await workspace.get('retry/a.txt'))?.toString('utf8')).toBe('a');
+  });
+});
