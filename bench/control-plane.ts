@@ -48,8 +48,13 @@ export interface BundleFigure {
   readonly kib: number;
   /** The five largest contributors to the minified output. */
   readonly top: readonly BundleShare[];
-  /** External `@aws-sdk/*` packages the bundle imports statically (loaded at cold start from the runtime). */
-  readonly sdkImports: readonly string[];
+  /** External `@aws-sdk/*` packages the bundle imports statically: Node loads them at cold start, before the handler. */
+  readonly sdkAtInit: readonly string[];
+  /**
+   * External `@aws-sdk/*` packages the bundle imports only with `import()`: loaded the first time a code path that
+   * needs one runs (the shared wiring reaches every port, so a handler may never load some of these).
+   */
+  readonly sdkOnFirstUse: readonly string[];
   /** Whether the defined default config's JSON literal is in the output (esbuild found an expression to replace). */
   readonly configLiteralInBundle: boolean;
   readonly withinGoal: boolean;
@@ -60,8 +65,10 @@ export interface SdkImportFigure {
   readonly module: string;
   /** Median over runs of the `import()` alone. */
   readonly medianMs: number;
-  /** Bundles that import it. */
-  readonly importedBy: number;
+  /** Bundles that import it statically (load it at cold start). */
+  readonly atInitIn: number;
+  /** Bundles that import it only dynamically (load it on first use). */
+  readonly onFirstUseIn: number;
 }
 
 /** Time for a fresh Node process to load one bundle and hold a ready handler. */
@@ -147,6 +154,21 @@ export function bundleComposition(inputs: Metafile['outputs'][string]['inputs'])
   return [...shares.entries()].map(([module, bytes]) => ({ module, bytes })).sort((a, b) => b.bytes - a.bytes);
 }
 
+/** One import of a metafile output (path, kind, whether it stayed external). */
+type OutputImport = Metafile['outputs'][string]['imports'][number];
+
+/**
+ * Splits a bundle's external `@aws-sdk/*` imports by when Node loads them: a static `import` (esbuild kind
+ * `import-statement`, or a `require-call` through the banner's `require`) loads the package at cold start; a package
+ * reached only by `import()` (`dynamic-import`) loads on first use. A package imported both ways counts as at init.
+ */
+export function sdkImportsByKind(imports: readonly OutputImport[]): { atInit: string[]; onFirstUse: string[] } {
+  const sdk = imports.filter((i) => i.external && i.path.startsWith('@aws-sdk/'));
+  const atInit = new Set(sdk.filter((i) => i.kind !== 'dynamic-import').map((i) => i.path));
+  const onFirstUse = new Set(sdk.filter((i) => i.kind === 'dynamic-import' && !atInit.has(i.path)).map((i) => i.path));
+  return { atInit: [...atInit].sort(), onFirstUse: [...onFirstUse].sort() };
+}
+
 /**
  * Bundles one entry with lib/function.ts's options (NodejsFunction's esbuild flags for them: node platform, ESM,
  * node22, minified, `@aws-sdk/*` external, the banner, the config defined in). Source maps are left out: they are a
@@ -187,22 +209,24 @@ async function measureBundles(
     if (!output) throw new BenchMeasurementFailed(`esbuild wrote no output for ${entry}`);
     const bytes = statSync(outfile).size;
     const top = bundleComposition(output.inputs).slice(0, 5);
-    const sdkImports = [...new Set(output.imports.filter((i) => i.external).map((i) => i.path))]
-      .filter((path) => path.startsWith('@aws-sdk/'))
-      .sort();
+    const sdk = sdkImportsByKind(output.imports);
     const configLiteralInBundle = readFileSync(outfile, 'utf8').includes(JSON.stringify(config).slice(0, 80));
     figures.push({
       handler,
       bytes,
       kib: bytes / KIB,
       top,
-      sdkImports,
+      sdkAtInit: sdk.atInit,
+      sdkOnFirstUse: sdk.onFirstUse,
       configLiteralInBundle,
       withinGoal: bytes / KIB <= CONTROL_PLANE_GOALS.bundleKiB,
     });
     files.set(handler, outfile);
     const share = top.map((t) => `${t.module} ${(t.bytes / KIB).toFixed(0)}`).join(', ');
-    log(`control-plane: bundle ${handler} ${(bytes / KIB).toFixed(1)} KiB (${share})`);
+    log(
+      `control-plane: bundle ${handler} ${(bytes / KIB).toFixed(1)} KiB (${share}); SDK at init: ` +
+        `${sdk.atInit.join(', ') || 'none'}`,
+    );
   }
   return { figures, files };
 }
@@ -316,19 +340,24 @@ async function measureColdStarts(
   return figures;
 }
 
-/** Import cost of each external SDK package the bundles load at cold start (a fresh process per run). */
+/** Import cost of each external SDK package the bundles import, statically or not (a fresh process per run). */
 async function measureSdkImports(
   bundles: readonly BundleFigure[],
   runs: number,
   log: (line: string) => void,
 ): Promise<SdkImportFigure[]> {
-  const modules = [...new Set(bundles.flatMap((b) => b.sdkImports))].sort();
+  const modules = [...new Set(bundles.flatMap((b) => [...b.sdkAtInit, ...b.sdkOnFirstUse]))].sort();
   const figures: SdkImportFigure[] = [];
   for (const module of modules) {
     const samples: number[] = [];
     for (let i = 0; i < runs; i++) samples.push((await importInFreshProcess(module, LAMBDA_ENV, 'none')).importMs);
     const medianMs = percentile(samples, 50);
-    figures.push({ module, medianMs, importedBy: bundles.filter((b) => b.sdkImports.includes(module)).length });
+    figures.push({
+      module,
+      medianMs,
+      atInitIn: bundles.filter((b) => b.sdkAtInit.includes(module)).length,
+      onFirstUseIn: bundles.filter((b) => b.sdkOnFirstUse.includes(module)).length,
+    });
     log(`control-plane: import ${module} median ${medianMs.toFixed(0)} ms`);
   }
   return figures.sort((a, b) => b.medianMs - a.medianMs);
@@ -647,11 +676,16 @@ export function controlPlaneTables(result: ControlPlaneBenchResult): string {
   const cold = new Map(result.coldStarts.map((c) => [c.handler, c]));
   const lines = [
     `Bundles: esbuild as lib/function.ts (ESM, node22, minified, \`@aws-sdk/*\` external, default config defined in); ` +
-      `cold start = fresh \`node\` process start → handler export ready, median of ${result.coldStarts[0]?.runs ?? 0}.`,
+      `cold start = fresh \`node\` process start → handler export ready, median of ${result.coldStarts[0]?.runs ?? 0}. ` +
+      '`@aws-sdk/` packages: _at init_ = static imports, loaded before the handler is ready (inside the cold start); ' +
+      '_on first use_ = only `import()`ed, loaded when a code path needs one (outside the cold start; the shared ' +
+      'wiring reaches every port, so a handler may never load some of them).',
     '',
-    `| Lambda | bundle KiB | ≤ ${g.bundleKiB} | largest inputs (KiB) | cold start median | import only | ≤ ${g.coldStartMs} ms |`,
-    '|---|---|---|---|---|---|---|',
+    `| Lambda | bundle KiB | ≤ ${g.bundleKiB} | largest inputs (KiB) | cold start median | import only | ≤ ${g.coldStartMs} ms | SDK at init | SDK on first use |`,
+    '|---|---|---|---|---|---|---|---|---|',
   ];
+  const sdkList = (packages: readonly string[]): string =>
+    packages.map((p) => p.replace(/^@aws-sdk\//, '')).join(', ') || 'none';
   for (const b of result.bundles) {
     const c = cold.get(b.handler);
     const top = b.top
@@ -660,7 +694,8 @@ export function controlPlaneTables(result: ControlPlaneBenchResult): string {
       .join(', ');
     lines.push(
       `| ${b.handler} | ${b.kib.toFixed(1)} | ${yesNo(b.withinGoal)} | ${top} | ${c ? `${c.medianMs.toFixed(0)} ms` : '–'} | ` +
-        `${c ? `${c.medianImportMs.toFixed(0)} ms` : '–'} | ${c ? yesNo(c.withinGoal) : '–'} |`,
+        `${c ? `${c.medianImportMs.toFixed(0)} ms` : '–'} | ${c ? yesNo(c.withinGoal) : '–'} | ` +
+        `${sdkList(b.sdkAtInit)} | ${sdkList(b.sdkOnFirstUse)} |`,
     );
   }
   const missingLiteral = result.bundles.filter((b) => !b.configLiteralInBundle).map((b) => b.handler);
@@ -680,13 +715,15 @@ export function controlPlaneTables(result: ControlPlaneBenchResult): string {
   if (result.sdkImports.length > 0) {
     lines.push(
       '',
-      'External AWS SDK packages the bundles import statically, and what each costs a fresh process to import (median):',
+      'External AWS SDK packages the bundles import, what each costs a fresh process to import on its own (median; ' +
+        'packages share dependencies, so costs overlap), and how many bundles load it at init or only on first use:',
       '',
-      '| package | import | bundles importing it |',
-      '|---|---|---|',
+      '| package | import | at init | on first use |',
+      '|---|---|---|---|',
     );
+    const of = `/${result.bundles.length}`;
     for (const sdk of result.sdkImports) {
-      lines.push(`| ${sdk.module} | ${sdk.medianMs.toFixed(0)} ms | ${sdk.importedBy}/${result.bundles.length} |`);
+      lines.push(`| ${sdk.module} | ${sdk.medianMs.toFixed(0)} ms | ${sdk.atInitIn}${of} | ${sdk.onFirstUseIn}${of} |`);
     }
   }
   lines.push(

@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { bundleLambda } from '../../bench/control-plane';
+import { bundleLambda, sdkImportsByKind } from '../../bench/control-plane';
 import { parseConfig } from '../../lib/config';
 
 describe('a Lambda bundle built the house way', () => {
@@ -17,4 +17,22 @@ describe('a Lambda bundle built the house way', () => {
     expect(code.includes('bundle-check'), 'team id from the config is in the bundle').toBe(true);
     expect(code.includes('process.env.TRAINYARD_CONFIG'), 'the define replaced every read').toBe(false);
   });
+
+  // These handlers never read or write the workspace bucket (their factories take no `workspace`), so loading the
+  // S3 client at their cold start would be pure waste; DynamoDB they all use on every call, so it stays static and
+  // shows that the static imports are being read at all.
+  it.each(['interruption', 'batch-events', 'cost-gate', 'pause'])(
+    'the %s handler does not load @aws-sdk/client-s3 at cold start',
+    async (handler) => {
+      const outfile = join(mkdtempSync(join(tmpdir(), 'bundle-')), 'index.mjs');
+
+      const metafile = await bundleLambda(`lambdas/${handler}/handler.ts`, outfile, parseConfig({}));
+      const output = Object.values(metafile.outputs)[0];
+      const { atInit } = sdkImportsByKind(output?.imports ?? []);
+
+      expect(atInit).toContain('@aws-sdk/client-dynamodb');
+      expect(atInit).not.toContain('@aws-sdk/client-s3');
+      expect(atInit).not.toContain('@aws-sdk/s3-request-presigner');
+    },
+  );
 });
