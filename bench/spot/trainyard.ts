@@ -4,13 +4,22 @@
  * attempt that waited `capacityWaitSeconds`, and at the periodic check every `checkIntervalSeconds`. Decisions take
  * effect at tick boundaries; a check that falls inside a tick is applied at the next boundary (with 600 s ticks and a
  * 300 s check that is every tick; with 32 s ticks, the boundary at or after each multiple of 300 s).
+ *
+ * What the policy is told is what the lifecycle can know: the spot history is folded from attempt records with the
+ * same `addSpotObservation` the Lambdas use (a spot attempt waited in the queue from submission to start, ran from
+ * start to stop); on on-demand, the check's placement-score probe reports spot, and how long it has seen it without
+ * a break.
  */
 import {
+  addSpotObservation,
   type Capacity,
   decidePlacement,
+  NO_SPOT_HISTORY,
   type PlacementDecision,
   type PlacementMoment,
   type PlacementPolicyConfig,
+  type SpotHistory,
+  type SpotObservingAttempt,
 } from '../../lambdas/domain/placement';
 import type { Holding, JobWindow, TickPolicy, TickView } from './simulator';
 
@@ -37,6 +46,26 @@ export function trainyardPolicy(
   let queuedSince = 0;
   let reclaims = 0;
   let capacityCancellations = 0;
+  // The attempt in flight as an attempt record would hold it (milliseconds), and the history of the closed ones.
+  let record: SpotObservingAttempt | undefined;
+  let closed: SpotHistory = NO_SPOT_HISTORY;
+  let probeSeenSince: number | undefined;
+  const ms = (seconds: number): number => seconds * 1000;
+  const history = (nowSeconds: number): SpotHistory =>
+    record ? addSpotObservation(closed, record, ms(nowSeconds)) : closed;
+  const close = (nowSeconds: number, outcome?: string): void => {
+    if (!record) return;
+    closed = addSpotObservation(
+      closed,
+      { ...record, stoppedAt: ms(nowSeconds), ...(outcome ? { outcome: { kind: outcome } } : {}) },
+      ms(nowSeconds),
+    );
+    record = undefined;
+  };
+  const started = (nowSeconds: number): void => {
+    attempt = 'spot-running';
+    if (record) record.startedAt = ms(nowSeconds);
+  };
 
   const consult = (
     view: TickView,
@@ -53,6 +82,10 @@ export function trainyardPolicy(
         progressSeconds: view.progressSeconds,
         current,
         ...(spotAvailable === undefined ? {} : { spotAvailable }),
+        ...(current === 'on-demand' && probeSeenSince !== undefined
+          ? { spotAvailableForSeconds: view.nowSeconds - probeSeenSince }
+          : {}),
+        spotHistory: history(view.nowSeconds),
         reclaims,
         capacityCancellations,
         spotAllowed: true,
@@ -63,25 +96,30 @@ export function trainyardPolicy(
     return decision;
   };
   const launch = (capacity: Capacity, view: TickView): void => {
+    probeSeenSince = undefined;
     if (capacity === 'on-demand') {
       attempt = 'on-demand-running';
+      record = { capacity: 'on-demand', submittedAt: ms(view.nowSeconds) };
       return;
     }
     attempt = 'spot-queued';
     queuedSince = view.nowSeconds;
+    record = { capacity: 'spot', submittedAt: ms(view.nowSeconds) };
   };
 
   return (view): Holding => {
     if (attempt === undefined) launch(consult(view, 'submit', 'none', undefined).capacity, view);
     if (attempt === 'spot-running' && view.reclaimed) {
       reclaims++;
+      close(view.nowSeconds, 'reclaimed');
       launch(consult(view, 'attempt-reclaimed', 'spot', false).capacity, view);
     }
     if (attempt === 'spot-queued') {
       // The queue places the attempt as soon as capacity exists; otherwise it cancels it after the wait limit.
-      if (view.spotAvailable) attempt = 'spot-running';
+      if (view.spotAvailable) started(view.nowSeconds);
       else if (view.nowSeconds - queuedSince >= config.capacityWaitSeconds) {
         capacityCancellations++;
+        close(view.nowSeconds, 'capacity-starved');
         launch(consult(view, 'capacity-cancelled', 'none', false).capacity, view);
       }
     }
@@ -91,17 +129,19 @@ export function trainyardPolicy(
       // Observable: a running spot attempt proves capacity; a queued one proves its absence; on on-demand a placement
       // score probe reports it.
       const observed = attempt === 'spot-running' ? true : attempt === 'spot-queued' ? false : view.spotAvailable;
+      if (attempt === 'on-demand-running') probeSeenSince = observed ? (probeSeenSince ?? view.nowSeconds) : undefined;
       const decision = consult(view, 'periodic-check', current, observed);
       if (decision.move && decision.capacity !== current) {
         if (decision.capacity === 'spot') {
           reclaims = 0;
           capacityCancellations = 0;
         }
+        close(view.nowSeconds, 'moved');
         launch(decision.capacity, view);
-        if (attempt === 'spot-queued' && view.spotAvailable) attempt = 'spot-running';
+        if (attempt === 'spot-queued' && view.spotAvailable) started(view.nowSeconds);
       }
     }
-    if (attempt === 'spot-queued' && view.spotAvailable) attempt = 'spot-running';
+    if (attempt === 'spot-queued' && view.spotAvailable) started(view.nowSeconds);
     if (attempt === 'on-demand-running') return 'on-demand';
     return attempt === 'spot-running' ? 'spot' : 'none';
   };

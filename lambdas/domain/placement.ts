@@ -20,15 +20,83 @@ export interface PlacementPolicyConfig {
   restartOverheadSeconds: number;
   /** Interval of the periodic progress check (300 s in the deployed platform). */
   checkIntervalSeconds: number;
-  /**
-   * Deadline jobs: the most slack, as a fraction of the job's work, the policy holds in reserve before it stops
-   * waiting for spot. @default DEFAULT_DEADLINE_RESERVE_FRACTION
-   */
-  deadlineReserveFraction?: number;
+  /** Deadline jobs: how the slack reserve is sized and when the job returns to spot. @default DEADLINE_TUNING */
+  deadline?: Partial<DeadlineTuning>;
 }
 
-/** Default slack reserve cap for deadline jobs, as a fraction of the work (chosen on the spot-trace sweep, ADR 0001). */
-export const DEFAULT_DEADLINE_RESERVE_FRACTION = 0.3;
+/**
+ * The deadline rules' constants (ADR 0001). Prior beliefs about spot are blended with what the job has observed, each
+ * weighted like `priorWeightHours` of observation, so a new job acts on the prior and a long one on its own history.
+ */
+export interface DeadlineTuning {
+  /** Prior fraction of time spot capacity is available. */
+  priorAvailability: number;
+  /** Prior spot reclaims per hour of observation. */
+  priorReclaimsPerHour: number;
+  /** Weight of the priors, in hours of observation. */
+  priorWeightHours: number;
+  /** Reserve for unavailability: this share of (expected unavailable fraction × time left). */
+  unavailabilityReserveFactor: number;
+  /** Reserve for restarts: this many (expected reclaims in the time left × the 2·d a spot→on-demand→spot trip costs). */
+  restartReserveFactor: number;
+  /** An on-demand job returns to spot only after spot was observed available this many restart overheads in a row. */
+  returnHoldRestarts: number;
+}
+
+/** The deployed deadline tuning, chosen on the issue-7 spot-trace sweep (ADR 0001, bench/results/latest.md). */
+export const DEADLINE_TUNING: DeadlineTuning = {
+  priorAvailability: 0.6,
+  priorReclaimsPerHour: 0.25,
+  priorWeightHours: 24,
+  unavailabilityReserveFactor: 0.25,
+  restartReserveFactor: 1,
+  returnHoldRestarts: 2,
+};
+
+/** What a job has observed of spot capacity since submission, from its attempts (see spotHistoryOf). */
+export interface SpotHistory {
+  /** Seconds its spot attempts ran (capacity was there). */
+  availableSeconds: number;
+  /** Seconds its spot attempts waited in the queue for capacity. */
+  unavailableSeconds: number;
+  /** Spot reclaims since submission. */
+  reclaims: number;
+}
+
+/** The history of a job that has not observed anything yet. */
+export const NO_SPOT_HISTORY: SpotHistory = { availableSeconds: 0, unavailableSeconds: 0, reclaims: 0 };
+
+/** The parts of an attempt record spotHistoryOf reads (epoch milliseconds). */
+export interface SpotObservingAttempt {
+  capacity: Capacity;
+  submittedAt?: number;
+  startedAt?: number;
+  stoppedAt?: number;
+  outcome?: { kind: string };
+}
+
+/**
+ * Adds one attempt's observations: a spot attempt waited for capacity from submission to start (or to its stop when it
+ * never started) and had capacity from start to stop; `nowMs` closes an attempt still open. On-demand attempts observe
+ * nothing about spot.
+ */
+export function addSpotObservation(history: SpotHistory, attempt: SpotObservingAttempt, nowMs: number): SpotHistory {
+  if (attempt.capacity !== 'spot') return history;
+  const end = attempt.stoppedAt ?? nowMs;
+  const waitedUntil = attempt.startedAt ?? end;
+  const waited = attempt.submittedAt === undefined ? 0 : Math.max(0, waitedUntil - attempt.submittedAt) / 1000;
+  const ran = attempt.startedAt === undefined ? 0 : Math.max(0, end - attempt.startedAt) / 1000;
+  return {
+    availableSeconds: history.availableSeconds + ran,
+    unavailableSeconds: history.unavailableSeconds + waited,
+    reclaims: history.reclaims + (attempt.outcome?.kind === 'reclaimed' ? 1 : 0),
+  };
+}
+
+/** A job's spot history from its attempt records, as the lifecycle and the periodic check pass it to the policy. */
+export function spotHistoryOf(attempts: readonly SpotObservingAttempt[], nowMs: number): SpotHistory {
+  return attempts.reduce((history, attempt) => addSpotObservation(history, attempt, nowMs), NO_SPOT_HISTORY);
+}
 
 /** What the platform knows about a job at a decision moment. */
 export interface PlacementState {
@@ -46,6 +114,10 @@ export interface PlacementState {
   current: Capacity | 'none';
   /** Whether spot capacity is observed available now (a running spot attempt, or a placement-score probe); undefined = unknown. */
   spotAvailable?: boolean;
+  /** On on-demand: how long the probe has seen spot available without a break; undefined = not seen. */
+  spotAvailableForSeconds?: number;
+  /** What the job has observed of spot since submission; undefined = nothing yet. */
+  spotHistory?: SpotHistory;
   /** Spot reclaims since the job last moved (back) to spot, or since submission. */
   reclaims: number;
   /** Capacity cancellations since the job last moved (back) to spot, or since submission. */
@@ -87,8 +159,11 @@ function validate(state: PlacementState, config: PlacementPolicyConfig): void {
   requireFinite('config.capacityWaitSeconds', config.capacityWaitSeconds, 0);
   requireFinite('config.restartOverheadSeconds', config.restartOverheadSeconds, 0);
   requireFinite('config.checkIntervalSeconds', config.checkIntervalSeconds, 1);
-  if (config.deadlineReserveFraction !== undefined)
-    requireFinite('config.deadlineReserveFraction', config.deadlineReserveFraction, 0);
+  for (const [key, value] of Object.entries(config.deadline ?? {})) requireFinite(`config.deadline.${key}`, value, 0);
+  if (state.spotAvailableForSeconds !== undefined)
+    requireFinite('state.spotAvailableForSeconds', state.spotAvailableForSeconds, 0);
+  if (state.spotHistory !== undefined)
+    for (const [key, value] of Object.entries(state.spotHistory)) requireFinite(`state.spotHistory.${key}`, value, 0);
   requireFinite('state.nowSeconds', state.nowSeconds, 0);
   requireFinite('state.workSeconds', state.workSeconds, 0);
   requireFinite('state.progressSeconds', state.progressSeconds, 0);
@@ -144,28 +219,26 @@ function decideWithoutDeadline(state: PlacementState, config: PlacementPolicyCon
 }
 
 /**
- * Deadline-aware rules: Uniform Progress with a capped reserve. Slack = time left − work left. The job keeps a slack
- * reserve of min(UP's reserve, reserveCap): UP's reserve is (time left)·(1 − work/deadline), i.e. progress at or
- * above the line work·t/deadline; the cap makes a loose deadline behave like Greedy (wait for spot for free) until the
- * slack has shrunk to the cap, and a tight one behave exactly like UP. Behind the reserve the job uses spot if it has
- * it and on-demand otherwise; it leaves on-demand when spot is observed and it is ahead of the line at now + 2·d.
- * Safety net: on-demand for good once the slack could no longer absorb a missed check, a restart and a fallback.
+ * Deadline rules: spend the slack waiting for spot like Greedy, but keep a reserve that lets the job cover outages
+ * with on-demand and come back to spot, instead of Greedy's on-demand-for-good. Slack = time left − work left.
+ * - Reserve = max(u·(1 − â)·T, safety + r·λ̂·T·2d): T the time left, â the expected spot availability and λ̂ the
+ *   expected reclaims per second (the job's own observations blended with priors), 2d what a spot→on-demand→spot trip
+ *   costs in slack. The first term keeps the slack a spot-poor future needs, the second the trips a spot-rich but
+ *   flaky one needs.
+ * - Slack under the reserve ("behind"): an outage is covered with on-demand (at a reclaim, a capacity cancellation or
+ *   the check of a queued attempt); at or above it the job waits for spot in the queue.
+ * - On on-demand, a check moves the job back to spot once spot has been seen available for `returnHoldRestarts`·d in
+ *   a row (short windows do not pay for two restarts) and the slack still passes the safety net after the restart.
+ * - Safety net: on-demand once the slack could no longer absorb a spot start, a missed check and a fallback
+ *   (2d + check interval); at submit this puts a too-tight job on on-demand from the start.
  * Reclaim and capacity-cancellation counts do not force on-demand here: the slack says directly whether waiting for
  * spot is still affordable (ADR 0001 gives the measured cost of applying the count rules to deadline jobs).
  */
 function decideWithDeadline(state: PlacementState, config: PlacementPolicyConfig, deadline: number): PlacementDecision {
+  const tuning: DeadlineTuning = { ...DEADLINE_TUNING, ...config.deadline };
   const d = config.restartOverheadSeconds;
-  const work = state.workSeconds;
-  const remainingWork = Math.max(0, work - state.progressSeconds);
-  const slack = deadline - state.nowSeconds - remainingWork;
-  const cap = (config.deadlineReserveFraction ?? DEFAULT_DEADLINE_RESERVE_FRACTION) * work;
-  // Progress the job should have at time t: the UP line, or the deadline-pinned line that keeps `cap` of slack.
-  const line = (t: number): number => {
-    if (deadline <= 0) return work;
-    const clamped = Math.min(t, deadline);
-    return Math.min((work * clamped) / deadline, work - (deadline - clamped) + cap);
-  };
-  const behind = state.progressSeconds < line(state.nowSeconds);
+  const timeLeft = Math.max(0, deadline - state.nowSeconds);
+  const slack = timeLeft - Math.max(0, state.workSeconds - state.progressSeconds);
   const safety = 2 * d + config.checkIntervalSeconds;
   const onSpotNow = state.current === 'spot' && state.spotAvailable !== false;
   const spotStartCost = onSpotNow ? 0 : d;
@@ -179,28 +252,55 @@ function decideWithDeadline(state: PlacementState, config: PlacementPolicyConfig
       `Deadline: ${pace} can no longer absorb a spot restart and a fallback (needs ${safety + spotStartCost} s): on-demand to finish in time.`,
     );
   }
+  const reserve = slackReserve(state.spotHistory ?? NO_SPOT_HISTORY, timeLeft, safety, d, tuning);
+  const behind = slack < reserve;
+  const standing = `${pace}, reserve ${Math.round(reserve)} s`;
   switch (state.moment) {
     case 'submit':
       return decision('spot', false, `Deadline ${pace} allows spot: start on spot.`);
     case 'attempt-reclaimed':
     case 'capacity-cancelled': {
       const what = state.moment === 'attempt-reclaimed' ? 'Spot was reclaimed' : 'The spot queue had no capacity';
-      if (behind) return decision('on-demand', false, `${what} and the job is behind its deadline pace: on-demand.`);
-      return decision('spot', false, `${what} but the job is on pace for its deadline (${pace}): wait for spot again.`);
+      if (behind)
+        return decision('on-demand', false, `${what} and the slack is under its reserve (${standing}): on-demand.`);
+      return decision('spot', false, `${what} but the slack is above its reserve (${standing}): wait for spot again.`);
     }
     case 'periodic-check':
       if (state.current === 'on-demand') {
-        const ahead = state.progressSeconds >= line(state.nowSeconds + 2 * d);
-        if (state.spotAvailable === true && ahead && slack - d >= safety)
+        const hold = tuning.returnHoldRestarts * d;
+        const seenFor = state.spotAvailable === true ? (state.spotAvailableForSeconds ?? 0) : 0;
+        if (seenFor >= hold && slack - d >= safety)
           return decision(
             'spot',
             true,
-            'Spot is available and the job is ahead of its deadline pace: move back to spot.',
+            `Spot has been available for ${Math.round(seenFor)} s (at least ${hold} s) and ${pace} can pay the restart: move back to spot.`,
           );
-        return decision('on-demand', false, 'Stay on on-demand until spot is available and the job is ahead of pace.');
+        return decision('on-demand', false, `Stay on on-demand until spot has been available for ${hold} s.`);
       }
       if (state.current === 'none' && behind)
-        return decision('on-demand', true, 'Waiting for spot while behind the deadline pace: move to on-demand.');
-      return decision('spot', false, `On pace for the deadline (${pace}): stay on spot.`);
+        return decision(
+          'on-demand',
+          true,
+          `Waiting for spot with the slack under its reserve (${standing}): move to on-demand.`,
+        );
+      return decision('spot', false, `Slack above its safety net (${standing}): stay on spot.`);
   }
+}
+
+/** The slack a deadline job keeps before it stops waiting for spot (see decideWithDeadline). */
+export function slackReserve(
+  history: SpotHistory,
+  timeLeftSeconds: number,
+  safetySeconds: number,
+  restartOverheadSeconds: number,
+  tuning: DeadlineTuning,
+): number {
+  const weight = tuning.priorWeightHours * 3600;
+  const observed = history.availableSeconds + history.unavailableSeconds + weight;
+  const availability = (history.availableSeconds + tuning.priorAvailability * weight) / observed;
+  const reclaimsPerSecond = (history.reclaims + (tuning.priorReclaimsPerHour / 3600) * weight) / observed;
+  const forUnavailability = tuning.unavailabilityReserveFactor * (1 - availability) * timeLeftSeconds;
+  const forRestarts =
+    safetySeconds + tuning.restartReserveFactor * reclaimsPerSecond * timeLeftSeconds * 2 * restartOverheadSeconds;
+  return Math.max(forUnavailability, forRestarts);
 }

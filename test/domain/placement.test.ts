@@ -1,19 +1,33 @@
 import { describe, expect, it } from 'vitest';
 import {
   type Capacity,
+  DEADLINE_TUNING,
   decidePlacement,
   InvalidPlacementInput,
+  NO_SPOT_HISTORY,
   type PlacementPolicyConfig,
   type PlacementState,
+  slackReserve,
+  spotHistoryOf,
 } from '../../lambdas/domain/placement';
 
 // d = 360 s, check = 300 s → safety slack = 2·360 + 300 = 1020 s (plus 360 s when spot must be started).
+// Tuning spelled out so the expectations below can be worked by hand: with no history the job expects spot 60 % of
+// the time and 0.25 reclaims an hour, so reserve(T) = max(0.25·0.4·T, 1020 + (0.25/3600)·T·2·360)
+// = max(0.1·T, 1020 + 0.05·T).
 const config: PlacementPolicyConfig = {
   reclaimsBeforeOnDemand: 2,
   capacityWaitSeconds: 1200,
   restartOverheadSeconds: 360,
   checkIntervalSeconds: 300,
-  deadlineReserveFraction: 0.1,
+  deadline: {
+    priorAvailability: 0.6,
+    priorReclaimsPerHour: 0.25,
+    priorWeightHours: 24,
+    unavailabilityReserveFactor: 0.25,
+    restartReserveFactor: 1,
+    returnHoldRestarts: 2,
+  },
 };
 
 const base: PlacementState = {
@@ -34,8 +48,8 @@ interface Row {
   move: boolean;
 }
 
-// Deadline 100 000 s, work 50 000 s, reserve cap 0.1·50 000 = 5 000 s. The line at t is
-// min(0.5·t, 50 000 − (100 000 − t) + 5 000): at t = 90 000 both give 45 000, at t = 40 000 the cap gives −5 000.
+// Deadline 100 000 s, work 50 000 s. At t = 40 000 (T = 60 000) the reserve is max(6 000, 4 020) = 6 000 s; at
+// t = 90 000 (T = 10 000) it is max(1 000, 1 520) = 1 520 s.
 const rows: Row[] = [
   {
     rule: 'spot never when spot is not allowed (submit)',
@@ -132,27 +146,28 @@ const rows: Row[] = [
     move: false,
   },
   {
-    // line(90 000) = 45 000 > 44 000: behind; slack = 10 000 − 6 000 = 4 000 s, still safe
-    rule: 'deadline behind pace: on-demand after a capacity cancellation',
-    state: { deadlineSeconds: 100_000, moment: 'capacity-cancelled', nowSeconds: 90_000, progressSeconds: 44_000 },
+    // slack = 10 000 − 8 600 = 1 400 s < reserve 1 520 s; 1 400 − 360 ≥ 1 020, so still safe for spot
+    rule: 'deadline slack under its reserve: on-demand after a capacity cancellation',
+    state: { deadlineSeconds: 100_000, moment: 'capacity-cancelled', nowSeconds: 90_000, progressSeconds: 41_400 },
     capacity: 'on-demand',
     move: false,
   },
   {
-    rule: 'deadline ahead of pace: a capacity cancellation re-queues on spot',
+    // slack 4 000 s ≥ reserve 1 520 s
+    rule: 'deadline slack above its reserve: a capacity cancellation re-queues on spot',
     state: { deadlineSeconds: 100_000, moment: 'capacity-cancelled', nowSeconds: 90_000, progressSeconds: 46_000 },
     capacity: 'spot',
     move: false,
   },
   {
-    rule: 'periodic check: a job waiting for spot while behind pace moves to on-demand',
+    rule: 'periodic check: a job waiting for spot with the slack under its reserve moves to on-demand',
     state: {
       deadlineSeconds: 100_000,
       moment: 'periodic-check',
       current: 'none',
       spotAvailable: false,
       nowSeconds: 90_000,
-      progressSeconds: 44_000,
+      progressSeconds: 41_400,
     },
     capacity: 'on-demand',
     move: true,
@@ -185,8 +200,36 @@ const rows: Row[] = [
     move: false,
   },
   {
-    // line(80 000 + 720) = min(40 360, 35 720) = 35 720 ≤ 36 000: ahead; slack 6 000 − 360 ≥ 1 020
-    rule: 'periodic check: on-demand moves back to spot when spot is observed and the job is comfortably ahead',
+    // hold = 2·360 = 720 s; slack 6 000 − 360 ≥ 1 020
+    rule: 'periodic check: on-demand moves back to spot once spot has been available for two restart overheads',
+    state: {
+      deadlineSeconds: 100_000,
+      moment: 'periodic-check',
+      current: 'on-demand',
+      spotAvailable: true,
+      spotAvailableForSeconds: 720,
+      nowSeconds: 80_000,
+      progressSeconds: 36_000,
+    },
+    capacity: 'spot',
+    move: true,
+  },
+  {
+    rule: 'periodic check: on-demand stays while spot has been available for less than the hold',
+    state: {
+      deadlineSeconds: 100_000,
+      moment: 'periodic-check',
+      current: 'on-demand',
+      spotAvailable: true,
+      spotAvailableForSeconds: 600,
+      nowSeconds: 80_000,
+      progressSeconds: 36_000,
+    },
+    capacity: 'on-demand',
+    move: false,
+  },
+  {
+    rule: 'periodic check: on-demand stays when the probe saw spot but not for how long',
     state: {
       deadlineSeconds: 100_000,
       moment: 'periodic-check',
@@ -195,18 +238,20 @@ const rows: Row[] = [
       nowSeconds: 80_000,
       progressSeconds: 36_000,
     },
-    capacity: 'spot',
-    move: true,
+    capacity: 'on-demand',
+    move: false,
   },
   {
-    rule: 'periodic check: on-demand stays when the job is not ahead of pace',
+    // slack = 20 000 − 18 700 = 1 300 s; 1 300 − 360 < 1 020: the restart would eat the safety net
+    rule: 'periodic check: on-demand stays when the slack cannot pay for the restart to spot',
     state: {
       deadlineSeconds: 100_000,
       moment: 'periodic-check',
       current: 'on-demand',
       spotAvailable: true,
+      spotAvailableForSeconds: 3_600,
       nowSeconds: 80_000,
-      progressSeconds: 35_000,
+      progressSeconds: 31_300,
     },
     capacity: 'on-demand',
     move: false,
@@ -218,6 +263,7 @@ const rows: Row[] = [
       moment: 'periodic-check',
       current: 'on-demand',
       spotAvailable: false,
+      spotAvailableForSeconds: 3_600,
       nowSeconds: 80_000,
       progressSeconds: 45_000,
     },
@@ -234,32 +280,52 @@ describe('decidePlacement', () => {
     expect(decision.reason.length).toBeGreaterThan(10);
   });
 
-  it('uses UP’s line when it is below the capped reserve line (tight deadline)', () => {
-    // Deadline 520 000, work 480 000, cap 48 000 > slack 40 000: at t = 260 000 the UP line is 240 000 and the capped
-    // line 268 000, so the UP line applies: progress 230 000 (slack 10 000 s, safe) is behind and a waiting job moves
-    // to on-demand; 245 000 is ahead and keeps waiting for spot.
-    const at = (progressSeconds: number) =>
-      decidePlacement(
-        {
-          ...base,
-          workSeconds: 480_000,
-          deadlineSeconds: 520_000,
-          moment: 'periodic-check',
-          current: 'none',
-          spotAvailable: false,
-          nowSeconds: 260_000,
-          progressSeconds,
-        },
-        config,
-      );
-    expect(at(230_000)).toMatchObject({ capacity: 'on-demand', move: true });
-    expect(at(245_000)).toMatchObject({ capacity: 'spot', move: false });
+  // t = 40 000 (T = 60 000), progress 0: slack 10 000 s. With no history the reserve is 6 000 s, so the job waits for
+  // spot after a reclaim; what it has observed can raise the reserve above its slack.
+  const reclaimedAt40k = (spotHistory: PlacementState['spotHistory']) =>
+    decidePlacement(
+      { ...base, deadlineSeconds: 100_000, moment: 'attempt-reclaimed', nowSeconds: 40_000, spotHistory },
+      config,
+    );
+
+  it('waits for spot on the prior alone when the slack is above the prior reserve', () => {
+    expect(reclaimedAt40k(undefined)).toMatchObject({ capacity: 'spot' });
+    expect(reclaimedAt40k(NO_SPOT_HISTORY)).toMatchObject({ capacity: 'spot' });
+  });
+
+  it('covers the outage sooner after seeing little spot', () => {
+    // 24 h queued, never ran: availability (0 + 0.6·86 400) / 172 800 = 0.3, reserve 0.25·0.7·60 000 = 10 500 s.
+    expect(reclaimedAt40k({ availableSeconds: 0, unavailableSeconds: 86_400, reclaims: 0 })).toMatchObject({
+      capacity: 'on-demand',
+    });
+  });
+
+  it('keeps slack for restarts after seeing many reclaims', () => {
+    // 24 h running with 30 reclaims: (30 + 6) / 172 800 reclaims per second, reserve 1 020 + (36/172 800)·60 000·720
+    // = 10 020 s > 10 000 s; availability 0.8 alone would ask only 0.25·0.2·60 000 = 3 000 s.
+    expect(reclaimedAt40k({ availableSeconds: 86_400, unavailableSeconds: 0, reclaims: 30 })).toMatchObject({
+      capacity: 'on-demand',
+    });
+    expect(reclaimedAt40k({ availableSeconds: 86_400, unavailableSeconds: 0, reclaims: 20 })).toMatchObject({
+      capacity: 'spot',
+    });
+  });
+
+  it('sizes the reserve as the larger of the unavailability and restart terms', () => {
+    const tuning = { ...DEADLINE_TUNING, ...config.deadline };
+    expect(slackReserve(NO_SPOT_HISTORY, 60_000, 1_020, 360, tuning)).toBeCloseTo(6_000, 6);
+    expect(slackReserve(NO_SPOT_HISTORY, 10_000, 1_020, 360, tuning)).toBeCloseTo(1_520, 6);
   });
 
   it.each([
     [{ nowSeconds: -1 }, 'state.nowSeconds must be a finite number >= 0, got -1'],
     [{ workSeconds: Number.NaN }, 'state.workSeconds must be a finite number >= 0, got NaN'],
     [{ deadlineSeconds: -5 }, 'state.deadlineSeconds must be a finite number >= 0, got -5'],
+    [{ spotAvailableForSeconds: -1 }, 'state.spotAvailableForSeconds must be a finite number >= 0, got -1'],
+    [
+      { spotHistory: { availableSeconds: 10, unavailableSeconds: Number.POSITIVE_INFINITY, reclaims: 0 } },
+      'state.spotHistory.unavailableSeconds must be a finite number >= 0, got Infinity',
+    ],
   ] as const)('refuses impossible state %o', (patch, message) => {
     expect(() => decidePlacement({ ...base, ...patch }, config)).toThrow(new InvalidPlacementInput(message));
   });
@@ -268,5 +334,45 @@ describe('decidePlacement', () => {
     expect(() => decidePlacement(base, { ...config, reclaimsBeforeOnDemand: 0 })).toThrow(
       'config.reclaimsBeforeOnDemand must be a finite number >= 1, got 0',
     );
+  });
+
+  it('refuses a negative deadline tuning value', () => {
+    expect(() => decidePlacement(base, { ...config, deadline: { returnHoldRestarts: -1 } })).toThrow(
+      'config.deadline.returnHoldRestarts must be a finite number >= 0, got -1',
+    );
+  });
+});
+
+describe('spotHistoryOf', () => {
+  const t0 = 1_700_000_000_000;
+  it('counts queue waits as unavailable, runs as available, and reclaims; on-demand observes nothing', () => {
+    const history = spotHistoryOf(
+      [
+        // queued 10 min, ran 2 h, reclaimed
+        {
+          capacity: 'spot',
+          submittedAt: t0,
+          startedAt: t0 + 600_000,
+          stoppedAt: t0 + 7_800_000,
+          outcome: { kind: 'reclaimed' },
+        },
+        // queued 20 min, cancelled by the queue without starting
+        {
+          capacity: 'spot',
+          submittedAt: t0 + 7_800_000,
+          stoppedAt: t0 + 9_000_000,
+          outcome: { kind: 'capacity-starved' },
+        },
+        { capacity: 'on-demand', submittedAt: t0 + 9_000_000, startedAt: t0 + 9_100_000, stoppedAt: t0 + 12_600_000 },
+        // still running at now = t0 + 14 400 000: queued 100 s, running 1 700 s so far
+        { capacity: 'spot', submittedAt: t0 + 12_600_000, startedAt: t0 + 12_700_000 },
+      ],
+      t0 + 14_400_000,
+    );
+    expect(history).toEqual({ availableSeconds: 7_200 + 1_700, unavailableSeconds: 600 + 1_200 + 100, reclaims: 1 });
+  });
+
+  it('is empty for a job without attempts', () => {
+    expect(spotHistoryOf([], t0)).toEqual({ availableSeconds: 0, unavailableSeconds: 0, reclaims: 0 });
   });
 });
