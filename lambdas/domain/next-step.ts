@@ -15,7 +15,13 @@
  */
 import type { JobCounters, JobRecord } from './job';
 import type { AttemptOutcome } from './outcome';
-import { type Capacity, decidePlacement, type PlacementPolicyConfig, type PlacementState } from './placement';
+import {
+  type Capacity,
+  decidePlacement,
+  type PlacementPolicyConfig,
+  type PlacementState,
+  type SpotHistory,
+} from './placement';
 
 /** Infrastructure-error retries allowed per job, independent of the user's app-error retries. */
 export const INFRA_RETRY_LIMIT = 3;
@@ -50,6 +56,8 @@ export interface NextStepInput {
    * counts from there). Defaults to the job's totals, which is exact for a job that never moved back.
    */
   sinceLastSpotMove?: { reclaims: number; capacityCancellations: number };
+  /** What the job has observed of spot since submission (spotHistoryOf over its attempts); undefined = nothing. */
+  spotHistory?: SpotHistory;
 }
 
 /** The decision. */
@@ -117,6 +125,7 @@ export function decideNextStep(input: NextStepInput): NextStep {
     progressSeconds: input.progressSeconds,
     current,
     spotAvailable: input.spotAvailable,
+    ...(input.spotHistory ? { spotHistory: input.spotHistory } : {}),
     reclaims: (input.sinceLastSpotMove?.reclaims ?? before.reclaims) + (moment === 'attempt-reclaimed' ? 1 : 0),
     capacityCancellations:
       (input.sinceLastSpotMove?.capacityCancellations ?? before.capacityCancellations) +

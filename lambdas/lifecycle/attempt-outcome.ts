@@ -9,7 +9,7 @@ import { type BatchJob, parseBatchFailureCause, parseBatchJob } from '../domain/
 import { tierOfJob } from '../domain/job';
 import { decideNextStep } from '../domain/next-step';
 import { type AttemptOutcome, classifyAttemptOutcome } from '../domain/outcome';
-import { type Capacity, DEFAULT_PLACEMENT_CONFIG } from '../domain/placement';
+import { type Capacity, DEFAULT_PLACEMENT_CONFIG, spotHistoryOf } from '../domain/placement';
 import { placementConfigFrom, progressFromHarness, recordedCost, spotTroublesSinceLastMove } from '../domain/watch';
 import { jobKeysFor } from '../domain/workspace-layout';
 import type { ControlPlane } from '../shared/control-plane';
@@ -98,6 +98,7 @@ export function createAttemptOutcomeHandler(
       progressSeconds: progressSeconds(current),
       lastCapacity: attempt.capacity,
       sinceLastSpotMove: spotTroublesSinceLastMove(attempts.filter((a) => a.attempt !== plan.attempt)),
+      spotHistory: spotHistoryOf(attempts, now.getTime()),
     });
 
     await plane.jobs.patchJob(jobId, {

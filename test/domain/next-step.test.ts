@@ -350,4 +350,24 @@ describe('decideNextStep', () => {
     expect(second).toEqual(first);
     expect(given).toEqual(snapshot);
   });
+
+  it('hands the spot history to the placement policy after a reclaim', () => {
+    // Deadline 100 000 s, work 50 000 s, t = 40 000 s, nothing done: slack 10 000 s. The deployed reserve with no
+    // history is max(0.25·0.4·60 000, 1 020 + (0.25/3600)·60 000·720) = 6 000 s, so the job waits for spot; after a
+    // day queued without spot, availability (0 + 0.6·86 400) / 172 800 = 0.3 and the reserve 0.25·0.7·60 000 =
+    // 10 500 s > 10 000 s, so the outage is covered with on-demand.
+    const at = (spotHistory?: NextStepInput['spotHistory']) =>
+      decideNextStep(
+        input(
+          OUTCOMES.reclaimed,
+          { nowSeconds: 40_000, workSeconds: 50_000, progressSeconds: 0, ...(spotHistory ? { spotHistory } : {}) },
+          { deadlineSeconds: 100_000 },
+        ),
+      );
+    expect(at()).toMatchObject({ action: 'run-attempt', capacity: 'spot' });
+    expect(at({ availableSeconds: 0, unavailableSeconds: 86_400, reclaims: 0 })).toMatchObject({
+      action: 'run-attempt',
+      capacity: 'on-demand',
+    });
+  });
 });
