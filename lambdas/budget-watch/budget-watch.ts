@@ -11,7 +11,12 @@
  *    harness checkpoints on SIGTERM; the lifecycle then pauses the job). `Budget Exhausted` names the jobs stopped.
  * 3. Other running jobs with an estimate get the periodic placement check (domain/watch.ts placementStateFor says
  *    what the policy is told); a move is recorded as a decision (moment periodic-check) and the attempt is stopped
- *    with moveToOnDemand / moveToSpot — the lifecycle starts the next attempt on the other capacity.
+ *    with moveToOnDemand / moveToSpot — the lifecycle starts the next attempt on the other capacity. A deadline job
+ *    running on on-demand whose tier allows spot is first probed for spot capacity (FleetFacts.spotCapacityAvailable
+ *    with the tier's instance types; one probe per distinct set of types per run, as it costs an API call), and
+ *    job.spotSeenSince records since when the probe has said available without a break (domain/watch.ts
+ *    nextSpotSeenSince; written only when it changes): the policy moves the job back to spot once that has lasted
+ *    its return hold.
  * 4. PAUSED_BUDGET jobs whose scopes are no longer blocked: SendTaskSuccess(pauseToken, { action: 'resume' }), then
  *    the token is removed from the job.
  *
@@ -37,10 +42,12 @@ import {
   jobScopes,
   moveDecision,
   nextDecisionSeq,
+  nextSpotSeenSince,
   placementConfigFrom,
   placementStateFor,
   progressFromHarness,
   runningAttempt,
+  type SpotSighting,
   sameProgress,
 } from '../domain/watch';
 import { jobKeysFor } from '../domain/workspace-layout';
@@ -80,7 +87,13 @@ export interface BudgetWatchResult {
   events: number;
 }
 
-type Plane = Pick<ControlPlane, 'config' | 'jobs' | 'ledger' | 'workspace' | 'batch' | 'events' | 'lifecycle'>;
+type Plane = Pick<
+  ControlPlane,
+  'config' | 'jobs' | 'ledger' | 'workspace' | 'batch' | 'events' | 'lifecycle' | 'fleet'
+>;
+
+/** Spot probes of one run, by distinct sorted instance types: each set is asked once per run. */
+type SpotProbes = Map<string, Promise<boolean | undefined>>;
 
 interface Metered {
   job: JobRecord;
@@ -184,9 +197,54 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     return true;
   }
 
+  /** Whether spot capacity for the tier's instance types is available now, asked once per run and set of types. */
+  function probeSpot(tier: TierConfig, probes: SpotProbes): Promise<boolean | undefined> {
+    const types = [...new Set(tier.instanceTypes)].sort();
+    const key = types.join(',');
+    let probe = probes.get(key);
+    if (probe === undefined) {
+      probe = plane.fleet.spotCapacityAvailable?.(types) ?? Promise.resolve(undefined);
+      probes.set(key, probe);
+    }
+    return probe;
+  }
+
+  /**
+   * The probe's answer for a job that could move back to spot (a deadline job with an estimate, running on on-demand,
+   * on a tier that allows spot); undefined without asking for any other job. Records job.spotSeenSince when it
+   * changes.
+   */
+  async function sightSpot(m: Metered, nowMs: number, probes: SpotProbes): Promise<SpotSighting> {
+    const attempt = runningAttempt(m.attempts);
+    const onDemandSince = attempt?.capacity === 'on-demand' ? attempt.startedAt : undefined;
+    const mayReturn =
+      onDemandSince !== undefined &&
+      m.job.requirements.deadlineSeconds !== undefined &&
+      m.job.estimate !== undefined &&
+      m.tier.spotAllowed;
+    const available = mayReturn ? await probeSpot(m.tier, probes) : undefined;
+    const seenSinceMs = nextSpotSeenSince(m.job.spotSeenSince, onDemandSince, available, nowMs);
+    if (seenSinceMs !== m.job.spotSeenSince) {
+      m.job =
+        seenSinceMs === undefined
+          ? await plane.jobs.patchJob(m.job.jobId, {}, ['spotSeenSince'])
+          : await plane.jobs.patchJob(m.job.jobId, { spotSeenSince: seenSinceMs });
+    }
+    return {
+      ...(available !== undefined ? { available } : {}),
+      ...(seenSinceMs !== undefined ? { seenSinceMs } : {}),
+    };
+  }
+
   /** The periodic placement check for one job; the capacity moved to, or undefined. */
-  async function checkPlacement(m: Metered, nowMs: number, at: string): Promise<'spot' | 'on-demand' | undefined> {
-    const state = placementStateFor(m.job, m.attempts, m.tier, nowMs);
+  async function checkPlacement(
+    m: Metered,
+    nowMs: number,
+    at: string,
+    probes: SpotProbes,
+  ): Promise<'spot' | 'on-demand' | undefined> {
+    const spot = await sightSpot(m, nowMs, probes);
+    const state = placementStateFor(m.job, m.attempts, m.tier, nowMs, spot);
     const attempt = runningAttempt(m.attempts);
     if (!state || !attempt?.batchJobId) return undefined;
     const placement = decidePlacement(state, placementConfig);
@@ -263,6 +321,7 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     // A scope blocked by any job's accrual stops every running job in it, including jobs metered before it tipped.
     const blocked = new Set(metered.flatMap((m) => m.blockedScopes));
     const stoppedByScope = new Map<string, { period: string; jobIds: string[] }>();
+    const probes: SpotProbes = new Map();
     for (const m of metered) {
       const scope = [...m.blockedScopes, ...jobScopes(m.job)].find((s) => blocked.has(s));
       await attempt(m.job.jobId, async () => {
@@ -275,7 +334,7 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
           }
           return;
         }
-        const to = await checkPlacement(m, nowMs, at);
+        const to = await checkPlacement(m, nowMs, at, probes);
         if (to) result.moved.push({ jobId: m.job.jobId, to });
       });
     }

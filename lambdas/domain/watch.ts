@@ -10,7 +10,7 @@ import type { BatchJob } from './batch-job';
 import { formatScope, InvalidScope, periodOf } from './budgets';
 import type { AttemptRecord, DecisionRecord, JobRecord } from './job';
 import { attemptCostMicroUsd, microUsdToCents } from './metering';
-import type { Capacity, PlacementPolicyConfig, PlacementState } from './placement';
+import { type Capacity, type PlacementPolicyConfig, type PlacementState, spotHistoryOf } from './placement';
 
 /** Batch tags Trainyard puts on every attempt it submits (propagated into the job detail's `tags`). */
 export const TRAINYARD_TAGS = {
@@ -186,13 +186,44 @@ export function placementConfigFrom(
   };
 }
 
+/** What the periodic check knows of spot capacity for a job on on-demand this tick. */
+export interface SpotSighting {
+  /** The placement-score probe's answer; undefined when the job was not probed or the probe could not tell. */
+  readonly available?: boolean;
+  /** Since when (epoch ms) the probe has said available without a break: job.spotSeenSince after this tick. */
+  readonly seenSinceMs?: number;
+}
+
+/**
+ * job.spotSeenSince after a tick at `nowMs`, given the probe's answer and when the running on-demand attempt started
+ * (`onDemandSinceMs`, undefined when the job is not running on on-demand):
+ * - not on on-demand, or the probe said unavailable or could not tell → removed (the run of sightings is broken);
+ * - available and unset → the tick's time (first sighting);
+ * - available and set before the running attempt started → the tick's time: that sighting belongs to an earlier
+ *   stretch (before a pause or another attempt) that the watch did not follow without a break;
+ * - available and set during this attempt → unchanged, so a replayed tick writes nothing.
+ */
+export function nextSpotSeenSince(
+  recordedMs: number | undefined,
+  onDemandSinceMs: number | undefined,
+  available: boolean | undefined,
+  nowMs: number,
+): number | undefined {
+  if (onDemandSinceMs === undefined || available !== true) return undefined;
+  if (recordedMs === undefined || recordedMs < onDemandSinceMs) return nowMs;
+  return recordedMs;
+}
+
 /**
  * What the periodic check tells the placement policy about a running job:
  * - nowSeconds: seconds since createdAt; deadlineSeconds: the user's deadline (none → no deadline rules);
  * - workSeconds: the estimate's runtime; progressSeconds: progress.fraction × workSeconds (the harness's latest step,
  *   not only the checkpointed part: the policy's margin covers the difference of at most one checkpoint interval);
  * - current: the running attempt's capacity; spotAvailable: true while a spot attempt is running (the capacity is
- *   observably there), unknown (undefined) on on-demand — the watch does not probe spot placement scores;
+ *   observably there); on on-demand, the placement-score probe's answer (`spot.available`; unknown when the job was
+ *   not probed or the probe could not tell) and spotAvailableForSeconds = (now − `spot.seenSinceMs`) ÷ 1000 while
+ *   the probe says available;
+ * - spotHistory: what the job's spot attempts observed since submission (spotHistoryOf, open attempts up to now);
  * - reclaims / capacityCancellations: since the job last moved back to spot; spotAllowed: the tier's setting.
  * Undefined when the job has no estimate (no work figure) or no running attempt.
  */
@@ -201,11 +232,17 @@ export function placementStateFor(
   attempts: readonly AttemptRecord[],
   tier: Pick<TierConfig, 'spotAllowed'>,
   nowMs: number,
+  spot: SpotSighting = {},
 ): PlacementState | undefined {
   const current = runningAttempt(attempts);
   if (!job.estimate || !current) return undefined;
   const workSeconds = job.estimate.runtimeSeconds;
   const troubles = spotTroublesSinceLastMove(attempts);
+  const onSpot = current.capacity === 'spot';
+  const seenFor =
+    !onSpot && spot.available === true && spot.seenSinceMs !== undefined
+      ? { spotAvailableForSeconds: Math.max(0, (nowMs - spot.seenSinceMs) / 1000) }
+      : {};
   return {
     moment: 'periodic-check',
     nowSeconds: Math.max(0, (nowMs - Date.parse(job.createdAt)) / 1000),
@@ -213,7 +250,9 @@ export function placementStateFor(
     workSeconds,
     progressSeconds: Math.min(workSeconds, (job.progress?.fraction ?? 0) * workSeconds),
     current: current.capacity,
-    ...(current.capacity === 'spot' ? { spotAvailable: true } : {}),
+    ...(onSpot ? { spotAvailable: true } : spot.available !== undefined ? { spotAvailable: spot.available } : {}),
+    ...seenFor,
+    spotHistory: spotHistoryOf(attempts, nowMs),
     reclaims: troubles.reclaims,
     capacityCancellations: troubles.capacityCancellations,
     spotAllowed: tier.spotAllowed,

@@ -13,12 +13,29 @@ import type { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import type { SFNClient } from '@aws-sdk/client-sfn';
 import type { EventEntry } from '../domain/events';
 import { spotPriceAt } from '../domain/metering';
+import { logger } from './logger';
 import type { BatchControl, EventPublisher, FleetFacts, InstanceFacts, LifecycleControl, LogReader } from './ports';
 
 /** Raised when PutEvents rejects entries (it reports failures per entry, not as an exception). */
 export class EventDeliveryFailed extends Error {
   override name = 'EventDeliveryFailed';
 }
+
+/**
+ * The lowest spot placement score (1..10) the periodic check reads as "spot capacity is available now". AWS defines
+ * only the ends of the scale: 10 means a request is highly likely to succeed, 1 that it is not likely to. A wrong
+ * "available" costs a deadline job a restart on spot plus a wait in the spot queue before the policy falls back again
+ * (about 2·d + one check interval of slack), while a wrong "unavailable" only keeps it on on-demand for another tick;
+ * so the bar sits well above the middle of the scale (5.5), in the part AWS describes as likely to succeed. The
+ * policy's return hold (two restart overheads of unbroken sightings) filters scores that only flicker above it.
+ */
+export const SPOT_SCORE_AVAILABLE = 7;
+
+/**
+ * Fewest distinct instance types a placement-score request must name to mean anything: with one or two, AWS says
+ * "the returned placement score will always be low" (GetSpotPlacementScores, InstanceType.N), whatever the capacity.
+ */
+export const SPOT_SCORE_MIN_INSTANCE_TYPES = 3;
 
 /** A value built once, on first use. */
 function once<T>(make: () => Promise<T>): () => Promise<T> {
@@ -110,7 +127,11 @@ export function awsLogReader(logGroupName: string, client?: CloudWatchLogsClient
   };
 }
 
-/** ECS container instance → EC2 instance facts; spot price history at a moment. */
+/**
+ * ECS container instance → EC2 instance facts; spot price history at a moment; spot capacity now, from EC2's spot
+ * placement scores (GetSpotPlacementScores: one instance of any of the types, scored per Availability Zone of the
+ * client's region; available when the best zone scores at least {@link SPOT_SCORE_AVAILABLE}).
+ */
 export function awsFleetFacts(clients: { ecs?: ECSClient; ec2?: EC2Client } = {}): FleetFacts {
   const ecsSdk = once(() => import('@aws-sdk/client-ecs'));
   const ec2Sdk = once(() => import('@aws-sdk/client-ec2'));
@@ -154,6 +175,43 @@ export function awsFleetFacts(clients: { ecs?: ECSClient; ec2?: EC2Client } = {}
         p.SpotPrice && p.Timestamp ? [{ usdPerHour: Number(p.SpotPrice), timestampMs: p.Timestamp.getTime() }] : [],
       );
       return spotPriceAt(history, atMs);
+    },
+    async spotCapacityAvailable(instanceTypes) {
+      const types = [...new Set(instanceTypes)].sort();
+      if (types.length < SPOT_SCORE_MIN_INSTANCE_TYPES) {
+        // Asking would spend a request configuration on a score AWS documents as always low: it says nothing.
+        logger.info('spot placement score not requested: too few instance types to be meaningful', {
+          instanceTypes: types,
+          minimum: SPOT_SCORE_MIN_INSTANCE_TYPES,
+        });
+        return undefined;
+      }
+      try {
+        const { GetSpotPlacementScoresCommand } = await ec2Sdk();
+        const client = await ec2();
+        const region = await client.config.region();
+        const out = await client.send(
+          new GetSpotPlacementScoresCommand({
+            InstanceTypes: types,
+            TargetCapacity: 1,
+            TargetCapacityUnitType: 'units',
+            SingleAvailabilityZone: true,
+            RegionNames: [region],
+          }),
+        );
+        const scores = (out.SpotPlacementScores ?? []).flatMap((s) =>
+          typeof s.Score === 'number' && (s.Region === undefined || s.Region === region) ? [s.Score] : [],
+        );
+        return scores.length === 0 ? undefined : Math.max(...scores) >= SPOT_SCORE_AVAILABLE;
+      } catch (error) {
+        // Throttling, AccessDenied, an unresolved region: the check goes on without knowing (the job stays put).
+        const e = error as Error;
+        logger.warn('spot placement score request failed; spot availability unknown this tick', {
+          instanceTypes: types,
+          error: `${e.name}: ${e.message}`,
+        });
+        return undefined;
+      }
     },
   };
 }

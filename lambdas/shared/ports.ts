@@ -45,4 +45,11 @@ export interface FleetFacts {
   instanceFor(containerInstanceArn: string): Promise<InstanceFacts | undefined>;
   /** Spot price per hour in effect for that type and AZ at `atMs` (EC2 DescribeSpotPriceHistory). */
   spotPriceAt(instanceType: string, availabilityZone: string, atMs: number): Promise<number | undefined>;
+  /**
+   * Whether spot capacity for these instance types is available now in the platform's region (the periodic check's
+   * placement-score probe); undefined when it could not tell. Never throws: a failed probe must not fail the watch.
+   * Optional so that fleets which cannot probe (benchmark and test doubles) need not pretend to; a fleet without it
+   * answers "could not tell", and the check then keeps an on-demand job on on-demand.
+   */
+  spotCapacityAvailable?(instanceTypes: readonly string[]): Promise<boolean | undefined>;
 }

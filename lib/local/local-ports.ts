@@ -146,6 +146,8 @@ export function localLogReader(logsDir: string): LogReader {
 /**
  * FleetFacts locally: instance facts from the local Batch runner (instance type from the tier, AZ `local-1a`,
  * lifecycle from the queue's capacity); no spot price history, so callers fall back to the config's spot price.
+ * Spot capacity is always available: the local runner starts every spot attempt at once (it has no capacity
+ * outages; its only spot event is an interruption notice to a running attempt), so the probe answers true.
  */
 export function localFleetFacts(lookup: (containerInstanceArn: string) => InstanceFacts | undefined): FleetFacts {
   return {
@@ -154,6 +156,9 @@ export function localFleetFacts(lookup: (containerInstanceArn: string) => Instan
     },
     async spotPriceAt() {
       return undefined;
+    },
+    async spotCapacityAvailable() {
+      return true;
     },
   };
 }

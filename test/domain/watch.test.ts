@@ -10,6 +10,7 @@ import {
   jobCostSoFar,
   jobScopes,
   nextDecisionSeq,
+  nextSpotSeenSince,
   placementConfigFrom,
   placementStateFor,
   progressFromHarness,
@@ -233,17 +234,86 @@ describe('placement input', () => {
       progressSeconds: 1800,
       current: 'spot',
       spotAvailable: true,
+      // Spot attempts 1, 3 and 4 ran 0.001 s, 0.001 s and 1800 − 0.006 s (4 is open until now); none was queued;
+      // attempt 1 was reclaimed (the history counts since submission, unlike `reclaims`).
+      spotHistory: { availableSeconds: expect.closeTo(1799.996, 6), unavailableSeconds: 0, reclaims: 1 },
       reclaims: 0,
       capacityCancellations: 1,
       spotAllowed: true,
     });
   });
 
-  it('leaves spot availability unknown on on-demand, and has nothing to say without an estimate or a running attempt', () => {
+  it('has nothing to say without an estimate or a running attempt', () => {
     const onDemand = [attempt(1, { capacity: 'on-demand', startedAt: T0 })];
-    expect(placementStateFor(job, onDemand, { spotAllowed: true }, T0)?.spotAvailable).toBeUndefined();
     expect(placementStateFor({ ...job, estimate: undefined }, onDemand, { spotAllowed: true }, T0)).toBeUndefined();
     expect(placementStateFor(job, [attempt(1)], { spotAllowed: true }, T0)).toBeUndefined();
+  });
+
+  // On on-demand since T0 + 60 s; the check runs at T0 + 1800 s.
+  const onDemand = [attempt(1, { capacity: 'on-demand', submittedAt: T0, startedAt: T0 + 60_000 })];
+  const now = T0 + 1_800_000;
+  it.each([
+    { what: 'not probed', spot: undefined, available: undefined, seenFor: undefined },
+    { what: 'the probe could not tell', spot: {}, available: undefined, seenFor: undefined },
+    { what: 'first sighting this tick', spot: { available: true, seenSinceMs: now }, available: true, seenFor: 0 },
+    // 1800 s − 900 s.
+    {
+      what: 'seen since T0 + 900 s',
+      spot: { available: true, seenSinceMs: T0 + 900_000 },
+      available: true,
+      seenFor: 900,
+    },
+    { what: 'available, no record', spot: { available: true }, available: true, seenFor: undefined },
+    { what: 'unavailable', spot: { available: false }, available: false, seenFor: undefined },
+    // A stale record with an "unavailable" answer is no run of sightings.
+    {
+      what: 'unavailable with a record',
+      spot: { available: false, seenSinceMs: T0 + 900_000 },
+      available: false,
+      seenFor: undefined,
+    },
+  ])('on on-demand, tells the policy what the probe says: $what', ({ spot, available, seenFor }) => {
+    const state = placementStateFor(job, onDemand, { spotAllowed: true }, now, spot);
+    expect(state?.current).toBe('on-demand');
+    expect(state?.spotAvailable).toBe(available);
+    expect(state?.spotAvailableForSeconds).toBe(seenFor);
+    // An on-demand attempt observes nothing about spot.
+    expect(state?.spotHistory).toEqual({ availableSeconds: 0, unavailableSeconds: 0, reclaims: 0 });
+  });
+
+  it('on spot, the running attempt is the observation: the probe and the record are not used', () => {
+    const onSpot = [attempt(1, { startedAt: T0 + 60_000 })];
+    const state = placementStateFor(job, onSpot, { spotAllowed: true }, now, {
+      available: false,
+      seenSinceMs: T0 + 900_000,
+    });
+    expect(state?.spotAvailable).toBe(true);
+    expect(state?.spotAvailableForSeconds).toBeUndefined();
+  });
+
+  it('hands the policy the spot history of every attempt since submission', () => {
+    const attempts = [
+      // Queued 120 s, ran 600 s, reclaimed.
+      attempt(1, {
+        submittedAt: T0,
+        startedAt: T0 + 120_000,
+        stoppedAt: T0 + 720_000,
+        outcome: { kind: 'reclaimed', reason: 'r', resumable: true },
+      }),
+      // Queued 1200 s and cancelled without capacity.
+      attempt(2, {
+        submittedAt: T0 + 730_000,
+        stoppedAt: T0 + 1_930_000,
+        outcome: { kind: 'capacity-starved', reason: 'r', resumable: true },
+      }),
+      // Running on on-demand since T0 + 1990 s: observes nothing about spot.
+      attempt(3, { capacity: 'on-demand', submittedAt: T0 + 1_940_000, startedAt: T0 + 1_990_000 }),
+    ];
+    expect(placementStateFor(job, attempts, { spotAllowed: true }, T0 + 2_400_000)?.spotHistory).toEqual({
+      availableSeconds: 600,
+      unavailableSeconds: 1320,
+      reclaims: 1,
+    });
   });
 
   it('counts reclaims since the last on-demand → spot move', () => {
@@ -278,5 +348,30 @@ describe('decision log', () => {
     expect(nextDecisionSeq([])).toBe(1);
     expect(hasDecision(log, 'stop-attempt 2 budget-pause')).toBe(true);
     expect(hasDecision(log, 'stop-attempt 3 budget-pause')).toBe(false);
+  });
+});
+
+describe('nextSpotSeenSince', () => {
+  // The on-demand attempt started at S; the tick is at NOW.
+  const S = T0 + 60_000;
+  const NOW = T0 + 1_800_000;
+  it.each([
+    { what: 'not on on-demand clears it', recorded: T0 + 900_000, since: undefined, available: true, next: undefined },
+    { what: 'unavailable clears it', recorded: T0 + 900_000, since: S, available: false, next: undefined },
+    { what: 'could not tell clears it', recorded: T0 + 900_000, since: S, available: undefined, next: undefined },
+    { what: 'unavailable and unset stays unset', recorded: undefined, since: S, available: false, next: undefined },
+    { what: 'first sighting records the tick', recorded: undefined, since: S, available: true, next: NOW },
+    {
+      what: 'a sighting from before the attempt restarts the run',
+      recorded: S - 1,
+      since: S,
+      available: true,
+      next: NOW,
+    },
+    { what: 'a sighting at the attempt’s start is kept', recorded: S, since: S, available: true, next: S },
+    { what: 'an unbroken run is kept', recorded: T0 + 900_000, since: S, available: true, next: T0 + 900_000 },
+    { what: 'a replayed first sighting is kept', recorded: NOW, since: S, available: true, next: NOW },
+  ])('$what', ({ recorded, since, available, next }) => {
+    expect(nextSpotSeenSince(recorded, since, available, NOW)).toBe(next);
   });
 });

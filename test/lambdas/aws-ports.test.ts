@@ -4,7 +4,13 @@
  */
 import { BatchClient, TerminateJobCommand } from '@aws-sdk/client-batch';
 import { CloudWatchLogsClient, GetLogEventsCommand, ResourceNotFoundException } from '@aws-sdk/client-cloudwatch-logs';
-import { DescribeInstancesCommand, DescribeSpotPriceHistoryCommand, EC2Client } from '@aws-sdk/client-ec2';
+import {
+  DescribeInstancesCommand,
+  DescribeSpotPriceHistoryCommand,
+  EC2Client,
+  EC2ServiceException,
+  GetSpotPlacementScoresCommand,
+} from '@aws-sdk/client-ec2';
 import { DescribeContainerInstancesCommand, ECSClient } from '@aws-sdk/client-ecs';
 import { EventBridgeClient, PutEventsCommand } from '@aws-sdk/client-eventbridge';
 import { ExecutionAlreadyExists, SendTaskSuccessCommand, SFNClient, StartExecutionCommand } from '@aws-sdk/client-sfn';
@@ -187,5 +193,63 @@ describe('fleet facts', () => {
       ],
     });
     expect(await awsFleetFacts().spotPriceAt('g4dn.xlarge', 'us-east-1b', start)).toBe(0.1897);
+  });
+});
+
+describe('spot capacity probe (GetSpotPlacementScores)', () => {
+  const GPU_TYPES = ['g5.xlarge', 'g4dn.xlarge', 'g6.xlarge'];
+  // The function's region comes from its EC2 client (AWS_REGION in Lambda).
+  const fleet = () => awsFleetFacts({ ec2: new EC2Client({ region: 'eu-west-1' }) });
+  const zone = (id: string, score: number) => ({ Region: 'eu-west-1', AvailabilityZoneId: id, Score: score });
+
+  it('asks for one instance of any of the types, scored per zone of the function’s region', async () => {
+    ec2.on(GetSpotPlacementScoresCommand).resolves({ SpotPlacementScores: [zone('euw1-az1', 9)] });
+    await fleet().spotCapacityAvailable?.([...GPU_TYPES, 'g4dn.xlarge']);
+    expect(ec2.commandCalls(GetSpotPlacementScoresCommand).map((c) => c.args[0].input)).toEqual([
+      {
+        InstanceTypes: ['g4dn.xlarge', 'g5.xlarge', 'g6.xlarge'],
+        TargetCapacity: 1,
+        TargetCapacityUnitType: 'units',
+        SingleAvailabilityZone: true,
+        RegionNames: ['eu-west-1'],
+      },
+    ]);
+  });
+
+  it.each([
+    { what: 'the best zone scores exactly the bar', scores: [zone('euw1-az1', 3), zone('euw1-az2', 7)], answer: true },
+    { what: 'a zone scores 10', scores: [zone('euw1-az3', 10)], answer: true },
+    { what: 'every zone scores under the bar', scores: [zone('euw1-az1', 6), zone('euw1-az2', 1)], answer: false },
+    {
+      what: 'a high score for another region only',
+      scores: [{ ...zone('use1-az1', 10), Region: 'us-east-1' }],
+      answer: undefined,
+    },
+    { what: 'no scores at all', scores: [], answer: undefined },
+    {
+      what: 'a zone without a score',
+      scores: [{ Region: 'eu-west-1', AvailabilityZoneId: 'euw1-az1' }],
+      answer: undefined,
+    },
+  ])('answers $answer when $what', async ({ scores, answer }) => {
+    ec2.on(GetSpotPlacementScoresCommand).resolves({ SpotPlacementScores: scores });
+    expect(await fleet().spotCapacityAvailable?.(GPU_TYPES)).toBe(answer);
+  });
+
+  it.each([
+    { name: 'RequestLimitExceeded', message: 'Request limit exceeded.' },
+    { name: 'UnauthorizedOperation', message: 'You are not authorized to perform this operation.' },
+  ])('answers undefined instead of failing on $name', async ({ name, message }) => {
+    ec2
+      .on(GetSpotPlacementScoresCommand)
+      .rejects(new EC2ServiceException({ name, message, $fault: 'client', $metadata: { httpStatusCode: 400 } }));
+    expect(await fleet().spotCapacityAvailable?.(GPU_TYPES)).toBeUndefined();
+  });
+
+  it('does not ask for fewer than three distinct types, whose score AWS says is always low', async () => {
+    expect(await fleet().spotCapacityAvailable?.(['g4dn.xlarge'])).toBeUndefined();
+    expect(await fleet().spotCapacityAvailable?.(['g4dn.xlarge', 'g5.xlarge', 'g4dn.xlarge'])).toBeUndefined();
+    expect(await fleet().spotCapacityAvailable?.([])).toBeUndefined();
+    expect(ec2.commandCalls(GetSpotPlacementScoresCommand)).toHaveLength(0);
   });
 });

@@ -53,6 +53,16 @@ function id(base: string): string {
   return `${base}-${team}`;
 }
 
+// The spot placement-score probe: there is no local EC2 engine, so a fake FleetFacts answers in the port's shape
+// (true / false / undefined = could not tell) and records the instance types of each call.
+let spotAnswer: boolean | undefined;
+const probed: string[][] = [];
+
+beforeEach(() => {
+  spotAnswer = undefined;
+  probed.length = 0;
+});
+
 function watch(options = {}) {
   return createBudgetWatchHandler(
     {
@@ -63,6 +73,13 @@ function watch(options = {}) {
       batch: bench.ports.batch,
       events: bench.ports.events,
       lifecycle: bench.ports.lifecycle,
+      fleet: {
+        ...bench.ports.fleet,
+        async spotCapacityAvailable(instanceTypes) {
+          probed.push([...instanceTypes]);
+          return spotAnswer;
+        },
+      },
     },
     options,
   );
@@ -370,6 +387,149 @@ describe('budget watch: periodic placement check', () => {
 
     expect(result.moved).toEqual([]);
     expect(await bench.jobs.listDecisions(jobId)).toEqual([]);
+  });
+});
+
+describe('budget watch: back to spot', () => {
+  // Tick 14:30:00 is 1800 s after submission (14:00:00); the on-demand attempt has run since 14:01:05. Deadline
+  // 7200 s, work 3600 s, progress 50 % (1800 s): slack = 7200 − 1800 − 1800 = 3600 s. With d = 360 s and a 300 s
+  // check the safety net is 2·360 + 300 = 1020 s, and slack − d = 3240 s clears it; the return hold is 2·d = 720 s.
+  const TICK_MS = Date.parse(TICK_ISO);
+
+  async function onDemandDeadlineJob(jobId: string, fields: Partial<JobRecord> = {}) {
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 400);
+    await runningJob(jobId, {
+      capacity: 'on-demand',
+      reserveUsd: 1,
+      job: { requirements: { deadlineSeconds: 7200 }, ...fields },
+    });
+    await writeProgress(jobId, 500, 1000);
+  }
+
+  it('moves an on-demand deadline job back to spot once the probe has said available for the hold, once', async () => {
+    const jobId = id('back');
+    // Seen since 14:15:00: 900 s ≥ 720 s.
+    await onDemandDeadlineJob(jobId, { spotSeenSince: TICK_MS - 900_000 });
+    spotAnswer = true;
+
+    const result = await watch()(fixture('scheduled-event'));
+
+    expect(result.moved).toEqual([{ jobId, to: 'spot' }]);
+    expect(probed).toEqual([['g4dn.xlarge']]);
+    expect(bench.recorded.terminated).toEqual([{ batchJobId: `batch-${jobId}`, reason: TERMINATE_REASONS.moveToSpot }]);
+    expect(await bench.jobs.listDecisions(jobId)).toEqual([
+      expect.objectContaining({
+        seq: 1,
+        at: TICK_ISO,
+        moment: 'periodic-check',
+        decision: 'move-attempt 1 to spot',
+        reason: expect.stringContaining('Spot has been available for 900 s (at least 720 s)'),
+      }),
+    ]);
+
+    const afterFirst = await bench.snapshot();
+    await watch()(fixture('scheduled-event'));
+    expect(bench.recorded.terminated).toHaveLength(1);
+    expect(await bench.snapshot()).toEqual(afterFirst);
+  });
+
+  it('keeps a job on on-demand while the sightings are shorter than the hold', async () => {
+    const jobId = id('short');
+    // Seen since 14:20:00: 600 s < 720 s.
+    await onDemandDeadlineJob(jobId, { spotSeenSince: TICK_MS - 600_000 });
+    spotAnswer = true;
+
+    const result = await watch()(fixture('scheduled-event'));
+
+    expect(result.moved).toEqual([]);
+    expect(bench.recorded.terminated).toEqual([]);
+    expect((await bench.jobs.requireJob(jobId)).spotSeenSince).toBe(TICK_MS - 600_000);
+  });
+
+  it('records the first sighting and does not move; replaying the tick changes nothing', async () => {
+    const jobId = id('first');
+    await onDemandDeadlineJob(jobId);
+    spotAnswer = true;
+
+    const result = await watch()(fixture('scheduled-event'));
+
+    expect(result.moved).toEqual([]);
+    expect((await bench.jobs.requireJob(jobId)).spotSeenSince).toBe(TICK_MS);
+    expect(bench.recorded.terminated).toEqual([]);
+    expect(await bench.jobs.listDecisions(jobId)).toEqual([]);
+
+    const afterFirst = await bench.snapshot();
+    await watch()(fixture('scheduled-event'));
+    await watch()(fixture('scheduled-event'));
+
+    expect(await bench.snapshot()).toEqual(afterFirst);
+    expect(bench.recorded.terminated).toEqual([]);
+  });
+
+  it.each([
+    { what: 'unavailable', answer: false },
+    { what: 'could not tell', answer: undefined },
+  ])('clears the sightings when the probe says $what, and stays on on-demand', async ({ answer }) => {
+    const jobId = id('broken');
+    await onDemandDeadlineJob(jobId, { spotSeenSince: TICK_MS - 900_000 });
+    spotAnswer = answer;
+
+    const result = await watch()(fixture('scheduled-event'));
+
+    expect(probed).toEqual([['g4dn.xlarge']]);
+    expect(result.moved).toEqual([]);
+    expect(bench.recorded.terminated).toEqual([]);
+    expect((await bench.jobs.requireJob(jobId)).spotSeenSince).toBeUndefined();
+
+    const afterFirst = await bench.snapshot();
+    await watch()(fixture('scheduled-event'));
+    expect(await bench.snapshot()).toEqual(afterFirst);
+  });
+
+  it('probes each set of instance types once per run, and only deadline jobs on on-demand whose tier allows spot', async () => {
+    spotAnswer = true;
+    await onDemandDeadlineJob(id('small-1'));
+    await runningJob(id('small-2'), {
+      capacity: 'on-demand',
+      reserveUsd: 1,
+      createdAt: '2026-11-20T14:00:01.000Z',
+      job: { requirements: { deadlineSeconds: 7200 } },
+    });
+    await runningJob(id('medium'), {
+      capacity: 'on-demand',
+      reserveUsd: 1,
+      createdAt: '2026-11-20T14:00:02.000Z',
+      job: { tier: 'gpu-medium', requirements: { deadlineSeconds: 7200 } },
+    });
+    // Not probed: on spot (with a sighting left from its on-demand time, which is cleared), no deadline, and a tier
+    // without spot.
+    await runningJob(id('on-spot'), {
+      reserveUsd: 1,
+      createdAt: '2026-11-20T14:00:03.000Z',
+      job: { requirements: { deadlineSeconds: 7200 }, spotSeenSince: TICK_MS - 900_000 },
+    });
+    await runningJob(id('no-deadline'), {
+      capacity: 'on-demand',
+      reserveUsd: 1,
+      createdAt: '2026-11-20T14:00:04.000Z',
+    });
+    await runningJob(id('no-spot-tier'), {
+      capacity: 'on-demand',
+      reserveUsd: 1,
+      createdAt: '2026-11-20T14:00:05.000Z',
+      job: { tier: 'gpu-multinode', requirements: { deadlineSeconds: 7200 } },
+    });
+
+    await watch()(fixture('scheduled-event'));
+
+    expect(probed).toEqual([['g4dn.xlarge'], ['g4dn.2xlarge']]);
+    const seen = async (base: string) => (await bench.jobs.requireJob(id(base))).spotSeenSince;
+    expect(await seen('small-1')).toBe(TICK_MS);
+    expect(await seen('small-2')).toBe(TICK_MS);
+    expect(await seen('medium')).toBe(TICK_MS);
+    expect(await seen('on-spot')).toBeUndefined();
+    expect(await seen('no-deadline')).toBeUndefined();
+    expect(await seen('no-spot-tier')).toBeUndefined();
   });
 });
 

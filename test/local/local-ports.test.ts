@@ -185,4 +185,10 @@ describe('localFleetFacts', () => {
     expect(await fleet.instanceFor(`${arn}x`)).toBeUndefined();
     expect(await fleet.spotPriceAt('g4dn.xlarge', 'local-1a', Date.now())).toBeUndefined();
   });
+
+  it('reports spot capacity as available: the local runner starts every spot attempt at once', async () => {
+    const fleet = localFleetFacts(() => undefined);
+    expect(await fleet.spotCapacityAvailable?.(['g4dn.xlarge'])).toBe(true);
+    expect(await fleet.spotCapacityAvailable?.([])).toBe(true);
+  });
 });
