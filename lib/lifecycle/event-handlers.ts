@@ -70,7 +70,9 @@ export const BUDGET_WATCH_INTERVAL = Duration.minutes(5);
  * - events:PutEvents on the platform bus only; states:SendTaskSuccess on the job state machine only;
  * - batch:TerminateJob on this account and region's job ARNs: Batch assigns job ids at submit (acknowledged);
  * - ecs:DescribeContainerInstances on this account and region's container instances (Batch names the clusters);
- *   ec2:DescribeInstances and ec2:DescribeSpotPriceHistory, which have no resource-level permissions (acknowledged).
+ *   ec2:DescribeInstances and ec2:DescribeSpotPriceHistory, which have no resource-level permissions (acknowledged);
+ * - ec2:GetSpotPlacementScores for budget-watch (the spot probe of on-demand deadline jobs), which has no
+ *   resource-level permissions either (acknowledged).
  */
 export class EventHandlers extends Construct {
   /** EC2 spot interruption warnings → record the notice, emit Job Interrupted, TerminateJob. */
@@ -242,6 +244,7 @@ export class EventHandlers extends Construct {
     props.budgetsTable.grantReadWriteData(budgetWatch);
     props.workspace.grantRead(budgetWatch, 'teams/*/jobs/*/metrics/progress.json');
     props.stateMachine.grant(budgetWatch, 'states:SendTaskSuccess');
+    budgetWatch.addToRolePolicy(new iam.PolicyStatement({ actions: ['ec2:GetSpotPlacementScores'], resources: ['*'] }));
 
     const jobsIndexes = `IAM5[Resource::${nagResourceName(this, props.jobsTable.tableArn)}/index/*]`;
     const terminateAck = [
@@ -250,9 +253,12 @@ export class EventHandlers extends Construct {
     ] as const;
     const ack = (fn: lambda.IFunction, finding: string, reason: string) =>
       acknowledgeFinding(fn.role as iam.IRole, finding, reason);
-    for (const fn of [interruption, budgetWatch]) {
-      ack(fn, 'IAM5[Resource::*]', 'X-Ray trace writes (active tracing) have no resource-level permissions.');
-    }
+    ack(interruption, 'IAM5[Resource::*]', 'X-Ray trace writes (active tracing) have no resource-level permissions.');
+    ack(
+      budgetWatch,
+      'IAM5[Resource::*]',
+      'ec2:GetSpotPlacementScores (the spot probe of on-demand deadline jobs) and X-Ray trace writes have no resource-level permissions.',
+    );
 
     ack(interruption, jobsIndexes, 'Finds the attempt on a warned instance through the jobs table index byInstance.');
     ack(interruption, ...terminateAck);

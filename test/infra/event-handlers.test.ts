@@ -235,9 +235,20 @@ describe('EventHandlers grants', () => {
         },
       }),
     );
-    for (const fn of [built.handlers.interruption.function, built.handlers.budgetWatch.function]) {
-      const actions = actionsOf(policyOf(logicalId(fn)));
-      expect(actions.filter((a) => a.startsWith('ec2:') || a.startsWith('ecs:'))).toEqual([]);
+    const interruptionActions = actionsOf(policyOf(logicalId(built.handlers.interruption.function)));
+    expect(interruptionActions.filter((a) => a.startsWith('ec2:') || a.startsWith('ecs:'))).toEqual([]);
+    const budgetWatchActions = actionsOf(policyOf(logicalId(built.handlers.budgetWatch.function)));
+    expect(budgetWatchActions.filter((a) => a.startsWith('ec2:') || a.startsWith('ecs:'))).toEqual([
+      'ec2:GetSpotPlacementScores',
+    ]);
+  });
+
+  it('lets only budget-watch read spot placement scores, on any resource (the action has no resource-level permissions)', () => {
+    const statements = policyOf(logicalId(built.handlers.budgetWatch.function));
+    const onAnything = statements.filter((st) => (st as { Resource: unknown }).Resource === '*');
+    expect(actionsOf(onAnything)).toContain('ec2:GetSpotPlacementScores');
+    for (const fn of [built.handlers.interruption.function, built.handlers.batchEvents.function]) {
+      expect(actionsOf(policyOf(logicalId(fn)))).not.toContain('ec2:GetSpotPlacementScores');
     }
   });
 
