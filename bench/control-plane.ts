@@ -159,8 +159,9 @@ type OutputImport = Metafile['outputs'][string]['imports'][number];
 
 /**
  * Splits a bundle's external `@aws-sdk/*` imports by when Node loads them: a static `import` (esbuild kind
- * `import-statement`, or a `require-call` through the banner's `require`) loads the package at cold start; a package
- * reached only by `import()` (`dynamic-import`) loads on first use. A package imported both ways counts as at init.
+ * `import-statement`) or a `require-call` through the banner's `require` loads the package at cold start (our code
+ * calls `require` only at module level: esbuild cannot tell a deferred one apart); a package reached only by `import()`
+ * (`dynamic-import`) loads on first use. A package loaded both ways counts as at init.
  */
 export function sdkImportsByKind(imports: readonly OutputImport[]): { atInit: string[]; onFirstUse: string[] } {
   const sdk = imports.filter((i) => i.external && i.path.startsWith('@aws-sdk/'));
@@ -677,7 +678,8 @@ export function controlPlaneTables(result: ControlPlaneBenchResult): string {
   const lines = [
     `Bundles: esbuild as lib/function.ts (ESM, node22, minified, \`@aws-sdk/*\` external, default config defined in); ` +
       `cold start = fresh \`node\` process start → handler export ready, median of ${result.coldStarts[0]?.runs ?? 0}. ` +
-      '`@aws-sdk/` packages: _at init_ = static imports, loaded before the handler is ready (inside the cold start); ' +
+      '`@aws-sdk/` packages: _at init_ = static `import` or module-level `require`, loaded before the handler is ready ' +
+      '(inside the cold start); ' +
       '_on first use_ = only `import()`ed, loaded when a code path needs one (outside the cold start; the shared ' +
       'wiring reaches every port, so a handler may never load some of them).',
     '',

@@ -3,14 +3,7 @@
  * Every write that can be repeated (Step Functions retries, EventBridge redelivery, a client retrying a POST) is a
  * single-item conditional write, so a replay changes nothing.
  */
-import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
-import {
-  type DynamoDBDocumentClient,
-  GetCommand,
-  PutCommand,
-  QueryCommand,
-  UpdateCommand,
-} from '@aws-sdk/lib-dynamodb';
+import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import {
   type AttemptRecord,
   assertTransition,
@@ -21,7 +14,12 @@ import {
   parseDecisionRecord,
   parseJobRecord,
 } from '../domain/job';
+import { documentSdk, dynamoDbSdk } from './dynamo';
 import { JOBS_INDEXES, jobKeys } from './table-design';
+
+// Loaded with require (see dynamo.ts), so destructured here rather than imported.
+const { ConditionalCheckFailedException } = dynamoDbSdk;
+const { GetCommand, PutCommand, QueryCommand, UpdateCommand } = documentSdk;
 
 /** Raised when a job id is unknown (or belongs to nobody the caller can see). */
 export class JobNotFound extends Error {

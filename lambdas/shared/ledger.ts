@@ -19,13 +19,7 @@
  * Known limit: job entries stay in the scope item for the period (they are the idempotency record), so one scope
  * holds roughly 3,000 jobs per month within DynamoDB's 400 KB item size.
  */
-import {
-  type DynamoDBDocumentClient,
-  GetCommand,
-  PutCommand,
-  QueryCommand,
-  UpdateCommand,
-} from '@aws-sdk/lib-dynamodb';
+import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import * as z from 'zod';
 import {
   accrualChange,
@@ -57,7 +51,11 @@ import {
   usdToMicros,
   validateThresholds,
 } from '../domain/budgets';
+import { documentSdk } from './dynamo';
 import { BUDGETS_INDEXES, budgetKeys } from './table-design';
+
+// Loaded with require (see dynamo.ts), so destructured here rather than imported.
+const { GetCommand, PutCommand, QueryCommand, UpdateCommand } = documentSdk;
 
 export {
   BudgetExceeded,
