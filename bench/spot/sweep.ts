@@ -9,8 +9,18 @@ import { type JobWindow, onDemandOnlyCost, P3_PRICES, type Prices, simulate, typ
 import type { SpotTrace } from './traces';
 import { trainyardPolicy } from './trainyard';
 
-/** The policies compared, in report order. */
-export const POLICIES = ['on-demand', 'greedy', 'uniform-progress', 'trainyard', 'optimum'] as const;
+/**
+ * The policies compared, in report order. `trainyard-no-probe` is the same production policy for a tier whose
+ * placement-score probe cannot answer (fewer than three instance types): the check cannot see spot on on-demand.
+ */
+export const POLICIES = [
+  'on-demand',
+  'greedy',
+  'uniform-progress',
+  'trainyard',
+  'trainyard-no-probe',
+  'optimum',
+] as const;
 /** One of the compared policies. */
 export type PolicyName = (typeof POLICIES)[number];
 
@@ -131,6 +141,7 @@ export function runSetting(
     greedy: { cost: [], gap: [], misses: 0 },
     'uniform-progress': { cost: [], gap: [], misses: 0 },
     trainyard: { cost: [], gap: [], misses: 0 },
+    'trainyard-no-probe': { cost: [], gap: [], misses: 0 },
     optimum: { cost: [], gap: [], misses: 0 },
   };
   for (const offset of startOffsets(trace, ticks, options.offsets, options.seed)) {
@@ -152,6 +163,7 @@ export function runSetting(
     run('greedy', greedyPolicy(job));
     run('uniform-progress', uniformProgressPolicy(job));
     run('trainyard', trainyardPolicy(job, options.trainyard));
+    run('trainyard-no-probe', trainyardPolicy(job, { ...options.trainyard, spotVisibleOnDemand: false }));
   }
   const policies = Object.fromEntries(
     POLICIES.map((name) => {

@@ -128,7 +128,14 @@ export function trainyardPolicy(
         attempt === 'spot-running' ? 'spot' : attempt === 'on-demand-running' ? 'on-demand' : 'none';
       // Observable: a running spot attempt proves capacity; a queued one proves its absence; on on-demand a placement
       // score probe reports it.
-      const observed = attempt === 'spot-running' ? true : attempt === 'spot-queued' ? false : view.spotAvailable;
+      const observed =
+        attempt === 'spot-running'
+          ? true
+          : attempt === 'spot-queued'
+            ? false
+            : config.spotVisibleOnDemand === false
+              ? undefined
+              : view.spotAvailable;
       if (attempt === 'on-demand-running') probeSeenSince = observed ? (probeSeenSince ?? view.nowSeconds) : undefined;
       const decision = consult(view, 'periodic-check', current, observed);
       if (decision.move && decision.capacity !== current) {

@@ -116,7 +116,6 @@ function percent(fraction: number): number {
 /** Builds the budget watch from the parts of the control plane it uses. */
 export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptions = {}) {
   const cap = options.maxJobsPerRun ?? 100;
-  const placementConfig = placementConfigFrom(DEFAULT_PLACEMENT_CONFIG, plane.config.spotPolicy);
   const thresholds = { warn: plane.config.budgets.warnThreshold, block: plane.config.budgets.blockThreshold };
 
   function crossingEvent(crossing: ThresholdCrossing, at: string): EventEntry {
@@ -247,7 +246,10 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     const state = placementStateFor(m.job, m.attempts, m.tier, nowMs, spot);
     const attempt = runningAttempt(m.attempts);
     if (!state || !attempt?.batchJobId) return undefined;
-    const placement = decidePlacement(state, placementConfig);
+    const placement = decidePlacement(
+      state,
+      placementConfigFrom(DEFAULT_PLACEMENT_CONFIG, plane.config.spotPolicy, m.tier),
+    );
     if (!placement.move || placement.capacity === state.current) return undefined;
     const decisions = await plane.jobs.listDecisions(m.job.jobId);
     const decision = moveDecision(attempt.attempt, placement.capacity);

@@ -22,7 +22,17 @@ export interface PlacementPolicyConfig {
   checkIntervalSeconds: number;
   /** Deadline jobs: how the slack reserve is sized and when the job returns to spot. @default DEADLINE_TUNING */
   deadline?: Partial<DeadlineTuning>;
+  /**
+   * Whether the periodic check can see spot capacity while the job is on on-demand (a placement-score probe that
+   * answers for the tier). Without it a deadline job that goes on-demand cannot come back, so it keeps no reserve
+   * beyond the safety net: it waits for spot like Greedy and goes on-demand for good only when it must (ADR 0001
+   * measured every larger reserve as worse without a way back). @default true
+   */
+  spotVisibleOnDemand?: boolean;
 }
+
+/** Distinct instance types a tier needs for a placement-score probe to answer (AWS scores fewer as always low). */
+export const SPOT_PROBE_MIN_INSTANCE_TYPES = 3;
 
 /**
  * The deadline rules' constants (ADR 0001). Prior beliefs about spot are blended with what the job has observed, each
@@ -252,7 +262,10 @@ function decideWithDeadline(state: PlacementState, config: PlacementPolicyConfig
       `Deadline: ${pace} can no longer absorb a spot restart and a fallback (needs ${safety + spotStartCost} s): on-demand to finish in time.`,
     );
   }
-  const reserve = slackReserve(state.spotHistory ?? NO_SPOT_HISTORY, timeLeft, safety, d, tuning);
+  const reserve =
+    config.spotVisibleOnDemand === false
+      ? safety
+      : slackReserve(state.spotHistory ?? NO_SPOT_HISTORY, timeLeft, safety, d, tuning);
   const behind = slack < reserve;
   const standing = `${pace}, reserve ${Math.round(reserve)} s`;
   switch (state.moment) {

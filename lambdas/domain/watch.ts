@@ -10,7 +10,13 @@ import type { BatchJob } from './batch-job';
 import { formatScope, InvalidScope, periodOf } from './budgets';
 import type { AttemptRecord, DecisionRecord, JobRecord } from './job';
 import { attemptCostMicroUsd, microUsdToCents } from './metering';
-import { type Capacity, type PlacementPolicyConfig, type PlacementState, spotHistoryOf } from './placement';
+import {
+  type Capacity,
+  type PlacementPolicyConfig,
+  type PlacementState,
+  SPOT_PROBE_MIN_INSTANCE_TYPES,
+  spotHistoryOf,
+} from './placement';
 
 /** Batch tags Trainyard puts on every attempt it submits (propagated into the job detail's `tags`). */
 export const TRAINYARD_TAGS = {
@@ -173,16 +179,22 @@ export function spotTroublesSinceLastMove(attempts: readonly AttemptRecord[]): {
   };
 }
 
-/** The policy settings of the deployed platform, from config (ADR 0001 defaults for the rest). */
+/**
+ * The policy settings of the deployed platform for a job's tier, from config (ADR 0001 defaults for the rest). The
+ * periodic check can see spot while a job is on on-demand only for tiers whose placement-score probe answers, i.e.
+ * with at least SPOT_PROBE_MIN_INSTANCE_TYPES distinct instance types.
+ */
 export function placementConfigFrom(
   base: PlacementPolicyConfig,
   spotPolicy: { reclaimsBeforeOnDemand: number; capacityWaitMinutes: number },
+  tier: Pick<TierConfig, 'instanceTypes'>,
 ): PlacementPolicyConfig {
   return {
     ...base,
     // The policy needs at least one reclaim before falling back; config 0 means "never wait on spot again".
     reclaimsBeforeOnDemand: Math.max(1, spotPolicy.reclaimsBeforeOnDemand),
     capacityWaitSeconds: spotPolicy.capacityWaitMinutes * 60,
+    spotVisibleOnDemand: new Set(tier.instanceTypes).size >= SPOT_PROBE_MIN_INSTANCE_TYPES,
   };
 }
 

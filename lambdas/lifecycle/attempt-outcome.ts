@@ -92,7 +92,7 @@ export function createAttemptOutcomeHandler(
       job: current,
       outcome: recorded,
       nowSeconds: secondsSince(job, now),
-      policy: placementConfigFrom(DEFAULT_PLACEMENT_CONFIG, plane.config.spotPolicy),
+      policy: placementConfigFrom(DEFAULT_PLACEMENT_CONFIG, plane.config.spotPolicy, tier),
       spotAllowed: tier.spotAllowed,
       workSeconds: job.estimate?.runtimeSeconds ?? 0,
       progressSeconds: progressSeconds(current),

@@ -64,7 +64,7 @@ export function createCostGateHandler(plane: Pick<ControlPlane, 'config' | 'jobs
         capacityCancellations: 0,
         spotAllowed: tier.spotAllowed,
       },
-      placementConfigFrom(DEFAULT_PLACEMENT_CONFIG, plane.config.spotPolicy),
+      placementConfigFrom(DEFAULT_PLACEMENT_CONFIG, plane.config.spotPolicy, tier),
     );
     await plane.jobs.putDecision(jobId, {
       seq: 1,

@@ -13,6 +13,7 @@ import type { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import type { SFNClient } from '@aws-sdk/client-sfn';
 import type { EventEntry } from '../domain/events';
 import { spotPriceAt } from '../domain/metering';
+import { SPOT_PROBE_MIN_INSTANCE_TYPES } from '../domain/placement';
 import { logger } from './logger';
 import type { BatchControl, EventPublisher, FleetFacts, InstanceFacts, LifecycleControl, LogReader } from './ports';
 
@@ -35,7 +36,7 @@ export const SPOT_SCORE_AVAILABLE = 7;
  * Fewest distinct instance types a placement-score request must name to mean anything: with one or two, AWS says
  * "the returned placement score will always be low" (GetSpotPlacementScores, InstanceType.N), whatever the capacity.
  */
-export const SPOT_SCORE_MIN_INSTANCE_TYPES = 3;
+export const SPOT_SCORE_MIN_INSTANCE_TYPES = SPOT_PROBE_MIN_INSTANCE_TYPES;
 
 /** A value built once, on first use. */
 function once<T>(make: () => Promise<T>): () => Promise<T> {

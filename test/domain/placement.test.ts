@@ -343,6 +343,22 @@ describe('decidePlacement', () => {
   });
 });
 
+describe('decidePlacement without a spot probe on on-demand', () => {
+  it('keeps no reserve beyond the safety net, since an on-demand job could not come back', () => {
+    // t = 90 000, progress 41 400: slack 1 400 s. With the probe the reserve is 1 520 s (on-demand); without it the
+    // reserve is the safety net, 1 020 s, and 1 400 − 360 ≥ 1 020 still allows waiting for spot.
+    const state: PlacementState = {
+      ...base,
+      deadlineSeconds: 100_000,
+      moment: 'attempt-reclaimed',
+      nowSeconds: 90_000,
+      progressSeconds: 41_400,
+    };
+    expect(decidePlacement(state, config).capacity).toBe('on-demand');
+    expect(decidePlacement(state, { ...config, spotVisibleOnDemand: false }).capacity).toBe('spot');
+  });
+});
+
 describe('spotHistoryOf', () => {
   const t0 = 1_700_000_000_000;
   it('counts queue waits as unavailable, runs as available, and reclaims; on-demand observes nothing', () => {

@@ -329,8 +329,24 @@ describe('placement input', () => {
 
   it('reads reclaims and capacity wait from config, keeping at least one reclaim', () => {
     expect(
-      placementConfigFrom(DEFAULT_PLACEMENT_CONFIG, { reclaimsBeforeOnDemand: 0, capacityWaitMinutes: 30 }),
+      placementConfigFrom(
+        DEFAULT_PLACEMENT_CONFIG,
+        { reclaimsBeforeOnDemand: 0, capacityWaitMinutes: 30 },
+        { instanceTypes: ['g4dn.xlarge'] },
+      ),
     ).toMatchObject({ reclaimsBeforeOnDemand: 1, capacityWaitSeconds: 1800 });
+  });
+
+  it('lets the check see spot on on-demand only for tiers with three or more distinct instance types', () => {
+    const visible = (instanceTypes: string[]) =>
+      placementConfigFrom(
+        DEFAULT_PLACEMENT_CONFIG,
+        { reclaimsBeforeOnDemand: 2, capacityWaitMinutes: 20 },
+        { instanceTypes },
+      ).spotVisibleOnDemand;
+    expect(visible(['g4dn.xlarge'])).toBe(false);
+    expect(visible(['g4dn.xlarge', 'g4dn.xlarge', 'g5.xlarge'])).toBe(false);
+    expect(visible(['g4dn.xlarge', 'g5.xlarge', 'g6.xlarge'])).toBe(true);
   });
 });
 
