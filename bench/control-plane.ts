@@ -55,15 +55,19 @@ export interface BundleFigure {
    * needs one runs (the shared wiring reaches every port, so a handler may never load some of these).
    */
   readonly sdkOnFirstUse: readonly string[];
+  /** The packages of `sdkAtInit` that the bundle loads with `require` only (cheaper than `import` for CommonJS). */
+  readonly sdkRequired: readonly string[];
   /** Whether the defined default config's JSON literal is in the output (esbuild found an expression to replace). */
   readonly configLiteralInBundle: boolean;
   readonly withinGoal: boolean;
 }
 
-/** What importing one AWS SDK package costs a fresh process. */
+/** What loading one AWS SDK package costs a fresh process. */
 export interface SdkImportFigure {
   readonly module: string;
-  /** Median over runs of the `import()` alone. */
+  /** How the bundles load it, and so how it was timed: `require` (at init, see lambdas/shared/dynamo.ts) or `import()`. */
+  readonly loadedWith: 'require' | 'import';
+  /** Median over runs of the `require` or `import()` alone. */
   readonly medianMs: number;
   /** Bundles that import it statically (load it at cold start). */
   readonly atInitIn: number;
@@ -163,11 +167,17 @@ type OutputImport = Metafile['outputs'][string]['imports'][number];
  * calls `require` only at module level: esbuild cannot tell a deferred one apart); a package reached only by `import()`
  * (`dynamic-import`) loads on first use. A package loaded both ways counts as at init.
  */
-export function sdkImportsByKind(imports: readonly OutputImport[]): { atInit: string[]; onFirstUse: string[] } {
+export function sdkImportsByKind(imports: readonly OutputImport[]): {
+  atInit: string[];
+  onFirstUse: string[];
+  required: string[];
+} {
   const sdk = imports.filter((i) => i.external && i.path.startsWith('@aws-sdk/'));
   const atInit = new Set(sdk.filter((i) => i.kind !== 'dynamic-import').map((i) => i.path));
   const onFirstUse = new Set(sdk.filter((i) => i.kind === 'dynamic-import' && !atInit.has(i.path)).map((i) => i.path));
-  return { atInit: [...atInit].sort(), onFirstUse: [...onFirstUse].sort() };
+  const imported = new Set(sdk.filter((i) => i.kind === 'import-statement').map((i) => i.path));
+  const required = [...atInit].filter((path) => !imported.has(path));
+  return { atInit: [...atInit].sort(), onFirstUse: [...onFirstUse].sort(), required: required.sort() };
 }
 
 /**
@@ -219,6 +229,7 @@ async function measureBundles(
       top,
       sdkAtInit: sdk.atInit,
       sdkOnFirstUse: sdk.onFirstUse,
+      sdkRequired: sdk.required,
       configLiteralInBundle,
       withinGoal: bytes / KIB <= CONTROL_PLANE_GOALS.bundleKiB,
     });
@@ -255,7 +266,9 @@ const LAMBDA_ENV: Record<string, string> = {
 /** The child: imports a module, checks the handler export, prints process-start→ready and import-only milliseconds. */
 const COLD_START_CHILD = `
 const started = performance.now();
-const module = await import(process.argv[1]);
+const module = process.argv[2] === 'require'
+  ? (await import('node:module')).createRequire(process.cwd() + '/')(process.argv[1])
+  : await import(process.argv[1]);
 if (process.argv[2] === 'handler' && typeof module.handler !== 'function') throw new Error('no handler function export');
 const ready = performance.now();
 process.stdout.write(JSON.stringify({ readyMs: ready, importMs: ready - started }));
@@ -270,7 +283,7 @@ interface ChildTiming {
 function importInFreshProcess(
   specifier: string,
   env: Record<string, string>,
-  check: 'handler' | 'none',
+  check: 'handler' | 'none' | 'require',
 ): Promise<ChildTiming> {
   return new Promise((resolve, reject) => {
     const child = spawn(
@@ -341,7 +354,10 @@ async function measureColdStarts(
   return figures;
 }
 
-/** Import cost of each external SDK package the bundles import, statically or not (a fresh process per run). */
+/**
+ * Load cost of each external SDK package the bundles use, loaded the way they load it (`require` when every bundle
+ * that has it at init requires it, else `import()`), in a fresh process per run.
+ */
 async function measureSdkImports(
   bundles: readonly BundleFigure[],
   runs: number,
@@ -350,16 +366,24 @@ async function measureSdkImports(
   const modules = [...new Set(bundles.flatMap((b) => [...b.sdkAtInit, ...b.sdkOnFirstUse]))].sort();
   const figures: SdkImportFigure[] = [];
   for (const module of modules) {
+    const loading = bundles.filter((b) => b.sdkAtInit.includes(module));
+    const loadedWith =
+      loading.length > 0 && loading.every((b) => b.sdkRequired.includes(module)) ? 'require' : 'import';
     const samples: number[] = [];
-    for (let i = 0; i < runs; i++) samples.push((await importInFreshProcess(module, LAMBDA_ENV, 'none')).importMs);
+    for (let i = 0; i < runs; i++) {
+      samples.push(
+        (await importInFreshProcess(module, LAMBDA_ENV, loadedWith === 'require' ? 'require' : 'none')).importMs,
+      );
+    }
     const medianMs = percentile(samples, 50);
     figures.push({
       module,
+      loadedWith,
       medianMs,
       atInitIn: bundles.filter((b) => b.sdkAtInit.includes(module)).length,
       onFirstUseIn: bundles.filter((b) => b.sdkOnFirstUse.includes(module)).length,
     });
-    log(`control-plane: import ${module} median ${medianMs.toFixed(0)} ms`);
+    log(`control-plane: ${loadedWith} ${module} median ${medianMs.toFixed(0)} ms`);
   }
   return figures.sort((a, b) => b.medianMs - a.medianMs);
 }
@@ -717,15 +741,19 @@ export function controlPlaneTables(result: ControlPlaneBenchResult): string {
   if (result.sdkImports.length > 0) {
     lines.push(
       '',
-      'External AWS SDK packages the bundles import, what each costs a fresh process to import on its own (median; ' +
-        'packages share dependencies, so costs overlap), and how many bundles load it at init or only on first use:',
+      'External AWS SDK packages the bundles use, what each costs a fresh process to load on its own, the way the ' +
+        'bundles load it (median; packages share dependencies, so costs overlap), and how many bundles load it at ' +
+        'init or only on first use:',
       '',
-      '| package | import | at init | on first use |',
-      '|---|---|---|---|',
+      '| package | loaded with | load | at init | on first use |',
+      '|---|---|---|---|---|',
     );
     const of = `/${result.bundles.length}`;
     for (const sdk of result.sdkImports) {
-      lines.push(`| ${sdk.module} | ${sdk.medianMs.toFixed(0)} ms | ${sdk.atInitIn}${of} | ${sdk.onFirstUseIn}${of} |`);
+      const how = sdk.loadedWith === 'require' ? '`require`' : '`import()`';
+      lines.push(
+        `| ${sdk.module} | ${how} | ${sdk.medianMs.toFixed(0)} ms | ${sdk.atInitIn}${of} | ${sdk.onFirstUseIn}${of} |`,
+      );
     }
   }
   lines.push(

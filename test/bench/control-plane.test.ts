@@ -13,24 +13,34 @@ const ext = (path: string, kind: Kind, external = true) => ({ path, kind, extern
 
 describe('sdkImportsByKind', () => {
   it.each([
-    { name: 'no imports', imports: [], atInit: [], onFirstUse: [] },
+    { name: 'no imports', imports: [], atInit: [], onFirstUse: [], required: [] },
     {
       name: 'a static import loads at init, a dynamic one on first use',
       imports: [ext('@aws-sdk/client-dynamodb', 'import-statement'), ext('@aws-sdk/client-s3', 'dynamic-import')],
       atInit: ['@aws-sdk/client-dynamodb'],
       onFirstUse: ['@aws-sdk/client-s3'],
+      required: [],
     },
     {
       name: 'a package imported both ways is loaded at init (the static import wins)',
       imports: [ext('@aws-sdk/client-s3', 'dynamic-import'), ext('@aws-sdk/client-s3', 'import-statement')],
       atInit: ['@aws-sdk/client-s3'],
       onFirstUse: [],
+      required: [],
     },
     {
-      name: 'a require() through the banner loads at init too',
-      imports: [ext('@aws-sdk/lib-dynamodb', 'require-call')],
-      atInit: ['@aws-sdk/lib-dynamodb'],
+      name: 'a require() through the banner loads at init too, and is told apart from a static import',
+      imports: [ext('@aws-sdk/lib-dynamodb', 'require-call'), ext('@aws-sdk/client-dynamodb', 'import-statement')],
+      atInit: ['@aws-sdk/client-dynamodb', '@aws-sdk/lib-dynamodb'],
       onFirstUse: [],
+      required: ['@aws-sdk/lib-dynamodb'],
+    },
+    {
+      name: 'a package both required and imported statically is not counted as required only',
+      imports: [ext('@aws-sdk/client-dynamodb', 'require-call'), ext('@aws-sdk/client-dynamodb', 'import-statement')],
+      atInit: ['@aws-sdk/client-dynamodb'],
+      onFirstUse: [],
+      required: [],
     },
     {
       name: 'non-SDK and bundled (non-external) imports are ignored; duplicates collapse; lists are sorted',
@@ -43,9 +53,10 @@ describe('sdkImportsByKind', () => {
       ],
       atInit: [],
       onFirstUse: ['@aws-sdk/client-batch', '@aws-sdk/client-sfn'],
+      required: [],
     },
-  ])('$name', ({ imports, atInit, onFirstUse }) => {
-    expect(sdkImportsByKind(imports)).toEqual({ atInit, onFirstUse });
+  ])('$name', ({ imports, atInit, onFirstUse, required }) => {
+    expect(sdkImportsByKind(imports)).toEqual({ atInit, onFirstUse, required });
   });
 });
 
@@ -62,6 +73,7 @@ describe('controlPlaneTables', () => {
         top: [{ module: 'zod', bytes: 51_200 }],
         sdkAtInit: ['@aws-sdk/client-dynamodb', '@aws-sdk/lib-dynamodb'],
         sdkOnFirstUse: ['@aws-sdk/client-s3', '@aws-sdk/client-sfn'],
+        sdkRequired: ['@aws-sdk/client-dynamodb', '@aws-sdk/lib-dynamodb'],
         configLiteralInBundle: true,
         withinGoal: true,
       },
@@ -72,6 +84,7 @@ describe('controlPlaneTables', () => {
         top: [],
         sdkAtInit: [],
         sdkOnFirstUse: [],
+        sdkRequired: [],
         configLiteralInBundle: true,
         withinGoal: true,
       },
@@ -87,7 +100,10 @@ describe('controlPlaneTables', () => {
         withinGoal: true,
       },
     ],
-    sdkImports: [{ module: '@aws-sdk/client-s3', medianMs: 42, atInitIn: 0, onFirstUseIn: 1 }],
+    sdkImports: [
+      { module: '@aws-sdk/client-s3', loadedWith: 'import', medianMs: 42, atInitIn: 0, onFirstUseIn: 1 },
+      { module: '@aws-sdk/lib-dynamodb', loadedWith: 'require', medianMs: 30, atInitIn: 1, onFirstUseIn: 0 },
+    ],
     latency: [],
     transitions: { stateEntered: 11, states: ['Analyze'], jobState: 'SUCCEEDED', withinGoal: true },
     elapsedSeconds: 1,
@@ -105,7 +121,8 @@ describe('controlPlaneTables', () => {
   it('counts per SDK package the bundles that load it at init and on first use', () => {
     const rows = controlPlaneTables(result).split('\n');
 
-    expect(rows).toContain('| package | import | at init | on first use |');
-    expect(rows).toContain('| @aws-sdk/client-s3 | 42 ms | 0/2 | 1/2 |');
+    expect(rows).toContain('| package | loaded with | load | at init | on first use |');
+    expect(rows).toContain('| @aws-sdk/client-s3 | `import()` | 42 ms | 0/2 | 1/2 |');
+    expect(rows).toContain('| @aws-sdk/lib-dynamodb | `require` | 30 ms | 1/2 | 0/2 |');
   });
 });
