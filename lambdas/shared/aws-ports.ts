@@ -32,12 +32,6 @@ export class EventDeliveryFailed extends Error {
  */
 export const SPOT_SCORE_AVAILABLE = 7;
 
-/**
- * Fewest distinct instance types a placement-score request must name to mean anything: with one or two, AWS says
- * "the returned placement score will always be low" (GetSpotPlacementScores, InstanceType.N), whatever the capacity.
- */
-export const SPOT_SCORE_MIN_INSTANCE_TYPES = SPOT_PROBE_MIN_INSTANCE_TYPES;
-
 /** A value built once, on first use. */
 function once<T>(make: () => Promise<T>): () => Promise<T> {
   let value: Promise<T> | undefined;
@@ -179,11 +173,11 @@ export function awsFleetFacts(clients: { ecs?: ECSClient; ec2?: EC2Client } = {}
     },
     async spotCapacityAvailable(instanceTypes) {
       const types = [...new Set(instanceTypes)].sort();
-      if (types.length < SPOT_SCORE_MIN_INSTANCE_TYPES) {
+      if (types.length < SPOT_PROBE_MIN_INSTANCE_TYPES) {
         // Asking would spend a request configuration on a score AWS documents as always low: it says nothing.
         logger.info('spot placement score not requested: too few instance types to be meaningful', {
           instanceTypes: types,
-          minimum: SPOT_SCORE_MIN_INSTANCE_TYPES,
+          minimum: SPOT_PROBE_MIN_INSTANCE_TYPES,
         });
         return undefined;
       }
