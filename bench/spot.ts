@@ -3,6 +3,8 @@
  * and the exact omniscient optimum on the public AWS spot traces (issue 7). bench/run.ts writes the results.
  */
 import { DEFAULT_PLACEMENT_CONFIG } from '../lambdas/domain/placement';
+import { placementConfigFrom } from '../lambdas/domain/watch';
+import { parseConfig } from '../lib/config';
 import { OptimumWorkspace } from './spot/optimum';
 import { type GoalCheck, goalCheck, markdownReport, type OverallStats, overall, sanitySubset } from './spot/report';
 import { FULL_SWEEP, type PolicyName, runSetting, type SettingResult, type SweepOptions } from './spot/sweep';
@@ -30,6 +32,21 @@ export interface SpotBenchResult {
   elapsedSeconds: number;
 }
 
+/** The seed tier a long deadline job runs on: its placement config is what the bench drives the policy with. */
+export const BENCH_TIER = 'gpu-large';
+
+/**
+ * The placement config the deployed lifecycle builds for a job on the seed BENCH_TIER (placementConfigFrom, the
+ * function budget-watch and the lifecycle steps use), less the restart overhead, which each setting supplies.
+ */
+export function deployedPlacementConfig(): SweepOptions['trainyard'] {
+  const seed = parseConfig({}, 'the seed config');
+  const tier = seed.tiers.find((t) => t.id === BENCH_TIER);
+  if (!tier) throw new Error(`the seed config has no tier ${BENCH_TIER}`);
+  const { restartOverheadSeconds: _, ...config } = placementConfigFrom(DEFAULT_PLACEMENT_CONFIG, seed.spotPolicy, tier);
+  return config;
+}
+
 /** The quick subset: 30 offsets, three deadlines, every trace and overhead. */
 export const QUICK_SWEEP: SweepOptions = { ...FULL_SWEEP, offsets: 30, deadlineHours: [52, 72, 92] };
 
@@ -40,11 +57,7 @@ export async function runSpotBench(options: { quick: boolean; log: (line: string
   const sweep: SweepOptions = {
     ...base,
     deadlineHours: options.quick ? base.deadlineHours : [...base.deadlineHours, 70].sort((a, b) => a - b),
-    trainyard: {
-      reclaimsBeforeOnDemand: DEFAULT_PLACEMENT_CONFIG.reclaimsBeforeOnDemand,
-      capacityWaitSeconds: DEFAULT_PLACEMENT_CONFIG.capacityWaitSeconds,
-      checkIntervalSeconds: DEFAULT_PLACEMENT_CONFIG.checkIntervalSeconds,
-    },
+    trainyard: deployedPlacementConfig(),
   };
   const started = performance.now();
   const traces = loadTraces(DEFAULT_TRACES_ROOT);

@@ -62,13 +62,18 @@ const tierSchema = z
     instanceTypes: z
       .array(z.string().regex(/^[a-z][a-z0-9-]*\.[a-z0-9]+$/, 'must look like g4dn.xlarge'))
       .default([])
-      .describe('EC2 instance types for gpu tiers (cheapest first); empty for cpu tiers.'),
+      .describe(
+        'EC2 instance types for gpu tiers; empty for cpu tiers. On-demand attempts run on the first (onDemandUsdPerHour is its price); spot attempts on any of them. List 3 or more interchangeable types so the spot placement-score probe can see spot capacity and a deadline job can return from on-demand to spot.',
+      ),
     gpus: z.number().int().min(0).max(8).default(0).describe('GPUs per node.'),
     gpuMemoryGiB: z.number().min(0).default(0).describe('Memory per GPU, GiB (used to decide whether a model fits).'),
     vcpus: z.number().positive().max(192).describe('vCPUs per node given to the job.'),
     memoryMiB: z.number().int().min(128).describe('Memory per node given to the job, MiB.'),
     maxRuntime: durationSchema.describe('Longest a job may run on this tier (1s..14d), e.g. 30s, 10m, 2h or 1d.'),
-    onDemandUsdPerHour: z.number().positive().describe('On-demand price per node-hour, USD.'),
+    onDemandUsdPerHour: z
+      .number()
+      .positive()
+      .describe('On-demand price per node-hour of the first instance type (gpu) or the Fargate size (cpu), USD.'),
     spotUsdPerHour: z
       .number()
       .positive()
@@ -86,7 +91,9 @@ const tierSchema = z
     peakTflops: z
       .number()
       .positive()
-      .describe('Peak dense 16-bit TFLOPS per node (CPU tiers: fp32), for runtime estimates.'),
+      .describe(
+        'Peak dense 16-bit TFLOPS per node of the slowest listed instance type (CPU tiers: fp32), for runtime estimates.',
+      ),
     shmSizeMiB: z
       .number()
       .int()
@@ -172,7 +179,7 @@ export const DEFAULT_TIERS = [
   {
     id: 'gpu-small',
     kind: 'gpu',
-    instanceTypes: ['g4dn.xlarge'],
+    instanceTypes: ['g4dn.xlarge', 'g6.xlarge', 'g5.xlarge'],
     gpus: 1,
     gpuMemoryGiB: 16,
     vcpus: 4,
@@ -185,7 +192,7 @@ export const DEFAULT_TIERS = [
   {
     id: 'gpu-medium',
     kind: 'gpu',
-    instanceTypes: ['g4dn.2xlarge'],
+    instanceTypes: ['g4dn.2xlarge', 'g6.2xlarge', 'g5.2xlarge'],
     gpus: 1,
     gpuMemoryGiB: 16,
     vcpus: 8,
@@ -198,7 +205,7 @@ export const DEFAULT_TIERS = [
   {
     id: 'gpu-large',
     kind: 'gpu',
-    instanceTypes: ['g5.2xlarge'],
+    instanceTypes: ['g5.2xlarge', 'g6.2xlarge', 'g5.4xlarge'],
     gpus: 1,
     gpuMemoryGiB: 24,
     vcpus: 8,
@@ -206,7 +213,7 @@ export const DEFAULT_TIERS = [
     maxRuntime: '24h',
     onDemandUsdPerHour: 1.212,
     spotUsdPerHour: 0.5,
-    peakTflops: 125,
+    peakTflops: 121,
   },
   {
     id: 'gpu-multinode',

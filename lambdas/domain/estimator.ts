@@ -45,7 +45,10 @@ export interface CostEstimate {
     expectedInterruptions: number;
     /** No interruption at all. */
     lowUsd: number;
-    /** The 95th-percentile interruption count, each losing a full checkpoint interval plus the restart. */
+    /**
+     * The 95th-percentile interruption count, each losing a full checkpoint interval plus the restart, priced at the
+     * dearest spot pool the tier may land in (spotHighUsdPerHour).
+     */
     highUsd: number;
     /** Interruption rate per node-hour at which spot's expected cost equals on-demand. */
     breakEvenInterruptionsPerHour: number;
@@ -129,7 +132,7 @@ export function estimateCost(
     expectedHours: expectedSeconds / 3600,
     expectedInterruptions,
     lowUsd: (runtimeSeconds / 3600) * spotPrice * nodes,
-    highUsd: (highSeconds / 3600) * spotPrice * nodes,
+    highUsd: (highSeconds / 3600) * (price.spotHighUsdPerHour ?? spotPrice) * nodes,
     breakEvenInterruptionsPerHour: breakEven,
   };
   const reservationUsd = ceilCents(Math.max(onDemandCost, spot.highUsd));
@@ -261,6 +264,15 @@ function validate(
       price.spotUsdPerHour,
       Number.isFinite(price.spotUsdPerHour) && price.spotUsdPerHour > 0,
       'a finite number > 0',
+    );
+  }
+  if (price.spotHighUsdPerHour !== undefined) {
+    const low = price.spotUsdPerHour ?? 0;
+    check(
+      'spotHighUsdPerHour',
+      price.spotHighUsdPerHour,
+      Number.isFinite(price.spotHighUsdPerHour) && price.spotHighUsdPerHour >= low,
+      `a finite number >= spotUsdPerHour (${low})`,
     );
   }
   check('nodes', nodes, Number.isInteger(nodes) && nodes >= 1, 'an integer >= 1');

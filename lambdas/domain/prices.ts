@@ -1,7 +1,8 @@
 /**
  * Tier prices: on-demand from config, spot from EC2 spot price history quotes (the lowest latest price across AZs
- * for the tier's instance types), with the config value as a reported fallback. Pure: the quotes come from the
- * adapter in lambdas/shared/spot-prices.ts.
+ * for the tier's instance types, and the dearest, since the spot environment may place an attempt in any of those
+ * pools), with the config value as a reported fallback. Pure: the quotes come from the adapter in
+ * lambdas/shared/spot-prices.ts.
  */
 import type { TierConfig } from '../../lib/config';
 
@@ -19,6 +20,11 @@ export interface TierPrice {
   tier: string;
   onDemandUsdPerHour: number;
   spotUsdPerHour?: number;
+  /**
+   * The dearest latest spot price among the tier's pools (instance type × AZ), which bounds what an attempt can be
+   * charged; the cost estimate's high figure and the budget reservation use it. Absent: spotUsdPerHour is the bound.
+   */
+  spotHighUsdPerHour?: number;
   spotSource: 'ec2-spot-price-history' | 'config-fallback' | 'not-allowed';
   note?: string;
   /** The instance type and AZ of the quoted spot price (ec2-spot-price-history only). */
@@ -51,11 +57,14 @@ export function priceTier(tier: TierConfig, quotes: readonly SpotQuote[] | undef
   }
   if (quotes === undefined) return fallback('EC2 spot price history is unavailable');
 
-  const best = lowestLatest(quotes, tier.instanceTypes);
+  const latest = latestPerAz(quotes.filter((q) => tier.instanceTypes.includes(q.instanceType)));
+  const best = cheapest(latest);
   if (!best) return fallback(`EC2 spot price history has no quotes for ${tier.instanceTypes.join(', ')}`);
+  const dearest = Math.max(...latest.map((q) => q.usdPerHour));
   return {
     ...base,
     spotUsdPerHour: best.usdPerHour,
+    ...(dearest > best.usdPerHour && { spotHighUsdPerHour: dearest }),
     spotSource: 'ec2-spot-price-history',
     spotInstanceType: best.instanceType,
     spotAz: best.az,
@@ -67,7 +76,10 @@ export function priceTier(tier: TierConfig, quotes: readonly SpotQuote[] | undef
  * superseded even when cheaper: a price history lists every change, and only the newest is in effect.
  */
 export function lowestLatest(quotes: readonly SpotQuote[], instanceTypes: readonly string[]): SpotQuote | undefined {
-  const latest = latestPerAz(quotes.filter((q) => instanceTypes.includes(q.instanceType)));
+  return cheapest(latestPerAz(quotes.filter((q) => instanceTypes.includes(q.instanceType))));
+}
+
+function cheapest(latest: readonly SpotQuote[]): SpotQuote | undefined {
   let best: SpotQuote | undefined;
   for (const q of latest) {
     if (!best || q.usdPerHour < best.usdPerHour) best = q;

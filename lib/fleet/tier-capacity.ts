@@ -1,9 +1,10 @@
-import type { Duration } from 'aws-cdk-lib';
+import { Annotations, type Duration } from 'aws-cdk-lib';
 import * as batch from 'aws-cdk-lib/aws-batch';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import type * as iam from 'aws-cdk-lib/aws-iam';
 import { Construct } from 'constructs';
 import { queueName } from '../../lambdas/domain/batch-names';
+import { SPOT_PROBE_MIN_INSTANCE_TYPES } from '../../lambdas/domain/placement';
 import type { TierConfig } from '../config';
 import { GPU_INSTANCES } from '../instance-catalog';
 import { GpuLaunchTemplate } from './gpu-launch-template';
@@ -27,9 +28,11 @@ export interface TierCapacityProps {
 }
 
 /**
- * A GPU tier's capacity: its launch template, a spot compute environment (price-capacity-optimised, exactly the
- * tier's instance types) and an on-demand one, with one queue for each. The spot queue cancels a job stuck waiting
- * for capacity after `capacityWait`, so the lifecycle can move it on-demand. Multi-node tiers get on-demand only.
+ * A GPU tier's capacity: its launch template, a spot compute environment (price-capacity-optimised over exactly the
+ * tier's instance types) and an on-demand one (the tier's first type, the one its on-demand price is for), with one
+ * queue for each. The spot queue cancels a job stuck waiting for capacity after `capacityWait`, so the lifecycle can
+ * move it on-demand. Multi-node tiers get on-demand only. A spot tier with fewer than three distinct types gets a
+ * synth warning: the placement-score probe cannot see spot for it (ADR 0001).
  */
 export class GpuTierCapacity extends Construct {
   /** Queue feeding spot capacity; undefined when the tier doesn't allow spot. */
@@ -41,13 +44,20 @@ export class GpuTierCapacity extends Construct {
     super(scope, id);
     const { tier } = props;
     const launchTemplate = new GpuLaunchTemplate(this, 'LaunchTemplate').launchTemplate;
-    // Batch counts the instance's vCPUs, not the job's, against maxvCpus.
-    const instanceVcpus = Math.max(tier.vcpus, ...tier.instanceTypes.map((t) => GPU_INSTANCES[t]?.vcpus ?? 0));
-    const maxvCpus = Math.ceil(instanceVcpus * tier.nodes * tier.maxInstances);
+    // On-demand runs only the first type, whose price the tier states; spot may place an attempt on any listed type
+    // (each attempt is charged the spot price of the type and AZ it landed on).
+    const onDemandTypes = tier.instanceTypes.slice(0, 1);
     const warmVcpus = props.warmVcpus ?? 0;
-    if (warmVcpus > maxvCpus) {
+    const onDemandMaxvCpus = maxvCpusFor(tier, onDemandTypes);
+    if (warmVcpus > onDemandMaxvCpus) {
       throw new Error(
-        `warmCapacity.${tier.id} is ${warmVcpus} vCPUs but the tier's on-demand environment holds at most ${maxvCpus} (maxInstances ${tier.maxInstances} × ${instanceVcpus} vCPUs); lower it or raise maxInstances`,
+        `warmCapacity.${tier.id} is ${warmVcpus} vCPUs but the tier's on-demand environment holds at most ${onDemandMaxvCpus} (maxInstances ${tier.maxInstances} of ${onDemandTypes.join(', ')}); lower it or raise maxInstances`,
+      );
+    }
+    if (tier.spotAllowed && new Set(tier.instanceTypes).size < SPOT_PROBE_MIN_INSTANCE_TYPES) {
+      Annotations.of(this).addWarningV2(
+        'trainyard:spot-probe-blind',
+        `Tier ${tier.id} lists ${new Set(tier.instanceTypes).size} distinct instance type(s); EC2 spot placement scores need ${SPOT_PROBE_MIN_INSTANCE_TYPES} to answer, so a deadline job that falls back to on-demand on this tier cannot see spot return and stays on on-demand (docs/adr/0001-spot-placement-policy.md). List ${SPOT_PROBE_MIN_INSTANCE_TYPES} or more interchangeable types.`,
       );
     }
     const common = {
@@ -57,14 +67,14 @@ export class GpuTierCapacity extends Construct {
       instanceRole: props.instanceRole,
       launchTemplate,
       images: [{ imageType: batch.EcsMachineImageType.ECS_AL2023_NVIDIA }],
-      instanceTypes: tier.instanceTypes.map((t) => new ec2.InstanceType(t)),
       useOptimalInstanceClasses: false,
       updateToLatestImageVersion: true,
-      maxvCpus,
     };
     if (tier.spotAllowed) {
       const spot = new batch.ManagedEc2EcsComputeEnvironment(this, 'Spot', {
         ...common,
+        instanceTypes: tier.instanceTypes.map((t) => new ec2.InstanceType(t)),
+        maxvCpus: maxvCpusFor(tier, tier.instanceTypes),
         spot: true,
         allocationStrategy: batch.AllocationStrategy.SPOT_PRICE_CAPACITY_OPTIMIZED,
         minvCpus: 0,
@@ -79,6 +89,8 @@ export class GpuTierCapacity extends Construct {
     }
     const onDemand = new batch.ManagedEc2EcsComputeEnvironment(this, 'OnDemand', {
       ...common,
+      instanceTypes: onDemandTypes.map((t) => new ec2.InstanceType(t)),
+      maxvCpus: onDemandMaxvCpus,
       spot: false,
       allocationStrategy: batch.AllocationStrategy.BEST_FIT_PROGRESSIVE,
       minvCpus: warmVcpus,
@@ -90,6 +102,12 @@ export class GpuTierCapacity extends Construct {
       computeEnvironments: [{ computeEnvironment: onDemand, order: 1 }],
     });
   }
+}
+
+/** maxvCpus for `maxInstances` nodes of the largest of `types`: Batch counts the instance's vCPUs, not the job's. */
+function maxvCpusFor(tier: TierConfig, types: readonly string[]): number {
+  const instanceVcpus = Math.max(tier.vcpus, ...types.map((t) => GPU_INSTANCES[t]?.vcpus ?? 0));
+  return Math.ceil(instanceVcpus * tier.nodes * tier.maxInstances);
 }
 
 /** Fargate capacity shared by the CPU tiers, with a spot and an on-demand queue per CPU tier. */

@@ -106,6 +106,16 @@ describe('estimateCost', () => {
     expect(e.reservationUsd).toBe(0.88);
   });
 
+  it('prices the high figure and the reservation at the dearest spot pool, the rest at the cheapest', () => {
+    // Same hour as HOUR, but the tier's pools range from $0.19 to $0.48: expected and low stay at $0.19; the
+    // 95th-percentile run (1.25 h, worked out above) at $0.48 is $0.60, above the $0.526 on-demand cost.
+    const e = estimateCost(3600, { ...gpuSmall, spotHighUsdPerHour: 0.48 });
+    expect(e.spot?.expectedCostUsd).toBeCloseTo(HOUR.expectedCost, 12);
+    expect(e.spot?.lowUsd).toBeCloseTo(0.19, 12);
+    expect(e.spot?.highUsd).toBeCloseTo(1.25 * 0.48, 12);
+    expect(e.reservationUsd).toBe(0.6);
+  });
+
   it('recommends on-demand when a spot run could never finish', () => {
     // 6 interruptions/h × 600 s lost each = the whole hour.
     const e = estimateCost(3600, gpuSmall, { assumptions: { interruptionsPerHour: 6 } });
@@ -161,6 +171,10 @@ describe('estimateCost', () => {
     {
       run: () => estimateCost(60, { ...gpuSmall, spotUsdPerHour: -1 }),
       message: 'spotUsdPerHour must be a finite number > 0, got -1',
+    },
+    {
+      run: () => estimateCost(60, { ...gpuSmall, spotHighUsdPerHour: 0.1 }),
+      message: 'spotHighUsdPerHour must be a finite number >= spotUsdPerHour (0.19), got 0.1',
     },
   ])('rejects bad input: $message', ({ run, message }) => {
     expect(run).toThrow(new InvalidEstimateInput(message));

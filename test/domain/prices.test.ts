@@ -24,15 +24,53 @@ describe('priceTier', () => {
         quote('g4dn.xlarge', 'us-east-1a', 0.15, '2026-07-01T10:00:00Z'), // superseded by the 11:00 price
         quote('g4dn.xlarge', 'us-east-1a', 0.21, '2026-07-01T11:00:00Z'),
         quote('g4dn.xlarge', 'us-east-1b', 0.18, '2026-07-01T09:00:00Z'),
-        quote('g5.xlarge', 'us-east-1c', 0.1, '2026-07-01T11:00:00Z'), // not this tier's type
+        quote('g4dn.2xlarge', 'us-east-1c', 0.1, '2026-07-01T11:00:00Z'), // not this tier's type
       ],
       expected: {
         tier: 'gpu-small',
         onDemandUsdPerHour: 0.526,
         spotUsdPerHour: 0.18,
+        spotHighUsdPerHour: 0.21, // the spot environment may place an attempt in us-east-1a too
         spotSource: 'ec2-spot-price-history',
         spotInstanceType: 'g4dn.xlarge',
         spotAz: 'us-east-1b',
+        nodes: 1,
+      },
+    },
+    {
+      name: 'quotes the cheapest pool across all the tier’s types, and the dearest as the bound',
+      tier: tier('gpu-small'),
+      quotes: [
+        quote('g4dn.xlarge', 'us-east-1a', 0.2, '2026-07-01T11:00:00Z'),
+        quote('g6.xlarge', 'us-east-1b', 0.17, '2026-07-01T11:00:00Z'),
+        quote('g5.xlarge', 'us-east-1a', 0.41, '2026-07-01T10:00:00Z'),
+        quote('g5.xlarge', 'us-east-1a', 0.38, '2026-07-01T11:00:00Z'), // supersedes 0.41
+      ],
+      expected: {
+        tier: 'gpu-small',
+        onDemandUsdPerHour: 0.526,
+        spotUsdPerHour: 0.17,
+        spotHighUsdPerHour: 0.38,
+        spotSource: 'ec2-spot-price-history',
+        spotInstanceType: 'g6.xlarge',
+        spotAz: 'us-east-1b',
+        nodes: 1,
+      },
+    },
+    {
+      name: 'has no separate bound when every pool costs the same',
+      tier: tier('gpu-small'),
+      quotes: [
+        quote('g4dn.xlarge', 'us-east-1a', 0.2, '2026-07-01T11:00:00Z'),
+        quote('g4dn.xlarge', 'us-east-1b', 0.2, '2026-07-01T11:00:00Z'),
+      ],
+      expected: {
+        tier: 'gpu-small',
+        onDemandUsdPerHour: 0.526,
+        spotUsdPerHour: 0.2,
+        spotSource: 'ec2-spot-price-history',
+        spotInstanceType: 'g4dn.xlarge',
+        spotAz: 'us-east-1a',
         nodes: 1,
       },
     },
@@ -58,7 +96,7 @@ describe('priceTier', () => {
         onDemandUsdPerHour: 0.752,
         spotUsdPerHour: 0.27,
         spotSource: 'config-fallback',
-        note: 'EC2 spot price history has no quotes for g4dn.2xlarge; using the configured spot price $0.27/h',
+        note: 'EC2 spot price history has no quotes for g4dn.2xlarge, g6.2xlarge, g5.2xlarge; using the configured spot price $0.27/h',
         nodes: 1,
       },
     },

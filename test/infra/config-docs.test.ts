@@ -171,7 +171,9 @@ describe('configReferenceMarkdown', () => {
   it('lists every seed tier with its prices', () => {
     const markdown = configReferenceMarkdown();
     const row = (tier: string) => tableRow(markdown, `\`${tier}\``)?.join(' | ');
-    expect(row('gpu-small')).toBe('`gpu-small` | gpu | g4dn.xlarge | 1 × 16 | 4 | 15000 | 1 | 2h | 0.526 | 0.19');
+    expect(row('gpu-small')).toBe(
+      '`gpu-small` | gpu | g4dn.xlarge, g6.xlarge, g5.xlarge | 1 × 16 | 4 | 15000 | 1 | 2h | 0.526 | 0.19',
+    );
     expect(row('gpu-multinode')).toBe(
       '`gpu-multinode` | gpu | g5.12xlarge | 4 × 24 | 46 | 180000 | 2 | 24h | 5.672 | no spot',
     );

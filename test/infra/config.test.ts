@@ -39,9 +39,13 @@ describe('configuration defaults', () => {
     expect(config.spotPolicy).toEqual({ reclaimsBeforeOnDemand: 2, capacityWaitMinutes: 20 });
   });
 
-  it('seeds gpu-small as a 16 GB g4dn.xlarge with 2 hours of runtime', () => {
+  it('seeds gpu-small as 16 GB g4dn.xlarge on-demand, with two more 1-GPU types for spot, and 2 hours of runtime', () => {
     const small = parseConfig({}).tiers.find((t) => t.id === 'gpu-small');
-    expect(small).toMatchObject({ instanceTypes: ['g4dn.xlarge'], gpuMemoryGiB: 16, maxRuntime: '2h' });
+    expect(small).toMatchObject({
+      instanceTypes: ['g4dn.xlarge', 'g6.xlarge', 'g5.xlarge'],
+      gpuMemoryGiB: 16,
+      maxRuntime: '2h',
+    });
   });
 
   it('parses durations into seconds', () => {

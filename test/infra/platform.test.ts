@@ -1,6 +1,7 @@
-import { Match } from 'aws-cdk-lib/assertions';
+import { Annotations, Match } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { CAPACITY_WAIT_REASON } from '../../lambdas/domain/batch-reasons';
+import { SPOT_PROBE_MIN_INSTANCE_TYPES } from '../../lambdas/domain/placement';
 import { maxRuntimeSeconds, type TierConfig } from '../../lib/config';
 import { ECS_AL2023_GPU_AMI_PARAMETER } from '../../lib/fleet/gpu-launch-template';
 import { resourcesOf, type Synthesized, synthesize, TWO_TEAM_CONFIG } from './synth';
@@ -44,11 +45,59 @@ describe('GPU compute environments', () => {
     }
   });
 
-  it('uses exactly the tier’s instance types (no "optimal" classes appended)', () => {
-    for (const tier of gpuTiers()) {
-      const [, props] = ceLogicalId(tier, 'OnDemand');
-      expect(computeResources(props).InstanceTypes).toEqual(tier.instanceTypes);
+  it('runs spot on exactly the tier’s instance types and on-demand on its first (no "optimal" classes appended)', () => {
+    for (const tier of singleNodeGpuTiers()) {
+      expect(computeResources(ceLogicalId(tier, 'Spot')[1]).InstanceTypes).toEqual(tier.instanceTypes);
     }
+    for (const tier of gpuTiers()) {
+      expect(computeResources(ceLogicalId(tier, 'OnDemand')[1]).InstanceTypes).toEqual(tier.instanceTypes.slice(0, 1));
+    }
+  });
+
+  it('sizes each environment for maxInstances of its largest type (Batch counts instance vCPUs)', () => {
+    const large = s.config.tiers.find((t) => t.id === 'gpu-large') as TierConfig;
+    // g5.2xlarge, g6.2xlarge (8 vCPU) and g5.4xlarge (16 vCPU), 8 instances: spot 128, on-demand (g5.2xlarge) 64.
+    expect(large.instanceTypes).toEqual(['g5.2xlarge', 'g6.2xlarge', 'g5.4xlarge']);
+    expect(computeResources(ceLogicalId(large, 'Spot')[1]).MaxvCpus).toBe(16 * 8);
+    expect(computeResources(ceLogicalId(large, 'OnDemand')[1]).MaxvCpus).toBe(8 * 8);
+  });
+
+  it('gives every seed spot tier enough instance types for the spot placement-score probe, so synth warns of none', () => {
+    const probeWarnings = Annotations.fromStack(s.platform).findWarning(
+      '*',
+      Match.stringLikeRegexp('placement scores'),
+    );
+    expect(probeWarnings).toEqual([]);
+    for (const tier of singleNodeGpuTiers()) {
+      expect(new Set(tier.instanceTypes).size).toBeGreaterThanOrEqual(SPOT_PROBE_MIN_INSTANCE_TYPES);
+    }
+  });
+
+  it('warns at synth when a spot tier lists too few instance types for the probe', () => {
+    const blind = synthesize({
+      ...TWO_TEAM_CONFIG,
+      warmCapacity: {},
+      tiers: [
+        {
+          id: 'one-type',
+          kind: 'gpu',
+          instanceTypes: ['g5.xlarge', 'g5.xlarge'],
+          gpus: 1,
+          gpuMemoryGiB: 24,
+          vcpus: 4,
+          memoryMiB: 15000,
+          maxRuntime: '2h',
+          onDemandUsdPerHour: 1.006,
+          peakTflops: 125,
+        },
+      ],
+    });
+    const warnings = Annotations.fromStack(blind.platform).findWarning('*', Match.stringLikeRegexp('placement scores'));
+    expect(warnings.map((w) => w.entry.data)).toEqual([
+      expect.stringContaining(
+        'Tier one-type lists 1 distinct instance type(s); EC2 spot placement scores need 3 to answer',
+      ),
+    ]);
   });
 
   it('boots the ECS AL2023 NVIDIA image type', () => {

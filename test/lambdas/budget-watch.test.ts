@@ -57,6 +57,8 @@ function id(base: string): string {
 // (true / false / undefined = could not tell) and records the instance types of each call.
 let spotAnswer: boolean | undefined;
 const probed: string[][] = [];
+/** gpu-small's instance types as the probe asks for them: distinct and sorted. */
+const GPU_SMALL_TYPES = ['g4dn.xlarge', 'g5.xlarge', 'g6.xlarge'];
 
 beforeEach(() => {
   spotAnswer = undefined;
@@ -415,7 +417,7 @@ describe('budget watch: back to spot', () => {
     const result = await watch()(fixture('scheduled-event'));
 
     expect(result.moved).toEqual([{ jobId, to: 'spot' }]);
-    expect(probed).toEqual([['g4dn.xlarge']]);
+    expect(probed).toEqual([GPU_SMALL_TYPES]);
     expect(bench.recorded.terminated).toEqual([{ batchJobId: `batch-${jobId}`, reason: TERMINATE_REASONS.moveToSpot }]);
     expect(await bench.jobs.listDecisions(jobId)).toEqual([
       expect.objectContaining({
@@ -476,7 +478,7 @@ describe('budget watch: back to spot', () => {
 
     const result = await watch()(fixture('scheduled-event'));
 
-    expect(probed).toEqual([['g4dn.xlarge']]);
+    expect(probed).toEqual([GPU_SMALL_TYPES]);
     expect(result.moved).toEqual([]);
     expect(bench.recorded.terminated).toEqual([]);
     expect((await bench.jobs.requireJob(jobId)).spotSeenSince).toBeUndefined();
@@ -522,7 +524,7 @@ describe('budget watch: back to spot', () => {
 
     await watch()(fixture('scheduled-event'));
 
-    expect(probed).toEqual([['g4dn.xlarge'], ['g4dn.2xlarge']]);
+    expect(probed).toEqual([GPU_SMALL_TYPES, ['g4dn.2xlarge', 'g5.2xlarge', 'g6.2xlarge']]);
     const seen = async (base: string) => (await bench.jobs.requireJob(id(base))).spotSeenSince;
     expect(await seen('small-1')).toBe(TICK_MS);
     expect(await seen('small-2')).toBe(TICK_MS);
