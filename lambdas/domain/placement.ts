@@ -34,6 +34,11 @@ export interface PlacementPolicyConfig {
 /** Distinct instance types a tier needs for a placement-score probe to answer (AWS scores fewer as always low). */
 export const SPOT_PROBE_MIN_INSTANCE_TYPES = 3;
 
+/** Whether a placement-score probe can answer for a tier with these instance types (see SPOT_PROBE_MIN_INSTANCE_TYPES). */
+export function spotProbeCanAnswer(instanceTypes: readonly string[]): boolean {
+  return new Set(instanceTypes).size >= SPOT_PROBE_MIN_INSTANCE_TYPES;
+}
+
 /**
  * The deadline rules' constants (ADR 0001). Prior beliefs about spot are blended with what the job has observed, each
  * weighted like `priorWeightHours` of observation, so a new job acts on the prior and a long one on its own history.

@@ -71,14 +71,7 @@ export function priceTier(tier: TierConfig, quotes: readonly SpotQuote[] | undef
   };
 }
 
-/**
- * The lowest of the latest prices per (instance type, AZ) among the given types. Older quotes for the same pair are
- * superseded even when cheaper: a price history lists every change, and only the newest is in effect.
- */
-export function lowestLatest(quotes: readonly SpotQuote[], instanceTypes: readonly string[]): SpotQuote | undefined {
-  return cheapest(latestPerAz(quotes.filter((q) => instanceTypes.includes(q.instanceType))));
-}
-
+/** The quote with the lowest price among the latest quotes per (instance type, AZ). */
 function cheapest(latest: readonly SpotQuote[]): SpotQuote | undefined {
   let best: SpotQuote | undefined;
   for (const q of latest) {

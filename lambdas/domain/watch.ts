@@ -14,8 +14,8 @@ import {
   type Capacity,
   type PlacementPolicyConfig,
   type PlacementState,
-  SPOT_PROBE_MIN_INSTANCE_TYPES,
   spotHistoryOf,
+  spotProbeCanAnswer,
 } from './placement';
 
 /** Batch tags Trainyard puts on every attempt it submits (propagated into the job detail's `tags`). */
@@ -194,7 +194,7 @@ export function placementConfigFrom(
     // The policy needs at least one reclaim before falling back; config 0 means "never wait on spot again".
     reclaimsBeforeOnDemand: Math.max(1, spotPolicy.reclaimsBeforeOnDemand),
     capacityWaitSeconds: spotPolicy.capacityWaitMinutes * 60,
-    spotVisibleOnDemand: new Set(tier.instanceTypes).size >= SPOT_PROBE_MIN_INSTANCE_TYPES,
+    spotVisibleOnDemand: spotProbeCanAnswer(tier.instanceTypes),
   };
 }
 

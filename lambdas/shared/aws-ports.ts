@@ -13,7 +13,7 @@ import type { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import type { SFNClient } from '@aws-sdk/client-sfn';
 import type { EventEntry } from '../domain/events';
 import { spotPriceAt } from '../domain/metering';
-import { SPOT_PROBE_MIN_INSTANCE_TYPES } from '../domain/placement';
+import { SPOT_PROBE_MIN_INSTANCE_TYPES, spotProbeCanAnswer } from '../domain/placement';
 import { logger } from './logger';
 import type { BatchControl, EventPublisher, FleetFacts, InstanceFacts, LifecycleControl, LogReader } from './ports';
 
@@ -173,7 +173,7 @@ export function awsFleetFacts(clients: { ecs?: ECSClient; ec2?: EC2Client } = {}
     },
     async spotCapacityAvailable(instanceTypes) {
       const types = [...new Set(instanceTypes)].sort();
-      if (types.length < SPOT_PROBE_MIN_INSTANCE_TYPES) {
+      if (!spotProbeCanAnswer(types)) {
         // Asking would spend a request configuration on a score AWS documents as always low: it says nothing.
         logger.info('spot placement score not requested: too few instance types to be meaningful', {
           instanceTypes: types,

@@ -4,7 +4,7 @@ import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import type * as iam from 'aws-cdk-lib/aws-iam';
 import { Construct } from 'constructs';
 import { queueName } from '../../lambdas/domain/batch-names';
-import { SPOT_PROBE_MIN_INSTANCE_TYPES } from '../../lambdas/domain/placement';
+import { SPOT_PROBE_MIN_INSTANCE_TYPES, spotProbeCanAnswer } from '../../lambdas/domain/placement';
 import type { TierConfig } from '../config';
 import { GPU_INSTANCES } from '../instance-catalog';
 import { GpuLaunchTemplate } from './gpu-launch-template';
@@ -54,7 +54,7 @@ export class GpuTierCapacity extends Construct {
         `warmCapacity.${tier.id} is ${warmVcpus} vCPUs but the tier's on-demand environment holds at most ${onDemandMaxvCpus} (maxInstances ${tier.maxInstances} of ${onDemandTypes.join(', ')}); lower it or raise maxInstances`,
       );
     }
-    if (tier.spotAllowed && new Set(tier.instanceTypes).size < SPOT_PROBE_MIN_INSTANCE_TYPES) {
+    if (tier.spotAllowed && !spotProbeCanAnswer(tier.instanceTypes)) {
       Annotations.of(this).addWarningV2(
         'trainyard:spot-probe-blind',
         `Tier ${tier.id} lists ${new Set(tier.instanceTypes).size} distinct instance type(s); EC2 spot placement scores need ${SPOT_PROBE_MIN_INSTANCE_TYPES} to answer, so a deadline job that falls back to on-demand on this tier cannot see spot return and stays on on-demand (docs/adr/0001-spot-placement-policy.md). List ${SPOT_PROBE_MIN_INSTANCE_TYPES} or more interchangeable types.`,
