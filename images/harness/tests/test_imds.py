@@ -82,3 +82,40 @@ def test_client_raises_not_on_ec2_when_nothing_listens():
         assert 'unreachable' in str(error)
     else:
         raise AssertionError('expected NotOnEc2')
+
+
+class ScriptedClient:
+    """An ImdsClient stand-in answering each poll from a script: None (404), an InstanceAction, or an error to raise."""
+
+    def __init__(self, answers):
+        self.answers = list(answers)
+        self.polls = 0
+
+    def instance_action(self):
+        self.polls += 1
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def test_imds_unreachable_after_it_has_answered_is_transient_and_the_notice_still_arrives():
+    notice = InstanceAction('terminate', '2026-11-21T06:30:00Z')
+    client = ScriptedClient([None, NotOnEc2('timed out'), NotOnEc2('timed out'), None, notice])
+    notices: list[InstanceAction] = []
+    done = threading.Event()
+    log_stream = io.StringIO()
+
+    def on_notice(served):
+        notices.append(served)
+        done.set()
+
+    poller = InterruptionPoller(client, 0.01, on_notice, Logger(log_stream))
+    poller.start()
+    assert done.wait(30), 'poller stopped before the notice'
+    poller.stop()
+    assert notices == [notice]
+    assert client.polls == 5
+    assert not poller.not_on_ec2
+    records = [json.loads(line) for line in log_stream.getvalue().splitlines()]
+    assert [(r['event'], r.get('polling')) for r in records] == [('imds_poll_error', 'continues'), ('spot_notice', None)]

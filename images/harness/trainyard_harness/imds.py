@@ -81,7 +81,12 @@ class ImdsClient:
 
 
 class InterruptionPoller:
-    """Polls spot/instance-action every `interval` seconds on a thread and calls `on_notice` once."""
+    """Polls spot/instance-action every `interval` seconds on a thread and calls `on_notice` once.
+
+    An IMDS that never answered means the job is not on EC2 (local runs, Fargate): polling stops. Once IMDS has
+    answered, an unreachable or slow IMDS is transient (IMDS throttles, a busy instance can miss the 2 s timeout) and
+    polling goes on: stopping then would miss the notice, and with it the checkpoint inside the two-minute warning.
+    """
 
     def __init__(
         self, client: ImdsClient, interval: float, on_notice: Callable[[InstanceAction], None], log: Logger
@@ -111,13 +116,20 @@ class InterruptionPoller:
 
     def _run(self) -> None:
         errors_logged = False
+        answered = False
         while not self.stopped.is_set():
             try:
                 notice = self.poll_once()
+                answered = True
             except NotOnEc2 as error:
-                self.not_on_ec2 = True
-                self.log.info('imds_unavailable', detail=str(error), polling='stopped')
-                return
+                if not answered:
+                    self.not_on_ec2 = True
+                    self.log.info('imds_unavailable', detail=str(error), polling='stopped')
+                    return
+                if not errors_logged:
+                    self.log.warn('imds_poll_error', error=str(error), polling='continues')
+                    errors_logged = True
+                notice = None
             except Exception as error:  # an odd IMDS answer must not kill the poller; keep trying
                 if not errors_logged:
                     self.log.warn('imds_poll_error', error=str(error))
