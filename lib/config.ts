@@ -433,6 +433,14 @@ function checkTier(tier: TierConfig, at: (key: string) => (string | number)[], c
   if (tier.gpus < 1) issue('gpus', `gpu tier "${tier.id}" must have at least 1 GPU, got ${tier.gpus}`);
   if (tier.gpuMemoryGiB <= 0) issue('gpuMemoryGiB', `gpu tier "${tier.id}" must state its GPU memory, got 0`);
   tier.instanceTypes.forEach((type, j) => {
+    if (tier.instanceTypes.indexOf(type) !== j) {
+      ctx.addIssue({
+        code: 'custom',
+        path: [...at('instanceTypes'), j],
+        message: `${type} is listed twice in tier "${tier.id}"; list each instance type once`,
+      });
+      return;
+    }
     const family = instanceFamily(type);
     if (!(GPU_INSTANCE_FAMILIES as readonly string[]).includes(family)) {
       ctx.addIssue({

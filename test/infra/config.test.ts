@@ -4,20 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, DEFAULT_TIERS, loadConfig, parseConfig, parseDuration, teamForPrincipal } from '../../lib/config';
+import { gpuTier as gpu } from './synth';
 
-const gpu = (overrides: Record<string, unknown> = {}) => ({
-  id: 'gpu-x',
-  kind: 'gpu',
-  instanceTypes: ['g5.xlarge'],
-  gpus: 1,
-  gpuMemoryGiB: 24,
-  vcpus: 4,
-  memoryMiB: 15000,
-  maxRuntime: '2h',
-  onDemandUsdPerHour: 1.006,
-  peakTflops: 125,
-  ...overrides,
-});
 const team = (overrides: Record<string, unknown> = {}) => ({ id: 'nlp', monthlyBudgetUsd: 100, ...overrides });
 
 function messageFor(input: unknown): string {
@@ -103,6 +91,11 @@ describe('bad configuration is refused with the key, the value and what is allow
       'p3, which the AL2023 NVIDIA AMI does not support',
       { tiers: [gpu({ instanceTypes: ['p3.2xlarge'], gpuMemoryGiB: 16 })] },
       'tiers[0].instanceTypes[0]: unknown GPU instance family "p3" (p3.2xlarge); allowed: g4dn, g5, g6, g6e, gr6, p4d, p4de, p5, p5e (got "p3.2xlarge")',
+    ],
+    [
+      'an instance type listed twice',
+      { tiers: [gpu({ instanceTypes: ['g5.xlarge', 'g6.xlarge', 'g5.xlarge'] })] },
+      'tiers[0].instanceTypes[2]: g5.xlarge is listed twice in tier "gpu-x"; list each instance type once (got "g5.xlarge")',
     ],
     [
       'zero max runtime',

@@ -4,7 +4,7 @@ import { CAPACITY_WAIT_REASON } from '../../lambdas/domain/batch-reasons';
 import { SPOT_PROBE_MIN_INSTANCE_TYPES } from '../../lambdas/domain/placement';
 import { maxRuntimeSeconds, type TierConfig } from '../../lib/config';
 import { ECS_AL2023_GPU_AMI_PARAMETER } from '../../lib/fleet/gpu-launch-template';
-import { resourcesOf, type Synthesized, synthesize, TWO_TEAM_CONFIG } from './synth';
+import { gpuTier, resourcesOf, type Synthesized, synthesize, TWO_TEAM_CONFIG } from './synth';
 
 let s: Synthesized;
 beforeAll(() => {
@@ -77,25 +77,12 @@ describe('GPU compute environments', () => {
     const blind = synthesize({
       ...TWO_TEAM_CONFIG,
       warmCapacity: {},
-      tiers: [
-        {
-          id: 'one-type',
-          kind: 'gpu',
-          instanceTypes: ['g5.xlarge', 'g5.xlarge'],
-          gpus: 1,
-          gpuMemoryGiB: 24,
-          vcpus: 4,
-          memoryMiB: 15000,
-          maxRuntime: '2h',
-          onDemandUsdPerHour: 1.006,
-          peakTflops: 125,
-        },
-      ],
+      tiers: [gpuTier({ id: 'two-types', instanceTypes: ['g5.xlarge', 'g6.xlarge'] })],
     });
     const warnings = Annotations.fromStack(blind.platform).findWarning('*', Match.stringLikeRegexp('placement scores'));
     expect(warnings.map((w) => w.entry.data)).toEqual([
       expect.stringContaining(
-        'Tier one-type lists 1 distinct instance type(s); EC2 spot placement scores need 3 to answer',
+        'Tier two-types lists 2 distinct instance type(s); EC2 spot placement scores need 3 to answer',
       ),
     ]);
   });

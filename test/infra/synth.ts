@@ -12,6 +12,21 @@ export interface Synthesized extends TrainyardStacks {
 /** A principal ARN used by tests. */
 export const arn = (name: string) => `arn:aws:iam::123456789012:role/${name}`;
 
+/** A valid one-type gpu tier config (g5.xlarge), with overrides. */
+export const gpuTier = (overrides: Record<string, unknown> = {}) => ({
+  id: 'gpu-x',
+  kind: 'gpu',
+  instanceTypes: ['g5.xlarge'],
+  gpus: 1,
+  gpuMemoryGiB: 24,
+  vcpus: 4,
+  memoryMiB: 15000,
+  maxRuntime: '2h',
+  onDemandUsdPerHour: 1.006,
+  peakTflops: 125,
+  ...overrides,
+});
+
 /** Two teams, warm capacity and alerts: exercises every per-team and per-tier path. */
 export const TWO_TEAM_CONFIG = {
   teams: [
