@@ -112,6 +112,20 @@ def test_sigterm_stops_the_child_syncs_and_exits_75(tmp_path):
     assert progress['state'] == 'checkpointed' and progress['exit_code'] == 75 and progress['total_steps'] == 100000
 
 
+def test_sigusr1_dumps_every_thread_stack_to_stderr_and_the_run_goes_on(tmp_path):
+    env = base_env(tmp_path, closed_port_endpoint())
+    run = run_harness([PYTHON, HELLO, '--max_iters=100000', '--log_interval=5', '--step_delay=0.002'], env)
+    run.wait_for_stdout(r'^iter 20:')
+    run.signal(signal.SIGUSR1)
+    run.wait_for_stdout(r'^iter 200:')  # still training after the dump
+    run.signal(signal.SIGTERM)
+    assert run.finish() == 75, run.output()
+    dump = '\n'.join(run.stderr)
+    # faulthandler's format: one block per thread, the pumps and the checkpoint watcher among them.
+    assert dump.count('Thread 0x') >= 3, run.output()
+    assert 'in _pump' in dump and 'in _supervise' in dump, run.output()
+
+
 def test_a_spot_notice_stops_the_child_and_exits_75(tmp_path, fake_imds):
     env = base_env(tmp_path, fake_imds.endpoint)
     run = run_harness([PYTHON, HELLO, '--max_iters=100000', '--log_interval=5', '--step_delay=0.002'], env)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import faulthandler
+import io
 import os
 import signal
 import subprocess
@@ -382,9 +384,18 @@ class Harness:
             self.log.warn('metrics_final_upload_failed', error=str(error))
 
 
+def _dump_stacks_on_sigusr1() -> None:
+    """`kill -USR1 <harness pid>` writes every thread's stack to stderr (the attempt's log); the run goes on."""
+    try:
+        faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+    except (AttributeError, ValueError, io.UnsupportedOperation):
+        pass  # stderr is not a real file (an embedding host captured it): nothing to dump to
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Console entry point: `trainyard-harness -- <command...>`."""
     args = sys.argv[1:] if argv is None else argv
+    _dump_stacks_on_sigusr1()
     log = Logger()
     try:
         settings = load_settings(os.environ, split_command(args))
