@@ -68,6 +68,8 @@ export interface CliDeps {
   readonly credentials?: CredentialProvider;
   /** Waits between polls of `watch` and `logs --follow`. @default setTimeout */
   readonly sleep?: (ms: number) => Promise<void>;
+  /** Clock for `watch --timeout`, epoch ms. @default Date.now */
+  readonly now?: () => number;
   /** @default `cli-<uuid>` */
   readonly newIdempotencyKey?: () => string;
   /** @default from trainyard.config.json (TRAINYARD_CONFIG) limits */
@@ -108,7 +110,15 @@ interface SubmitOptions extends CommonOptions, RequirementOptions {
   maxCost: string;
   wait?: boolean;
   interval: string;
+  timeout?: string;
   idempotencyKey?: string;
+}
+
+/** Options of `watch`, and of `submit` with `--wait`. */
+interface WatchOptions {
+  json?: boolean;
+  interval: string;
+  timeout?: string;
 }
 
 const DEFAULT_POLL_SECONDS = '5';
@@ -174,6 +184,7 @@ export function createProgram(
 ): Command {
   const { io } = deps;
   const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((done) => setTimeout(done, ms)));
+  const now = deps.now ?? Date.now;
   const fetchImpl: FetchLike = deps.fetch ?? fetch;
   const clientFor = (options: CommonOptions) =>
     new ApiClient(
@@ -211,8 +222,15 @@ export function createProgram(
     return response.body;
   };
 
-  const watchJob = async (client: ApiClient, jobId: string, options: { json?: boolean; interval: string }) => {
-    const intervalMs = parseSeconds('--interval', options.interval, 1, 3600) * 1000;
+  /** Checks `--interval` and `--timeout` before anything is sent; returns them in milliseconds. */
+  const watchTimingFrom = (options: WatchOptions): { intervalMs: number; timeoutMs?: number } => ({
+    intervalMs: parseSeconds('--interval', options.interval, 1, 3600) * 1000,
+    ...(options.timeout === undefined ? {} : { timeoutMs: parseSeconds('--timeout', options.timeout) * 1000 }),
+  });
+
+  const watchJob = async (client: ApiClient, jobId: string, options: WatchOptions) => {
+    const { intervalMs, timeoutMs } = watchTimingFrom(options);
+    const giveUpAt = timeoutMs === undefined ? undefined : now() + timeoutMs;
     let previous: string | undefined;
     for (;;) {
       const { body } = await client.send({ method: 'GET', path: `/jobs/${encodeURIComponent(jobId)}` });
@@ -235,7 +253,18 @@ export function createProgram(
         setExitCode(exitCodeForJobState(view.state ?? ''));
         return;
       }
-      await sleep(intervalMs);
+      const left = giveUpAt === undefined ? intervalMs : giveUpAt - now();
+      if (left <= 0) {
+        if (io.isTTY && !options.json) io.stdout('\n');
+        const state = view.state ?? 'in an unknown state';
+        throw new CliError(
+          `job ${jobId} is still ${state} after --timeout ${options.timeout}; it keeps running: watch it again, or stop it with \`trainyard cancel ${jobId}\``,
+          EXIT_CODES.watchTimedOut,
+          'WatchTimedOut',
+          { jobId, state: view.state ?? null },
+        );
+      }
+      await sleep(Math.min(intervalMs, left));
     }
   };
 
@@ -261,6 +290,7 @@ export function createProgram(
     .option('--max-cost <usd>', 'ask before submitting when the estimate is above this', String(DEFAULT_CONFIRM_USD))
     .option('--wait', 'after submitting, watch the job until it ends (exit code by final state)')
     .option('--interval <seconds>', 'seconds between polls with --wait', DEFAULT_POLL_SECONDS)
+    .option('--timeout <duration>', 'with --wait: stop watching after this long (exit 8; the job keeps running)')
     .option('--idempotency-key <key>', 'reuse a key to make a retried submit return the same job (default: new)')
     .action(async (dir: string, commandArgs: string[], options: SubmitOptions) => {
       const command = requireCommand(commandArgs);
@@ -293,7 +323,14 @@ export function createProgram(
       const idempotencyKey = options.idempotencyKey
         ? parseIdempotencyKey(options.idempotencyKey)
         : (deps.newIdempotencyKey ?? (() => `cli-${randomUUID()}`))();
-      if (options.interval !== undefined) parseSeconds('--interval', options.interval, 1, 3600);
+      if (options.timeout !== undefined && !options.wait) {
+        throw new CliError(
+          '--timeout needs --wait (it bounds the watch after submitting)',
+          EXIT_CODES.usage,
+          'InvalidOption',
+        );
+      }
+      watchTimingFrom(options);
       const limits = limitsFrom(deps);
       const packed = packDirectory(dir, { maxBundleBytes: limits.maxBundleBytes });
       const client = clientFor(options);
@@ -364,7 +401,7 @@ export function createProgram(
         );
         if (!options.wait && jobId) println(`Follow it: trainyard watch ${jobId}`);
       }
-      if (options.wait && jobId) await watchJob(client, jobId, { json: options.json, interval: options.interval });
+      if (options.wait && jobId) await watchJob(client, jobId, options);
     });
 
   addRequirements(
@@ -405,9 +442,10 @@ export function createProgram(
       .argument('<job>', 'job id'),
   )
     .option('--interval <seconds>', 'seconds between polls', DEFAULT_POLL_SECONDS)
-    .action(async (job: string, options: CommonOptions & { interval: string }) => {
+    .option('--timeout <duration>', 'stop watching after this long (exit 8; the job keeps running)')
+    .action(async (job: string, options: CommonOptions & WatchOptions) => {
       const jobId = parseJobId(job);
-      parseSeconds('--interval', options.interval, 1, 3600);
+      watchTimingFrom(options);
       await watchJob(clientFor(options), jobId, options);
     });
 

@@ -21,6 +21,8 @@ export const EXIT_CODES = {
   unreachable: 6,
   /** The job finished FAILED, CANCELLED or REJECTED (`watch`, `submit --wait`). */
   jobUnsuccessful: 7,
+  /** `watch` / `submit --wait --timeout`: the job had not ended when the timeout ran out (it keeps running). */
+  watchTimedOut: 8,
 } as const;
 
 /** One of the documented exit codes. */

@@ -235,6 +235,8 @@ describe('submit', () => {
     [['--runtime', 'soon'], '--runtime must be a duration like 90s, 10m, 2h or 1d (or plain seconds), got "soon"'],
     [['--gpu-memory', '-4'], '--gpu-memory must be a positive number, got "-4"'],
     [['--max-cost', 'lots'], '--max-cost must be an amount of US dollars like 2.50, got "lots"'],
+    [['--timeout', '1h'], '--timeout needs --wait (it bounds the watch after submitting)'],
+    [['--wait', '--timeout', '0'], '--timeout must be between 1 s and 1209600 s, got "0" (0 s)'],
   ])('refuses bad option %j with exit 2 and no request', async (options, message) => {
     const run = await cli(['submit', CPU_TINY, ...options, '--yes', '--', 'python', 'train.py']);
     expect(run.code).toBe(EXIT_CODES.usage);
@@ -460,6 +462,72 @@ describe('watch', () => {
     expect(run.stderr).toBe(
       final === 'FAILED' ? 'FAILED: exit code 1\n' : final === 'CANCELLED' ? 'CANCELLED: cancelled by the user\n' : '',
     );
+  });
+
+  /** A clock that only moves when the CLI sleeps, and the sleeps it was asked for (ms). */
+  function fakeClock(): { now: () => number; sleep: (ms: number) => Promise<void>; sleeps: number[] } {
+    let t = Date.parse('2026-11-21T12:00:00Z');
+    const sleeps: number[] = [];
+    return {
+      now: () => t,
+      sleep: async (ms) => {
+        sleeps.push(ms);
+        t += ms;
+      },
+      sleeps,
+    };
+  }
+
+  it('stops after --timeout with exit 8 and leaves the job running', async () => {
+    const submitted = await cli(['submit', CPU_TINY, '--yes', '--json', '--', 'python', 'train.py']);
+    const jobId = (JSON.parse(submitted.stdout) as { job: { jobId: string } }).job.jobId;
+    await bench.jobs.transition(jobId, ['SUBMITTED'], 'ANALYZING');
+    const before = await bench.snapshot();
+    requests = [];
+    const clock = fakeClock();
+    const run = await cli(['watch', jobId, '--interval', '4', '--timeout', '10'], clock);
+    expect(run.code).toBe(EXIT_CODES.watchTimedOut);
+    // Polls at 0, 4, 8 and 10 s: the last wait is cut to what is left of the timeout.
+    expect(clock.sleeps).toEqual([4000, 4000, 2000]);
+    expect(requests).toEqual(Array(4).fill(`GET /jobs/${jobId}`));
+    expect(run.stdout.trim().split('\n')).toHaveLength(1);
+    expect(run.stderr).toBe(
+      `trainyard: job ${jobId} is still ANALYZING after --timeout 10; it keeps running: watch it again, or stop it with \`trainyard cancel ${jobId}\`\n`,
+    );
+    expect(await bench.snapshot()).toEqual(before);
+  });
+
+  it('reports a --timeout in --json as a WatchTimedOut error with the job and its state', async () => {
+    const submitted = await cli(['submit', CPU_TINY, '--yes', '--json', '--', 'python', 'train.py']);
+    const jobId = (JSON.parse(submitted.stdout) as { job: { jobId: string } }).job.jobId;
+    const run = await cli(['watch', jobId, '--json', '--timeout', '2s', '--interval', '5'], fakeClock());
+    expect(run.code).toBe(EXIT_CODES.watchTimedOut);
+    const lines = run.stdout.trim().split('\n');
+    expect((JSON.parse(lines[0] ?? '') as { job: { state: string } }).job.state).toBe('SUBMITTED');
+    const error = JSON.parse(run.stderr) as { error: { code: string; details: unknown }; exitCode: number };
+    expect(error.exitCode).toBe(EXIT_CODES.watchTimedOut);
+    expect(error.error.code).toBe('WatchTimedOut');
+    expect(error.error.details).toEqual({ jobId, state: 'SUBMITTED' });
+  });
+
+  it("exits by the job's final state when the job ends before --timeout (submit --wait)", async () => {
+    const clock = fakeClock();
+    const run = await cli(
+      ['submit', CPU_TINY, '--yes', '--wait', '--interval', '1', '--timeout', '1h', '--', 'python', 'train.py'],
+      {
+        now: clock.now,
+        sleep: async (ms) => {
+          await clock.sleep(ms);
+          // The watch's first poll named the job: end it as the lifecycle would.
+          const jobId = decodeURIComponent(requests.at(-1)?.split('/').at(-1) ?? '');
+          await bench.jobs.transition(jobId, ['SUBMITTED'], 'CANCELLED', { reason: 'cancelled by the user' });
+        },
+      },
+    );
+    expect(run.code, run.stderr).toBe(EXIT_CODES.jobUnsuccessful);
+    expect(clock.sleeps).toEqual([1000]);
+    expect(run.stdout).toMatch(/\nCANCELLED /);
+    expect(run.stderr).toBe('CANCELLED: cancelled by the user\n');
   });
 
   it('redraws one line on a terminal and ends it with a newline', async () => {
