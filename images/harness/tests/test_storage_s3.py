@@ -3,14 +3,18 @@
 import hashlib
 import io
 import json
+import os
 import tarfile
+import time
 import uuid
+
+import pytest
 
 from conftest import PYTHON, REPO, base_env, closed_port_endpoint, run_harness
 
 from trainyard_harness.checkpoints import CheckpointStore
 from trainyard_harness.logs import Logger
-from trainyard_harness.storage import S3Storage, s3_client_config
+from trainyard_harness.storage import PinnedFile, S3Storage, SourceChanged, s3_client_config
 
 HELLO = str(REPO / 'examples' / 'hello-cpu' / 'train.py')
 
@@ -56,6 +60,38 @@ def test_multipart_upload_keeps_large_files_intact(s3rver, tmp_path):
     storage.put_file(str(tmp_path / 'big.bin'), 'big.bin')
     storage.get_file('big.bin', str(tmp_path / 'copy.bin'))
     assert hashlib.sha256((tmp_path / 'copy.bin').read_bytes()).digest() == hashlib.sha256(data).digest()
+
+
+# A checkpoint rewritten between the moment its upload takes the size and the moment it reads the file: before the
+# pin, s3transfer sent a body shorter than its Content-Length and the request hung for the 60 s read timeout.
+@pytest.mark.parametrize('multipart', [False, True])
+def test_an_upload_whose_file_shrinks_in_place_fails_fast_and_leaves_no_object(s3rver, tmp_path, multipart):
+    from boto3.s3.transfer import TransferConfig
+
+    storage = S3Storage(prefix(), s3rver.endpoint)
+    storage.transfer = TransferConfig(multipart_threshold=5 * 1024 * 1024, multipart_chunksize=5 * 1024 * 1024)
+    path = tmp_path / 'ckpt.pt'
+    path.write_bytes(b'x' * (12 * 1024 * 1024 if multipart else 4000))
+    pinned = PinnedFile.of(str(path))
+    with open(path, 'r+b') as handle:  # torch.save's way: same inode, truncated and rewritten shorter
+        handle.truncate(pinned.size - 100)
+    started = time.monotonic()
+    with pytest.raises(SourceChanged, match=r'ckpt\.pt shrank during its upload: end of file at byte \d+'):
+        storage.put_pinned(pinned, 'ckpt.pt')
+    assert time.monotonic() - started < 10
+    assert storage.list() == []
+
+
+def test_an_upload_whose_file_is_replaced_by_rename_fails_fast(s3rver, tmp_path):
+    storage = S3Storage(prefix(), s3rver.endpoint)
+    path = tmp_path / 'ckpt.json'
+    path.write_text('{"iter_num": 100}')
+    pinned = PinnedFile.of(str(path))
+    (tmp_path / 'next.json').write_text('{"iter_num": 99}')
+    os.replace(tmp_path / 'next.json', path)  # a new inode under the same name, one byte shorter
+    with pytest.raises(SourceChanged, match='ckpt.json was replaced during its upload'):
+        storage.put_pinned(pinned, 'ckpt.json')
+    assert storage.list() == []
 
 
 def test_lists_past_one_page(s3rver):

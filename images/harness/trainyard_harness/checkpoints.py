@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from typing import Callable
 
 from trainyard_harness.logs import Logger
-from trainyard_harness.storage import Storage, StorageError, StoredObject
+from trainyard_harness.storage import SourceChanged, Storage, StorageError, StoredObject
 
 MANIFEST_NAME = 'MANIFEST.json'
 MANIFEST_FORMAT = 1
@@ -203,7 +203,10 @@ class CheckpointStore:
         for relative in sorted(signature):
             full = os.path.join(local_dir, relative)
             digest = sha256_file(full)
-            self.storage.put_file(full, f'{name}/{relative}')
+            try:
+                self.storage.put_file(full, f'{name}/{relative}')
+            except SourceChanged as error:
+                raise DirectoryChanged(f'{relative} changed during upload ({error})') from error
             try:
                 stat = os.stat(full)
             except FileNotFoundError as error:

@@ -13,6 +13,10 @@ class StorageError(Exception):
     """Storage could not be reached or refused an operation (the harness exits 79 when it cannot proceed)."""
 
 
+class SourceChanged(StorageError):
+    """A file being uploaded was replaced or shrank meanwhile: the upload stopped instead of sending a short body."""
+
+
 @dataclass(frozen=True)
 class StoredObject:
     """One object under a storage prefix: its key relative to the prefix and its size in bytes."""
@@ -169,9 +173,25 @@ class S3Storage:
         return StorageError(f'cannot {action} s3://{self.bucket}/{self._key(key)}: {error}')
 
     def put_file(self, local_path: str, key: str) -> None:
+        """Uploads the file as it is now; raises SourceChanged at once if it is replaced or shrinks meanwhile."""
         try:
-            self.client.upload_file(local_path, self.bucket, self._key(key), Config=self.transfer)
+            pinned = PinnedFile.of(local_path)
+        except OSError as error:
+            raise self._fail('upload', key, error) from error
+        self.put_pinned(pinned, key)
+
+    def put_pinned(self, pinned: PinnedFile, key: str) -> None:
+        """Uploads a file pinned earlier (its size and inode then); SourceChanged when it no longer matches."""
+        from boto3.s3.transfer import S3Transfer
+
+        try:
+            with S3Transfer(self.client, config=self.transfer, osutil=pinned.osutil()) as transfer:
+                transfer.upload_file(pinned.path, self.bucket, self._key(key))
+        except SourceChanged:
+            raise
         except Exception as error:  # boto3 raises several unrelated exception families
+            if isinstance(error.__cause__ or error.__context__, SourceChanged):
+                raise (error.__cause__ or error.__context__) from error
             raise self._fail('upload', key, error) from error
 
     def put_bytes(self, data: bytes, key: str) -> None:
@@ -217,6 +237,79 @@ class S3Storage:
             self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
         except Exception as error:
             raise self._fail('delete', key, error) from error
+
+
+@dataclass(frozen=True)
+class PinnedFile:
+    """A file's size and inode at one moment, so an upload sends exactly those bytes or fails fast.
+
+    s3transfer takes a file's size when an upload starts and opens the path later (once per part). A checkpoint the
+    trainer rewrites meanwhile (torch.save truncates in place; others rename a new file over it) would then give a body
+    shorter than the declared length, and the request hangs until the server's timeout (S3: about 20 s; s3rver: the
+    client's 60 s read timeout), holding up the final sync inside a spot notice's two minutes. Reads through the pin
+    raise SourceChanged instead: on a different inode at open, and on end-of-file before the pinned size.
+    """
+
+    path: str
+    size: int
+    inode: int
+
+    @classmethod
+    def of(cls, path: str) -> PinnedFile:
+        stat = os.stat(path)
+        return cls(path, stat.st_size, stat.st_ino)
+
+    def osutil(self):
+        """An s3transfer OSUtils whose opens of this path are checked against the pin."""
+        from s3transfer.utils import OSUtils
+
+        pinned = self
+
+        class PinnedOSUtils(OSUtils):
+            def get_file_size(self, filename: str) -> int:
+                return pinned.size if filename == pinned.path else super().get_file_size(filename)
+
+            def open(self, filename: str, mode: str):
+                handle = super().open(filename, mode)
+                if filename != pinned.path:
+                    return handle
+                if os.fstat(handle.fileno()).st_ino != pinned.inode:
+                    handle.close()
+                    raise SourceChanged(f'{filename} was replaced during its upload')
+                return _ExactSizeReader(handle, pinned)
+
+        return PinnedOSUtils()
+
+
+class _ExactSizeReader:
+    """A file opened for an upload: a read that meets end-of-file before the pinned size raises SourceChanged."""
+
+    def __init__(self, handle, pinned: PinnedFile):
+        self._handle = handle
+        self._pinned = pinned
+
+    def read(self, amount: int | None = None) -> bytes:
+        start = self._handle.tell()
+        wanted = self._pinned.size - start if amount is None or amount < 0 else min(amount, self._pinned.size - start)
+        data = self._handle.read(wanted) if wanted > 0 else b''
+        if len(data) < wanted:
+            raise SourceChanged(
+                f'{self._pinned.path} shrank during its upload: end of file at byte {start + len(data)}, '
+                f'{self._pinned.size} bytes expected'
+            )
+        return data
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._handle.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._handle.tell()
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def __getattr__(self, name: str):
+        return getattr(self._handle, name)
 
 
 def open_storage(uri: str, s3_endpoint: str | None = None) -> Storage:
