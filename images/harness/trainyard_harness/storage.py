@@ -188,10 +188,8 @@ class S3Storage:
             with S3Transfer(self.client, config=self.transfer, osutil=pinned.osutil()) as transfer:
                 transfer.upload_file(pinned.path, self.bucket, self._key(key))
         except SourceChanged:
-            raise
+            raise  # raised by a read through the pin, passed through s3transfer's future as is
         except Exception as error:  # boto3 raises several unrelated exception families
-            if isinstance(error.__cause__ or error.__context__, SourceChanged):
-                raise (error.__cause__ or error.__context__) from error
             raise self._fail('upload', key, error) from error
 
     def put_bytes(self, data: bytes, key: str) -> None:
