@@ -152,6 +152,8 @@ export interface RunningAttempt {
   readonly logStreamName: string;
   readonly startedAt?: number;
   readonly noticeTime?: string;
+  /** The harness's process id (`kill -USR1` makes it write every thread's stack to the attempt's log). */
+  readonly harnessPid?: number;
 }
 
 /** What interrupt() did. */
@@ -398,6 +400,7 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
         logStreamName: a.logStreamName,
         ...optional('startedAt', a.startedAt),
         ...optional('noticeTime', a.notice?.time),
+        ...optional('harnessPid', a.child?.pid),
       }));
   }
 

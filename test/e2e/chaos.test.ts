@@ -3,7 +3,6 @@
  * its requested step count, and no cost may be lost or counted twice: each job's ledger entry equals its attempts'
  * costs, attempts are unique, redelivered events share one eventId, and the team's spend is the sum over the jobs.
  */
-import { execFileSync } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
@@ -41,18 +40,6 @@ type Attempt = {
   costUsd: number;
   outcome?: { kind: string };
 };
-
-/**
- * Diagnostics for a stuck job: SIGUSR1 makes its harness write every thread's stack to its log (the harness's
- * faulthandler). The job is found by its unique step count; without pkill there is simply no dump.
- */
-function dumpHarnessStacks(steps: number): void {
-  try {
-    execFileSync('pkill', ['-USR1', '-f', `trainyard_harness -- python train\\.py --max_iters=${steps} `]);
-  } catch {
-    // No such process (it ended meanwhile) or no pkill: the status and events still go into the failure message.
-  }
-}
 
 describe('chaos: random spot interruptions at a high rate', () => {
   const dir = tempDir('chaos');
@@ -103,7 +90,7 @@ describe('chaos: random spot interruptions at a high rate', () => {
     );
     expect(new Set(submitted.map((s) => s.jobId)).size).toBe(JOBS);
 
-    // The watch gives up before the test's own timeout, so a stuck job fails with its attempts and events to read.
+    // The watch gives up before the test's own timeout, so a stuck job fails with its status, events, log and stacks.
     const watched = await Promise.all(
       submitted.map(({ jobId }) =>
         trainyard(['watch', jobId, '--interval', '1', '--timeout', String(WATCH_TIMEOUT_SECONDS)], dir),
@@ -113,7 +100,9 @@ describe('chaos: random spot interruptions at a high rate', () => {
       if (run.code === EXIT_CODES.ok) continue;
       const jobId = submitted[i]?.jobId ?? '';
       const status = await trainyard(['status', jobId, '--json'], dir);
-      dumpHarnessStacks(submitted[i]?.steps ?? 0);
+      // SIGUSR1 makes the harness write every thread's stack to its log (its faulthandler).
+      for (const attempt of mode.runner.runningAttempts())
+        if (attempt.trainyardJobId === jobId && attempt.harnessPid) process.kill(attempt.harnessPid, 'SIGUSR1');
       await new Promise((done) => setTimeout(done, 2000));
       const logs = await trainyard(['logs', jobId, '--limit', '200'], dir);
       const events = readFileSync(join(dir, 'events.jsonl'), 'utf8')

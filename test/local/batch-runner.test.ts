@@ -309,6 +309,8 @@ describe('spot interruptions', () => {
     const run = rec.runner.runJob(input);
     await rec.line(/^iter 20:/);
     const [running] = rec.runner.runningAttempts();
+    // The pid is the live harness's: signal 0 probes it without disturbing it.
+    expect(() => process.kill(running?.harnessPid ?? -1, 0)).not.toThrow();
 
     const served = await rec.runner.interrupt(input.jobId);
     const failure = await failureOf(run);
