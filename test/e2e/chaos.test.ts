@@ -24,12 +24,11 @@ import {
   SPOT_USD_PER_HOUR,
   tempDir,
   trainyard,
+  watchToEnd,
 } from './support';
 
 const JOBS = 5;
 const STEPS = [400, 500, 600, 700, 800];
-/** Under the test's 60 s limit; a normal run takes about 15 s. */
-const WATCH_TIMEOUT_SECONDS = 45;
 
 type Attempt = {
   attempt: number;
@@ -90,28 +89,7 @@ describe('chaos: random spot interruptions at a high rate', () => {
     );
     expect(new Set(submitted.map((s) => s.jobId)).size).toBe(JOBS);
 
-    // The watch gives up before the test's own timeout, so a stuck job fails with its status, events, log and stacks.
-    const watched = await Promise.all(
-      submitted.map(({ jobId }) =>
-        trainyard(['watch', jobId, '--interval', '1', '--timeout', String(WATCH_TIMEOUT_SECONDS)], dir),
-      ),
-    );
-    for (const [i, run] of watched.entries()) {
-      if (run.code === EXIT_CODES.ok) continue;
-      const jobId = submitted[i]?.jobId ?? '';
-      const status = await trainyard(['status', jobId, '--json'], dir);
-      // SIGUSR1 makes the harness write every thread's stack to its log (its faulthandler).
-      for (const attempt of mode.runner.runningAttempts())
-        if (attempt.trainyardJobId === jobId && attempt.harnessPid) process.kill(attempt.harnessPid, 'SIGUSR1');
-      await new Promise((done) => setTimeout(done, 2000));
-      const logs = await trainyard(['logs', jobId, '--limit', '200'], dir);
-      const events = readFileSync(join(dir, 'events.jsonl'), 'utf8')
-        .split('\n')
-        .filter((line) => line.includes(jobId));
-      expect.fail(
-        `watch ${jobId} exited ${run.code}: ${run.stderr}\nstatus: ${status.stdout}\nevents:\n${events.join('\n')}\nlogs:\n${logs.stdout}${logs.stderr}`,
-      );
-    }
+    await Promise.all(submitted.map(({ jobId }) => watchToEnd(jobId, dir, EXIT_CODES.ok, mode.runner)));
 
     const doc = createDocumentClient({ endpoint: mode.dynamoEndpoint });
     let teamCents = 0;

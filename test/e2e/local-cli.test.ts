@@ -19,6 +19,7 @@ import {
   tempDir,
   trainyard,
   until,
+  watchToEnd,
   writeConfig,
 } from './support';
 
@@ -79,8 +80,7 @@ describe('local mode through the CLI', () => {
     expect(json(interrupted)).toMatchObject({ jobId, instanceId: expect.stringMatching(/^i-[0-9a-f]+$/) });
 
     // Wait for the end: `watch` exits 0 only for SUCCEEDED.
-    const watched = await trainyard(['watch', jobId, '--interval', '1'], localDir);
-    expect(watched.code, `${watched.stdout}\n${watched.stderr}`).toBe(EXIT_CODES.ok);
+    await watchToEnd(jobId, localDir);
 
     const status = json(await trainyard(['status', jobId, '--json'], localDir)) as {
       job: { state: string; team: string; user: string; progress: { step: number; totalSteps: number } };
@@ -137,8 +137,7 @@ describe('local mode through the CLI', () => {
     );
     expect(big.code, big.stderr).toBe(EXIT_CODES.ok);
     const bigId = String((json(big).job as { jobId: string }).jobId);
-    const bigWatch = await trainyard(['watch', bigId, '--interval', '1'], localDir);
-    expect(bigWatch.code).toBe(EXIT_CODES.jobUnsuccessful);
+    const bigWatch = await watchToEnd(bigId, localDir, EXIT_CODES.jobUnsuccessful);
     const refused = json(await trainyard(['status', bigId, '--json'], localDir)) as {
       job: { state: string; reason: string };
       attempts: unknown[];

@@ -8,7 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { EXIT_CODES } from '../../lib/cli/exit-codes';
 import { parseConfig } from '../../lib/config';
 import { INTERRUPTED_BY_RESTART_REASON, type LocalMode, startLocalMode } from '../../lib/local/local-mode';
-import { cents, E2E_CONFIG, HELLO_CPU, json, tempDir, trainyard, until } from './support';
+import { cents, E2E_CONFIG, HELLO_CPU, json, tempDir, trainyard, until, watchToEnd } from './support';
 
 type Status = {
   job: { state: string; reason?: string; progress?: { step?: number } };
@@ -45,7 +45,7 @@ describe('restarting local mode', () => {
 
     // A finished job, with checkpoints.
     const done = await submit(['python', 'train.py', '--max_iters=300', '--checkpoint_interval=100']);
-    expect((await trainyard(['watch', done, '--interval', '1'], dir)).code).toBe(EXIT_CODES.ok);
+    await watchToEnd(done, dir, EXIT_CODES.ok, mode?.runner);
     const doneBefore = json(await trainyard(['status', done, '--json'], dir)) as Status;
     const checkpointsBefore = json(await trainyard(['checkpoints', done, '--json'], dir)).checkpoints as unknown[];
     expect(checkpointsBefore.length).toBeGreaterThan(0);
@@ -104,6 +104,6 @@ describe('restarting local mode', () => {
 
     // And the restarted local mode runs new work.
     const next = await submit(['python', 'train.py', '--max_iters=100']);
-    expect((await trainyard(['watch', next, '--interval', '1'], dir)).code).toBe(EXIT_CODES.ok);
+    await watchToEnd(next, dir, EXIT_CODES.ok, mode?.runner);
   });
 });

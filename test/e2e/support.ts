@@ -2,10 +2,13 @@
  * Helpers for the local-mode end-to-end tests: a priced test configuration, the CLI driven in-process (the real
  * program, the real local server over loopback), condition polling, and an independent cost calculation.
  */
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { expect } from 'vitest';
 import { type CliDeps, runCli } from '../../lib/cli/commands';
+import { EXIT_CODES, type ExitCode } from '../../lib/cli/exit-codes';
+import type { LocalBatchRunner } from '../../lib/local/batch-runner';
 import { type LocalCommandDeps, localCommands } from '../../lib/local/cli-commands';
 
 /** Repository root (tests run from it). */
@@ -95,6 +98,49 @@ export async function trainyard(
   };
   const code = await runCli(argv, deps, [localCommands({ env, cwd: ROOT, ...local })]);
   return { code, stdout, stderr };
+}
+
+/** How long a test's `watch` follows a job: under vitest's 60 s limit, so a stuck job fails with its story. */
+export const WATCH_TIMEOUT_SECONDS = 45;
+
+/**
+ * `trainyard watch <job>`, bounded by WATCH_TIMEOUT_SECONDS, expected to exit `expected`. Otherwise the test fails
+ * with the job's status, its events, its log and, given local mode's runner, the stacks of its harness's threads
+ * (SIGUSR1 makes the harness write them to its log).
+ */
+export async function watchToEnd(
+  jobId: string,
+  localDir: string,
+  expected: ExitCode = EXIT_CODES.ok,
+  runner?: LocalBatchRunner,
+): Promise<CliRun> {
+  const run = await trainyard(
+    ['watch', jobId, '--interval', '1', '--timeout', String(WATCH_TIMEOUT_SECONDS)],
+    localDir,
+  );
+  if (run.code === expected) return run;
+  const status = await trainyard(['status', jobId, '--json'], localDir);
+  // The running attempt's harness writes its threads' stacks to that attempt's log on SIGUSR1 (its faulthandler).
+  const stuck = runner?.runningAttempts().find((a) => a.trainyardJobId === jobId && a.harnessPid !== undefined);
+  if (stuck?.harnessPid !== undefined) {
+    try {
+      process.kill(stuck.harnessPid, 'SIGUSR1');
+      await new Promise((done) => setTimeout(done, 2000));
+    } catch {
+      // The attempt ended between the listing and the signal: its log already says how.
+    }
+  }
+  const which = stuck?.attempt === undefined ? [] : ['--attempt', stuck.attempt];
+  const logs = await trainyard(['logs', jobId, ...which, '--limit', '200'], localDir);
+  const eventsFile = join(localDir, 'events.jsonl');
+  const events = existsSync(eventsFile)
+    ? readFileSync(eventsFile, 'utf8')
+        .split('\n')
+        .filter((line) => line.includes(jobId))
+    : [];
+  return expect.fail(
+    `watch ${jobId} exited ${run.code}, expected ${expected}: ${run.stderr}\nstatus: ${status.stdout}\nevents:\n${events.join('\n')}\nlogs:\n${logs.stdout}${logs.stderr}`,
+  );
 }
 
 /** Parses a `--json` run's stdout, failing with the run's output when it is not JSON. */
