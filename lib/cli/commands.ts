@@ -222,14 +222,15 @@ export function createProgram(
     return response.body;
   };
 
-  /** Checks `--interval` and `--timeout` before anything is sent; returns them in milliseconds. */
-  const watchTimingFrom = (options: WatchOptions): { intervalMs: number; timeoutMs?: number } => ({
+  /** Checks `--interval` and `--timeout` (before anything is sent: callers parse first); returns milliseconds. */
+  type WatchTiming = { intervalMs: number; timeoutMs?: number };
+  const watchTimingFrom = (options: WatchOptions): WatchTiming => ({
     intervalMs: parseSeconds('--interval', options.interval, 1, 3600) * 1000,
     ...(options.timeout === undefined ? {} : { timeoutMs: parseSeconds('--timeout', options.timeout) * 1000 }),
   });
 
-  const watchJob = async (client: ApiClient, jobId: string, options: WatchOptions) => {
-    const { intervalMs, timeoutMs } = watchTimingFrom(options);
+  const watchJob = async (client: ApiClient, jobId: string, options: WatchOptions, timing: WatchTiming) => {
+    const { intervalMs, timeoutMs } = timing;
     const giveUpAt = timeoutMs === undefined ? undefined : now() + timeoutMs;
     let previous: string | undefined;
     for (;;) {
@@ -330,7 +331,7 @@ export function createProgram(
           'InvalidOption',
         );
       }
-      watchTimingFrom(options);
+      const timing = watchTimingFrom(options);
       const limits = limitsFrom(deps);
       const packed = packDirectory(dir, { maxBundleBytes: limits.maxBundleBytes });
       const client = clientFor(options);
@@ -401,7 +402,7 @@ export function createProgram(
         );
         if (!options.wait && jobId) println(`Follow it: trainyard watch ${jobId}`);
       }
-      if (options.wait && jobId) await watchJob(client, jobId, options);
+      if (options.wait && jobId) await watchJob(client, jobId, options, timing);
     });
 
   addRequirements(
@@ -445,8 +446,8 @@ export function createProgram(
     .option('--timeout <duration>', 'stop watching after this long (exit 8; the job keeps running)')
     .action(async (job: string, options: CommonOptions & WatchOptions) => {
       const jobId = parseJobId(job);
-      watchTimingFrom(options);
-      await watchJob(clientFor(options), jobId, options);
+      const timing = watchTimingFrom(options);
+      await watchJob(clientFor(options), jobId, options, timing);
     });
 
   addCommon(program.command('logs').description("print a job's recent log lines").argument('<job>', 'job id'))
