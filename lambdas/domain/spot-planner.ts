@@ -1,0 +1,412 @@
+/**
+ * Plans where a deadline job runs by dynamic programming over a semi-Markov model of spot capacity: what the job holds,
+ * whether spot is available, how long that has been so, and how much work is left, at each check until the deadline.
+ * The model (`SpotLengthModel`) gives, for available stretches and for outages, the chance that a stretch of a given
+ * age ends within the next bin; it is fitted from availability traces (bench/spot/spot-model.ts) and shipped as
+ * FLEET_SPOT_MODEL. The plan minimises expected cost, with a steep price on missing the deadline; decidePlacement
+ * (placement.ts) keeps its safety net in front of it. Rationale and measurements: docs/adr/0001-spot-placement-policy.md.
+ *
+ * The platform's two actions, exactly as the lifecycle can take them at a decision moment:
+ * - 'spot': an attempt in the spot queue. It runs while capacity is there, waits (free) while it is not, and a reclaim
+ *   puts it back in the queue;
+ * - 'on-demand': an attempt on on-demand.
+ * Every instance start (from the queue, after a reclaim, on any switch) costs the restart overhead, billed, without
+ * progress; progress is never lost.
+ */
+
+/** Lengths of spot capacity's available stretches and outages as hazards per age bin. */
+export interface SpotLengthModel {
+  /** Width of an age bin in seconds. */
+  binSeconds: number;
+  /**
+   * availableHazards[k]: probability that an available stretch which has lasted k bins ends within the next bin. The
+   * last entry holds for every older stretch.
+   */
+  availableHazards: readonly number[];
+  /** The same for outages (stretches without capacity). */
+  unavailableHazards: readonly number[];
+}
+
+/** One observed stretch of spot capacity: available or not, for how long, and whether its end was seen. */
+export interface SpotStretch {
+  available: boolean;
+  seconds: number;
+  /** False when observation stopped while the stretch went on (its length is only a lower bound). */
+  ended: boolean;
+}
+
+/**
+ * Fits a SpotLengthModel: for each age bin, the share of stretches alive at its start that ended within it (a
+ * life-table estimate; stretches whose end was not seen count as alive while observed). Bins from `bins` − 1 on are
+ * pooled into the last hazard. A bin no stretch reached borrows the one before it; with no data at all the hazard is 1/2.
+ */
+export function fitSpotLengthModel(
+  stretches: readonly SpotStretch[],
+  binSeconds: number,
+  bins: number,
+): SpotLengthModel {
+  if (!Number.isFinite(binSeconds) || binSeconds <= 0)
+    throw new InvalidSpotPlan(`binSeconds must be a finite number > 0, got ${binSeconds}`);
+  if (!Number.isInteger(bins) || bins < 1) throw new InvalidSpotPlan(`bins must be a whole number >= 1, got ${bins}`);
+  const hazardsOf = (available: boolean): number[] => {
+    const atRisk = new Float64Array(bins);
+    const ended = new Float64Array(bins);
+    for (const stretch of stretches) {
+      if (stretch.available !== available) continue;
+      if (!Number.isFinite(stretch.seconds) || stretch.seconds <= 0)
+        throw new InvalidSpotPlan(`stretch lengths must be finite and > 0, got ${stretch.seconds}`);
+      // Exposure in bin k: the part of [k·bin, (k+1)·bin) the stretch lived through, in bins.
+      const lastBin = Math.ceil(stretch.seconds / binSeconds) - 1;
+      for (let k = 0; k <= lastBin; k++) {
+        const exposure = Math.min(1, stretch.seconds / binSeconds - k);
+        const bin = Math.min(k, bins - 1);
+        atRisk[bin] = (atRisk[bin] as number) + (k < bins - 1 ? 1 : exposure);
+      }
+      const endBin = Math.min(lastBin, bins - 1);
+      if (stretch.ended) ended[endBin] = (ended[endBin] as number) + 1;
+    }
+    const hazards: number[] = [];
+    for (let k = 0; k < bins; k++)
+      hazards.push(
+        (atRisk[k] as number) > 0 ? Math.min(1, (ended[k] as number) / (atRisk[k] as number)) : (hazards[k - 1] ?? 0.5),
+      );
+    return hazards;
+  };
+  return { binSeconds, availableHazards: hazardsOf(true), unavailableHazards: hazardsOf(false) };
+}
+
+/** Thrown when a plan is asked for with impossible parameters. */
+export class InvalidSpotPlan extends Error {
+  override name = 'InvalidSpotPlan';
+}
+
+/** What a plan is solved for; two jobs with equal parameters share a plan. */
+export interface SpotPlanParameters {
+  /** The decision interval (the periodic check) in seconds; the plan's time step. */
+  stepSeconds: number;
+  /** Steps from the planning moment to the deadline: the plan answers for any moment with at most this many left. */
+  horizonSteps: number;
+  /** The most work left (seconds of compute, overhead not included) the plan must answer for. */
+  maxWorkSeconds: number;
+  /** Time an instance start spends before progress (seconds). */
+  restartOverheadSeconds: number;
+  /** Spot price as a fraction of the on-demand price (0 < ratio ≤ 1). */
+  spotPriceRatio: number;
+  /** The spot capacity model. */
+  model: SpotLengthModel;
+}
+
+/** What the job holds when a decision is made. */
+export type PlanHolding = 'none' | 'spot' | 'on-demand';
+
+/** The planning state at a decision moment. */
+export interface PlanState {
+  /** Seconds until the deadline. */
+  timeLeftSeconds: number;
+  /** Seconds of compute still to do. */
+  workLeftSeconds: number;
+  /** What the job holds: 'none' while waiting in the spot queue or just reclaimed. */
+  held: PlanHolding;
+  /** Whether spot capacity is available now. */
+  spotAvailable: boolean;
+  /** How long spot has been in its current state (available or not), in seconds. */
+  stateAgeSeconds: number;
+}
+
+/** Number of age steps the plan tells apart; older stretches share the last one. */
+export const PLAN_AGE_STEPS = 24;
+/**
+ * Work-grid cells per time step: progress is tracked in steps of stepSeconds / WORK_CELLS_PER_STEP, restarts between
+ * grid points by interpolation. Two cells per step measured no better than one on the traces (ADR 0001) at twice the cost.
+ */
+const WORK_CELLS_PER_STEP = 1;
+/** Cost of work still missing at the deadline, per second of it, in seconds of on-demand: far above anything else. */
+const MISS_PENALTY = 1e6;
+
+/** Holding × availability combinations that can be observed at a decision moment (spot held implies available). */
+const COMBOS = [
+  { held: 'none', available: false },
+  { held: 'none', available: true },
+  { held: 'spot', available: true },
+  { held: 'on-demand', available: false },
+  { held: 'on-demand', available: true },
+] as const;
+const comboIndex = (held: PlanHolding, available: boolean): number => {
+  if (held === 'spot') return 2;
+  return (held === 'none' ? 0 : 3) + (available ? 1 : 0);
+};
+
+/**
+ * Per-step hazards converted from the model's bins (a constant hazard within each bin, the last bin's beyond). Index k
+ * < `ages` is the chance that a stretch of age k steps ends within the next step; index `ages` stands for every older
+ * stretch, as the constant hazard with the same mean remaining length (a stretch older than the plan tells apart is
+ * expected to last as long as the model says such stretches last, not as long as the one bin at the cap says).
+ */
+export function stepHazards(
+  hazards: readonly number[],
+  binSeconds: number,
+  stepSeconds: number,
+  ages: number,
+): number[] {
+  const last = hazards.length - 1;
+  // log-survival from age 0 to the start of each bin, then within a bin by its constant hazard.
+  const logAtBin = [0];
+  for (let bin = 0; bin < hazards.length; bin++)
+    logAtBin.push((logAtBin[bin] as number) + Math.log1p(-(hazards[bin] as number)));
+  const logSurvival = (t: number): number => {
+    const bin = Math.min(last, Math.floor(t / binSeconds));
+    return (logAtBin[bin] as number) + ((t - bin * binSeconds) / binSeconds) * Math.log1p(-(hazards[bin] as number));
+  };
+  const perStep = Array.from({ length: ages }, (_, age) => {
+    const from = logSurvival(age * stepSeconds);
+    if (from === Number.NEGATIVE_INFINITY) return 1;
+    return Math.min(1, Math.max(0, 1 - Math.exp(logSurvival((age + 1) * stepSeconds) - from)));
+  });
+  // Mean remaining length of a stretch that has reached the cap: the integral of its survival, bin by bin, then the
+  // last bin's exponential tail.
+  const cap = ages * stepSeconds;
+  const atCap = logSurvival(cap);
+  let remaining = 0;
+  if (atCap !== Number.NEGATIVE_INFINITY) {
+    const tailStart = Math.max(cap, last * binSeconds);
+    for (let t = cap; t < tailStart; ) {
+      const bin = Math.floor(t / binSeconds);
+      const end = Math.min(tailStart, (bin + 1) * binSeconds);
+      const rate = -Math.log1p(-(hazards[bin] as number)) / binSeconds;
+      const startSurvival = Math.exp(logSurvival(t) - atCap);
+      remaining += rate > 0 ? (startSurvival * (1 - Math.exp(-rate * (end - t)))) / rate : startSurvival * (end - t);
+      t = end;
+    }
+    const tailRate = -Math.log1p(-(hazards[last] as number)) / binSeconds;
+    remaining += tailRate > 0 ? Math.exp(logSurvival(tailStart) - atCap) / tailRate : Number.POSITIVE_INFINITY;
+  }
+  perStep.push(remaining === 0 ? 1 : 1 - Math.exp(-stepSeconds / remaining));
+  return perStep;
+}
+
+function validateParameters(p: SpotPlanParameters): void {
+  const positive = (name: string, value: number): void => {
+    if (!Number.isFinite(value) || value <= 0)
+      throw new InvalidSpotPlan(`${name} must be a finite number > 0, got ${value}`);
+  };
+  positive('stepSeconds', p.stepSeconds);
+  positive('spotPriceRatio', p.spotPriceRatio);
+  if (p.spotPriceRatio > 1) throw new InvalidSpotPlan(`spotPriceRatio must be at most 1, got ${p.spotPriceRatio}`);
+  if (!Number.isInteger(p.horizonSteps) || p.horizonSteps < 0)
+    throw new InvalidSpotPlan(`horizonSteps must be a whole number >= 0, got ${p.horizonSteps}`);
+  for (const [name, value] of [
+    ['maxWorkSeconds', p.maxWorkSeconds],
+    ['restartOverheadSeconds', p.restartOverheadSeconds],
+  ] as const)
+    if (!Number.isFinite(value) || value < 0)
+      throw new InvalidSpotPlan(`${name} must be a finite number >= 0, got ${value}`);
+  positive('model.binSeconds', p.model.binSeconds);
+  for (const [name, hazards] of [
+    ['model.availableHazards', p.model.availableHazards],
+    ['model.unavailableHazards', p.model.unavailableHazards],
+  ] as const) {
+    if (hazards.length === 0) throw new InvalidSpotPlan(`${name} must hold at least one hazard`);
+    for (const h of hazards)
+      if (!Number.isFinite(h) || h < 0 || h > 1)
+        throw new InvalidSpotPlan(`${name} entries must lie in [0, 1], got ${h}`);
+  }
+}
+
+/** One action from one state: its price per cell, restart, and where spot's next step leads. */
+interface ActionTransition {
+  /** Whether the action holds an instance (and so pays and progresses); false = waiting in the spot queue. */
+  progresses: boolean;
+  /** Price per work cell of time, in on-demand cells. */
+  price: number;
+  /** Work cells the action's instance start adds (0 when it keeps what the job holds). */
+  restartCells: number;
+  /** Probability that spot changes state before the next step. */
+  change: number;
+  /** Next state index if spot stays as it is (its age grows) and if it changes (age 0). */
+  stay: number;
+  flip: number;
+}
+
+const AGES = PLAN_AGE_STEPS + 1;
+const stateIndex = (held: PlanHolding, available: boolean, age: number): number =>
+  comboIndex(held, available) * AGES + Math.min(PLAN_AGE_STEPS, age);
+
+/** Both actions' transitions for every (holding, availability, age) state, in state-index order. */
+function planTransitions(
+  p: SpotPlanParameters,
+  restartCells: number,
+): { spot: ActionTransition; onDemand: ActionTransition }[] {
+  const hazards = [
+    stepHazards(p.model.unavailableHazards, p.model.binSeconds, p.stepSeconds, PLAN_AGE_STEPS),
+    stepHazards(p.model.availableHazards, p.model.binSeconds, p.stepSeconds, PLAN_AGE_STEPS),
+  ];
+  return COMBOS.flatMap(({ held, available }) =>
+    Array.from({ length: AGES }, (_, age) => {
+      const change = (hazards[available ? 1 : 0] as number[])[age] as number;
+      const stayAvailable = available;
+      const onDemand: ActionTransition = {
+        progresses: true,
+        price: 1,
+        restartCells: held === 'on-demand' ? 0 : restartCells,
+        change,
+        stay: stateIndex('on-demand', stayAvailable, age + 1),
+        flip: stateIndex('on-demand', !stayAvailable, 0),
+      };
+      // Spot queue: runs on spot while capacity is there (a reclaim leaves it waiting), waits while it is not.
+      const spot: ActionTransition = available
+        ? {
+            progresses: true,
+            price: p.spotPriceRatio,
+            restartCells: held === 'spot' ? 0 : restartCells,
+            change,
+            stay: stateIndex('spot', true, age + 1),
+            flip: stateIndex('none', false, 0),
+          }
+        : {
+            progresses: false,
+            price: 0,
+            restartCells: 0,
+            change,
+            stay: stateIndex('none', false, age + 1),
+            flip: stateIndex('none', true, 0),
+          };
+      return { spot, onDemand };
+    }),
+  );
+}
+
+/** A solved plan: the best action for every (steps left, work left, holding, availability, age) it covers. */
+export class SpotPlan {
+  private constructor(
+    readonly parameters: SpotPlanParameters,
+    private readonly workCells: number,
+    private readonly cellSeconds: number,
+    /** Bit set where on-demand is the better action, indexed [step][work cell][combo][age]. */
+    private readonly onDemand: Uint8Array,
+  ) {}
+
+  /** Solves the plan by backward induction from the deadline. */
+  static solve(parameters: SpotPlanParameters): SpotPlan {
+    validateParameters(parameters);
+    const { stepSeconds, horizonSteps, restartOverheadSeconds } = parameters;
+    const cellSeconds = stepSeconds / WORK_CELLS_PER_STEP;
+    const restartCells = restartOverheadSeconds / cellSeconds;
+    const workCells = Math.ceil(parameters.maxWorkSeconds / cellSeconds - 1e-9) + 1;
+    const width = workCells + 1;
+    const transitions = planTransitions(parameters, restartCells);
+    const states = transitions.length;
+    // Values in on-demand cell-prices (one cell of time on on-demand costs 1).
+    let next = new Float64Array(width * states);
+    let current = new Float64Array(width * states);
+    for (let w = 0; w < width; w++) next.fill(w * MISS_PENALTY, w * states, (w + 1) * states);
+    const onDemand = new Uint8Array(Math.ceil(((horizonSteps + 1) * width * states) / 8));
+    const R = WORK_CELLS_PER_STEP;
+
+    // The value of taking action `a` in state s with w cells of work left, against `next` (one step later).
+    const actionValue = (a: ActionTransition, w: number): number => {
+      if (!a.progresses) {
+        // Waiting for spot: no cost, no progress.
+        const base = w * states;
+        return (1 - a.change) * (next[base + a.stay] as number) + a.change * (next[base + a.flip] as number);
+      }
+      const cells = w + a.restartCells;
+      if (cells <= R) return a.price * cells;
+      const left = Math.min(workCells - 1e-9, cells - R);
+      const low = Math.floor(left);
+      const frac = left - low;
+      const lowBase = low * states;
+      const highBase = lowBase + states;
+      const stay = (1 - frac) * (next[lowBase + a.stay] as number) + frac * (next[highBase + a.stay] as number);
+      const flip = (1 - frac) * (next[lowBase + a.flip] as number) + frac * (next[highBase + a.flip] as number);
+      return a.price * R + (1 - a.change) * stay + a.change * flip;
+    };
+
+    for (let step = 1; step <= horizonSteps; step++) {
+      current.fill(0, 0, states);
+      for (let w = 1; w < width; w++) {
+        const base = w * states;
+        for (let s = 0; s < states; s++) {
+          const t = transitions[s] as { spot: ActionTransition; onDemand: ActionTransition };
+          const od = actionValue(t.onDemand, w);
+          const spot = actionValue(t.spot, w);
+          if (od < spot) {
+            current[base + s] = od;
+            const bit = (step * width + w) * states + s;
+            onDemand[bit >> 3] = (onDemand[bit >> 3] as number) | (1 << (bit & 7));
+          } else current[base + s] = spot;
+        }
+      }
+      [next, current] = [current, next];
+    }
+    return new SpotPlan(parameters, workCells, cellSeconds, onDemand);
+  }
+
+  /** Whether the plan covers this state (its steps left and work left are within what it was solved for). */
+  covers(state: PlanState): boolean {
+    return (
+      this.stepsLeft(state) <= this.parameters.horizonSteps &&
+      Math.ceil(state.workLeftSeconds / this.cellSeconds) <= this.workCells
+    );
+  }
+
+  /** The planned action in this state: 'spot' (run on spot or wait for it in the queue) or 'on-demand'. */
+  decide(state: PlanState): 'spot' | 'on-demand' {
+    if (!this.covers(state))
+      throw new InvalidSpotPlan(
+        `state (${state.timeLeftSeconds} s left, ${state.workLeftSeconds} s of work) is outside the plan (${this.parameters.horizonSteps} steps, ${this.parameters.maxWorkSeconds} s of work)`,
+      );
+    const step = this.stepsLeft(state);
+    if (step === 0) return 'on-demand';
+    const states = COMBOS.length * AGES;
+    const width = this.workCells + 1;
+    const cell = Math.min(this.workCells, Math.ceil(state.workLeftSeconds / this.cellSeconds - 1e-9));
+    const age = Math.floor(state.stateAgeSeconds / this.parameters.stepSeconds);
+    const s = stateIndex(state.held, state.held === 'spot' ? true : state.spotAvailable, age);
+    const bit = (step * width + cell) * states + s;
+    return ((this.onDemand[bit >> 3] as number) >> (bit & 7)) & 1 ? 'on-demand' : 'spot';
+  }
+
+  private stepsLeft(state: PlanState): number {
+    return Math.max(0, Math.floor(state.timeLeftSeconds / this.parameters.stepSeconds + 1e-9));
+  }
+}
+
+/** Plans kept per process: one per (model, step, overhead, price ratio) in use, each grown to the largest job seen. */
+const PLAN_CACHE_SIZE = 8;
+const plans = new Map<string, SpotPlan>();
+const modelIds = new WeakMap<SpotLengthModel, number>();
+let modelCount = 0;
+
+function cacheKey(parameters: Omit<SpotPlanParameters, 'horizonSteps' | 'maxWorkSeconds'>): string {
+  let id = modelIds.get(parameters.model);
+  if (id === undefined) {
+    modelCount += 1;
+    id = modelCount;
+    modelIds.set(parameters.model, id);
+  }
+  return `${id}/${parameters.stepSeconds}/${parameters.restartOverheadSeconds}/${parameters.spotPriceRatio}`;
+}
+
+/**
+ * The plan for a decision in `state`. A plan answers for every state with no more steps and work left than it was
+ * solved for, so one plan per (model, step, overhead, price ratio) serves a job's later decisions and every smaller
+ * job; a state it does not cover re-solves it for the larger of both, so a warm process solves each key a few times.
+ */
+export function spotPlanFor(
+  state: PlanState,
+  parameters: Omit<SpotPlanParameters, 'horizonSteps' | 'maxWorkSeconds'>,
+): SpotPlan {
+  const key = cacheKey(parameters);
+  const cached = plans.get(key);
+  if (cached?.covers(state)) return cached;
+  const horizonSteps = Math.max(0, Math.floor(state.timeLeftSeconds / parameters.stepSeconds + 1e-9));
+  const plan = SpotPlan.solve({
+    ...parameters,
+    horizonSteps: Math.max(horizonSteps, cached?.parameters.horizonSteps ?? 0),
+    maxWorkSeconds: Math.max(state.workLeftSeconds, cached?.parameters.maxWorkSeconds ?? 0),
+  });
+  plans.delete(key);
+  plans.set(key, plan);
+  if (plans.size > PLAN_CACHE_SIZE) plans.delete(plans.keys().next().value as string);
+  return plan;
+}

@@ -1,0 +1,147 @@
+import { describe, expect, it } from 'vitest';
+import {
+  fitSpotLengthModel,
+  InvalidSpotPlan,
+  type PlanState,
+  SpotPlan,
+  type SpotPlanParameters,
+  spotPlanFor,
+  stepHazards,
+} from '../../lambdas/domain/spot-planner';
+
+describe('fitSpotLengthModel', () => {
+  it('estimates each bin as ended ÷ alive at its start, pooling the last bin by exposure', () => {
+    // Available: 600 s (ended in bin 0), 1200 s (ended in bin 1), 1800 s still going when observation stopped.
+    // Bin 0: 3 alive, 1 ended → 1/3. Bin 1: 2 alive, 1 ended → 1/2. Bin 2 (last): 1 bin of exposure, 0 ended → 0.
+    const model = fitSpotLengthModel(
+      [
+        { available: true, seconds: 600, ended: true },
+        { available: true, seconds: 1200, ended: true },
+        { available: true, seconds: 1800, ended: false },
+        { available: false, seconds: 300, ended: true },
+      ],
+      600,
+      3,
+    );
+    expect(model.binSeconds).toBe(600);
+    expect(model.availableHazards).toEqual([1 / 3, 1 / 2, 0]);
+    // One outage of 300 s ended in bin 0; later bins borrow the last estimate.
+    expect(model.unavailableHazards).toEqual([1, 1, 1]);
+  });
+
+  it('uses 1/2 where there is no data at all, and rejects impossible input', () => {
+    expect(fitSpotLengthModel([], 600, 2).availableHazards).toEqual([0.5, 0.5]);
+    expect(() => fitSpotLengthModel([], 0, 2)).toThrow(InvalidSpotPlan);
+    expect(() => fitSpotLengthModel([], 600, 0)).toThrow(/bins must be a whole number >= 1, got 0/);
+    expect(() => fitSpotLengthModel([{ available: true, seconds: -5, ended: true }], 600, 2)).toThrow(
+      /stretch lengths must be finite and > 0, got -5/,
+    );
+  });
+});
+
+describe('stepHazards', () => {
+  it('converts a constant hazard per bin to the same survival per step, the capped age included', () => {
+    // 10 % per 600 s bin is 1 − √0.9 per 300 s step at every age; the cap keeps it (an exponential's mean remaining life).
+    const perStep = stepHazards([0.1, 0.1], 600, 300, 3);
+    expect(perStep).toHaveLength(4);
+    for (const h of perStep) expect(h).toBeCloseTo(1 - Math.sqrt(0.9), 12);
+  });
+
+  it('gives the capped age the hazard of the mean remaining length, not the bin at the cap', () => {
+    // Bins: 0.5, then 0 (an artefact), then 0.5 for ever. A stretch at the cap (age 1 bin) survives bin 1 for sure,
+    // then lasts 600 s / −ln 0.5 on average: mean remaining 600 + 600/ln 2 s.
+    const [, capped] = stepHazards([0.5, 0, 0.5], 600, 600, 1);
+    expect(capped).toBeCloseTo(1 - Math.exp(-600 / (600 + 600 / Math.LN2)), 12);
+  });
+});
+
+const step = 300;
+const plan = (overrides: Partial<SpotPlanParameters>): SpotPlan =>
+  SpotPlan.solve({
+    stepSeconds: step,
+    horizonSteps: 40,
+    maxWorkSeconds: 6000,
+    restartOverheadSeconds: 300,
+    spotPriceRatio: 0.3,
+    model: { binSeconds: step, availableHazards: [0.02], unavailableHazards: [0.2] },
+    ...overrides,
+  });
+const waiting: PlanState = {
+  timeLeftSeconds: 40 * step,
+  workLeftSeconds: 6000,
+  held: 'none',
+  spotAvailable: false,
+  stateAgeSeconds: 0,
+};
+
+describe('SpotPlan', () => {
+  it('waits for spot while the slack allows it and takes on-demand when it no longer does', () => {
+    const p = plan({});
+    expect(p.decide(waiting)).toBe('spot');
+    // Work 6000 s + one restart 300 s = 21 steps: with 21 steps left, waiting one more would miss the deadline.
+    expect(p.decide({ ...waiting, timeLeftSeconds: 21 * step })).toBe('on-demand');
+  });
+
+  it('goes back from on-demand to spot only when spot is expected to last long enough to pay for the restarts', () => {
+    const onDemand: PlanState = { ...waiting, held: 'on-demand', spotAvailable: true };
+    // Spot that is never reclaimed: 0.3·(6000 + 300) < 6000, so move.
+    expect(
+      plan({ model: { binSeconds: step, availableHazards: [0], unavailableHazards: [0.2] } }).decide(onDemand),
+    ).toBe('spot');
+    // Spot reclaimed within a step 90 % of the time: the 300 s restart eats the whole step, so stay.
+    expect(
+      plan({ model: { binSeconds: step, availableHazards: [0.9], unavailableHazards: [0.2] } }).decide(onDemand),
+    ).toBe('on-demand');
+  });
+
+  it('keeps a job on spot while it runs there', () => {
+    expect(plan({}).decide({ ...waiting, held: 'spot', spotAvailable: true })).toBe('spot');
+  });
+
+  it('reads the age of what it sees: a young spot stretch is not worth a restart, an old one is', () => {
+    // Available stretches: 90 % end within their first step, 1 % per step after that.
+    const p = plan({ model: { binSeconds: step, availableHazards: [0.9, 0.01], unavailableHazards: [0.2] } });
+    const onDemand: PlanState = { ...waiting, held: 'on-demand', spotAvailable: true };
+    expect(p.decide({ ...onDemand, stateAgeSeconds: 0 })).toBe('on-demand');
+    expect(p.decide({ ...onDemand, stateAgeSeconds: 5 * step })).toBe('spot');
+  });
+
+  it('answers only for states it was solved for, and rejects impossible parameters', () => {
+    const p = plan({});
+    expect(p.covers({ ...waiting, timeLeftSeconds: 41 * step })).toBe(false);
+    expect(() => p.decide({ ...waiting, workLeftSeconds: 7000 })).toThrow(/outside the plan/);
+    expect(() => plan({ spotPriceRatio: 1.5 })).toThrow(/spotPriceRatio must be at most 1, got 1.5/);
+    expect(() => plan({ horizonSteps: 2.5 })).toThrow(/horizonSteps must be a whole number >= 0, got 2.5/);
+    expect(() => plan({ model: { binSeconds: step, availableHazards: [], unavailableHazards: [0.2] } })).toThrow(
+      /model.availableHazards must hold at least one hazard/,
+    );
+    expect(() => plan({ model: { binSeconds: step, availableHazards: [1.2], unavailableHazards: [0.2] } })).toThrow(
+      /entries must lie in \[0, 1\], got 1.2/,
+    );
+  });
+});
+
+describe('spotPlanFor', () => {
+  const parameters = {
+    stepSeconds: step,
+    restartOverheadSeconds: 300,
+    spotPriceRatio: 0.3,
+    model: { binSeconds: step, availableHazards: [0.02], unavailableHazards: [0.2] },
+  };
+
+  it('reuses a plan for later and smaller states, grows it for larger ones, and keeps one per overhead', () => {
+    const first = spotPlanFor(waiting, parameters);
+    const later = spotPlanFor({ ...waiting, timeLeftSeconds: 30 * step, workLeftSeconds: 3000 }, parameters);
+    expect(later).toBe(first);
+    const other = spotPlanFor(waiting, { ...parameters, restartOverheadSeconds: 600 });
+    expect(other).not.toBe(first);
+    expect(other.parameters.restartOverheadSeconds).toBe(600);
+    // A longer job than the cached plan covers gets its own plan.
+    const longer = spotPlanFor({ ...waiting, workLeftSeconds: 9000, timeLeftSeconds: 50 * step }, parameters);
+    expect(longer.parameters.maxWorkSeconds).toBe(9000);
+    expect(longer.parameters.horizonSteps).toBe(50);
+    // The grown plan serves the smaller job too; a plan for another overhead is kept beside it.
+    expect(spotPlanFor(waiting, parameters)).toBe(longer);
+    expect(spotPlanFor(waiting, { ...parameters, restartOverheadSeconds: 600 })).toBe(other);
+  });
+});
