@@ -41,7 +41,14 @@ export function trainyardPolicy(
   config: Omit<PlacementPolicyConfig, 'restartOverheadSeconds'>,
   onDecision?: (moment: PlacementMoment, decision: PlacementDecision) => void,
 ): TickPolicy {
-  const policyConfig: PlacementPolicyConfig = { ...config, restartOverheadSeconds: job.overheadSeconds };
+  // The setting supplies the restart overhead and the prices (the plan weighs spot against on-demand at their ratio).
+  const policyConfig: PlacementPolicyConfig = {
+    ...config,
+    restartOverheadSeconds: job.overheadSeconds,
+    ...(config.spotPlanning
+      ? { spotPlanning: { ...config.spotPlanning, spotPriceRatio: job.prices.spot / job.prices.onDemand } }
+      : {}),
+  };
   let attempt: Attempt | undefined;
   let queuedSince = 0;
   let reclaims = 0;
@@ -50,6 +57,7 @@ export function trainyardPolicy(
   let record: SpotObservingAttempt | undefined;
   let closed: SpotHistory = NO_SPOT_HISTORY;
   let probeSeenSince: number | undefined;
+  let startedAtSeconds = 0;
   const ms = (seconds: number): number => seconds * 1000;
   const history = (nowSeconds: number): SpotHistory =>
     record ? addSpotObservation(closed, record, ms(nowSeconds)) : closed;
@@ -64,6 +72,7 @@ export function trainyardPolicy(
   };
   const started = (nowSeconds: number): void => {
     attempt = 'spot-running';
+    startedAtSeconds = nowSeconds;
     if (record) record.startedAt = ms(nowSeconds);
   };
 
@@ -82,9 +91,7 @@ export function trainyardPolicy(
         progressSeconds: view.progressSeconds,
         current,
         ...(spotAvailable === undefined ? {} : { spotAvailable }),
-        ...(current === 'on-demand' && probeSeenSince !== undefined
-          ? { spotAvailableForSeconds: view.nowSeconds - probeSeenSince }
-          : {}),
+        ...spotAges(view.nowSeconds, moment, current),
         spotHistory: history(view.nowSeconds),
         reclaims,
         capacityCancellations,
@@ -94,6 +101,23 @@ export function trainyardPolicy(
     );
     onDecision?.(moment, decision);
     return decision;
+  };
+  // How long spot has been seen in its current state, as the lifecycle knows it: a running spot attempt since it
+  // started, a queued one since it was queued (a cancelled one for the whole wait), 0 at a reclaim, on on-demand the
+  // probe's unbroken run of sightings (the lifecycle keeps no record of since when it has missed spot).
+  const spotAges = (
+    nowSeconds: number,
+    moment: PlacementMoment,
+    current: Capacity | 'none',
+  ): { spotAvailableForSeconds?: number; spotUnavailableForSeconds?: number } => {
+    if (moment === 'attempt-reclaimed') return { spotUnavailableForSeconds: 0 };
+    if (moment === 'capacity-cancelled') return { spotUnavailableForSeconds: nowSeconds - queuedSince };
+    if (current === 'spot') return { spotAvailableForSeconds: nowSeconds - startedAtSeconds };
+    if (current === 'none' && moment === 'periodic-check')
+      return { spotUnavailableForSeconds: nowSeconds - queuedSince };
+    if (current === 'on-demand' && probeSeenSince !== undefined)
+      return { spotAvailableForSeconds: nowSeconds - probeSeenSince };
+    return {};
   };
   const launch = (capacity: Capacity, view: TickView): void => {
     probeSeenSince = undefined;

@@ -15,9 +15,11 @@
  *    running on on-demand whose tier allows spot is first probed for spot capacity (FleetFacts.spotCapacityAvailable
  *    with the tier's instance types; one probe per distinct set of types per run, as it costs an API call), and
  *    job.spotSeenSince records since when the probe has said available without a break (domain/watch.ts
- *    nextSpotSeenSince; written only when it changes): the policy moves the job back to spot once that has lasted
- *    its return hold.
- * 4. PAUSED_BUDGET jobs whose scopes are no longer blocked: SendTaskSuccess(pauseToken, { action: 'resume' }), then
+ *    nextSpotSeenSince; written only when it changes), which the policy weighs when it considers moving the job back.
+ * 4. WAITING deadline jobs whose attempt waits in the spot queue (queuedSpotAttempt) get the same check, with spot
+ *    unavailable since the attempt was queued: the policy may move them to on-demand before the queue's capacity
+ *    wait runs out (TerminateJob cancels the queued Batch job; nothing accrues while it waits).
+ * 5. PAUSED_BUDGET jobs whose scopes are no longer blocked: SendTaskSuccess(pauseToken, { action: 'resume' }), then
  *    the token is removed from the job.
  *
  * Replays: "now" is the scheduled event's `time`, not the clock, so a redelivered tick accrues the same figure (the
@@ -46,6 +48,7 @@ import {
   placementConfigFrom,
   placementStateFor,
   progressFromHarness,
+  queuedSpotAttempt,
   runningAttempt,
   type SpotSighting,
   sameProgress,
@@ -244,7 +247,7 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
   ): Promise<'spot' | 'on-demand' | undefined> {
     const spot = await sightSpot(m, nowMs, probes);
     const state = placementStateFor(m.job, m.attempts, m.tier, nowMs, spot);
-    const attempt = runningAttempt(m.attempts);
+    const attempt = runningAttempt(m.attempts) ?? queuedSpotAttempt(m.attempts);
     if (!state || !attempt?.batchJobId) return undefined;
     const placement = decidePlacement(
       state,
@@ -338,6 +341,21 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
         }
         const to = await checkPlacement(m, nowMs, at, probes);
         if (to) result.moved.push({ jobId: m.job.jobId, to });
+      });
+    }
+
+    // Deadline jobs waiting in the spot queue: the check may move them to on-demand before the capacity wait ends.
+    const waiting = (await plane.jobs.listJobsInStates(teams, ['WAITING']))
+      .filter((job) => job.requirements.deadlineSeconds !== undefined && job.estimate !== undefined)
+      .sort(byAge);
+    result.deferred.push(...waiting.slice(cap).map((j) => j.jobId));
+    for (const job of waiting.slice(0, cap)) {
+      await attempt(job.jobId, async () => {
+        const attempts = await plane.jobs.listAttempts(job.jobId);
+        if (!queuedSpotAttempt(attempts)) return;
+        const queued: Metered = { job, attempts, tier: tierOfJob(plane.config, job), blockedScopes: [] };
+        const to = await checkPlacement(queued, nowMs, at, probes);
+        if (to) result.moved.push({ jobId: job.jobId, to });
       });
     }
 

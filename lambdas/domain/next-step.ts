@@ -58,6 +58,8 @@ export interface NextStepInput {
   sinceLastSpotMove?: { reclaims: number; capacityCancellations: number };
   /** What the job has observed of spot since submission (spotHistoryOf over its attempts); undefined = nothing. */
   spotHistory?: SpotHistory;
+  /** For a capacity cancellation: how long the attempt waited in the spot queue, seconds; undefined = unknown. */
+  spotUnavailableForSeconds?: number;
 }
 
 /** The decision. */
@@ -126,6 +128,10 @@ export function decideNextStep(input: NextStepInput): NextStep {
     current,
     spotAvailable: input.spotAvailable,
     ...(input.spotHistory ? { spotHistory: input.spotHistory } : {}),
+    ...(moment === 'attempt-reclaimed' ? { spotUnavailableForSeconds: 0 } : {}),
+    ...(moment === 'capacity-cancelled' && input.spotUnavailableForSeconds !== undefined
+      ? { spotUnavailableForSeconds: input.spotUnavailableForSeconds }
+      : {}),
     reclaims: (input.sinceLastSpotMove?.reclaims ?? before.reclaims) + (moment === 'attempt-reclaimed' ? 1 : 0),
     capacityCancellations:
       (input.sinceLastSpotMove?.capacityCancellations ?? before.capacityCancellations) +

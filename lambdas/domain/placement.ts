@@ -4,6 +4,8 @@
  * measured comparison with Greedy, Uniform Progress and the omniscient optimum: docs/adr/0001-spot-placement-policy.md.
  */
 
+import { type PlanState, type SpotLengthModel, spotPlanFor } from './spot-planner';
+
 /** The two kinds of capacity a job attempt can run on. */
 export type Capacity = 'spot' | 'on-demand';
 
@@ -29,6 +31,19 @@ export interface PlacementPolicyConfig {
    * measured every larger reserve as worse without a way back). @default true
    */
   spotVisibleOnDemand?: boolean;
+  /**
+   * Deadline jobs whose check can see spot on on-demand: plan with this model of spot capacity (spot-planner.ts)
+   * instead of the reserve rules. Undefined = the reserve rules.
+   */
+  spotPlanning?: SpotPlanning;
+}
+
+/** What the planner needs besides the job's state: the capacity model and the tier's price ratio. */
+export interface SpotPlanning {
+  /** How long spot's available stretches and outages last. */
+  model: SpotLengthModel;
+  /** Spot price ÷ on-demand price for the tier (0 < ratio ≤ 1). */
+  spotPriceRatio: number;
 }
 
 /** Distinct instance types a tier needs for a placement-score probe to answer (AWS scores fewer as always low). */
@@ -129,8 +144,16 @@ export interface PlacementState {
   current: Capacity | 'none';
   /** Whether spot capacity is observed available now (a running spot attempt, or a placement-score probe); undefined = unknown. */
   spotAvailable?: boolean;
-  /** On on-demand: how long the probe has seen spot available without a break; undefined = not seen. */
+  /**
+   * How long spot has been observed available without a break: on spot, since the attempt started; on on-demand, since
+   * the probe first saw it; undefined = not seen.
+   */
   spotAvailableForSeconds?: number;
+  /**
+   * How long spot has been observed unavailable without a break: waiting in the queue, since the attempt was queued;
+   * on on-demand, since the probe first missed it; 0 right after a reclaim; undefined = not known.
+   */
+  spotUnavailableForSeconds?: number;
   /** What the job has observed of spot since submission; undefined = nothing yet. */
   spotHistory?: SpotHistory;
   /** Spot reclaims since the job last moved (back) to spot, or since submission. */
@@ -177,6 +200,13 @@ function validate(state: PlacementState, config: PlacementPolicyConfig): void {
   for (const [key, value] of Object.entries(config.deadline ?? {})) requireFinite(`config.deadline.${key}`, value, 0);
   if (state.spotAvailableForSeconds !== undefined)
     requireFinite('state.spotAvailableForSeconds', state.spotAvailableForSeconds, 0);
+  if (state.spotUnavailableForSeconds !== undefined)
+    requireFinite('state.spotUnavailableForSeconds', state.spotUnavailableForSeconds, 0);
+  if (config.spotPlanning !== undefined) {
+    const ratio = config.spotPlanning.spotPriceRatio;
+    if (!Number.isFinite(ratio) || ratio <= 0 || ratio > 1)
+      throw new InvalidPlacementInput(`config.spotPlanning.spotPriceRatio must lie in (0, 1], got ${ratio}`);
+  }
   if (state.spotHistory !== undefined)
     for (const [key, value] of Object.entries(state.spotHistory)) requireFinite(`state.spotHistory.${key}`, value, 0);
   requireFinite('state.nowSeconds', state.nowSeconds, 0);
@@ -267,6 +297,8 @@ function decideWithDeadline(state: PlacementState, config: PlacementPolicyConfig
       `Deadline: ${pace} can no longer absorb a spot restart and a fallback (needs ${safety + spotStartCost} s): on-demand to finish in time.`,
     );
   }
+  if (config.spotPlanning && config.spotVisibleOnDemand !== false)
+    return decideByPlan(state, config, config.spotPlanning, timeLeft, pace);
   const reserve =
     config.spotVisibleOnDemand === false
       ? safety
@@ -302,6 +334,80 @@ function decideWithDeadline(state: PlacementState, config: PlacementPolicyConfig
           `Waiting for spot with the slack under its reserve (${standing}): move to on-demand.`,
         );
       return decision('spot', false, `Slack above its safety net (${standing}): stay on spot.`);
+  }
+}
+
+/**
+ * Deadline rules with a plan (spot-planner.ts): the action of least expected cost for what the job holds, whether
+ * spot is there and for how long it has been so. At submission availability is unknown: spot unless the plan would
+ * take on-demand even with spot available. On on-demand with the probe unable to tell, the job stays.
+ */
+function decideByPlan(
+  state: PlacementState,
+  config: PlacementPolicyConfig,
+  planning: SpotPlanning,
+  timeLeft: number,
+  pace: string,
+): PlacementDecision {
+  const base = {
+    timeLeftSeconds: timeLeft,
+    workLeftSeconds: Math.max(0, state.workSeconds - state.progressSeconds),
+  };
+  const plan = (planState: PlanState): Capacity =>
+    spotPlanFor(planState, {
+      stepSeconds: config.checkIntervalSeconds,
+      restartOverheadSeconds: config.restartOverheadSeconds,
+      spotPriceRatio: planning.spotPriceRatio,
+      model: planning.model,
+    }).decide(planState);
+  // An outage of unknown age (the probe does not say since when) is taken as an old one: the least hopeful.
+  const unavailableFor = state.spotUnavailableForSeconds ?? Number.POSITIVE_INFINITY;
+  switch (state.moment) {
+    case 'submit': {
+      const capacity = plan({ ...base, held: 'none', spotAvailable: true, stateAgeSeconds: 0 });
+      return decision(
+        capacity,
+        false,
+        capacity === 'spot'
+          ? `Deadline ${pace}: the plan starts on spot.`
+          : `Deadline ${pace}: the plan expects on-demand to cost less than waiting for spot.`,
+      );
+    }
+    case 'attempt-reclaimed':
+    case 'capacity-cancelled': {
+      const age = state.moment === 'attempt-reclaimed' ? 0 : unavailableFor;
+      const what =
+        state.moment === 'attempt-reclaimed'
+          ? 'Spot was reclaimed'
+          : `The spot queue had no capacity${Number.isFinite(age) ? ` for ${Math.round(age)} s` : ''}`;
+      const capacity = plan({ ...base, held: 'none', spotAvailable: false, stateAgeSeconds: age });
+      return decision(
+        capacity,
+        false,
+        capacity === 'spot'
+          ? `${what}; with ${pace} the plan waits for spot again.`
+          : `${what}; with ${pace} the plan expects on-demand to cost less than waiting.`,
+      );
+    }
+    case 'periodic-check': {
+      if (state.current === 'on-demand' && state.spotAvailable === undefined)
+        return decision('on-demand', false, 'Spot capacity cannot be observed now: stay on on-demand.');
+      const available = state.current === 'spot' ? state.spotAvailable !== false : state.spotAvailable === true;
+      const held = state.current === 'spot' && !available ? 'none' : state.current;
+      const age = available ? (state.spotAvailableForSeconds ?? 0) : unavailableFor;
+      const capacity = plan({ ...base, held, spotAvailable: available, stateAgeSeconds: age });
+      const heldCapacity: Capacity = state.current === 'on-demand' ? 'on-demand' : 'spot';
+      const seen = `spot ${available ? 'available' : 'unavailable'} for ${Math.round(age)} s`;
+      if (capacity === heldCapacity)
+        return decision(capacity, false, `With ${pace} and ${seen}, the plan keeps the job on ${capacity}.`);
+      return decision(
+        capacity,
+        true,
+        capacity === 'spot'
+          ? `With ${pace} and ${seen}, the plan expects spot to cost less: move back to spot.`
+          : `With ${pace} and ${seen}, the plan expects on-demand to cost less than waiting: move to on-demand.`,
+      );
+    }
   }
 }
 

@@ -17,6 +17,7 @@ import {
   spotHistoryOf,
   spotProbeCanAnswer,
 } from './placement';
+import { FLEET_SPOT_MODEL } from './spot-fleet-model';
 
 /** Batch tags Trainyard puts on every attempt it submits (propagated into the job detail's `tags`). */
 export const TRAINYARD_TAGS = {
@@ -59,6 +60,23 @@ export function attemptRefOf(job: Pick<BatchJob, 'jobName' | 'tags'>): AttemptRe
 export function runningAttempt(attempts: readonly AttemptRecord[]): AttemptRecord | undefined {
   return [...attempts]
     .filter((a) => a.startedAt !== undefined && a.stoppedAt === undefined)
+    .sort((a, b) => b.attempt - a.attempt)[0];
+}
+
+/**
+ * The attempt waiting in the spot queue: handed to Batch (it has a Batch job id and a submission time) but neither
+ * started nor stopped. The periodic check may move such a job to on-demand (its wait is an observed outage).
+ */
+export function queuedSpotAttempt(attempts: readonly AttemptRecord[]): AttemptRecord | undefined {
+  return [...attempts]
+    .filter(
+      (a) =>
+        a.capacity === 'spot' &&
+        a.batchJobId !== undefined &&
+        a.submittedAt !== undefined &&
+        a.startedAt === undefined &&
+        a.stoppedAt === undefined,
+    )
     .sort((a, b) => b.attempt - a.attempt)[0];
 }
 
@@ -182,19 +200,25 @@ export function spotTroublesSinceLastMove(attempts: readonly AttemptRecord[]): {
 /**
  * The policy settings of the deployed platform for a job's tier, from config (ADR 0001 defaults for the rest). The
  * periodic check can see spot while a job is on on-demand only for tiers whose placement-score probe answers, i.e.
- * with at least SPOT_PROBE_MIN_INSTANCE_TYPES distinct instance types.
+ * with at least SPOT_PROBE_MIN_INSTANCE_TYPES distinct instance types. Deadline jobs on such a tier are planned with
+ * the fleet spot model (spot-planner.ts) at the tier's spot ÷ on-demand price; a tier without a configured spot price
+ * below its on-demand price keeps the reserve rules.
  */
 export function placementConfigFrom(
   base: PlacementPolicyConfig,
   spotPolicy: { reclaimsBeforeOnDemand: number; capacityWaitMinutes: number },
-  tier: Pick<TierConfig, 'instanceTypes'>,
+  tier: Pick<TierConfig, 'instanceTypes' | 'onDemandUsdPerHour' | 'spotUsdPerHour'>,
 ): PlacementPolicyConfig {
+  const spotVisibleOnDemand = spotProbeCanAnswer(tier.instanceTypes);
+  const spot = tier.spotUsdPerHour;
+  const plannable = spotVisibleOnDemand && spot !== undefined && spot < tier.onDemandUsdPerHour;
   return {
     ...base,
     // The policy needs at least one reclaim before falling back; config 0 means "never wait on spot again".
     reclaimsBeforeOnDemand: Math.max(1, spotPolicy.reclaimsBeforeOnDemand),
     capacityWaitSeconds: spotPolicy.capacityWaitMinutes * 60,
-    spotVisibleOnDemand: spotProbeCanAnswer(tier.instanceTypes),
+    spotVisibleOnDemand,
+    ...(plannable ? { spotPlanning: { model: FLEET_SPOT_MODEL, spotPriceRatio: spot / tier.onDemandUsdPerHour } } : {}),
   };
 }
 
@@ -233,11 +257,12 @@ export function nextSpotSeenSince(
  *   not only the checkpointed part: the policy's margin covers the difference of at most one checkpoint interval);
  * - current: the running attempt's capacity; spotAvailable: true while a spot attempt is running (the capacity is
  *   observably there); on on-demand, the placement-score probe's answer (`spot.available`; unknown when the job was
- *   not probed or the probe could not tell) and spotAvailableForSeconds = (now − `spot.seenSinceMs`) ÷ 1000 while
- *   the probe says available;
+ *   not probed or the probe could not tell); spotAvailableForSeconds: on spot, since the attempt started; on
+ *   on-demand, (now − `spot.seenSinceMs`) ÷ 1000 while the probe says available;
  * - spotHistory: what the job's spot attempts observed since submission (spotHistoryOf, open attempts up to now);
  * - reclaims / capacityCancellations: since the job last moved back to spot; spotAllowed: the tier's setting.
- * Undefined when the job has no estimate (no work figure) or no running attempt.
+ * A job whose attempt waits in the spot queue (queuedSpotAttempt) is 'none' with spot unavailable since it was queued.
+ * Undefined when the job has no estimate (no work figure) or no running or queued attempt.
  */
 export function placementStateFor(
   job: Pick<JobRecord, 'createdAt' | 'requirements' | 'estimate' | 'progress'>,
@@ -246,24 +271,39 @@ export function placementStateFor(
   nowMs: number,
   spot: SpotSighting = {},
 ): PlacementState | undefined {
-  const current = runningAttempt(attempts);
-  if (!job.estimate || !current) return undefined;
+  const running = runningAttempt(attempts);
+  const queued = running ? undefined : queuedSpotAttempt(attempts);
+  if (!job.estimate || !(running || queued)) return undefined;
   const workSeconds = job.estimate.runtimeSeconds;
   const troubles = spotTroublesSinceLastMove(attempts);
-  const onSpot = current.capacity === 'spot';
-  const seenFor =
-    !onSpot && spot.available === true && spot.seenSinceMs !== undefined
-      ? { spotAvailableForSeconds: Math.max(0, (nowMs - spot.seenSinceMs) / 1000) }
-      : {};
+  const since = (ms: number): number => Math.max(0, (nowMs - ms) / 1000);
+  let observed: Pick<
+    PlacementState,
+    'current' | 'spotAvailable' | 'spotAvailableForSeconds' | 'spotUnavailableForSeconds'
+  >;
+  if (queued?.submittedAt !== undefined)
+    observed = { current: 'none', spotAvailable: false, spotUnavailableForSeconds: since(queued.submittedAt) };
+  else if (running?.capacity === 'spot')
+    observed = {
+      current: 'spot',
+      spotAvailable: true,
+      ...(running.startedAt !== undefined ? { spotAvailableForSeconds: since(running.startedAt) } : {}),
+    };
+  else
+    observed = {
+      current: 'on-demand',
+      ...(spot.available !== undefined ? { spotAvailable: spot.available } : {}),
+      ...(spot.available === true && spot.seenSinceMs !== undefined
+        ? { spotAvailableForSeconds: since(spot.seenSinceMs) }
+        : {}),
+    };
   return {
     moment: 'periodic-check',
-    nowSeconds: Math.max(0, (nowMs - Date.parse(job.createdAt)) / 1000),
+    nowSeconds: since(Date.parse(job.createdAt)),
     ...(job.requirements.deadlineSeconds !== undefined ? { deadlineSeconds: job.requirements.deadlineSeconds } : {}),
     workSeconds,
     progressSeconds: Math.min(workSeconds, (job.progress?.fraction ?? 0) * workSeconds),
-    current: current.capacity,
-    ...(onSpot ? { spotAvailable: true } : spot.available !== undefined ? { spotAvailable: spot.available } : {}),
-    ...seenFor,
+    ...observed,
     spotHistory: spotHistoryOf(attempts, nowMs),
     reclaims: troubles.reclaims,
     capacityCancellations: troubles.capacityCancellations,

@@ -6,7 +6,7 @@
  */
 import { costOfAttempt } from '../domain/attempt-cost';
 import { type BatchJob, parseBatchFailureCause, parseBatchJob } from '../domain/batch-job';
-import { tierOfJob } from '../domain/job';
+import { type AttemptRecord, tierOfJob } from '../domain/job';
 import { decideNextStep } from '../domain/next-step';
 import { type AttemptOutcome, classifyAttemptOutcome } from '../domain/outcome';
 import { type Capacity, DEFAULT_PLACEMENT_CONFIG, spotHistoryOf } from '../domain/placement';
@@ -99,6 +99,10 @@ export function createAttemptOutcomeHandler(
       lastCapacity: attempt.capacity,
       sinceLastSpotMove: spotTroublesSinceLastMove(attempts.filter((a) => a.attempt !== plan.attempt)),
       spotHistory: spotHistoryOf(attempts, now.getTime()),
+      ...queueWait(
+        attempts.find((a) => a.attempt === plan.attempt),
+        now.getTime(),
+      ),
     });
 
     await plane.jobs.patchJob(jobId, {
@@ -173,4 +177,10 @@ export function createAttemptOutcomeHandler(
     if (next.action === 'pause-budget') return { jobId, next: 'pause', plan: nextPlan };
     return { jobId, next: nextPlan.delaySeconds > 0 ? 'wait' : 'prepare', plan: nextPlan };
   };
+}
+
+/** How long a spot attempt that never started waited in the queue (submission to stop), for the placement policy. */
+function queueWait(attempt: AttemptRecord | undefined, nowMs: number): { spotUnavailableForSeconds?: number } {
+  if (attempt?.capacity !== 'spot' || attempt.startedAt !== undefined || attempt.submittedAt === undefined) return {};
+  return { spotUnavailableForSeconds: Math.max(0, ((attempt.stoppedAt ?? nowMs) - attempt.submittedAt) / 1000) };
 }

@@ -370,4 +370,29 @@ describe('decideNextStep', () => {
       capacity: 'on-demand',
     });
   });
+
+  it('tells a planned policy how long a cancelled attempt waited in the spot queue', () => {
+    const planned = {
+      ...POLICY,
+      spotPlanning: {
+        model: { binSeconds: 300, availableHazards: [0], unavailableHazards: [0.5] },
+        spotPriceRatio: 0.3,
+      },
+    };
+    const next = decideNextStep(
+      input(
+        OUTCOMES.starved,
+        {
+          policy: planned,
+          nowSeconds: 40_000,
+          workSeconds: 50_000,
+          progressSeconds: 0,
+          spotUnavailableForSeconds: 1200,
+        },
+        { deadlineSeconds: 100_000 },
+      ),
+    );
+    expect(next).toMatchObject({ action: 'run-attempt', capacity: 'spot' });
+    expect(next.reason).toContain('The spot queue had no capacity for 1200 s');
+  });
 });

@@ -7,6 +7,7 @@ import {
   NO_SPOT_HISTORY,
   type PlacementPolicyConfig,
   type PlacementState,
+  type SpotPlanning,
   slackReserve,
   spotHistoryOf,
 } from '../../lambdas/domain/placement';
@@ -390,5 +391,81 @@ describe('spotHistoryOf', () => {
 
   it('is empty for a job without attempts', () => {
     expect(spotHistoryOf([], t0)).toEqual({ availableSeconds: 0, unavailableSeconds: 0, reclaims: 0 });
+  });
+});
+
+describe('decidePlacement with a spot plan', () => {
+  // d = 360 s, check = 300 s. Deadline 100 000 s, work 50 000 s: at submission the slack is 50 000 s.
+  const planned = (availableHazards: number[], unavailableHazards: number[]): PlacementPolicyConfig => ({
+    ...config,
+    spotPlanning: { model: { binSeconds: 300, availableHazards, unavailableHazards }, spotPriceRatio: 0.3 },
+  });
+  // Spot, once there, stays; an outage ends within a check half the time.
+  const steady = planned([0], [0.5]);
+  // Spot is reclaimed within a check 90 % of the time: a restart onto it never pays.
+  const flicker = planned([0.9], [0.5]);
+  const deadline: PlacementState = { ...base, deadlineSeconds: 100_000 };
+  const onDemand: PlacementState = {
+    ...deadline,
+    moment: 'periodic-check',
+    nowSeconds: 40_000,
+    progressSeconds: 30_000,
+    current: 'on-demand',
+  };
+
+  it('starts on spot and waits for it again after a reclaim or a capacity cancellation while the slack is large', () => {
+    expect(decidePlacement(deadline, steady)).toMatchObject({ capacity: 'spot', move: false });
+    expect(decidePlacement({ ...deadline, moment: 'attempt-reclaimed', current: 'spot' }, steady)).toMatchObject({
+      capacity: 'spot',
+      reason: expect.stringContaining('the plan waits for spot again'),
+    });
+    expect(
+      decidePlacement({ ...deadline, moment: 'capacity-cancelled', spotUnavailableForSeconds: 1200 }, steady),
+    ).toMatchObject({ capacity: 'spot', move: false });
+  });
+
+  it('moves an on-demand job back to spot only when spot is expected to last long enough to pay the restart', () => {
+    const seen = { ...onDemand, spotAvailable: true, spotAvailableForSeconds: 600 };
+    expect(decidePlacement(seen, steady)).toMatchObject({
+      capacity: 'spot',
+      move: true,
+      reason: expect.stringContaining('the plan expects spot to cost less: move back to spot'),
+    });
+    expect(decidePlacement(seen, flicker)).toMatchObject({
+      capacity: 'on-demand',
+      move: false,
+      reason: expect.stringContaining('the plan keeps the job on on-demand'),
+    });
+  });
+
+  it('keeps an on-demand job where it is while the probe cannot tell', () => {
+    expect(decidePlacement(onDemand, steady)).toEqual({
+      capacity: 'on-demand',
+      move: false,
+      reason: 'Spot capacity cannot be observed now: stay on on-demand.',
+    });
+  });
+
+  it('keeps the safety net in front of the plan', () => {
+    // At t = 98 000 with 1 000 s of work left the slack is 1 000 s, under 2·360 + 300 + 360: on-demand now.
+    const late = { ...deadline, moment: 'periodic-check' as const, nowSeconds: 98_000, progressSeconds: 49_000 };
+    expect(decidePlacement({ ...late, current: 'spot', spotAvailable: true }, steady)).toMatchObject({
+      capacity: 'on-demand',
+      move: true,
+      reason: expect.stringContaining('can no longer absorb a spot restart'),
+    });
+  });
+
+  it('leaves jobs without a deadline to the count rules, and rejects a price ratio outside (0, 1]', () => {
+    expect(
+      decidePlacement({ ...base, moment: 'attempt-reclaimed', current: 'spot', reclaims: 2 }, steady),
+    ).toMatchObject({ capacity: 'on-demand' });
+    const bad = {
+      ...planned([0], [0.5]),
+      spotPlanning: { ...(steady.spotPlanning as SpotPlanning), spotPriceRatio: 0 },
+    };
+    expect(() => decidePlacement(deadline, bad)).toThrow(
+      /config.spotPlanning.spotPriceRatio must lie in \(0, 1\], got 0/,
+    );
   });
 });

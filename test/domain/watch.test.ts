@@ -3,6 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import type { AttemptRecord, DecisionRecord } from '../../lambdas/domain/job';
 import { DEFAULT_PLACEMENT_CONFIG } from '../../lambdas/domain/placement';
+import { FLEET_SPOT_MODEL } from '../../lambdas/domain/spot-fleet-model';
 import {
   attemptRefOf,
   budgetPeriodOf,
@@ -14,6 +15,7 @@ import {
   placementConfigFrom,
   placementStateFor,
   progressFromHarness,
+  queuedSpotAttempt,
   recordedCost,
   runningAttempt,
   sameProgress,
@@ -234,6 +236,8 @@ describe('placement input', () => {
       progressSeconds: 1800,
       current: 'spot',
       spotAvailable: true,
+      // Attempt 4 started at T0 + 6 ms: spot has been there for 1800 − 0.006 s.
+      spotAvailableForSeconds: expect.closeTo(1799.994, 6),
       // Spot attempts 1, 3 and 4 ran 0.001 s, 0.001 s and 1800 − 0.006 s (4 is open until now); none was queued;
       // attempt 1 was reclaimed (the history counts since submission, unlike `reclaims`).
       spotHistory: { availableSeconds: expect.closeTo(1799.996, 6), unavailableSeconds: 0, reclaims: 1 },
@@ -288,7 +292,25 @@ describe('placement input', () => {
       seenSinceMs: T0 + 900_000,
     });
     expect(state?.spotAvailable).toBe(true);
-    expect(state?.spotAvailableForSeconds).toBeUndefined();
+    // Spot has been there since the attempt started: 1800 − 60 s.
+    expect(state?.spotAvailableForSeconds).toBe(1740);
+  });
+
+  it('sees a job waiting in the spot queue as holding nothing, with spot unavailable since it was queued', () => {
+    const queued = [attempt(1, { submittedAt: T0 + 600_000, startedAt: undefined, batchJobId: 'b-1' })];
+    expect(placementStateFor(job, queued, { spotAllowed: true }, now)).toMatchObject({
+      current: 'none',
+      spotAvailable: false,
+      spotUnavailableForSeconds: 1200,
+    });
+    expect(queuedSpotAttempt(queued)?.attempt).toBe(1);
+    // Not handed to Batch yet, or already stopped: nothing to check.
+    expect(queuedSpotAttempt([attempt(1, { submittedAt: T0, startedAt: undefined, batchJobId: undefined })])).toBe(
+      undefined,
+    );
+    expect(
+      queuedSpotAttempt([attempt(1, { submittedAt: T0, startedAt: undefined, stoppedAt: T0 + 1, batchJobId: 'b-1' })]),
+    ).toBe(undefined);
   });
 
   it('hands the policy the spot history of every attempt since submission', () => {
@@ -332,7 +354,7 @@ describe('placement input', () => {
       placementConfigFrom(
         DEFAULT_PLACEMENT_CONFIG,
         { reclaimsBeforeOnDemand: 0, capacityWaitMinutes: 30 },
-        { instanceTypes: ['g4dn.xlarge'] },
+        { instanceTypes: ['g4dn.xlarge'], onDemandUsdPerHour: 0.526 },
       ),
     ).toMatchObject({ reclaimsBeforeOnDemand: 1, capacityWaitSeconds: 1800 });
   });
@@ -342,11 +364,27 @@ describe('placement input', () => {
       placementConfigFrom(
         DEFAULT_PLACEMENT_CONFIG,
         { reclaimsBeforeOnDemand: 2, capacityWaitMinutes: 20 },
-        { instanceTypes },
+        { instanceTypes, onDemandUsdPerHour: 0.526 },
       ).spotVisibleOnDemand;
     expect(visible(['g4dn.xlarge'])).toBe(false);
     expect(visible(['g4dn.xlarge', 'g4dn.xlarge', 'g5.xlarge'])).toBe(false);
     expect(visible(['g4dn.xlarge', 'g5.xlarge', 'g6.xlarge'])).toBe(true);
+  });
+
+  it('plans deadline jobs with the fleet model at the tier’s price ratio where the probe answers and spot is cheaper', () => {
+    const config = (tier: { instanceTypes: string[]; onDemandUsdPerHour: number; spotUsdPerHour?: number }) =>
+      placementConfigFrom(DEFAULT_PLACEMENT_CONFIG, { reclaimsBeforeOnDemand: 2, capacityWaitMinutes: 20 }, tier);
+    const three = ['g4dn.xlarge', 'g5.xlarge', 'g6.xlarge'];
+    expect(config({ instanceTypes: three, onDemandUsdPerHour: 0.5, spotUsdPerHour: 0.2 }).spotPlanning).toEqual({
+      model: FLEET_SPOT_MODEL,
+      spotPriceRatio: 0.4,
+    });
+    // No probe, no spot price, or spot no cheaper: the reserve rules.
+    expect(config({ instanceTypes: ['g4dn.xlarge'], onDemandUsdPerHour: 0.5, spotUsdPerHour: 0.2 }).spotPlanning).toBe(
+      undefined,
+    );
+    expect(config({ instanceTypes: three, onDemandUsdPerHour: 0.5 }).spotPlanning).toBe(undefined);
+    expect(config({ instanceTypes: three, onDemandUsdPerHour: 0.5, spotUsdPerHour: 0.5 }).spotPlanning).toBe(undefined);
   });
 });
 

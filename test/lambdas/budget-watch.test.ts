@@ -392,10 +392,75 @@ describe('budget watch: periodic placement check', () => {
   });
 });
 
+describe('budget watch: jobs waiting in the spot queue', () => {
+  // A WAITING job whose spot attempt was handed to Batch at 14:01:05 and has not started: at the 14:30:00 tick it
+  // has waited 1735 s. Nothing is done yet (work 3600 s) and nothing accrues while it waits.
+  async function waitingJob(jobId: string, deadlineSeconds?: number) {
+    await bench.jobs.createJob(
+      jobRecord({
+        jobId,
+        team: currentTeam,
+        state: 'WAITING',
+        createdAt: new Date(T.created).toISOString(),
+        estimate: ESTIMATE,
+        bundle: { key: `teams/${currentTeam}/jobs/${jobId}/code.tar.gz`, bytes: 1, sha256: 'c'.repeat(64) },
+        ...(deadlineSeconds === undefined ? {} : { requirements: { deadlineSeconds } }),
+      }),
+    );
+    await bench.jobs.putAttempt(
+      attemptRecord({
+        jobId,
+        capacity: 'spot',
+        queue: 'trainyard-gpu-small-spot',
+        status: 'RUNNABLE',
+        batchJobId: `batch-${jobId}`,
+        submittedAt: T.started,
+        startedAt: undefined,
+        usdPerHour: undefined,
+      }),
+    );
+  }
+
+  it('moves a queued deadline job whose slack can no longer wait to on-demand, once', async () => {
+    // Deadline 3900 s: slack = 3900 − 1800 − 3600 = −1500 s.
+    const jobId = id('queued-late');
+    await waitingJob(jobId, 3900);
+
+    const result = await watch()(fixture('scheduled-event'));
+
+    expect(result.moved).toEqual([{ jobId, to: 'on-demand' }]);
+    expect(result.metered).toEqual([]);
+    expect(bench.recorded.terminated).toEqual([
+      { batchJobId: `batch-${jobId}`, reason: TERMINATE_REASONS.moveToOnDemand },
+    ]);
+    expect(await bench.jobs.listDecisions(jobId)).toEqual([
+      expect.objectContaining({ seq: 1, moment: 'periodic-check', decision: 'move-attempt 1 to on-demand' }),
+    ]);
+
+    const afterFirst = await bench.snapshot();
+    await watch()(fixture('scheduled-event'));
+    expect(bench.recorded.terminated).toHaveLength(1);
+    expect(await bench.snapshot()).toEqual(afterFirst);
+  });
+
+  it('leaves a queued job with slack to spare, or without a deadline, in the queue', async () => {
+    // Deadline 100 000 s: a slack of 94 600 s waits for spot.
+    await waitingJob(id('queued-early'), 100_000);
+    await waitingJob(id('queued-no-deadline'));
+
+    const result = await watch()(fixture('scheduled-event'));
+
+    expect(result.moved).toEqual([]);
+    expect(bench.recorded.terminated).toEqual([]);
+    expect(await bench.jobs.listDecisions(id('queued-early'))).toEqual([]);
+  });
+});
+
 describe('budget watch: back to spot', () => {
   // Tick 14:30:00 is 1800 s after submission (14:00:00); the on-demand attempt has run since 14:01:05. Deadline
   // 7200 s, work 3600 s, progress 50 % (1800 s): slack = 7200 − 1800 − 1800 = 3600 s. With d = 360 s and a 300 s
-  // check the safety net is 2·360 + 300 = 1020 s, and slack − d = 3240 s clears it; the return hold is 2·d = 720 s.
+  // check the safety net is 2·360 + 300 = 1020 s, and slack − d = 3240 s clears it. gpu-small has a spot price
+  // ($0.19/h against $0.526/h) and three instance types, so the deployed config plans the job (spot-planner.ts).
   const TICK_MS = Date.parse(TICK_ISO);
 
   async function onDemandDeadlineJob(jobId: string, fields: Partial<JobRecord> = {}) {
@@ -408,9 +473,9 @@ describe('budget watch: back to spot', () => {
     await writeProgress(jobId, 500, 1000);
   }
 
-  it('moves an on-demand deadline job back to spot once the probe has said available for the hold, once', async () => {
+  it('moves an on-demand deadline job back to spot when the plan expects spot to pay for the restart, once', async () => {
     const jobId = id('back');
-    // Seen since 14:15:00: 900 s ≥ 720 s.
+    // Seen since 14:15:00. 1800 s of work left: on spot it costs 0.36 × (1800 + 360) s of on-demand money, 780 s.
     await onDemandDeadlineJob(jobId, { spotSeenSince: TICK_MS - 900_000 });
     spotAnswer = true;
 
@@ -425,7 +490,7 @@ describe('budget watch: back to spot', () => {
         at: TICK_ISO,
         moment: 'periodic-check',
         decision: 'move-attempt 1 to spot',
-        reason: expect.stringContaining('Spot has been available for 900 s (at least 720 s)'),
+        reason: expect.stringContaining('spot available for 900 s, the plan expects spot to cost less'),
       }),
     ]);
 
@@ -435,10 +500,10 @@ describe('budget watch: back to spot', () => {
     expect(await bench.snapshot()).toEqual(afterFirst);
   });
 
-  it('keeps a job on on-demand while the sightings are shorter than the hold', async () => {
+  it('keeps a job on on-demand when its slack cannot pay for a restart', async () => {
     const jobId = id('short');
-    // Seen since 14:20:00: 600 s < 720 s.
-    await onDemandDeadlineJob(jobId, { spotSeenSince: TICK_MS - 600_000 });
+    // Deadline 4000 s: slack = 4000 − 1800 − 1800 = 400 s; a restart (360 s) would leave 40 s, under the 1020 s net.
+    await onDemandDeadlineJob(jobId, { spotSeenSince: TICK_MS - 600_000, requirements: { deadlineSeconds: 4000 } });
     spotAnswer = true;
 
     const result = await watch()(fixture('scheduled-event'));
@@ -448,9 +513,10 @@ describe('budget watch: back to spot', () => {
     expect((await bench.jobs.requireJob(jobId)).spotSeenSince).toBe(TICK_MS - 600_000);
   });
 
-  it('records the first sighting and does not move; replaying the tick changes nothing', async () => {
+  it('records the first sighting; replaying the tick changes nothing', async () => {
     const jobId = id('first');
-    await onDemandDeadlineJob(jobId);
+    // Slack 400 s as above: the job stays on on-demand whatever the probe says.
+    await onDemandDeadlineJob(jobId, { requirements: { deadlineSeconds: 4000 } });
     spotAnswer = true;
 
     const result = await watch()(fixture('scheduled-event'));
