@@ -181,8 +181,8 @@ export const jobRecordSchema = z.strictObject({
   /**
    * While the job runs on on-demand: since when (epoch ms, a budget-watch tick) every placement-score probe has said
    * spot capacity is available; budget-watch sets it on the first such tick and removes it as soon as a probe says
-   * unavailable or cannot tell, or the job is not on on-demand. The periodic check moves the job back to spot once
-   * this has lasted the policy's return hold.
+   * unavailable or cannot tell, or the job is not on on-demand. The placement policy reads it as the age of the
+   * available stretch when it considers moving the job back to spot.
    */
   spotSeenSince: epochMs.optional(),
   /** Last change to the record. */
