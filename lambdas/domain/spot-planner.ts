@@ -4,7 +4,8 @@
  * The model (`SpotLengthModel`) gives, for available stretches and for outages, the chance that a stretch of a given
  * age ends within the next bin; it is fitted from availability traces (bench/spot/spot-model.ts) and shipped as
  * FLEET_SPOT_MODEL. The plan minimises expected cost, with a steep price on missing the deadline; decidePlacement
- * (placement.ts) keeps its safety net in front of it. Rationale and measurements: docs/adr/0001-spot-placement-policy.md.
+ * (placement.ts) keeps its safety net in front of it. Rationale and measurements:
+ * docs/adr/0001-spot-placement-policy.md.
  *
  * The platform's two actions, exactly as the lifecycle can take them at a decision moment:
  * - 'spot': an attempt in the spot queue. It runs while capacity is there, waits (free) while it is not, and a reclaim
@@ -38,7 +39,8 @@ export interface SpotStretch {
 /**
  * Fits a SpotLengthModel: for each age bin, the share of stretches alive at its start that ended within it (a
  * life-table estimate; stretches whose end was not seen count as alive while observed). Bins from `bins` − 1 on are
- * pooled into the last hazard. A bin no stretch reached borrows the one before it; with no data at all the hazard is 1/2.
+ * pooled into the last hazard. A bin no stretch reached borrows the one before it; with no data at all the hazard
+ * is 1/2.
  */
 export function fitSpotLengthModel(
   stretches: readonly SpotStretch[],
@@ -109,7 +111,10 @@ export interface PlanState {
   held: PlanHolding;
   /** Whether spot capacity is available now. */
   spotAvailable: boolean;
-  /** How long spot has been in its current state (available or not), in seconds. */
+  /**
+   * How long spot has been in its current state (available or not), in seconds; Infinity = older than any age the
+   * plan tells apart.
+   */
   stateAgeSeconds: number;
 }
 
@@ -117,7 +122,8 @@ export interface PlanState {
 export const PLAN_AGE_STEPS = 24;
 /**
  * Work-grid cells per time step: progress is tracked in steps of stepSeconds / WORK_CELLS_PER_STEP, restarts between
- * grid points by interpolation. Two cells per step measured no better than one on the traces (ADR 0001) at twice the cost.
+ * grid points by interpolation. Two cells per step measured no better than one on the traces (ADR 0001) at twice
+ * the cost.
  */
 const WORK_CELLS_PER_STEP = 1;
 /** Cost of work still missing at the deadline, per second of it, in seconds of on-demand: far above anything else. */
