@@ -4,7 +4,7 @@
  * measured comparison with Greedy, Uniform Progress and the omniscient optimum: docs/adr/0001-spot-placement-policy.md.
  */
 
-import { type PlanState, type SpotLengthModel, spotPlanFor } from './spot-planner';
+import { type PlanState, planFits, type SpotLengthModel, spotPlanFor } from './spot-planner';
 
 /** The two kinds of capacity a job attempt can run on. */
 export type Capacity = 'spot' | 'on-demand';
@@ -297,7 +297,13 @@ function decideWithDeadline(state: PlacementState, config: PlacementPolicyConfig
       `Deadline: ${pace} can no longer absorb a spot restart and a fallback (needs ${safety + spotStartCost} s): on-demand to finish in time.`,
     );
   }
-  if (config.spotPlanning && config.spotVisibleOnDemand !== false)
+  // A plan too large to solve in a Lambda (a very long deadline and job; MAX_PLAN_GRID_POINTS) keeps the reserve rules.
+  const workLeft = Math.max(0, state.workSeconds - state.progressSeconds);
+  if (
+    config.spotPlanning &&
+    config.spotVisibleOnDemand !== false &&
+    planFits(timeLeft, workLeft, config.checkIntervalSeconds)
+  )
     return decideByPlan(state, config, config.spotPlanning, timeLeft, pace);
   const reserve =
     config.spotVisibleOnDemand === false

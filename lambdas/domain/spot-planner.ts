@@ -377,6 +377,26 @@ export class SpotPlan {
   }
 }
 
+/**
+ * The largest plan solved, in grid points ((steps + 1) × (work cells + 1)): about 3 s and 16 MB of decisions on one
+ * core here, so a cold 512 MB Lambda stays well inside its 30 s. The sweep's largest job (92 h to the deadline, 48 h
+ * of work) is 640 000 points (1.6 s); a job beyond the limit (a week to its deadline with 3 days of work is 1.7 M)
+ * keeps the reserve rules.
+ */
+export const MAX_PLAN_GRID_POINTS = 1_000_000;
+
+/** Grid points of a plan for this much time and work left at this step. */
+function gridPoints(horizonSteps: number, maxWorkSeconds: number, stepSeconds: number): number {
+  const cellSeconds = stepSeconds / WORK_CELLS_PER_STEP;
+  return (horizonSteps + 1) * (Math.ceil(maxWorkSeconds / cellSeconds - 1e-9) + 2);
+}
+
+/** Whether a plan for a decision with this much time and work left stays within MAX_PLAN_GRID_POINTS. */
+export function planFits(timeLeftSeconds: number, workLeftSeconds: number, stepSeconds: number): boolean {
+  const horizonSteps = Math.max(0, Math.floor(timeLeftSeconds / stepSeconds + 1e-9));
+  return gridPoints(horizonSteps, workLeftSeconds, stepSeconds) <= MAX_PLAN_GRID_POINTS;
+}
+
 /** Plans kept per process: one per (model, step, overhead, price ratio) in use, each grown to the largest job seen. */
 const PLAN_CACHE_SIZE = 8;
 const plans = new Map<string, SpotPlan>();
@@ -406,10 +426,14 @@ export function spotPlanFor(
   const cached = plans.get(key);
   if (cached?.covers(state)) return cached;
   const horizonSteps = Math.max(0, Math.floor(state.timeLeftSeconds / parameters.stepSeconds + 1e-9));
+  const grownSteps = Math.max(horizonSteps, cached?.parameters.horizonSteps ?? 0);
+  const grownWork = Math.max(state.workLeftSeconds, cached?.parameters.maxWorkSeconds ?? 0);
+  // Grow the cached plan only while it stays within the limit; otherwise solve for this state alone.
+  const grow = gridPoints(grownSteps, grownWork, parameters.stepSeconds) <= MAX_PLAN_GRID_POINTS;
   const plan = SpotPlan.solve({
     ...parameters,
-    horizonSteps: Math.max(horizonSteps, cached?.parameters.horizonSteps ?? 0),
-    maxWorkSeconds: Math.max(state.workLeftSeconds, cached?.parameters.maxWorkSeconds ?? 0),
+    horizonSteps: grow ? grownSteps : horizonSteps,
+    maxWorkSeconds: grow ? grownWork : state.workLeftSeconds,
   });
   plans.delete(key);
   plans.set(key, plan);

@@ -468,4 +468,16 @@ describe('decidePlacement with a spot plan', () => {
       /config.spotPlanning.spotPriceRatio must lie in \(0, 1\], got 0/,
     );
   });
+
+  it('keeps the reserve rules for a job too large to plan (a week to the deadline, 3 days of work)', () => {
+    const long: PlacementState = {
+      ...deadline,
+      deadlineSeconds: 7 * 86_400,
+      workSeconds: 3 * 86_400,
+      moment: 'attempt-reclaimed',
+      current: 'spot',
+    };
+    expect(decidePlacement(long, steady).reason).toContain('reserve');
+    expect(decidePlacement(long, steady).reason).not.toContain('plan');
+  });
 });

@@ -2,7 +2,9 @@ import { describe, expect, it } from 'vitest';
 import {
   fitSpotLengthModel,
   InvalidSpotPlan,
+  MAX_PLAN_GRID_POINTS,
   type PlanState,
+  planFits,
   SpotPlan,
   type SpotPlanParameters,
   spotPlanFor,
@@ -143,5 +145,16 @@ describe('spotPlanFor', () => {
     // The grown plan serves the smaller job too; a plan for another overhead is kept beside it.
     expect(spotPlanFor(waiting, parameters)).toBe(longer);
     expect(spotPlanFor(waiting, { ...parameters, restartOverheadSeconds: 600 })).toBe(other);
+  });
+});
+
+describe('planFits', () => {
+  it('admits plans up to MAX_PLAN_GRID_POINTS grid points: (steps + 1) × (work cells + 1)', () => {
+    // 92 h to the deadline (1104 steps of 300 s) and 48 h of work (576 cells): 1105 × 578 points.
+    expect(planFits(92 * 3600, 48 * 3600, 300)).toBe(true);
+    expect(1105 * 578).toBeLessThanOrEqual(MAX_PLAN_GRID_POINTS);
+    // A week to the deadline with 3 days of work: 2017 × 866 points.
+    expect(planFits(7 * 86_400, 3 * 86_400, 300)).toBe(false);
+    expect(2017 * 866).toBeGreaterThan(MAX_PLAN_GRID_POINTS);
   });
 });
