@@ -103,14 +103,13 @@ export function trainyardPolicy(
     return decision;
   };
   // How long spot has been seen in its current state, as the lifecycle knows it: a running spot attempt since it
-  // started, a queued one since it was queued (a cancelled one for the whole wait), 0 at a reclaim, on on-demand the
-  // probe's unbroken run of sightings (the lifecycle keeps no record of since when it has missed spot).
+  // started, a queued one since it was queued (a cancelled one for the whole wait), on on-demand the probe's unbroken
+  // run of sightings (the lifecycle keeps no record of since when it has missed spot; a reclaim is age 0 by itself).
   const spotAges = (
     nowSeconds: number,
     moment: PlacementMoment,
     current: Capacity | 'none',
   ): { spotAvailableForSeconds?: number; spotUnavailableForSeconds?: number } => {
-    if (moment === 'attempt-reclaimed') return { spotUnavailableForSeconds: 0 };
     if (moment === 'capacity-cancelled') return { spotUnavailableForSeconds: nowSeconds - queuedSince };
     if (current === 'spot') return { spotAvailableForSeconds: nowSeconds - startedAtSeconds };
     if (current === 'none' && moment === 'periodic-check')

@@ -128,7 +128,6 @@ export function decideNextStep(input: NextStepInput): NextStep {
     current,
     spotAvailable: input.spotAvailable,
     ...(input.spotHistory ? { spotHistory: input.spotHistory } : {}),
-    ...(moment === 'attempt-reclaimed' ? { spotUnavailableForSeconds: 0 } : {}),
     ...(moment === 'capacity-cancelled' && input.spotUnavailableForSeconds !== undefined
       ? { spotUnavailableForSeconds: input.spotUnavailableForSeconds }
       : {}),

@@ -151,7 +151,7 @@ export interface PlacementState {
   spotAvailableForSeconds?: number;
   /**
    * How long spot has been observed unavailable without a break: waiting in the queue, since the attempt was queued;
-   * on on-demand, since the probe first missed it; 0 right after a reclaim; undefined = not known.
+   * at a capacity cancellation, the attempt's wait; undefined = not known (a reclaim is always an outage of age 0).
    */
   spotUnavailableForSeconds?: number;
   /** What the job has observed of spot since submission; undefined = nothing yet. */
@@ -304,7 +304,13 @@ function decideWithDeadline(state: PlacementState, config: PlacementPolicyConfig
     config.spotVisibleOnDemand !== false &&
     planFits(timeLeft, workLeft, config.checkIntervalSeconds)
   )
-    return decideByPlan(state, config, config.spotPlanning, timeLeft, pace);
+    return decideByPlan(
+      state,
+      config,
+      config.spotPlanning,
+      { timeLeftSeconds: timeLeft, workLeftSeconds: workLeft },
+      pace,
+    );
   const reserve =
     config.spotVisibleOnDemand === false
       ? safety
@@ -352,13 +358,9 @@ function decideByPlan(
   state: PlacementState,
   config: PlacementPolicyConfig,
   planning: SpotPlanning,
-  timeLeft: number,
+  base: Pick<PlanState, 'timeLeftSeconds' | 'workLeftSeconds'>,
   pace: string,
 ): PlacementDecision {
-  const base = {
-    timeLeftSeconds: timeLeft,
-    workLeftSeconds: Math.max(0, state.workSeconds - state.progressSeconds),
-  };
   const plan = (planState: PlanState): Capacity =>
     spotPlanFor(planState, {
       stepSeconds: config.checkIntervalSeconds,

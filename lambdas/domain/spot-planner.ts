@@ -249,14 +249,13 @@ function planTransitions(
   return COMBOS.flatMap(({ held, available }) =>
     Array.from({ length: AGES }, (_, age) => {
       const change = (hazards[available ? 1 : 0] as number[])[age] as number;
-      const stayAvailable = available;
       const onDemand: ActionTransition = {
         progresses: true,
         price: 1,
         restartCells: held === 'on-demand' ? 0 : restartCells,
         change,
-        stay: stateIndex('on-demand', stayAvailable, age + 1),
-        flip: stateIndex('on-demand', !stayAvailable, 0),
+        stay: stateIndex('on-demand', available, age + 1),
+        flip: stateIndex('on-demand', !available, 0),
       };
       // Spot queue: runs on spot while capacity is there (a reclaim leaves it waiting), waits while it is not.
       const spot: ActionTransition = available
