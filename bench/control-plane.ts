@@ -13,12 +13,22 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { build, type Metafile } from 'esbuild';
 import { type ApiEvent, createApiHandler } from '../lambdas/api/app';
+import { DEFAULT_PLACEMENT_CONFIG } from '../lambdas/domain/placement';
+import { MAX_PLAN_GRID_POINTS, planGridPoints } from '../lambdas/domain/spot-planner';
 import type { ControlPlane } from '../lambdas/shared/control-plane';
 import { logger } from '../lambdas/shared/logger';
 import type { FleetFacts, LifecycleControl } from '../lambdas/shared/ports';
 import { packTarGz } from '../lambdas/shared/tarball';
 import { parseConfig, type TrainyardConfig } from '../lib/config';
-import { configDefine, LAMBDA_BUNDLING } from '../lib/function';
+import {
+  configDefine,
+  DEFAULT_TIMEOUT_SECONDS,
+  LAMBDA_BUNDLING,
+  LAMBDA_MIB_PER_VCPU,
+  PLANNING_HANDLERS,
+  PLANNING_MEMORY_MIB,
+} from '../lib/function';
+import { BUDGET_WATCH_TIMEOUT } from '../lib/lifecycle/event-handlers';
 import { ensureLocalTables, LOCAL_NAMES, lifecycleSteps, localControlPlane } from '../lib/local/control-plane';
 import { synthesizeJobStateMachineDefinition } from '../lib/local/definition';
 import { type RunningEngine, startDynalite, startS3rver } from '../lib/local/engines';
@@ -31,7 +41,14 @@ const BUILD_DIR = join(ROOT, 'node_modules', '.cache', 'trainyard-bench', 'bundl
 const KIB = 1024;
 
 /** The issue's goals for the control plane. */
-export const CONTROL_PLANE_GOALS = { bundleKiB: 250, coldStartMs: 150, warmP99Ms: 50, stateTransitions: 30 } as const;
+export const CONTROL_PLANE_GOALS = {
+  bundleKiB: 250,
+  coldStartMs: 150,
+  warmP99Ms: 50,
+  stateTransitions: 30,
+  /** Ours: a cold plan solve, scaled to a planning Lambda's CPU share, within this share of its timeout. */
+  planSolveTimeoutShare: 1 / 3,
+} as const;
 
 /** One input package's share of a bundle. */
 export interface BundleShare {
@@ -114,6 +131,31 @@ export interface TransitionFigure {
   readonly withinGoal: boolean;
 }
 
+/** A planning Lambda's estimated time for one cold plan solve. */
+export interface PlanSolveLambdaFigure {
+  readonly handler: string;
+  readonly memoryMiB: number;
+  readonly timeoutSeconds: number;
+  /** The measured median scaled by the Lambda's CPU share (LAMBDA_MIB_PER_VCPU ÷ memory, at most one vCPU). */
+  readonly estimatedMs: number;
+  readonly withinGoal: boolean;
+}
+
+/** A cold spot-plan solve (spot-planner.ts spotPlanFor, fleet model) in a fresh Node process. */
+export interface PlanSolveFigure {
+  readonly label: string;
+  readonly timeLeftHours: number;
+  readonly workLeftHours: number;
+  readonly gridPoints: number;
+  readonly runs: number;
+  /** Median of the first solve in a fresh process (JIT cold), on one core of the bench machine. */
+  readonly medianMs: number;
+  readonly maxMs: number;
+  /** Median resident set size of the process after the solve. */
+  readonly rssMiB: number;
+  readonly lambdas: readonly PlanSolveLambdaFigure[];
+}
+
 /** Everything part 2 measured. */
 export interface ControlPlaneBenchResult {
   readonly name: 'control-plane';
@@ -124,6 +166,7 @@ export interface ControlPlaneBenchResult {
   readonly sdkImports: readonly SdkImportFigure[];
   readonly latency: readonly LatencyFigure[];
   readonly transitions: TransitionFigure;
+  readonly planSolves: readonly PlanSolveFigure[];
   readonly elapsedSeconds: number;
 }
 
@@ -285,16 +328,17 @@ function importInFreshProcess(
   env: Record<string, string>,
   check: 'handler' | 'none' | 'require',
 ): Promise<ChildTiming> {
+  return runChild(COLD_START_CHILD, [specifier, check], env, `importing ${specifier}`);
+}
+
+/** Runs `node -e code args…` with only PATH and `env`; resolves its stdout parsed as JSON or rejects with its stderr. */
+function runChild<T>(code: string, args: readonly string[], env: Record<string, string>, what: string): Promise<T> {
   return new Promise((resolve, reject) => {
-    const child = spawn(
-      process.execPath,
-      ['--no-warnings', '--input-type=module', '-e', COLD_START_CHILD, specifier, check],
-      {
-        cwd: ROOT,
-        env: { PATH: process.env.PATH ?? '', ...env },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
+    const child = spawn(process.execPath, ['--no-warnings', '--input-type=module', '-e', code, ...args], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => {
@@ -304,9 +348,9 @@ function importInFreshProcess(
       stderr += chunk.toString();
     });
     child.on('error', reject);
-    child.on('close', (code) => {
-      if (code === 0) resolve(JSON.parse(stdout) as ChildTiming);
-      else reject(new BenchMeasurementFailed(`importing ${specifier} exited ${code}: ${stderr.slice(-1500)}`));
+    child.on('close', (exitCode) => {
+      if (exitCode === 0) resolve(JSON.parse(stdout) as T);
+      else reject(new BenchMeasurementFailed(`${what} exited ${exitCode}: ${stderr.slice(-1500)}`));
     });
   });
 }
@@ -386,6 +430,111 @@ async function measureSdkImports(
     log(`control-plane: ${loadedWith} ${module} median ${medianMs.toFixed(0)} ms`);
   }
   return figures.sort((a, b) => b.medianMs - a.medianMs);
+}
+
+/** The child: imports the planner bundle, solves one plan cold, prints the solve's milliseconds and the RSS after. */
+const PLAN_SOLVE_CHILD = `
+const { spotPlanFor, FLEET_SPOT_MODEL } = await import(process.argv[1]);
+const [timeLeftSeconds, workLeftSeconds, stepSeconds, restartOverheadSeconds, spotPriceRatio] = process.argv.slice(2).map(Number);
+const started = performance.now();
+spotPlanFor(
+  { timeLeftSeconds, workLeftSeconds, held: 'none', spotAvailable: true, stateAgeSeconds: 0 },
+  { stepSeconds, restartOverheadSeconds, spotPriceRatio, model: FLEET_SPOT_MODEL },
+);
+const solveMs = performance.now() - started;
+process.stdout.write(JSON.stringify({ solveMs, rssBytes: process.memoryUsage().rss }));
+`;
+
+/** Memory and timeout of each Lambda that solves plans, as the stacks deploy them (lib/function.ts, lib/lifecycle). */
+export function planningLambdas(): Array<{ handler: string; memoryMiB: number; timeoutSeconds: number }> {
+  return PLANNING_HANDLERS.map((handler) => ({
+    handler,
+    memoryMiB: PLANNING_MEMORY_MIB,
+    timeoutSeconds: handler === 'budget-watch' ? BUDGET_WATCH_TIMEOUT.toSeconds() : DEFAULT_TIMEOUT_SECONDS,
+  }));
+}
+
+/** A measured median scaled to a Lambda's CPU share (one vCPU at LAMBDA_MIB_PER_VCPU, proportionally less below). */
+export function lambdaEstimateMs(measuredMs: number, memoryMiB: number): number {
+  return measuredMs * Math.max(1, LAMBDA_MIB_PER_VCPU / memoryMiB);
+}
+
+/**
+ * The plans the bench solves: the spot sweep's largest job, and the largest plan the policy solves at all (a 48 h
+ * job as far from its deadline as MAX_PLAN_GRID_POINTS allows; beyond it the reserve rules decide).
+ */
+export function planSolveCases(
+  stepSeconds: number,
+): Array<{ label: string; timeLeftSeconds: number; workLeftSeconds: number }> {
+  const workLeftSeconds = 48 * 3600;
+  let capSteps = Math.floor((92 * 3600) / stepSeconds);
+  while (planGridPoints((capSteps + 1) * stepSeconds, workLeftSeconds, stepSeconds) <= MAX_PLAN_GRID_POINTS) capSteps++;
+  return [
+    { label: 'spot sweep’s largest job', timeLeftSeconds: 92 * 3600, workLeftSeconds },
+    { label: 'largest plan solved (MAX_PLAN_GRID_POINTS)', timeLeftSeconds: capSteps * stepSeconds, workLeftSeconds },
+  ];
+}
+
+/**
+ * Cold plan solves: the planner bundled as the Lambdas bundle it, each solve in a fresh process (runs sequential),
+ * at the deployed check interval and restart overhead and the sweep's p3.2xlarge price ratio (solve time does not
+ * depend on either).
+ */
+async function measurePlanSolves(runs: number, log: (line: string) => void): Promise<PlanSolveFigure[]> {
+  const outfile = join(BUILD_DIR, 'spot-planner.mjs');
+  await build({
+    stdin: {
+      contents:
+        "export { spotPlanFor } from './lambdas/domain/spot-planner';\n" +
+        "export { FLEET_SPOT_MODEL } from './lambdas/domain/spot-fleet-model';\n",
+      resolveDir: ROOT,
+      loader: 'ts',
+    },
+    outfile,
+    bundle: true,
+    platform: 'node',
+    format: LAMBDA_BUNDLING.format,
+    target: LAMBDA_BUNDLING.target,
+    minify: LAMBDA_BUNDLING.minify,
+    logLevel: 'silent',
+  });
+  const { checkIntervalSeconds, restartOverheadSeconds } = DEFAULT_PLACEMENT_CONFIG;
+  const figures: PlanSolveFigure[] = [];
+  for (const c of planSolveCases(checkIntervalSeconds)) {
+    const samples: Array<{ solveMs: number; rssBytes: number }> = [];
+    const args = [c.timeLeftSeconds, c.workLeftSeconds, checkIntervalSeconds, restartOverheadSeconds, 0.9731 / 3.06];
+    for (let i = 0; i < runs; i++)
+      samples.push(
+        await runChild(PLAN_SOLVE_CHILD, [pathToFileURL(outfile).href, ...args.map(String)], {}, 'plan solve'),
+      );
+    const medianMs = percentile(
+      samples.map((s) => s.solveMs),
+      50,
+    );
+    figures.push({
+      label: c.label,
+      timeLeftHours: c.timeLeftSeconds / 3600,
+      workLeftHours: c.workLeftSeconds / 3600,
+      gridPoints: planGridPoints(c.timeLeftSeconds, c.workLeftSeconds, checkIntervalSeconds),
+      runs,
+      medianMs,
+      maxMs: Math.max(...samples.map((s) => s.solveMs)),
+      rssMiB: percentile(
+        samples.map((s) => s.rssBytes / (KIB * KIB)),
+        50,
+      ),
+      lambdas: planningLambdas().map((l) => {
+        const estimatedMs = lambdaEstimateMs(medianMs, l.memoryMiB);
+        return {
+          ...l,
+          estimatedMs,
+          withinGoal: estimatedMs <= l.timeoutSeconds * 1000 * CONTROL_PLANE_GOALS.planSolveTimeoutShare,
+        };
+      }),
+    });
+    log(`control-plane: cold plan solve, ${c.label}: median ${medianMs.toFixed(0)} ms over ${runs}`);
+  }
+  return figures;
 }
 
 const PRINCIPAL = 'arn:aws:iam::123456789012:role/bench-researchers';
@@ -659,6 +808,7 @@ export async function runControlPlaneBench(options: {
   const defaults = parseConfig({}, 'defaults');
   const coldStarts = await measureColdStarts(files, options.quick ? 5 : 20, defaults, options.log);
   const sdkImports = await measureSdkImports(bundles, options.quick ? 3 : 9, options.log);
+  const planSolves = await measurePlanSolves(options.quick ? 3 : 9, options.log);
   const directory = mkdtempSync(join(tmpdir(), 'trainyard-bench-cp-'));
   // A request log line per call would bury the progress lines; its cost (microseconds) is far below what is timed.
   const logLevel = logger.getLevelName();
@@ -683,6 +833,7 @@ export async function runControlPlaneBench(options: {
       sdkImports,
       latency,
       transitions,
+      planSolves,
       elapsedSeconds: (performance.now() - started) / 1000,
     };
   } finally {
@@ -694,6 +845,8 @@ export async function runControlPlaneBench(options: {
 }
 
 const yesNo = (ok: boolean): string => (ok ? 'yes' : 'no');
+const fmtShare = (share: number): string =>
+  Math.abs(share - 1 / 3) < 1e-9 ? 'a third' : `${(share * 100).toFixed(0)} %`;
 
 /** Markdown tables of a result. */
 export function controlPlaneTables(result: ControlPlaneBenchResult): string {
@@ -767,6 +920,26 @@ export function controlPlaneTables(result: ControlPlaneBenchResult): string {
     lines.push(
       `| ${l.route} | ${l.calls} | ${l.p50Ms.toFixed(1)} ms | ${l.p99Ms.toFixed(1)} ms | ${l.meanMs.toFixed(1)} ms | ${yesNo(l.withinGoal)} |`,
     );
+  }
+  if (result.planSolves.length > 0) {
+    const lambdas = result.planSolves[0]?.lambdas ?? [];
+    lines.push(
+      '',
+      `Cold spot-plan solves (spot-planner.ts with the fleet model, bundled as the Lambdas bundle it; the first solve in ` +
+        `a fresh process, median of ${result.planSolves[0]?.runs ?? 0} on one core here). In a Lambda = median × ` +
+        `${LAMBDA_MIB_PER_VCPU} ÷ its memory (Lambda's CPU share, at most one vCPU); goal: within ` +
+        `${fmtShare(g.planSolveTimeoutShare)} of its timeout.`,
+      '',
+      `| plan | to deadline / work | grid points | median | max | RSS | ${lambdas.map((l) => `${l.handler} (${l.memoryMiB} MiB, ${l.timeoutSeconds} s)`).join(' | ')} |`,
+      `|---|---|---|---|---|---|${lambdas.map(() => '---|').join('')}`,
+    );
+    for (const p of result.planSolves) {
+      lines.push(
+        `| ${p.label} | ${Number(p.timeLeftHours.toFixed(1))} h / ${Number(p.workLeftHours.toFixed(1))} h | ${p.gridPoints.toLocaleString('en-US')} | ` +
+          `${p.medianMs.toFixed(0)} ms | ${p.maxMs.toFixed(0)} ms | ${p.rssMiB.toFixed(0)} MiB | ` +
+          `${p.lambdas.map((l) => `${(l.estimatedMs / 1000).toFixed(1)} s (${yesNo(l.withinGoal)})`).join(' | ')} |`,
+      );
+    }
   }
   const t = result.transitions;
   lines.push(

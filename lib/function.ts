@@ -17,6 +17,25 @@ export const LAMBDA_BUNDLING = {
   banner: "import { createRequire } from 'module'; const require = createRequire(import.meta.url);",
 } as const;
 
+/** Default timeout of a Trainyard Lambda, in seconds. */
+export const DEFAULT_TIMEOUT_SECONDS = 30;
+
+/** Lambda allots CPU in proportion to memory: this many MiB buy one full vCPU (AWS Lambda developer guide). */
+export const LAMBDA_MIB_PER_VCPU = 1769;
+
+/**
+ * The Lambdas that decide placement and so may solve a spot plan (lambdas/domain/spot-planner.ts): cost-gate at
+ * submission, attempt-outcome after each attempt, budget-watch at the periodic check.
+ */
+export const PLANNING_HANDLERS = ['cost-gate', 'attempt-outcome', 'budget-watch'] as const;
+
+/**
+ * Memory of the PLANNING_HANDLERS. A cold plan solve is the one CPU-bound piece of the control plane; this share of a
+ * vCPU keeps a solve at MAX_PLAN_GRID_POINTS under a third of their timeout, as `npm run bench -- --only
+ * control-plane` measures and scales it.
+ */
+export const PLANNING_MEMORY_MIB = 1024;
+
 /**
  * The esbuild `define` that bakes the resolved config into a bundle: it replaces the literal expression
  * `process.env.TRAINYARD_CONFIG` (read that way in lambdas/shared/runtime-config.ts).
@@ -33,7 +52,7 @@ export interface TrainyardFunctionProps {
   readonly environment?: Record<string, string>;
   /** Log retention. */
   readonly logRetention: logs.RetentionDays;
-  /** @default - 30 seconds */
+  /** @default - DEFAULT_TIMEOUT_SECONDS */
   readonly timeout?: Duration;
   /** @default - 512 MiB */
   readonly memorySize?: number;
@@ -58,7 +77,7 @@ export class TrainyardFunction extends NodejsFunction {
       runtime: lambda.Runtime.NODEJS_24_X,
       architecture: lambda.Architecture.ARM_64,
       memorySize: props.memorySize ?? 512,
-      timeout: props.timeout ?? Duration.seconds(30),
+      timeout: props.timeout ?? Duration.seconds(DEFAULT_TIMEOUT_SECONDS),
       tracing: lambda.Tracing.ACTIVE,
       logGroup,
       loggingFormat: lambda.LoggingFormat.JSON,

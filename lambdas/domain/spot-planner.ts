@@ -377,10 +377,11 @@ export class SpotPlan {
 }
 
 /**
- * The largest plan solved, in grid points ((steps + 1) × (work cells + 1)): about 3 s and 16 MB of decisions on one
- * core here, so a cold 512 MB Lambda stays well inside its 30 s. The sweep's largest job (92 h to the deadline, 48 h
- * of work) is 640 000 points (1.6 s); a job beyond the limit (a week to its deadline with 3 days of work is 1.7 M)
- * keeps the reserve rules.
+ * The largest plan solved, in grid points ((steps + 1) × (work cells + 2)): a cold solve takes 2.6 s and 53 MiB of
+ * process memory on one core here, about 4.6 s in the 1,024 MiB Lambdas that decide placement (lib/function.ts
+ * PLANNING_MEMORY_MIB), well inside their 30 s (`npm run bench -- --only control-plane`). The sweep's largest job
+ * (92 h to the deadline, 48 h of work) is 640 000 points (1.6 s); a job beyond the limit (a week to its deadline with
+ * 3 days of work is 1.7 M) keeps the reserve rules.
  */
 export const MAX_PLAN_GRID_POINTS = 1_000_000;
 
@@ -390,10 +391,14 @@ function gridPoints(horizonSteps: number, maxWorkSeconds: number, stepSeconds: n
   return (horizonSteps + 1) * (Math.ceil(maxWorkSeconds / cellSeconds - 1e-9) + 2);
 }
 
+/** Grid points of the plan for a decision with this much time and work left at this step. */
+export function planGridPoints(timeLeftSeconds: number, workLeftSeconds: number, stepSeconds: number): number {
+  return gridPoints(Math.max(0, Math.floor(timeLeftSeconds / stepSeconds + 1e-9)), workLeftSeconds, stepSeconds);
+}
+
 /** Whether a plan for a decision with this much time and work left stays within MAX_PLAN_GRID_POINTS. */
 export function planFits(timeLeftSeconds: number, workLeftSeconds: number, stepSeconds: number): boolean {
-  const horizonSteps = Math.max(0, Math.floor(timeLeftSeconds / stepSeconds + 1e-9));
-  return gridPoints(horizonSteps, workLeftSeconds, stepSeconds) <= MAX_PLAN_GRID_POINTS;
+  return planGridPoints(timeLeftSeconds, workLeftSeconds, stepSeconds) <= MAX_PLAN_GRID_POINTS;
 }
 
 /** Plans kept per process: one per (model, step, overhead, price ratio) in use, each grown to the largest job seen. */

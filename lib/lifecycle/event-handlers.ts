@@ -16,7 +16,7 @@ import { Construct } from 'constructs';
 import { ENV } from '../../lambdas/shared/aws-control-plane';
 import { BATCH_STATE_CHANGE_DETAIL_TYPE, SPOT_INTERRUPTION_DETAIL_TYPE } from '../../lambdas/shared/event-schemas';
 import type { TrainyardConfig } from '../config';
-import { TrainyardFunction } from '../function';
+import { PLANNING_MEMORY_MIB, TrainyardFunction } from '../function';
 import { acknowledgeFinding, nagResourceName } from '../nag';
 
 /** Props of the event-driven handlers. */
@@ -57,6 +57,8 @@ export const BATCH_STATUSES_HANDLED = ['RUNNABLE', 'RUNNING', 'SUCCEEDED', 'FAIL
 
 /** How often budget-watch runs. */
 export const BUDGET_WATCH_INTERVAL = Duration.minutes(5);
+/** The budget watch's timeout: under BUDGET_WATCH_INTERVAL, so runs do not overlap. */
+export const BUDGET_WATCH_TIMEOUT = Duration.minutes(4);
 
 /**
  * The three EventBridge-driven Lambdas: interruption (EC2 spot interruption warnings on the default bus),
@@ -137,8 +139,9 @@ export class EventHandlers extends Construct {
         [ENV.stateMachine]: props.stateMachine.stateMachineArn,
       },
       config: props.config,
-      // Under the 5-minute interval, so runs do not overlap.
-      timeout: Duration.minutes(4),
+      timeout: BUDGET_WATCH_TIMEOUT,
+      // It solves spot plans at the periodic check.
+      memorySize: PLANNING_MEMORY_MIB,
       rule: {
         description: 'Budget watch and periodic placement check',
         schedule: events.Schedule.rate(BUDGET_WATCH_INTERVAL),
@@ -161,6 +164,7 @@ export class EventHandlers extends Construct {
       environment: Record<string, string>;
       config?: TrainyardConfig;
       timeout?: Duration;
+      memorySize?: number;
       rule: { description: string; eventPattern?: events.EventPattern; schedule?: events.Schedule };
       retry: { retryAttempts: number; maxEventAge: Duration };
     },
@@ -172,6 +176,7 @@ export class EventHandlers extends Construct {
       logRetention: props.logRetention,
       ...(spec.config ? { config: spec.config } : {}),
       ...(spec.timeout ? { timeout: spec.timeout } : {}),
+      ...(spec.memorySize ? { memorySize: spec.memorySize } : {}),
     });
     const deadLetters = new sqs.Queue(this, `${id}DeadLetters`, {
       enforceSSL: true,

@@ -5,8 +5,13 @@ import {
   CONTROL_PLANE_GOALS,
   type ControlPlaneBenchResult,
   controlPlaneTables,
+  lambdaEstimateMs,
+  planningLambdas,
+  planSolveCases,
   sdkImportsByKind,
 } from '../../bench/control-plane';
+import { controlPlaneGoals } from '../../bench/run';
+import { MAX_PLAN_GRID_POINTS, planGridPoints } from '../../lambdas/domain/spot-planner';
 
 type Kind = 'import-statement' | 'dynamic-import' | 'require-call';
 const ext = (path: string, kind: Kind, external = true) => ({ path, kind, external });
@@ -106,6 +111,22 @@ describe('controlPlaneTables', () => {
     ],
     latency: [],
     transitions: { stateEntered: 11, states: ['Analyze'], jobState: 'SUCCEEDED', withinGoal: true },
+    planSolves: [
+      {
+        label: 'largest plan solved',
+        timeLeftHours: 144,
+        workLeftHours: 48,
+        gridPoints: 999_990,
+        runs: 3,
+        medianMs: 3000,
+        maxMs: 3200,
+        rssMiB: 80,
+        lambdas: [
+          { handler: 'cost-gate', memoryMiB: 1024, timeoutSeconds: 30, estimatedMs: 5183, withinGoal: true },
+          { handler: 'budget-watch', memoryMiB: 512, timeoutSeconds: 240, estimatedMs: 10_365, withinGoal: true },
+        ],
+      },
+    ],
     elapsedSeconds: 1,
   };
 
@@ -124,5 +145,56 @@ describe('controlPlaneTables', () => {
     expect(rows).toContain('| package | loaded with | load | at init | on first use |');
     expect(rows).toContain('| @aws-sdk/client-s3 | `import()` | 42 ms | 0/2 | 1/2 |');
     expect(rows).toContain('| @aws-sdk/lib-dynamodb | `require` | 30 ms | 1/2 | 0/2 |');
+  });
+
+  it('tabulates each cold plan solve with its estimate in every Lambda that solves plans', () => {
+    const rows = controlPlaneTables(result).split('\n');
+
+    expect(rows).toContain(
+      '| plan | to deadline / work | grid points | median | max | RSS | cost-gate (1024 MiB, 30 s) | budget-watch (512 MiB, 240 s) |',
+    );
+    expect(rows).toContain(
+      '| largest plan solved | 144 h / 48 h | 999,990 | 3000 ms | 3200 ms | 80 MiB | 5.2 s (yes) | 10.4 s (yes) |',
+    );
+  });
+
+  it('makes the goal row from the largest plan in the Lambda nearest its timeout', () => {
+    const row = controlPlaneGoals(result).find((r) => r.metric.startsWith('cold plan solve'));
+
+    // cost-gate: 5.2 s of 30 s (17 %); budget-watch: 10.4 s of 240 s (4 %).
+    expect(row).toEqual({
+      part: 'control-plane',
+      metric: 'cold plan solve, largest plan solved, in cost-gate (1024 MiB; 3.0 s here)',
+      value: '5.2 s',
+      goal: '≤ 10.0 s',
+      met: true,
+    });
+  });
+});
+
+describe('plan solve sizing', () => {
+  it('solves the sweep’s largest job and the largest plan under MAX_PLAN_GRID_POINTS', () => {
+    const [sweep, cap] = planSolveCases(300);
+
+    expect(sweep).toMatchObject({ timeLeftSeconds: 92 * 3600, workLeftSeconds: 48 * 3600 });
+    const capSeconds = cap?.timeLeftSeconds as number;
+    expect(planGridPoints(capSeconds, 48 * 3600, 300)).toBeLessThanOrEqual(MAX_PLAN_GRID_POINTS);
+    expect(planGridPoints(capSeconds + 300, 48 * 3600, 300)).toBeGreaterThan(MAX_PLAN_GRID_POINTS);
+    // 578 work points (48 h of 300 s cells, plus 0 and the interpolation's top): floor(1e6 / 578) − 1 = 1729 steps.
+    expect(capSeconds).toBe(1729 * 300);
+  });
+
+  it('scales a measured time by the Lambda’s share of a vCPU, never faster than one vCPU', () => {
+    expect(lambdaEstimateMs(1000, 1769)).toBe(1000);
+    expect(lambdaEstimateMs(1000, 512)).toBeCloseTo((1000 * 1769) / 512, 6);
+    expect(lambdaEstimateMs(1000, 4096)).toBe(1000);
+  });
+
+  it('names the deployed planning Lambdas with their timeouts', () => {
+    expect(planningLambdas().map((l) => [l.handler, l.timeoutSeconds])).toEqual([
+      ['cost-gate', 30],
+      ['attempt-outcome', 30],
+      ['budget-watch', 240],
+    ]);
   });
 });

@@ -72,3 +72,24 @@ describe('job state machine', () => {
     }
   });
 });
+
+describe('Lambda sizing', () => {
+  const memoryByDescription = (): Map<string, number> =>
+    new Map(
+      resourcesOf(s.platformTemplate, 'AWS::Lambda::Function')
+        .filter(([, p]) => String(p.Description ?? '').startsWith('Trainyard'))
+        .map(([, p]) => [String(p.Description), Number(p.MemorySize)]),
+    );
+
+  it('gives the Lambdas that solve spot plans (cost-gate, attempt-outcome, budget-watch) 1024 MiB and the rest 512', () => {
+    const memory = memoryByDescription();
+    const planners = [...memory].filter(([d]) =>
+      /reserve the estimate|classify an ended attempt|every 5 minutes meter running jobs/.test(d),
+    );
+    expect(planners).toHaveLength(3);
+    for (const [description, mib] of planners) expect(mib, description).toBe(1024);
+    const others = [...memory].filter(([d]) => !planners.some(([p]) => p === d) && !d.includes('HTTP API'));
+    expect(others.length).toBeGreaterThanOrEqual(6);
+    for (const [description, mib] of others) expect(mib, description).toBe(512);
+  });
+});
