@@ -34,6 +34,7 @@ import { synthesizeJobStateMachineDefinition } from '../lib/local/definition';
 import { type RunningEngine, startDynalite, startS3rver } from '../lib/local/engines';
 import type { LocalBatch, SubmitJobInput } from '../lib/local/local-batch';
 import { type ExecutionEvent, LocalStateMachine } from '../lib/local/state-machine-runner';
+import { P3_PRICES } from './spot/simulator';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 /** Bundles live under node_modules so the external `@aws-sdk/*` imports resolve as the Lambda runtime's would. */
@@ -502,7 +503,8 @@ async function measurePlanSolves(runs: number, log: (line: string) => void): Pro
   const figures: PlanSolveFigure[] = [];
   for (const c of planSolveCases(checkIntervalSeconds)) {
     const samples: Array<{ solveMs: number; rssBytes: number }> = [];
-    const args = [c.timeLeftSeconds, c.workLeftSeconds, checkIntervalSeconds, restartOverheadSeconds, 0.9731 / 3.06];
+    const ratio = P3_PRICES.spot / P3_PRICES.onDemand;
+    const args = [c.timeLeftSeconds, c.workLeftSeconds, checkIntervalSeconds, restartOverheadSeconds, ratio];
     for (let i = 0; i < runs; i++)
       samples.push(
         await runChild(PLAN_SOLVE_CHILD, [pathToFileURL(outfile).href, ...args.map(String)], {}, 'plan solve'),
