@@ -6,7 +6,7 @@
  */
 
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -25,8 +25,8 @@ import {
   DEFAULT_TIMEOUT_SECONDS,
   LAMBDA_BUNDLING,
   LAMBDA_MIB_PER_VCPU,
+  memoryForEntry,
   PLANNING_HANDLERS,
-  PLANNING_MEMORY_MIB,
 } from '../lib/function';
 import { BUDGET_WATCH_TIMEOUT } from '../lib/lifecycle/event-handlers';
 import { ensureLocalTables, LOCAL_NAMES, lifecycleSteps, localControlPlane } from '../lib/local/control-plane';
@@ -450,7 +450,7 @@ process.stdout.write(JSON.stringify({ solveMs, rssBytes: process.memoryUsage().r
 export function planningLambdas(): Array<{ handler: string; memoryMiB: number; timeoutSeconds: number }> {
   return PLANNING_HANDLERS.map((handler) => ({
     handler,
-    memoryMiB: PLANNING_MEMORY_MIB,
+    memoryMiB: memoryForEntry(join('lambdas', handler, 'handler.ts')),
     timeoutSeconds: handler === 'budget-watch' ? BUDGET_WATCH_TIMEOUT.toSeconds() : DEFAULT_TIMEOUT_SECONDS,
   }));
 }
@@ -477,28 +477,20 @@ export function planSolveCases(
 }
 
 /**
- * Cold plan solves: the planner bundled as the Lambdas bundle it, each solve in a fresh process (runs sequential),
+ * Cold plan solves: the planner bundled exactly as the Lambdas bundle it (bundleLambda), each solve in a fresh process (runs sequential),
  * at the deployed check interval and restart overhead and the sweep's p3.2xlarge price ratio (solve time does not
  * depend on either).
  */
 async function measurePlanSolves(runs: number, log: (line: string) => void): Promise<PlanSolveFigure[]> {
+  mkdirSync(BUILD_DIR, { recursive: true });
+  const entry = join(BUILD_DIR, 'spot-planner-entry.ts');
+  writeFileSync(
+    entry,
+    `export { spotPlanFor } from ${JSON.stringify(join(ROOT, 'lambdas/domain/spot-planner.ts'))};\n` +
+      `export { FLEET_SPOT_MODEL } from ${JSON.stringify(join(ROOT, 'lambdas/domain/spot-fleet-model.ts'))};\n`,
+  );
   const outfile = join(BUILD_DIR, 'spot-planner.mjs');
-  await build({
-    stdin: {
-      contents:
-        "export { spotPlanFor } from './lambdas/domain/spot-planner';\n" +
-        "export { FLEET_SPOT_MODEL } from './lambdas/domain/spot-fleet-model';\n",
-      resolveDir: ROOT,
-      loader: 'ts',
-    },
-    outfile,
-    bundle: true,
-    platform: 'node',
-    format: LAMBDA_BUNDLING.format,
-    target: LAMBDA_BUNDLING.target,
-    minify: LAMBDA_BUNDLING.minify,
-    logLevel: 'silent',
-  });
+  await bundleLambda(entry, outfile, parseConfig({}, 'defaults'));
   const { checkIntervalSeconds, restartOverheadSeconds } = DEFAULT_PLACEMENT_CONFIG;
   const figures: PlanSolveFigure[] = [];
   for (const c of planSolveCases(checkIntervalSeconds)) {

@@ -36,6 +36,21 @@ export const PLANNING_HANDLERS = ['cost-gate', 'attempt-outcome', 'budget-watch'
  */
 export const PLANNING_MEMORY_MIB = 1024;
 
+/** Memory of every other Trainyard Lambda (I/O-bound handlers), MiB. */
+export const DEFAULT_MEMORY_MIB = 512;
+
+/** The handler folder of a Lambda entry (`…/lambdas/<handler>/handler.ts` → `<handler>`). */
+export function handlerOfEntry(entry: string): string {
+  return entry.split(/[\\/]/).at(-2) ?? entry;
+}
+
+/** Memory the house gives a function by its entry: PLANNING_MEMORY_MIB for the PLANNING_HANDLERS, else the default. */
+export function memoryForEntry(entry: string): number {
+  return (PLANNING_HANDLERS as readonly string[]).includes(handlerOfEntry(entry))
+    ? PLANNING_MEMORY_MIB
+    : DEFAULT_MEMORY_MIB;
+}
+
 /**
  * The esbuild `define` that bakes the resolved config into a bundle: it replaces the literal expression
  * `process.env.TRAINYARD_CONFIG` (read that way in lambdas/shared/runtime-config.ts).
@@ -54,7 +69,7 @@ export interface TrainyardFunctionProps {
   readonly logRetention: logs.RetentionDays;
   /** @default - DEFAULT_TIMEOUT_SECONDS */
   readonly timeout?: Duration;
-  /** @default - 512 MiB */
+  /** @default - memoryForEntry(entry): PLANNING_MEMORY_MIB for the handlers that solve spot plans, else 512 MiB */
   readonly memorySize?: number;
   /** One sentence saying what the function does (shown in the console). */
   readonly description: string;
@@ -76,7 +91,7 @@ export class TrainyardFunction extends NodejsFunction {
       description: props.description,
       runtime: lambda.Runtime.NODEJS_24_X,
       architecture: lambda.Architecture.ARM_64,
-      memorySize: props.memorySize ?? 512,
+      memorySize: props.memorySize ?? memoryForEntry(props.entry),
       timeout: props.timeout ?? Duration.seconds(DEFAULT_TIMEOUT_SECONDS),
       tracing: lambda.Tracing.ACTIVE,
       logGroup,

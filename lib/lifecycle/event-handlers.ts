@@ -16,7 +16,7 @@ import { Construct } from 'constructs';
 import { ENV } from '../../lambdas/shared/aws-control-plane';
 import { BATCH_STATE_CHANGE_DETAIL_TYPE, SPOT_INTERRUPTION_DETAIL_TYPE } from '../../lambdas/shared/event-schemas';
 import type { TrainyardConfig } from '../config';
-import { PLANNING_MEMORY_MIB, TrainyardFunction } from '../function';
+import { TrainyardFunction } from '../function';
 import { acknowledgeFinding, nagResourceName } from '../nag';
 
 /** Props of the event-driven handlers. */
@@ -140,8 +140,6 @@ export class EventHandlers extends Construct {
       },
       config: props.config,
       timeout: BUDGET_WATCH_TIMEOUT,
-      // It solves spot plans at the periodic check.
-      memorySize: PLANNING_MEMORY_MIB,
       rule: {
         description: 'Budget watch and periodic placement check',
         schedule: events.Schedule.rate(BUDGET_WATCH_INTERVAL),
@@ -164,7 +162,6 @@ export class EventHandlers extends Construct {
       environment: Record<string, string>;
       config?: TrainyardConfig;
       timeout?: Duration;
-      memorySize?: number;
       rule: { description: string; eventPattern?: events.EventPattern; schedule?: events.Schedule };
       retry: { retryAttempts: number; maxEventAge: Duration };
     },
@@ -176,7 +173,6 @@ export class EventHandlers extends Construct {
       logRetention: props.logRetention,
       ...(spec.config ? { config: spec.config } : {}),
       ...(spec.timeout ? { timeout: spec.timeout } : {}),
-      ...(spec.memorySize ? { memorySize: spec.memorySize } : {}),
     });
     const deadLetters = new sqs.Queue(this, `${id}DeadLetters`, {
       enforceSSL: true,

@@ -7,7 +7,7 @@ import type * as s3 from 'aws-cdk-lib/aws-s3';
 import { Construct } from 'constructs';
 import { ENV } from '../../lambdas/shared/aws-control-plane';
 import type { TrainyardConfig } from '../config';
-import { PLANNING_HANDLERS, PLANNING_MEMORY_MIB, TrainyardFunction } from '../function';
+import { TrainyardFunction } from '../function';
 import { acknowledgeTableIndexes, grantTeamFolders } from '../grants';
 import { acknowledgeFinding } from '../nag';
 import type { LifecycleSteps } from './job-state-machine';
@@ -42,8 +42,6 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
     super(scope, id);
     const make = (fnId: string, folder: string, description: string, env: Record<string, string>) => {
       const fn = new TrainyardFunction(this, fnId, {
-        // The steps that decide placement solve spot plans: CPU-bound, so they get more of a vCPU.
-        ...((PLANNING_HANDLERS as readonly string[]).includes(folder) ? { memorySize: PLANNING_MEMORY_MIB } : {}),
         entry: path.join(REPOSITORY_ROOT, 'lambdas', folder, 'handler.ts'),
         description,
         config: props.config,

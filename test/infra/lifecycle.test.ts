@@ -1,4 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
+import { handlerOfEntry, memoryForEntry } from '../../lib/function';
 import { STATE_NAMES } from '../../lib/lifecycle/job-state-machine';
 import { BATCH_JOB_ARNS, resourcesOf, type Synthesized, synthesize } from './synth';
 
@@ -91,5 +92,14 @@ describe('Lambda sizing', () => {
     const others = [...memory].filter(([d]) => !planners.some(([p]) => p === d) && !d.includes('HTTP API'));
     expect(others.length).toBeGreaterThanOrEqual(6);
     for (const [description, mib] of others) expect(mib, description).toBe(512);
+  });
+
+  it('sizes a function by the handler folder of its entry, relative or absolute', () => {
+    expect(handlerOfEntry('lambdas/budget-watch/handler.ts')).toBe('budget-watch');
+    expect(handlerOfEntry('/repo/lambdas/cost-gate/handler.ts')).toBe('cost-gate');
+    expect(memoryForEntry('/repo/lambdas/attempt-outcome/handler.ts')).toBe(1024);
+    expect(memoryForEntry('lambdas/finalize/handler.ts')).toBe(512);
+    // A folder that only contains a planning handler's name is not one.
+    expect(memoryForEntry('lambdas/cost-gate-report/handler.ts')).toBe(512);
   });
 });
