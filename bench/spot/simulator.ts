@@ -24,6 +24,11 @@ export const P3_PRICES: Prices = { onDemand: 3.06, spot: 0.9731 };
 export interface JobWindow {
   /** Spot availability per tick (1 = available), starting at the job's submission; at least deadline/gap long. */
   available: Uint8Array;
+  /**
+   * The trace before submission, oldest first, ending at the tick before it: what the platform could have watched
+   * before the job existed. Only policies that model such a watch read it. @default - nothing before submission
+   */
+  before?: Uint8Array;
   /** Tick length in seconds. */
   gapSeconds: number;
   /** Compute the job needs (C). */

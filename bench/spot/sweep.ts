@@ -145,7 +145,11 @@ export function runSetting(
     optimum: { cost: [], gap: [], misses: 0 },
   };
   for (const offset of startOffsets(trace, ticks, options.offsets, options.seed)) {
-    const job: JobWindow = { ...base, available: trace.available.subarray(offset, offset + ticks) };
+    const job: JobWindow = {
+      ...base,
+      available: trace.available.subarray(offset, offset + ticks),
+      before: trace.available.subarray(0, offset),
+    };
     const onDemand = onDemandOnlyCost(job);
     const optimum = optimalCost(job, workspace);
     const record = (name: PolicyName, cost: number, finished: boolean): void => {

@@ -7,8 +7,12 @@
  *
  * What the policy is told is what the lifecycle can know: the spot history is folded from attempt records with the
  * same `addSpotObservation` the Lambdas use (a spot attempt waited in the queue from submission to start, ran from
- * start to stop); on on-demand, the check's placement-score probe reports spot, and how long it has seen it without
- * a break.
+ * start to stop); the tier's spot record is kept the way the budget watch keeps it, with the same `nextTierSpot`: the
+ * watch probes the tier at every check time (on the job's check grid, extended back before submission over
+ * `job.before`), the probe reporting the trace; a reclaim of the job's spot attempt is folded in with
+ * `tierSpotAfterReclaim` as attempt-outcome does; and each decision reads it with `tierSpotAt` as the Lambdas do: the
+ * periodic check after the watch's probe of that moment, a submission, reclaim or capacity cancellation as of the
+ * watch's previous probe. Without a probe that can answer (`spotVisibleOnDemand: false`) there is no record.
  */
 import {
   addSpotObservation,
@@ -21,18 +25,57 @@ import {
   type SpotHistory,
   type SpotObservingAttempt,
 } from '../../lambdas/domain/placement';
+import { nextTierSpot, type TierSpotRecord, tierSpotAfterReclaim, tierSpotAt } from '../../lambdas/domain/tier-spot';
 import type { Holding, JobWindow, TickPolicy, TickView } from './simulator';
 
 /** What the lifecycle has in flight for the job. */
 type Attempt = 'spot-queued' | 'spot-running' | 'on-demand-running';
 
-/** Whether a periodic check falls in ((tick−1)·gap, tick·gap], i.e. is applied at this tick's boundary. */
-export function isCheckTick(tick: number, gapSeconds: number, checkIntervalSeconds: number): boolean {
-  if (tick === 0) return false;
+/**
+ * Whether a time on the check grid (multiples of the interval from submission, before it too) falls in
+ * ((tick−1)·gap, tick·gap], i.e. is applied at this tick's boundary; ticks before submission are negative.
+ */
+export function isWatchTick(tick: number, gapSeconds: number, checkIntervalSeconds: number): boolean {
   return (
     Math.floor((tick * gapSeconds) / checkIntervalSeconds) >
     Math.floor(((tick - 1) * gapSeconds) / checkIntervalSeconds)
   );
+}
+
+/** Whether a periodic check of the job is applied at this tick's boundary (the watch's ticks after submission). */
+export function isCheckTick(tick: number, gapSeconds: number, checkIntervalSeconds: number): boolean {
+  return tick > 0 && isWatchTick(tick, gapSeconds, checkIntervalSeconds);
+}
+
+/**
+ * The tier's spot record as the budget watch would hold it just before submission: its probes at the watch ticks in
+ * `before` (tick −n is `before[before.length − n]`), folded with the watch's own `nextTierSpot`. Times are epoch
+ * milliseconds from the start of the trace (tick t is at (before.length + t)·gap). Only the current run and the
+ * probe before it are folded (what came earlier cannot change the record); a run that reaches the start of the trace
+ * began with the record, as on a platform deployed then.
+ */
+export function tierSpotBefore(
+  tier: string,
+  before: Uint8Array,
+  gapSeconds: number,
+  checkIntervalSeconds: number,
+): TierSpotRecord | undefined {
+  const watchTicks: number[] = [];
+  let state: boolean | undefined;
+  for (let tick = -1; tick >= -before.length; tick--) {
+    if (!isWatchTick(tick, gapSeconds, checkIntervalSeconds)) continue;
+    const available = (before[before.length + tick] ?? 0) >= 1;
+    watchTicks.push(tick);
+    if (state === undefined) state = available;
+    else if (available !== state) break;
+  }
+  let record: TierSpotRecord | undefined;
+  for (const tick of watchTicks.reverse()) {
+    const available = (before[before.length + tick] ?? 0) >= 1;
+    const atMs = (before.length + tick) * gapSeconds * 1000;
+    record = nextTierSpot(record, tier, available, atMs, checkIntervalSeconds) ?? record;
+  }
+  return record;
 }
 
 /** Builds the simulator policy for Trainyard with the job's restart overhead and the given lifecycle config. */
@@ -56,8 +99,19 @@ export function trainyardPolicy(
   // The attempt in flight as an attempt record would hold it (milliseconds), and the history of the closed ones.
   let record: SpotObservingAttempt | undefined;
   let closed: SpotHistory = NO_SPOT_HISTORY;
-  let probeSeenSince: number | undefined;
   let startedAtSeconds = 0;
+  // The budget watch's record of the tier (only a probe that can answer keeps one), in milliseconds from the start
+  // of the trace.
+  const watched = config.spotVisibleOnDemand !== false;
+  const before = job.before ?? new Uint8Array();
+  const traceMs = (nowSeconds: number): number => (before.length * job.gapSeconds + nowSeconds) * 1000;
+  let tierSpot = watched ? tierSpotBefore('sim', before, job.gapSeconds, config.checkIntervalSeconds) : undefined;
+  const watch = (view: TickView): void => {
+    if (!watched || !isWatchTick(view.tick, job.gapSeconds, config.checkIntervalSeconds)) return;
+    tierSpot =
+      nextTierSpot(tierSpot, 'sim', view.spotAvailable, traceMs(view.nowSeconds), config.checkIntervalSeconds) ??
+      tierSpot;
+  };
   const ms = (seconds: number): number => seconds * 1000;
   const history = (nowSeconds: number): SpotHistory =>
     record ? addSpotObservation(closed, record, ms(nowSeconds)) : closed;
@@ -93,6 +147,7 @@ export function trainyardPolicy(
         ...(spotAvailable === undefined ? {} : { spotAvailable }),
         ...spotAges(view.nowSeconds, moment, current),
         spotHistory: history(view.nowSeconds),
+        ...tierSpotNow(view.nowSeconds),
         reclaims,
         capacityCancellations,
         spotAllowed: true,
@@ -102,9 +157,13 @@ export function trainyardPolicy(
     onDecision?.(moment, decision);
     return decision;
   };
-  // How long spot has been seen in its current state, as the lifecycle knows it: a running spot attempt since it
-  // started, a queued one since it was queued (a cancelled one for the whole wait), on on-demand the probe's unbroken
-  // run of sightings (the lifecycle keeps no record of since when it has missed spot; a reclaim is age 0 by itself).
+  const tierSpotNow = (nowSeconds: number) => {
+    const seen = tierSpotAt(tierSpot, traceMs(nowSeconds), config.checkIntervalSeconds);
+    return seen ? { tierSpot: seen } : {};
+  };
+  // How long the job itself has seen spot in its current state: a running spot attempt since it started, a queued
+  // one since it was queued (a cancelled one for the whole wait); on on-demand it sees nothing (the tier's record
+  // does); a reclaim is age 0 by itself.
   const spotAges = (
     nowSeconds: number,
     moment: PlacementMoment,
@@ -114,12 +173,9 @@ export function trainyardPolicy(
     if (current === 'spot') return { spotAvailableForSeconds: nowSeconds - startedAtSeconds };
     if (current === 'none' && moment === 'periodic-check')
       return { spotUnavailableForSeconds: nowSeconds - queuedSince };
-    if (current === 'on-demand' && probeSeenSince !== undefined)
-      return { spotAvailableForSeconds: nowSeconds - probeSeenSince };
     return {};
   };
   const launch = (capacity: Capacity, view: TickView): void => {
-    probeSeenSince = undefined;
     if (capacity === 'on-demand') {
       attempt = 'on-demand-running';
       record = { capacity: 'on-demand', submittedAt: ms(view.nowSeconds) };
@@ -134,6 +190,10 @@ export function trainyardPolicy(
     if (attempt === undefined) launch(consult(view, 'submit', 'none', undefined).capacity, view);
     if (attempt === 'spot-running' && view.reclaimed) {
       reclaims++;
+      // attempt-outcome folds the reclaim into the tier's record before it decides.
+      if (watched)
+        tierSpot =
+          tierSpotAfterReclaim(tierSpot, 'sim', traceMs(view.nowSeconds), config.checkIntervalSeconds) ?? tierSpot;
       close(view.nowSeconds, 'reclaimed');
       launch(consult(view, 'attempt-reclaimed', 'spot', false).capacity, view);
     }
@@ -146,20 +206,13 @@ export function trainyardPolicy(
         launch(consult(view, 'capacity-cancelled', 'none', false).capacity, view);
       }
     }
+    watch(view);
     if (isCheckTick(view.tick, job.gapSeconds, config.checkIntervalSeconds)) {
       const current: Capacity | 'none' =
         attempt === 'spot-running' ? 'spot' : attempt === 'on-demand-running' ? 'on-demand' : 'none';
-      // Observable: a running spot attempt proves capacity; a queued one proves its absence; on on-demand a placement
-      // score probe reports it.
-      const observed =
-        attempt === 'spot-running'
-          ? true
-          : attempt === 'spot-queued'
-            ? false
-            : config.spotVisibleOnDemand === false
-              ? undefined
-              : view.spotAvailable;
-      if (attempt === 'on-demand-running') probeSeenSince = observed ? (probeSeenSince ?? view.nowSeconds) : undefined;
+      // The job's own sighting: a running spot attempt proves capacity, a queued one its absence; on on-demand it
+      // sees nothing itself (the tier's record says).
+      const observed = attempt === 'spot-running' ? true : attempt === 'spot-queued' ? false : undefined;
       const decision = consult(view, 'periodic-check', current, observed);
       if (decision.move && decision.capacity !== current) {
         if (decision.capacity === 'spot') {

@@ -2,24 +2,27 @@
  * The budget watch, every 5 minutes (EventBridge schedule): meters running jobs, enforces budgets, runs the periodic
  * placement check and resumes jobs whose budget allows them again.
  *
- * 1. Running jobs (capped per run, oldest first; the rest are logged and wait for the next tick): patch
+ * 1. Each tier that allows spot and whose placement-score probe can answer (at least SPOT_PROBE_MIN_INSTANCE_TYPES
+ *    instance types) is probed (FleetFacts.spotCapacityAvailable; one call per distinct set of types per run), jobs
+ *    or not, and its spot record (domain/tier-spot.ts: the answer and since when it has held without a break) moves
+ *    forward: written only over the record it was computed from, and not at all for a tick the record already holds,
+ *    so a replayed tick writes nothing. Placement decisions read it for the age of spot's state, which a job cannot
+ *    see from its own attempts.
+ * 2. Running jobs (capped per run, oldest first; the rest are logged and wait for the next tick): patch
  *    job.progress from the harness's progress.json (only when it changed); accrue the running cost — recorded costs
  *    of ended attempts plus the running attempt from its start to the tick's time at its price — with
  *    `ledger.accrue`, and emit `Budget Threshold Crossed` for each crossing the ledger reports (once per scope,
  *    period and threshold: the ledger records each crossing once).
- * 2. Every running job in a blocked scope is stopped gracefully: TerminateJob with the budget-pause reason (the
+ * 3. Every running job in a blocked scope is stopped gracefully: TerminateJob with the budget-pause reason (the
  *    harness checkpoints on SIGTERM; the lifecycle then pauses the job). `Budget Exhausted` names the jobs stopped.
- * 3. Other running jobs with an estimate get the periodic placement check (domain/watch.ts placementStateFor says
- *    what the policy is told); a move is recorded as a decision (moment periodic-check) and the attempt is stopped
- *    with moveToOnDemand / moveToSpot — the lifecycle starts the next attempt on the other capacity. A deadline job
- *    running on on-demand whose tier allows spot is first probed for spot capacity (FleetFacts.spotCapacityAvailable
- *    with the tier's instance types; one probe per distinct set of types per run, as it costs an API call), and
- *    job.spotSeenSince records since when the probe has said available without a break (domain/watch.ts
- *    nextSpotSeenSince; written only when it changes), which the policy weighs when it considers moving the job back.
- * 4. WAITING deadline jobs whose attempt waits in the spot queue (queuedSpotAttempt) get the same check, with spot
+ * 4. Other running jobs with an estimate get the periodic placement check (domain/watch.ts placementStateFor says
+ *    what the policy is told, with the tier's record); a move is recorded as a decision (moment periodic-check) and
+ *    the attempt is stopped with moveToOnDemand / moveToSpot — the lifecycle starts the next attempt on the other
+ *    capacity. A deadline job running on on-demand learns from the record whether spot is back and for how long.
+ * 5. WAITING deadline jobs whose attempt waits in the spot queue (queuedSpotAttempt) get the same check, with spot
  *    unavailable since the attempt was queued: the policy may move them to on-demand before the queue's capacity
  *    wait runs out (TerminateJob cancels the queued Batch job; nothing accrues while it waits).
- * 5. PAUSED_BUDGET jobs whose scopes are no longer blocked: SendTaskSuccess(pauseToken, { action: 'resume' }), then
+ * 6. PAUSED_BUDGET jobs whose scopes are no longer blocked: SendTaskSuccess(pauseToken, { action: 'resume' }), then
  *    the token is removed from the job.
  *
  * Replays: "now" is the scheduled event's `time`, not the clock, so a redelivered tick accrues the same figure (the
@@ -36,21 +39,21 @@ import { parseScope } from '../domain/budgets';
 import { buildEvent, type EventEntry } from '../domain/events';
 import { type AttemptRecord, type DecisionRecord, type JobRecord, tierOfJob } from '../domain/job';
 import { DEFAULT_PLACEMENT_CONFIG, decidePlacement } from '../domain/placement';
+import { nextTierSpot, type TierSpotRecord, tierSpotAt } from '../domain/tier-spot';
 import {
   budgetPauseDecision,
   budgetPeriodOf,
   hasDecision,
   jobCostSoFar,
   jobScopes,
+  keepsTierSpotRecord,
   moveDecision,
   nextDecisionSeq,
-  nextSpotSeenSince,
   placementConfigFrom,
   placementStateFor,
   progressFromHarness,
   queuedSpotAttempt,
   runningAttempt,
-  type SpotSighting,
   sameProgress,
 } from '../domain/watch';
 import { jobKeysFor } from '../domain/workspace-layout';
@@ -79,6 +82,8 @@ export interface BudgetWatchOptions {
 
 /** What one run did (job ids per action), for logs and tests. */
 export interface BudgetWatchResult {
+  /** The spot probe's answer for each tier it could answer for this run. */
+  readonly spotSeen: Array<{ tier: string; available: boolean }>;
   readonly metered: string[];
   readonly progressUpdated: string[];
   readonly budgetStopped: string[];
@@ -97,6 +102,9 @@ type Plane = Pick<
 
 /** Spot probes of one run, by distinct sorted instance types: each set is asked once per run. */
 type SpotProbes = Map<string, Promise<boolean | undefined>>;
+
+/** The check interval the tier records' runs are measured against (the schedule's rate). */
+const CHECK_INTERVAL_SECONDS = DEFAULT_PLACEMENT_CONFIG.checkIntervalSeconds;
 
 interface Metered {
   job: JobRecord;
@@ -212,30 +220,21 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
   }
 
   /**
-   * The probe's answer for a job that could move back to spot (a deadline job with an estimate, running on on-demand,
-   * on a tier that allows spot); undefined without asking for any other job. Records job.spotSeenSince when it
-   * changes.
+   * Probes one tier and moves its spot record forward; returns the record this run's decisions read (the stored one
+   * when the probe could not tell, the newer one when another run stored it first).
    */
-  async function sightSpot(m: Metered, nowMs: number, probes: SpotProbes): Promise<SpotSighting> {
-    const attempt = runningAttempt(m.attempts);
-    const onDemandSince = attempt?.capacity === 'on-demand' ? attempt.startedAt : undefined;
-    const mayReturn =
-      onDemandSince !== undefined &&
-      m.job.requirements.deadlineSeconds !== undefined &&
-      m.job.estimate !== undefined &&
-      m.tier.spotAllowed;
-    const available = mayReturn ? await probeSpot(m.tier, probes) : undefined;
-    const seenSinceMs = nextSpotSeenSince(m.job.spotSeenSince, onDemandSince, available, nowMs);
-    if (seenSinceMs !== m.job.spotSeenSince) {
-      m.job =
-        seenSinceMs === undefined
-          ? await plane.jobs.patchJob(m.job.jobId, {}, ['spotSeenSince'])
-          : await plane.jobs.patchJob(m.job.jobId, { spotSeenSince: seenSinceMs });
-    }
-    return {
-      ...(available !== undefined ? { available } : {}),
-      ...(seenSinceMs !== undefined ? { seenSinceMs } : {}),
-    };
+  async function observeTier(
+    tier: TierConfig,
+    nowMs: number,
+    probes: SpotProbes,
+    result: BudgetWatchResult,
+  ): Promise<TierSpotRecord | undefined> {
+    const available = await probeSpot(tier, probes);
+    if (available === undefined) return plane.jobs.getTierSpot(tier.id);
+    result.spotSeen.push({ tier: tier.id, available });
+    return plane.jobs.updateTierSpot(tier.id, (stored) =>
+      nextTierSpot(stored, tier.id, available, nowMs, CHECK_INTERVAL_SECONDS),
+    );
   }
 
   /** The periodic placement check for one job; the capacity moved to, or undefined. */
@@ -243,10 +242,10 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     m: Metered,
     nowMs: number,
     at: string,
-    probes: SpotProbes,
+    tierSpots: ReadonlyMap<string, TierSpotRecord>,
   ): Promise<'spot' | 'on-demand' | undefined> {
-    const spot = await sightSpot(m, nowMs, probes);
-    const state = placementStateFor(m.job, m.attempts, m.tier, nowMs, spot);
+    const tierSpot = tierSpotAt(tierSpots.get(m.tier.id), nowMs, CHECK_INTERVAL_SECONDS);
+    const state = placementStateFor(m.job, m.attempts, m.tier, nowMs, tierSpot);
     const attempt = runningAttempt(m.attempts) ?? queuedSpotAttempt(m.attempts);
     if (!state || !attempt?.batchJobId) return undefined;
     const placement = decidePlacement(
@@ -295,6 +294,7 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     const at = new Date(nowMs).toISOString();
     const teams = plane.config.teams.map((t) => t.id);
     const result: BudgetWatchResult = {
+      spotSeen: [],
       metered: [],
       progressUpdated: [],
       budgetStopped: [],
@@ -314,6 +314,15 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
       }
     };
 
+    const probes: SpotProbes = new Map();
+    const tierSpots = new Map<string, TierSpotRecord>();
+    for (const tier of plane.config.tiers.filter(keepsTierSpotRecord)) {
+      await attempt(`tier ${tier.id}`, async () => {
+        const record = await observeTier(tier, nowMs, probes, result);
+        if (record) tierSpots.set(tier.id, record);
+      });
+    }
+
     const running = (await plane.jobs.listJobsInStates(teams, ['RUNNING'])).sort(byAge);
     result.deferred.push(...running.slice(cap).map((j) => j.jobId));
     const metered: Metered[] = [];
@@ -326,7 +335,6 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     // A scope blocked by any job's accrual stops every running job in it, including jobs metered before it tipped.
     const blocked = new Set(metered.flatMap((m) => m.blockedScopes));
     const stoppedByScope = new Map<string, { period: string; jobIds: string[] }>();
-    const probes: SpotProbes = new Map();
     for (const m of metered) {
       const scope = [...m.blockedScopes, ...jobScopes(m.job)].find((s) => blocked.has(s));
       await attempt(m.job.jobId, async () => {
@@ -339,7 +347,7 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
           }
           return;
         }
-        const to = await checkPlacement(m, nowMs, at, probes);
+        const to = await checkPlacement(m, nowMs, at, tierSpots);
         if (to) result.moved.push({ jobId: m.job.jobId, to });
       });
     }
@@ -354,7 +362,7 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
         const attempts = await plane.jobs.listAttempts(job.jobId);
         if (!queuedSpotAttempt(attempts)) return;
         const queued: Metered = { job, attempts, tier: tierOfJob(plane.config, job), blockedScopes: [] };
-        const to = await checkPlacement(queued, nowMs, at, probes);
+        const to = await checkPlacement(queued, nowMs, at, tierSpots);
         if (to) result.moved.push({ jobId: job.jobId, to });
       });
     }

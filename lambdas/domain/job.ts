@@ -178,13 +178,6 @@ export const jobRecordSchema = z.strictObject({
   cancelRequested: z.boolean().optional(),
   /** Step Functions task token of a job paused for budget (resume sends task success to it). */
   pauseToken: z.string().min(1).optional(),
-  /**
-   * While the job runs on on-demand: since when (epoch ms, a budget-watch tick) every placement-score probe has said
-   * spot capacity is available; budget-watch sets it on the first such tick and removes it as soon as a probe says
-   * unavailable or cannot tell, or the job is not on on-demand. The placement policy reads it as the age of the
-   * available stretch when it considers moving the job back to spot.
-   */
-  spotSeenSince: epochMs.optional(),
   /** Last change to the record. */
   updatedAt: isoTimestamp.optional(),
 });

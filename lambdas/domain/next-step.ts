@@ -21,6 +21,7 @@ import {
   type PlacementPolicyConfig,
   type PlacementState,
   type SpotHistory,
+  type TierSpot,
 } from './placement';
 
 /** Infrastructure-error retries allowed per job, independent of the user's app-error retries. */
@@ -60,6 +61,8 @@ export interface NextStepInput {
   spotHistory?: SpotHistory;
   /** For a capacity cancellation: how long the attempt waited in the spot queue, seconds; undefined = unknown. */
   spotUnavailableForSeconds?: number;
+  /** What the budget watch's record of the tier says of spot now (tier-spot.ts tierSpotAt); undefined = no fresh record. */
+  tierSpot?: TierSpot;
 }
 
 /** The decision. */
@@ -128,6 +131,7 @@ export function decideNextStep(input: NextStepInput): NextStep {
     current,
     spotAvailable: input.spotAvailable,
     ...(input.spotHistory ? { spotHistory: input.spotHistory } : {}),
+    ...(input.tierSpot ? { tierSpot: input.tierSpot } : {}),
     ...(moment === 'capacity-cancelled' && input.spotUnavailableForSeconds !== undefined
       ? { spotUnavailableForSeconds: input.spotUnavailableForSeconds }
       : {}),

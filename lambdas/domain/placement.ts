@@ -128,6 +128,16 @@ export function spotHistoryOf(attempts: readonly SpotObservingAttempt[], nowMs: 
   return attempts.reduce((history, attempt) => addSpotObservation(history, attempt, nowMs), NO_SPOT_HISTORY);
 }
 
+/** What the budget watch's per-tier record of spot capacity says at a decision (tier-spot.ts). */
+export interface TierSpot {
+  /** Whether the tier's placement-score probe said spot is available at the latest tick. */
+  available: boolean;
+  /** Seconds the probe has said so without a break, as far as the record goes back. */
+  forSeconds: number;
+  /** Whether the record saw the state begin; false = it began with the record and may be older than forSeconds. */
+  sinceChange: boolean;
+}
+
 /** What the platform knows about a job at a decision moment. */
 export interface PlacementState {
   /** Why the policy is being consulted. */
@@ -156,6 +166,11 @@ export interface PlacementState {
   spotUnavailableForSeconds?: number;
   /** What the job has observed of spot since submission; undefined = nothing yet. */
   spotHistory?: SpotHistory;
+  /**
+   * What the budget watch's record of the tier says of spot now (tier-spot.ts tierSpotAt); undefined = no fresh
+   * record. It completes the job's own sighting with what happened before the job could see (see withTierSpot).
+   */
+  tierSpot?: TierSpot;
   /** Spot reclaims since the job last moved (back) to spot, or since submission. */
   reclaims: number;
   /** Capacity cancellations since the job last moved (back) to spot, or since submission. */
@@ -209,6 +224,7 @@ function validate(state: PlacementState, config: PlacementPolicyConfig): void {
   }
   if (state.spotHistory !== undefined)
     for (const [key, value] of Object.entries(state.spotHistory)) requireFinite(`state.spotHistory.${key}`, value, 0);
+  if (state.tierSpot !== undefined) requireFinite('state.tierSpot.forSeconds', state.tierSpot.forSeconds, 0);
   requireFinite('state.nowSeconds', state.nowSeconds, 0);
   requireFinite('state.workSeconds', state.workSeconds, 0);
   requireFinite('state.progressSeconds', state.progressSeconds, 0);
@@ -219,9 +235,33 @@ function validate(state: PlacementState, config: PlacementPolicyConfig): void {
 
 const decision = (capacity: Capacity, move: boolean, reason: string): PlacementDecision => ({ capacity, move, reason });
 
+/**
+ * The job's own sighting of spot completed by the tier's record. The job's sighting wins where the two disagree (a
+ * queued attempt that has not started proves there is no capacity for it, whatever the score says; a reclaim is an
+ * outage of age 0 by itself); where they agree, the state is as old as the older of the two says; where the job saw
+ * nothing (on on-demand, at submission), the record says what spot is and for how long. An outage the record did not
+ * see begin keeps the age the job knows, or none (taken as old) when the job knows none.
+ */
+export function withTierSpot(state: PlacementState): PlacementState {
+  const tier = state.tierSpot;
+  if (tier === undefined || state.moment === 'attempt-reclaimed') return state;
+  const available = state.spotAvailable ?? tier.available;
+  if (available !== tier.available) return state;
+  if (available)
+    return {
+      ...state,
+      spotAvailable: true,
+      spotAvailableForSeconds: Math.max(state.spotAvailableForSeconds ?? 0, tier.forSeconds),
+    };
+  const jobAge = state.spotUnavailableForSeconds;
+  if (jobAge === undefined && !tier.sinceChange) return { ...state, spotAvailable: false };
+  return { ...state, spotAvailable: false, spotUnavailableForSeconds: Math.max(jobAge ?? 0, tier.forSeconds) };
+}
+
 /** Decides where the job's next (or current) attempt runs; pure and total over valid input. */
-export function decidePlacement(state: PlacementState, config: PlacementPolicyConfig): PlacementDecision {
-  validate(state, config);
+export function decidePlacement(observed: PlacementState, config: PlacementPolicyConfig): PlacementDecision {
+  validate(observed, config);
+  const state = withTierSpot(observed);
   const periodic = state.moment === 'periodic-check';
   if (!state.spotAllowed) {
     const move = periodic && state.current !== 'on-demand';
@@ -351,8 +391,9 @@ function decideWithDeadline(state: PlacementState, config: PlacementPolicyConfig
 
 /**
  * Deadline rules with a plan (spot-planner.ts): the action of least expected cost for what the job holds, whether
- * spot is there and for how long it has been so. At submission availability is unknown: spot unless the plan would
- * take on-demand even with spot available. On on-demand with the probe unable to tell, the job stays.
+ * spot is there and for how long it has been so. At submission the tier's record says what spot is and since when;
+ * without one, spot is taken as available and new: spot unless the plan would take on-demand even then. On on-demand
+ * with neither the probe nor the record able to tell, the job stays.
  */
 function decideByPlan(
   state: PlacementState,
@@ -372,13 +413,19 @@ function decideByPlan(
   const unavailableFor = state.spotUnavailableForSeconds ?? Number.POSITIVE_INFINITY;
   switch (state.moment) {
     case 'submit': {
-      const capacity = plan({ ...base, held: 'none', spotAvailable: true, stateAgeSeconds: 0 });
+      const available = state.spotAvailable !== false;
+      const age = available ? (state.spotAvailableForSeconds ?? 0) : unavailableFor;
+      const capacity = plan({ ...base, held: 'none', spotAvailable: available, stateAgeSeconds: age });
+      const seen =
+        state.spotAvailable === undefined
+          ? ''
+          : ` and spot ${available ? 'available' : 'unavailable'}${Number.isFinite(age) ? ` for ${Math.round(age)} s` : ''}`;
       return decision(
         capacity,
         false,
         capacity === 'spot'
-          ? `Deadline ${pace}: the plan starts on spot.`
-          : `Deadline ${pace}: the plan expects on-demand to cost less than waiting for spot.`,
+          ? `Deadline ${pace}${seen}: the plan starts on spot.`
+          : `Deadline ${pace}${seen}: the plan expects on-demand to cost less than waiting for spot.`,
       );
     }
     case 'attempt-reclaimed':

@@ -16,6 +16,7 @@ import {
   type PlacementState,
   spotHistoryOf,
   spotProbeCanAnswer,
+  type TierSpot,
 } from './placement';
 import { FLEET_SPOT_MODEL } from './spot-fleet-model';
 
@@ -198,6 +199,14 @@ export function spotTroublesSinceLastMove(attempts: readonly AttemptRecord[]): {
 }
 
 /**
+ * Whether budget-watch keeps a spot record for the tier (tier-spot.ts): the tier allows spot and its placement-score
+ * probe can answer. Reclaims are folded into the same records, so only for these tiers.
+ */
+export function keepsTierSpotRecord(tier: Pick<TierConfig, 'spotAllowed' | 'instanceTypes'>): boolean {
+  return tier.spotAllowed && spotProbeCanAnswer(tier.instanceTypes);
+}
+
+/**
  * The policy settings of the deployed platform for a job's tier, from config (ADR 0001 defaults for the rest). The
  * periodic check can see spot while a job is on on-demand only for tiers whose placement-score probe answers, i.e.
  * with at least SPOT_PROBE_MIN_INSTANCE_TYPES distinct instance types. Deadline jobs on such a tier are planned with
@@ -222,43 +231,15 @@ export function placementConfigFrom(
   };
 }
 
-/** What the periodic check knows of spot capacity for a job on on-demand this tick. */
-export interface SpotSighting {
-  /** The placement-score probe's answer; undefined when the job was not probed or the probe could not tell. */
-  readonly available?: boolean;
-  /** Since when (epoch ms) the probe has said available without a break: job.spotSeenSince after this tick. */
-  readonly seenSinceMs?: number;
-}
-
-/**
- * job.spotSeenSince after a tick at `nowMs`, given the probe's answer and when the running on-demand attempt started
- * (`onDemandSinceMs`, undefined when the job is not running on on-demand):
- * - not on on-demand, or the probe said unavailable or could not tell → removed (the run of sightings is broken);
- * - available and unset → the tick's time (first sighting);
- * - available and set before the running attempt started → the tick's time: that sighting belongs to an earlier
- *   stretch (before a pause or another attempt) that the watch did not follow without a break;
- * - available and set during this attempt → unchanged, so a replayed tick writes nothing.
- */
-export function nextSpotSeenSince(
-  recordedMs: number | undefined,
-  onDemandSinceMs: number | undefined,
-  available: boolean | undefined,
-  nowMs: number,
-): number | undefined {
-  if (onDemandSinceMs === undefined || available !== true) return undefined;
-  if (recordedMs === undefined || recordedMs < onDemandSinceMs) return nowMs;
-  return recordedMs;
-}
-
 /**
  * What the periodic check tells the placement policy about a running job:
  * - nowSeconds: seconds since createdAt; deadlineSeconds: the user's deadline (none → no deadline rules);
  * - workSeconds: the estimate's runtime; progressSeconds: progress.fraction × workSeconds (the harness's latest step,
  *   not only the checkpointed part: the policy's margin covers the difference of at most one checkpoint interval);
  * - current: the running attempt's capacity; spotAvailable: true while a spot attempt is running (the capacity is
- *   observably there); on on-demand, the placement-score probe's answer (`spot.available`; unknown when the job was
- *   not probed or the probe could not tell); spotAvailableForSeconds: on spot, since the attempt started; on
- *   on-demand, (now − `spot.seenSinceMs`) ÷ 1000 while the probe says available;
+ *   observably there), with spotAvailableForSeconds since the attempt started; on on-demand the job itself sees
+ *   nothing of spot: `tierSpot` (the budget watch's record of the tier, tier-spot.ts tierSpotAt) says what the
+ *   tier's probe saw and since when;
  * - spotHistory: what the job's spot attempts observed since submission (spotHistoryOf, open attempts up to now);
  * - reclaims / capacityCancellations: since the job last moved back to spot; spotAllowed: the tier's setting.
  * A job whose attempt waits in the spot queue (queuedSpotAttempt) is 'none' with spot unavailable since it was queued.
@@ -269,7 +250,7 @@ export function placementStateFor(
   attempts: readonly AttemptRecord[],
   tier: Pick<TierConfig, 'spotAllowed'>,
   nowMs: number,
-  spot: SpotSighting = {},
+  tierSpot?: TierSpot,
 ): PlacementState | undefined {
   const running = runningAttempt(attempts);
   const queued = running ? undefined : queuedSpotAttempt(attempts);
@@ -289,14 +270,7 @@ export function placementStateFor(
       spotAvailable: true,
       ...(running.startedAt !== undefined ? { spotAvailableForSeconds: since(running.startedAt) } : {}),
     };
-  else
-    observed = {
-      current: 'on-demand',
-      ...(spot.available !== undefined ? { spotAvailable: spot.available } : {}),
-      ...(spot.available === true && spot.seenSinceMs !== undefined
-        ? { spotAvailableForSeconds: since(spot.seenSinceMs) }
-        : {}),
-    };
+  else observed = { current: 'on-demand' };
   return {
     moment: 'periodic-check',
     nowSeconds: since(Date.parse(job.createdAt)),
@@ -305,6 +279,7 @@ export function placementStateFor(
     progressSeconds: Math.min(workSeconds, (job.progress?.fraction ?? 0) * workSeconds),
     ...observed,
     spotHistory: spotHistoryOf(attempts, nowMs),
+    ...(tierSpot ? { tierSpot } : {}),
     reclaims: troubles.reclaims,
     capacityCancellations: troubles.capacityCancellations,
     spotAllowed: tier.spotAllowed,

@@ -10,7 +10,14 @@ import { type AttemptRecord, tierOfJob } from '../domain/job';
 import { decideNextStep } from '../domain/next-step';
 import { type AttemptOutcome, classifyAttemptOutcome } from '../domain/outcome';
 import { type Capacity, DEFAULT_PLACEMENT_CONFIG, spotHistoryOf } from '../domain/placement';
-import { placementConfigFrom, progressFromHarness, recordedCost, spotTroublesSinceLastMove } from '../domain/watch';
+import { type TierSpotRecord, tierSpotAfterReclaim, tierSpotAt } from '../domain/tier-spot';
+import {
+  keepsTierSpotRecord,
+  placementConfigFrom,
+  progressFromHarness,
+  recordedCost,
+  spotTroublesSinceLastMove,
+} from '../domain/watch';
 import { jobKeysFor } from '../domain/workspace-layout';
 import type { ControlPlane } from '../shared/control-plane';
 import { countersFrom, jobEvent, progressSeconds, secondsSince } from './common';
@@ -88,21 +95,36 @@ export function createAttemptOutcomeHandler(
     const progress =
       progressFromHarness(await plane.workspace.getJson(jobKeysFor(job.team, jobId).progress), jobId) ?? job.progress;
     const current = { ...job, progress, counters: countersFrom(attempts, plan.attempt) };
+    const policy = placementConfigFrom(DEFAULT_PLACEMENT_CONFIG, plane.config.spotPolicy, tier);
+    const ended = attempts.find((a) => a.attempt === plan.attempt);
+    let tierSpotRecord: TierSpotRecord | undefined;
+    if (keepsTierSpotRecord(tier)) {
+      // A reclaim breaks the tier's spot stretch where the 5-minute probe may not have seen it (tier-spot.ts).
+      const reclaimedAt =
+        recorded.kind === 'reclaimed' && attempt.capacity === 'spot'
+          ? (ended?.noticeAt ?? ended?.stoppedAt ?? now.getTime())
+          : undefined;
+      tierSpotRecord =
+        reclaimedAt === undefined
+          ? await plane.jobs.getTierSpot(tier.id)
+          : await plane.jobs.updateTierSpot(tier.id, (stored) =>
+              tierSpotAfterReclaim(stored, tier.id, reclaimedAt, policy.checkIntervalSeconds),
+            );
+    }
+    const tierSpot = tierSpotAt(tierSpotRecord, now.getTime(), policy.checkIntervalSeconds);
     const next = decideNextStep({
       job: current,
       outcome: recorded,
       nowSeconds: secondsSince(job, now),
-      policy: placementConfigFrom(DEFAULT_PLACEMENT_CONFIG, plane.config.spotPolicy, tier),
+      policy,
       spotAllowed: tier.spotAllowed,
       workSeconds: job.estimate?.runtimeSeconds ?? 0,
       progressSeconds: progressSeconds(current),
       lastCapacity: attempt.capacity,
       sinceLastSpotMove: spotTroublesSinceLastMove(attempts.filter((a) => a.attempt !== plan.attempt)),
       spotHistory: spotHistoryOf(attempts, now.getTime()),
-      ...queueWait(
-        attempts.find((a) => a.attempt === plan.attempt),
-        now.getTime(),
-      ),
+      ...(tierSpot ? { tierSpot } : {}),
+      ...queueWait(ended, now.getTime()),
     });
 
     await plane.jobs.patchJob(jobId, {

@@ -6,7 +6,8 @@ import { BudgetExceeded, formatScope, periodOf } from '../domain/budgets';
 import { buildEvent } from '../domain/events';
 import { tierOfJob } from '../domain/job';
 import { DEFAULT_PLACEMENT_CONFIG, decidePlacement } from '../domain/placement';
-import { jobScopes, placementConfigFrom } from '../domain/watch';
+import { tierSpotAt } from '../domain/tier-spot';
+import { jobScopes, keepsTierSpotRecord, placementConfigFrom } from '../domain/watch';
 import type { ControlPlane } from '../shared/control-plane';
 import { jobEvent, progressSeconds, secondsSince } from './common';
 import { type AttemptPlan, costGateInputSchema, parseStep } from './steps';
@@ -52,6 +53,10 @@ export function createCostGateHandler(plane: Pick<ControlPlane, 'config' | 'jobs
     }
 
     const tier = tierOfJob(plane.config, job);
+    const policy = placementConfigFrom(DEFAULT_PLACEMENT_CONFIG, plane.config.spotPolicy, tier);
+    const tierSpot = keepsTierSpotRecord(tier)
+      ? tierSpotAt(await plane.jobs.getTierSpot(tier.id), now.getTime(), policy.checkIntervalSeconds)
+      : undefined;
     const placement = decidePlacement(
       {
         moment: 'submit',
@@ -63,8 +68,9 @@ export function createCostGateHandler(plane: Pick<ControlPlane, 'config' | 'jobs
         reclaims: 0,
         capacityCancellations: 0,
         spotAllowed: tier.spotAllowed,
+        ...(tierSpot ? { tierSpot } : {}),
       },
-      placementConfigFrom(DEFAULT_PLACEMENT_CONFIG, plane.config.spotPolicy, tier),
+      policy,
     );
     await plane.jobs.putDecision(jobId, {
       seq: 1,

@@ -14,6 +14,7 @@ import {
   parseDecisionRecord,
   parseJobRecord,
 } from '../domain/job';
+import { InvalidTierSpotRecord, parseTierSpotRecord, type TierSpotRecord } from '../domain/tier-spot';
 import { documentSdk, dynamoDbSdk } from './dynamo';
 import { JOBS_INDEXES, jobKeys } from './table-design';
 
@@ -36,9 +37,15 @@ export class JobStateConflict extends Error {
 
 const KEY_ATTRIBUTES = ['pk', 'sk', 'gsi1pk', 'gsi1sk', 'gsi2pk', 'gsi2sk', 'kind'] as const;
 
+/**
+ * Attributes earlier versions wrote that nothing reads any more, dropped on read so their items still parse:
+ * `spotSeenSince` (a job's own run of spot sightings, replaced by the tier spot record).
+ */
+const RETIRED_ATTRIBUTES = ['spotSeenSince'] as const;
+
 function stripKeys(item: Record<string, unknown>): Record<string, unknown> {
   const out = { ...item };
-  for (const key of KEY_ATTRIBUTES) delete out[key];
+  for (const key of [...KEY_ATTRIBUTES, ...RETIRED_ATTRIBUTES]) delete out[key];
   return out;
 }
 
@@ -46,6 +53,11 @@ function isConditionFailure(error: unknown): boolean {
   return (
     error instanceof ConditionalCheckFailedException || (error as Error).name === 'ConditionalCheckFailedException'
   );
+}
+
+/** Raised when a tier's spot record could not be updated because concurrent writers kept changing it. */
+export class TierSpotConflict extends Error {
+  override name = 'TierSpotConflict';
 }
 
 /** A page of jobs and the cursor for the next one. */
@@ -71,7 +83,6 @@ export type JobPatch = Partial<
     | 'reason'
     | 'cancelRequested'
     | 'pauseToken'
-    | 'spotSeenSince'
     | 'requirements'
   >
 >;
@@ -298,6 +309,57 @@ export class JobStore {
     } catch (error) {
       if (!isConditionFailure(error)) throw error;
     }
+  }
+
+  /** The budget watch's spot record of a tier (tier-spot.ts), or undefined when it has none. */
+  async getTierSpot(tier: string): Promise<TierSpotRecord | undefined> {
+    const { Item } = await this.client.send(
+      new GetCommand({ TableName: this.tableName, Key: jobKeys.tierSpot(tier), ConsistentRead: true }),
+    );
+    return Item ? parseTierSpotRecord(stripKeys(Item)) : undefined;
+  }
+
+  /**
+   * Moves a tier's spot record forward: `next` gets the stored record and returns the one to store, or undefined when
+   * there is nothing to write. The write is conditional on the record read being still the stored one; when another
+   * writer got there first, `next` is asked again with theirs. Returns the record stored afterwards.
+   */
+  async updateTierSpot(
+    tier: string,
+    next: (stored: TierSpotRecord | undefined) => TierSpotRecord | undefined,
+  ): Promise<TierSpotRecord | undefined> {
+    for (let tries = 0; tries < 3; tries++) {
+      const stored = await this.getTierSpot(tier);
+      const wanted = next(stored);
+      if (wanted === undefined) return stored;
+      const record = parseTierSpotRecord(wanted);
+      if (record.tier !== tier)
+        throw new InvalidTierSpotRecord(`a record for tier ${record.tier} cannot be stored as tier ${tier}'s`);
+      try {
+        await this.client.send(
+          new PutCommand({
+            TableName: this.tableName,
+            Item: { ...jobKeys.tierSpot(tier), kind: 'tier-spot', ...record },
+            ...(stored === undefined
+              ? { ConditionExpression: 'attribute_not_exists(pk)' }
+              : {
+                  ConditionExpression: 'seenMs = :seen AND sinceMs = :since AND available = :available',
+                  ExpressionAttributeValues: {
+                    ':seen': stored.seenMs,
+                    ':since': stored.sinceMs,
+                    ':available': stored.available,
+                  },
+                }),
+          }),
+        );
+        return record;
+      } catch (error) {
+        if (!isConditionFailure(error)) throw error;
+      }
+    }
+    throw new TierSpotConflict(
+      `tier ${tier}'s spot record kept changing under concurrent writers; it was not updated this time`,
+    );
   }
 
   /** Every decision of a job, in order. */

@@ -7,6 +7,7 @@
  *   pk = JOB#<jobId>   sk = ATTEMPT#<nnn>        one Batch attempt (queue, instance, price, start/stop, cost)
  *   pk = JOB#<jobId>   sk = DECISION#<nnn>       one lifecycle decision and its reason
  *   pk = IDEMPOTENCY#<team>#<key>  sk = META     an Idempotency-Key claim (request hash → job id)
+ *   pk = TIERSPOT#<tier>  sk = META              the budget watch's record of the tier's spot capacity (tier-spot.ts)
  *   GSI byTeam:      gsi1pk = TEAM#<team>, gsi1sk = <createdAt ISO>#<jobId>   (job records only)
  *   GSI byInstance:  gsi2pk = INSTANCE#<i-…>, gsi2sk = JOB#<jobId>#ATTEMPT#<nnn> (attempts with a known instance)
  *
@@ -34,6 +35,7 @@ export const jobKeys = {
   attempt: (jobId: string, attempt: number) => ({ pk: `JOB#${jobId}`, sk: `ATTEMPT#${pad(attempt)}` }),
   decision: (jobId: string, seq: number) => ({ pk: `JOB#${jobId}`, sk: `DECISION#${pad(seq)}` }),
   idempotency: (team: string, key: string) => ({ pk: `IDEMPOTENCY#${team}#${key}`, sk: 'META' }),
+  tierSpot: (tier: string) => ({ pk: `TIERSPOT#${tier}`, sk: 'META' }),
   teamIndex: (team: string, createdAt: string, jobId: string) => ({
     gsi1pk: `TEAM#${team}`,
     gsi1sk: `${createdAt}#${jobId}`,
@@ -67,7 +69,7 @@ export interface TableDefinition {
   readonly indexes: ReadonlyArray<{ readonly name: string; readonly partition: string; readonly sort: string }>;
 }
 
-/** The jobs table: jobs, attempts, decisions and idempotency claims. */
+/** The jobs table: jobs, attempts, decisions, idempotency claims and the tiers' spot records. */
 export const JOBS_TABLE: TableDefinition = {
   partitionKey: KEYS.partition,
   sortKey: KEYS.sort,

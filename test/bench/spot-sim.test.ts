@@ -11,7 +11,9 @@ import {
 } from '../../bench/spot/simulator';
 import { mulberry32, percentile, startOffsets } from '../../bench/spot/sweep';
 import { InvalidTraceFile, parseTrace } from '../../bench/spot/traces';
-import { isCheckTick, trainyardPolicy } from '../../bench/spot/trainyard';
+import { isCheckTick, isWatchTick, tierSpotBefore, trainyardPolicy } from '../../bench/spot/trainyard';
+import type { PlacementDecision, PlacementMoment } from '../../lambdas/domain/placement';
+import { FLEET_SPOT_MODEL } from '../../lambdas/domain/spot-fleet-model';
 
 const HOUR = 3600;
 // Simple prices so hand-worked costs are whole numbers: on-demand $3/h, spot $1/h.
@@ -199,6 +201,75 @@ describe('Trainyard in the simulator', () => {
     expect(moments).toContain('attempt-reclaimed');
     expect(moments).toContain('capacity-cancelled');
     expect(new Set(moments)).toEqual(new Set(['submit', 'attempt-reclaimed', 'capacity-cancelled', 'periodic-check']));
+  });
+});
+
+describe('the tier’s spot record in the simulator', () => {
+  it.each([
+    [600, [0, -1, -2, -3]],
+    // 300 s multiples before submission at 32 s ticks: −288 s (−9), −576 s (−18), −896 s (−28).
+    [32, [0, -9, -18, -28]],
+  ])('probes at the %i s tick boundary at or after each multiple of 300 s, before submission too', (gap, expected) => {
+    const ticks = Array.from({ length: 40 }, (_, i) => -i || 0).filter((tick) => isWatchTick(tick, gap, 300));
+    expect(ticks.slice(0, 4)).toEqual(expected);
+  });
+
+  it.each([
+    {
+      what: 'an outage the watch saw begin two ticks before submission',
+      before: [1, 1, 0, 0],
+      // Ticks −4..−1 are at 0, 600, 1200 and 1800 s from the start of the trace; the outage was first seen at 1200 s.
+      expected: { tier: 'sim', available: false, sinceMs: 1_200_000, sinceChange: true, seenMs: 1_800_000 },
+    },
+    {
+      what: 'a stretch that reaches the start of the trace began with the record',
+      before: [1, 1, 1],
+      expected: { tier: 'sim', available: true, sinceMs: 0, sinceChange: false, seenMs: 1_200_000 },
+    },
+    { what: 'nothing before submission, no record', before: [], expected: undefined },
+  ])('folds the lead-in as the watch would: $what', ({ before, expected }) => {
+    expect(tierSpotBefore('sim', Uint8Array.from(before), 600, 300)).toEqual(expected);
+  });
+
+  it('does not see what happens between its probes', () => {
+    // 32 s ticks; a one-tick outage at −5 (−160 s) falls between the probes at −9 and 0: the run goes back to the
+    // probe at −28, the first tick of the lead-in that is a probe.
+    const before = new Uint8Array(30).fill(1);
+    before[25] = 0;
+    const record = tierSpotBefore('sim', before, 32, 300);
+    // Tick −28 is 2 ticks after the start of the lead-in (−30): 64 s; tick −9 is at 21 × 32 = 672 s.
+    expect(record).toEqual({ tier: 'sim', available: true, sinceMs: 64_000, sinceChange: false, seenMs: 672_000 });
+  });
+
+  it('tells the production policy at submission how old the outage it is submitted into is, when a probe can answer', () => {
+    // 600 s ticks; spot has been out for 5 h (30 ticks) before submission and stays out for the job's first hour.
+    const job: JobWindow = {
+      available: Uint8Array.from([0, 0, 0, 0, 0, 0, ...new Array<number>(14).fill(1)]),
+      before: Uint8Array.from([1, ...new Array<number>(30).fill(0)]),
+      gapSeconds: 600,
+      workSeconds: 2 * HOUR,
+      deadlineSeconds: 20 * 600,
+      overheadSeconds: 180,
+      prices: P3_PRICES,
+    };
+    const planned = {
+      reclaimsBeforeOnDemand: 2,
+      capacityWaitSeconds: 1200,
+      checkIntervalSeconds: 300,
+      spotPlanning: { model: FLEET_SPOT_MODEL, spotPriceRatio: P3_PRICES.spot / P3_PRICES.onDemand },
+    };
+    const firstReason = (config: typeof planned & { spotVisibleOnDemand?: boolean }): string => {
+      const decisions: Array<[PlacementMoment, PlacementDecision]> = [];
+      simulate(
+        job,
+        trainyardPolicy(job, config, (moment, decision) => decisions.push([moment, decision])),
+      );
+      expect(decisions[0]?.[0]).toBe('submit');
+      return decisions[0]?.[1].reason ?? '';
+    };
+    // The watch first saw the outage at tick −30: at submission it is 30 × 600 s old.
+    expect(firstReason(planned)).toContain('spot unavailable for 18000 s');
+    expect(firstReason({ ...planned, spotVisibleOnDemand: false })).not.toContain('spot unavailable');
   });
 });
 

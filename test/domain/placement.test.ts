@@ -10,7 +10,10 @@ import {
   type SpotPlanning,
   slackReserve,
   spotHistoryOf,
+  type TierSpot,
+  withTierSpot,
 } from '../../lambdas/domain/placement';
+import { FLEET_SPOT_MODEL } from '../../lambdas/domain/spot-fleet-model';
 
 // d = 360 s, check = 300 s → safety slack = 2·360 + 300 = 1020 s (plus 360 s when spot must be started).
 // Tuning spelled out so the expectations below can be worked by hand: with no history the job expects spot 60 % of
@@ -479,5 +482,139 @@ describe('decidePlacement with a spot plan', () => {
     };
     expect(decidePlacement(long, steady).reason).toContain('reserve');
     expect(decidePlacement(long, steady).reason).not.toContain('plan');
+  });
+});
+
+describe('withTierSpot', () => {
+  const seen = (available: boolean, forSeconds: number, sinceChange = true): TierSpot => ({
+    available,
+    forSeconds,
+    sinceChange,
+  });
+  const check: PlacementState = { ...base, moment: 'periodic-check', nowSeconds: 7200, deadlineSeconds: 100_000 };
+  type Sighting = Pick<PlacementState, 'spotAvailable' | 'spotAvailableForSeconds' | 'spotUnavailableForSeconds'>;
+  it.each<{ what: string; state: PlacementState; tier: TierSpot; expected: Sighting }>([
+    {
+      what: 'on on-demand the record says what spot is and for how long',
+      state: { ...check, current: 'on-demand' },
+      tier: seen(true, 5400),
+      expected: { spotAvailable: true, spotAvailableForSeconds: 5400 },
+    },
+    {
+      what: 'on on-demand an outage the record saw begin has its age',
+      state: { ...check, current: 'on-demand' },
+      tier: seen(false, 5400),
+      expected: { spotAvailable: false, spotUnavailableForSeconds: 5400 },
+    },
+    {
+      what: 'on on-demand an outage the record did not see begin stays of unknown age (taken as old)',
+      state: { ...check, current: 'on-demand' },
+      tier: seen(false, 5400, false),
+      expected: { spotAvailable: false },
+    },
+    {
+      what: 'on spot the state is as old as the older sighting: the record’s',
+      state: { ...check, current: 'spot', spotAvailable: true, spotAvailableForSeconds: 600 },
+      tier: seen(true, 5400),
+      expected: { spotAvailable: true, spotAvailableForSeconds: 5400 },
+    },
+    {
+      what: 'on spot the state is as old as the older sighting: the job’s',
+      state: { ...check, current: 'spot', spotAvailable: true, spotAvailableForSeconds: 6000 },
+      tier: seen(true, 5400, false),
+      expected: { spotAvailable: true, spotAvailableForSeconds: 6000 },
+    },
+    {
+      what: 'in the queue, the outage began before the job queued',
+      state: { ...check, current: 'none', spotAvailable: false, spotUnavailableForSeconds: 1200 },
+      tier: seen(false, 54_000),
+      expected: { spotAvailable: false, spotUnavailableForSeconds: 54_000 },
+    },
+    {
+      what: 'in the queue, an outage the record did not see begin is at least as old as either',
+      state: { ...check, current: 'none', spotAvailable: false, spotUnavailableForSeconds: 1200 },
+      tier: seen(false, 900, false),
+      expected: { spotAvailable: false, spotUnavailableForSeconds: 1200 },
+    },
+    {
+      what: 'in the queue, the job’s own sighting wins over a record that says available',
+      state: { ...check, current: 'none', spotAvailable: false, spotUnavailableForSeconds: 1200 },
+      tier: seen(true, 5400),
+      expected: { spotAvailable: false, spotUnavailableForSeconds: 1200 },
+    },
+    {
+      what: 'at a reclaim the outage is new whatever the record saw before it',
+      state: { ...check, moment: 'attempt-reclaimed', current: 'spot', spotAvailable: false },
+      tier: seen(false, 54_000),
+      expected: { spotAvailable: false },
+    },
+    {
+      what: 'at submission the record says what spot is',
+      state: { ...base, deadlineSeconds: 100_000 },
+      tier: seen(false, 54_000),
+      expected: { spotAvailable: false, spotUnavailableForSeconds: 54_000 },
+    },
+  ])('$what', ({ state, tier, expected }) => {
+    const merged = withTierSpot({ ...state, tierSpot: tier });
+    expect({
+      spotAvailable: merged.spotAvailable,
+      spotAvailableForSeconds: merged.spotAvailableForSeconds,
+      spotUnavailableForSeconds: merged.spotUnavailableForSeconds,
+    }).toEqual({
+      spotAvailable: undefined,
+      spotAvailableForSeconds: undefined,
+      spotUnavailableForSeconds: undefined,
+      ...expected,
+    });
+  });
+
+  it('changes nothing without a record', () => {
+    const state: PlacementState = { ...check, current: 'none', spotAvailable: false, spotUnavailableForSeconds: 60 };
+    expect(withTierSpot(state)).toBe(state);
+  });
+
+  it('rejects a record with a negative or non-finite age, naming it', () => {
+    expect(() => decidePlacement({ ...check, current: 'on-demand', tierSpot: seen(true, -1) }, config)).toThrow(
+      new InvalidPlacementInput('state.tierSpot.forSeconds must be a finite number >= 0, got -1'),
+    );
+  });
+});
+
+describe('decidePlacement with the tier’s spot record and the fleet model', () => {
+  // gpu-small's prices (0.19 / 0.526 $/h), d = 360 s, check 300 s: the deployed planning config.
+  const fleet: PlacementPolicyConfig = {
+    ...config,
+    spotPlanning: { model: FLEET_SPOT_MODEL, spotPriceRatio: 0.19 / 0.526 },
+  };
+  const longOutage: TierSpot = { available: false, forSeconds: 15 * 3600, sinceChange: true };
+
+  it('starts a job with 1 500 s of slack on on-demand when spot has been out for 15 h, on spot otherwise', () => {
+    // Work 3 600 s, deadline 5 100 s: the safety net (1 020 s + a 360 s start) lets it try spot.
+    const submit: PlacementState = { ...base, workSeconds: 3600, deadlineSeconds: 5100 };
+    expect(decidePlacement(submit, fleet).capacity).toBe('spot');
+    expect(decidePlacement({ ...submit, tierSpot: longOutage }, fleet)).toMatchObject({
+      capacity: 'on-demand',
+      reason: expect.stringContaining('spot unavailable for 54000 s'),
+    });
+  });
+
+  it('moves a queued 48 h job to on-demand when the outage it queued into is 15 h old, not when it is its own 29 min', () => {
+    // Deadline 54 h, queued since 65 s after submission, checked at 1 800 s: slack 19 800 s.
+    const queued: PlacementState = {
+      ...base,
+      moment: 'periodic-check',
+      nowSeconds: 1800,
+      workSeconds: 48 * 3600,
+      deadlineSeconds: 54 * 3600,
+      current: 'none',
+      spotAvailable: false,
+      spotUnavailableForSeconds: 1735,
+    };
+    expect(decidePlacement(queued, fleet)).toMatchObject({ capacity: 'spot', move: false });
+    expect(decidePlacement({ ...queued, tierSpot: longOutage }, fleet)).toMatchObject({
+      capacity: 'on-demand',
+      move: true,
+      reason: expect.stringContaining('spot unavailable for 54000 s'),
+    });
   });
 });

@@ -11,7 +11,6 @@ import {
   jobCostSoFar,
   jobScopes,
   nextDecisionSeq,
-  nextSpotSeenSince,
   placementConfigFrom,
   placementStateFor,
   progressFromHarness,
@@ -257,43 +256,26 @@ describe('placement input', () => {
   const onDemand = [attempt(1, { capacity: 'on-demand', submittedAt: T0, startedAt: T0 + 60_000 })];
   const now = T0 + 1_800_000;
   it.each([
-    { what: 'not probed', spot: undefined, available: undefined, seenFor: undefined },
-    { what: 'the probe could not tell', spot: {}, available: undefined, seenFor: undefined },
-    { what: 'first sighting this tick', spot: { available: true, seenSinceMs: now }, available: true, seenFor: 0 },
-    // 1800 s − 900 s.
-    {
-      what: 'seen since T0 + 900 s',
-      spot: { available: true, seenSinceMs: T0 + 900_000 },
-      available: true,
-      seenFor: 900,
-    },
-    { what: 'available, no record', spot: { available: true }, available: true, seenFor: undefined },
-    { what: 'unavailable', spot: { available: false }, available: false, seenFor: undefined },
-    // A stale record with an "unavailable" answer is no run of sightings.
-    {
-      what: 'unavailable with a record',
-      spot: { available: false, seenSinceMs: T0 + 900_000 },
-      available: false,
-      seenFor: undefined,
-    },
-  ])('on on-demand, tells the policy what the probe says: $what', ({ spot, available, seenFor }) => {
-    const state = placementStateFor(job, onDemand, { spotAllowed: true }, now, spot);
+    { what: 'no fresh tier record', tierSpot: undefined },
+    { what: 'the tier record', tierSpot: { available: true, forSeconds: 900, sinceChange: true } },
+  ])('on on-demand, observes nothing of spot itself and hands on $what', ({ tierSpot }) => {
+    const state = placementStateFor(job, onDemand, { spotAllowed: true }, now, tierSpot);
     expect(state?.current).toBe('on-demand');
-    expect(state?.spotAvailable).toBe(available);
-    expect(state?.spotAvailableForSeconds).toBe(seenFor);
+    expect(state?.spotAvailable).toBeUndefined();
+    expect(state?.spotAvailableForSeconds).toBeUndefined();
+    expect(state?.tierSpot).toEqual(tierSpot);
     // An on-demand attempt observes nothing about spot.
     expect(state?.spotHistory).toEqual({ availableSeconds: 0, unavailableSeconds: 0, reclaims: 0 });
   });
 
-  it('on spot, the running attempt is the observation: the probe and the record are not used', () => {
+  it('on spot, the running attempt is the job’s own observation; the tier record rides along for the policy', () => {
     const onSpot = [attempt(1, { startedAt: T0 + 60_000 })];
-    const state = placementStateFor(job, onSpot, { spotAllowed: true }, now, {
-      available: false,
-      seenSinceMs: T0 + 900_000,
-    });
+    const tierSpot = { available: false, forSeconds: 300, sinceChange: true };
+    const state = placementStateFor(job, onSpot, { spotAllowed: true }, now, tierSpot);
     expect(state?.spotAvailable).toBe(true);
     // Spot has been there since the attempt started: 1800 − 60 s.
     expect(state?.spotAvailableForSeconds).toBe(1740);
+    expect(state?.tierSpot).toEqual(tierSpot);
   });
 
   it('sees a job waiting in the spot queue as holding nothing, with spot unavailable since it was queued', () => {
@@ -402,30 +384,5 @@ describe('decision log', () => {
     expect(nextDecisionSeq([])).toBe(1);
     expect(hasDecision(log, 'stop-attempt 2 budget-pause')).toBe(true);
     expect(hasDecision(log, 'stop-attempt 3 budget-pause')).toBe(false);
-  });
-});
-
-describe('nextSpotSeenSince', () => {
-  // The on-demand attempt started at S; the tick is at NOW.
-  const S = T0 + 60_000;
-  const NOW = T0 + 1_800_000;
-  it.each([
-    { what: 'not on on-demand clears it', recorded: T0 + 900_000, since: undefined, available: true, next: undefined },
-    { what: 'unavailable clears it', recorded: T0 + 900_000, since: S, available: false, next: undefined },
-    { what: 'could not tell clears it', recorded: T0 + 900_000, since: S, available: undefined, next: undefined },
-    { what: 'unavailable and unset stays unset', recorded: undefined, since: S, available: false, next: undefined },
-    { what: 'first sighting records the tick', recorded: undefined, since: S, available: true, next: NOW },
-    {
-      what: 'a sighting from before the attempt restarts the run',
-      recorded: S - 1,
-      since: S,
-      available: true,
-      next: NOW,
-    },
-    { what: 'a sighting at the attempt’s start is kept', recorded: S, since: S, available: true, next: S },
-    { what: 'an unbroken run is kept', recorded: T0 + 900_000, since: S, available: true, next: T0 + 900_000 },
-    { what: 'a replayed first sighting is kept', recorded: NOW, since: S, available: true, next: NOW },
-  ])('$what', ({ recorded, since, available, next }) => {
-    expect(nextSpotSeenSince(recorded, since, available, NOW)).toBe(next);
   });
 });

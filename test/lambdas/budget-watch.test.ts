@@ -4,11 +4,14 @@
 // The tick is 2026-11-20T14:30:00Z; running attempts started at 14:01:05, so they have run 1735 s:
 //   spot at the tier's 0.19 $/h:       0.19 × 1735 ÷ 3600 = 0.09157 → $0.09
 //   on-demand at 0.526 $/h:            0.526 × 1735 ÷ 3600 = 0.25350 → $0.25
+import { DeleteCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { BudgetWatchIncomplete, createBudgetWatchHandler } from '../../lambdas/budget-watch/budget-watch';
 import { TERMINATE_REASONS } from '../../lambdas/domain/batch-reasons';
 import type { JobRecord } from '../../lambdas/domain/job';
+import type { TierSpotRecord } from '../../lambdas/domain/tier-spot';
 import { InvalidEvent } from '../../lambdas/shared/event-schemas';
+import { jobKeys } from '../../lambdas/shared/table-design';
 import {
   attemptRecord,
   CONFIG,
@@ -49,6 +52,11 @@ beforeEach(() => {
   bench.resetRecorded();
 });
 
+/** Stores a tier's spot record as it is, whatever was there. */
+async function storeTierSpot(record: TierSpotRecord): Promise<void> {
+  await bench.jobs.updateTierSpot(record.tier, () => record);
+}
+
 function id(base: string): string {
   return `${base}-${team}`;
 }
@@ -60,9 +68,14 @@ const probed: string[][] = [];
 /** gpu-small's instance types as the probe asks for them: distinct and sorted. */
 const GPU_SMALL_TYPES = ['g4dn.xlarge', 'g5.xlarge', 'g6.xlarge'];
 
-beforeEach(() => {
+beforeEach(async () => {
   spotAnswer = undefined;
   probed.length = 0;
+  // The tiers' spot records are shared by every team: each test starts without them.
+  for (const tier of CONFIG.tiers)
+    await bench.dynamo.doc.send(
+      new DeleteCommand({ TableName: bench.dynamo.tables.jobs, Key: { pk: `TIERSPOT#${tier.id}`, sk: 'META' } }),
+    );
 });
 
 function watch(options = {}) {
@@ -456,6 +469,152 @@ describe('budget watch: jobs waiting in the spot queue', () => {
   });
 });
 
+describe('budget watch: the tiers’ spot records', () => {
+  // gpu-small, gpu-medium and gpu-large allow spot and list three instance types each; the cpu tier has none and
+  // gpu-multinode allows no spot, so neither is probed.
+  const TICK_MS = Date.parse(TICK_ISO);
+  const SPOT_TIERS = ['gpu-small', 'gpu-medium', 'gpu-large'];
+
+  it('probes every tier that allows spot each run, jobs or not, and starts each record; a replay writes nothing', async () => {
+    spotAnswer = true;
+
+    const result = await watch()(fixture('scheduled-event'));
+
+    expect(probed).toEqual([
+      GPU_SMALL_TYPES,
+      ['g4dn.2xlarge', 'g5.2xlarge', 'g6.2xlarge'],
+      ['g5.2xlarge', 'g5.4xlarge', 'g6.2xlarge'],
+    ]);
+    expect(result.spotSeen).toEqual(SPOT_TIERS.map((tier) => ({ tier, available: true })));
+    for (const tier of SPOT_TIERS)
+      expect(await bench.jobs.getTierSpot(tier)).toEqual({
+        tier,
+        available: true,
+        sinceMs: TICK_MS,
+        sinceChange: false,
+        seenMs: TICK_MS,
+      });
+    expect(await bench.jobs.getTierSpot('gpu-multinode')).toBeUndefined();
+
+    const afterFirst = await bench.snapshot();
+    await watch()(fixture('scheduled-event'));
+    expect(await bench.snapshot()).toEqual(afterFirst);
+  });
+
+  it('asks once for tiers that share their instance types', async () => {
+    spotAnswer = false;
+    const gpuSmall = CONFIG.tiers.find((t) => t.id === 'gpu-small');
+    if (!gpuSmall) throw new Error('gpu-small missing');
+    const twin = { ...gpuSmall, id: 'gpu-small-twin', instanceTypes: ['g6.xlarge', 'g5.xlarge', 'g4dn.xlarge'] };
+    const handler = createBudgetWatchHandler({
+      config: { ...configForCurrentTeam(), tiers: [gpuSmall, twin] },
+      jobs: bench.jobs,
+      ledger: bench.ledger,
+      workspace: bench.workspace,
+      batch: bench.ports.batch,
+      events: bench.ports.events,
+      lifecycle: bench.ports.lifecycle,
+      fleet: {
+        ...bench.ports.fleet,
+        async spotCapacityAvailable(instanceTypes) {
+          probed.push([...instanceTypes]);
+          return spotAnswer;
+        },
+      },
+    });
+
+    const result = await handler(fixture('scheduled-event'));
+
+    expect(probed).toEqual([GPU_SMALL_TYPES]);
+    expect(result.spotSeen).toEqual([
+      { tier: 'gpu-small', available: false },
+      { tier: 'gpu-small-twin', available: false },
+    ]);
+    expect((await bench.jobs.getTierSpot('gpu-small-twin'))?.available).toBe(false);
+  });
+
+  it.each([
+    {
+      what: 'the same answer one tick on extends the run',
+      answer: true,
+      expected: { available: true, sinceMs: TICK_MS - 900_000, sinceChange: true, seenMs: TICK_MS },
+    },
+    {
+      what: 'another answer begins a run the watch saw begin',
+      answer: false,
+      expected: { available: false, sinceMs: TICK_MS, sinceChange: true, seenMs: TICK_MS },
+    },
+    {
+      what: 'no answer leaves the record as it was',
+      answer: undefined,
+      expected: { available: true, sinceMs: TICK_MS - 900_000, sinceChange: true, seenMs: TICK_MS - 300_000 },
+    },
+  ])('moves a stored record forward: $what', async ({ answer, expected }) => {
+    await storeTierSpot({
+      tier: 'gpu-small',
+      available: true,
+      sinceMs: TICK_MS - 900_000,
+      sinceChange: true,
+      seenMs: TICK_MS - 300_000,
+    });
+    spotAnswer = answer;
+
+    await watch()(fixture('scheduled-event'));
+
+    expect(await bench.jobs.getTierSpot('gpu-small')).toEqual({ tier: 'gpu-small', ...expected });
+  });
+
+  it('keeps a record a later run already moved on as it is', async () => {
+    const later = {
+      tier: 'gpu-small',
+      available: false,
+      sinceMs: TICK_MS,
+      sinceChange: true,
+      seenMs: TICK_MS + 300_000,
+    };
+    await storeTierSpot(later);
+    spotAnswer = true;
+
+    await watch()(fixture('scheduled-event'));
+
+    expect(await bench.jobs.getTierSpot('gpu-small')).toEqual(later);
+  });
+
+  it('reads a job an earlier version stored with its own spotSeenSince, which the tier record replaced', async () => {
+    const job = jobRecord({ jobId: id('legacy'), team: currentTeam, createdAt: new Date(T.created).toISOString() });
+    await bench.dynamo.doc.send(
+      new PutCommand({
+        TableName: bench.dynamo.tables.jobs,
+        Item: {
+          ...jobKeys.job(job.jobId),
+          ...jobKeys.teamIndex(job.team, job.createdAt, job.jobId),
+          kind: 'job',
+          ...job,
+          spotSeenSince: TICK_MS - 900_000,
+        },
+      }),
+    );
+
+    expect(await bench.jobs.requireJob(job.jobId)).toEqual(job);
+  });
+
+  it('fails the run naming the tier when the record cannot be read, after handling everything else', async () => {
+    await bench.dynamo.doc.send(
+      new PutCommand({
+        TableName: bench.dynamo.tables.jobs,
+        Item: { pk: 'TIERSPOT#gpu-small', sk: 'META', tier: 'gpu-small', available: 'yes' },
+      }),
+    );
+    spotAnswer = true;
+
+    const run = watch()(fixture('scheduled-event'));
+
+    await expect(run).rejects.toThrow(BudgetWatchIncomplete);
+    await expect(run).rejects.toThrow(/tier gpu-small: InvalidTierSpotRecord: invalid tier spot record: available/);
+    expect((await bench.jobs.getTierSpot('gpu-medium'))?.available).toBe(true);
+  });
+});
+
 describe('budget watch: back to spot', () => {
   // Tick 14:30:00 is 1800 s after submission (14:00:00); the on-demand attempt has run since 14:01:05. Deadline
   // 7200 s, work 3600 s, progress 50 % (1800 s): slack = 7200 − 1800 − 1800 = 3600 s. With d = 360 s and a 300 s
@@ -473,16 +632,27 @@ describe('budget watch: back to spot', () => {
     await writeProgress(jobId, 500, 1000);
   }
 
+  /** gpu-small's record: spot available since `sinceMs`, last confirmed a tick before this one. */
+  async function spotSeenSince(sinceMs: number) {
+    await storeTierSpot({
+      tier: 'gpu-small',
+      available: true,
+      sinceMs,
+      sinceChange: true,
+      seenMs: TICK_MS - 300_000,
+    });
+  }
+
   it('moves an on-demand deadline job back to spot when the plan expects spot to pay for the restart, once', async () => {
     const jobId = id('back');
     // Seen since 14:15:00. 1800 s of work left: on spot it costs 0.36 × (1800 + 360) s of on-demand money, 780 s.
-    await onDemandDeadlineJob(jobId, { spotSeenSince: TICK_MS - 900_000 });
+    await onDemandDeadlineJob(jobId);
+    await spotSeenSince(TICK_MS - 900_000);
     spotAnswer = true;
 
     const result = await watch()(fixture('scheduled-event'));
 
     expect(result.moved).toEqual([{ jobId, to: 'spot' }]);
-    expect(probed).toEqual([GPU_SMALL_TYPES]);
     expect(bench.recorded.terminated).toEqual([{ batchJobId: `batch-${jobId}`, reason: TERMINATE_REASONS.moveToSpot }]);
     expect(await bench.jobs.listDecisions(jobId)).toEqual([
       expect.objectContaining({
@@ -500,104 +670,138 @@ describe('budget watch: back to spot', () => {
     expect(await bench.snapshot()).toEqual(afterFirst);
   });
 
+  it('counts spot’s age from before the job went on-demand: the record is the tier’s, not the job’s', async () => {
+    const jobId = id('old-spot');
+    // Spot has been there since 13:00, before the job was submitted: 5 400 s at the tick.
+    await onDemandDeadlineJob(jobId);
+    await spotSeenSince(TICK_MS - 5_400_000);
+    spotAnswer = true;
+
+    await watch()(fixture('scheduled-event'));
+
+    expect(await bench.jobs.listDecisions(jobId)).toEqual([
+      expect.objectContaining({ reason: expect.stringContaining('spot available for 5400 s') }),
+    ]);
+  });
+
   it('keeps a job on on-demand when its slack cannot pay for a restart', async () => {
     const jobId = id('short');
     // Deadline 4000 s: slack = 4000 − 1800 − 1800 = 400 s; a restart (360 s) would leave 40 s, under the 1020 s net.
-    await onDemandDeadlineJob(jobId, { spotSeenSince: TICK_MS - 600_000, requirements: { deadlineSeconds: 4000 } });
-    spotAnswer = true;
-
-    const result = await watch()(fixture('scheduled-event'));
-
-    expect(result.moved).toEqual([]);
-    expect(bench.recorded.terminated).toEqual([]);
-    expect((await bench.jobs.requireJob(jobId)).spotSeenSince).toBe(TICK_MS - 600_000);
-  });
-
-  it('records the first sighting; replaying the tick changes nothing', async () => {
-    const jobId = id('first');
-    // Slack 400 s as above: the job stays on on-demand whatever the probe says.
     await onDemandDeadlineJob(jobId, { requirements: { deadlineSeconds: 4000 } });
+    await spotSeenSince(TICK_MS - 600_000);
     spotAnswer = true;
 
     const result = await watch()(fixture('scheduled-event'));
 
     expect(result.moved).toEqual([]);
-    expect((await bench.jobs.requireJob(jobId)).spotSeenSince).toBe(TICK_MS);
     expect(bench.recorded.terminated).toEqual([]);
     expect(await bench.jobs.listDecisions(jobId)).toEqual([]);
-
-    const afterFirst = await bench.snapshot();
-    await watch()(fixture('scheduled-event'));
-    await watch()(fixture('scheduled-event'));
-
-    expect(await bench.snapshot()).toEqual(afterFirst);
-    expect(bench.recorded.terminated).toEqual([]);
   });
 
   it.each([
-    { what: 'unavailable', answer: false },
-    { what: 'could not tell', answer: undefined },
-  ])('clears the sightings when the probe says $what, and stays on on-demand', async ({ answer }) => {
-    const jobId = id('broken');
-    await onDemandDeadlineJob(jobId, { spotSeenSince: TICK_MS - 900_000 });
+    { what: 'spot has been out for 6 h', answer: false, stored: { available: false, sinceMs: TICK_MS - 21_600_000 } },
+    { what: 'the first answer is unavailable (an outage of unknown age)', answer: false, stored: undefined },
+    { what: 'there is no record and the probe cannot tell', answer: undefined, stored: undefined },
+  ])('keeps a job on on-demand when $what', async ({ answer, stored }) => {
+    const jobId = id('stays');
+    await onDemandDeadlineJob(jobId);
+    if (stored) await storeTierSpot({ tier: 'gpu-small', ...stored, sinceChange: true, seenMs: TICK_MS - 300_000 });
     spotAnswer = answer;
 
     const result = await watch()(fixture('scheduled-event'));
 
-    expect(probed).toEqual([GPU_SMALL_TYPES]);
     expect(result.moved).toEqual([]);
     expect(bench.recorded.terminated).toEqual([]);
-    expect((await bench.jobs.requireJob(jobId)).spotSeenSince).toBeUndefined();
-
-    const afterFirst = await bench.snapshot();
-    await watch()(fixture('scheduled-event'));
-    expect(await bench.snapshot()).toEqual(afterFirst);
   });
 
-  it('probes each set of instance types once per run, and only deadline jobs on on-demand whose tier allows spot', async () => {
-    spotAnswer = true;
-    await onDemandDeadlineJob(id('small-1'));
-    await runningJob(id('small-2'), {
-      capacity: 'on-demand',
-      reserveUsd: 1,
-      createdAt: '2026-11-20T14:00:01.000Z',
-      job: { requirements: { deadlineSeconds: 7200 } },
-    });
-    await runningJob(id('medium'), {
-      capacity: 'on-demand',
-      reserveUsd: 1,
-      createdAt: '2026-11-20T14:00:02.000Z',
-      job: { tier: 'gpu-medium', requirements: { deadlineSeconds: 7200 } },
-    });
-    // Not probed: on spot (with a sighting left from its on-demand time, which is cleared), no deadline, and a tier
-    // without spot.
-    await runningJob(id('on-spot'), {
-      reserveUsd: 1,
-      createdAt: '2026-11-20T14:00:03.000Z',
-      job: { requirements: { deadlineSeconds: 7200 }, spotSeenSince: TICK_MS - 900_000 },
-    });
-    await runningJob(id('no-deadline'), {
-      capacity: 'on-demand',
-      reserveUsd: 1,
-      createdAt: '2026-11-20T14:00:04.000Z',
-    });
-    await runningJob(id('no-spot-tier'), {
-      capacity: 'on-demand',
-      reserveUsd: 1,
-      createdAt: '2026-11-20T14:00:05.000Z',
-      job: { tier: 'gpu-multinode', requirements: { deadlineSeconds: 7200 } },
-    });
+  it('queues an on-demand job for spot when the outage began this tick: the fleet expects most to end within minutes', async () => {
+    const jobId = id('young-outage');
+    await onDemandDeadlineJob(jobId);
+    await spotSeenSince(TICK_MS - 900_000);
+    spotAnswer = false;
 
-    await watch()(fixture('scheduled-event'));
+    const result = await watch()(fixture('scheduled-event'));
 
-    expect(probed).toEqual([GPU_SMALL_TYPES, ['g4dn.2xlarge', 'g5.2xlarge', 'g6.2xlarge']]);
-    const seen = async (base: string) => (await bench.jobs.requireJob(id(base))).spotSeenSince;
-    expect(await seen('small-1')).toBe(TICK_MS);
-    expect(await seen('small-2')).toBe(TICK_MS);
-    expect(await seen('medium')).toBe(TICK_MS);
-    expect(await seen('on-spot')).toBeUndefined();
-    expect(await seen('no-deadline')).toBeUndefined();
-    expect(await seen('no-spot-tier')).toBeUndefined();
+    expect(result.moved).toEqual([{ jobId, to: 'spot' }]);
+    expect(await bench.jobs.listDecisions(jobId)).toEqual([
+      expect.objectContaining({ reason: expect.stringContaining('spot unavailable for 0 s') }),
+    ]);
+  });
+
+  it.each([
+    { what: 'fresh (confirmed 300 s before the tick)', seenMs: TICK_MS - 300_000, moves: true },
+    { what: 'stale (confirmed 661 s before: spot may have changed since)', seenMs: TICK_MS - 661_000, moves: false },
+  ])('uses a record the probe could not confirm this tick only while it is $what', async ({ seenMs, moves }) => {
+    const jobId = id('unconfirmed');
+    await onDemandDeadlineJob(jobId);
+    await storeTierSpot({
+      tier: 'gpu-small',
+      available: true,
+      sinceMs: TICK_MS - 900_000,
+      sinceChange: true,
+      seenMs,
+    });
+    spotAnswer = undefined;
+
+    const result = await watch()(fixture('scheduled-event'));
+
+    expect(result.moved).toEqual(moves ? [{ jobId, to: 'spot' }] : []);
+  });
+
+  it('moves a queued 48 h deadline job to on-demand when the outage it queued into is 15 h old', async () => {
+    // Deadline 54 h, work 48 h, queued since 14:01:05: at the tick the job's own wait is 1 735 s, slack 19 800 s.
+    // Spot has been out since 23:30 the day before (15 h): the plan expects no spot soon enough to pay.
+    const long = { ...ESTIMATE, runtimeSeconds: 48 * 3600 };
+    const queuedJob = async (jobId: string, createdAt: string) => {
+      await bench.jobs.createJob(
+        jobRecord({
+          jobId,
+          team: currentTeam,
+          state: 'WAITING',
+          createdAt,
+          estimate: long,
+          requirements: { deadlineSeconds: 54 * 3600 },
+          bundle: { key: `teams/${currentTeam}/jobs/${jobId}/code.tar.gz`, bytes: 1, sha256: 'c'.repeat(64) },
+        }),
+      );
+      await bench.jobs.putAttempt(
+        attemptRecord({
+          jobId,
+          capacity: 'spot',
+          queue: 'trainyard-gpu-small-spot',
+          status: 'RUNNABLE',
+          batchJobId: `batch-${jobId}`,
+          submittedAt: T.started,
+          startedAt: undefined,
+          usdPerHour: undefined,
+        }),
+      );
+    };
+    spotAnswer = false;
+    await queuedJob(id('own-wait'), new Date(T.created).toISOString());
+    const unseen = await watch()(fixture('scheduled-event'));
+    // The record began at this tick: the job knows only its own 1 735 s, and waits.
+    expect(unseen.moved).toEqual([]);
+
+    await bench.dynamo.doc.send(
+      new DeleteCommand({ TableName: bench.dynamo.tables.jobs, Key: { pk: 'TIERSPOT#gpu-small', sk: 'META' } }),
+    );
+    await storeTierSpot({
+      tier: 'gpu-small',
+      available: false,
+      sinceMs: TICK_MS - 15 * 3_600_000,
+      sinceChange: true,
+      seenMs: TICK_MS - 300_000,
+    });
+    const seen = await watch()(fixture('scheduled-event'));
+
+    expect(seen.moved).toEqual([{ jobId: id('own-wait'), to: 'on-demand' }]);
+    expect(await bench.jobs.listDecisions(id('own-wait'))).toEqual([
+      expect.objectContaining({
+        decision: 'move-attempt 1 to on-demand',
+        reason: expect.stringContaining('spot unavailable for 54000 s'),
+      }),
+    ]);
   });
 });
 

@@ -259,6 +259,72 @@ describe('job lifecycle on the synthesized state machine', () => {
   });
 });
 
+describe('placement reads the tier’s spot record', () => {
+  /** gpu-small's record: spot out since 15 h before `atMs`, last confirmed by the watch at `atMs`. */
+  async function outageSeen(b: LifecycleBench, atMs: number): Promise<void> {
+    await b.plane.jobs.updateTierSpot('gpu-small', () => ({
+      tier: 'gpu-small',
+      available: false,
+      sinceMs: atMs - 15 * 3_600_000,
+      sinceChange: true,
+      seenMs: atMs,
+    }));
+  }
+
+  it('starts a job with 1 500 s of slack on on-demand when spot has been out for 15 h, on spot without the record', async () => {
+    const b = await start();
+    const body = { requirements: { runtimeSeconds: 3600, deadlineSeconds: 5100 } };
+    const unseen = await run(b, [{ result: 'succeed', seconds: 3600 }], body);
+    expect(unseen.queues).toEqual(['trainyard-gpu-small-spot']);
+
+    await outageSeen(b, b.clock.ms);
+    const seen = await run(b, [{ result: 'succeed', seconds: 3600 }], body);
+
+    expect(seen.queues).toEqual(['trainyard-gpu-small-on-demand']);
+    expect(seen.decisions[0]).toMatchObject({
+      decision: 'run-attempt on-demand',
+      reason: expect.stringContaining('spot unavailable for 54000 s'),
+    });
+  });
+
+  it('records a reclaim in the tier’s record as an outage the platform saw begin, with every step replayed', async () => {
+    const b = await start({ replay: true });
+    await b.plane.jobs.updateTierSpot('gpu-small', () => ({
+      tier: 'gpu-small',
+      available: true,
+      sinceMs: b.clock.ms - 36_000_000,
+      sinceChange: true,
+      seenMs: b.clock.ms,
+    }));
+
+    const r = await run(b, [{ result: 'reclaim', step: 300 }, { result: 'succeed' }]);
+
+    const reclaimedAt = r.attempts[0]?.stoppedAt;
+    expect(r.attempts[0]?.outcome?.kind).toBe('reclaimed');
+    expect(await b.plane.jobs.getTierSpot('gpu-small')).toEqual({
+      tier: 'gpu-small',
+      available: false,
+      sinceMs: reclaimedAt,
+      sinceChange: true,
+      seenMs: reclaimedAt,
+    });
+  });
+
+  it('weighs the outage the tier has seen, not only the attempt’s wait, when the queue cancels an attempt', async () => {
+    const b = await start();
+    // The queue cancels the attempt after the 1 200 s capacity wait; the watch confirmed the outage then.
+    await outageSeen(b, b.clock.ms + 1_200_000);
+    const r = await run(b, [{ result: 'capacity' }, { result: 'succeed' }], {
+      requirements: { runtimeSeconds: 1800, deadlineSeconds: 36_000 },
+    });
+
+    expect(r.job.state).toBe('SUCCEEDED');
+    expect(r.decisions.find((d) => d.moment === 'capacity-cancelled')?.reason).toContain(
+      'The spot queue had no capacity for 54000 s',
+    );
+  });
+});
+
 describe('replaying every Task invocation and every AWS event twice', () => {
   const scenario: AttemptScript[] = [
     { result: 'reclaim', step: 800, notice: true, seconds: 1200 },
