@@ -78,10 +78,10 @@ beforeEach(async () => {
     );
 });
 
-function watch(options = {}) {
+function watch(options = {}, config = configForCurrentTeam()) {
   return createBudgetWatchHandler(
     {
-      config: configForCurrentTeam(),
+      config,
       jobs: bench.jobs,
       ledger: bench.ledger,
       workspace: bench.workspace,
@@ -405,35 +405,35 @@ describe('budget watch: periodic placement check', () => {
   });
 });
 
-describe('budget watch: jobs waiting in the spot queue', () => {
-  // A WAITING job whose spot attempt was handed to Batch at 14:01:05 and has not started: at the 14:30:00 tick it
-  // has waited 1735 s. Nothing is done yet (work 3600 s) and nothing accrues while it waits.
-  async function waitingJob(jobId: string, deadlineSeconds?: number) {
-    await bench.jobs.createJob(
-      jobRecord({
-        jobId,
-        team: currentTeam,
-        state: 'WAITING',
-        createdAt: new Date(T.created).toISOString(),
-        estimate: ESTIMATE,
-        bundle: { key: `teams/${currentTeam}/jobs/${jobId}/code.tar.gz`, bytes: 1, sha256: 'c'.repeat(64) },
-        ...(deadlineSeconds === undefined ? {} : { requirements: { deadlineSeconds } }),
-      }),
-    );
-    await bench.jobs.putAttempt(
-      attemptRecord({
-        jobId,
-        capacity: 'spot',
-        queue: 'trainyard-gpu-small-spot',
-        status: 'RUNNABLE',
-        batchJobId: `batch-${jobId}`,
-        submittedAt: T.started,
-        startedAt: undefined,
-        usdPerHour: undefined,
-      }),
-    );
-  }
+// A WAITING job whose spot attempt was handed to Batch at 14:01:05 and has not started: at the 14:30:00 tick it
+// has waited 1735 s. Nothing is done yet (work 3600 s unless said) and nothing accrues while it waits.
+async function waitingJob(jobId: string, deadlineSeconds?: number, estimate = ESTIMATE) {
+  await bench.jobs.createJob(
+    jobRecord({
+      jobId,
+      team: currentTeam,
+      state: 'WAITING',
+      createdAt: new Date(T.created).toISOString(),
+      estimate,
+      bundle: { key: `teams/${currentTeam}/jobs/${jobId}/code.tar.gz`, bytes: 1, sha256: 'c'.repeat(64) },
+      ...(deadlineSeconds === undefined ? {} : { requirements: { deadlineSeconds } }),
+    }),
+  );
+  await bench.jobs.putAttempt(
+    attemptRecord({
+      jobId,
+      capacity: 'spot',
+      queue: 'trainyard-gpu-small-spot',
+      status: 'RUNNABLE',
+      batchJobId: `batch-${jobId}`,
+      submittedAt: T.started,
+      startedAt: undefined,
+      usdPerHour: undefined,
+    }),
+  );
+}
 
+describe('budget watch: jobs waiting in the spot queue', () => {
   it('moves a queued deadline job whose slack can no longer wait to on-demand, once', async () => {
     // Deadline 3900 s: slack = 3900 − 1800 − 3600 = −1500 s.
     const jobId = id('queued-late');
@@ -506,24 +506,7 @@ describe('budget watch: the tiers’ spot records', () => {
     const gpuSmall = CONFIG.tiers.find((t) => t.id === 'gpu-small');
     if (!gpuSmall) throw new Error('gpu-small missing');
     const twin = { ...gpuSmall, id: 'gpu-small-twin', instanceTypes: ['g6.xlarge', 'g5.xlarge', 'g4dn.xlarge'] };
-    const handler = createBudgetWatchHandler({
-      config: { ...configForCurrentTeam(), tiers: [gpuSmall, twin] },
-      jobs: bench.jobs,
-      ledger: bench.ledger,
-      workspace: bench.workspace,
-      batch: bench.ports.batch,
-      events: bench.ports.events,
-      lifecycle: bench.ports.lifecycle,
-      fleet: {
-        ...bench.ports.fleet,
-        async spotCapacityAvailable(instanceTypes) {
-          probed.push([...instanceTypes]);
-          return spotAnswer;
-        },
-      },
-    });
-
-    const result = await handler(fixture('scheduled-event'));
+    const result = await watch({}, { ...configForCurrentTeam(), tiers: [gpuSmall, twin] })(fixture('scheduled-event'));
 
     expect(probed).toEqual([GPU_SMALL_TYPES]);
     expect(result.spotSeen).toEqual([
@@ -751,34 +734,8 @@ describe('budget watch: back to spot', () => {
   it('moves a queued 48 h deadline job to on-demand when the outage it queued into is 15 h old', async () => {
     // Deadline 54 h, work 48 h, queued since 14:01:05: at the tick the job's own wait is 1 735 s, slack 19 800 s.
     // Spot has been out since 23:30 the day before (15 h): the plan expects no spot soon enough to pay.
-    const long = { ...ESTIMATE, runtimeSeconds: 48 * 3600 };
-    const queuedJob = async (jobId: string, createdAt: string) => {
-      await bench.jobs.createJob(
-        jobRecord({
-          jobId,
-          team: currentTeam,
-          state: 'WAITING',
-          createdAt,
-          estimate: long,
-          requirements: { deadlineSeconds: 54 * 3600 },
-          bundle: { key: `teams/${currentTeam}/jobs/${jobId}/code.tar.gz`, bytes: 1, sha256: 'c'.repeat(64) },
-        }),
-      );
-      await bench.jobs.putAttempt(
-        attemptRecord({
-          jobId,
-          capacity: 'spot',
-          queue: 'trainyard-gpu-small-spot',
-          status: 'RUNNABLE',
-          batchJobId: `batch-${jobId}`,
-          submittedAt: T.started,
-          startedAt: undefined,
-          usdPerHour: undefined,
-        }),
-      );
-    };
     spotAnswer = false;
-    await queuedJob(id('own-wait'), new Date(T.created).toISOString());
+    await waitingJob(id('own-wait'), 54 * 3600, { ...ESTIMATE, runtimeSeconds: 48 * 3600 });
     const unseen = await watch()(fixture('scheduled-event'));
     // The record began at this tick: the job knows only its own 1 735 s, and waits.
     expect(unseen.moved).toEqual([]);
