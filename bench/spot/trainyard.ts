@@ -60,18 +60,16 @@ export function tierSpotBefore(
   gapSeconds: number,
   checkIntervalSeconds: number,
 ): TierSpotRecord | undefined {
-  const watchTicks: number[] = [];
-  let state: boolean | undefined;
+  // The watch's probes back from the last one before submission, to the first that saw another state (or the start).
+  const probes: Array<{ tick: number; available: boolean }> = [];
   for (let tick = -1; tick >= -before.length; tick--) {
     if (!isWatchTick(tick, gapSeconds, checkIntervalSeconds)) continue;
     const available = (before[before.length + tick] ?? 0) >= 1;
-    watchTicks.push(tick);
-    if (state === undefined) state = available;
-    else if (available !== state) break;
+    probes.push({ tick, available });
+    if (available !== probes[0]?.available) break;
   }
   let record: TierSpotRecord | undefined;
-  for (const tick of watchTicks.reverse()) {
-    const available = (before[before.length + tick] ?? 0) >= 1;
+  for (const { tick, available } of probes.reverse()) {
     const atMs = (before.length + tick) * gapSeconds * 1000;
     record = nextTierSpot(record, tier, available, atMs, checkIntervalSeconds) ?? record;
   }

@@ -261,7 +261,9 @@ export function withTierSpot(state: PlacementState): PlacementState {
 /** Decides where the job's next (or current) attempt runs; pure and total over valid input. */
 export function decidePlacement(observed: PlacementState, config: PlacementPolicyConfig): PlacementDecision {
   validate(observed, config);
-  const state = withTierSpot(observed);
+  // Jobs without a deadline keep the count rules on what they see themselves: on on-demand they are never told spot
+  // is back, so a job that fell back after its reclaims stays there (no rule holds it from bouncing back at once).
+  const state = observed.deadlineSeconds === undefined ? observed : withTierSpot(observed);
   const periodic = state.moment === 'periodic-check';
   if (!state.spotAllowed) {
     const move = periodic && state.current !== 'on-demand';

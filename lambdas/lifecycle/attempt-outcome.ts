@@ -91,12 +91,12 @@ export function createAttemptOutcomeHandler(
     await plane.jobs.updateAttempt(jobId, plan.attempt, { outcome }, 'outcome');
 
     const attempts = await plane.jobs.listAttempts(jobId);
-    const recorded = attempts.find((a) => a.attempt === plan.attempt)?.outcome ?? outcome;
+    const ended = attempts.find((a) => a.attempt === plan.attempt);
+    const recorded = ended?.outcome ?? outcome;
     const progress =
       progressFromHarness(await plane.workspace.getJson(jobKeysFor(job.team, jobId).progress), jobId) ?? job.progress;
     const current = { ...job, progress, counters: countersFrom(attempts, plan.attempt) };
     const policy = placementConfigFrom(DEFAULT_PLACEMENT_CONFIG, plane.config.spotPolicy, tier);
-    const ended = attempts.find((a) => a.attempt === plan.attempt);
     let tierSpotRecord: TierSpotRecord | undefined;
     if (keepsTierSpotRecord(tier)) {
       // A reclaim breaks the tier's spot stretch where the 5-minute probe may not have seen it (tier-spot.ts).

@@ -568,6 +568,14 @@ describe('withTierSpot', () => {
     });
   });
 
+  it('is not told to a job without a deadline: on on-demand it stays, whatever the record says', () => {
+    const noDeadline: PlacementState = { ...base, moment: 'periodic-check', nowSeconds: 7200, current: 'on-demand' };
+    expect(decidePlacement({ ...noDeadline, tierSpot: seen(true, 5400) }, config)).toEqual(
+      decidePlacement(noDeadline, config),
+    );
+    expect(decidePlacement({ ...noDeadline, tierSpot: seen(true, 5400) }, config).capacity).toBe('on-demand');
+  });
+
   it('changes nothing without a record', () => {
     const state: PlacementState = { ...check, current: 'none', spotAvailable: false, spotUnavailableForSeconds: 60 };
     expect(withTierSpot(state)).toBe(state);
