@@ -117,3 +117,32 @@ export function tierSpotAt(
     sinceChange: record.sinceChange,
   };
 }
+
+/** What GET /tiers shows of a tier's spot record. */
+export interface TierSpotView {
+  /** Spot capacity now, as the watch last confirmed it; 'unknown' with no record or one gone stale. */
+  state: 'available' | 'unavailable' | 'unknown';
+  /** Since when the state has held (ISO 8601); absent when unknown. */
+  since?: string;
+  /** False when the watch did not see the state begin at `since` (it began the record then): it may be older. */
+  sinceSeen?: boolean;
+  /** The watch's latest tick that confirmed the record (ISO 8601); absent when there is no record. */
+  checkedAt?: string;
+}
+
+/** The record as GET /tiers shows it at `nowMs`: fresh as {@link tierSpotAt} reads it, or 'unknown'. */
+export function tierSpotView(
+  record: TierSpotRecord | undefined,
+  nowMs: number,
+  checkIntervalSeconds: number,
+): TierSpotView {
+  if (record === undefined) return { state: 'unknown' };
+  const checkedAt = new Date(record.seenMs).toISOString();
+  if (tierSpotAt(record, nowMs, checkIntervalSeconds) === undefined) return { state: 'unknown', checkedAt };
+  return {
+    state: record.available ? 'available' : 'unavailable',
+    since: new Date(record.sinceMs).toISOString(),
+    sinceSeen: record.sinceChange,
+    checkedAt,
+  };
+}

@@ -21,6 +21,7 @@ import {
   formatJobsTable,
   formatMoney,
   formatRate,
+  formatSpotCapacity,
   jobOf,
   jobView,
   type LogLine,
@@ -674,7 +675,7 @@ async function downloadCheckpoint(fetchImpl: FetchLike, checkpoint: unknown, dir
 function formatTiers(response: unknown): string {
   const tiers = Array.isArray(response) ? response : ((at(response, 'tiers') as unknown[] | undefined) ?? []);
   if (!Array.isArray(tiers) || tiers.length === 0) return 'No tiers.';
-  const lines = ['TIER  ON-DEMAND/h  SPOT/h  SOURCE'];
+  const header = ['TIER', 'ON-DEMAND/h', 'SPOT/h', 'SPOT NOW', 'SOURCE'];
   const rowsOut = tiers.map((t) => {
     const od = at(t, 'onDemandUsdPerHour') ?? at(t, 'price.onDemandUsdPerHour');
     const spot = at(t, 'spotUsdPerHour') ?? at(t, 'price.spotUsdPerHour');
@@ -682,23 +683,18 @@ function formatTiers(response: unknown): string {
       String(at(t, 'tier') ?? at(t, 'id') ?? '?'),
       typeof od === 'number' ? formatRate(od) : '',
       typeof spot === 'number' ? formatRate(spot) : '—',
+      formatSpotCapacity(at(t, 'spotCapacity')),
       String(at(t, 'spotSource') ?? at(t, 'price.spotSource') ?? ''),
     ];
   });
-  const widths = [0, 1, 2].map((i) =>
-    Math.max(...[['TIER', 'ON-DEMAND/h', 'SPOT/h'], ...rowsOut].map((r) => (r[i] ?? '').length)),
-  );
-  lines[0] = ['TIER', 'ON-DEMAND/h', 'SPOT/h', 'SOURCE']
-    .map((h, i) => (i < 3 ? h.padEnd(widths[i] ?? 0) : h))
-    .join('  ');
-  for (const r of rowsOut)
-    lines.push(
-      r
-        .map((c, i) => (i < 3 ? c.padEnd(widths[i] ?? 0) : c))
-        .join('  ')
-        .trimEnd(),
-    );
-  return lines.join('\n');
+  const last = header.length - 1;
+  const widths = header.map((h, i) => Math.max(h.length, ...rowsOut.map((r) => (r[i] ?? '').length)));
+  const line = (cells: readonly string[]): string =>
+    cells
+      .map((c, i) => (i < last ? c.padEnd(widths[i] ?? 0) : c))
+      .join('  ')
+      .trimEnd();
+  return [line(header), ...rowsOut.map(line)].join('\n');
 }
 
 /** Runs the CLI with `argv` (the arguments after the program name); resolves with the exit code. */

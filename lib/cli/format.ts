@@ -63,6 +63,21 @@ export function formatDuration(seconds: number): string {
 }
 
 /**
+ * A tier's `spotCapacity` (GET /tiers) for the table: how long spot had been in its state at the watch's last check
+ * (`≥` when the watch did not see it begin), `unknown` without a fresh record, `—` for a tier the watch does not probe.
+ */
+export function formatSpotCapacity(capacity: unknown): string {
+  const state = at(capacity, 'state');
+  if (state !== 'available' && state !== 'unavailable') return state === 'unknown' ? 'unknown' : '—';
+  const since = Date.parse(String(at(capacity, 'since')));
+  const checked = Date.parse(String(at(capacity, 'checkedAt')));
+  const label = state === 'available' ? 'available' : 'out';
+  if (!Number.isFinite(since) || !Number.isFinite(checked)) return label;
+  const atLeast = at(capacity, 'sinceSeen') === false ? '≥ ' : '';
+  return `${label} for ${atLeast}${formatDuration((checked - since) / 1000)}`;
+}
+
+/**
  * `[########------------]  40%`: filled cells and percent are rounded down, so the bar reads full and 100 % only
  * when the work is done. Fractions outside 0..1 are clamped; NaN reads as 0.
  */

@@ -373,11 +373,30 @@ describe('status, jobs, cancel, budgets, tiers, checkpoints', () => {
     );
   });
 
-  it('tiers lists the configured tiers with prices', async () => {
+  it('tiers lists the configured tiers with prices and what the watch last saw of spot', async () => {
+    // Confirmed 5 and 2 minutes before the bench's noon: spot back since 09:00 (seen to begin), and out since at
+    // least 21:00 the day before (the record began then); gpu-large has no record yet.
+    await bench.jobs.updateTierSpot('gpu-small', () => ({
+      tier: 'gpu-small',
+      available: true,
+      sinceMs: Date.parse('2026-03-15T09:00:00Z'),
+      sinceChange: true,
+      seenMs: Date.parse('2026-03-15T11:55:00Z'),
+    }));
+    await bench.jobs.updateTierSpot('gpu-medium', () => ({
+      tier: 'gpu-medium',
+      available: false,
+      sinceMs: Date.parse('2026-03-14T21:00:00Z'),
+      sinceChange: false,
+      seenMs: Date.parse('2026-03-15T11:58:00Z'),
+    }));
     const run = await cli(['tiers']);
     expect(run.code).toBe(EXIT_CODES.ok);
-    expect(run.stdout).toMatch(/\ngpu-small +\$0\.526 +\$0\.19 +config-fallback\n/);
-    expect(run.stdout).toMatch(/\ngpu-multinode +\$5\.672 +— +not-allowed\n/);
+    expect(run.stdout).toMatch(/^TIER +ON-DEMAND\/h +SPOT\/h +SPOT NOW +SOURCE\n/);
+    expect(run.stdout).toMatch(/\ngpu-small +\$0\.526 +\$0\.19 +available for 2h 55m +config-fallback\n/);
+    expect(run.stdout).toMatch(/\ngpu-medium +\$\S+ +\$\S+ +out for ≥ 14h 58m +config-fallback\n/);
+    expect(run.stdout).toMatch(/\ngpu-large +\$\S+ +\$\S+ +unknown +config-fallback\n/);
+    expect(run.stdout).toMatch(/\ngpu-multinode +\$5\.672 +— +— +not-allowed\n/);
   });
 
   it('checkpoints --download fetches the newest complete checkpoint', async () => {

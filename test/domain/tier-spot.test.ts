@@ -9,6 +9,7 @@ import {
   tierSpotAfterReclaim,
   tierSpotAt,
   tierSpotMaxGapMs,
+  tierSpotView,
 } from '../../lambdas/domain/tier-spot';
 
 const T0 = 1_795_183_200_000;
@@ -172,6 +173,43 @@ describe('tierSpotAt', () => {
     },
   ])('$what', ({ stored, nowMs, expected }) => {
     expect(tierSpotAt(stored, nowMs, 300)).toEqual(expected);
+  });
+});
+
+describe('tierSpotView', () => {
+  // T0 is 2026-11-20T14:00:00.000Z; the record's latest tick is 30 minutes later.
+  it.each([
+    {
+      what: 'a fresh record shows its state, since when, and whether the watch saw it begin',
+      stored: record(),
+      nowMs: T0 + 31 * MIN,
+      expected: {
+        state: 'available',
+        since: '2026-11-20T14:00:00.000Z',
+        sinceSeen: true,
+        checkedAt: '2026-11-20T14:30:00.000Z',
+      },
+    },
+    {
+      what: 'an outage whose start the watch did not see says so',
+      stored: record({ available: false, sinceChange: false }),
+      nowMs: T0 + 30 * MIN,
+      expected: {
+        state: 'unavailable',
+        since: '2026-11-20T14:00:00.000Z',
+        sinceSeen: false,
+        checkedAt: '2026-11-20T14:30:00.000Z',
+      },
+    },
+    {
+      what: 'a record not confirmed for 661 s is unknown, with when it was last checked',
+      stored: record(),
+      nowMs: T0 + 30 * MIN + 661_000,
+      expected: { state: 'unknown', checkedAt: '2026-11-20T14:30:00.000Z' },
+    },
+    { what: 'no record is unknown', stored: undefined, nowMs: T0, expected: { state: 'unknown' } },
+  ])('$what', ({ stored, nowMs, expected }) => {
+    expect(tierSpotView(stored, nowMs, 300)).toEqual(expected);
   });
 });
 

@@ -1,6 +1,9 @@
 /** GET /tiers and POST /estimate: what can run where, and what a workload would cost before it is submitted. */
 import { maxRuntimeSeconds } from '../../../lib/config';
 import { formatScope, periodOf } from '../../domain/budgets';
+import { DEFAULT_PLACEMENT_CONFIG } from '../../domain/placement';
+import { tierSpotView } from '../../domain/tier-spot';
+import { keepsTierSpotRecord } from '../../domain/watch';
 import { textFilesOf } from '../../shared/tarball';
 import { resolveBundle } from '../bundle';
 import type { ApiPlane } from '../plane';
@@ -20,6 +23,7 @@ async function listTiers(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
   parseRequest(noQuerySchema, request.query, 'query');
   const team = requireTeam(request.caller);
   const allowed = new Set(tiersOf(plane.config, team).map((t) => t.id));
+  const nowMs = plane.clock().getTime();
   const tiers = await Promise.all(
     plane.config.tiers.map(async (tier) => ({
       id: tier.id,
@@ -34,6 +38,10 @@ async function listTiers(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
       maxRuntimeSeconds: maxRuntimeSeconds(tier),
       spotAllowed: tier.spotAllowed,
       price: await priceOf(plane.spotQuotes, tier),
+      // What budget-watch's probe says of spot capacity now; null where it keeps no record (ADR 0001).
+      spotCapacity: keepsTierSpotRecord(tier)
+        ? tierSpotView(await plane.jobs.getTierSpot(tier.id), nowMs, DEFAULT_PLACEMENT_CONFIG.checkIntervalSeconds)
+        : null,
     })),
   );
   return { status: 200, body: { tiers } };

@@ -235,6 +235,63 @@ describe('GET /tiers', () => {
     expect(byId.get('gpu-multinode')?.price).toMatchObject({ spotSource: 'not-allowed' });
   });
 
+  it("shows each watched tier's spot capacity from budget-watch's record, and null where it keeps none", async () => {
+    // bench.now is 2026-03-15T12:00:00Z. gpu-small: spot back since 09:00, confirmed at 11:55; gpu-medium: out since
+    // at least 2026-03-14T21:00 (the record began then), confirmed at 11:58; gpu-large: last confirmed at 11:48,
+    // 12 minutes ago, more than 660 s: unknown.
+    const ms = (iso: string) => Date.parse(iso);
+    const records = [
+      {
+        tier: 'gpu-small',
+        available: true,
+        sinceMs: ms('2026-03-15T09:00:00Z'),
+        sinceChange: true,
+        seenMs: ms('2026-03-15T11:55:00Z'),
+      },
+      {
+        tier: 'gpu-medium',
+        available: false,
+        sinceMs: ms('2026-03-14T21:00:00Z'),
+        sinceChange: false,
+        seenMs: ms('2026-03-15T11:58:00Z'),
+      },
+      {
+        tier: 'gpu-large',
+        available: true,
+        sinceMs: ms('2026-03-15T10:00:00Z'),
+        sinceChange: true,
+        seenMs: ms('2026-03-15T11:48:00Z'),
+      },
+    ];
+    for (const record of records) await bench.jobs.updateTierSpot(record.tier, () => record);
+    const before = await bench.snapshot();
+    const { status, body } = await bench.call({ method: 'GET', path: '/tiers' });
+    expect(status).toBe(200);
+    const capacity = Object.fromEntries(
+      (body.tiers as Array<{ id: string; spotCapacity: unknown }>).map((t) => [t.id, t.spotCapacity]),
+    );
+    // The CPU tiers run on Fargate with no instance types to probe; gpu-multinode does not allow spot.
+    expect(capacity).toEqual({
+      'cpu-small': null,
+      'cpu-large': null,
+      'gpu-small': {
+        state: 'available',
+        since: '2026-03-15T09:00:00.000Z',
+        sinceSeen: true,
+        checkedAt: '2026-03-15T11:55:00.000Z',
+      },
+      'gpu-medium': {
+        state: 'unavailable',
+        since: '2026-03-14T21:00:00.000Z',
+        sinceSeen: false,
+        checkedAt: '2026-03-15T11:58:00.000Z',
+      },
+      'gpu-large': { state: 'unknown', checkedAt: '2026-03-15T11:48:00.000Z' },
+      'gpu-multinode': null,
+    });
+    expect(await bench.snapshot()).toEqual(before);
+  });
+
   it('reports the config fallback when EC2 spot prices cannot be read', async () => {
     const { body } = await bench.call({ method: 'GET', path: '/tiers' });
     const gpuSmall = (body.tiers as Array<{ id: string; price: Record<string, unknown> }>).find(
