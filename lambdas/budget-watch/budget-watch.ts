@@ -55,6 +55,7 @@ import {
   queuedSpotAttempt,
   runningAttempt,
   sameProgress,
+  TIER_SPOT_CHECK_INTERVAL_SECONDS,
 } from '../domain/watch';
 import { jobKeysFor } from '../domain/workspace-layout';
 import type { ControlPlane } from '../shared/control-plane';
@@ -102,9 +103,6 @@ type Plane = Pick<
 
 /** Spot probes of one run, by distinct sorted instance types: each set is asked once per run. */
 type SpotProbes = Map<string, Promise<boolean | undefined>>;
-
-/** The check interval the tier records' runs are measured against (the schedule's rate). */
-const CHECK_INTERVAL_SECONDS = DEFAULT_PLACEMENT_CONFIG.checkIntervalSeconds;
 
 interface Metered {
   job: JobRecord;
@@ -233,7 +231,7 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     if (available === undefined) return plane.jobs.getTierSpot(tier.id);
     result.spotSeen.push({ tier: tier.id, available });
     return plane.jobs.updateTierSpot(tier.id, (stored) =>
-      nextTierSpot(stored, tier.id, available, nowMs, CHECK_INTERVAL_SECONDS),
+      nextTierSpot(stored, tier.id, available, nowMs, TIER_SPOT_CHECK_INTERVAL_SECONDS),
     );
   }
 
@@ -244,7 +242,7 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     at: string,
     tierSpots: ReadonlyMap<string, TierSpotRecord>,
   ): Promise<'spot' | 'on-demand' | undefined> {
-    const tierSpot = tierSpotAt(tierSpots.get(m.tier.id), nowMs, CHECK_INTERVAL_SECONDS);
+    const tierSpot = tierSpotAt(tierSpots.get(m.tier.id), nowMs, TIER_SPOT_CHECK_INTERVAL_SECONDS);
     const state = placementStateFor(m.job, m.attempts, m.tier, nowMs, tierSpot);
     const attempt = runningAttempt(m.attempts) ?? queuedSpotAttempt(m.attempts);
     if (!state || !attempt?.batchJobId) return undefined;

@@ -12,6 +12,7 @@ import type { AttemptRecord, DecisionRecord, JobRecord } from './job';
 import { attemptCostMicroUsd, microUsdToCents } from './metering';
 import {
   type Capacity,
+  DEFAULT_PLACEMENT_CONFIG,
   type PlacementPolicyConfig,
   type PlacementState,
   spotHistoryOf,
@@ -205,6 +206,9 @@ export function spotTroublesSinceLastMove(attempts: readonly AttemptRecord[]): {
 export function keepsTierSpotRecord(tier: Pick<TierConfig, 'spotAllowed' | 'instanceTypes'>): boolean {
   return tier.spotAllowed && spotProbeCanAnswer(tier.instanceTypes);
 }
+
+/** The interval the tier records' runs are measured against: budget-watch's schedule, the periodic check's. */
+export const TIER_SPOT_CHECK_INTERVAL_SECONDS = DEFAULT_PLACEMENT_CONFIG.checkIntervalSeconds;
 
 /**
  * The policy settings of the deployed platform for a job's tier, from config (ADR 0001 defaults for the rest). The

@@ -20,8 +20,7 @@ import {
   formatJobStatus,
   formatJobsTable,
   formatMoney,
-  formatRate,
-  formatSpotCapacity,
+  formatTiers,
   jobOf,
   jobView,
   type LogLine,
@@ -670,31 +669,6 @@ async function downloadCheckpoint(fetchImpl: FetchLike, checkpoint: unknown, dir
     written++;
   }
   return written;
-}
-
-function formatTiers(response: unknown): string {
-  const tiers = Array.isArray(response) ? response : ((at(response, 'tiers') as unknown[] | undefined) ?? []);
-  if (!Array.isArray(tiers) || tiers.length === 0) return 'No tiers.';
-  const header = ['TIER', 'ON-DEMAND/h', 'SPOT/h', 'SPOT NOW', 'SOURCE'];
-  const rowsOut = tiers.map((t) => {
-    const od = at(t, 'onDemandUsdPerHour') ?? at(t, 'price.onDemandUsdPerHour');
-    const spot = at(t, 'spotUsdPerHour') ?? at(t, 'price.spotUsdPerHour');
-    return [
-      String(at(t, 'tier') ?? at(t, 'id') ?? '?'),
-      typeof od === 'number' ? formatRate(od) : '',
-      typeof spot === 'number' ? formatRate(spot) : '—',
-      formatSpotCapacity(at(t, 'spotCapacity')),
-      String(at(t, 'spotSource') ?? at(t, 'price.spotSource') ?? ''),
-    ];
-  });
-  const last = header.length - 1;
-  const widths = header.map((h, i) => Math.max(h.length, ...rowsOut.map((r) => (r[i] ?? '').length)));
-  const line = (cells: readonly string[]): string =>
-    cells
-      .map((c, i) => (i < last ? c.padEnd(widths[i] ?? 0) : c))
-      .join('  ')
-      .trimEnd();
-  return [line(header), ...rowsOut.map(line)].join('\n');
 }
 
 /** Runs the CLI with `argv` (the arguments after the program name); resolves with the exit code. */

@@ -66,7 +66,7 @@ export function formatDuration(seconds: number): string {
  * A tier's `spotCapacity` (GET /tiers) for the table: how long spot had been in its state at the watch's last check
  * (`≥` when the watch did not see it begin), `unknown` without a fresh record, `—` for a tier the watch does not probe.
  */
-export function formatSpotCapacity(capacity: unknown): string {
+function formatSpotCapacity(capacity: unknown): string {
   const state = at(capacity, 'state');
   if (state !== 'available' && state !== 'unavailable') return state === 'unknown' ? 'unknown' : '—';
   const since = Date.parse(String(at(capacity, 'since')));
@@ -393,6 +393,25 @@ export function formatJobsTable(response: unknown): string {
   const out = alignTable(table);
   const cursor = str(response, 'nextCursor') ?? str(response, 'cursor');
   return cursor ? `${out}\n(more: --cursor ${cursor})` : out;
+}
+
+/** Tiers (GET /tiers) as a table: prices, what the watch last saw of spot, where the spot price came from. */
+export function formatTiers(response: unknown): string {
+  const tiers = Array.isArray(response) ? response : list(response, 'tiers');
+  if (tiers.length === 0) return 'No tiers.';
+  const table = [['TIER', 'ON-DEMAND/h', 'SPOT/h', 'SPOT NOW', 'SOURCE']];
+  for (const t of tiers) {
+    const od = num(t, 'onDemandUsdPerHour') ?? num(t, 'price.onDemandUsdPerHour');
+    const spot = num(t, 'spotUsdPerHour') ?? num(t, 'price.spotUsdPerHour');
+    table.push([
+      str(t, 'tier') ?? str(t, 'id') ?? '?',
+      od === undefined ? '' : formatRate(od),
+      spot === undefined ? '—' : formatRate(spot),
+      formatSpotCapacity(at(t, 'spotCapacity')),
+      str(t, 'spotSource') ?? str(t, 'price.spotSource') ?? '',
+    ]);
+  }
+  return alignTable(table);
 }
 
 function alignTable(table: string[][]): string {

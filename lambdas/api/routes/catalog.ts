@@ -1,9 +1,8 @@
 /** GET /tiers and POST /estimate: what can run where, and what a workload would cost before it is submitted. */
 import { maxRuntimeSeconds } from '../../../lib/config';
 import { formatScope, periodOf } from '../../domain/budgets';
-import { DEFAULT_PLACEMENT_CONFIG } from '../../domain/placement';
 import { tierSpotView } from '../../domain/tier-spot';
-import { keepsTierSpotRecord } from '../../domain/watch';
+import { keepsTierSpotRecord, TIER_SPOT_CHECK_INTERVAL_SECONDS } from '../../domain/watch';
 import { textFilesOf } from '../../shared/tarball';
 import { resolveBundle } from '../bundle';
 import type { ApiPlane } from '../plane';
@@ -40,7 +39,7 @@ async function listTiers(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
       price: await priceOf(plane.spotQuotes, tier),
       // What budget-watch's probe says of spot capacity now; null where it keeps no record (ADR 0001).
       spotCapacity: keepsTierSpotRecord(tier)
-        ? tierSpotView(await plane.jobs.getTierSpot(tier.id), nowMs, DEFAULT_PLACEMENT_CONFIG.checkIntervalSeconds)
+        ? tierSpotView(await plane.jobs.getTierSpot(tier.id), nowMs, TIER_SPOT_CHECK_INTERVAL_SECONDS)
         : null,
     })),
   );
