@@ -7,7 +7,7 @@ import { placementConfigFrom } from '../lambdas/domain/watch';
 import { parseConfig } from '../lib/config';
 import { OptimumWorkspace } from './spot/optimum';
 import { type GoalCheck, goalCheck, markdownReport, type OverallStats, overall, sanitySubset } from './spot/report';
-import { FULL_SWEEP, type PolicyName, runSetting, type SettingResult, type SweepOptions } from './spot/sweep';
+import { FULL_SWEEP, type PolicyName, runSettings, type SettingResult, type SweepOptions } from './spot/sweep';
 import { DEFAULT_TRACES_ROOT, loadTraces } from './spot/traces';
 
 /** Everything the spot benchmark measured. */
@@ -64,16 +64,19 @@ export async function runSpotBench(options: { quick: boolean; log: (line: string
   const workspace = new OptimumWorkspace();
   const settings: SettingResult[] = [];
   for (const trace of traces) {
-    for (const deadlineHours of sweep.deadlineHours) {
-      for (const overheadHours of sweep.overheadHours) {
-        settings.push(runSetting(trace, deadlineHours, overheadHours, sweep, workspace));
-        // Yield so a caller's timers and logs keep running during a long sweep.
-        await new Promise((resolve) => setImmediate(resolve));
-      }
+    // Run by overhead (the deadlines of one overhead share plans), report by deadline then overhead.
+    const byOverhead: SettingResult[][] = [];
+    for (const overheadHours of sweep.overheadHours) {
+      byOverhead.push(runSettings(trace, sweep.deadlineHours, overheadHours, sweep, workspace));
+      // Yield so a caller's timers and logs keep running during a long sweep.
+      await new Promise((resolve) => setImmediate(resolve));
       options.log(
-        `spot: ${trace.name} D=${deadlineHours} h done (${((performance.now() - started) / 1000).toFixed(0)} s)`,
+        `spot: ${trace.name} d=${overheadHours} h done (${((performance.now() - started) / 1000).toFixed(0)} s)`,
       );
     }
+    sweep.deadlineHours.forEach((_, deadline) => {
+      for (const results of byOverhead) settings.push(results[deadline] as SettingResult);
+    });
   }
   // D = 70 h is only for the sanity check; the issue's grid (52..92 step 4) is what the goal and tables cover.
   const grid = settings.filter((s) => base.deadlineHours.includes(s.deadlineHours));

@@ -9,9 +9,10 @@ import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
-import { fitFleetModel, fleetModelSource, roundedModel } from '../bench/spot/spot-model';
+import { fitFleetModel, fleetModelSource } from '../bench/spot/spot-model';
 import { loadTraces } from '../bench/spot/traces';
 import { FLEET_SPOT_MODEL } from '../lambdas/domain/spot-fleet-model';
+import { roundedSpotLengthModel } from '../lambdas/domain/spot-planner';
 
 const TARGET = path.join(import.meta.dirname, '..', 'lambdas', 'domain', 'spot-fleet-model.ts');
 const MODES = ['--write', '--check'] as const;
@@ -24,7 +25,7 @@ function main(args: readonly string[]): number {
   const traces = loadTraces();
   const model = fitFleetModel(traces);
   if (args[0] === '--check') {
-    if (isDeepStrictEqual(roundedModel(model), FLEET_SPOT_MODEL)) return 0;
+    if (isDeepStrictEqual(roundedSpotLengthModel(model), FLEET_SPOT_MODEL)) return 0;
     process.stderr.write(`${TARGET} is stale: run npx tsx scripts/fit-spot-model.ts --write\n`);
     return 1;
   }

@@ -7,7 +7,7 @@ import { greedyPolicy, uniformProgressPolicy } from './baselines';
 import { OptimumWorkspace, optimalCost } from './optimum';
 import { type JobWindow, onDemandOnlyCost, P3_PRICES, type Prices, simulate, type TickPolicy } from './simulator';
 import type { SpotTrace } from './traces';
-import { trainyardPolicy } from './trainyard';
+import { TierSpotTimeline, trainyardPolicy } from './trainyard';
 
 /**
  * The policies compared, in report order. `trainyard-no-probe` is the same production policy for a tier whose
@@ -119,43 +119,70 @@ export function percentile(values: readonly number[], fraction: number): number 
 
 const mean = (values: readonly number[]): number => values.reduce((s, v) => s + v, 0) / values.length;
 
-/** Runs one (trace, D, d) setting over its offsets. */
-export function runSetting(
+/** One policy's figures in one setting, job by job. */
+interface Samples {
+  /** Cost ÷ on-demand-only cost. */
+  cost: number[];
+  /** (Cost − optimum) ÷ optimum. */
+  gap: number[];
+  misses: number;
+}
+
+/**
+ * Runs the settings (trace, D, d) for every D in `deadlineHours`, each over its offsets. Trainyard's jobs share one
+ * tier record per trace (TierSpotTimeline) and are run in the order that lets them share solved plans: by the model
+ * their tier had learnt at submission, then longest deadline first (a plan answers every smaller job); the figures
+ * do not depend on the order.
+ */
+export function runSettings(
   trace: SpotTrace,
-  deadlineHours: number,
+  deadlineHours: readonly number[],
   overheadHours: number,
   options: SweepOptions,
   workspace: OptimumWorkspace = new OptimumWorkspace(),
-): SettingResult {
-  const deadlineSeconds = Math.round(deadlineHours * 3600);
-  const ticks = deadlineSeconds / trace.gapSeconds;
-  const base = {
-    gapSeconds: trace.gapSeconds,
-    workSeconds: Math.round(options.workHours * 3600),
-    deadlineSeconds,
-    overheadSeconds: Math.round(overheadHours * 3600),
-    prices: options.prices,
-  };
-  const samples: Record<PolicyName, { cost: number[]; gap: number[]; misses: number }> = {
-    'on-demand': { cost: [], gap: [], misses: 0 },
-    greedy: { cost: [], gap: [], misses: 0 },
-    'uniform-progress': { cost: [], gap: [], misses: 0 },
-    trainyard: { cost: [], gap: [], misses: 0 },
-    'trainyard-no-probe': { cost: [], gap: [], misses: 0 },
-    optimum: { cost: [], gap: [], misses: 0 },
-  };
-  for (const offset of startOffsets(trace, ticks, options.offsets, options.seed)) {
+): SettingResult[] {
+  const timeline = new TierSpotTimeline(trace.available, trace.gapSeconds, options.trainyard.checkIntervalSeconds);
+  const jobs = deadlineHours.flatMap((hours, setting) => {
+    const deadlineSeconds = Math.round(hours * 3600);
+    const ticks = deadlineSeconds / trace.gapSeconds;
+    return startOffsets(trace, ticks, options.offsets, options.seed).map((offset, index) => ({
+      setting,
+      index,
+      offset,
+      ticks,
+      deadlineSeconds,
+      tierSpot: timeline.before(offset),
+    }));
+  });
+  const fittedAt = (job: (typeof jobs)[number]): number => job.tierSpot?.modelFittedMs ?? -1;
+  jobs.sort((a, b) => fittedAt(a) - fittedAt(b) || b.deadlineSeconds - a.deadlineSeconds || a.offset - b.offset);
+
+  // Per setting and policy, each job's figures at its offset's index.
+  const samples = deadlineHours.map(
+    () =>
+      Object.fromEntries(
+        POLICIES.map((name) => [
+          name,
+          { cost: new Array<number>(options.offsets), gap: new Array<number>(options.offsets), misses: 0 },
+        ]),
+      ) as Record<PolicyName, Samples>,
+  );
+  for (const { setting, index, offset, ticks, deadlineSeconds, tierSpot } of jobs) {
     const job: JobWindow = {
-      ...base,
+      gapSeconds: trace.gapSeconds,
+      workSeconds: Math.round(options.workHours * 3600),
+      deadlineSeconds,
+      overheadSeconds: Math.round(overheadHours * 3600),
+      prices: options.prices,
       available: trace.available.subarray(offset, offset + ticks),
       before: trace.available.subarray(0, offset),
     };
     const onDemand = onDemandOnlyCost(job);
     const optimum = optimalCost(job, workspace);
     const record = (name: PolicyName, cost: number, finished: boolean): void => {
-      const sample = samples[name];
-      sample.cost.push(cost / onDemand);
-      sample.gap.push((cost - optimum) / optimum);
+      const sample = (samples[setting] as Record<PolicyName, Samples>)[name];
+      sample.cost[index] = cost / onDemand;
+      sample.gap[index] = (cost - optimum) / optimum;
       if (!finished) sample.misses++;
     };
     record('on-demand', onDemand, true);
@@ -166,17 +193,30 @@ export function runSetting(
     };
     run('greedy', greedyPolicy(job));
     run('uniform-progress', uniformProgressPolicy(job));
-    run('trainyard', trainyardPolicy(job, options.trainyard));
+    run('trainyard', trainyardPolicy(job, options.trainyard, { tierSpotAtSubmit: tierSpot }));
     run('trainyard-no-probe', trainyardPolicy(job, { ...options.trainyard, spotVisibleOnDemand: false }));
   }
-  const policies = Object.fromEntries(
-    POLICIES.map((name) => {
-      const s = samples[name];
-      return [
-        name,
-        { meanNormalisedCost: mean(s.cost), meanGap: mean(s.gap), p90Gap: percentile(s.gap, 0.9), misses: s.misses },
-      ];
-    }),
-  ) as Record<PolicyName, PolicyStats>;
-  return { trace: trace.name, deadlineHours, overheadHours, jobs: options.offsets, policies };
+  return deadlineHours.map((hours, setting) => {
+    const policies = Object.fromEntries(
+      POLICIES.map((name) => {
+        const s = (samples[setting] as Record<PolicyName, Samples>)[name];
+        return [
+          name,
+          { meanNormalisedCost: mean(s.cost), meanGap: mean(s.gap), p90Gap: percentile(s.gap, 0.9), misses: s.misses },
+        ];
+      }),
+    ) as Record<PolicyName, PolicyStats>;
+    return { trace: trace.name, deadlineHours: hours, overheadHours, jobs: options.offsets, policies };
+  });
+}
+
+/** Runs one (trace, D, d) setting over its offsets. */
+export function runSetting(
+  trace: SpotTrace,
+  deadlineHours: number,
+  overheadHours: number,
+  options: SweepOptions,
+  workspace: OptimumWorkspace = new OptimumWorkspace(),
+): SettingResult {
+  return runSettings(trace, [deadlineHours], overheadHours, options, workspace)[0] as SettingResult;
 }

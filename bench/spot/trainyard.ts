@@ -8,11 +8,13 @@
  * What the policy is told is what the lifecycle can know: the spot history is folded from attempt records with the
  * same `addSpotObservation` the Lambdas use (a spot attempt waited in the queue from submission to start, ran from
  * start to stop); the tier's spot record is kept the way the budget watch keeps it, with the same `nextTierSpot`: the
- * watch probes the tier at every check time (on the job's check grid, extended back before submission over
- * `job.before`), the probe reporting the trace; a reclaim of the job's spot attempt is folded in with
+ * watch probes the tier every check interval from the start of the trace (TierSpotTimeline) and, from submission on,
+ * at the job's checks, the probe reporting the trace; a reclaim of the job's spot attempt is folded in with
  * `tierSpotAfterReclaim` as attempt-outcome does; and each decision reads it with `tierSpotAt` as the Lambdas do: the
  * periodic check after the watch's probe of that moment, a submission, reclaim or capacity cancellation as of the
- * watch's previous probe. Without a probe that can answer (`spotVisibleOnDemand: false`) there is no record.
+ * watch's previous probe. The record's life table and weekly refits come with it, so every decision plans with the
+ * model the tier had learnt by then (`tierSpotModel`, as placementConfigFrom does). Without a probe that can answer
+ * (`spotVisibleOnDemand: false`) there is no record.
  */
 import {
   addSpotObservation,
@@ -25,7 +27,14 @@ import {
   type SpotHistory,
   type SpotObservingAttempt,
 } from '../../lambdas/domain/placement';
-import { nextTierSpot, type TierSpotRecord, tierSpotAfterReclaim, tierSpotAt } from '../../lambdas/domain/tier-spot';
+import type { SpotLengthModel } from '../../lambdas/domain/spot-planner';
+import {
+  nextTierSpot,
+  type TierSpotRecord,
+  tierSpotAfterReclaim,
+  tierSpotAt,
+  tierSpotModel,
+} from '../../lambdas/domain/tier-spot';
 import type { Holding, JobWindow, TickPolicy, TickView } from './simulator';
 
 /** What the lifecycle has in flight for the job. */
@@ -48,47 +57,76 @@ export function isCheckTick(tick: number, gapSeconds: number, checkIntervalSecon
 }
 
 /**
- * The tier's spot record as the budget watch would hold it just before submission: its probes at the watch ticks in
- * `before` (tick −n is `before[before.length − n]`), folded with the watch's own `nextTierSpot`. Times are epoch
- * milliseconds from the start of the trace (tick t is at (before.length + t)·gap). Only the current run and the
- * probe before it are folded (what came earlier cannot change the record); a run that reaches the start of the trace
- * began with the record, as on a platform deployed then.
+ * The budget watch's record of the tier over a whole trace, kept as the deployed watch keeps it: a probe every
+ * `checkIntervalSeconds` from the trace's start (at the first tick boundary at or after each multiple, reading that
+ * tick), folded with the watch's own `nextTierSpot`, life table and weekly refits of the tier's model included. Times
+ * are milliseconds from the start of the trace, so a stretch that reaches it began with the record, as on a platform
+ * deployed then. Built once per trace: `before(tick)` is what the platform holds when a job is submitted at `tick`.
  */
-export function tierSpotBefore(
-  tier: string,
-  before: Uint8Array,
-  gapSeconds: number,
-  checkIntervalSeconds: number,
-): TierSpotRecord | undefined {
-  // The watch's probes back from the last one before submission, to the first that saw another state (or the start).
-  const probes: Array<{ tick: number; available: boolean }> = [];
-  for (let tick = -1; tick >= -before.length; tick--) {
-    if (!isWatchTick(tick, gapSeconds, checkIntervalSeconds)) continue;
-    const available = (before[before.length + tick] ?? 0) >= 1;
-    probes.push({ tick, available });
-    if (available !== probes[0]?.available) break;
+export class TierSpotTimeline {
+  /** records[t]: the record after the probes at ticks before t. */
+  private readonly records: Array<TierSpotRecord | undefined>;
+
+  constructor(available: Uint8Array, gapSeconds: number, checkIntervalSeconds: number, tier = 'sim') {
+    this.records = [undefined];
+    let record: TierSpotRecord | undefined;
+    for (let tick = 0; tick < available.length; tick++) {
+      if (isWatchTick(tick, gapSeconds, checkIntervalSeconds)) {
+        const atMs = tick * gapSeconds * 1000;
+        record = nextTierSpot(record, tier, (available[tick] ?? 0) >= 1, atMs, checkIntervalSeconds) ?? record;
+      }
+      this.records.push(record);
+    }
   }
-  let record: TierSpotRecord | undefined;
-  for (const { tick, available } of probes.reverse()) {
-    const atMs = (before.length + tick) * gapSeconds * 1000;
-    record = nextTierSpot(record, tier, available, atMs, checkIntervalSeconds) ?? record;
+
+  /** The record as the job submitted at `tick` finds it (the probes at earlier ticks folded in). */
+  before(tick: number): TierSpotRecord | undefined {
+    if (!Number.isInteger(tick) || tick < 0 || tick >= this.records.length)
+      throw new RangeError(`tick must be a whole number in [0, ${this.records.length - 1}], got ${tick}`);
+    return this.records[tick];
   }
-  return record;
+}
+
+/** What a Trainyard policy run can be given besides the job and the config. */
+export interface TrainyardRunOptions {
+  /**
+   * The tier's record at submission, from the trace's TierSpotTimeline (a sweep builds one per trace); by default
+   * the job's `before` is folded on the spot.
+   */
+  tierSpotAtSubmit?: TierSpotRecord;
+  /** Called with every decision the policy makes. */
+  onDecision?: (moment: PlacementMoment, decision: PlacementDecision) => void;
 }
 
 /** Builds the simulator policy for Trainyard with the job's restart overhead and the given lifecycle config. */
 export function trainyardPolicy(
   job: JobWindow,
   config: Omit<PlacementPolicyConfig, 'restartOverheadSeconds'>,
-  onDecision?: (moment: PlacementMoment, decision: PlacementDecision) => void,
+  options: TrainyardRunOptions = {},
 ): TickPolicy {
-  // The setting supplies the restart overhead and the prices (the plan weighs spot against on-demand at their ratio).
-  const policyConfig: PlacementPolicyConfig = {
-    ...config,
-    restartOverheadSeconds: job.overheadSeconds,
-    ...(config.spotPlanning
-      ? { spotPlanning: { ...config.spotPlanning, spotPriceRatio: job.prices.spot / job.prices.onDemand } }
-      : {}),
+  const { onDecision } = options;
+  // The setting supplies the restart overhead and the prices (the plan weighs spot against on-demand at their ratio);
+  // the tier's record, the model it has learnt (placementConfigFrom's `tierModel`, or the config's fleet model).
+  let planned: { model: SpotLengthModel | undefined; config: PlacementPolicyConfig } | undefined;
+  const policyConfig = (): PlacementPolicyConfig => {
+    const model = tierSpotModel(tierSpot);
+    if (planned === undefined || planned.model !== model)
+      planned = {
+        model,
+        config: {
+          ...config,
+          restartOverheadSeconds: job.overheadSeconds,
+          ...(config.spotPlanning
+            ? {
+                spotPlanning: {
+                  model: model ?? config.spotPlanning.model,
+                  spotPriceRatio: job.prices.spot / job.prices.onDemand,
+                },
+              }
+            : {}),
+        },
+      };
+    return planned.config;
   };
   let attempt: Attempt | undefined;
   let queuedSince = 0;
@@ -103,7 +141,11 @@ export function trainyardPolicy(
   const watched = config.spotVisibleOnDemand !== false;
   const before = job.before ?? new Uint8Array();
   const traceMs = (nowSeconds: number): number => (before.length * job.gapSeconds + nowSeconds) * 1000;
-  let tierSpot = watched ? tierSpotBefore('sim', before, job.gapSeconds, config.checkIntervalSeconds) : undefined;
+  let tierSpot = watched
+    ? 'tierSpotAtSubmit' in options
+      ? options.tierSpotAtSubmit
+      : new TierSpotTimeline(before, job.gapSeconds, config.checkIntervalSeconds).before(before.length)
+    : undefined;
   const watch = (view: TickView): void => {
     if (!watched || !isWatchTick(view.tick, job.gapSeconds, config.checkIntervalSeconds)) return;
     tierSpot =
@@ -150,7 +192,7 @@ export function trainyardPolicy(
         capacityCancellations,
         spotAllowed: true,
       },
-      policyConfig,
+      policyConfig(),
     );
     onDecision?.(moment, decision);
     return decision;

@@ -39,7 +39,7 @@ import { parseScope } from '../domain/budgets';
 import { buildEvent, type EventEntry } from '../domain/events';
 import { type AttemptRecord, type DecisionRecord, type JobRecord, tierOfJob } from '../domain/job';
 import { DEFAULT_PLACEMENT_CONFIG, decidePlacement } from '../domain/placement';
-import { nextTierSpot, type TierSpotRecord, tierSpotAt } from '../domain/tier-spot';
+import { nextTierSpot, type TierSpotRecord, tierSpotAt, tierSpotModel } from '../domain/tier-spot';
 import {
   budgetPauseDecision,
   budgetPeriodOf,
@@ -242,13 +242,14 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     at: string,
     tierSpots: ReadonlyMap<string, TierSpotRecord>,
   ): Promise<'spot' | 'on-demand' | undefined> {
-    const tierSpot = tierSpotAt(tierSpots.get(m.tier.id), nowMs, TIER_SPOT_CHECK_INTERVAL_SECONDS);
+    const tierSpotRecord = tierSpots.get(m.tier.id);
+    const tierSpot = tierSpotAt(tierSpotRecord, nowMs, TIER_SPOT_CHECK_INTERVAL_SECONDS);
     const state = placementStateFor(m.job, m.attempts, m.tier, nowMs, tierSpot);
     const attempt = runningAttempt(m.attempts) ?? queuedSpotAttempt(m.attempts);
     if (!state || !attempt?.batchJobId) return undefined;
     const placement = decidePlacement(
       state,
-      placementConfigFrom(DEFAULT_PLACEMENT_CONFIG, plane.config.spotPolicy, m.tier),
+      placementConfigFrom(DEFAULT_PLACEMENT_CONFIG, plane.config.spotPolicy, m.tier, tierSpotModel(tierSpotRecord)),
     );
     if (!placement.move || placement.capacity === state.current) return undefined;
     const decisions = await plane.jobs.listDecisions(m.job.jobId);

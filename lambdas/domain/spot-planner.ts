@@ -37,6 +37,59 @@ export interface SpotStretch {
 }
 
 /**
+ * A life table of one state's stretches over age bins: `atRisk[k]`, the stretches alive at the start of bin k (in the
+ * last, pooled bin, their exposure in bins, so a long stretch counts for every bin it lived through); `ended[k]`, those
+ * whose end was seen within it.
+ */
+export interface SpotLifeTable {
+  atRisk: readonly number[];
+  ended: readonly number[];
+}
+
+/** Life tables of available stretches and of outages, over bins `binSeconds` wide. */
+export interface SpotLifeTables {
+  binSeconds: number;
+  available: SpotLifeTable;
+  unavailable: SpotLifeTable;
+}
+
+/** Life tables with no stretch yet. */
+export function emptySpotLifeTables(binSeconds: number, bins: number): SpotLifeTables {
+  if (!Number.isFinite(binSeconds) || binSeconds <= 0)
+    throw new InvalidSpotPlan(`binSeconds must be a finite number > 0, got ${binSeconds}`);
+  if (!Number.isInteger(bins) || bins < 1) throw new InvalidSpotPlan(`bins must be a whole number >= 1, got ${bins}`);
+  const empty = (): SpotLifeTable => ({ atRisk: new Array(bins).fill(0), ended: new Array(bins).fill(0) });
+  return { binSeconds, available: empty(), unavailable: empty() };
+}
+
+/** Adds one stretch to a table's counts, in place. */
+function countStretch(atRisk: number[], ended: number[], stretch: SpotStretch, binSeconds: number): void {
+  if (!Number.isFinite(stretch.seconds) || stretch.seconds <= 0)
+    throw new InvalidSpotPlan(`stretch lengths must be finite and > 0, got ${stretch.seconds}`);
+  const bins = atRisk.length;
+  // Exposure in bin k: the part of [k·bin, (k+1)·bin) the stretch lived through, in bins.
+  const lastBin = Math.ceil(stretch.seconds / binSeconds) - 1;
+  for (let k = 0; k <= lastBin; k++) {
+    const bin = Math.min(k, bins - 1);
+    atRisk[bin] = (atRisk[bin] as number) + (k < bins - 1 ? 1 : Math.min(1, stretch.seconds / binSeconds - k));
+  }
+  const endBin = Math.min(lastBin, bins - 1);
+  if (stretch.ended) ended[endBin] = (ended[endBin] as number) + 1;
+}
+
+/** The tables with more stretches counted in (a new value; the given tables are left as they are). */
+export function withSpotStretches(tables: SpotLifeTables, stretches: readonly SpotStretch[]): SpotLifeTables {
+  const copy = (table: SpotLifeTable) => ({ atRisk: [...table.atRisk], ended: [...table.ended] });
+  const available = copy(tables.available);
+  const unavailable = copy(tables.unavailable);
+  for (const stretch of stretches) {
+    const table = stretch.available ? available : unavailable;
+    countStretch(table.atRisk, table.ended, stretch, tables.binSeconds);
+  }
+  return { binSeconds: tables.binSeconds, available, unavailable };
+}
+
+/**
  * Fits a SpotLengthModel: for each age bin, the share of stretches alive at its start that ended within it (a
  * life-table estimate; stretches whose end was not seen count as alive while observed). Bins from `bins` − 1 on are
  * pooled into the last hazard. A bin no stretch reached borrows the one before it; with no data at all the hazard
@@ -47,26 +100,8 @@ export function fitSpotLengthModel(
   binSeconds: number,
   bins: number,
 ): SpotLengthModel {
-  if (!Number.isFinite(binSeconds) || binSeconds <= 0)
-    throw new InvalidSpotPlan(`binSeconds must be a finite number > 0, got ${binSeconds}`);
-  if (!Number.isInteger(bins) || bins < 1) throw new InvalidSpotPlan(`bins must be a whole number >= 1, got ${bins}`);
-  const hazardsOf = (available: boolean): number[] => {
-    const atRisk = new Float64Array(bins);
-    const ended = new Float64Array(bins);
-    for (const stretch of stretches) {
-      if (stretch.available !== available) continue;
-      if (!Number.isFinite(stretch.seconds) || stretch.seconds <= 0)
-        throw new InvalidSpotPlan(`stretch lengths must be finite and > 0, got ${stretch.seconds}`);
-      // Exposure in bin k: the part of [k·bin, (k+1)·bin) the stretch lived through, in bins.
-      const lastBin = Math.ceil(stretch.seconds / binSeconds) - 1;
-      for (let k = 0; k <= lastBin; k++) {
-        const exposure = Math.min(1, stretch.seconds / binSeconds - k);
-        const bin = Math.min(k, bins - 1);
-        atRisk[bin] = (atRisk[bin] as number) + (k < bins - 1 ? 1 : exposure);
-      }
-      const endBin = Math.min(lastBin, bins - 1);
-      if (stretch.ended) ended[endBin] = (ended[endBin] as number) + 1;
-    }
+  const tables = withSpotStretches(emptySpotLifeTables(binSeconds, bins), stretches);
+  const hazardsOf = ({ atRisk, ended }: SpotLifeTable): number[] => {
     const hazards: number[] = [];
     for (let k = 0; k < bins; k++)
       hazards.push(
@@ -74,7 +109,48 @@ export function fitSpotLengthModel(
       );
     return hazards;
   };
-  return { binSeconds, availableHazards: hazardsOf(true), unavailableHazards: hazardsOf(false) };
+  return {
+    binSeconds,
+    availableHazards: hazardsOf(tables.available),
+    unavailableHazards: hazardsOf(tables.unavailable),
+  };
+}
+
+/**
+ * A model learnt from a life table on top of a prior model (the fleet's): each bin's hazard is (ended + w · prior) ÷
+ * (at risk + w), as if the prior had been seen for `weight` stretches in every bin. A table that has seen little keeps
+ * the prior; one that has seen many stretches of an age speaks for itself there. The table's bins must be the prior's.
+ */
+export function blendSpotLengthModel(prior: SpotLengthModel, tables: SpotLifeTables, weight: number): SpotLengthModel {
+  if (!Number.isFinite(weight) || weight <= 0)
+    throw new InvalidSpotPlan(`weight must be a finite number > 0, got ${weight}`);
+  const blend = (hazards: readonly number[], table: SpotLifeTable, name: string): number[] => {
+    if (tables.binSeconds !== prior.binSeconds || table.atRisk.length !== hazards.length)
+      throw new InvalidSpotPlan(
+        `the ${name} life table has ${table.atRisk.length} bins of ${tables.binSeconds} s; the prior has ${hazards.length} of ${prior.binSeconds} s`,
+      );
+    return hazards.map((h, k) =>
+      Math.min(1, ((table.ended[k] as number) + weight * h) / ((table.atRisk[k] as number) + weight)),
+    );
+  };
+  return {
+    binSeconds: prior.binSeconds,
+    availableHazards: blend(prior.availableHazards, tables.available, 'available'),
+    unavailableHazards: blend(prior.unavailableHazards, tables.unavailable, 'unavailable'),
+  };
+}
+
+/** Decimals a model's hazards are kept to when shipped or stored (a fit's sampling error is far larger). */
+const MODEL_DECIMALS = 4;
+
+/** The model with its hazards rounded as shipped and stored. */
+export function roundedSpotLengthModel(model: SpotLengthModel): SpotLengthModel {
+  const round = (hazards: readonly number[]): number[] => hazards.map((h) => Number(h.toFixed(MODEL_DECIMALS)));
+  return {
+    binSeconds: model.binSeconds,
+    availableHazards: round(model.availableHazards),
+    unavailableHazards: round(model.unavailableHazards),
+  };
 }
 
 /** Thrown when a plan is asked for with impossible parameters. */
@@ -403,18 +479,28 @@ export function planFits(timeLeftSeconds: number, workLeftSeconds: number, stepS
 
 /** Plans kept per process: one per (model, step, overhead, price ratio) in use, each grown to the largest job seen. */
 const PLAN_CACHE_SIZE = 8;
+/**
+ * How much a cached plan grows when a state needs more steps or work than it covers: the first factor whose plan
+ * stays within MAX_PLAN_GRID_POINTS (1 = just what the state needs).
+ */
+const PLAN_GROWTH = [1.5, 1.25, 1.1, 1];
 const plans = new Map<string, SpotPlan>();
-const modelIds = new WeakMap<SpotLengthModel, number>();
-let modelCount = 0;
 
+/** Each model's content as a key, kept per model object (a decision asks for its plan at every check). */
+const modelKeys = new WeakMap<SpotLengthModel, string>();
+
+/**
+ * Plans are shared by content: a tier's model is read afresh from its record at every decision, so two equal models
+ * must find the same plan.
+ */
 function cacheKey(parameters: Omit<SpotPlanParameters, 'horizonSteps' | 'maxWorkSeconds'>): string {
-  let id = modelIds.get(parameters.model);
-  if (id === undefined) {
-    modelCount += 1;
-    id = modelCount;
-    modelIds.set(parameters.model, id);
+  const { model } = parameters;
+  let modelKey = modelKeys.get(model);
+  if (modelKey === undefined) {
+    modelKey = `${model.binSeconds}:${model.availableHazards.join(',')}:${model.unavailableHazards.join(',')}`;
+    modelKeys.set(model, modelKey);
   }
-  return `${id}/${parameters.stepSeconds}/${parameters.restartOverheadSeconds}/${parameters.spotPriceRatio}`;
+  return `${modelKey}/${parameters.stepSeconds}/${parameters.restartOverheadSeconds}/${parameters.spotPriceRatio}`;
 }
 
 /**
@@ -428,17 +514,28 @@ export function spotPlanFor(
 ): SpotPlan {
   const key = cacheKey(parameters);
   const cached = plans.get(key);
-  if (cached?.covers(state)) return cached;
+  if (cached?.covers(state)) {
+    // Least recently used goes first: a plan in use stays while others come and go.
+    plans.delete(key);
+    plans.set(key, cached);
+    return cached;
+  }
   const horizonSteps = Math.max(0, Math.floor(state.timeLeftSeconds / parameters.stepSeconds + 1e-9));
-  const grownSteps = Math.max(horizonSteps, cached?.parameters.horizonSteps ?? 0);
-  const grownWork = Math.max(state.workLeftSeconds, cached?.parameters.maxWorkSeconds ?? 0);
-  // Grow the cached plan only while it stays within the limit; otherwise solve for this state alone.
-  const grow = gridPoints(grownSteps, grownWork, parameters.stepSeconds) <= MAX_PLAN_GRID_POINTS;
-  const plan = SpotPlan.solve({
-    ...parameters,
-    horizonSteps: grow ? grownSteps : horizonSteps,
-    maxWorkSeconds: grow ? grownWork : state.workLeftSeconds,
-  });
+  // A cached plan too small grows to cover both: in each dimension it falls short in, by the largest of PLAN_GROWTH
+  // that stays within the limit (so jobs that each need a little more than the last do not each solve again);
+  // otherwise the state is solved alone.
+  const grown = (needed: number, had: number, factor: number): number =>
+    needed > had ? Math.max(needed, had * factor) : had;
+  const sizes = cached
+    ? PLAN_GROWTH.map((factor) => ({
+        horizonSteps: Math.ceil(grown(horizonSteps, cached.parameters.horizonSteps, factor)),
+        maxWorkSeconds: grown(state.workLeftSeconds, cached.parameters.maxWorkSeconds, factor),
+      }))
+    : [];
+  const size = sizes.find(
+    (s) => gridPoints(s.horizonSteps, s.maxWorkSeconds, parameters.stepSeconds) <= MAX_PLAN_GRID_POINTS,
+  ) ?? { horizonSteps, maxWorkSeconds: state.workLeftSeconds };
+  const plan = SpotPlan.solve({ ...parameters, ...size });
   plans.delete(key);
   plans.set(key, plan);
   if (plans.size > PLAN_CACHE_SIZE) plans.delete(plans.keys().next().value as string);

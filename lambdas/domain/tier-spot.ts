@@ -9,11 +9,27 @@
  * folds each reclaim in with {@link tierSpotAfterReclaim}, so a stretch counts only from the last reclaim the platform
  * saw.
  *
+ * The record also learns how long the tier's spot stretches last (ADR 0001, fifth version). Each stretch whose start
+ * the record saw is counted into a life table when it ends (or, when the watch stopped, as lasting at least until its
+ * last tick), and every {@link TIER_SPOT_MODEL_REFIT_SECONDS} the watch refits the tier's model: the fleet model
+ * blended with the table ({@link TIER_SPOT_MODEL_PRIOR_WEIGHT}). The deciders plan with it ({@link tierSpotModel}).
+ * It changes only at a refit, so the processes deciding for the tier keep sharing one solved plan for a week.
+ *
  * Pure: the writers fold observations in with these functions and store the result with a write conditional on the
  * record they read, so a replayed tick or reclaim changes nothing; deciders read it with {@link tierSpotAt}.
  */
 import * as z from 'zod';
 import type { TierSpot } from './placement';
+import { FLEET_SPOT_MODEL } from './spot-fleet-model';
+import {
+  blendSpotLengthModel,
+  emptySpotLifeTables,
+  roundedSpotLengthModel,
+  type SpotLengthModel,
+  type SpotLifeTables,
+  type SpotStretch,
+  withSpotStretches,
+} from './spot-planner';
 import { describeIssues } from './zod-issues';
 
 /** Raised when a stored tier spot record does not match its schema. */
@@ -22,6 +38,22 @@ export class InvalidTierSpotRecord extends Error {
 }
 
 const epochMs = z.number().int().nonnegative();
+const count = z.number().finite().nonnegative();
+const lifeTableSchema = z
+  .strictObject({ atRisk: z.array(count).min(1).readonly(), ended: z.array(count).min(1).readonly() })
+  .refine((t) => t.atRisk.length === t.ended.length, { message: 'atRisk and ended must have one entry per bin' });
+const hazards = z.array(z.number().min(0).max(1)).min(1).readonly();
+
+/**
+ * How often the watch refits a tier's model from its life table. Measured on the full sweep (ADR 0001): a weekly
+ * refit lost no setting against planning with the fleet model alone; a daily one lost four.
+ */
+export const TIER_SPOT_MODEL_REFIT_SECONDS = 7 * 24 * 3600;
+/**
+ * How many stretches of each age the fleet model counts for when blended with a tier's table (ADR 0001: 20 met both
+ * of the sweep's conditions in more settings than 5).
+ */
+export const TIER_SPOT_MODEL_PRIOR_WEIGHT = 20;
 
 /** zod schema of the record (one item per tier in the jobs table). */
 export const tierSpotRecordSchema = z
@@ -39,6 +71,20 @@ export const tierSpotRecordSchema = z
     sinceChange: z.boolean(),
     /** The latest tick (epoch ms) that gave this answer. */
     seenMs: epochMs,
+    /**
+     * The stretches counted so far (those whose start the record saw, once they ended or the watch lost sight of
+     * them), per age bin of the fleet model (spot-planner.ts SpotLifeTables); absent on a record kept before the
+     * tables, which starts one at its next change.
+     */
+    lifeTable: z
+      .strictObject({ binSeconds: z.number().positive(), available: lifeTableSchema, unavailable: lifeTableSchema })
+      .optional(),
+    /** When (epoch ms) the watch last refitted the tier's model; absent on a record kept before the models (its next tick fits one). */
+    modelFittedMs: epochMs.optional(),
+    /** The tier's model as last refitted; absent = the fleet model (nothing learnt yet). */
+    model: z
+      .strictObject({ binSeconds: z.number().positive(), availableHazards: hazards, unavailableHazards: hazards })
+      .optional(),
   })
   .refine((r) => r.sinceMs <= r.seenMs, { message: 'sinceMs must not be after seenMs', path: ['sinceMs'] });
 
@@ -61,12 +107,68 @@ export function tierSpotMaxGapMs(checkIntervalSeconds: number): number {
   return (2 * checkIntervalSeconds + 60) * 1000;
 }
 
+/** The fleet model's bins: the tables a record keeps, so that a refit can blend them with it. */
+const freshLifeTables = (): SpotLifeTables =>
+  emptySpotLifeTables(FLEET_SPOT_MODEL.binSeconds, FLEET_SPOT_MODEL.availableHazards.length);
+
+/** The record's tables, or fresh ones when it has none or keeps other bins than the fleet model's. */
+function lifeTablesOf(record: TierSpotRecord | undefined): SpotLifeTables {
+  const table = record?.lifeTable;
+  const fits =
+    table !== undefined &&
+    table.binSeconds === FLEET_SPOT_MODEL.binSeconds &&
+    table.available.atRisk.length === FLEET_SPOT_MODEL.availableHazards.length &&
+    table.unavailable.atRisk.length === FLEET_SPOT_MODEL.unavailableHazards.length;
+  return fits ? table : freshLifeTables();
+}
+
+/**
+ * The record's current stretch as it stands at `untilMs`, when the record saw it begin: ended (a change was seen then)
+ * or only known to have lasted so long; undefined when its start was not seen or it has no length yet.
+ */
+function currentStretch(record: TierSpotRecord, untilMs: number, ended: boolean): SpotStretch | undefined {
+  if (!record.sinceChange || untilMs <= record.sinceMs) return undefined;
+  return { available: record.available, seconds: (untilMs - record.sinceMs) / 1000, ended };
+}
+
+/** The record with the current stretch (if its start was seen) counted into its tables as `ended` at `untilMs`. */
+function withStretchCounted(record: TierSpotRecord | undefined, untilMs: number, ended: boolean): SpotLifeTables {
+  const tables = lifeTablesOf(record);
+  const stretch = record && currentStretch(record, untilMs, ended);
+  return stretch ? withSpotStretches(tables, [stretch]) : tables;
+}
+
+/**
+ * The tier's model refitted at `nowMs` from the record's tables and its open stretch (alive so far): the fleet model
+ * blended with them, rounded as stored; undefined while nothing has been counted (the fleet model stands).
+ */
+export function refittedTierSpotModel(record: TierSpotRecord, nowMs: number): SpotLengthModel | undefined {
+  const open = currentStretch(record, nowMs, false);
+  const tables = open ? withSpotStretches(lifeTablesOf(record), [open]) : lifeTablesOf(record);
+  const seen = [tables.available, tables.unavailable].some((t) => t.atRisk.some((n) => n > 0));
+  return seen
+    ? roundedSpotLengthModel(blendSpotLengthModel(FLEET_SPOT_MODEL, tables, TIER_SPOT_MODEL_PRIOR_WEIGHT))
+    : undefined;
+}
+
+/** The record with its model refitted when none has been fitted yet or the last fit is a refit interval old. */
+function refitIfDue(record: TierSpotRecord, nowMs: number): TierSpotRecord {
+  if (record.modelFittedMs !== undefined && nowMs - record.modelFittedMs < TIER_SPOT_MODEL_REFIT_SECONDS * 1000)
+    return record;
+  const { model: _, ...rest } = record;
+  const model = refittedTierSpotModel(record, nowMs);
+  return { ...rest, modelFittedMs: nowMs, ...(model ? { model } : {}) };
+}
+
 /**
  * The record after the probe answered `available` at the tick `nowMs`, or undefined when there is nothing to write
  * (the stored record is from this tick or a later one: a replay, or a slower run that lost the race).
  * - same answer as the record, within the gap → the run goes on (`seenMs` moves);
- * - another answer → a new run that began at this tick, and the watch saw it change;
- * - no record, or the last tick was too long ago → a new run whose start the watch did not see.
+ * - another answer → a new run that began at this tick, and the watch saw it change; the run that ended is counted
+ *   into the life table when its start was seen;
+ * - no record, or the last tick was too long ago → a new run whose start the watch did not see; the run before it is
+ *   counted as lasting at least until its last tick.
+ * The tier's model is refitted when due ({@link TIER_SPOT_MODEL_REFIT_SECONDS}).
  */
 export function nextTierSpot(
   record: TierSpotRecord | undefined,
@@ -77,14 +179,27 @@ export function nextTierSpot(
 ): TierSpotRecord | undefined {
   if (record !== undefined && nowMs <= record.seenMs) return undefined;
   const unbroken = record !== undefined && nowMs - record.seenMs <= tierSpotMaxGapMs(checkIntervalSeconds);
-  if (unbroken && record.available === available) return { ...record, seenMs: nowMs };
-  return { tier, available, sinceMs: nowMs, sinceChange: unbroken, seenMs: nowMs };
+  if (unbroken && record.available === available) return refitIfDue({ ...record, seenMs: nowMs }, nowMs);
+  const lifeTable = withStretchCounted(record, unbroken ? nowMs : (record?.seenMs ?? nowMs), unbroken);
+  return refitIfDue(
+    {
+      ...record,
+      lifeTable,
+      tier,
+      available,
+      sinceMs: nowMs,
+      sinceChange: unbroken,
+      seenMs: nowMs,
+    },
+    nowMs,
+  );
 }
 
 /**
  * The record after a reclaim of one of the tier's spot attempts at `atMs`, or undefined when it changes nothing:
  * - after the record's latest tick → an outage that began then, and the platform saw it begin;
- * - within the record's current stretch of "available" → the stretch was broken then: spot has been back since;
+ * - within the record's current stretch of "available" → the stretch was broken then (it is counted into the life
+ *   table as ended, when its start was seen): spot has been back since;
  * - during an outage already recorded, or before the current run began → nothing new (so a replay changes nothing).
  */
 export function tierSpotAfterReclaim(
@@ -98,7 +213,15 @@ export function tierSpotAfterReclaim(
     return next && next.sinceMs === atMs ? { ...next, sinceChange: true } : next;
   }
   if (!record.available || atMs < record.sinceMs || (atMs === record.sinceMs && record.sinceChange)) return undefined;
-  return { ...record, sinceMs: atMs, sinceChange: true };
+  return { ...record, lifeTable: withStretchCounted(record, atMs, true), sinceMs: atMs, sinceChange: true };
+}
+
+/**
+ * The spot model the tier's deadline jobs are planned with: the record's, refitted by the watch, or undefined for the
+ * fleet model (no record, or nothing learnt yet). A stale record's model still stands: it is a long-run figure.
+ */
+export function tierSpotModel(record: TierSpotRecord | undefined): SpotLengthModel | undefined {
+  return record?.model;
 }
 
 /**
@@ -128,9 +251,37 @@ export interface TierSpotView {
   sinceSeen?: boolean;
   /** The watch's latest tick that confirmed the record (ISO 8601); absent when there is no record. */
   checkedAt?: string;
+  /** The spot model the tier's deadline jobs are planned with (a long-run figure: shown stale or not); absent with no record. */
+  model?: TierSpotModelView;
 }
 
-/** The record as GET /tiers shows it at `nowMs`: fresh as {@link tierSpotAt} reads it, or 'unknown'. */
+/** What GET /tiers shows of the model a tier's record has learnt. */
+export interface TierSpotModelView {
+  /** 'tier': refitted from the tier's own stretches, blended with the fleet model; 'fleet': nothing learnt yet. */
+  source: 'tier' | 'fleet';
+  /** When the watch last refitted it (ISO 8601); absent on a record kept before the models. */
+  fittedAt?: string;
+  /** Stretches of each kind counted into the life table so far. */
+  stretchesCounted: { available: number; unavailable: number };
+}
+
+/** The model part of the view: every counted stretch was alive at the start of the first bin. */
+function tierSpotModelView(record: TierSpotRecord): TierSpotModelView {
+  const counted = (table: { atRisk: readonly number[] } | undefined): number => Math.round(table?.atRisk[0] ?? 0);
+  return {
+    source: record.model ? 'tier' : 'fleet',
+    ...(record.modelFittedMs === undefined ? {} : { fittedAt: new Date(record.modelFittedMs).toISOString() }),
+    stretchesCounted: {
+      available: counted(record.lifeTable?.available),
+      unavailable: counted(record.lifeTable?.unavailable),
+    },
+  };
+}
+
+/**
+ * The record as GET /tiers shows it at `nowMs`: fresh as {@link tierSpotAt} reads it, or 'unknown'; with the model it
+ * has learnt either way.
+ */
 export function tierSpotView(
   record: TierSpotRecord | undefined,
   nowMs: number,
@@ -138,11 +289,13 @@ export function tierSpotView(
 ): TierSpotView {
   if (record === undefined) return { state: 'unknown' };
   const checkedAt = new Date(record.seenMs).toISOString();
-  if (tierSpotAt(record, nowMs, checkIntervalSeconds) === undefined) return { state: 'unknown', checkedAt };
+  const model = tierSpotModelView(record);
+  if (tierSpotAt(record, nowMs, checkIntervalSeconds) === undefined) return { state: 'unknown', checkedAt, model };
   return {
     state: record.available ? 'available' : 'unavailable',
     since: new Date(record.sinceMs).toISOString(),
     sinceSeen: record.sinceChange,
     checkedAt,
+    model,
   };
 }

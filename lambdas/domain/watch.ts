@@ -20,6 +20,7 @@ import {
   type TierSpot,
 } from './placement';
 import { FLEET_SPOT_MODEL } from './spot-fleet-model';
+import type { SpotLengthModel } from './spot-planner';
 
 /** Batch tags Trainyard puts on every attempt it submits (propagated into the job detail's `tags`). */
 export const TRAINYARD_TAGS = {
@@ -214,13 +215,15 @@ export const TIER_SPOT_CHECK_INTERVAL_SECONDS = DEFAULT_PLACEMENT_CONFIG.checkIn
  * The policy settings of the deployed platform for a job's tier, from config (ADR 0001 defaults for the rest). The
  * periodic check can see spot while a job is on on-demand only for tiers whose placement-score probe answers, i.e.
  * with at least SPOT_PROBE_MIN_INSTANCE_TYPES distinct instance types. Deadline jobs on such a tier are planned with
- * the fleet spot model (spot-planner.ts) at the tier's spot ÷ on-demand price; a tier without a configured spot price
- * below its on-demand price keeps the reserve rules.
+ * the tier's spot model (`tierModel`: what its spot record has learnt, tier-spot.ts tierSpotModel) or else the fleet
+ * model (spot-planner.ts), at the tier's spot ÷ on-demand price; a tier without a configured spot price below its
+ * on-demand price keeps the reserve rules.
  */
 export function placementConfigFrom(
   base: PlacementPolicyConfig,
   spotPolicy: { reclaimsBeforeOnDemand: number; capacityWaitMinutes: number },
   tier: Pick<TierConfig, 'instanceTypes' | 'onDemandUsdPerHour' | 'spotUsdPerHour'>,
+  tierModel?: SpotLengthModel,
 ): PlacementPolicyConfig {
   const spotVisibleOnDemand = spotProbeCanAnswer(tier.instanceTypes);
   const spot = tier.spotUsdPerHour;
@@ -231,7 +234,9 @@ export function placementConfigFrom(
     reclaimsBeforeOnDemand: Math.max(1, spotPolicy.reclaimsBeforeOnDemand),
     capacityWaitSeconds: spotPolicy.capacityWaitMinutes * 60,
     spotVisibleOnDemand,
-    ...(plannable ? { spotPlanning: { model: FLEET_SPOT_MODEL, spotPriceRatio: spot / tier.onDemandUsdPerHour } } : {}),
+    ...(plannable
+      ? { spotPlanning: { model: tierModel ?? FLEET_SPOT_MODEL, spotPriceRatio: spot / tier.onDemandUsdPerHour } }
+      : {}),
   };
 }
 

@@ -10,13 +10,14 @@ import { type AttemptRecord, tierOfJob } from '../domain/job';
 import { decideNextStep } from '../domain/next-step';
 import { type AttemptOutcome, classifyAttemptOutcome } from '../domain/outcome';
 import { type Capacity, DEFAULT_PLACEMENT_CONFIG, spotHistoryOf } from '../domain/placement';
-import { type TierSpotRecord, tierSpotAfterReclaim, tierSpotAt } from '../domain/tier-spot';
+import { type TierSpotRecord, tierSpotAfterReclaim, tierSpotAt, tierSpotModel } from '../domain/tier-spot';
 import {
   keepsTierSpotRecord,
   placementConfigFrom,
   progressFromHarness,
   recordedCost,
   spotTroublesSinceLastMove,
+  TIER_SPOT_CHECK_INTERVAL_SECONDS,
 } from '../domain/watch';
 import { jobKeysFor } from '../domain/workspace-layout';
 import type { ControlPlane } from '../shared/control-plane';
@@ -96,7 +97,6 @@ export function createAttemptOutcomeHandler(
     const progress =
       progressFromHarness(await plane.workspace.getJson(jobKeysFor(job.team, jobId).progress), jobId) ?? job.progress;
     const current = { ...job, progress, counters: countersFrom(attempts, plan.attempt) };
-    const policy = placementConfigFrom(DEFAULT_PLACEMENT_CONFIG, plane.config.spotPolicy, tier);
     let tierSpotRecord: TierSpotRecord | undefined;
     if (keepsTierSpotRecord(tier)) {
       // A reclaim breaks the tier's spot stretch where the 5-minute probe may not have seen it (tier-spot.ts).
@@ -108,10 +108,16 @@ export function createAttemptOutcomeHandler(
         reclaimedAt === undefined
           ? await plane.jobs.getTierSpot(tier.id)
           : await plane.jobs.updateTierSpot(tier.id, (stored) =>
-              tierSpotAfterReclaim(stored, tier.id, reclaimedAt, policy.checkIntervalSeconds),
+              tierSpotAfterReclaim(stored, tier.id, reclaimedAt, TIER_SPOT_CHECK_INTERVAL_SECONDS),
             );
     }
-    const tierSpot = tierSpotAt(tierSpotRecord, now.getTime(), policy.checkIntervalSeconds);
+    const policy = placementConfigFrom(
+      DEFAULT_PLACEMENT_CONFIG,
+      plane.config.spotPolicy,
+      tier,
+      tierSpotModel(tierSpotRecord),
+    );
+    const tierSpot = tierSpotAt(tierSpotRecord, now.getTime(), TIER_SPOT_CHECK_INTERVAL_SECONDS);
     const next = decideNextStep({
       job: current,
       outcome: recorded,

@@ -6,8 +6,8 @@ import { BudgetExceeded, formatScope, periodOf } from '../domain/budgets';
 import { buildEvent } from '../domain/events';
 import { tierOfJob } from '../domain/job';
 import { DEFAULT_PLACEMENT_CONFIG, decidePlacement } from '../domain/placement';
-import { tierSpotAt } from '../domain/tier-spot';
-import { jobScopes, keepsTierSpotRecord, placementConfigFrom } from '../domain/watch';
+import { tierSpotAt, tierSpotModel } from '../domain/tier-spot';
+import { jobScopes, keepsTierSpotRecord, placementConfigFrom, TIER_SPOT_CHECK_INTERVAL_SECONDS } from '../domain/watch';
 import type { ControlPlane } from '../shared/control-plane';
 import { jobEvent, progressSeconds, secondsSince } from './common';
 import { type AttemptPlan, costGateInputSchema, parseStep } from './steps';
@@ -53,10 +53,14 @@ export function createCostGateHandler(plane: Pick<ControlPlane, 'config' | 'jobs
     }
 
     const tier = tierOfJob(plane.config, job);
-    const policy = placementConfigFrom(DEFAULT_PLACEMENT_CONFIG, plane.config.spotPolicy, tier);
-    const tierSpot = keepsTierSpotRecord(tier)
-      ? tierSpotAt(await plane.jobs.getTierSpot(tier.id), now.getTime(), policy.checkIntervalSeconds)
-      : undefined;
+    const tierSpotRecord = keepsTierSpotRecord(tier) ? await plane.jobs.getTierSpot(tier.id) : undefined;
+    const policy = placementConfigFrom(
+      DEFAULT_PLACEMENT_CONFIG,
+      plane.config.spotPolicy,
+      tier,
+      tierSpotModel(tierSpotRecord),
+    );
+    const tierSpot = tierSpotAt(tierSpotRecord, now.getTime(), TIER_SPOT_CHECK_INTERVAL_SECONDS);
     const placement = decidePlacement(
       {
         moment: 'submit',

@@ -343,11 +343,14 @@ export class JobStore {
             ...(stored === undefined
               ? { ConditionExpression: 'attribute_not_exists(pk)' }
               : {
-                  ConditionExpression: 'seenMs = :seen AND sinceMs = :since AND available = :available',
+                  // Every fold moves at least one of these (tier-spot.ts), so an equal record is the one read.
+                  ConditionExpression:
+                    'seenMs = :seen AND sinceMs = :since AND available = :available AND sinceChange = :change',
                   ExpressionAttributeValues: {
                     ':seen': stored.seenMs,
                     ':since': stored.sinceMs,
                     ':available': stored.available,
+                    ':change': stored.sinceChange,
                   },
                 }),
           }),

@@ -78,6 +78,20 @@ function formatSpotCapacity(capacity: unknown): string {
 }
 
 /**
+ * The spot model a tier's `spotCapacity` says its deadline jobs are planned with: `tier (21 stretches)` when its record
+ * has learnt its own (from that many counted stretches), `fleet` before, `—` for a tier without a record.
+ */
+function formatSpotModel(capacity: unknown): string {
+  const source = at(capacity, 'model.source');
+  if (source === 'fleet') return 'fleet';
+  if (source !== 'tier') return '—';
+  const counted =
+    (num(capacity, 'model.stretchesCounted.available') ?? 0) +
+    (num(capacity, 'model.stretchesCounted.unavailable') ?? 0);
+  return `tier (${counted} stretches)`;
+}
+
+/**
  * `[########------------]  40%`: filled cells and percent are rounded down, so the bar reads full and 100 % only
  * when the work is done. Fractions outside 0..1 are clamped; NaN reads as 0.
  */
@@ -395,11 +409,14 @@ export function formatJobsTable(response: unknown): string {
   return cursor ? `${out}\n(more: --cursor ${cursor})` : out;
 }
 
-/** Tiers (GET /tiers) as a table: prices, what the watch last saw of spot, where the spot price came from. */
+/**
+ * Tiers (GET /tiers) as a table: prices, what the watch last saw of spot, the spot model the tier is planned with,
+ * where the spot price came from.
+ */
 export function formatTiers(response: unknown): string {
   const tiers = Array.isArray(response) ? response : list(response, 'tiers');
   if (tiers.length === 0) return 'No tiers.';
-  const table = [['TIER', 'ON-DEMAND/h', 'SPOT/h', 'SPOT NOW', 'SOURCE']];
+  const table = [['TIER', 'ON-DEMAND/h', 'SPOT/h', 'SPOT NOW', 'SPOT MODEL', 'SOURCE']];
   for (const t of tiers) {
     const od = num(t, 'onDemandUsdPerHour') ?? num(t, 'price.onDemandUsdPerHour');
     const spot = num(t, 'spotUsdPerHour') ?? num(t, 'price.spotUsdPerHour');
@@ -408,6 +425,7 @@ export function formatTiers(response: unknown): string {
       od === undefined ? '' : formatRate(od),
       spot === undefined ? '—' : formatRate(spot),
       formatSpotCapacity(at(t, 'spotCapacity')),
+      formatSpotModel(at(t, 'spotCapacity')),
       str(t, 'spotSource') ?? str(t, 'price.spotSource') ?? '',
     ]);
   }

@@ -1,13 +1,14 @@
 // The fleet model the deployed planner ships (lambdas/domain/spot-fleet-model.ts) must be the fit of the traces the
 // benchmark replays: regenerate it with `npx tsx scripts/fit-spot-model.ts --write` when the traces change.
 import { describe, expect, it } from 'vitest';
-import { fitFleetModel, roundedModel, stretchesOf } from '../../bench/spot/spot-model';
+import { fitFleetModel, stretchesOf } from '../../bench/spot/spot-model';
 import { loadTraces } from '../../bench/spot/traces';
 import { FLEET_SPOT_MODEL } from '../../lambdas/domain/spot-fleet-model';
+import { roundedSpotLengthModel } from '../../lambdas/domain/spot-planner';
 
 describe('FLEET_SPOT_MODEL', () => {
   it('is the rounded fit of every spot trace', () => {
-    expect(FLEET_SPOT_MODEL).toEqual(roundedModel(fitFleetModel(loadTraces())));
+    expect(FLEET_SPOT_MODEL).toEqual(roundedSpotLengthModel(fitFleetModel(loadTraces())));
   });
 
   it('says what the traces say: young stretches end more often than old ones, and outages end faster than runs', () => {

@@ -11,7 +11,7 @@ import {
 } from '../../bench/spot/simulator';
 import { mulberry32, percentile, startOffsets } from '../../bench/spot/sweep';
 import { InvalidTraceFile, parseTrace } from '../../bench/spot/traces';
-import { isCheckTick, isWatchTick, tierSpotBefore, trainyardPolicy } from '../../bench/spot/trainyard';
+import { isCheckTick, isWatchTick, TierSpotTimeline, trainyardPolicy } from '../../bench/spot/trainyard';
 import type { PlacementDecision, PlacementMoment } from '../../lambdas/domain/placement';
 import { FLEET_SPOT_MODEL } from '../../lambdas/domain/spot-fleet-model';
 
@@ -192,8 +192,10 @@ describe('Trainyard in the simulator', () => {
     const moments: string[] = [];
     const result = simulate(
       job,
-      trainyardPolicy(job, { reclaimsBeforeOnDemand: 2, capacityWaitSeconds: 1200, checkIntervalSeconds: 300 }, (m) =>
-        moments.push(m),
+      trainyardPolicy(
+        job,
+        { reclaimsBeforeOnDemand: 2, capacityWaitSeconds: 1200, checkIntervalSeconds: 300 },
+        { onDecision: (m) => moments.push(m) },
       ),
     );
     expect(result.finished).toBe(true);
@@ -209,7 +211,7 @@ describe('the tier’s spot record in the simulator', () => {
     [600, [0, -1, -2, -3]],
     // 300 s multiples before submission at 32 s ticks: −288 s (−9), −576 s (−18), −896 s (−28).
     [32, [0, -9, -18, -28]],
-  ])('probes at the %i s tick boundary at or after each multiple of 300 s, before submission too', (gap, expected) => {
+  ])('checks a job at the %i s tick boundary at or after each multiple of 300 s from submission', (gap, expected) => {
     const ticks = Array.from({ length: 40 }, (_, i) => -i || 0).filter((tick) => isWatchTick(tick, gap, 300));
     expect(ticks.slice(0, 4)).toEqual(expected);
   });
@@ -217,28 +219,60 @@ describe('the tier’s spot record in the simulator', () => {
   it.each([
     {
       what: 'an outage the watch saw begin two ticks before submission',
-      before: [1, 1, 0, 0],
-      // Ticks −4..−1 are at 0, 600, 1200 and 1800 s from the start of the trace; the outage was first seen at 1200 s.
-      expected: { tier: 'sim', available: false, sinceMs: 1_200_000, sinceChange: true, seenMs: 1_800_000 },
+      trace: [1, 1, 0, 0],
+      // Ticks 0..3 are at 0, 600, 1200 and 1800 s from the start of the trace; the outage was first seen at 1200 s,
+      // ending the available stretch the record began with (its start unseen, so not counted).
+      expected: { available: false, sinceMs: 1_200_000, sinceChange: true, seenMs: 1_800_000 },
     },
     {
       what: 'a stretch that reaches the start of the trace began with the record',
-      before: [1, 1, 1],
-      expected: { tier: 'sim', available: true, sinceMs: 0, sinceChange: false, seenMs: 1_200_000 },
+      trace: [1, 1, 1],
+      expected: { available: true, sinceMs: 0, sinceChange: false, seenMs: 1_200_000 },
     },
-    { what: 'nothing before submission, no record', before: [], expected: undefined },
-  ])('folds the lead-in as the watch would: $what', ({ before, expected }) => {
-    expect(tierSpotBefore('sim', Uint8Array.from(before), 600, 300)).toEqual(expected);
+  ])('keeps the record as the watch would from the start of the trace: $what', ({ trace, expected }) => {
+    const timeline = new TierSpotTimeline(Uint8Array.from(trace), 600, 300);
+    expect(timeline.before(trace.length)).toMatchObject({ tier: 'sim', ...expected });
+    expect(timeline.before(0)).toBeUndefined();
+    expect(() => timeline.before(trace.length + 1)).toThrow(RangeError);
   });
 
-  it('does not see what happens between its probes', () => {
-    // 32 s ticks; a one-tick outage at −5 (−160 s) falls between the probes at −9 and 0: the run goes back to the
-    // probe at −28, the first tick of the lead-in that is a probe.
-    const before = new Uint8Array(30).fill(1);
-    before[25] = 0;
-    const record = tierSpotBefore('sim', before, 32, 300);
-    // Tick −28 is 2 ticks after the start of the lead-in (−30): 64 s; tick −9 is at 21 × 32 = 672 s.
-    expect(record).toEqual({ tier: 'sim', available: true, sinceMs: 64_000, sinceChange: false, seenMs: 672_000 });
+  it('probes every 300 s from the start of the trace and does not see what happens between its probes', () => {
+    // 32 s ticks; the watch probes ticks 0 (0 s), 10 (320 s), 19 (608 s) and 29 (928 s). A one-tick outage at
+    // tick 25 falls between them.
+    const trace = new Uint8Array(30).fill(1);
+    trace[25] = 0;
+    expect(new TierSpotTimeline(trace, 32, 300).before(30)).toMatchObject({
+      available: true,
+      sinceMs: 0,
+      sinceChange: false,
+      seenMs: 928_000,
+    });
+  });
+
+  it('counts the stretches it saw begin and end, and refits the tier’s model a week after the last fit', () => {
+    // 600 s ticks: unseen start, then outages of 2 ticks and available stretches of 4, repeated for 8 days.
+    const day = 144;
+    const trace = Uint8Array.from({ length: 8 * day }, (_, tick) => (tick < 3 || tick % 6 >= 2 ? 1 : 0));
+    const timeline = new TierSpotTimeline(trace, 600, 300);
+    const week = 7 * day;
+    // Fitted at the first probe with nothing learnt (the fleet model), again at the first probe a week later.
+    expect(timeline.before(week)).toMatchObject({ modelFittedMs: 0 });
+    expect(timeline.before(week)?.model).toBeUndefined();
+    const refitted = timeline.before(week + 1);
+    expect(refitted?.modelFittedMs).toBe(week * 600_000);
+    // Outages last 1,200 s: each that began at tick 6k (k ≥ 1) and was seen to end (at 6k + 2 ≤ the refit's tick)
+    // ended in bin 1, none in bin 0. The one the refit's tick begins has no length yet.
+    const outages = refitted?.lifeTable?.unavailable;
+    const seenOutages = Math.floor((week - 2) / 6);
+    expect(outages?.ended.slice(0, 2)).toEqual([0, seenOutages]);
+    expect(outages?.atRisk.slice(0, 3)).toEqual([seenOutages, seenOutages, 0]);
+    // The blend moves the tier's outage hazard in bin 1 towards 1 and in bin 0 towards 0.
+    const fleet = FLEET_SPOT_MODEL.unavailableHazards;
+    expect(refitted?.model?.unavailableHazards[1]).toBeCloseTo(
+      (seenOutages + 20 * (fleet[1] as number)) / (seenOutages + 20),
+      4,
+    );
+    expect(refitted?.model?.unavailableHazards[0]).toBeCloseTo((20 * (fleet[0] as number)) / (seenOutages + 20), 4);
   });
 
   it('tells the production policy at submission how old the outage it is submitted into is, when a probe can answer', () => {
@@ -262,7 +296,7 @@ describe('the tier’s spot record in the simulator', () => {
       const decisions: Array<[PlacementMoment, PlacementDecision]> = [];
       simulate(
         job,
-        trainyardPolicy(job, config, (moment, decision) => decisions.push([moment, decision])),
+        trainyardPolicy(job, config, { onDecision: (moment, decision) => decisions.push([moment, decision]) }),
       );
       expect(decisions[0]?.[0]).toBe('submit');
       return decisions[0]?.[1].reason ?? '';

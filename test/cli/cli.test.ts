@@ -373,15 +373,20 @@ describe('status, jobs, cancel, budgets, tiers, checkpoints', () => {
     );
   });
 
-  it('tiers lists the configured tiers with prices and what the watch last saw of spot', async () => {
+  it('tiers lists the configured tiers with prices, what the watch last saw of spot and the spot model', async () => {
     // Confirmed 5 and 2 minutes before the bench's noon: spot back since 09:00 (seen to begin), and out since at
     // least 21:00 the day before (the record began then); gpu-large has no record yet.
+    // gpu-small's record has learnt the tier's model from 12 available stretches and 9 outages.
+    const counted = (first: number) => ({ atRisk: [first, ...new Array(23).fill(0)], ended: new Array(24).fill(0) });
     await bench.jobs.updateTierSpot('gpu-small', () => ({
       tier: 'gpu-small',
       available: true,
       sinceMs: Date.parse('2026-03-15T09:00:00Z'),
       sinceChange: true,
       seenMs: Date.parse('2026-03-15T11:55:00Z'),
+      lifeTable: { binSeconds: 600, available: counted(12), unavailable: counted(9) },
+      modelFittedMs: Date.parse('2026-03-10T00:00:00Z'),
+      model: { binSeconds: 600, availableHazards: [0.1], unavailableHazards: [0.2] },
     }));
     await bench.jobs.updateTierSpot('gpu-medium', () => ({
       tier: 'gpu-medium',
@@ -392,11 +397,13 @@ describe('status, jobs, cancel, budgets, tiers, checkpoints', () => {
     }));
     const run = await cli(['tiers']);
     expect(run.code).toBe(EXIT_CODES.ok);
-    expect(run.stdout).toMatch(/^TIER +ON-DEMAND\/h +SPOT\/h +SPOT NOW +SOURCE\n/);
-    expect(run.stdout).toMatch(/\ngpu-small +\$0\.526 +\$0\.19 +available for 2h 55m +config-fallback\n/);
-    expect(run.stdout).toMatch(/\ngpu-medium +\$\S+ +\$\S+ +out for ≥ 14h 58m +config-fallback\n/);
-    expect(run.stdout).toMatch(/\ngpu-large +\$\S+ +\$\S+ +unknown +config-fallback\n/);
-    expect(run.stdout).toMatch(/\ngpu-multinode +\$5\.672 +— +— +not-allowed\n/);
+    expect(run.stdout).toMatch(/^TIER +ON-DEMAND\/h +SPOT\/h +SPOT NOW +SPOT MODEL +SOURCE\n/);
+    expect(run.stdout).toMatch(
+      /\ngpu-small +\$0\.526 +\$0\.19 +available for 2h 55m +tier \(21 stretches\) +config-fallback\n/,
+    );
+    expect(run.stdout).toMatch(/\ngpu-medium +\$\S+ +\$\S+ +out for ≥ 14h 58m +fleet +config-fallback\n/);
+    expect(run.stdout).toMatch(/\ngpu-large +\$\S+ +\$\S+ +unknown +— +config-fallback\n/);
+    expect(run.stdout).toMatch(/\ngpu-multinode +\$5\.672 +— +— +— +not-allowed\n/);
   });
 
   it('checkpoints --download fetches the newest complete checkpoint', async () => {

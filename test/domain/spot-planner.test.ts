@@ -1,14 +1,18 @@
 import { describe, expect, it } from 'vitest';
 import {
+  blendSpotLengthModel,
+  emptySpotLifeTables,
   fitSpotLengthModel,
   InvalidSpotPlan,
   MAX_PLAN_GRID_POINTS,
   type PlanState,
   planFits,
+  roundedSpotLengthModel,
   SpotPlan,
   type SpotPlanParameters,
   spotPlanFor,
   stepHazards,
+  withSpotStretches,
 } from '../../lambdas/domain/spot-planner';
 
 describe('fitSpotLengthModel', () => {
@@ -38,6 +42,48 @@ describe('fitSpotLengthModel', () => {
     expect(() => fitSpotLengthModel([{ available: true, seconds: -5, ended: true }], 600, 2)).toThrow(
       /stretch lengths must be finite and > 0, got -5/,
     );
+  });
+});
+
+describe('life tables', () => {
+  it('count each stretch alive at the start of each bin, and its end, without changing the tables given', () => {
+    const empty = emptySpotLifeTables(600, 3);
+    const tables = withSpotStretches(empty, [
+      { available: true, seconds: 1200, ended: true },
+      { available: true, seconds: 2700, ended: false },
+      { available: false, seconds: 300, ended: true },
+    ]);
+    // 1 200 s: bins 0 and 1, ended in 1. 2 700 s: bins 0 and 1, then 2.5 bins of exposure in the pooled last one.
+    expect(tables).toEqual({
+      binSeconds: 600,
+      available: { atRisk: [2, 2, 2.5], ended: [0, 1, 0] },
+      unavailable: { atRisk: [1, 0, 0], ended: [1, 0, 0] },
+    });
+    expect(empty.available).toEqual({ atRisk: [0, 0, 0], ended: [0, 0, 0] });
+    expect(() => emptySpotLifeTables(600, 0)).toThrow(/bins must be a whole number >= 1, got 0/);
+  });
+
+  it('blend with a prior as (ended + w · prior) ÷ (at risk + w) in every bin', () => {
+    const prior = { binSeconds: 600, availableHazards: [0.2, 0.1], unavailableHazards: [0.5, 0.4] };
+    const tables = {
+      binSeconds: 600,
+      available: { atRisk: [30, 10], ended: [15, 0] },
+      unavailable: { atRisk: [0, 0], ended: [0, 0] },
+    };
+    const blended = blendSpotLengthModel(prior, tables, 10);
+    // (15 + 10 · 0.2) ÷ (30 + 10) = 17/40; (0 + 10 · 0.1) ÷ (10 + 10) = 1/20; nothing seen: the prior.
+    expect(blended.availableHazards).toEqual([17 / 40, 1 / 20]);
+    expect(blended.unavailableHazards).toEqual([0.5, 0.4]);
+    expect(() => blendSpotLengthModel(prior, tables, 0)).toThrow(/weight must be a finite number > 0, got 0/);
+    expect(() => blendSpotLengthModel(prior, emptySpotLifeTables(600, 3), 10)).toThrow(
+      /the available life table has 3 bins of 600 s; the prior has 2 of 600 s/,
+    );
+  });
+
+  it('round a model’s hazards to 4 decimals', () => {
+    expect(
+      roundedSpotLengthModel({ binSeconds: 600, availableHazards: [1 / 3], unavailableHazards: [0.123456] }),
+    ).toEqual({ binSeconds: 600, availableHazards: [0.3333], unavailableHazards: [0.1235] });
   });
 });
 
@@ -138,13 +184,32 @@ describe('spotPlanFor', () => {
     const other = spotPlanFor(waiting, { ...parameters, restartOverheadSeconds: 600 });
     expect(other).not.toBe(first);
     expect(other.parameters.restartOverheadSeconds).toBe(600);
-    // A longer job than the cached plan covers gets its own plan.
+    // A longer job than the cached plan covers grows it: by half again in each dimension (40 → 60 steps, 6 000 →
+    // 9 000 s of work), or to what the job needs where that is more.
     const longer = spotPlanFor({ ...waiting, workLeftSeconds: 9000, timeLeftSeconds: 50 * step }, parameters);
     expect(longer.parameters.maxWorkSeconds).toBe(9000);
-    expect(longer.parameters.horizonSteps).toBe(50);
+    expect(longer.parameters.horizonSteps).toBe(60);
     // The grown plan serves the smaller job too; a plan for another overhead is kept beside it.
     expect(spotPlanFor(waiting, parameters)).toBe(longer);
     expect(spotPlanFor(waiting, { ...parameters, restartOverheadSeconds: 600 })).toBe(other);
+  });
+
+  it('shares a plan between equal models read afresh, not between different ones', () => {
+    const plan = spotPlanFor(waiting, parameters);
+    const copy = { ...parameters, model: structuredClone(parameters.model) };
+    expect(spotPlanFor(waiting, copy)).toBe(plan);
+    const other = { ...parameters, model: { ...parameters.model, unavailableHazards: [0.3] } };
+    expect(spotPlanFor(waiting, other)).not.toBe(plan);
+  });
+
+  it('grows a plan by half again in the dimension a state outgrows, so a run of slightly larger jobs solves once', () => {
+    const model = { binSeconds: step, availableHazards: [0.03], unavailableHazards: [0.25] };
+    const grown = { ...parameters, model };
+    const first = spotPlanFor({ ...waiting, timeLeftSeconds: 40 * step, workLeftSeconds: 6000 }, grown);
+    const longer = spotPlanFor({ ...waiting, timeLeftSeconds: 41 * step, workLeftSeconds: 6000 }, grown);
+    expect(longer).not.toBe(first);
+    expect(longer.parameters).toMatchObject({ horizonSteps: 60, maxWorkSeconds: 6000 });
+    expect(spotPlanFor({ ...waiting, timeLeftSeconds: 59 * step, workLeftSeconds: 6000 }, grown)).toBe(longer);
   });
 });
 

@@ -1,14 +1,19 @@
 // The budget watch's per-tier spot record (domain/tier-spot.ts): how each probe answer moves it forward, and what a
 // decision reads from it. Ticks are 300 s apart; the gap that breaks a run is 2 × 300 + 60 = 660 s.
 import { describe, expect, it } from 'vitest';
+import { FLEET_SPOT_MODEL } from '../../lambdas/domain/spot-fleet-model';
 import {
   InvalidTierSpotRecord,
   nextTierSpot,
   parseTierSpotRecord,
+  refittedTierSpotModel,
+  TIER_SPOT_MODEL_PRIOR_WEIGHT,
+  TIER_SPOT_MODEL_REFIT_SECONDS,
   type TierSpotRecord,
   tierSpotAfterReclaim,
   tierSpotAt,
   tierSpotMaxGapMs,
+  tierSpotModel,
   tierSpotView,
 } from '../../lambdas/domain/tier-spot';
 
@@ -22,6 +27,9 @@ const record = (fields: Partial<TierSpotRecord> = {}): TierSpotRecord => ({
   seenMs: T0 + 30 * MIN,
   ...fields,
 });
+/** A record's spot state, without what it has learnt (life table and model, covered on their own below). */
+const stateOf = (r: TierSpotRecord | undefined) =>
+  r && { tier: r.tier, available: r.available, sinceMs: r.sinceMs, sinceChange: r.sinceChange, seenMs: r.seenMs };
 
 describe('tierSpotMaxGapMs', () => {
   it('lets one lost tick pass but not two: two intervals and a minute', () => {
@@ -77,7 +85,7 @@ describe('nextTierSpot', () => {
       expected: record({ available: false, sinceMs: T0 + 60 * MIN, sinceChange: false, seenMs: T0 + 60 * MIN }),
     },
   ])('$what', ({ stored, available, nowMs, expected }) => {
-    expect(next(stored, available, nowMs)).toEqual(expected);
+    expect(stateOf(next(stored, available, nowMs))).toEqual(expected);
   });
 
   it.each([
@@ -126,7 +134,7 @@ describe('tierSpotAfterReclaim', () => {
       expected: record(),
     },
   ])('$what', ({ stored, atMs, expected }) => {
-    expect(foldReclaim(stored, atMs)).toEqual(expected);
+    expect(stateOf(foldReclaim(stored, atMs))).toEqual(expected);
   });
 
   it.each([
@@ -135,6 +143,117 @@ describe('tierSpotAfterReclaim', () => {
     { what: 'replayed at the start it already set', stored: record({ sinceMs: T0 + 20 * MIN }), atMs: T0 + 20 * MIN },
   ])('changes nothing for a reclaim $what', ({ stored, atMs }) => {
     expect(foldReclaim(stored, atMs)).toBeUndefined();
+  });
+});
+
+describe('what the record learns of the tier’s stretches', () => {
+  const BINS = FLEET_SPOT_MODEL.availableHazards.length;
+  const WEEK_MS = TIER_SPOT_MODEL_REFIT_SECONDS * 1000;
+  /** A table of BINS zeros with the given entries set. */
+  const bins = (entries: Record<number, number> = {}): number[] =>
+    Array.from({ length: BINS }, (_, k) => entries[k] ?? 0);
+  const next = (stored: TierSpotRecord | undefined, available: boolean, nowMs: number) =>
+    nextTierSpot(stored, 'gpu-small', available, nowMs, 300);
+  /** A record fitted at T0, so no refit is due for a week. */
+  const fitted = (fields: Partial<TierSpotRecord> = {}) => record({ modelFittedMs: T0, ...fields });
+
+  it('counts a stretch it saw begin when the watch sees it end, bin by bin of the fleet model', () => {
+    // Available from T0 to T0 + 35 min (2 100 s): alive at the start of bins 0–3 (10 min each), ended in bin 3.
+    const after = next(fitted(), false, T0 + 35 * MIN);
+    expect(after?.lifeTable).toEqual({
+      binSeconds: 600,
+      available: { atRisk: bins({ 0: 1, 1: 1, 2: 1, 3: 1 }), ended: bins({ 3: 1 }) },
+      unavailable: { atRisk: bins(), ended: bins() },
+    });
+    // The outage that began then is counted when it ends in turn (20 min: bins 0–1, ended in 1).
+    let later = after;
+    for (const minutes of [40, 45, 50]) later = next(later, false, T0 + minutes * MIN);
+    later = next(later, true, T0 + 55 * MIN);
+    expect(later?.lifeTable?.unavailable).toEqual({ atRisk: bins({ 0: 1, 1: 1 }), ended: bins({ 1: 1 }) });
+    expect(later?.lifeTable?.available).toEqual(after?.lifeTable?.available);
+  });
+
+  it('pools a stretch older than the table into its last bin by exposure', () => {
+    // 5 h = 30 bins: one at risk in each of bins 0–22, and 7 bins of exposure in the pooled last one, where it ended.
+    const after = next(fitted({ seenMs: T0 + 295 * MIN }), false, T0 + 300 * MIN);
+    expect(after?.lifeTable?.available).toEqual({ atRisk: bins({ ...bins().fill(1), 23: 7 }), ended: bins({ 23: 1 }) });
+  });
+
+  it('does not count a stretch whose start it did not see', () => {
+    const after = next(fitted({ sinceChange: false }), false, T0 + 35 * MIN);
+    expect(after?.lifeTable?.available).toEqual({ atRisk: bins(), ended: bins() });
+  });
+
+  it('counts a stretch the watch lost sight of as lasting at least until its last tick, not as ended', () => {
+    // Seen from T0 to T0 + 30 min, then no tick for 661 s.
+    const after = next(fitted(), true, T0 + 30 * MIN + 661_000);
+    expect(after?.lifeTable?.available).toEqual({ atRisk: bins({ 0: 1, 1: 1, 2: 1 }), ended: bins() });
+  });
+
+  it('counts the stretch a reclaim broke as ended, once however often the reclaim is replayed', () => {
+    const after = tierSpotAfterReclaim(fitted(), 'gpu-small', T0 + 20 * MIN, 300);
+    expect(after?.lifeTable?.available).toEqual({ atRisk: bins({ 0: 1, 1: 1 }), ended: bins({ 1: 1 }) });
+    expect(tierSpotAfterReclaim(after, 'gpu-small', T0 + 20 * MIN, 300)).toBeUndefined();
+    // A reclaim after the latest tick ends the stretch there.
+    const late = tierSpotAfterReclaim(fitted(), 'gpu-small', T0 + 32 * MIN, 300);
+    expect(late?.lifeTable?.available.ended).toEqual(bins({ 3: 1 }));
+  });
+
+  it('starts a table for a record kept before the tables, and a fresh one for a table of other bins', () => {
+    expect(next(record(), false, T0 + 35 * MIN)?.lifeTable?.available.ended).toEqual(bins({ 3: 1 }));
+    const otherBins = {
+      binSeconds: 300,
+      available: { atRisk: [5], ended: [5] },
+      unavailable: { atRisk: [5], ended: [5] },
+    };
+    const after = next(fitted({ lifeTable: otherBins }), false, T0 + 35 * MIN);
+    expect(after?.lifeTable?.binSeconds).toBe(600);
+    expect(after?.lifeTable?.available.ended).toEqual(bins({ 3: 1 }));
+    expect(after?.lifeTable?.unavailable.atRisk).toEqual(bins());
+  });
+
+  it('fits the tier’s model at its first tick (nothing learnt: the fleet model) and again a week after each fit', () => {
+    const first = next(undefined, true, T0);
+    expect(first?.modelFittedMs).toBe(T0);
+    expect(tierSpotModel(first)).toBeUndefined();
+
+    const table = {
+      binSeconds: 600,
+      available: { atRisk: bins({ 0: 10, 1: 7 }), ended: bins({ 0: 3 }) },
+      unavailable: { atRisk: bins(), ended: bins() },
+    };
+    const stored = record({ sinceChange: false, lifeTable: table, modelFittedMs: T0, seenMs: T0 + WEEK_MS - 5 * MIN });
+    expect(next(stored, true, T0 + WEEK_MS - MIN)?.modelFittedMs).toBe(T0);
+    const refitted = next(stored, true, T0 + WEEK_MS);
+    expect(refitted?.modelFittedMs).toBe(T0 + WEEK_MS);
+    // (ended + 20 × fleet) ÷ (at risk + 20), to 4 decimals; a bin the tier has not seen keeps the fleet's hazard.
+    const fleet = FLEET_SPOT_MODEL.availableHazards;
+    const w = TIER_SPOT_MODEL_PRIOR_WEIGHT;
+    expect(w).toBe(20);
+    const model = tierSpotModel(refitted);
+    expect(model?.availableHazards[0]).toBe(Number(((3 + w * (fleet[0] as number)) / (10 + w)).toFixed(4)));
+    expect(model?.availableHazards[1]).toBe(Number(((w * (fleet[1] as number)) / (7 + w)).toFixed(4)));
+    expect(model?.availableHazards[2]).toBe(fleet[2]);
+    expect(model?.unavailableHazards).toEqual(FLEET_SPOT_MODEL.unavailableHazards);
+    // The model stands until the next refit, whatever the record sees meanwhile.
+    expect(tierSpotModel(next(refitted, false, T0 + WEEK_MS + 5 * MIN))).toBe(model);
+  });
+
+  it('counts the open stretch as alive at a refit, without storing it in the table', () => {
+    // Nothing counted yet; spot available since T0 (seen begin), 15 min at the refit: alive at the start of bins 0, 1.
+    const stored = record({ modelFittedMs: T0 - WEEK_MS, seenMs: T0 + 10 * MIN });
+    const model = refittedTierSpotModel(stored, T0 + 15 * MIN);
+    const fleet = FLEET_SPOT_MODEL.availableHazards;
+    expect(model?.availableHazards.slice(0, 3)).toEqual([
+      Number(((20 * (fleet[0] as number)) / 21).toFixed(4)),
+      Number(((20 * (fleet[1] as number)) / 21).toFixed(4)),
+      fleet[2],
+    ]);
+    const ticked = next(stored, true, T0 + 15 * MIN);
+    expect(ticked?.model).toEqual(model);
+    expect(ticked?.lifeTable).toBe(stored.lifeTable);
+    // A stretch whose start was not seen tells nothing: the fleet model stands.
+    expect(refittedTierSpotModel({ ...stored, sinceChange: false }, T0 + 15 * MIN)).toBeUndefined();
   });
 });
 
@@ -188,6 +307,31 @@ describe('tierSpotView', () => {
         since: '2026-11-20T14:00:00.000Z',
         sinceSeen: true,
         checkedAt: '2026-11-20T14:30:00.000Z',
+        model: { source: 'fleet', stretchesCounted: { available: 0, unavailable: 0 } },
+      },
+    },
+    {
+      what: 'a record that has learnt the tier’s model says when it was fitted and from how many stretches',
+      stored: record({
+        modelFittedMs: T0 - 60 * MIN,
+        lifeTable: {
+          binSeconds: 600,
+          available: { atRisk: [7, 3], ended: [4, 3] },
+          unavailable: { atRisk: [5, 1], ended: [4, 1] },
+        },
+        model: { binSeconds: 600, availableHazards: [0.5, 0.9], unavailableHazards: [0.8, 0.9] },
+      }),
+      nowMs: T0 + 31 * MIN,
+      expected: {
+        state: 'available',
+        since: '2026-11-20T14:00:00.000Z',
+        sinceSeen: true,
+        checkedAt: '2026-11-20T14:30:00.000Z',
+        model: {
+          source: 'tier',
+          fittedAt: '2026-11-20T13:00:00.000Z',
+          stretchesCounted: { available: 7, unavailable: 5 },
+        },
       },
     },
     {
@@ -199,13 +343,18 @@ describe('tierSpotView', () => {
         since: '2026-11-20T14:00:00.000Z',
         sinceSeen: false,
         checkedAt: '2026-11-20T14:30:00.000Z',
+        model: { source: 'fleet', stretchesCounted: { available: 0, unavailable: 0 } },
       },
     },
     {
       what: 'a record not confirmed for 661 s is unknown, with when it was last checked',
       stored: record(),
       nowMs: T0 + 30 * MIN + 661_000,
-      expected: { state: 'unknown', checkedAt: '2026-11-20T14:30:00.000Z' },
+      expected: {
+        state: 'unknown',
+        checkedAt: '2026-11-20T14:30:00.000Z',
+        model: { source: 'fleet', stretchesCounted: { available: 0, unavailable: 0 } },
+      },
     },
     { what: 'no record is unknown', stored: undefined, nowMs: T0, expected: { state: 'unknown' } },
   ])('$what', ({ stored, nowMs, expected }) => {
@@ -228,6 +377,21 @@ describe('parseTierSpotRecord', () => {
       message: 'invalid tier spot record: available: Invalid input: expected boolean, received string',
     },
     { raw: { ...record(), extra: 1 }, message: 'invalid tier spot record: (root): Unrecognized key: "extra"' },
+    {
+      raw: {
+        ...record(),
+        lifeTable: {
+          binSeconds: 600,
+          available: { atRisk: [1, 1], ended: [1] },
+          unavailable: { atRisk: [0], ended: [0] },
+        },
+      },
+      message: 'invalid tier spot record: lifeTable.available: atRisk and ended must have one entry per bin',
+    },
+    {
+      raw: { ...record(), model: { binSeconds: 600, availableHazards: [1.5], unavailableHazards: [0.5] } },
+      message: 'invalid tier spot record: model.availableHazards[0]: Too big: expected number to be <=1',
+    },
   ])('names what is wrong: $message', ({ raw, message }) => {
     expect(() => parseTierSpotRecord(raw)).toThrow(new InvalidTierSpotRecord(message));
   });

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { BudgetWatchIncomplete, createBudgetWatchHandler } from '../../lambdas/budget-watch/budget-watch';
 import { TERMINATE_REASONS } from '../../lambdas/domain/batch-reasons';
 import type { JobRecord } from '../../lambdas/domain/job';
+import { FLEET_SPOT_MODEL } from '../../lambdas/domain/spot-fleet-model';
 import type { TierSpotRecord } from '../../lambdas/domain/tier-spot';
 import { InvalidEvent } from '../../lambdas/shared/event-schemas';
 import { jobKeys } from '../../lambdas/shared/table-design';
@@ -486,6 +487,9 @@ describe('budget watch: the tiers’ spot records', () => {
       ['g5.2xlarge', 'g5.4xlarge', 'g6.2xlarge'],
     ]);
     expect(result.spotSeen).toEqual(SPOT_TIERS.map((tier) => ({ tier, available: true })));
+    // Each record starts an empty life table over the fleet model's 24 bins, and its model is fitted at once (with
+    // nothing learnt: the fleet model, so none is stored).
+    const empty = { atRisk: new Array(24).fill(0), ended: new Array(24).fill(0) };
     for (const tier of SPOT_TIERS)
       expect(await bench.jobs.getTierSpot(tier)).toEqual({
         tier,
@@ -493,6 +497,8 @@ describe('budget watch: the tiers’ spot records', () => {
         sinceMs: TICK_MS,
         sinceChange: false,
         seenMs: TICK_MS,
+        lifeTable: { binSeconds: 600, available: empty, unavailable: empty },
+        modelFittedMs: TICK_MS,
       });
     expect(await bench.jobs.getTierSpot('gpu-multinode')).toBeUndefined();
 
@@ -544,7 +550,7 @@ describe('budget watch: the tiers’ spot records', () => {
 
     await watch()(fixture('scheduled-event'));
 
-    expect(await bench.jobs.getTierSpot('gpu-small')).toEqual({ tier: 'gpu-small', ...expected });
+    expect(await bench.jobs.getTierSpot('gpu-small')).toMatchObject({ tier: 'gpu-small', ...expected });
   });
 
   it('keeps a record a later run already moved on as it is', async () => {
@@ -711,6 +717,59 @@ describe('budget watch: back to spot', () => {
     ]);
   });
 
+  it('plans with the model the tier’s record has learnt: where outages last, the job stays on on-demand', async () => {
+    const jobId = id('learnt-outages');
+    await onDemandDeadlineJob(jobId);
+    // The same young outage as above, on a tier whose record has learnt that outages there last (a hazard of 1 % per
+    // 10 minutes at every age: 16 h on average), fitted an hour ago.
+    await storeTierSpot({
+      tier: 'gpu-small',
+      available: true,
+      sinceMs: TICK_MS - 900_000,
+      sinceChange: true,
+      seenMs: TICK_MS - 300_000,
+      modelFittedMs: TICK_MS - 3_600_000,
+      model: {
+        binSeconds: 600,
+        availableHazards: FLEET_SPOT_MODEL.availableHazards,
+        unavailableHazards: new Array(24).fill(0.01),
+      },
+    });
+    spotAnswer = false;
+
+    const result = await watch()(fixture('scheduled-event'));
+
+    expect(result.moved).toEqual([]);
+    expect(bench.recorded.terminated).toEqual([]);
+  });
+
+  it('refits the tier’s model a week after the last fit, from the table and the open stretch, and stores it', async () => {
+    const counted = { atRisk: [40, ...new Array(23).fill(0)], ended: [10, ...new Array(23).fill(0)] };
+    const nothing = { atRisk: new Array(24).fill(0), ended: new Array(24).fill(0) };
+    await storeTierSpot({
+      tier: 'gpu-small',
+      available: false,
+      sinceMs: TICK_MS - 300_000,
+      sinceChange: false,
+      seenMs: TICK_MS - 300_000,
+      lifeTable: { binSeconds: 600, available: counted, unavailable: nothing },
+      modelFittedMs: TICK_MS - 7 * 86_400_000,
+    });
+    spotAnswer = false;
+
+    await watch()(fixture('scheduled-event'));
+
+    const stored = await bench.jobs.getTierSpot('gpu-small');
+    expect(stored?.modelFittedMs).toBe(TICK_MS);
+    // Bin 0 of available stretches: (10 ended + 20 × the fleet's hazard) ÷ (40 at risk + 20), to 4 decimals; the open
+    // outage began unseen, so outages keep the fleet's hazards.
+    const fleet0 = FLEET_SPOT_MODEL.availableHazards[0] as number;
+    expect(stored?.model?.availableHazards[0]).toBe(Number(((10 + 20 * fleet0) / 60).toFixed(4)));
+    expect(stored?.model?.availableHazards.slice(1)).toEqual(FLEET_SPOT_MODEL.availableHazards.slice(1));
+    expect(stored?.model?.unavailableHazards).toEqual(FLEET_SPOT_MODEL.unavailableHazards);
+    expect(stored?.lifeTable?.available).toEqual(counted);
+  });
+
   it.each([
     { what: 'fresh (confirmed 300 s before the tick)', seenMs: TICK_MS - 300_000, moves: true },
     { what: 'stale (confirmed 661 s before: spot may have changed since)', seenMs: TICK_MS - 661_000, moves: false },
@@ -743,12 +802,14 @@ describe('budget watch: back to spot', () => {
     await bench.dynamo.doc.send(
       new DeleteCommand({ TableName: bench.dynamo.tables.jobs, Key: { pk: 'TIERSPOT#gpu-small', sk: 'META' } }),
     );
+    // Fitted an hour ago with nothing learnt: the fleet model stands at this tick.
     await storeTierSpot({
       tier: 'gpu-small',
       available: false,
       sinceMs: TICK_MS - 15 * 3_600_000,
       sinceChange: true,
       seenMs: TICK_MS - 300_000,
+      modelFittedMs: TICK_MS - 3_600_000,
     });
     const seen = await watch()(fixture('scheduled-event'));
 

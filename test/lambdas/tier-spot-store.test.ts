@@ -48,7 +48,7 @@ describe('JobStore.updateTierSpot', () => {
     await store.updateTierSpot(tier, () => record({ tier }));
     const seen: Array<number | undefined> = [];
     // A rival stores seenMs T0 + 300 s just before this store's first write.
-    const racing = storeWithRivals(tier, [T0 + 300_000]);
+    const racing = storeWithRivals(tier, [{ seenMs: T0 + 300_000 }]);
 
     const result = await racing.updateTierSpot(tier, (stored) => {
       seen.push(stored?.seenMs);
@@ -60,10 +60,25 @@ describe('JobStore.updateTierSpot', () => {
     expect(await store.getTierSpot(tier)).toEqual(record({ tier, seenMs: T0 + 600_000 }));
   });
 
+  it('asks again when the rival changed only whether the stretch’s start was seen (a reclaim at its first tick)', async () => {
+    const tier = freshTier();
+    await store.updateTierSpot(tier, () => record({ tier, sinceChange: false }));
+    const seen: Array<boolean | undefined> = [];
+    const racing = storeWithRivals(tier, [{ sinceChange: true }]);
+
+    await racing.updateTierSpot(tier, (stored) => {
+      seen.push(stored?.sinceChange);
+      return stored && { ...stored, seenMs: stored.seenMs + 300_000 };
+    });
+
+    expect(seen).toEqual([false, true]);
+    expect(await store.getTierSpot(tier)).toEqual(record({ tier, sinceChange: true, seenMs: T0 + 300_000 }));
+  });
+
   it('gives up with TierSpotConflict when the record changes under it on every try, storing none of its own', async () => {
     const tier = freshTier();
     await store.updateTierSpot(tier, () => record({ tier }));
-    const racing = storeWithRivals(tier, [T0 + 1000, T0 + 2000, T0 + 3000]);
+    const racing = storeWithRivals(tier, [{ seenMs: T0 + 1000 }, { seenMs: T0 + 2000 }, { seenMs: T0 + 3000 }]);
 
     await expect(
       racing.updateTierSpot(tier, (stored) => stored && { ...stored, seenMs: stored.seenMs + 1 }),
@@ -88,16 +103,16 @@ describe('JobStore.updateTierSpot', () => {
 });
 
 /**
- * A store whose client lets a rival writer store the tier's record (seenMs from `rivalSeen`, one per write) just before
- * each of its own writes, as another Lambda would between its read and its write.
+ * A store whose client lets a rival writer store the tier's record (`record` with the fields of `rivals`, one per
+ * write) just before each of its own writes, as another Lambda would between its read and its write.
  */
-function storeWithRivals(tier: string, rivalSeen: number[]): JobStore {
-  const queue = [...rivalSeen];
+function storeWithRivals(tier: string, rivals: Array<Partial<TierSpotRecord>>): JobStore {
+  const queue = [...rivals];
   const client = {
     async send(command: PutCommand) {
       // The store loads the SDK with require (lambdas/shared/dynamo.ts): compare by name, not by class.
-      const seenMs = command.constructor.name === 'PutCommand' ? queue.shift() : undefined;
-      if (seenMs !== undefined) await store.updateTierSpot(tier, () => record({ tier, seenMs }));
+      const rival = command.constructor.name === 'PutCommand' ? queue.shift() : undefined;
+      if (rival !== undefined) await store.updateTierSpot(tier, () => record({ tier, ...rival }));
       return dynamo.doc.send(command);
     },
   };

@@ -1,5 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { AttemptRecord } from '../../lambdas/domain/job';
+import { FLEET_SPOT_MODEL } from '../../lambdas/domain/spot-fleet-model';
+import type { TierSpotRecord } from '../../lambdas/domain/tier-spot';
 import {
   ADMIN,
   type AttemptScript,
@@ -287,6 +289,36 @@ describe('placement reads the tier’s spot record', () => {
     });
   });
 
+  it('plans a submission with the model the tier’s record has learnt, the fleet model without one', async () => {
+    const b = await start();
+    // Spot out for an hour on gpu-medium, the tier a 4 h job runs on; the job has 2 400 s of slack.
+    const outage = (): TierSpotRecord => ({
+      tier: 'gpu-medium',
+      available: false,
+      sinceMs: b.clock.ms - 3_600_000,
+      sinceChange: true,
+      seenMs: b.clock.ms,
+      modelFittedMs: b.clock.ms - 3_600_000,
+    });
+    const body = { requirements: { runtimeSeconds: 4 * 3600, deadlineSeconds: 4 * 3600 + 2400 } };
+    await b.plane.jobs.updateTierSpot('gpu-medium', outage);
+    const fleet = await run(b, [{ result: 'succeed', seconds: 4 * 3600 }], body);
+    // The fleet's outages mostly end soon, into stretches of spot that are often reclaimed within minutes: a spot
+    // start that ends so would cost more slack than the job has, so it starts on on-demand.
+    expect(fleet.queues).toEqual(['trainyard-gpu-medium-on-demand']);
+
+    // This tier's outages last (1 % end per 10 minutes at every age: 16 h on average): spot will hardly be back
+    // within the slack, so waiting in the spot queue costs nothing; the periodic check covers the rest.
+    const unavailableHazards = new Array<number>(24).fill(0.01);
+    await b.plane.jobs.updateTierSpot('gpu-medium', () => ({
+      ...outage(),
+      model: { binSeconds: 600, availableHazards: FLEET_SPOT_MODEL.availableHazards, unavailableHazards },
+    }));
+    const learnt = await run(b, [{ result: 'succeed', seconds: 4 * 3600 }], body);
+    expect(learnt.queues).toEqual(['trainyard-gpu-medium-spot']);
+    expect(learnt.decisions[0]?.reason).toContain('spot unavailable for 3600 s');
+  });
+
   it('records a reclaim in the tier’s record as an outage the platform saw begin, with every step replayed', async () => {
     const b = await start({ replay: true });
     await b.plane.jobs.updateTierSpot('gpu-small', () => ({
@@ -299,15 +331,24 @@ describe('placement reads the tier’s spot record', () => {
 
     const r = await run(b, [{ result: 'reclaim', step: 300 }, { result: 'succeed' }]);
 
-    const reclaimedAt = r.attempts[0]?.stoppedAt;
+    const reclaimedAt = r.attempts[0]?.stoppedAt ?? Number.NaN;
     expect(r.attempts[0]?.outcome?.kind).toBe('reclaimed');
-    expect(await b.plane.jobs.getTierSpot('gpu-small')).toEqual({
+    const stored = await b.plane.jobs.getTierSpot('gpu-small');
+    expect(stored).toMatchObject({
       tier: 'gpu-small',
       available: false,
       sinceMs: reclaimedAt,
       sinceChange: true,
       seenMs: reclaimedAt,
     });
+    // The watch last confirmed the stretch 10 h after it began; the reclaim came more than 660 s later, so the
+    // stretch is counted once, replays and all, as lasting at least those 10 h (60 bins of 10 min: alive at the start
+    // of the first 23, 37 bins of exposure in the pooled last one), not as ended there.
+    expect(stored?.lifeTable?.available).toEqual({
+      atRisk: [...new Array(23).fill(1), 37],
+      ended: new Array(24).fill(0),
+    });
+    expect(stored?.lifeTable?.unavailable.ended).toEqual(new Array(24).fill(0));
   });
 
   it('weighs the outage the tier has seen, not only the attempt’s wait, when the queue cancels an attempt', async () => {

@@ -239,7 +239,11 @@ describe('GET /tiers', () => {
     // bench.now is 2026-03-15T12:00:00Z. gpu-small: spot back since 09:00, confirmed at 11:55; gpu-medium: out since
     // at least 2026-03-14T21:00 (the record began then), confirmed at 11:58; gpu-large: last confirmed at 11:48,
     // 12 minutes ago, more than 660 s: unknown.
+    // gpu-small's record has counted 12 available stretches and 9 outages and was refitted on 2026-03-10; the others
+    // were kept before the models (the fleet model, never fitted).
     const ms = (iso: string) => Date.parse(iso);
+    const table = (first: number) => ({ atRisk: [first, ...new Array(23).fill(0)], ended: new Array(24).fill(0) });
+    const hazards = new Array(24).fill(0.1);
     const records = [
       {
         tier: 'gpu-small',
@@ -247,6 +251,9 @@ describe('GET /tiers', () => {
         sinceMs: ms('2026-03-15T09:00:00Z'),
         sinceChange: true,
         seenMs: ms('2026-03-15T11:55:00Z'),
+        lifeTable: { binSeconds: 600, available: table(12), unavailable: table(9) },
+        modelFittedMs: ms('2026-03-10T00:00:00Z'),
+        model: { binSeconds: 600, availableHazards: hazards, unavailableHazards: hazards },
       },
       {
         tier: 'gpu-medium',
@@ -279,14 +286,24 @@ describe('GET /tiers', () => {
         since: '2026-03-15T09:00:00.000Z',
         sinceSeen: true,
         checkedAt: '2026-03-15T11:55:00.000Z',
+        model: {
+          source: 'tier',
+          fittedAt: '2026-03-10T00:00:00.000Z',
+          stretchesCounted: { available: 12, unavailable: 9 },
+        },
       },
       'gpu-medium': {
         state: 'unavailable',
         since: '2026-03-14T21:00:00.000Z',
         sinceSeen: false,
         checkedAt: '2026-03-15T11:58:00.000Z',
+        model: { source: 'fleet', stretchesCounted: { available: 0, unavailable: 0 } },
       },
-      'gpu-large': { state: 'unknown', checkedAt: '2026-03-15T11:48:00.000Z' },
+      'gpu-large': {
+        state: 'unknown',
+        checkedAt: '2026-03-15T11:48:00.000Z',
+        model: { source: 'fleet', stretchesCounted: { available: 0, unavailable: 0 } },
+      },
       'gpu-multinode': null,
     });
     expect(await bench.snapshot()).toEqual(before);
