@@ -38,8 +38,8 @@ import { TERMINATE_REASONS } from '../domain/batch-reasons';
 import { parseScope } from '../domain/budgets';
 import { buildEvent, type EventEntry } from '../domain/events';
 import { type AttemptRecord, type DecisionRecord, type JobRecord, tierOfJob } from '../domain/job';
-import { DEFAULT_PLACEMENT_CONFIG, decidePlacement } from '../domain/placement';
-import { nextTierSpot, type TierSpotRecord, tierSpotAt, tierSpotModel } from '../domain/tier-spot';
+import { decidePlacement } from '../domain/placement';
+import { nextTierSpot, type TierSpotRecord } from '../domain/tier-spot';
 import {
   budgetPauseDecision,
   budgetPeriodOf,
@@ -49,13 +49,13 @@ import {
   keepsTierSpotRecord,
   moveDecision,
   nextDecisionSeq,
-  placementConfigFrom,
   placementStateFor,
   progressFromHarness,
   queuedSpotAttempt,
   runningAttempt,
   sameProgress,
   TIER_SPOT_CHECK_INTERVAL_SECONDS,
+  tierPlacementInputs,
 } from '../domain/watch';
 import { jobKeysFor } from '../domain/workspace-layout';
 import type { ControlPlane } from '../shared/control-plane';
@@ -242,15 +242,11 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     at: string,
     tierSpots: ReadonlyMap<string, TierSpotRecord>,
   ): Promise<'spot' | 'on-demand' | undefined> {
-    const tierSpotRecord = tierSpots.get(m.tier.id);
-    const tierSpot = tierSpotAt(tierSpotRecord, nowMs, TIER_SPOT_CHECK_INTERVAL_SECONDS);
+    const { policy, tierSpot } = tierPlacementInputs(plane.config.spotPolicy, m.tier, tierSpots.get(m.tier.id), nowMs);
     const state = placementStateFor(m.job, m.attempts, m.tier, nowMs, tierSpot);
     const attempt = runningAttempt(m.attempts) ?? queuedSpotAttempt(m.attempts);
     if (!state || !attempt?.batchJobId) return undefined;
-    const placement = decidePlacement(
-      state,
-      placementConfigFrom(DEFAULT_PLACEMENT_CONFIG, plane.config.spotPolicy, m.tier, tierSpotModel(tierSpotRecord)),
-    );
+    const placement = decidePlacement(state, policy);
     if (!placement.move || placement.capacity === state.current) return undefined;
     const decisions = await plane.jobs.listDecisions(m.job.jobId);
     const decision = moveDecision(attempt.attempt, placement.capacity);

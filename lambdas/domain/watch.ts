@@ -21,6 +21,7 @@ import {
 } from './placement';
 import { FLEET_SPOT_MODEL } from './spot-fleet-model';
 import type { SpotLengthModel } from './spot-planner';
+import { type TierSpotRecord, tierSpotAt, tierSpotModel } from './tier-spot';
 
 /** Batch tags Trainyard puts on every attempt it submits (propagated into the job detail's `tags`). */
 export const TRAINYARD_TAGS = {
@@ -237,6 +238,23 @@ export function placementConfigFrom(
     ...(plannable
       ? { spotPlanning: { model: tierModel ?? FLEET_SPOT_MODEL, spotPriceRatio: spot / tier.onDemandUsdPerHour } }
       : {}),
+  };
+}
+
+/**
+ * What every placement decision for a job on `tier` reads besides the job: the deployed policy for the tier
+ * (placementConfigFrom with ADR 0001's defaults, planning with the model the tier's record has learnt) and what the
+ * record says of spot at `nowMs` (tierSpotAt: undefined without a record or with a stale one).
+ */
+export function tierPlacementInputs(
+  spotPolicy: { reclaimsBeforeOnDemand: number; capacityWaitMinutes: number },
+  tier: Pick<TierConfig, 'instanceTypes' | 'onDemandUsdPerHour' | 'spotUsdPerHour'>,
+  record: TierSpotRecord | undefined,
+  nowMs: number,
+): { policy: PlacementPolicyConfig; tierSpot: TierSpot | undefined } {
+  return {
+    policy: placementConfigFrom(DEFAULT_PLACEMENT_CONFIG, spotPolicy, tier, tierSpotModel(record)),
+    tierSpot: tierSpotAt(record, nowMs, TIER_SPOT_CHECK_INTERVAL_SECONDS),
   };
 }
 

@@ -9,15 +9,15 @@ import { type BatchJob, parseBatchFailureCause, parseBatchJob } from '../domain/
 import { type AttemptRecord, tierOfJob } from '../domain/job';
 import { decideNextStep } from '../domain/next-step';
 import { type AttemptOutcome, classifyAttemptOutcome } from '../domain/outcome';
-import { type Capacity, DEFAULT_PLACEMENT_CONFIG, spotHistoryOf } from '../domain/placement';
-import { type TierSpotRecord, tierSpotAfterReclaim, tierSpotAt, tierSpotModel } from '../domain/tier-spot';
+import { type Capacity, spotHistoryOf } from '../domain/placement';
+import { type TierSpotRecord, tierSpotAfterReclaim } from '../domain/tier-spot';
 import {
   keepsTierSpotRecord,
-  placementConfigFrom,
   progressFromHarness,
   recordedCost,
   spotTroublesSinceLastMove,
   TIER_SPOT_CHECK_INTERVAL_SECONDS,
+  tierPlacementInputs,
 } from '../domain/watch';
 import { jobKeysFor } from '../domain/workspace-layout';
 import type { ControlPlane } from '../shared/control-plane';
@@ -111,13 +111,7 @@ export function createAttemptOutcomeHandler(
               tierSpotAfterReclaim(stored, tier.id, reclaimedAt, TIER_SPOT_CHECK_INTERVAL_SECONDS),
             );
     }
-    const policy = placementConfigFrom(
-      DEFAULT_PLACEMENT_CONFIG,
-      plane.config.spotPolicy,
-      tier,
-      tierSpotModel(tierSpotRecord),
-    );
-    const tierSpot = tierSpotAt(tierSpotRecord, now.getTime(), TIER_SPOT_CHECK_INTERVAL_SECONDS);
+    const { policy, tierSpot } = tierPlacementInputs(plane.config.spotPolicy, tier, tierSpotRecord, now.getTime());
     const next = decideNextStep({
       job: current,
       outcome: recorded,

@@ -5,9 +5,8 @@
 import { BudgetExceeded, formatScope, periodOf } from '../domain/budgets';
 import { buildEvent } from '../domain/events';
 import { tierOfJob } from '../domain/job';
-import { DEFAULT_PLACEMENT_CONFIG, decidePlacement } from '../domain/placement';
-import { tierSpotAt, tierSpotModel } from '../domain/tier-spot';
-import { jobScopes, keepsTierSpotRecord, placementConfigFrom, TIER_SPOT_CHECK_INTERVAL_SECONDS } from '../domain/watch';
+import { decidePlacement } from '../domain/placement';
+import { jobScopes, keepsTierSpotRecord, tierPlacementInputs } from '../domain/watch';
 import type { ControlPlane } from '../shared/control-plane';
 import { jobEvent, progressSeconds, secondsSince } from './common';
 import { type AttemptPlan, costGateInputSchema, parseStep } from './steps';
@@ -54,13 +53,7 @@ export function createCostGateHandler(plane: Pick<ControlPlane, 'config' | 'jobs
 
     const tier = tierOfJob(plane.config, job);
     const tierSpotRecord = keepsTierSpotRecord(tier) ? await plane.jobs.getTierSpot(tier.id) : undefined;
-    const policy = placementConfigFrom(
-      DEFAULT_PLACEMENT_CONFIG,
-      plane.config.spotPolicy,
-      tier,
-      tierSpotModel(tierSpotRecord),
-    );
-    const tierSpot = tierSpotAt(tierSpotRecord, now.getTime(), TIER_SPOT_CHECK_INTERVAL_SECONDS);
+    const { policy, tierSpot } = tierPlacementInputs(plane.config.spotPolicy, tier, tierSpotRecord, now.getTime());
     const placement = decidePlacement(
       {
         moment: 'submit',

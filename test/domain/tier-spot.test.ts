@@ -297,18 +297,19 @@ describe('tierSpotAt', () => {
 
 describe('tierSpotView', () => {
   // T0 is 2026-11-20T14:00:00.000Z; the record's latest tick is 30 minutes later.
+  const availableSinceT0 = {
+    state: 'available',
+    since: '2026-11-20T14:00:00.000Z',
+    sinceSeen: true,
+    checkedAt: '2026-11-20T14:30:00.000Z',
+  };
+  const fleet = { source: 'fleet', stretchesCounted: { available: 0, unavailable: 0 } };
   it.each([
     {
       what: 'a fresh record shows its state, since when, and whether the watch saw it begin',
       stored: record(),
       nowMs: T0 + 31 * MIN,
-      expected: {
-        state: 'available',
-        since: '2026-11-20T14:00:00.000Z',
-        sinceSeen: true,
-        checkedAt: '2026-11-20T14:30:00.000Z',
-        model: { source: 'fleet', stretchesCounted: { available: 0, unavailable: 0 } },
-      },
+      expected: { ...availableSinceT0, model: fleet },
     },
     {
       what: 'a record that has learnt the tier’s model says when it was fitted and from how many stretches',
@@ -323,10 +324,7 @@ describe('tierSpotView', () => {
       }),
       nowMs: T0 + 31 * MIN,
       expected: {
-        state: 'available',
-        since: '2026-11-20T14:00:00.000Z',
-        sinceSeen: true,
-        checkedAt: '2026-11-20T14:30:00.000Z',
+        ...availableSinceT0,
         model: {
           source: 'tier',
           fittedAt: '2026-11-20T13:00:00.000Z',
@@ -343,7 +341,7 @@ describe('tierSpotView', () => {
         since: '2026-11-20T14:00:00.000Z',
         sinceSeen: false,
         checkedAt: '2026-11-20T14:30:00.000Z',
-        model: { source: 'fleet', stretchesCounted: { available: 0, unavailable: 0 } },
+        model: fleet,
       },
     },
     {
@@ -353,7 +351,7 @@ describe('tierSpotView', () => {
       expected: {
         state: 'unknown',
         checkedAt: '2026-11-20T14:30:00.000Z',
-        model: { source: 'fleet', stretchesCounted: { available: 0, unavailable: 0 } },
+        model: fleet,
       },
     },
     { what: 'no record is unknown', stored: undefined, nowMs: T0, expected: { state: 'unknown' } },

@@ -621,14 +621,15 @@ describe('budget watch: back to spot', () => {
     await writeProgress(jobId, 500, 1000);
   }
 
-  /** gpu-small's record: spot available since `sinceMs`, last confirmed a tick before this one. */
-  async function spotSeenSince(sinceMs: number) {
+  /** gpu-small's record: spot available since `sinceMs`, last confirmed a tick before this one (or as `fields` say). */
+  async function spotSeenSince(sinceMs: number, fields: Partial<TierSpotRecord> = {}) {
     await storeTierSpot({
       tier: 'gpu-small',
       available: true,
       sinceMs,
       sinceChange: true,
       seenMs: TICK_MS - 300_000,
+      ...fields,
     });
   }
 
@@ -722,12 +723,7 @@ describe('budget watch: back to spot', () => {
     await onDemandDeadlineJob(jobId);
     // The same young outage as above, on a tier whose record has learnt that outages there last (a hazard of 1 % per
     // 10 minutes at every age: 16 h on average), fitted an hour ago.
-    await storeTierSpot({
-      tier: 'gpu-small',
-      available: true,
-      sinceMs: TICK_MS - 900_000,
-      sinceChange: true,
-      seenMs: TICK_MS - 300_000,
+    await spotSeenSince(TICK_MS - 900_000, {
       modelFittedMs: TICK_MS - 3_600_000,
       model: {
         binSeconds: 600,
@@ -776,13 +772,7 @@ describe('budget watch: back to spot', () => {
   ])('uses a record the probe could not confirm this tick only while it is $what', async ({ seenMs, moves }) => {
     const jobId = id('unconfirmed');
     await onDemandDeadlineJob(jobId);
-    await storeTierSpot({
-      tier: 'gpu-small',
-      available: true,
-      sinceMs: TICK_MS - 900_000,
-      sinceChange: true,
-      seenMs,
-    });
+    await spotSeenSince(TICK_MS - 900_000, { seenMs });
     spotAnswer = undefined;
 
     const result = await watch()(fixture('scheduled-event'));
