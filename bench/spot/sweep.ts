@@ -131,8 +131,9 @@ interface Samples {
 /**
  * Runs the settings (trace, D, d) for every D in `deadlineHours`, each over its offsets. Trainyard's jobs share one
  * tier record per trace (TierSpotTimeline) and are run in the order that lets them share solved plans: by the model
- * their tier had learnt at submission, then longest deadline first (a plan answers every smaller job); the figures
- * do not depend on the order.
+ * their tier had learnt at submission, the latest first (a job that sees its tier refitted while it runs then finds
+ * the new model's plan solved for the jobs submitted under it), then longest deadline first (a plan answers every
+ * smaller job); the figures do not depend on the order.
  */
 export function runSettings(
   trace: SpotTrace,
@@ -155,7 +156,7 @@ export function runSettings(
     }));
   });
   const fittedAt = (job: (typeof jobs)[number]): number => job.tierSpot?.modelFittedMs ?? -1;
-  jobs.sort((a, b) => fittedAt(a) - fittedAt(b) || b.deadlineSeconds - a.deadlineSeconds || a.offset - b.offset);
+  jobs.sort((a, b) => fittedAt(b) - fittedAt(a) || b.deadlineSeconds - a.deadlineSeconds || a.offset - b.offset);
 
   // Per setting and policy, each job's figures at its offset's index.
   const samples = deadlineHours.map(

@@ -202,6 +202,13 @@ export const PLAN_AGE_STEPS = 24;
  * the cost.
  */
 const WORK_CELLS_PER_STEP = 1;
+/**
+ * Restarts' worth of work cells solved above the most work a plan answers for. A restart adds its overhead to the work
+ * left, and a grid clamps what lies beyond its top; without headroom a state near the top would be valued as if its
+ * restarts cost less, so a plan solved for exactly one job could decide its first moments otherwise than a larger plan
+ * would. With it, the decision in a state does not depend on the size of the plan that answers it.
+ */
+const WORK_HEADROOM_RESTARTS = 4;
 /** Cost of work still missing at the deadline, per second of it, in seconds of on-demand: far above anything else. */
 const MISS_PENALTY = 1e6;
 
@@ -360,7 +367,10 @@ function planTransitions(
 export class SpotPlan {
   private constructor(
     readonly parameters: SpotPlanParameters,
+    /** Work cells the plan answers for. */
     private readonly workCells: number,
+    /** Work cells solved: those answered for, and the headroom above them (WORK_HEADROOM_RESTARTS). */
+    private readonly gridCells: number,
     private readonly cellSeconds: number,
     /** Bit set where on-demand is the better action, indexed [step][work cell][combo][age]. */
     private readonly onDemand: Uint8Array,
@@ -373,7 +383,8 @@ export class SpotPlan {
     const cellSeconds = stepSeconds / WORK_CELLS_PER_STEP;
     const restartCells = restartOverheadSeconds / cellSeconds;
     const workCells = Math.ceil(parameters.maxWorkSeconds / cellSeconds - 1e-9) + 1;
-    const width = workCells + 1;
+    const gridCells = workCells + Math.ceil(restartCells) * WORK_HEADROOM_RESTARTS;
+    const width = gridCells + 1;
     const transitions = planTransitions(parameters, restartCells);
     const states = transitions.length;
     // Values in on-demand cell-prices (one cell of time on on-demand costs 1).
@@ -392,7 +403,7 @@ export class SpotPlan {
       }
       const cells = w + a.restartCells;
       if (cells <= R) return a.price * cells;
-      const left = Math.min(workCells - 1e-9, cells - R);
+      const left = Math.min(gridCells - 1e-9, cells - R);
       const low = Math.floor(left);
       const frac = left - low;
       const lowBase = low * states;
@@ -419,7 +430,7 @@ export class SpotPlan {
       }
       [next, current] = [current, next];
     }
-    return new SpotPlan(parameters, workCells, cellSeconds, onDemand);
+    return new SpotPlan(parameters, workCells, gridCells, cellSeconds, onDemand);
   }
 
   /** Whether the plan covers this state (its steps left and work left are within what it was solved for). */
@@ -439,7 +450,7 @@ export class SpotPlan {
     const step = this.stepsLeft(state);
     if (step === 0) return 'on-demand';
     const states = COMBOS.length * AGES;
-    const width = this.workCells + 1;
+    const width = this.gridCells + 1;
     const cell = Math.min(this.workCells, Math.ceil(state.workLeftSeconds / this.cellSeconds - 1e-9));
     const age = Math.floor(state.stateAgeSeconds / this.parameters.stepSeconds);
     const s = stateIndex(state.held, state.held === 'spot' ? true : state.spotAvailable, age);

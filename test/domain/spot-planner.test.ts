@@ -169,6 +169,42 @@ describe('SpotPlan', () => {
   });
 });
 
+describe('plan size', () => {
+  it('decides every state it answers for as a larger plan does, near the top of its work grid too', () => {
+    // A restart of 1 080 s adds 3.6 cells of work: a plan that clamped its grid at the most work it answers for
+    // would value the restarts of its largest states too low, so a plan solved for exactly one job would decide
+    // that job's first moments otherwise than a plan solved for a larger one.
+    const model = { binSeconds: 600, availableHazards: [0.2, 0.1, 0.05], unavailableHazards: [0.4, 0.2, 0.1] };
+    const base = { stepSeconds: step, restartOverheadSeconds: 1080, spotPriceRatio: 0.32, model };
+    const exact = SpotPlan.solve({ ...base, horizonSteps: 120, maxWorkSeconds: 72 * step });
+    const larger = SpotPlan.solve({ ...base, horizonSteps: 180, maxWorkSeconds: 108 * step });
+    let compared = 0;
+    const differing: PlanState[] = [];
+    for (let steps = 1; steps <= 120; steps++)
+      for (let cells = 0; cells <= 72; cells++)
+        for (const [held, spotAvailable] of [
+          ['none', false],
+          ['none', true],
+          ['spot', true],
+          ['on-demand', false],
+          ['on-demand', true],
+        ] as const)
+          for (let age = 0; age <= 24; age += 4) {
+            const state = {
+              timeLeftSeconds: steps * step,
+              workLeftSeconds: cells * step,
+              held,
+              spotAvailable,
+              stateAgeSeconds: age * step,
+            };
+            if (exact.decide(state) !== larger.decide(state)) differing.push(state);
+            compared++;
+          }
+    expect(compared).toBe(120 * 73 * 5 * 7);
+    expect(differing.slice(0, 3)).toEqual([]);
+  });
+});
+
 describe('spotPlanFor', () => {
   const parameters = {
     stepSeconds: step,
