@@ -143,15 +143,17 @@ function withStretchCounted(record: TierSpotRecord | undefined, untilMs: number,
  * blended with them, rounded as stored; undefined while nothing has been counted (the fleet model stands).
  */
 export function refittedTierSpotModel(record: TierSpotRecord, nowMs: number): SpotLengthModel | undefined {
-  const open = currentStretch(record, nowMs, false);
-  const tables = open ? withSpotStretches(lifeTablesOf(record), [open]) : lifeTablesOf(record);
+  const tables = withStretchCounted(record, nowMs, false);
   const seen = [tables.available, tables.unavailable].some((t) => t.atRisk.some((n) => n > 0));
   return seen
     ? roundedSpotLengthModel(blendSpotLengthModel(FLEET_SPOT_MODEL, tables, TIER_SPOT_MODEL_PRIOR_WEIGHT))
     : undefined;
 }
 
-/** The record with its model refitted when none has been fitted yet or the last fit is a refit interval old. */
+/**
+ * The record with its model refitted when none has been fitted yet or the last fit is a refit interval old: at the
+ * watch's tick, or at a reclaim folded in after the latest tick, whichever moves the record first.
+ */
 function refitIfDue(record: TierSpotRecord, nowMs: number): TierSpotRecord {
   if (record.modelFittedMs !== undefined && nowMs - record.modelFittedMs < TIER_SPOT_MODEL_REFIT_SECONDS * 1000)
     return record;
