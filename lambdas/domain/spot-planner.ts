@@ -17,11 +17,17 @@
 
 /** Lengths of spot capacity's available stretches and outages as hazards per age bin. */
 export interface SpotLengthModel {
-  /** Width of an age bin in seconds. */
+  /** Width of an age bin in seconds (of every bin but the wide ones). */
   binSeconds: number;
   /**
-   * availableHazards[k]: probability that an available stretch which has lasted k bins ends within the next bin. The
-   * last entry holds for every older stretch.
+   * How many of the last bins are wide (absent = 0): after the first n − wideBins bins of `binSeconds` (together F
+   * seconds), the bins cover ages [F, 2F), [2F, 4F), … doubling, so that the model can tell an outage of a day from one of
+   * a week. The last bin always holds for every older stretch. See spotBinStarts.
+   */
+  wideBins?: number;
+  /**
+   * availableHazards[k]: probability that an available stretch whose age lies in bin k ends within the next
+   * `binSeconds` (a constant hazard within each bin, wide or not). The last entry holds for every older stretch.
    */
   availableHazards: readonly number[];
   /** The same for outages (stretches without capacity). */
@@ -37,44 +43,68 @@ export interface SpotStretch {
 }
 
 /**
- * A life table of one state's stretches over age bins: `atRisk[k]`, the stretches alive at the start of bin k (in the
- * last, pooled bin, their exposure in bins, so a long stretch counts for every bin it lived through); `ended[k]`, those
- * whose end was seen within it.
+ * A life table of one state's stretches over age bins: `atRisk[k]`, the stretches alive at the start of bin k (in a wide
+ * bin and the last, open one, their exposure in units of `binSeconds`, so a long stretch counts for every unit it lived
+ * through); `ended[k]`, those whose end was seen within it.
  */
 export interface SpotLifeTable {
   atRisk: readonly number[];
   ended: readonly number[];
 }
 
-/** Life tables of available stretches and of outages, over bins `binSeconds` wide. */
+/** Life tables of available stretches and of outages, over the bins of a SpotLengthModel with these fields. */
 export interface SpotLifeTables {
   binSeconds: number;
+  /** As in SpotLengthModel (absent = 0). */
+  wideBins?: number;
   available: SpotLifeTable;
   unavailable: SpotLifeTable;
 }
 
-/** Life tables with no stretch yet. */
-export function emptySpotLifeTables(binSeconds: number, bins: number): SpotLifeTables {
+/**
+ * The age (seconds) at which each of `bins` bins starts: `bins − wideBins` bins of `binSeconds`, then the wide ones
+ * doubling from their span F (F, 2F, 4F, …). The last bin is open: it holds for every older age.
+ */
+export function spotBinStarts(binSeconds: number, bins: number, wideBins = 0): number[] {
   if (!Number.isFinite(binSeconds) || binSeconds <= 0)
     throw new InvalidSpotPlan(`binSeconds must be a finite number > 0, got ${binSeconds}`);
   if (!Number.isInteger(bins) || bins < 1) throw new InvalidSpotPlan(`bins must be a whole number >= 1, got ${bins}`);
-  const empty = (): SpotLifeTable => ({ atRisk: new Array(bins).fill(0), ended: new Array(bins).fill(0) });
-  return { binSeconds, available: empty(), unavailable: empty() };
+  if (!Number.isInteger(wideBins) || wideBins < 0 || wideBins >= bins)
+    throw new InvalidSpotPlan(`wideBins must be a whole number in [0, ${bins - 1}] for ${bins} bins, got ${wideBins}`);
+  const fine = bins - wideBins;
+  return Array.from({ length: bins }, (_, k) => (k < fine ? k * binSeconds : fine * binSeconds * 2 ** (k - fine)));
 }
 
-/** Adds one stretch to a table's counts, in place. */
-function countStretch(atRisk: number[], ended: number[], stretch: SpotStretch, binSeconds: number): void {
+/** Life tables with no stretch yet, over `bins` bins of which the last `wideBins` are wide (spotBinStarts). */
+export function emptySpotLifeTables(binSeconds: number, bins: number, wideBins = 0): SpotLifeTables {
+  spotBinStarts(binSeconds, bins, wideBins);
+  const empty = (): SpotLifeTable => ({ atRisk: new Array(bins).fill(0), ended: new Array(bins).fill(0) });
+  return { binSeconds, ...(wideBins > 0 ? { wideBins } : {}), available: empty(), unavailable: empty() };
+}
+
+/**
+ * Adds one stretch to a table's counts, in place. A bin `binSeconds` wide counts the stretches alive at its start; a
+ * wide or open bin counts their exposure in it, in units of `binSeconds` (so its hazard is per `binSeconds` too).
+ */
+function countStretch(
+  atRisk: number[],
+  ended: number[],
+  stretch: SpotStretch,
+  binSeconds: number,
+  starts: readonly number[],
+): void {
   if (!Number.isFinite(stretch.seconds) || stretch.seconds <= 0)
     throw new InvalidSpotPlan(`stretch lengths must be finite and > 0, got ${stretch.seconds}`);
-  const bins = atRisk.length;
-  // Exposure in bin k: the part of [k·bin, (k+1)·bin) the stretch lived through, in bins.
-  const lastBin = Math.ceil(stretch.seconds / binSeconds) - 1;
-  for (let k = 0; k <= lastBin; k++) {
-    const bin = Math.min(k, bins - 1);
-    atRisk[bin] = (atRisk[bin] as number) + (k < bins - 1 ? 1 : Math.min(1, stretch.seconds / binSeconds - k));
+  const last = starts.length - 1;
+  const lastStep = Math.ceil(stretch.seconds / binSeconds) - 1;
+  let bin = 0;
+  // Step k covers ages [k·binSeconds, (k+1)·binSeconds): the stretch lived through all of it but the last.
+  for (let k = 0; k <= lastStep; k++) {
+    while (bin < last && k * binSeconds >= (starts[bin + 1] as number)) bin++;
+    const single = bin < last && (starts[bin + 1] as number) - (starts[bin] as number) === binSeconds;
+    atRisk[bin] = (atRisk[bin] as number) + (single ? 1 : Math.min(1, stretch.seconds / binSeconds - k));
   }
-  const endBin = Math.min(lastBin, bins - 1);
-  if (stretch.ended) ended[endBin] = (ended[endBin] as number) + 1;
+  if (stretch.ended) ended[bin] = (ended[bin] as number) + 1;
 }
 
 /** The tables with more stretches counted in (a new value; the given tables are left as they are). */
@@ -82,25 +112,27 @@ export function withSpotStretches(tables: SpotLifeTables, stretches: readonly Sp
   const copy = (table: SpotLifeTable) => ({ atRisk: [...table.atRisk], ended: [...table.ended] });
   const available = copy(tables.available);
   const unavailable = copy(tables.unavailable);
+  const starts = spotBinStarts(tables.binSeconds, available.atRisk.length, tables.wideBins ?? 0);
   for (const stretch of stretches) {
     const table = stretch.available ? available : unavailable;
-    countStretch(table.atRisk, table.ended, stretch, tables.binSeconds);
+    countStretch(table.atRisk, table.ended, stretch, tables.binSeconds, starts);
   }
-  return { binSeconds: tables.binSeconds, available, unavailable };
+  return { ...tables, available, unavailable };
 }
 
 /**
  * Fits a SpotLengthModel: for each age bin, the share of stretches alive at its start that ended within it (a
- * life-table estimate; stretches whose end was not seen count as alive while observed). Bins from `bins` − 1 on are
- * pooled into the last hazard. A bin no stretch reached borrows the one before it; with no data at all the hazard
- * is 1/2.
+ * life-table estimate; stretches whose end was not seen count as alive while observed); in a wide or open bin, the
+ * stretches that ended in it per `binSeconds` of exposure. A bin no stretch reached borrows the one before it; with
+ * no data at all the hazard is 1/2.
  */
 export function fitSpotLengthModel(
   stretches: readonly SpotStretch[],
   binSeconds: number,
   bins: number,
+  wideBins = 0,
 ): SpotLengthModel {
-  const tables = withSpotStretches(emptySpotLifeTables(binSeconds, bins), stretches);
+  const tables = withSpotStretches(emptySpotLifeTables(binSeconds, bins, wideBins), stretches);
   const hazardsOf = ({ atRisk, ended }: SpotLifeTable): number[] => {
     const hazards: number[] = [];
     for (let k = 0; k < bins; k++)
@@ -111,6 +143,7 @@ export function fitSpotLengthModel(
   };
   return {
     binSeconds,
+    ...(wideBins > 0 ? { wideBins } : {}),
     availableHazards: hazardsOf(tables.available),
     unavailableHazards: hazardsOf(tables.unavailable),
   };
@@ -124,10 +157,15 @@ export function fitSpotLengthModel(
 export function blendSpotLengthModel(prior: SpotLengthModel, tables: SpotLifeTables, weight: number): SpotLengthModel {
   if (!Number.isFinite(weight) || weight <= 0)
     throw new InvalidSpotPlan(`weight must be a finite number > 0, got ${weight}`);
+  const wideBins = prior.wideBins ?? 0;
   const blend = (hazards: readonly number[], table: SpotLifeTable, name: string): number[] => {
-    if (tables.binSeconds !== prior.binSeconds || table.atRisk.length !== hazards.length)
+    if (
+      tables.binSeconds !== prior.binSeconds ||
+      table.atRisk.length !== hazards.length ||
+      (tables.wideBins ?? 0) !== wideBins
+    )
       throw new InvalidSpotPlan(
-        `the ${name} life table has ${table.atRisk.length} bins of ${tables.binSeconds} s; the prior has ${hazards.length} of ${prior.binSeconds} s`,
+        `the ${name} life table has ${table.atRisk.length} bins of ${tables.binSeconds} s (${tables.wideBins ?? 0} wide); the prior has ${hazards.length} of ${prior.binSeconds} s (${wideBins} wide)`,
       );
     return hazards.map((h, k) =>
       Math.min(1, ((table.ended[k] as number) + weight * h) / ((table.atRisk[k] as number) + weight)),
@@ -135,6 +173,7 @@ export function blendSpotLengthModel(prior: SpotLengthModel, tables: SpotLifeTab
   };
   return {
     binSeconds: prior.binSeconds,
+    ...(wideBins > 0 ? { wideBins } : {}),
     availableHazards: blend(prior.availableHazards, tables.available, 'available'),
     unavailableHazards: blend(prior.unavailableHazards, tables.unavailable, 'unavailable'),
   };
@@ -148,6 +187,7 @@ export function roundedSpotLengthModel(model: SpotLengthModel): SpotLengthModel 
   const round = (hazards: readonly number[]): number[] => hazards.map((h) => Number(h.toFixed(MODEL_DECIMALS)));
   return {
     binSeconds: model.binSeconds,
+    ...(model.wideBins ? { wideBins: model.wideBins } : {}),
     availableHazards: round(model.availableHazards),
     unavailableHazards: round(model.unavailableHazards),
   };
@@ -194,7 +234,10 @@ export interface PlanState {
   stateAgeSeconds: number;
 }
 
-/** Number of age steps the plan tells apart; older stretches share the last one. */
+/**
+ * Ages the plan tells apart step by step (the first PLAN_AGE_STEPS steps); older ones fall into age phases that double
+ * in length, as far as the model's bins tell ages apart (planAgeStarts).
+ */
 export const PLAN_AGE_STEPS = 24;
 /**
  * Work-grid cells per time step: progress is tracked in steps of stepSeconds / WORK_CELLS_PER_STEP, restarts between
@@ -226,51 +269,92 @@ const comboIndex = (held: PlanHolding, available: boolean): number => {
 };
 
 /**
- * Per-step hazards converted from the model's bins (a constant hazard within each bin, the last bin's beyond). Index k
- * < `ages` is the chance that a stretch of age k steps ends within the next step; index `ages` stands for every older
- * stretch, as the constant hazard with the same mean remaining length (a stretch older than the plan tells apart is
- * expected to last as long as the model says such stretches last, not as long as the one bin at the cap says).
+ * The age (seconds) at which each of the plan's age states starts: one state per step for the first `fineSteps` steps,
+ * then phases that double in length ([S, 2S), [2S, 4S), … from the fine span S) while they end at or before
+ * `openFromSeconds` (the model's last, open bin), then one open state for every older age. A model without wide bins
+ * opens at the fine span, as the plan always did.
+ */
+export function planAgeStarts(stepSeconds: number, fineSteps: number, openFromSeconds: number): number[] {
+  const starts = Array.from({ length: fineSteps }, (_, age) => age * stepSeconds);
+  let start = fineSteps * stepSeconds;
+  while (start > 0 && 2 * start <= openFromSeconds) {
+    starts.push(start);
+    start *= 2;
+  }
+  starts.push(start);
+  return starts;
+}
+
+/**
+ * Per-step hazards of each age state (planAgeStarts) under the model's bins: in a state [a, b), the constant chance per
+ * step that gives the model's survival from a to b; in the open state, the constant hazard with the same mean
+ * remaining length (a stretch older than the plan tells apart is expected to last as long as the model says such
+ * stretches last, not as long as the one bin at its start says).
  */
 export function stepHazards(
   hazards: readonly number[],
   binSeconds: number,
+  wideBins: number,
   stepSeconds: number,
-  ages: number,
+  ageStarts: readonly number[],
 ): number[] {
+  const binStarts = spotBinStarts(binSeconds, hazards.length, wideBins);
   const last = hazards.length - 1;
-  // log-survival from age 0 to the start of each bin, then within a bin by its constant hazard.
+  // Log-survival from age 0 to the start of each bin, then within a bin by its constant hazard per binSeconds.
+  const logRate = hazards.map((h) => Math.log1p(-h) / binSeconds);
   const logAtBin = [0];
-  for (let bin = 0; bin < hazards.length; bin++)
-    logAtBin.push((logAtBin[bin] as number) + Math.log1p(-(hazards[bin] as number)));
-  const logSurvival = (t: number): number => {
-    const bin = Math.min(last, Math.floor(t / binSeconds));
-    return (logAtBin[bin] as number) + ((t - bin * binSeconds) / binSeconds) * Math.log1p(-(hazards[bin] as number));
+  for (let bin = 0; bin < last; bin++)
+    logAtBin.push(
+      (logAtBin[bin] as number) +
+        ((binStarts[bin + 1] as number) - (binStarts[bin] as number)) * (logRate[bin] as number),
+    );
+  const binAt = (t: number): number => {
+    let bin = last;
+    while (bin > 0 && t < (binStarts[bin] as number)) bin--;
+    return bin;
   };
-  const perStep = Array.from({ length: ages }, (_, age) => {
-    const from = logSurvival(age * stepSeconds);
-    if (from === Number.NEGATIVE_INFINITY) return 1;
-    return Math.min(1, Math.max(0, 1 - Math.exp(logSurvival((age + 1) * stepSeconds) - from)));
+  const logSurvival = (t: number): number => {
+    const bin = binAt(t);
+    return (logAtBin[bin] as number) + (t - (binStarts[bin] as number)) * (logRate[bin] as number);
+  };
+  const open = ageStarts.length - 1;
+  const perStep = ageStarts.slice(0, open).map((from, state) => {
+    const to = ageStarts[state + 1] as number;
+    const atFrom = logSurvival(from);
+    if (atFrom === Number.NEGATIVE_INFINITY) return 1;
+    const survival = Math.exp(((logSurvival(to) - atFrom) * stepSeconds) / (to - from));
+    return Math.min(1, Math.max(0, 1 - survival));
   });
-  // Mean remaining length of a stretch that has reached the cap: the integral of its survival, bin by bin, then the
-  // last bin's exponential tail.
-  const cap = ages * stepSeconds;
+  // Mean remaining length of a stretch that has reached the open state: the integral of its survival, bin by bin,
+  // then the last bin's exponential tail.
+  const cap = ageStarts[open] as number;
   const atCap = logSurvival(cap);
   let remaining = 0;
   if (atCap !== Number.NEGATIVE_INFINITY) {
-    const tailStart = Math.max(cap, last * binSeconds);
+    const tailStart = Math.max(cap, binStarts[last] as number);
     for (let t = cap; t < tailStart; ) {
-      const bin = Math.floor(t / binSeconds);
-      const end = Math.min(tailStart, (bin + 1) * binSeconds);
-      const rate = -Math.log1p(-(hazards[bin] as number)) / binSeconds;
+      const bin = binAt(t);
+      const end = Math.min(tailStart, binStarts[bin + 1] as number);
+      const rate = -(logRate[bin] as number);
       const startSurvival = Math.exp(logSurvival(t) - atCap);
       remaining += rate > 0 ? (startSurvival * (1 - Math.exp(-rate * (end - t)))) / rate : startSurvival * (end - t);
       t = end;
     }
-    const tailRate = -Math.log1p(-(hazards[last] as number)) / binSeconds;
+    const tailRate = -(logRate[last] as number);
     remaining += tailRate > 0 ? Math.exp(logSurvival(tailStart) - atCap) / tailRate : Number.POSITIVE_INFINITY;
   }
   perStep.push(remaining === 0 ? 1 : 1 - Math.exp(-stepSeconds / remaining));
   return perStep;
+}
+
+/** The age states of a plan for this model and step (planAgeStarts over the model's open bin). */
+function planAgeStartsFor(model: SpotLengthModel, stepSeconds: number): number[] {
+  const openFrom = Math.max(
+    ...[model.availableHazards, model.unavailableHazards].map(
+      (hazards) => spotBinStarts(model.binSeconds, hazards.length, model.wideBins ?? 0).at(-1) as number,
+    ),
+  );
+  return planAgeStarts(stepSeconds, PLAN_AGE_STEPS, openFrom);
 }
 
 function validateParameters(p: SpotPlanParameters): void {
@@ -295,6 +379,11 @@ function validateParameters(p: SpotPlanParameters): void {
     ['model.unavailableHazards', p.model.unavailableHazards],
   ] as const) {
     if (hazards.length === 0) throw new InvalidSpotPlan(`${name} must hold at least one hazard`);
+    const wideBins = p.model.wideBins ?? 0;
+    if (!Number.isInteger(wideBins) || wideBins < 0 || wideBins >= hazards.length)
+      throw new InvalidSpotPlan(
+        `model.wideBins must be a whole number in [0, ${hazards.length - 1}] for the ${hazards.length} bins of ${name}, got ${wideBins}`,
+      );
     for (const h of hazards)
       if (!Number.isFinite(h) || h < 0 || h > 1)
         throw new InvalidSpotPlan(`${name} entries must lie in [0, 1], got ${h}`);
@@ -309,55 +398,63 @@ interface ActionTransition {
   price: number;
   /** Work cells the action's instance start adds (0 when it keeps what the job holds). */
   restartCells: number;
-  /** Probability that spot changes state before the next step. */
-  change: number;
-  /** Next state index if spot stays as it is (its age grows) and if it changes (age 0). */
+  /**
+   * Where spot's next step leads, with its probability: it stays as it is and its age state stays (an age phase not
+   * yet left) or moves on to the next, or it changes (age 0).
+   */
   stay: number;
+  older: number;
   flip: number;
+  pStay: number;
+  pOlder: number;
+  pFlip: number;
 }
 
-const AGES = PLAN_AGE_STEPS + 1;
-const stateIndex = (held: PlanHolding, available: boolean, age: number): number =>
-  comboIndex(held, available) * AGES + Math.min(PLAN_AGE_STEPS, age);
-
-/** Both actions' transitions for every (holding, availability, age) state, in state-index order. */
+/** Both actions' transitions for every (holding, availability, age state) state, in state-index order. */
 function planTransitions(
   p: SpotPlanParameters,
   restartCells: number,
+  ageStarts: readonly number[],
 ): { spot: ActionTransition; onDemand: ActionTransition }[] {
+  const ages = ageStarts.length;
+  const open = ages - 1;
+  const index = (held: PlanHolding, available: boolean, age: number): number =>
+    comboIndex(held, available) * ages + age;
+  const wideBins = p.model.wideBins ?? 0;
   const hazards = [
-    stepHazards(p.model.unavailableHazards, p.model.binSeconds, p.stepSeconds, PLAN_AGE_STEPS),
-    stepHazards(p.model.availableHazards, p.model.binSeconds, p.stepSeconds, PLAN_AGE_STEPS),
+    stepHazards(p.model.unavailableHazards, p.model.binSeconds, wideBins, p.stepSeconds, ageStarts),
+    stepHazards(p.model.availableHazards, p.model.binSeconds, wideBins, p.stepSeconds, ageStarts),
   ];
   return COMBOS.flatMap(({ held, available }) =>
-    Array.from({ length: AGES }, (_, age) => {
+    Array.from({ length: ages }, (_, age) => {
       const change = (hazards[available ? 1 : 0] as number[])[age] as number;
-      const onDemand: ActionTransition = {
-        progresses: true,
-        price: 1,
-        restartCells: held === 'on-demand' ? 0 : restartCells,
-        change,
-        stay: stateIndex('on-demand', available, age + 1),
-        flip: stateIndex('on-demand', !available, 0),
-      };
+      // A state one step wide is always left after a step; a phase n steps wide, by chance 1/n (its mean stay); the
+      // open state never.
+      const advance =
+        age === open ? 0 : Math.min(1, p.stepSeconds / ((ageStarts[age + 1] as number) - (ageStarts[age] as number)));
+      // Every transition is built with the same fields in the same order (one object shape for the solver's loop).
+      const transition = (
+        progresses: boolean,
+        price: number,
+        restart: number,
+        to: PlanHolding,
+        flip: PlanHolding,
+      ): ActionTransition => ({
+        progresses,
+        price,
+        restartCells: restart,
+        stay: index(to, available, age),
+        older: index(to, available, Math.min(open, age + 1)),
+        flip: index(flip, !available, 0),
+        pStay: (1 - change) * (1 - advance),
+        pOlder: (1 - change) * advance,
+        pFlip: change,
+      });
+      const onDemand = transition(true, 1, held === 'on-demand' ? 0 : restartCells, 'on-demand', 'on-demand');
       // Spot queue: runs on spot while capacity is there (a reclaim leaves it waiting), waits while it is not.
-      const spot: ActionTransition = available
-        ? {
-            progresses: true,
-            price: p.spotPriceRatio,
-            restartCells: held === 'spot' ? 0 : restartCells,
-            change,
-            stay: stateIndex('spot', true, age + 1),
-            flip: stateIndex('none', false, 0),
-          }
-        : {
-            progresses: false,
-            price: 0,
-            restartCells: 0,
-            change,
-            stay: stateIndex('none', false, age + 1),
-            flip: stateIndex('none', true, 0),
-          };
+      const spot = available
+        ? transition(true, p.spotPriceRatio, held === 'spot' ? 0 : restartCells, 'spot', 'none')
+        : transition(false, 0, 0, 'none', 'none');
       return { spot, onDemand };
     }),
   );
@@ -372,7 +469,9 @@ export class SpotPlan {
     /** Work cells solved: those answered for, and the headroom above them (WORK_HEADROOM_RESTARTS). */
     private readonly gridCells: number,
     private readonly cellSeconds: number,
-    /** Bit set where on-demand is the better action, indexed [step][work cell][combo][age]. */
+    /** The age (seconds) at which each age state starts (planAgeStarts); the last is open. */
+    private readonly ageStarts: readonly number[],
+    /** Bit set where on-demand is the better action, indexed [step][work cell][combo][age state]. */
     private readonly onDemand: Uint8Array,
   ) {}
 
@@ -385,7 +484,8 @@ export class SpotPlan {
     const workCells = Math.ceil(parameters.maxWorkSeconds / cellSeconds - 1e-9) + 1;
     const gridCells = workCells + Math.ceil(restartCells) * WORK_HEADROOM_RESTARTS;
     const width = gridCells + 1;
-    const transitions = planTransitions(parameters, restartCells);
+    const ageStarts = planAgeStartsFor(parameters.model, stepSeconds);
+    const transitions = planTransitions(parameters, restartCells, ageStarts);
     const states = transitions.length;
     // Values in on-demand cell-prices (one cell of time on on-demand costs 1).
     let next = new Float64Array(width * states);
@@ -399,7 +499,8 @@ export class SpotPlan {
       if (!a.progresses) {
         // Waiting for spot: no cost, no progress.
         const base = w * states;
-        return (1 - a.change) * (next[base + a.stay] as number) + a.change * (next[base + a.flip] as number);
+        const value = a.pOlder * (next[base + a.older] as number) + a.pFlip * (next[base + a.flip] as number);
+        return a.pStay === 0 ? value : value + a.pStay * (next[base + a.stay] as number);
       }
       const cells = w + a.restartCells;
       if (cells <= R) return a.price * cells;
@@ -408,9 +509,12 @@ export class SpotPlan {
       const frac = left - low;
       const lowBase = low * states;
       const highBase = lowBase + states;
-      const stay = (1 - frac) * (next[lowBase + a.stay] as number) + frac * (next[highBase + a.stay] as number);
+      const older = (1 - frac) * (next[lowBase + a.older] as number) + frac * (next[highBase + a.older] as number);
       const flip = (1 - frac) * (next[lowBase + a.flip] as number) + frac * (next[highBase + a.flip] as number);
-      return a.price * R + (1 - a.change) * stay + a.change * flip;
+      const value = a.price * R + a.pOlder * older + a.pFlip * flip;
+      if (a.pStay === 0) return value;
+      const stay = (1 - frac) * (next[lowBase + a.stay] as number) + frac * (next[highBase + a.stay] as number);
+      return value + a.pStay * stay;
     };
 
     for (let step = 1; step <= horizonSteps; step++) {
@@ -430,7 +534,7 @@ export class SpotPlan {
       }
       [next, current] = [current, next];
     }
-    return new SpotPlan(parameters, workCells, gridCells, cellSeconds, onDemand);
+    return new SpotPlan(parameters, workCells, gridCells, cellSeconds, ageStarts, onDemand);
   }
 
   /** Whether the plan covers this state (its steps left and work left are within what it was solved for). */
@@ -449,11 +553,14 @@ export class SpotPlan {
       );
     const step = this.stepsLeft(state);
     if (step === 0) return 'on-demand';
-    const states = COMBOS.length * AGES;
+    const ages = this.ageStarts.length;
+    const states = COMBOS.length * ages;
     const width = this.gridCells + 1;
     const cell = Math.min(this.workCells, Math.ceil(state.workLeftSeconds / this.cellSeconds - 1e-9));
-    const age = Math.floor(state.stateAgeSeconds / this.parameters.stepSeconds);
-    const s = stateIndex(state.held, state.held === 'spot' ? true : state.spotAvailable, age);
+    // The age state: by whole steps while they are told apart, then the phase the age lies in.
+    let age = Math.min(PLAN_AGE_STEPS, Math.floor(state.stateAgeSeconds / this.parameters.stepSeconds));
+    while (age < ages - 1 && state.stateAgeSeconds >= (this.ageStarts[age + 1] as number)) age++;
+    const s = comboIndex(state.held, state.held === 'spot' ? true : state.spotAvailable) * ages + age;
     const bit = (step * width + cell) * states + s;
     return ((this.onDemand[bit >> 3] as number) >> (bit & 7)) & 1 ? 'on-demand' : 'spot';
   }
@@ -508,7 +615,7 @@ function cacheKey(parameters: Omit<SpotPlanParameters, 'horizonSteps' | 'maxWork
   const { model } = parameters;
   let modelKey = modelKeys.get(model);
   if (modelKey === undefined) {
-    modelKey = `${model.binSeconds}:${model.availableHazards.join(',')}:${model.unavailableHazards.join(',')}`;
+    modelKey = `${model.binSeconds}:${model.wideBins ?? 0}:${model.availableHazards.join(',')}:${model.unavailableHazards.join(',')}`;
     modelKeys.set(model, modelKey);
   }
   return `${modelKey}/${parameters.stepSeconds}/${parameters.restartOverheadSeconds}/${parameters.spotPriceRatio}`;

@@ -26,6 +26,7 @@ import {
   emptySpotLifeTables,
   roundedSpotLengthModel,
   type SpotLengthModel,
+  type SpotLifeTable,
   type SpotLifeTables,
   type SpotStretch,
   withSpotStretches,
@@ -43,6 +44,10 @@ const lifeTableSchema = z
   .strictObject({ atRisk: z.array(count).min(1).readonly(), ended: z.array(count).min(1).readonly() })
   .refine((t) => t.atRisk.length === t.ended.length, { message: 'atRisk and ended must have one entry per bin' });
 const hazards = z.array(z.number().min(0).max(1)).min(1).readonly();
+/** How many of a model's or a table's last bins are wide (spot-planner.ts spotBinStarts). */
+const wideBins = z.number().int().nonnegative();
+/** A model's or a table's wide bins leave at least one bin of binSeconds. */
+const fewerWideBins = (bins: number, wide: number | undefined): boolean => (wide ?? 0) < bins;
 
 /**
  * How often the watch refits a tier's model from its life table. Measured on the full sweep (ADR 0001): a weekly
@@ -77,13 +82,31 @@ export const tierSpotRecordSchema = z
      * tables, which starts one at its next change.
      */
     lifeTable: z
-      .strictObject({ binSeconds: z.number().positive(), available: lifeTableSchema, unavailable: lifeTableSchema })
+      .strictObject({
+        binSeconds: z.number().positive(),
+        wideBins: wideBins.optional(),
+        available: lifeTableSchema,
+        unavailable: lifeTableSchema,
+      })
+      .refine((t) => fewerWideBins(Math.min(t.available.atRisk.length, t.unavailable.atRisk.length), t.wideBins), {
+        message: 'wideBins must be fewer than the bins',
+        path: ['wideBins'],
+      })
       .optional(),
     /** When (epoch ms) the watch last refitted the tier's model; absent on a record kept before the models (its next tick fits one). */
     modelFittedMs: epochMs.optional(),
     /** The tier's model as last refitted; absent = the fleet model (nothing learnt yet). */
     model: z
-      .strictObject({ binSeconds: z.number().positive(), availableHazards: hazards, unavailableHazards: hazards })
+      .strictObject({
+        binSeconds: z.number().positive(),
+        wideBins: wideBins.optional(),
+        availableHazards: hazards,
+        unavailableHazards: hazards,
+      })
+      .refine((m) => fewerWideBins(Math.min(m.availableHazards.length, m.unavailableHazards.length), m.wideBins), {
+        message: 'wideBins must be fewer than the bins',
+        path: ['wideBins'],
+      })
       .optional(),
   })
   .refine((r) => r.sinceMs <= r.seenMs, { message: 'sinceMs must not be after seenMs', path: ['sinceMs'] });
@@ -109,17 +132,39 @@ export function tierSpotMaxGapMs(checkIntervalSeconds: number): number {
 
 /** The fleet model's bins: the tables a record keeps, so that a refit can blend them with it. */
 const freshLifeTables = (): SpotLifeTables =>
-  emptySpotLifeTables(FLEET_SPOT_MODEL.binSeconds, FLEET_SPOT_MODEL.availableHazards.length);
+  emptySpotLifeTables(
+    FLEET_SPOT_MODEL.binSeconds,
+    FLEET_SPOT_MODEL.availableHazards.length,
+    FLEET_SPOT_MODEL.wideBins ?? 0,
+  );
 
-/** The record's tables, or fresh ones when it has none or keeps other bins than the fleet model's. */
+/**
+ * The record's tables, in the fleet model's bins. A table in other bins starts afresh, except one kept before the wide
+ * bins (the same 10-minute bins, the last of them pooled from its start on): its bins before the pooled one were
+ * counted exactly as they are now and are kept; the pooled one cannot be split into the bins that now cover its ages,
+ * so those start afresh (a bin's hazard is estimated from its own counts, so the others stay unbiased).
+ */
 function lifeTablesOf(record: TierSpotRecord | undefined): SpotLifeTables {
   const table = record?.lifeTable;
-  const fits =
-    table !== undefined &&
-    table.binSeconds === FLEET_SPOT_MODEL.binSeconds &&
-    table.available.atRisk.length === FLEET_SPOT_MODEL.availableHazards.length &&
-    table.unavailable.atRisk.length === FLEET_SPOT_MODEL.unavailableHazards.length;
-  return fits ? table : freshLifeTables();
+  const fresh = freshLifeTables();
+  if (table === undefined || table.binSeconds !== fresh.binSeconds) return fresh;
+  const bins = fresh.available.atRisk.length;
+  const sameBins = (t: SpotLifeTables): boolean =>
+    (t.wideBins ?? 0) === (fresh.wideBins ?? 0) &&
+    t.available.atRisk.length === bins &&
+    t.unavailable.atRisk.length === bins;
+  if (sameBins(table)) return table;
+  const fineBins = bins - (fresh.wideBins ?? 0);
+  const pooledBefore = (table.wideBins ?? 0) === 0 && table.available.atRisk.length === fineBins;
+  if (!pooledBefore || table.unavailable.atRisk.length !== fineBins) return fresh;
+  const kept = ({ atRisk, ended }: SpotLifeTable): SpotLifeTable => {
+    const exact = (counts: readonly number[]) => [
+      ...counts.slice(0, fineBins - 1),
+      ...new Array(bins - fineBins + 1).fill(0),
+    ];
+    return { atRisk: exact(atRisk), ended: exact(ended) };
+  };
+  return { ...fresh, available: kept(table.available), unavailable: kept(table.unavailable) };
 }
 
 /**

@@ -6,10 +6,12 @@ import {
   InvalidSpotPlan,
   MAX_PLAN_GRID_POINTS,
   type PlanState,
+  planAgeStarts,
   planFits,
   roundedSpotLengthModel,
   SpotPlan,
   type SpotPlanParameters,
+  spotBinStarts,
   spotPlanFor,
   stepHazards,
   withSpotStretches,
@@ -76,7 +78,39 @@ describe('life tables', () => {
     expect(blended.unavailableHazards).toEqual([0.5, 0.4]);
     expect(() => blendSpotLengthModel(prior, tables, 0)).toThrow(/weight must be a finite number > 0, got 0/);
     expect(() => blendSpotLengthModel(prior, emptySpotLifeTables(600, 3), 10)).toThrow(
-      /the available life table has 3 bins of 600 s; the prior has 2 of 600 s/,
+      /the available life table has 3 bins of 600 s \(0 wide\); the prior has 2 of 600 s \(0 wide\)/,
+    );
+  });
+
+  it('count a stretch in wide bins by its exposure there, in units of the bin width, and end it in its bin', () => {
+    // 4 bins of 600 s, the last 2 wide: [0, 600), [600, 1200), [1200, 2400), and 2400 s on.
+    expect(spotBinStarts(600, 4, 2)).toEqual([0, 600, 1200, 2400]);
+    const tables = withSpotStretches(emptySpotLifeTables(600, 4, 2), [
+      { available: true, seconds: 2000, ended: true },
+      { available: true, seconds: 3000, ended: false },
+    ]);
+    // 2 000 s: alive at the start of bins 0 and 1, then 800 s = 4/3 units of exposure in [1200, 2400), ended there.
+    // 3 000 s: bins 0 and 1, the whole of [1200, 2400) (2 units), then 600 s (1 unit) in the open bin, still going.
+    expect(tables.wideBins).toBe(2);
+    const [first, second, wide, open] = tables.available.atRisk;
+    expect([first, second, open]).toEqual([2, 2, 1]);
+    expect(wide).toBeCloseTo(4 / 3 + 2, 12);
+    expect(tables.available.ended).toEqual([0, 0, 1, 0]);
+    const model = fitSpotLengthModel(
+      [
+        { available: true, seconds: 2000, ended: true },
+        { available: true, seconds: 3000, ended: false },
+      ],
+      600,
+      4,
+      2,
+    );
+    expect(model).toMatchObject({ binSeconds: 600, wideBins: 2, unavailableHazards: [0.5, 0.5, 0.5, 0.5] });
+    expect(model.availableHazards[2]).toBeCloseTo(1 / (4 / 3 + 2), 12);
+    expect([0, 1, 3].map((bin) => model.availableHazards[bin])).toEqual([0, 0, 0]);
+    expect(() => spotBinStarts(600, 4, 4)).toThrow(/wideBins must be a whole number in \[0, 3\] for 4 bins, got 4/);
+    expect(() => blendSpotLengthModel({ ...model, wideBins: 1 }, emptySpotLifeTables(600, 4, 2), 10)).toThrow(
+      /has 4 bins of 600 s \(2 wide\); the prior has 4 of 600 s \(1 wide\)/,
     );
   });
 
@@ -87,10 +121,27 @@ describe('life tables', () => {
   });
 });
 
+describe('plan ages', () => {
+  it('tell the first ages apart step by step, then in phases doubling up to the model’s open bin', () => {
+    // Steps of 300 s, 2 told apart, a model open from 4 800 s: [600, 1200), [1200, 2400), [2400, 4800), then open.
+    expect(planAgeStarts(300, 2, 4800)).toEqual([0, 300, 600, 1200, 2400, 4800]);
+    // A model without wide bins (24 bins of 600 s, open from 13 800 s) keeps the plan's one state for every age
+    // from 24 steps on, as before the phases.
+    expect(planAgeStarts(300, 24, 23 * 600)).toEqual([...Array.from({ length: 24 }, (_, k) => k * 300), 7200]);
+  });
+
+  it('give a phase the constant chance per step with the model’s survival across it', () => {
+    // Bins of 600 s: 0.2, 0.5, then 0.1 for ever. The phase [0, 900) lives through bin 0 and half of bin 1: survival
+    // 0.8 · √0.5 over 3 steps of 300 s.
+    const [phase] = stepHazards([0.2, 0.5, 0.1], 600, 0, 300, [0, 900, 1200]);
+    expect(phase).toBeCloseTo(1 - (0.8 * Math.sqrt(0.5)) ** (1 / 3), 12);
+  });
+});
+
 describe('stepHazards', () => {
   it('converts a constant hazard per bin to the same survival per step, the capped age included', () => {
     // 10 % per 600 s bin is 1 − √0.9 per 300 s step at every age; the cap keeps it (an exponential's mean remaining life).
-    const perStep = stepHazards([0.1, 0.1], 600, 300, 3);
+    const perStep = stepHazards([0.1, 0.1], 600, 0, 300, [0, 300, 600, 900]);
     expect(perStep).toHaveLength(4);
     for (const h of perStep) expect(h).toBeCloseTo(1 - Math.sqrt(0.9), 12);
   });
@@ -98,7 +149,7 @@ describe('stepHazards', () => {
   it('gives the capped age the hazard of the mean remaining length, not the bin at the cap', () => {
     // Bins: 0.5, then 0 (an artefact), then 0.5 for ever. A stretch at the cap (age 1 bin) survives bin 1 for sure,
     // then lasts 600 s / −ln 0.5 on average: mean remaining 600 + 600/ln 2 s.
-    const [, capped] = stepHazards([0.5, 0, 0.5], 600, 600, 1);
+    const [, capped] = stepHazards([0.5, 0, 0.5], 600, 0, 600, [0, 600]);
     expect(capped).toBeCloseTo(1 - Math.exp(-600 / (600 + 600 / Math.LN2)), 12);
   });
 });
@@ -152,6 +203,28 @@ describe('SpotPlan', () => {
     const onDemand: PlanState = { ...waiting, held: 'on-demand', spotAvailable: true };
     expect(p.decide({ ...onDemand, stateAgeSeconds: 0 })).toBe('on-demand');
     expect(p.decide({ ...onDemand, stateAgeSeconds: 5 * step })).toBe('spot');
+  });
+
+  it('tells an outage of hours from one of days where the model’s wide bins do', () => {
+    // Outages end at 5 % a step until they are 16 h old, never after; spot once there stays. 24 bins of one step
+    // (2 h), then wide ones: [2, 4), [4, 8), [8, 16) h, and 16 h on.
+    const unavailableHazards = [...new Array(27).fill(0.05), 0];
+    const availableHazards = new Array(28).fill(0);
+    const p = plan({ model: { binSeconds: step, wideBins: 4, availableHazards, unavailableHazards } });
+    const onDemand: PlanState = { ...waiting, held: 'on-demand', spotAvailable: false };
+    // 3 h old: likely back within the slack, worth leaving on-demand for the queue. 40 h old: never back; leaving
+    // would only cost a restart.
+    expect(p.decide({ ...onDemand, stateAgeSeconds: 3 * 3600 })).toBe('spot');
+    expect(p.decide({ ...onDemand, stateAgeSeconds: 40 * 3600 })).toBe('on-demand');
+    expect(p.decide({ ...onDemand, stateAgeSeconds: Number.POSITIVE_INFINITY })).toBe('on-demand');
+    // The same counts without wide bins pool every age from 230 minutes on: one age state for both.
+    const pooled = plan({ model: { binSeconds: step, availableHazards, unavailableHazards } });
+    expect(pooled.decide({ ...onDemand, stateAgeSeconds: 3 * 3600 })).toBe(
+      pooled.decide({ ...onDemand, stateAgeSeconds: 40 * 3600 }),
+    );
+    expect(() =>
+      plan({ model: { binSeconds: step, wideBins: 1, availableHazards: [0], unavailableHazards: [0.1, 0.1] } }),
+    ).toThrow(/model.wideBins must be a whole number in \[0, 0\] for the 1 bins of model.availableHazards, got 1/);
   });
 
   it('answers only for states it was solved for, and rejects impossible parameters', () => {

@@ -162,6 +162,7 @@ describe('what the record learns of the tier’s stretches', () => {
     const after = next(fitted(), false, T0 + 35 * MIN);
     expect(after?.lifeTable).toEqual({
       binSeconds: 600,
+      wideBins: 5,
       available: { atRisk: bins({ 0: 1, 1: 1, 2: 1, 3: 1 }), ended: bins({ 3: 1 }) },
       unavailable: { atRisk: bins(), ended: bins() },
     });
@@ -173,10 +174,19 @@ describe('what the record learns of the tier’s stretches', () => {
     expect(later?.lifeTable?.available).toEqual(after?.lifeTable?.available);
   });
 
-  it('pools a stretch older than the table into its last bin by exposure', () => {
-    // 5 h = 30 bins: one at risk in each of bins 0–22, and 7 bins of exposure in the pooled last one, where it ended.
+  it('counts a stretch older than the fine bins into the wide bins by exposure', () => {
+    // 5 h: one at risk at the start of each 10-minute bin 0–23 (4 h), then 1 h = 6 ten-minute units of exposure in
+    // the first wide bin (4–8 h), where it ended.
     const after = next(fitted({ seenMs: T0 + 295 * MIN }), false, T0 + 300 * MIN);
-    expect(after?.lifeTable?.available).toEqual({ atRisk: bins({ ...bins().fill(1), 23: 7 }), ended: bins({ 23: 1 }) });
+    const fine = Object.fromEntries(Array.from({ length: 24 }, (_, k) => [k, 1]));
+    expect(after?.lifeTable?.available).toEqual({ atRisk: bins({ ...fine, 24: 6 }), ended: bins({ 24: 1 }) });
+    // 3 days: 4 h in the fine bins, the whole of [4, 8), [8, 16), [16, 32) and [32, 64) h, then 8 h of the open bin
+    // (64 h on), where it ended.
+    const long = next(fitted({ seenMs: T0 + 72 * 60 * MIN - 5 * MIN }), false, T0 + 72 * 60 * MIN);
+    expect(long?.lifeTable?.available).toEqual({
+      atRisk: bins({ ...fine, 24: 24, 25: 48, 26: 96, 27: 192, 28: 48 }),
+      ended: bins({ 28: 1 }),
+    });
   });
 
   it('does not count a stretch whose start it did not see', () => {
@@ -199,7 +209,7 @@ describe('what the record learns of the tier’s stretches', () => {
     expect(late?.lifeTable?.available.ended).toEqual(bins({ 3: 1 }));
   });
 
-  it('starts a table for a record kept before the tables, and a fresh one for a table of other bins', () => {
+  it('starts a table for a record kept before the tables, a fresh one for a table of other bins, and migrates one kept before the wide bins', () => {
     expect(next(record(), false, T0 + 35 * MIN)?.lifeTable?.available.ended).toEqual(bins({ 3: 1 }));
     const otherBins = {
       binSeconds: 300,
@@ -210,6 +220,26 @@ describe('what the record learns of the tier’s stretches', () => {
     expect(after?.lifeTable?.binSeconds).toBe(600);
     expect(after?.lifeTable?.available.ended).toEqual(bins({ 3: 1 }));
     expect(after?.lifeTable?.unavailable.atRisk).toEqual(bins());
+    // A table kept before the wide bins (24 bins of 10 minutes, the last pooled from 230 minutes on) keeps bins 0–22,
+    // counted as they are now; the pooled one cannot be split, so the bins from 230 minutes on start afresh.
+    const counts = (first: number) => Array.from({ length: 24 }, (_, k) => first + k);
+    const beforeWideBins = {
+      binSeconds: 600,
+      available: { atRisk: counts(100), ended: counts(10) },
+      unavailable: { atRisk: counts(200), ended: counts(20) },
+    };
+    const kept = (first: number) => bins(Object.fromEntries(Array.from({ length: 23 }, (_, k) => [k, first + k])));
+    const migrated = next(fitted({ lifeTable: beforeWideBins }), false, T0 + 35 * MIN);
+    expect(migrated?.lifeTable).toEqual({
+      binSeconds: 600,
+      wideBins: 5,
+      // The available stretch that just ended (35 minutes: bins 0–3) is counted on top.
+      available: {
+        atRisk: kept(100).map((n, k) => n + (k <= 3 ? 1 : 0)),
+        ended: kept(10).map((n, k) => n + (k === 3 ? 1 : 0)),
+      },
+      unavailable: { atRisk: kept(200), ended: kept(20) },
+    });
   });
 
   it('fits the tier’s model at its first tick (nothing learnt: the fleet model) and again a week after each fit', () => {
@@ -219,6 +249,7 @@ describe('what the record learns of the tier’s stretches', () => {
 
     const table = {
       binSeconds: 600,
+      wideBins: 5,
       available: { atRisk: bins({ 0: 10, 1: 7 }), ended: bins({ 0: 3 }) },
       unavailable: { atRisk: bins(), ended: bins() },
     };
@@ -389,6 +420,25 @@ describe('parseTierSpotRecord', () => {
     {
       raw: { ...record(), model: { binSeconds: 600, availableHazards: [1.5], unavailableHazards: [0.5] } },
       message: 'invalid tier spot record: model.availableHazards[0]: Too big: expected number to be <=1',
+    },
+    {
+      raw: {
+        ...record(),
+        model: { binSeconds: 600, wideBins: 2, availableHazards: [0.1, 0.1], unavailableHazards: [0.5, 0.5] },
+      },
+      message: 'invalid tier spot record: model.wideBins: wideBins must be fewer than the bins',
+    },
+    {
+      raw: {
+        ...record(),
+        lifeTable: {
+          binSeconds: 600,
+          wideBins: 1.5,
+          available: { atRisk: [1, 1], ended: [1, 0] },
+          unavailable: { atRisk: [0, 0], ended: [0, 0] },
+        },
+      },
+      message: 'invalid tier spot record: lifeTable.wideBins: Invalid input: expected int, received number',
     },
   ])('names what is wrong: $message', ({ raw, message }) => {
     expect(() => parseTierSpotRecord(raw)).toThrow(new InvalidTierSpotRecord(message));

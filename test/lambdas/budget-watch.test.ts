@@ -487,9 +487,9 @@ describe('budget watch: the tiers’ spot records', () => {
       ['g5.2xlarge', 'g5.4xlarge', 'g6.2xlarge'],
     ]);
     expect(result.spotSeen).toEqual(SPOT_TIERS.map((tier) => ({ tier, available: true })));
-    // Each record starts an empty life table over the fleet model's 24 bins, and its model is fitted at once (with
-    // nothing learnt: the fleet model, so none is stored).
-    const empty = { atRisk: new Array(24).fill(0), ended: new Array(24).fill(0) };
+    // Each record starts an empty life table over the fleet model's 29 bins (5 wide), and its model is fitted at once
+    // (with nothing learnt: the fleet model, so none is stored).
+    const empty = { atRisk: new Array(29).fill(0), ended: new Array(29).fill(0) };
     for (const tier of SPOT_TIERS)
       expect(await bench.jobs.getTierSpot(tier)).toEqual({
         tier,
@@ -497,7 +497,7 @@ describe('budget watch: the tiers’ spot records', () => {
         sinceMs: TICK_MS,
         sinceChange: false,
         seenMs: TICK_MS,
-        lifeTable: { binSeconds: 600, available: empty, unavailable: empty },
+        lifeTable: { binSeconds: 600, wideBins: 5, available: empty, unavailable: empty },
         modelFittedMs: TICK_MS,
       });
     expect(await bench.jobs.getTierSpot('gpu-multinode')).toBeUndefined();
@@ -740,15 +740,15 @@ describe('budget watch: back to spot', () => {
   });
 
   it('refits the tier’s model a week after the last fit, from the table and the open stretch, and stores it', async () => {
-    const counted = { atRisk: [40, ...new Array(23).fill(0)], ended: [10, ...new Array(23).fill(0)] };
-    const nothing = { atRisk: new Array(24).fill(0), ended: new Array(24).fill(0) };
+    const counted = { atRisk: [40, ...new Array(28).fill(0)], ended: [10, ...new Array(28).fill(0)] };
+    const nothing = { atRisk: new Array(29).fill(0), ended: new Array(29).fill(0) };
     await storeTierSpot({
       tier: 'gpu-small',
       available: false,
       sinceMs: TICK_MS - 300_000,
       sinceChange: false,
       seenMs: TICK_MS - 300_000,
-      lifeTable: { binSeconds: 600, available: counted, unavailable: nothing },
+      lifeTable: { binSeconds: 600, wideBins: 5, available: counted, unavailable: nothing },
       modelFittedMs: TICK_MS - 7 * 86_400_000,
     });
     spotAnswer = false;

@@ -342,13 +342,14 @@ describe('placement reads the tier’s spot record', () => {
       seenMs: reclaimedAt,
     });
     // The watch last confirmed the stretch 10 h after it began; the reclaim came more than 660 s later, so the
-    // stretch is counted once, replays and all, as lasting at least those 10 h (60 bins of 10 min: alive at the start
-    // of the first 23, 37 bins of exposure in the pooled last one), not as ended there.
+    // stretch is counted once, replays and all, as lasting at least those 10 h (alive at the start of each of the 24
+    // ten-minute bins, then 4 h = 24 ten-minute units of exposure in the 4–8 h bin and 2 h = 12 in the 8–16 h one),
+    // not as ended there.
     expect(stored?.lifeTable?.available).toEqual({
-      atRisk: [...new Array(23).fill(1), 37],
-      ended: new Array(24).fill(0),
+      atRisk: [...new Array(24).fill(1), 24, 12, 0, 0, 0],
+      ended: new Array(29).fill(0),
     });
-    expect(stored?.lifeTable?.unavailable.ended).toEqual(new Array(24).fill(0));
+    expect(stored?.lifeTable?.unavailable.ended).toEqual(new Array(29).fill(0));
   });
 
   it('weighs the outage the tier has seen, not only the attempt’s wait, when the queue cancels an attempt', async () => {
