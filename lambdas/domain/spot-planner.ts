@@ -571,11 +571,11 @@ export class SpotPlan {
 }
 
 /**
- * The largest plan solved, in grid points ((steps + 1) × (work cells + 2)): a cold solve takes 2.6 s and 53 MiB of
- * process memory on one core here, about 4.6 s in the 1,024 MiB Lambdas that decide placement (lib/function.ts
- * PLANNING_MEMORY_MIB), well inside their 30 s (`npm run bench -- --only control-plane`). The sweep's largest job
- * (92 h to the deadline, 48 h of work) is 640 000 points (1.6 s); a job beyond the limit (a week to its deadline with
- * 3 days of work is 1.7 M) keeps the reserve rules.
+ * The largest plan solved, in grid points ((steps + 1) × (work cells + 2)): with the fleet model's age phases, a cold
+ * solve takes 3.3 s and 59 MiB of process memory on one core here, about 5.7 s in the 1,024 MiB Lambdas that decide
+ * placement (lib/function.ts PLANNING_MEMORY_MIB), well inside their 30 s (`npm run bench -- --only control-plane`).
+ * The sweep's largest job (92 h to the deadline, 48 h of work) is 640 000 points (2.1 s); a job beyond the limit (a
+ * week to its deadline with 3 days of work is 1.7 M) keeps the reserve rules.
  */
 export const MAX_PLAN_GRID_POINTS = 1_000_000;
 
