@@ -32,8 +32,8 @@ export function stretchesOf(trace: Pick<SpotTrace, 'available' | 'gapSeconds'>):
 /**
  * Bins of the fleet model: 24 of 10 minutes (the coarsest trace tick; finer bins would fit its sampling) up to 4 h, then
  * 5 wide ones doubling up to 64 h ([4, 8), [8, 16), [16, 32), [32, 64) h, and every older age), so that the planner can
- * tell an outage of hours from one of days: on the traces, an outage that has lasted 2 h ends within the hour a third
- * of the time, one that has lasted 3 days almost never does.
+ * tell an outage of hours from one of days: on the traces, an outage that has lasted 2 h ends within the hour about a
+ * quarter of the time, one that has lasted 3 days almost never does.
  */
 export const FLEET_MODEL_BIN_SECONDS = 600;
 export const FLEET_MODEL_BINS = 29;
