@@ -119,6 +119,7 @@ export function trainyardPolicy(
           ...(config.spotPlanning
             ? {
                 spotPlanning: {
+                  ...config.spotPlanning,
                   model: model ?? config.spotPlanning.model,
                   spotPriceRatio: job.prices.spot / job.prices.onDemand,
                 },

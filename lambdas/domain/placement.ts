@@ -44,7 +44,19 @@ export interface SpotPlanning {
   model: SpotLengthModel;
   /** Spot price ÷ on-demand price for the tier (0 < ratio ≤ 1). */
   spotPriceRatio: number;
+  /**
+   * How much the plan weighs the spread of a job's cost against its mean, per on-demand hour (spot-planner.ts
+   * `riskAversion`; absent or 0: expected cost only). Deployed: {@link SPOT_PLAN_RISK_AVERSION}.
+   */
+  riskAversion?: number;
 }
+
+/**
+ * The deployed plan's risk aversion per on-demand hour (ADR 0001, seventh version): the plan weighs a gamble as if
+ * each on-demand hour it might add cost e^0.06 − 1 ≈ 6 % more than the one before, so where waiting for spot could
+ * end in hours of on-demand with the slack spent, it takes a little less of the gamble than expected cost alone would.
+ */
+export const SPOT_PLAN_RISK_AVERSION = 0.06;
 
 /** Distinct instance types a tier needs for a placement-score probe to answer (AWS scores fewer as always low). */
 export const SPOT_PROBE_MIN_INSTANCE_TYPES = 3;
@@ -221,6 +233,8 @@ function validate(state: PlacementState, config: PlacementPolicyConfig): void {
     const ratio = config.spotPlanning.spotPriceRatio;
     if (!Number.isFinite(ratio) || ratio <= 0 || ratio > 1)
       throw new InvalidPlacementInput(`config.spotPlanning.spotPriceRatio must lie in (0, 1], got ${ratio}`);
+    if (config.spotPlanning.riskAversion !== undefined)
+      requireFinite('config.spotPlanning.riskAversion', config.spotPlanning.riskAversion, 0);
   }
   if (state.spotHistory !== undefined)
     for (const [key, value] of Object.entries(state.spotHistory)) requireFinite(`state.spotHistory.${key}`, value, 0);
@@ -410,6 +424,7 @@ function decideByPlan(
       restartOverheadSeconds: config.restartOverheadSeconds,
       spotPriceRatio: planning.spotPriceRatio,
       model: planning.model,
+      ...(planning.riskAversion === undefined ? {} : { riskAversion: planning.riskAversion }),
     }).decide(planState);
   // An outage of unknown age (the probe does not say since when) is taken as an old one: the least hopeful.
   const unavailableFor = state.spotUnavailableForSeconds ?? Number.POSITIVE_INFINITY;

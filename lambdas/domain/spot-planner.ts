@@ -212,6 +212,14 @@ export interface SpotPlanParameters {
   spotPriceRatio: number;
   /** The spot capacity model. */
   model: SpotLengthModel;
+  /**
+   * Risk aversion per on-demand hour of cost (≥ 0; 0 or absent: risk-neutral). The plan takes the action of least
+   * certainty-equivalent cost, (1/a)·ln E[e^(a·cost)] with costs in on-demand hours, rather than of least expected
+   * cost: it gives up a little on average to narrow the spread of what a job can end up costing (ADR 0001). The
+   * product of `riskAversion` and the plan's largest cost in on-demand hours must be at most
+   * {@link MAX_RISK_EXPONENT}.
+   */
+  riskAversion?: number;
 }
 
 /** What the job holds when a decision is made. */
@@ -254,6 +262,13 @@ const WORK_CELLS_PER_STEP = 1;
 const WORK_HEADROOM_RESTARTS = 4;
 /** Cost of work still missing at the deadline, per second of it, in seconds of on-demand: far above anything else. */
 const MISS_PENALTY = 1e6;
+/**
+ * The largest risk aversion × cost a risk-averse plan weighs (its values are e^(a·cost)): far below where a double
+ * overflows (709), so that a sum of a few such values stays finite.
+ */
+export const MAX_RISK_EXPONENT = 500;
+/** A risk-averse plan's value of a missed deadline: above every cost it weighs (e^MAX_RISK_EXPONENT), still finite. */
+const RISK_MISS_VALUE = Math.exp(MAX_RISK_EXPONENT + 100);
 
 /** Holding × availability combinations that can be observed at a decision moment (spot held implies available). */
 const COMBOS = [
@@ -373,6 +388,16 @@ function validateParameters(p: SpotPlanParameters): void {
   ] as const)
     if (!Number.isFinite(value) || value < 0)
       throw new InvalidSpotPlan(`${name} must be a finite number >= 0, got ${value}`);
+  const riskAversion = p.riskAversion ?? 0;
+  if (!Number.isFinite(riskAversion) || riskAversion < 0)
+    throw new InvalidSpotPlan(`riskAversion must be a finite number >= 0, got ${p.riskAversion}`);
+  // The most a state's best action can cost: its work and headroom on on-demand, one restart, one step.
+  const largestCostHours =
+    (p.maxWorkSeconds + p.restartOverheadSeconds * (WORK_HEADROOM_RESTARTS + 2) + p.stepSeconds * 2) / 3600;
+  if (riskAversion * largestCostHours > MAX_RISK_EXPONENT)
+    throw new InvalidSpotPlan(
+      `riskAversion ${riskAversion} per on-demand hour is too large for a plan whose costs reach ${largestCostHours.toFixed(1)} on-demand hours: their product must be at most ${MAX_RISK_EXPONENT}`,
+    );
   positive('model.binSeconds', p.model.binSeconds);
   for (const [name, hazards] of [
     ['model.availableHazards', p.model.availableHazards],
@@ -396,6 +421,8 @@ interface ActionTransition {
   progresses: boolean;
   /** Price per work cell of time, in on-demand cells. */
   price: number;
+  /** A risk-averse plan's factor for one step's price, e^(a·price·cells per step) (1 for a risk-neutral one). */
+  stepFactor: number;
   /** Work cells the action's instance start adds (0 when it keeps what the job holds). */
   restartCells: number;
   /**
@@ -415,6 +442,7 @@ function planTransitions(
   p: SpotPlanParameters,
   restartCells: number,
   ageStarts: readonly number[],
+  riskPerCell: number,
 ): { spot: ActionTransition; onDemand: ActionTransition }[] {
   const ages = ageStarts.length;
   const open = ages - 1;
@@ -442,6 +470,7 @@ function planTransitions(
       ): ActionTransition => ({
         progresses,
         price,
+        stepFactor: riskPerCell > 0 ? Math.exp(riskPerCell * price * WORK_CELLS_PER_STEP) : 1,
         restartCells: restart,
         stay: index(to, available, age),
         older: index(to, available, Math.min(open, age + 1)),
@@ -475,7 +504,12 @@ export class SpotPlan {
     private readonly onDemand: Uint8Array,
   ) {}
 
-  /** Solves the plan by backward induction from the deadline. */
+  /**
+   * Solves the plan by backward induction from the deadline. A risk-neutral plan's values are expected costs in
+   * on-demand cell-prices (one cell of time on on-demand costs 1); a risk-averse one's are E[e^(a·cost)] with `a` per
+   * cell-price, which compare alike (the exponential is increasing) and compose by products: a step's price
+   * multiplies what follows by its e^(a·price) where a risk-neutral plan adds it.
+   */
   static solve(parameters: SpotPlanParameters): SpotPlan {
     validateParameters(parameters);
     const { stepSeconds, horizonSteps, restartOverheadSeconds } = parameters;
@@ -485,12 +519,16 @@ export class SpotPlan {
     const gridCells = workCells + Math.ceil(restartCells) * WORK_HEADROOM_RESTARTS;
     const width = gridCells + 1;
     const ageStarts = planAgeStartsFor(parameters.model, stepSeconds);
-    const transitions = planTransitions(parameters, restartCells, ageStarts);
+    const riskPerCell = ((parameters.riskAversion ?? 0) * cellSeconds) / 3600;
+    const averse = riskPerCell > 0;
+    const transitions = planTransitions(parameters, restartCells, ageStarts, riskPerCell);
     const states = transitions.length;
-    // Values in on-demand cell-prices (one cell of time on on-demand costs 1).
     let next = new Float64Array(width * states);
     let current = new Float64Array(width * states);
-    for (let w = 0; w < width; w++) next.fill(w * MISS_PENALTY, w * states, (w + 1) * states);
+    // At the deadline: nothing left costs nothing; work left is a miss.
+    next.fill(averse ? 1 : 0, 0, states);
+    for (let w = 1; w < width; w++)
+      next.fill(averse ? RISK_MISS_VALUE : w * MISS_PENALTY, w * states, (w + 1) * states);
     const onDemand = new Uint8Array(Math.ceil(((horizonSteps + 1) * width * states) / 8));
     const R = WORK_CELLS_PER_STEP;
 
@@ -503,7 +541,8 @@ export class SpotPlan {
         return a.pStay === 0 ? value : value + a.pStay * (next[base + a.stay] as number);
       }
       const cells = w + a.restartCells;
-      if (cells <= R) return a.price * cells;
+      // The last step: its price for what is left.
+      if (cells <= R) return averse ? Math.exp(riskPerCell * a.price * cells) : a.price * cells;
       const left = Math.min(gridCells - 1e-9, cells - R);
       const low = Math.floor(left);
       const frac = left - low;
@@ -511,14 +550,18 @@ export class SpotPlan {
       const highBase = lowBase + states;
       const older = (1 - frac) * (next[lowBase + a.older] as number) + frac * (next[highBase + a.older] as number);
       const flip = (1 - frac) * (next[lowBase + a.flip] as number) + frac * (next[highBase + a.flip] as number);
+      const stay =
+        a.pStay === 0
+          ? 0
+          : a.pStay * ((1 - frac) * (next[lowBase + a.stay] as number) + frac * (next[highBase + a.stay] as number));
+      // A risk-averse value that leads to a miss stays at the miss's value rather than grow past what a double holds.
+      if (averse) return Math.min(RISK_MISS_VALUE, a.stepFactor * (a.pOlder * older + a.pFlip * flip + stay));
       const value = a.price * R + a.pOlder * older + a.pFlip * flip;
-      if (a.pStay === 0) return value;
-      const stay = (1 - frac) * (next[lowBase + a.stay] as number) + frac * (next[highBase + a.stay] as number);
-      return value + a.pStay * stay;
+      return a.pStay === 0 ? value : value + stay;
     };
 
     for (let step = 1; step <= horizonSteps; step++) {
-      current.fill(0, 0, states);
+      current.fill(averse ? 1 : 0, 0, states);
       for (let w = 1; w < width; w++) {
         const base = w * states;
         for (let s = 0; s < states; s++) {
@@ -618,12 +661,12 @@ function cacheKey(parameters: Omit<SpotPlanParameters, 'horizonSteps' | 'maxWork
     modelKey = `${model.binSeconds}:${model.wideBins ?? 0}:${model.availableHazards.join(',')}:${model.unavailableHazards.join(',')}`;
     modelKeys.set(model, modelKey);
   }
-  return `${modelKey}/${parameters.stepSeconds}/${parameters.restartOverheadSeconds}/${parameters.spotPriceRatio}`;
+  return `${modelKey}/${parameters.stepSeconds}/${parameters.restartOverheadSeconds}/${parameters.spotPriceRatio}/${parameters.riskAversion ?? 0}`;
 }
 
 /**
  * The plan for a decision in `state`. A plan answers for every state with no more steps and work left than it was
- * solved for, so one plan per (model, step, overhead, price ratio) serves a job's later decisions and every smaller
+ * solved for, so one plan per (model, step, overhead, price ratio, risk aversion) serves a job's later decisions and every smaller
  * job; a state it does not cover re-solves it for the larger of both, so a warm process solves each key a few times.
  */
 export function spotPlanFor(

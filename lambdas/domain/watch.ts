@@ -15,6 +15,7 @@ import {
   DEFAULT_PLACEMENT_CONFIG,
   type PlacementPolicyConfig,
   type PlacementState,
+  SPOT_PLAN_RISK_AVERSION,
   spotHistoryOf,
   spotProbeCanAnswer,
   type TierSpot,
@@ -236,7 +237,13 @@ export function placementConfigFrom(
     capacityWaitSeconds: spotPolicy.capacityWaitMinutes * 60,
     spotVisibleOnDemand,
     ...(plannable
-      ? { spotPlanning: { model: tierModel ?? FLEET_SPOT_MODEL, spotPriceRatio: spot / tier.onDemandUsdPerHour } }
+      ? {
+          spotPlanning: {
+            model: tierModel ?? FLEET_SPOT_MODEL,
+            spotPriceRatio: spot / tier.onDemandUsdPerHour,
+            riskAversion: SPOT_PLAN_RISK_AVERSION,
+          },
+        }
       : {}),
   };
 }

@@ -14,7 +14,7 @@ describe('the spot bench’s Trainyard config', () => {
       capacityWaitSeconds: 1200,
       checkIntervalSeconds: 300,
       spotVisibleOnDemand: true,
-      spotPlanning: { model: FLEET_SPOT_MODEL, spotPriceRatio: 0.5 / 1.212 },
+      spotPlanning: { model: FLEET_SPOT_MODEL, spotPriceRatio: 0.5 / 1.212, riskAversion: 0.06 },
     });
   });
 

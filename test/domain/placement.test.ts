@@ -459,7 +459,7 @@ describe('decidePlacement with a spot plan', () => {
     });
   });
 
-  it('leaves jobs without a deadline to the count rules, and rejects a price ratio outside (0, 1]', () => {
+  it('leaves jobs without a deadline to the count rules, and rejects a price ratio outside (0, 1] or a negative risk aversion', () => {
     expect(
       decidePlacement({ ...base, moment: 'attempt-reclaimed', current: 'spot', reclaims: 2 }, steady),
     ).toMatchObject({ capacity: 'on-demand' });
@@ -470,6 +470,38 @@ describe('decidePlacement with a spot plan', () => {
     expect(() => decidePlacement(deadline, bad)).toThrow(
       /config.spotPlanning.spotPriceRatio must lie in \(0, 1\], got 0/,
     );
+    const averse = {
+      ...planned([0], [0.5]),
+      spotPlanning: { ...(steady.spotPlanning as SpotPlanning), riskAversion: -1 },
+    };
+    expect(() => decidePlacement(deadline, averse)).toThrow(
+      /config.spotPlanning.riskAversion must be a finite number >= 0, got -1/,
+    );
+  });
+
+  it('plans with the configured risk aversion: a gamble on short-lived spot gives way to on-demand', () => {
+    // Spot lasts about 50 minutes (reclaimed at 10 % a check), an outage about 4 hours (2 % a check), and each start
+    // costs 30 minutes: at 0.3 of the price, spot is cheaper on average, but a run of reclaims and outages can eat the
+    // 4 hours of slack and end on on-demand with every restart paid. A risk-neutral plan takes the gamble; one that
+    // weighs the spread at 1 per on-demand hour takes the sure price.
+    const gamble = (riskAversion: number): PlacementPolicyConfig => ({
+      ...config,
+      restartOverheadSeconds: 1800,
+      spotPlanning: {
+        model: { binSeconds: 300, availableHazards: [0.1], unavailableHazards: [0.02] },
+        spotPriceRatio: 0.3,
+        riskAversion,
+      },
+    });
+    const submit: PlacementState = {
+      ...base,
+      workSeconds: 20_000,
+      deadlineSeconds: 20_000 + 14_400,
+      spotAvailable: true,
+      spotAvailableForSeconds: 0,
+    };
+    expect(decidePlacement(submit, gamble(0)).capacity).toBe('spot');
+    expect(decidePlacement(submit, gamble(1)).capacity).toBe('on-demand');
   });
 
   it('keeps the reserve rules for a job too large to plan (a week to the deadline, 3 days of work)', () => {

@@ -227,12 +227,75 @@ describe('SpotPlan', () => {
     ).toThrow(/model.wideBins must be a whole number in \[0, 0\] for the 1 bins of model.availableHazards, got 1/);
   });
 
+  it('weighs the spread of the cost when told to be risk-averse: a sure cost beats a gamble of equal certainty', () => {
+    // One 300 s step of work, one 300 s restart, three steps to the deadline, spot at half price and reclaimed within a
+    // step half the time. On-demand now costs 2 cells for sure (restart + work). Spot now costs 0.5 for the restart
+    // step, then 0.5 to finish if it stays, or 2 on on-demand if it is reclaimed (too late to wait): 1.75 expected.
+    // With risk aversion g per cell the plan compares E[e^(g·cost)]: 0.5·e^g + 0.5·e^(2.5g) for spot against e^(2g).
+    const gamble = (g: number): number => 0.5 * Math.exp(g) + 0.5 * Math.exp(2.5 * g) - Math.exp(2 * g);
+    let [low, high] = [0.1, 2];
+    for (let i = 0; i < 60; i++)
+      [low, high] = gamble((low + high) / 2) < 0 ? [(low + high) / 2, high] : [low, (low + high) / 2];
+    const threshold = low;
+    expect(threshold).toBeGreaterThan(0.5);
+    expect(threshold).toBeLessThan(1);
+    const tiny = (riskAversion?: number): SpotPlan =>
+      plan({
+        horizonSteps: 3,
+        maxWorkSeconds: step,
+        spotPriceRatio: 0.5,
+        model: { binSeconds: step, availableHazards: [0.5], unavailableHazards: [0.2] },
+        ...(riskAversion === undefined ? {} : { riskAversion }),
+      });
+    const now: PlanState = {
+      timeLeftSeconds: 3 * step,
+      workLeftSeconds: step,
+      held: 'none',
+      spotAvailable: true,
+      stateAgeSeconds: 0,
+    };
+    // Per on-demand hour: a cell is 300 s of on-demand, so g per cell is 12·g per hour.
+    const perHour = 3600 / step;
+    expect(tiny().decide(now)).toBe('spot');
+    expect(tiny(0).decide(now)).toBe('spot');
+    expect(tiny(threshold * 0.98 * perHour).decide(now)).toBe('spot');
+    expect(tiny(threshold * 1.02 * perHour).decide(now)).toBe('on-demand');
+  });
+
+  it('keeps the deadline when risk-averse, and decides as a risk-neutral plan at zero risk aversion', () => {
+    const averse = plan({ riskAversion: 0.5 });
+    expect(averse.decide(waiting)).toBe('spot');
+    expect(averse.decide({ ...waiting, timeLeftSeconds: 21 * step })).toBe('on-demand');
+    const neutral = plan({});
+    const zero = plan({ riskAversion: 0 });
+    for (let steps = 1; steps <= 40; steps++)
+      for (let work = 0; work <= 6000; work += 300)
+        for (const held of ['none', 'spot', 'on-demand'] as const)
+          for (const spotAvailable of held === 'spot' ? [true] : [true, false])
+            for (const stateAgeSeconds of [0, step, 10 * step, Number.POSITIVE_INFINITY]) {
+              const state = {
+                timeLeftSeconds: steps * step,
+                workLeftSeconds: work,
+                held,
+                spotAvailable,
+                stateAgeSeconds,
+              };
+              expect(zero.decide(state)).toBe(neutral.decide(state));
+            }
+  });
+
   it('answers only for states it was solved for, and rejects impossible parameters', () => {
     const p = plan({});
     expect(p.covers({ ...waiting, timeLeftSeconds: 41 * step })).toBe(false);
     expect(() => p.decide({ ...waiting, workLeftSeconds: 7000 })).toThrow(/outside the plan/);
     expect(() => plan({ spotPriceRatio: 1.5 })).toThrow(/spotPriceRatio must be at most 1, got 1.5/);
     expect(() => plan({ horizonSteps: 2.5 })).toThrow(/horizonSteps must be a whole number >= 0, got 2.5/);
+    expect(() => plan({ riskAversion: -0.1 })).toThrow(/riskAversion must be a finite number >= 0, got -0.1/);
+    expect(() => plan({ riskAversion: Number.NaN })).toThrow(/riskAversion must be a finite number >= 0, got NaN/);
+    // Costs reach (6000 + 6·300 + 2·300) s = 2.33 on-demand hours: 300 per hour would weigh e^700.
+    expect(() => plan({ riskAversion: 300 })).toThrow(
+      /riskAversion 300 per on-demand hour is too large for a plan whose costs reach 2.3 on-demand hours: their product must be at most 500/,
+    );
     expect(() => plan({ model: { binSeconds: step, availableHazards: [], unavailableHazards: [0.2] } })).toThrow(
       /model.availableHazards must hold at least one hazard/,
     );
@@ -309,6 +372,14 @@ describe('spotPlanFor', () => {
     expect(spotPlanFor(waiting, copy)).toBe(plan);
     const other = { ...parameters, model: { ...parameters.model, unavailableHazards: [0.3] } };
     expect(spotPlanFor(waiting, other)).not.toBe(plan);
+  });
+
+  it('keeps a plan per risk aversion', () => {
+    const neutral = spotPlanFor(waiting, parameters);
+    const averse = spotPlanFor(waiting, { ...parameters, riskAversion: 0.12 });
+    expect(averse).not.toBe(neutral);
+    expect(averse.parameters.riskAversion).toBe(0.12);
+    expect(spotPlanFor(waiting, { ...parameters, riskAversion: 0.12 })).toBe(averse);
   });
 
   it('grows a plan by half again in the dimension a state outgrows, so a run of slightly larger jobs solves once', () => {

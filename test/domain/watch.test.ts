@@ -360,6 +360,7 @@ describe('placement input', () => {
     expect(config({ instanceTypes: three, onDemandUsdPerHour: 0.5, spotUsdPerHour: 0.2 }).spotPlanning).toEqual({
       model: FLEET_SPOT_MODEL,
       spotPriceRatio: 0.4,
+      riskAversion: 0.06,
     });
     // No probe, no spot price, or spot no cheaper: the reserve rules.
     expect(config({ instanceTypes: ['g4dn.xlarge'], onDemandUsdPerHour: 0.5, spotUsdPerHour: 0.2 }).spotPlanning).toBe(
