@@ -13,7 +13,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { build, type Metafile } from 'esbuild';
 import { type ApiEvent, createApiHandler } from '../lambdas/api/app';
-import { DEFAULT_PLACEMENT_CONFIG } from '../lambdas/domain/placement';
+import { DEFAULT_PLACEMENT_CONFIG, SPOT_PLAN_RISK_AVERSION } from '../lambdas/domain/placement';
 import { MAX_PLAN_GRID_POINTS, planGridPoints } from '../lambdas/domain/spot-planner';
 import type { ControlPlane } from '../lambdas/shared/control-plane';
 import { logger } from '../lambdas/shared/logger';
@@ -436,11 +436,11 @@ async function measureSdkImports(
 /** The child: imports the planner bundle, solves one plan cold, prints the solve's milliseconds and the RSS after. */
 const PLAN_SOLVE_CHILD = `
 const { spotPlanFor, FLEET_SPOT_MODEL } = await import(process.argv[1]);
-const [timeLeftSeconds, workLeftSeconds, stepSeconds, restartOverheadSeconds, spotPriceRatio] = process.argv.slice(2).map(Number);
+const [timeLeftSeconds, workLeftSeconds, stepSeconds, restartOverheadSeconds, spotPriceRatio, riskAversion] = process.argv.slice(2).map(Number);
 const started = performance.now();
 spotPlanFor(
   { timeLeftSeconds, workLeftSeconds, held: 'none', spotAvailable: true, stateAgeSeconds: 0 },
-  { stepSeconds, restartOverheadSeconds, spotPriceRatio, model: FLEET_SPOT_MODEL },
+  { stepSeconds, restartOverheadSeconds, spotPriceRatio, model: FLEET_SPOT_MODEL, riskAversion },
 );
 const solveMs = performance.now() - started;
 process.stdout.write(JSON.stringify({ solveMs, rssBytes: process.memoryUsage().rss }));
@@ -478,8 +478,8 @@ export function planSolveCases(
 
 /**
  * Cold plan solves: the planner bundled exactly as the Lambdas bundle it (bundleLambda), each solve in a fresh process (runs sequential),
- * at the deployed check interval and restart overhead and the sweep's p3.2xlarge price ratio (solve time does not
- * depend on either).
+ * at the deployed check interval, restart overhead and risk aversion and the sweep's p3.2xlarge price ratio (solve time
+ * does not depend on the ratio or the overhead).
  */
 async function measurePlanSolves(runs: number, log: (line: string) => void): Promise<PlanSolveFigure[]> {
   mkdirSync(BUILD_DIR, { recursive: true });
@@ -496,7 +496,14 @@ async function measurePlanSolves(runs: number, log: (line: string) => void): Pro
   for (const c of planSolveCases(checkIntervalSeconds)) {
     const samples: Array<{ solveMs: number; rssBytes: number }> = [];
     const ratio = P3_PRICES.spot / P3_PRICES.onDemand;
-    const args = [c.timeLeftSeconds, c.workLeftSeconds, checkIntervalSeconds, restartOverheadSeconds, ratio];
+    const args = [
+      c.timeLeftSeconds,
+      c.workLeftSeconds,
+      checkIntervalSeconds,
+      restartOverheadSeconds,
+      ratio,
+      SPOT_PLAN_RISK_AVERSION,
+    ];
     for (let i = 0; i < runs; i++)
       samples.push(
         await runChild(PLAN_SOLVE_CHILD, [pathToFileURL(outfile).href, ...args.map(String)], {}, 'plan solve'),
