@@ -633,10 +633,10 @@ export class SpotPlan {
 
 /**
  * The largest plan solved, in grid points ((steps + 1) × (work cells + 2)): with the fleet model's age phases and the
- * deployed risk aversion, a cold solve takes 4.0 s and 60 MiB of process memory on one core here, about 7.0 s in the
+ * deployed risk aversion, a cold solve takes 4.0 s and 60 MiB of process memory on one core here, about 6.8 s in the
  * 1,024 MiB Lambdas that decide placement (lib/function.ts PLANNING_MEMORY_MIB), well inside their 30 s
  * (`npm run bench -- --only control-plane`). The sweep's largest job (92 h to the deadline, 48 h of work) is 640 000
- * points (2.6 s); a job beyond the limit (a week to its deadline with 3 days of work is 1.7 M) keeps the reserve rules.
+ * points (2.3 s); a job beyond the limit (a week to its deadline with 3 days of work is 1.7 M) keeps the reserve rules.
  */
 export const MAX_PLAN_GRID_POINTS = 1_000_000;
 
