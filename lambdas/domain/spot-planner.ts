@@ -575,7 +575,8 @@ export class SpotPlan {
       const value = a.stepFactor * later;
       return value < RISK_MISS_VALUE ? value : RISK_MISS_VALUE;
     };
-    // Two functions rather than one that branches on `averse`: the one function measured 20 % slower in both modes.
+    // Two functions rather than one that branches on `averse` (measured 20 % slower in both modes), each with its own
+    // copy of the interpolation (a helper both call measured 1.5 times slower): this loop is the whole solve.
     const actionValue = averse ? averseValue : neutralValue;
 
     for (let step = 1; step <= horizonSteps; step++) {
