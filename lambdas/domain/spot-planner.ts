@@ -3,8 +3,9 @@
  * whether spot is available, how long that has been so, and how much work is left, at each check until the deadline.
  * The model (`SpotLengthModel`) gives, for available stretches and for outages, the chance that a stretch of a given
  * age ends within the next bin; it is fitted from availability traces (bench/spot/spot-model.ts) and shipped as
- * FLEET_SPOT_MODEL. The plan minimises expected cost, with a steep price on missing the deadline; decidePlacement
- * (placement.ts) keeps its safety net in front of it. Rationale and measurements:
+ * FLEET_SPOT_MODEL. The plan minimises expected cost, or with `riskAversion` the certainty-equivalent cost (the
+ * deployed plan's), with a steep price on missing the deadline; decidePlacement (placement.ts) keeps its safety net in
+ * front of it. Rationale and measurements:
  * docs/adr/0001-spot-placement-policy.md.
  *
  * The platform's two actions, exactly as the lifecycle can take them at a decision moment:
