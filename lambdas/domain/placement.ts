@@ -442,7 +442,7 @@ function decideByPlan(
         false,
         capacity === 'spot'
           ? `Deadline ${pace}${seen}: the plan starts on spot.`
-          : `Deadline ${pace}${seen}: the plan expects on-demand to cost less than waiting for spot.`,
+          : `Deadline ${pace}${seen}: the plan rates on-demand cheaper than waiting for spot.`,
       );
     }
     case 'attempt-reclaimed':
@@ -458,7 +458,7 @@ function decideByPlan(
         false,
         capacity === 'spot'
           ? `${what}; with ${pace} the plan waits for spot again.`
-          : `${what}; with ${pace} the plan expects on-demand to cost less than waiting.`,
+          : `${what}; with ${pace} the plan rates on-demand cheaper than waiting.`,
       );
     }
     case 'periodic-check': {
@@ -476,8 +476,8 @@ function decideByPlan(
         capacity,
         true,
         capacity === 'spot'
-          ? `With ${pace} and ${seen}, the plan expects spot to cost less: move back to spot.`
-          : `With ${pace} and ${seen}, the plan expects on-demand to cost less than waiting: move to on-demand.`,
+          ? `With ${pace} and ${seen}, the plan rates spot cheaper: move back to spot.`
+          : `With ${pace} and ${seen}, the plan rates on-demand cheaper than waiting: move to on-demand.`,
       );
     }
   }

@@ -217,8 +217,7 @@ export interface SpotPlanParameters {
    * Risk aversion per on-demand hour of cost (≥ 0; 0 or absent: risk-neutral). The plan takes the action of least
    * certainty-equivalent cost, (1/a)·ln E[e^(a·cost)] with costs in on-demand hours, rather than of least expected
    * cost: it gives up a little on average to narrow the spread of what a job can end up costing (ADR 0001). The
-   * product of `riskAversion` and the plan's largest cost in on-demand hours must be at most
-   * {@link MAX_RISK_EXPONENT}.
+   * product of `riskAversion` and the plan's largest cost in on-demand hours must be at most 500 (MAX_RISK_EXPONENT).
    */
   riskAversion?: number;
 }
@@ -267,7 +266,7 @@ const MISS_PENALTY = 1e6;
  * The largest risk aversion × cost a risk-averse plan weighs (its values are e^(a·cost)): far below where a double
  * overflows (709), so that a sum of a few such values stays finite.
  */
-export const MAX_RISK_EXPONENT = 500;
+const MAX_RISK_EXPONENT = 500;
 /** A risk-averse plan's value of a missed deadline: above every cost it weighs (e^MAX_RISK_EXPONENT), still finite. */
 const RISK_MISS_VALUE = Math.exp(MAX_RISK_EXPONENT + 100);
 

@@ -432,7 +432,7 @@ describe('decidePlacement with a spot plan', () => {
     expect(decidePlacement(seen, steady)).toMatchObject({
       capacity: 'spot',
       move: true,
-      reason: expect.stringContaining('the plan expects spot to cost less: move back to spot'),
+      reason: expect.stringContaining('the plan rates spot cheaper: move back to spot'),
     });
     expect(decidePlacement(seen, flicker)).toMatchObject({
       capacity: 'on-demand',

@@ -650,7 +650,7 @@ describe('budget watch: back to spot', () => {
         at: TICK_ISO,
         moment: 'periodic-check',
         decision: 'move-attempt 1 to spot',
-        reason: expect.stringContaining('spot available for 900 s, the plan expects spot to cost less'),
+        reason: expect.stringContaining('spot available for 900 s, the plan rates spot cheaper'),
       }),
     ]);
 
