@@ -406,10 +406,12 @@ function decideWithDeadline(state: PlacementState, config: PlacementPolicyConfig
 }
 
 /**
- * Deadline rules with a plan (spot-planner.ts): the action of least expected cost for what the job holds, whether
+ * Deadline rules with a plan (spot-planner.ts): the action the plan rates cheapest for what the job holds, whether
  * spot is there and for how long it has been so. At submission the tier's record says what spot is and since when;
  * without one, spot is taken as available and new: spot unless the plan would take on-demand even then. On on-demand
- * with neither the probe nor the record able to tell, the job stays.
+ * the job moves back to spot only when spot is seen available and the plan rates it cheaper: it stays while spot is
+ * out (the plan would sometimes park it in the queue to wait, a bet measured to lose; ADR 0001, eighth version) and
+ * while neither the probe nor the record can tell.
  */
 function decideByPlan(
   state: PlacementState,
@@ -465,8 +467,16 @@ function decideByPlan(
       if (state.current === 'on-demand' && state.spotAvailable === undefined)
         return decision('on-demand', false, 'Spot capacity cannot be observed now: stay on on-demand.');
       const available = state.current === 'spot' ? state.spotAvailable !== false : state.spotAvailable === true;
-      const held = state.current === 'spot' && !available ? 'none' : state.current;
       const age = available ? (state.spotAvailableForSeconds ?? 0) : unavailableFor;
+      // A running on-demand job is not stopped to wait in the queue for capacity that is not there (ADR 0001, eighth
+      // version): it moves back once spot is seen again.
+      if (state.current === 'on-demand' && !available)
+        return decision(
+          'on-demand',
+          false,
+          `With ${pace} and spot unavailable${Number.isFinite(age) ? ` for ${Math.round(age)} s` : ''}, the job stays on on-demand until spot is back.`,
+        );
+      const held = state.current === 'spot' && !available ? 'none' : state.current;
       const capacity = plan({ ...base, held, spotAvailable: available, stateAgeSeconds: age });
       const heldCapacity: Capacity = state.current === 'on-demand' ? 'on-demand' : 'spot';
       const seen = `spot ${available ? 'available' : 'unavailable'} for ${Math.round(age)} s`;

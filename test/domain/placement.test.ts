@@ -14,6 +14,7 @@ import {
   withTierSpot,
 } from '../../lambdas/domain/placement';
 import { FLEET_SPOT_MODEL } from '../../lambdas/domain/spot-fleet-model';
+import { type PlanState, spotPlanFor } from '../../lambdas/domain/spot-planner';
 
 // d = 360 s, check = 300 s → safety slack = 2·360 + 300 = 1020 s (plus 360 s when spot must be started).
 // Tuning spelled out so the expectations below can be worked by hand: with no history the job expects spot 60 % of
@@ -439,6 +440,30 @@ describe('decidePlacement with a spot plan', () => {
       move: false,
       reason: expect.stringContaining('the plan keeps the job on on-demand'),
     });
+  });
+
+  it('keeps an on-demand job running through an outage the plan would wait out in the queue', () => {
+    // 20 000 s of work in 60 000 s: the plan itself rates waiting cheaper, since an outage ends within a check half the
+    // time and spot then stays at 0.3 of the price.
+    const out = { ...onDemand, spotAvailable: false, spotUnavailableForSeconds: 600 };
+    const planState: PlanState = {
+      timeLeftSeconds: 60_000,
+      workLeftSeconds: 20_000,
+      held: 'on-demand',
+      spotAvailable: false,
+      stateAgeSeconds: 600,
+    };
+    const { model, spotPriceRatio } = steady.spotPlanning as SpotPlanning;
+    const parameters = { stepSeconds: 300, restartOverheadSeconds: 360, spotPriceRatio, model };
+    expect(spotPlanFor(planState, parameters).decide(planState)).toBe('spot');
+    expect(decidePlacement(out, steady)).toEqual({
+      capacity: 'on-demand',
+      move: false,
+      reason: 'With slack 40000 s and spot unavailable for 600 s, the job stays on on-demand until spot is back.',
+    });
+    // The tier's record alone says the same (the job sees nothing itself on on-demand).
+    const recorded = { ...onDemand, tierSpot: { available: false, forSeconds: 600, sinceChange: true } };
+    expect(decidePlacement(recorded, steady)).toMatchObject({ capacity: 'on-demand', move: false });
   });
 
   it('keeps an on-demand job where it is while the probe cannot tell', () => {
