@@ -685,8 +685,9 @@ function cacheKey(parameters: Omit<SpotPlanParameters, 'horizonSteps' | 'maxWork
 
 /**
  * The plan for a decision in `state`. A plan answers for every state with no more steps and work left than it was
- * solved for, so one plan per (model, step, overhead, price ratio, risk aversion) serves a job's later decisions and every smaller
- * job; a state it does not cover re-solves it for the larger of both, so a warm process solves each key a few times.
+ * solved for, so one plan per (model, step, overhead, price ratio, risk aversion) serves a job's later decisions and
+ * every smaller job; a state it does not cover re-solves it for the larger of both, so a warm process solves each key
+ * a few times.
  */
 export function spotPlanFor(
   state: PlanState,

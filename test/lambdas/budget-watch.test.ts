@@ -714,9 +714,9 @@ describe('budget watch: back to spot', () => {
   it('plans with the model the tier’s record has learnt: where spot is reclaimed within minutes and outages last, the job stays on on-demand', async () => {
     const jobId = id('learnt-stretches');
     await onDemandDeadlineJob(jobId);
-    // The same 15 minutes of spot on which the fleet model moves the job back (above), on a tier whose record has learnt
-    // that half its spot stretches end within 10 minutes and its outages last (1 % per 10 minutes: 16 h on average),
-    // fitted an hour ago: a restart onto spot there would buy minutes of it and then a long wait.
+    // The same 15 minutes of spot on which the fleet model moves the job back (above), on a tier whose record has
+    // learnt that half its spot stretches end within 10 minutes and its outages last (1 % per 10 minutes: 16 h on
+    // average), fitted an hour ago: a restart onto spot there would buy minutes of it and then a long wait.
     await spotSeenSince(TICK_MS - 900_000, {
       modelFittedMs: TICK_MS - 3_600_000,
       model: {
