@@ -51,9 +51,9 @@ export function spotGoals(result: SpotBenchResult): GoalRow[] {
     {
       part: 'spot',
       metric: "Trainyard's mean and p90 gap to the optimum ≤ the better of Greedy and UP, per (trace, D, d)",
-      value: `mean ${g.meanMet}/${g.settings}, p90 ${g.p90Met}/${g.settings} settings`,
+      value: `mean ${g.meanMet}/${g.settings}, p90 ${g.p90Met}/${g.settings}, both ${g.bothMet}/${g.settings} settings`,
       goal: `${g.settings}/${g.settings}`,
-      met: g.meanMet === g.settings && g.p90Met === g.settings,
+      met: g.bothMet === g.settings,
     },
     { part: 'spot', metric: 'Trainyard deadline misses', value: String(g.misses), goal: '0', met: g.misses === 0 },
   ];
