@@ -362,7 +362,8 @@ async function measureColdStarts(
   config: TrainyardConfig,
   log: (line: string) => void,
 ): Promise<ColdStartFigure[]> {
-  const figures: ColdStartFigure[] = [];
+  const bundles: { handler: string; url: string; env: Record<string, string>; startsWithoutConfigVariable: boolean }[] =
+    [];
   for (const [handler, file] of files) {
     const url = pathToFileURL(file).href;
     // Probe: does the bundle start with only the stack's variables, i.e. is the defined config really baked in?
@@ -374,29 +375,36 @@ async function measureColdStarts(
       },
     );
     const env = startsWithoutConfigVariable ? LAMBDA_ENV : { ...LAMBDA_ENV, TRAINYARD_CONFIG: JSON.stringify(config) };
-    const samples: ChildTiming[] = [];
-    // Runs are sequential: on a small machine parallel processes would measure CPU contention, not cold start.
-    for (let i = 0; i < runs; i++) samples.push(await importInFreshProcess(url, env, 'handler'));
-    const ready = samples.map((s) => s.readyMs);
+    bundles.push({ handler, url, env, startsWithoutConfigVariable });
+  }
+  // Runs are sequential: on a small machine parallel processes would measure CPU contention, not cold start. They take
+  // the bundles in turn, round after round, so a spell of a slower machine falls on every bundle alike rather than on
+  // whichever one was being measured then.
+  const samples = bundles.map((): ChildTiming[] => []);
+  for (let i = 0; i < runs; i++)
+    for (const [index, bundle] of bundles.entries())
+      samples[index]?.push(await importInFreshProcess(bundle.url, bundle.env, 'handler'));
+  return bundles.map(({ handler, startsWithoutConfigVariable }, index) => {
+    const timings = samples[index] ?? [];
+    const ready = timings.map((s) => s.readyMs);
     const medianMs = percentile(ready, 50);
-    figures.push({
+    log(
+      `control-plane: cold start ${handler} median ${medianMs.toFixed(0)} ms over ${runs}` +
+        (startsWithoutConfigVariable ? '' : ' (needed TRAINYARD_CONFIG in its environment: set for the runs)'),
+    );
+    return {
       handler,
       runs,
       medianMs,
       maxMs: Math.max(...ready),
       medianImportMs: percentile(
-        samples.map((s) => s.importMs),
+        timings.map((s) => s.importMs),
         50,
       ),
       startsWithoutConfigVariable,
       withinGoal: medianMs <= CONTROL_PLANE_GOALS.coldStartMs,
-    });
-    log(
-      `control-plane: cold start ${handler} median ${medianMs.toFixed(0)} ms over ${runs}` +
-        (startsWithoutConfigVariable ? '' : ' (needed TRAINYARD_CONFIG in its environment: set for the runs)'),
-    );
-  }
-  return figures;
+    };
+  });
 }
 
 /**
@@ -855,7 +863,8 @@ export function controlPlaneTables(result: ControlPlaneBenchResult): string {
   const cold = new Map(result.coldStarts.map((c) => [c.handler, c]));
   const lines = [
     `Bundles: esbuild as lib/function.ts (ESM, node22, minified, \`@aws-sdk/*\` external, default config defined in); ` +
-      `cold start = fresh \`node\` process start → handler export ready, median of ${result.coldStarts[0]?.runs ?? 0}. ` +
+      `cold start = fresh \`node\` process start → handler export ready, median of ${result.coldStarts[0]?.runs ?? 0} ` +
+      '(the bundles taken in turn, round after round). ' +
       '`@aws-sdk/` packages: _at init_ = static `import` or module-level `require`, loaded before the handler is ready ' +
       '(inside the cold start); ' +
       '_on first use_ = only `import()`ed, loaded when a code path needs one (outside the cold start; the shared ' +
