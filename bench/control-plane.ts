@@ -356,14 +356,22 @@ function runChild<T>(code: string, args: readonly string[], env: Record<string, 
   });
 }
 
+/** A bundle ready to be timed: its handler's name, its file URL and the environment it starts with. */
+interface ColdStartBundle {
+  handler: string;
+  url: string;
+  env: Record<string, string>;
+  /** Whether it started with the stack's variables alone (its config defined in at build). */
+  startsWithoutConfigVariable: boolean;
+}
+
 async function measureColdStarts(
   files: Map<string, string>,
   runs: number,
   config: TrainyardConfig,
   log: (line: string) => void,
 ): Promise<ColdStartFigure[]> {
-  const bundles: { handler: string; url: string; env: Record<string, string>; startsWithoutConfigVariable: boolean }[] =
-    [];
+  const bundles: ColdStartBundle[] = [];
   for (const [handler, file] of files) {
     const url = pathToFileURL(file).href;
     // Probe: does the bundle start with only the stack's variables, i.e. is the defined config really baked in?

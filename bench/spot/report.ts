@@ -25,8 +25,11 @@ export interface Standing {
 
 /** A setting where Trainyard's policy misses the goal, and by how much. */
 export interface Shortfall {
+  /** Trace name. */
   trace: string;
+  /** Deadline, hours. */
   deadlineHours: number;
+  /** Restart overhead, hours. */
   overheadHours: number;
   /** Trainyard's mean gap minus the better of Greedy's and UP's, in percentage points (≤ 0: met). */
   meanPoints: number;
