@@ -74,47 +74,55 @@ export function overall(settings: readonly SettingResult[]): Record<PolicyName, 
   ) as Record<PolicyName, OverallStats>;
 }
 
-/** Trainyard's standing against a reference whose mean and p90 gap per setting `reference` gives. */
-function standing(
-  settings: readonly SettingResult[],
-  reference: (s: SettingResult) => { meanGap: number; p90Gap: number },
-): Standing {
+/** Gap figures of a reference in one setting: a baseline's, or the better of two. */
+type Reference = (s: SettingResult) => { meanGap: number; p90Gap: number };
+
+/** How far Trainyard's gaps are over the reference's in a setting, in percentage points (≤ 0: at or below). */
+function pointsOver(s: SettingResult, reference: Reference): { meanPoints: number; p90Points: number } {
+  const { meanGap, p90Gap } = reference(s);
+  return {
+    meanPoints: (s.policies.trainyard.meanGap - meanGap) * 100,
+    p90Points: (s.policies.trainyard.p90Gap - p90Gap) * 100,
+  };
+}
+
+/** Whether a figure `points` over its reference is met (float noise of TOLERANCE allowed). */
+const met = (points: number): boolean => points <= TOLERANCE * 100;
+
+/** Trainyard's standing against a reference. */
+function standing(settings: readonly SettingResult[], reference: Reference): Standing {
   let meanMet = 0;
   let p90Met = 0;
   let bothMet = 0;
   for (const s of settings) {
-    const { meanGap, p90Gap } = reference(s);
-    const meanOk = s.policies.trainyard.meanGap <= meanGap + TOLERANCE;
-    const p90Ok = s.policies.trainyard.p90Gap <= p90Gap + TOLERANCE;
-    if (meanOk) meanMet++;
-    if (p90Ok) p90Met++;
-    if (meanOk && p90Ok) bothMet++;
+    const { meanPoints, p90Points } = pointsOver(s, reference);
+    if (met(meanPoints)) meanMet++;
+    if (met(p90Points)) p90Met++;
+    if (met(meanPoints) && met(p90Points)) bothMet++;
   }
   return { meanMet, p90Met, bothMet };
 }
 
 /** The better of Greedy's and UP's mean gap and, separately, of their p90 gaps: the goal's reference in a setting. */
-function betterBaseline(s: SettingResult): { meanGap: number; p90Gap: number } {
+const betterBaseline: Reference = (s) => {
   const { greedy, 'uniform-progress': up } = s.policies;
   return { meanGap: Math.min(greedy.meanGap, up.meanGap), p90Gap: Math.min(greedy.p90Gap, up.p90Gap) };
-}
+};
 
 /** Compares Trainyard with the better of Greedy and UP in every setting, and with each of them alone. */
 export function goalCheck(settings: readonly SettingResult[]): GoalCheck {
   const goal = standing(settings, betterBaseline);
   const misses = settings.reduce((sum, s) => sum + s.policies.trainyard.misses, 0);
   const shortfalls = settings
-    .map((s): Shortfall => {
-      const reference = betterBaseline(s);
-      return {
+    .map(
+      (s): Shortfall => ({
         trace: s.trace,
         deadlineHours: s.deadlineHours,
         overheadHours: s.overheadHours,
-        meanPoints: (s.policies.trainyard.meanGap - reference.meanGap) * 100,
-        p90Points: (s.policies.trainyard.p90Gap - reference.p90Gap) * 100,
-      };
-    })
-    .filter((f) => f.meanPoints > TOLERANCE * 100 || f.p90Points > TOLERANCE * 100)
+        ...pointsOver(s, betterBaseline),
+      }),
+    )
+    .filter((f) => !met(f.meanPoints) || !met(f.p90Points))
     .sort((a, b) => Math.max(b.meanPoints, b.p90Points) - Math.max(a.meanPoints, a.p90Points));
   return {
     ...goal,
@@ -166,8 +174,8 @@ export function markdownReport(settings: readonly SettingResult[], title: string
       `${goal.met ? 'met' : 'NOT met'} — mean in ${goal.meanMet}/${n} settings, p90 in ${goal.p90Met}/${n}, ` +
       `both in ${goal.bothMet}/${n}, ${goal.misses} misses.`,
     '',
-    "Settings where Trainyard's gap is at or below the reference's (the better of the two is picked per setting, with " +
-      'hindsight):',
+    "Settings where Trainyard's gap is at or below the reference's (the better of the two is picked per " +
+      'setting, with hindsight):',
     '',
     '| reference | mean gap | p90 gap | both |',
     '|---|---|---|---|',

@@ -474,7 +474,8 @@ function decideByPlan(
         return decision(
           'on-demand',
           false,
-          `With ${pace} and spot unavailable${Number.isFinite(age) ? ` for ${Math.round(age)} s` : ''}, the job stays on on-demand until spot is back.`,
+          `With ${pace} and spot unavailable${Number.isFinite(age) ? ` for ${Math.round(age)} s` : ''}, ` +
+            'the job stays on on-demand until spot is back.',
         );
       const held = state.current === 'spot' && !available ? 'none' : state.current;
       const capacity = plan({ ...base, held, spotAvailable: available, stateAgeSeconds: age });

@@ -711,7 +711,7 @@ describe('budget watch: back to spot', () => {
     expect(bench.recorded.terminated).toEqual([]);
   });
 
-  it('plans with the model the tier’s record has learnt: where spot is reclaimed within minutes and outages last, the job stays on on-demand', async () => {
+  it('plans with the tier’s learnt model: where spot lasts minutes and outages hours, the job stays on on-demand', async () => {
     const jobId = id('learnt-stretches');
     await onDemandDeadlineJob(jobId);
     // The same 15 minutes of spot on which the fleet model moves the job back (above), on a tier whose record has
