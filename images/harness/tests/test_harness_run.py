@@ -326,3 +326,69 @@ def test_finds_checkpoint_files_a_process_group_holds_open_for_writing(tmp_path)
         holder.stdin.close()
         holder.wait(30)
     assert files_open_for_writing(holder.pid, str(directory)) == []
+
+
+def test_tells_a_stopped_process_group_from_a_running_one(tmp_path):
+    import os
+    import subprocess
+    import time
+
+    from trainyard_harness.main import group_stopped
+
+    spinner = subprocess.Popen([PYTHON, '-c', 'while True: pass'], start_new_session=True)
+    try:
+        assert not group_stopped(spinner.pid)
+        os.killpg(spinner.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 10
+        while not group_stopped(spinner.pid):
+            assert time.monotonic() < deadline, 'SIGSTOP never took effect'
+            time.sleep(0.001)
+        os.killpg(spinner.pid, signal.SIGCONT)
+        assert not group_stopped(spinner.pid)
+    finally:
+        spinner.kill()
+        spinner.wait(30)
+
+
+# A writer that rewrites its checkpoint in place as fast as it can: most of its time is spent with the file open
+# and truncated, so a kill that lands at the wrong moment leaves invalid JSON behind.
+RESTLESS_WRITER = textwrap.dedent(
+    '''
+    import json, os, sys
+    step = 0
+    while True:
+        step += 1
+        with open(os.path.join(sys.argv[1], 'ckpt.json'), 'w') as handle:
+            json.dump({'step': step, 'padding': 'x' * 200_000}, handle)
+    '''
+)
+
+
+def test_a_kill_never_tears_a_checkpoint_file_it_does_not_report(tmp_path):
+    """kill(SIGSTOP) returns before the group has stopped; the harness waits for the stop before it looks at /proc.
+
+    Before it did, a writer still running after SIGSTOP could open (truncate) its checkpoint between the look and
+    the SIGKILL, and the empty file was uploaded as the newest checkpoint (over half of these trials on a 2-core
+    machine).
+    """
+    import subprocess
+    import time
+    import types
+
+    from trainyard_harness.main import Harness
+
+    for trial in range(20):
+        directory = tmp_path / f'trial-{trial}'
+        directory.mkdir()
+        writer = subprocess.Popen([PYTHON, '-c', RESTLESS_WRITER, str(directory)], start_new_session=True)
+        while not (directory / 'ckpt.json').exists():
+            time.sleep(0.005)
+        time.sleep(0.05)
+        harness = Harness(types.SimpleNamespace(checkpoint_dir=str(directory)), Logger())
+        torn = harness._kill_between_writes(writer)
+        assert writer.wait(30) == -signal.SIGKILL
+        if torn:
+            assert torn == [str(directory / 'ckpt.json')]
+            continue
+        saved = json.loads((directory / 'ckpt.json').read_text())
+        assert saved['step'] >= 1, f'trial {trial}'

@@ -26,17 +26,51 @@ OUTPUT_DRAIN_SECONDS = 5.0
 KILL_WRITE_WAIT_SECONDS = 5.0
 
 
+def group_pids(pgid: int) -> list[int]:
+    """The processes of group `pgid` (Linux /proc); empty when /proc cannot be read."""
+    try:
+        names = os.listdir('/proc')
+    except OSError:
+        return []
+    pids = []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(name)) == pgid:
+                pids.append(int(name))
+        except OSError:
+            continue  # the process exited while we looked
+    return pids
+
+
+def group_stopped(pgid: int) -> bool:
+    """Whether every thread of every process of group `pgid` is stopped or dead (Linux /proc).
+
+    kill(SIGSTOP) only queues the signal: a thread running on another core, or inside a system call, stops a
+    moment later, and until it has, it can still open (and truncate) a checkpoint file.
+    """
+    for pid in group_pids(pgid):
+        try:
+            tids = os.listdir(f'/proc/{pid}/task')
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f'/proc/{pid}/task/{tid}/stat', encoding='ascii', errors='replace') as stat:
+                    state = stat.read().rpartition(')')[2].split()[0]
+            except (OSError, IndexError):
+                continue  # the thread exited while we looked
+            if state not in ('T', 't', 'Z', 'X', 'x'):
+                return False
+    return True
+
+
 def files_open_for_writing(pgid: int, directory: str) -> list[str]:
     """Files under `directory` that a process of group `pgid` has open for writing (Linux /proc)."""
     found: list[str] = []
-    try:
-        pids = [int(name) for name in os.listdir('/proc') if name.isdigit()]
-    except OSError:
-        return found
-    for pid in pids:
+    for pid in group_pids(pgid):
         try:
-            if os.getpgid(pid) != pgid:
-                continue
             for fd in os.listdir(f'/proc/{pid}/fd'):
                 target = os.readlink(f'/proc/{pid}/fd/{fd}')
                 if not target.startswith(directory + os.sep):
@@ -330,20 +364,28 @@ class Harness:
     def _kill_between_writes(self, child: subprocess.Popen[bytes]) -> list[str]:
         """SIGKILLs the group, but not while it holds a checkpoint file open for writing (if avoidable).
 
-        The group is frozen with SIGSTOP and /proc is inspected; if a file under the checkpoint directory is open
-        for writing, the group is resumed briefly so the write can finish, for at most KILL_WRITE_WAIT_SECONDS.
-        Returns the files still open for writing at the kill (their contents may be torn).
+        The group is frozen with SIGSTOP, the harness waits until every thread has actually stopped, and /proc is
+        inspected; if a file under the checkpoint directory is open for writing, the group is resumed briefly so
+        the write can finish, for at most KILL_WRITE_WAIT_SECONDS. Returns the files that may be torn: those still
+        open for writing at the kill, or every file of the directory if the group never stopped.
         """
+        directory = os.path.realpath(self.settings.checkpoint_dir)
         deadline = time.monotonic() + KILL_WRITE_WAIT_SECONDS
-        open_files: list[str] = []
         while True:
             self._signal_group(child, signal.SIGSTOP)
-            open_files = files_open_for_writing(child.pid, os.path.realpath(self.settings.checkpoint_dir))
-            if not open_files or time.monotonic() >= deadline:
+            stopped = group_stopped(child.pid)
+            while not stopped and time.monotonic() < deadline:
+                time.sleep(0.001)
+                stopped = group_stopped(child.pid)
+            open_files = files_open_for_writing(child.pid, directory)
+            if (stopped and not open_files) or time.monotonic() >= deadline:
                 break
             self._signal_group(child, signal.SIGCONT)
             time.sleep(0.02)  # let the writer run on; polled, because the harness cannot be told when it closes
         self._signal_group(child, signal.SIGKILL)
+        if not stopped:
+            # Killed at an unknown point of its work: nothing it was writing can be told apart from what it was not.
+            return sorted(os.path.join(directory, relative) for relative in scan_directory(directory))
         return open_files
 
     def _unsafe_to_upload(
