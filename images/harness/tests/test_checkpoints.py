@@ -4,6 +4,7 @@ import hashlib
 import io
 import json
 import os
+import time
 
 import pytest
 
@@ -210,3 +211,55 @@ def test_syncer_treats_restored_files_as_already_uploaded(tmp_path):
 
     assert syncer.sync('test') is None
     assert folders_in(tmp_path) == ['ckpt-000001']
+
+
+def wait_for(predicate, limit=30.0):
+    deadline = time.monotonic() + limit
+    while not predicate():
+        assert time.monotonic() < deadline, 'condition not reached in time'
+        time.sleep(0.02)
+
+
+def test_syncer_waits_while_a_checkpoint_file_is_open_for_writing(tmp_path):
+    _storage, store = make_store(tmp_path)
+    local = tmp_path / 'local'
+    local.mkdir()
+    (local / 'ckpt.pt').write_bytes(b'half')
+    writing = [str(local / 'ckpt.pt')]
+    out = io.StringIO()
+    syncer = CheckpointSyncer(store, str(local), 'j', 1, 300, 0, lambda: 3, Logger(out), lambda: list(writing))
+    syncer.start()
+    try:
+        wait_for(lambda: 'checkpoint_upload_deferred' in out.getvalue())
+        time.sleep(0.3)  # several ticks with a settled directory, all while the file stays open
+        assert folders_in(tmp_path) == []
+        (local / 'ckpt.pt').write_bytes(b'half and the rest')
+        writing.clear()
+        wait_for(lambda: folders_in(tmp_path) == ['ckpt-000001'])
+    finally:
+        syncer.stop()
+    assert store.restore_newest(str(tmp_path / 'restored'))['step'] == 3
+    assert (tmp_path / 'restored' / 'ckpt.pt').read_bytes() == b'half and the rest'
+
+
+def test_syncer_uploads_after_one_interval_when_a_file_stays_open_for_good(tmp_path):
+    _storage, store = make_store(tmp_path)
+    local = tmp_path / 'local'
+    local.mkdir()
+    (local / 'ckpt.pt').write_bytes(b'weights')
+    (local / 'train.log').write_bytes(b'a log the script keeps open')
+    out = io.StringIO()
+    syncer = CheckpointSyncer(
+        store, str(local), 'j', 1, 0.5, 0, lambda: None, Logger(out), lambda: [str(local / 'train.log')]
+    )
+    started = time.monotonic()
+    syncer.start()
+    try:
+        wait_for(lambda: folders_in(tmp_path) == ['ckpt-000001'])
+    finally:
+        syncer.stop()
+    assert time.monotonic() - started >= 0.5
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    late = [e for e in events if e['event'] == 'checkpoint_upload_while_open']
+    assert len(late) == 1 and late[0]['open_for_writing'] == [str(local / 'train.log')]
+    assert late[0]['deferred_s'] >= 0.5

@@ -392,3 +392,34 @@ def test_a_kill_never_tears_a_checkpoint_file_it_does_not_report(tmp_path):
             continue
         saved = json.loads((directory / 'ckpt.json').read_text())
         assert saved['step'] >= 1, f'trial {trial}'
+
+
+def test_a_writer_that_stalls_mid_write_never_has_its_half_file_uploaded(tmp_path):
+    """The directory is quiet for longer than the settle window while the checkpoint is half written."""
+    job = script(
+        tmp_path,
+        """
+        import json, os, signal, time
+        path = os.path.join(os.environ['TRAINYARD_CHECKPOINT_DIR'], 'ckpt.json')
+        for step in (10, 20):
+            text = json.dumps({'step': step, 'padding': 'x' * 10_000})
+            with open(path, 'w') as handle:
+                handle.write(text[:100])
+                handle.flush()
+                time.sleep(1.5)  # stalled, file open and unchanged, far past TRAINYARD_SETTLE_SECONDS
+                handle.write(text[100:])
+            print(f'iter {step}: loss 1.0000, time 1.00ms, mfu 0.00%', flush=True)
+            time.sleep(0.5)
+        signal.pause()
+        """,
+    )
+    run = run_harness([PYTHON, job], base_env(tmp_path, closed_port_endpoint(), TRAINYARD_SETTLE_SECONDS='0.1'))
+    run.wait_for_event('checkpoint_uploaded', checkpoint='ckpt-000002')
+    run.signal(signal.SIGTERM)
+    assert run.finish() == 75
+
+    folders = sorted((tmp_path / 'store' / 'checkpoints').iterdir())
+    for folder in folders:
+        assert len((folder / 'ckpt.json').read_bytes()) > 100, f'{folder.name} holds the half-written file'
+    assert [json.loads((f / 'ckpt.json').read_text())['step'] for f in folders] == [10, 20]
+    assert len(run.events('checkpoint_upload_deferred')) == 2

@@ -249,7 +249,13 @@ class CheckpointStore:
 
 
 class CheckpointSyncer:
-    """Uploads the local checkpoint directory when it settles after a write and every sync interval."""
+    """Uploads the local checkpoint directory when it settles after a write and every sync interval.
+
+    A directory that has settled may still hold a half-written file: a writer that stalls mid-write (blocked on a
+    slow disk, descheduled, stopped) changes nothing for as long as it stalls. So a background upload waits while
+    `open_for_writing` names files the training process holds open for writing, for at most one sync interval;
+    after that it goes ahead (`checkpoint_upload_while_open`), since a script may keep a log open there for good.
+    """
 
     def __init__(
         self,
@@ -261,6 +267,7 @@ class CheckpointSyncer:
         settle_seconds: float,
         step_provider: Callable[[], int | None],
         log: Logger,
+        open_for_writing: Callable[[], list[str]] = lambda: [],
     ):
         self.store = store
         self.local_dir = local_dir
@@ -270,6 +277,7 @@ class CheckpointSyncer:
         self.settle_seconds = settle_seconds
         self.step_provider = step_provider
         self.log = log
+        self.open_for_writing = open_for_writing
         self.uploaded: Signature = {}
         self.last_manifest: dict | None = None
         self._lock = threading.Lock()
@@ -322,6 +330,7 @@ class CheckpointSyncer:
         seen: Signature = {}
         changed_at = time.monotonic()
         last_interval = time.monotonic()
+        deferred_since: float | None = None
         while not self._stop.wait(tick):
             try:
                 current = scan_directory(self.local_dir)
@@ -330,11 +339,27 @@ class CheckpointSyncer:
                     seen, changed_at = current, now
                 settled = now - changed_at >= self.settle_seconds
                 if current and current != self.uploaded and settled:
-                    self.sync('settled')
-                    last_interval = now
+                    reason = 'settled'
                 elif now - last_interval >= self.interval_seconds:
-                    last_interval = now
-                    self.sync('interval')
+                    reason = 'interval'
+                else:
+                    continue
+                busy = self.open_for_writing() if current != self.uploaded else []
+                if busy:
+                    if deferred_since is None:
+                        deferred_since = now
+                        self.log.info('checkpoint_upload_deferred', reason=reason, open_for_writing=busy)
+                    if now - deferred_since < self.interval_seconds:
+                        continue
+                    self.log.warn(
+                        'checkpoint_upload_while_open',
+                        reason=reason,
+                        open_for_writing=busy,
+                        deferred_s=round(now - deferred_since, 3),
+                    )
+                deferred_since = None
+                last_interval = now
+                self.sync(reason)
             except DirectoryChanged as error:
                 self.log.info('checkpoint_upload_retry', reason=str(error))
             except (StorageError, OSError) as error:

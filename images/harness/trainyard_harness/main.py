@@ -191,6 +191,7 @@ class Harness:
             s.settle_seconds,
             lambda: recorder.step,
             self.log,
+            self._files_the_child_is_writing,
         )
         if restored is not None:
             command += s.resume_args
@@ -387,6 +388,13 @@ class Harness:
             # Killed at an unknown point of its work: nothing it was writing can be told apart from what it was not.
             return sorted(os.path.join(directory, relative) for relative in scan_directory(directory))
         return open_files
+
+    def _files_the_child_is_writing(self) -> list[str]:
+        """Checkpoint files the training process group holds open for writing; none before it starts."""
+        child = self.child
+        if child is None:
+            return []
+        return files_open_for_writing(child.pid, os.path.realpath(self.settings.checkpoint_dir))
 
     def _unsafe_to_upload(
         self, returncode: int, killed: bool, torn_files: list[str], exited_at: float
