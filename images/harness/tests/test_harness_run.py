@@ -423,3 +423,25 @@ def test_a_writer_that_stalls_mid_write_never_has_its_half_file_uploaded(tmp_pat
         assert len((folder / 'ckpt.json').read_bytes()) > 100, f'{folder.name} holds the half-written file'
     assert [json.loads((f / 'ckpt.json').read_text())['step'] for f in folders] == [10, 20]
     assert len(run.events('checkpoint_upload_deferred')) == 2
+
+
+def test_a_group_that_never_stops_has_every_checkpoint_file_treated_as_torn(tmp_path, monkeypatch):
+    """A thread stuck in the kernel (state D) never reaches the stop: the kill lands at an unknown point."""
+    import subprocess
+    import types
+
+    from trainyard_harness import main as harness_main
+
+    monkeypatch.setattr(harness_main, 'group_stopped', lambda pgid: False)
+    monkeypatch.setattr(harness_main, 'KILL_WRITE_WAIT_SECONDS', 0.2)
+    directory = tmp_path / 'ckpt'
+    (directory / 'optim').mkdir(parents=True)
+    (directory / 'ckpt.pt').write_bytes(b'weights')
+    (directory / 'optim' / 'state.pt').write_bytes(b'moments')
+    sleeper = subprocess.Popen([PYTHON, '-c', 'import time; time.sleep(60)'], start_new_session=True)
+    harness = harness_main.Harness(types.SimpleNamespace(checkpoint_dir=str(directory)), Logger())
+
+    torn = harness._kill_between_writes(sleeper)
+
+    assert sleeper.wait(30) == -signal.SIGKILL
+    assert torn == [str(directory / 'ckpt.pt'), str(directory / 'optim' / 'state.pt')]
