@@ -35,6 +35,7 @@ import { type RunningEngine, startDynalite, startS3rver } from '../lib/local/eng
 import type { LocalBatch, SubmitJobInput } from '../lib/local/local-batch';
 import { type ExecutionEvent, LocalStateMachine } from '../lib/local/state-machine-runner';
 import { P3_PRICES } from './spot/simulator';
+import { percentile } from './stats';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 /** Bundles live under node_modules so the external `@aws-sdk/*` imports resolve as the Lambda runtime's would. */
@@ -174,13 +175,6 @@ export interface ControlPlaneBenchResult {
 /** Raised when a measurement cannot be taken (a request that should succeed did not). */
 export class BenchMeasurementFailed extends Error {
   override name = 'BenchMeasurementFailed';
-}
-
-/** Nearest-rank percentile (p in 0..100) of a non-empty list. */
-export function percentile(values: readonly number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const rank = Math.max(1, Math.ceil((p / 100) * sorted.length));
-  return sorted[rank - 1] ?? Number.NaN;
 }
 
 /** Every Lambda entry: lambdas/<name>/handler.ts. */

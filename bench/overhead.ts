@@ -14,7 +14,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { packTarGz } from '../lambdas/shared/tarball';
 import { parseConfig } from '../lib/config';
 import { startLocalMode } from '../lib/local/local-mode';
-import { percentile } from './control-plane';
+import { percentile } from './stats';
 
 const EXAMPLE = fileURLToPath(new URL('../examples/hello-cpu/', import.meta.url));
 const PYTHON = '/usr/bin/python3';

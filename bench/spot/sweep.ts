@@ -3,6 +3,7 @@
  * per setting as mean cost relative to on-demand only, mean and 90th-percentile gap to the optimum, and misses.
  */
 import type { PlacementPolicyConfig } from '../../lambdas/domain/placement';
+import { percentile } from '../stats';
 import { greedyPolicy, uniformProgressPolicy } from './baselines';
 import { OptimumWorkspace, optimalCost } from './optimum';
 import { type JobWindow, onDemandOnlyCost, P3_PRICES, type Prices, simulate, type TickPolicy } from './simulator';
@@ -109,14 +110,6 @@ export function startOffsets(trace: SpotTrace, deadlineTicks: number, count: num
   return Array.from({ length: count }, () => Math.floor(random() * (last + 1)));
 }
 
-/** Nearest-rank percentile of unsorted values. */
-export function percentile(values: readonly number[], fraction: number): number {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  const rank = Math.max(1, Math.ceil(fraction * sorted.length));
-  return sorted[rank - 1] as number;
-}
-
 const mean = (values: readonly number[]): number => values.reduce((s, v) => s + v, 0) / values.length;
 
 /** One policy's figures in one setting, job by job. */
@@ -203,7 +196,7 @@ export function runSettings(
         const s = (samples[setting] as Record<PolicyName, Samples>)[name];
         return [
           name,
-          { meanNormalisedCost: mean(s.cost), meanGap: mean(s.gap), p90Gap: percentile(s.gap, 0.9), misses: s.misses },
+          { meanNormalisedCost: mean(s.cost), meanGap: mean(s.gap), p90Gap: percentile(s.gap, 90), misses: s.misses },
         ];
       }),
     ) as Record<PolicyName, PolicyStats>;

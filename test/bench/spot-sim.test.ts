@@ -9,9 +9,10 @@ import {
   schedulePolicy,
   simulate,
 } from '../../bench/spot/simulator';
-import { mulberry32, percentile, startOffsets } from '../../bench/spot/sweep';
+import { mulberry32, startOffsets } from '../../bench/spot/sweep';
 import { InvalidTraceFile, parseTrace } from '../../bench/spot/traces';
 import { isCheckTick, isWatchTick, TierSpotTimeline, trainyardPolicy } from '../../bench/spot/trainyard';
+import { percentile } from '../../bench/stats';
 import type { PlacementDecision, PlacementMoment } from '../../lambdas/domain/placement';
 import { FLEET_SPOT_MODEL } from '../../lambdas/domain/spot-fleet-model';
 
@@ -316,7 +317,11 @@ describe('sweep helpers', () => {
     expect(Math.min(...a)).toBeGreaterThanOrEqual(0);
   });
 
-  it('takes the nearest-rank 90th percentile', () => {
-    expect(percentile([5, 1, 2, 3, 4, 6, 7, 8, 9, 10], 0.9)).toBe(9);
+  it('takes the nearest-rank percentile of unsorted values', () => {
+    expect(percentile([5, 1, 2, 3, 4, 6, 7, 8, 9, 10], 90)).toBe(9);
+    expect(percentile([30, 10, 20], 50)).toBe(20);
+    expect(percentile([30, 10, 20], 99)).toBe(30);
+    expect(percentile([30, 10, 20], 0)).toBe(10);
+    expect(percentile([], 50)).toBeNaN();
   });
 });
