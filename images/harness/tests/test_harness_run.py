@@ -445,3 +445,35 @@ def test_a_group_that_never_stops_has_every_checkpoint_file_treated_as_torn(tmp_
 
     assert sleeper.wait(30) == -signal.SIGKILL
     assert torn == [str(directory / 'ckpt.pt'), str(directory / 'optim' / 'state.pt')]
+
+
+def test_a_process_forked_as_the_group_stops_is_stopped_too(tmp_path, monkeypatch):
+    """A fork just before the SIGSTOP lands leaves a newcomer that never received it; the harness stops it as well."""
+    import subprocess
+    import types
+
+    from trainyard_harness import main as harness_main
+
+    monkeypatch.setattr(harness_main, 'KILL_WRITE_WAIT_SECONDS', 3.0)
+    directory = tmp_path / 'ckpt'
+    directory.mkdir()
+    (directory / 'ckpt.pt').write_bytes(b'weights')
+    leader = subprocess.Popen([PYTHON, '-c', 'import time; time.sleep(60)'], process_group=0)
+    newcomers: list[subprocess.Popen] = []
+    real_group_stopped = harness_main.group_stopped
+
+    def group_stopped_after_a_fork(pgid):
+        if not newcomers:  # the first look comes right after the first SIGSTOP: a member appears that missed it
+            newcomers.append(subprocess.Popen([PYTHON, '-c', 'while True: pass'], process_group=leader.pid))
+        return real_group_stopped(pgid)
+
+    monkeypatch.setattr(harness_main, 'group_stopped', group_stopped_after_a_fork)
+    harness = harness_main.Harness(types.SimpleNamespace(checkpoint_dir=str(directory)), Logger())
+    try:
+        torn = harness._kill_between_writes(leader)
+    finally:
+        for process in [leader, *newcomers]:
+            process.kill()
+            process.wait(30)
+
+    assert torn == [], 'the newcomer was never stopped, so the kill was treated as landing mid-write'

@@ -191,7 +191,7 @@ class Harness:
             s.settle_seconds,
             lambda: recorder.step,
             self.log,
-            self._files_the_child_is_writing,
+            lambda: self._checkpoint_files_open_for_writing(self.child),
         )
         if restored is not None:
             command += s.resume_args
@@ -370,15 +370,16 @@ class Harness:
         the write can finish, for at most KILL_WRITE_WAIT_SECONDS. Returns the files that may be torn: those still
         open for writing at the kill, or every file of the directory if the group never stopped.
         """
-        directory = os.path.realpath(self.settings.checkpoint_dir)
         deadline = time.monotonic() + KILL_WRITE_WAIT_SECONDS
         while True:
             self._signal_group(child, signal.SIGSTOP)
             stopped = group_stopped(child.pid)
             while not stopped and time.monotonic() < deadline:
                 time.sleep(0.001)
+                # Again each time: a process forked just before the group stopped never received the first one.
+                self._signal_group(child, signal.SIGSTOP)
                 stopped = group_stopped(child.pid)
-            open_files = files_open_for_writing(child.pid, directory)
+            open_files = self._checkpoint_files_open_for_writing(child)
             if (stopped and not open_files) or time.monotonic() >= deadline:
                 break
             self._signal_group(child, signal.SIGCONT)
@@ -386,12 +387,12 @@ class Harness:
         self._signal_group(child, signal.SIGKILL)
         if not stopped:
             # Killed at an unknown point of its work: nothing it was writing can be told apart from what it was not.
+            directory = os.path.realpath(self.settings.checkpoint_dir)
             return sorted(os.path.join(directory, relative) for relative in scan_directory(directory))
         return open_files
 
-    def _files_the_child_is_writing(self) -> list[str]:
-        """Checkpoint files the training process group holds open for writing; none before it starts."""
-        child = self.child
+    def _checkpoint_files_open_for_writing(self, child: subprocess.Popen[bytes] | None) -> list[str]:
+        """Checkpoint files the child's process group holds open for writing; none before the child starts."""
         if child is None:
             return []
         return files_open_for_writing(child.pid, os.path.realpath(self.settings.checkpoint_dir))
