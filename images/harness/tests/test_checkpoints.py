@@ -181,6 +181,71 @@ def test_a_torn_newer_checkpoint_does_not_count_towards_retention(tmp_path):
     assert store.restore_newest(str(tmp_path / 'local'))['checkpoint'] == 'ckpt-000001'
 
 
+def mark_resume_failure(storage, index, attempt):
+    """Writes the marker a failed resume leaves, by hand (the name the harness README documents)."""
+    storage.put_bytes(b'{}', f'ckpt-{index:06d}/RESUME_FAILED-{attempt:06d}.json')
+
+
+def test_a_checkpoint_that_failed_to_resume_twice_is_passed_over_for_the_one_before(tmp_path):
+    storage, store = make_store(tmp_path)
+    write_checkpoint(storage, 1, {'c': b'good'}, step=10)
+    write_checkpoint(storage, 2, {'c': b'unloadable'}, step=20)
+    write_checkpoint(storage, 3, {'c': b'partial'}, step=30, manifest=False)
+
+    mark_resume_failure(storage, 2, attempt=2)
+    once = store.restore_newest(str(tmp_path / 'local'))
+    assert (once['checkpoint'], once['resume_failures'], once['set_aside_newer']) == ('ckpt-000002', 1, [])
+
+    mark_resume_failure(storage, 2, attempt=3)
+    twice = store.restore_newest(str(tmp_path / 'local'))
+    assert (twice['checkpoint'], twice['resume_failures'], twice['set_aside_newer']) == ('ckpt-000001', 0, ['ckpt-000002'])
+    assert (tmp_path / 'local' / 'c').read_bytes() == b'good'
+    assert store.usable_indices() == [1]
+
+
+def test_when_every_checkpoint_is_set_aside_the_newest_is_still_restored(tmp_path):
+    storage, store = make_store(tmp_path)
+    for index in (1, 2):
+        write_checkpoint(storage, index, {'c': str(index).encode()}, step=index)
+        mark_resume_failure(storage, index, attempt=2 * index)
+        mark_resume_failure(storage, index, attempt=2 * index + 1)
+
+    manifest = store.restore_newest(str(tmp_path / 'local'))
+
+    assert (manifest['checkpoint'], manifest['resume_failures']) == ('ckpt-000002', 2)
+    assert store.usable_indices() == []
+    assert store.prune() == [], 'nothing is deleted while no usable checkpoint exists'
+
+
+def test_recording_a_resume_failure_counts_each_attempt_once(tmp_path):
+    storage, store = make_store(tmp_path)
+    write_checkpoint(storage, 4, {'c': b'x'})
+
+    assert store.record_resume_failure('ckpt-000004', attempt=5, exit_code=3).resume_failures == 1
+    assert store.record_resume_failure('ckpt-000004', attempt=5, exit_code=3).resume_failures == 1
+    folder = store.record_resume_failure('ckpt-000004', attempt=6, exit_code=1)
+    assert (folder.resume_failures, folder.set_aside) == (2, True)
+    marker = json.loads(storage.get_bytes('ckpt-000004/RESUME_FAILED-000006.json'))
+    assert (marker['attempt'], marker['exit_code']) == (6, 1)
+    with pytest.raises(ValueError, match='not a checkpoint folder name'):
+        store.record_resume_failure('../elsewhere', attempt=1, exit_code=1)
+
+
+def test_a_set_aside_checkpoint_stays_until_a_newer_usable_one_exists_and_does_not_count_towards_retention(tmp_path):
+    storage, store = make_store(tmp_path, keep=2)
+    write_checkpoint(storage, 1, {'c': b'1'})
+    write_checkpoint(storage, 2, {'c': b'2'})
+    write_checkpoint(storage, 3, {'c': b'3'})
+    mark_resume_failure(storage, 3, attempt=4)
+    mark_resume_failure(storage, 3, attempt=5)
+
+    assert store.prune() == [], 'ckpt-3 is newer than the newest usable one; 1 and 2 are the two kept'
+
+    write_checkpoint(storage, 4, {'c': b'4'})  # saved by an attempt that resumed from ckpt-2
+    assert store.prune() == [1, 3]
+    assert sorted({o.key.split('/')[0] for o in storage.list()}) == ['ckpt-000002', 'ckpt-000004']
+
+
 def test_syncer_uploads_only_when_the_directory_changed(tmp_path):
     storage, store = make_store(tmp_path, keep=5)
     local = tmp_path / 'local'

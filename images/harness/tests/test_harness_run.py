@@ -33,6 +33,7 @@ def stored_checkpoints(tmp_path):
         ('success', 'raise SystemExit(0)', 0),
         ('ordinary failure keeps its code', 'raise SystemExit(3)', 3),
         ('user 75 is not mistaken for "resume me"', 'raise SystemExit(75)', 1),
+        ('user 76 is not mistaken for "resume failed, run me again"', 'raise SystemExit(76)', 1),
         ('user 78 is not mistaken for bad configuration', 'raise SystemExit(78)', 1),
         ('user 79 is not mistaken for infrastructure', 'raise SystemExit(79)', 1),
         ('killed by SIGKILL', 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)', 128 + 9),

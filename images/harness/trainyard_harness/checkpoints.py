@@ -2,6 +2,8 @@
 
 Layout under the checkpoint prefix: `ckpt-000001/<files...>` and `ckpt-000001/MANIFEST.json`, the manifest written
 last. A checkpoint is complete only when its manifest exists and every file it lists has the listed size and sha256.
+An attempt that restored a checkpoint and failed before any progress leaves `RESUME_FAILED-<attempt>.json` beside
+it; after SET_ASIDE_AFTER_FAILURES of those the checkpoint is set aside and restore falls back to the one before.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from trainyard_harness.storage import SourceChanged, Storage, StorageError, Stor
 MANIFEST_NAME = 'MANIFEST.json'
 MANIFEST_FORMAT = 1
 _FOLDER = re.compile(r'^ckpt-([0-9]{6,})/(.+)$')
+_RESUME_FAILED = re.compile(r'^RESUME_FAILED-([0-9]+)\.json$')
+SET_ASIDE_AFTER_FAILURES = 2
 _TEMPORARY_SUFFIXES = ('.tmp', '.temp', '.part', '.partial', '.swp', '~')
 
 Signature = dict[str, tuple[int, int, int]]
@@ -88,6 +92,21 @@ class Folder:
     def has_manifest(self) -> bool:
         return MANIFEST_NAME in self.objects
 
+    @property
+    def resume_failures(self) -> int:
+        """Attempts that restored this checkpoint and then failed before any progress (one marker each)."""
+        return sum(1 for name in self.objects if _RESUME_FAILED.match(name))
+
+    @property
+    def set_aside(self) -> bool:
+        """Failed to resume from often enough that restore prefers an older checkpoint."""
+        return self.resume_failures >= SET_ASIDE_AFTER_FAILURES
+
+
+def resume_failure_marker(attempt: int) -> str:
+    """The marker an attempt leaves beside a checkpoint it could not resume from (one per attempt: idempotent)."""
+    return f'RESUME_FAILED-{attempt:06d}.json'
+
 
 def _replace_contents(local_dir: str, staging: str) -> None:
     """Makes `local_dir` hold exactly the staged files (the directory itself may be a mount point, so it stays)."""
@@ -148,14 +167,24 @@ class CheckpointStore:
         folders = self.folders() if folders is None else folders
         return sorted(i for i, folder in folders.items() if self.read_manifest(folder) is not None)
 
+    def usable_indices(self, folders: dict[int, Folder] | None = None) -> list[int]:
+        """Complete checkpoints that are not set aside, oldest first."""
+        folders = self.folders() if folders is None else folders
+        return [i for i in self.complete_indices(folders) if not folders[i].set_aside]
+
     def restore_newest(self, local_dir: str) -> dict | None:
         """Downloads the newest complete checkpoint into `local_dir` (replacing its contents); None if there is none.
 
         Hashes are checked after download; a folder whose bytes do not match its manifest is skipped for the next
-        older one, so a partial or corrupted upload is never restored.
+        older one, so a partial or corrupted upload is never restored. Checkpoints set aside (attempts kept failing
+        right after restoring them) come last: one is restored only when no other complete checkpoint is left, since
+        a job should not start again from nothing while its saved state exists. The returned manifest carries the
+        folder's name (`checkpoint`), how often resuming from it failed (`resume_failures`) and the newer checkpoints
+        passed over because they are set aside (`set_aside_newer`).
         """
         folders = self.folders()
-        for index in sorted(folders, reverse=True):
+        newest_first = sorted(folders, reverse=True)
+        for index in sorted(newest_first, key=lambda i: folders[i].set_aside):  # stable: newest first within each
             folder = folders[index]
             manifest = self.read_manifest(folder)
             if manifest is None:
@@ -168,6 +197,8 @@ class CheckpointStore:
                 if self._download_verified(folder, manifest, staging):
                     _replace_contents(local_dir, staging)
                     manifest['checkpoint'] = folder_name(index)
+                    manifest['resume_failures'] = folder.resume_failures
+                    manifest['set_aside_newer'] = [folder_name(i) for i in newest_first if i > index and folders[i].set_aside]
                     return manifest
                 self.log.warn('checkpoint_skipped_hash_mismatch', checkpoint=folder_name(index))
             finally:
@@ -186,6 +217,18 @@ class CheckpointStore:
             if os.path.getsize(target) != entry['size'] or sha256_file(target) != entry['sha256']:
                 return False
         return True
+
+    def record_resume_failure(self, checkpoint: str, attempt: int, exit_code: int) -> Folder:
+        """Marks `checkpoint` as one this attempt could not resume from; returns the folder as it now stands.
+
+        One marker per attempt, so a repeated call (a retried report) counts once.
+        """
+        match = re.fullmatch(r'ckpt-([0-9]{6,})', checkpoint)
+        if match is None:
+            raise ValueError(f'not a checkpoint folder name: {checkpoint!r}')
+        marker = {'attempt': attempt, 'exit_code': exit_code, 'created_at': _now_iso()}
+        self.storage.put_bytes(json.dumps(marker).encode(), f'{checkpoint}/{resume_failure_marker(attempt)}')
+        return self.folders().get(int(match.group(1)), Folder(int(match.group(1)), {}))
 
     def upload_snapshot(self, local_dir: str, job_id: str, attempt: int, step: int | None) -> dict | None:
         """Uploads every finished file of `local_dir` as a new folder, manifest last; None when there is nothing.
@@ -228,14 +271,15 @@ class CheckpointStore:
         return manifest
 
     def prune(self) -> list[int]:
-        """Keeps the newest K complete checkpoints; deletes older complete ones and partial folders older than the
-        newest complete one. Never deletes the newest complete one. Returns the deleted indices."""
+        """Keeps the newest K usable checkpoints (complete, not set aside); deletes older ones, and partial or
+        set-aside folders older than the newest usable one. Never deletes the newest usable one, nor anything while
+        there is none. Returns the deleted indices."""
         folders = self.folders()
-        complete = self.complete_indices(folders)
-        if not complete:
+        usable = self.usable_indices(folders)
+        if not usable:
             return []
-        kept = set(complete[-self.keep :])
-        newest = complete[-1]
+        kept = set(usable[-self.keep :])
+        newest = usable[-1]
         doomed = [i for i in sorted(folders) if i not in kept and i < newest]
         for index in doomed:
             objects = folders[index].objects

@@ -12,7 +12,13 @@ import threading
 import time
 from typing import IO, Sequence
 
-from trainyard_harness import EXIT_BAD_CONFIG, EXIT_CHECKPOINTED, EXIT_INFRASTRUCTURE, RESERVED_EXIT_CODES
+from trainyard_harness import (
+    EXIT_BAD_CONFIG,
+    EXIT_CHECKPOINTED,
+    EXIT_INFRASTRUCTURE,
+    EXIT_RESUME_FAILED,
+    RESERVED_EXIT_CODES,
+)
 from trainyard_harness.bundle import BundleError, fetch_bundle
 from trainyard_harness.checkpoints import CheckpointStore, CheckpointSyncer, DirectoryChanged, scan_directory
 from trainyard_harness.imds import ImdsClient, InstanceAction, InterruptionPoller
@@ -93,7 +99,7 @@ def split_command(argv: Sequence[str]) -> list[str]:
 
 
 def user_exit_code(returncode: int, log: Logger) -> int:
-    """Maps the child's status to the harness's: signal N -> 128+N; 75/78/79 -> 1 so they keep their meaning."""
+    """Maps the child's status to the harness's: signal N -> 128+N; 75/76/78/79 -> 1 so they keep their meaning."""
     if returncode < 0:
         return 128 - returncode
     if returncode in RESERVED_EXIT_CODES:
@@ -202,6 +208,8 @@ class Harness:
                 checkpoint=restored['checkpoint'],
                 step=restored.get('step'),
                 from_attempt=restored.get('attempt'),
+                resume_failures=restored['resume_failures'],
+                set_aside_newer=restored['set_aside_newer'],
                 resume_args=s.resume_args,
                 duration_s=round(time.monotonic() - phase, 3),
             )
@@ -216,7 +224,7 @@ class Harness:
         )
         env.setdefault('PYTHONUNBUFFERED', '1')
 
-        return self._supervise(command, cwd, env, recorder, syncer, started)
+        return self._supervise(command, cwd, env, recorder, syncer, started, restored)
 
     def _supervise(
         self,
@@ -226,6 +234,7 @@ class Harness:
         recorder: MetricsRecorder,
         syncer: CheckpointSyncer,
         started: float,
+        restored: dict | None,
     ) -> int:
         s = self.settings
         if self.stop_event.is_set():
@@ -340,6 +349,8 @@ class Harness:
         if sync_error is not None:
             self.log.error('final_sync_gave_up', error=sync_error, would_have_exited=code)
             code = EXIT_INFRASTRUCTURE
+        elif restored is not None and not stopped_by_us:
+            code = self._judge_resume(code, restored, recorder, syncer)
         recorder.exit_code = code
         recorder.state = {0: 'succeeded', EXIT_CHECKPOINTED: 'checkpointed', EXIT_INFRASTRUCTURE: 'infrastructure'}.get(
             code, 'failed'
@@ -361,6 +372,35 @@ class Harness:
             if returncode in (0, -stop, 128 + stop) or (killed_by_us and returncode == -int(signal.SIGKILL)):
                 return EXIT_CHECKPOINTED
         return user_exit_code(returncode, self.log)
+
+    def _judge_resume(
+        self, code: int, restored: dict, recorder: MetricsRecorder, syncer: CheckpointSyncer
+    ) -> int:
+        """The exit code after an attempt that resumed from `restored` ended on its own with `code`.
+
+        A command that failed before reporting a step and before saving a checkpoint may not be able to load the one
+        it was given (garbage written by the script, a file cut short by a crash that storage cannot see). The
+        checkpoint gets this attempt's marker; set aside after SET_ASIDE_AFTER_FAILURES of them, the next restore
+        falls back to the one before. While a checkpoint that is not set aside remains, the attempt exits 76 (run me
+        again); otherwise with the command's own code.
+        """
+        if code in (0, EXIT_CHECKPOINTED) or recorder.step is not None or syncer.last_manifest is not None:
+            return code
+        try:
+            folder = syncer.store.record_resume_failure(restored['checkpoint'], self.settings.attempt, code)
+            retry = bool(syncer.store.usable_indices())
+        except (StorageError, OSError) as error:
+            self.log.warn('resume_failure_not_recorded', checkpoint=restored['checkpoint'], error=str(error))
+            return code
+        self.log.warn(
+            'resume_failed',
+            checkpoint=restored['checkpoint'],
+            exit_code=code,
+            resume_failures=folder.resume_failures,
+            set_aside=folder.set_aside,
+            retry=retry,
+        )
+        return EXIT_RESUME_FAILED if retry else code
 
     def _kill_between_writes(self, child: subprocess.Popen[bytes]) -> list[str]:
         """SIGKILLs the group, but not while it holds a checkpoint file open for writing (if avoidable).

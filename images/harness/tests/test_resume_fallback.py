@@ -1,0 +1,131 @@
+"""A checkpoint the command cannot resume from is retried, then set aside for the one before (exit 76)."""
+
+import io
+import json
+import textwrap
+
+import pytest
+from conftest import PYTHON, base_env, closed_port_endpoint, run_harness
+
+from trainyard_harness.checkpoints import CheckpointStore
+from trainyard_harness.logs import Logger
+from trainyard_harness.storage import FileStorage
+
+# Loads state.json if there is one (exit 3 when it cannot), reports two steps, saves, exits 0; with
+# `crash-after-a-step` it reports one step and exits 4.
+RESUMER = """
+import json, os, sys
+directory = os.environ['TRAINYARD_CHECKPOINT_DIR']
+path = os.path.join(directory, 'state.json')
+step = 0
+if os.path.exists(path):
+    try:
+        step = json.load(open(path))['step']
+    except ValueError:
+        print('cannot load', path, file=sys.stderr)
+        sys.exit(3)
+if 'crash-after-a-step' in sys.argv:
+    print(f'step={step + 1} loss=0.5')
+    sys.exit(4)
+for done in (step + 1, step + 2):
+    print(f'step={done} loss=0.5')
+os.makedirs(directory, exist_ok=True)
+json.dump({'step': step + 2}, open(path, 'w'))
+"""
+
+
+@pytest.fixture
+def resumer(tmp_path):
+    path = tmp_path / 'resumer.py'
+    path.write_text(textwrap.dedent(RESUMER))
+    return str(path)
+
+
+def seed(tmp_path, *states: bytes) -> CheckpointStore:
+    """Stores one checkpoint per state (ckpt-000001 first), each holding state.json with those bytes."""
+    store = CheckpointStore(FileStorage(f'file://{tmp_path}/store/checkpoints'), 3, Logger(io.StringIO()))
+    for index, state in enumerate(states, start=1):
+        local = tmp_path / f'seed{index}'
+        local.mkdir()
+        (local / 'state.json').write_bytes(state)
+        assert store.upload_snapshot(str(local), 'job-test', 1, None)['checkpoint'] == f'ckpt-{index:06d}'
+    return store
+
+
+def attempt(tmp_path, number: int, command: list[str]):
+    env = base_env(
+        tmp_path,
+        closed_port_endpoint(),
+        TRAINYARD_ATTEMPT=str(number),
+        TRAINYARD_CHECKPOINT_DIR=str(tmp_path / f'container{number}'),
+    )
+    run = run_harness(command, env)
+    run.code = run.finish()
+    return run
+
+
+def test_an_unloadable_checkpoint_is_retried_once_then_set_aside_and_the_one_before_restored(tmp_path, resumer):
+    store = seed(tmp_path, b'{"step": 2}', b'garbage: a script wrote this')
+
+    second = attempt(tmp_path, 2, [PYTHON, resumer])
+    assert second.code == 76, second.output()
+    failed = second.events('resume_failed')[0]
+    assert (failed['checkpoint'], failed['exit_code'], failed['resume_failures'], failed['set_aside'], failed['retry']) == (
+        'ckpt-000002',
+        3,
+        1,
+        False,
+        True,
+    )
+    progress = json.loads((tmp_path / 'store' / 'metrics' / 'progress.json').read_text())
+    assert (progress['state'], progress['exit_code']) == ('failed', 76)
+
+    third = attempt(tmp_path, 3, [PYTHON, resumer])
+    assert third.code == 76, third.output()
+    assert third.events('checkpoint_restored')[0]['checkpoint'] == 'ckpt-000002', 'one failure may be bad luck'
+    failed = third.events('resume_failed')[0]
+    assert (failed['resume_failures'], failed['set_aside'], failed['retry']) == (2, True, True)
+
+    fourth = attempt(tmp_path, 4, [PYTHON, resumer])
+    assert fourth.code == 0, fourth.output()
+    restored = fourth.events('checkpoint_restored')[0]
+    assert (restored['checkpoint'], restored['set_aside_newer']) == ('ckpt-000001', ['ckpt-000002'])
+    assert fourth.stdout[:2] == ['step=3 loss=0.5', 'step=4 loss=0.5']
+    assert not fourth.events('resume_failed')
+    assert store.restore_newest(str(tmp_path / 'check'))['checkpoint'] == 'ckpt-000003'
+    assert json.loads((tmp_path / 'check' / 'state.json').read_text()) == {'step': 4}
+
+
+@pytest.mark.parametrize(
+    ('case', 'states', 'extra', 'expected'),
+    [
+        ('it reported a step after the restore', (b'{"step": 2}',), ['crash-after-a-step'], 4),
+        ('nothing was restored', (), [], None),
+    ],
+)
+def test_a_failure_that_cannot_be_the_checkpoint_keeps_the_commands_code_and_marks_nothing(
+    tmp_path, resumer, case, states, extra, expected
+):
+    seed(tmp_path, *states)
+    if not states:
+        (tmp_path / 'container2').mkdir()
+        (tmp_path / 'container2' / 'state.json').write_text('left by the image, not by Trainyard')
+        expected = 3
+    run = attempt(tmp_path, 2, [PYTHON, resumer, *extra])
+
+    assert run.code == expected, case + '\n' + run.output()
+    assert not run.events('resume_failed'), case
+    assert not list((tmp_path / 'store' / 'checkpoints').rglob('RESUME_FAILED-*')), case
+
+
+def test_with_every_checkpoint_set_aside_the_newest_is_restored_and_the_commands_code_stands(tmp_path, resumer):
+    seed(tmp_path, b'not json either', b'garbage')
+    codes = [attempt(tmp_path, number, [PYTHON, resumer]).code for number in (2, 3, 4, 5)]
+    # ckpt-2 twice, then ckpt-1 twice; then none is left to fall back to.
+    assert codes == [76, 76, 76, 3]
+
+    last = attempt(tmp_path, 6, [PYTHON, resumer])
+    assert last.code == 3, last.output()
+    assert last.events('checkpoint_restored')[0]['checkpoint'] == 'ckpt-000002', 'never start again from nothing'
+    failed = last.events('resume_failed')[0]
+    assert (failed['resume_failures'], failed['set_aside'], failed['retry']) == (3, True, False)
