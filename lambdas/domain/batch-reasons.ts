@@ -28,6 +28,11 @@ export const HARNESS_EXIT = {
   success: 0,
   /** Interrupted (spot notice or SIGTERM), final checkpoint synced: resume me. */
   checkpointedResume: 75,
+  /**
+   * The command failed right after a restore, before reporting a step or saving: the harness marked that checkpoint
+   * (set aside after two such failures, the one before restored instead) and an older or the same one remains: run me again.
+   */
+  resumeFailed: 76,
   badConfiguration: 78,
   infrastructure: 79,
 } as const;

@@ -130,6 +130,8 @@ export const countersSchema = z.strictObject({
   capacityCancellations: z.number().int().nonnegative().default(0),
   appErrors: z.number().int().nonnegative().default(0),
   infraErrors: z.number().int().nonnegative().default(0),
+  /** Attempts that failed right after restoring a checkpoint (harness exit 76). */
+  resumeFailures: z.number().int().nonnegative().default(0),
 });
 
 /** Per-job counters. */

@@ -11,7 +11,10 @@
  * - app errors are retried only while `appErrors < job.retries.maxAppRetries` (the user opted in), after
  *   `backoffSeconds × 2^(n−1)` seconds for the n-th retry, capped at {@link MAX_APP_BACKOFF_SECONDS};
  * - infrastructure errors have a fixed budget of {@link INFRA_RETRY_LIMIT} retries, after
- *   `INFRA_BACKOFF_SECONDS × 2^(n−1)`, capped at {@link MAX_INFRA_BACKOFF_SECONDS}.
+ *   `INFRA_BACKOFF_SECONDS × 2^(n−1)`, capped at {@link MAX_INFRA_BACKOFF_SECONDS};
+ * - failures right after a restore (harness exit 76) have {@link RESUME_RETRY_LIMIT} retries, at once: the harness
+ *   tries a checkpoint twice, then falls back to the one before, so a corrupt checkpoint costs two short attempts
+ *   and never the job.
  */
 import type { JobCounters, JobRecord } from './job';
 import type { AttemptOutcome } from './outcome';
@@ -32,6 +35,11 @@ export const INFRA_BACKOFF_SECONDS = 30;
 export const MAX_INFRA_BACKOFF_SECONDS = 300;
 /** Longest wait before an app-error retry, whatever backoffSeconds and the retry count say. */
 export const MAX_APP_BACKOFF_SECONDS = 3600;
+/**
+ * Retries after the command failed right after a restore: the harness sets a checkpoint aside after its second such
+ * failure, so 4 reach the checkpoint two before the newest.
+ */
+export const RESUME_RETRY_LIMIT = 4;
 
 /** What the lifecycle knows when an attempt has ended. */
 export interface NextStepInput {
@@ -237,6 +245,22 @@ export function decideNextStep(input: NextStepInput): NextStep {
         capacity,
         delay,
         `App-error retry ${retry} of ${allowed} on ${capacity} after ${delay} s (backoff ${job.retries.backoffSeconds} s × 2^${retry - 1}, capped at ${MAX_APP_BACKOFF_SECONDS} s; ${why.replace(/\.$/, '')}): ${outcome.reason}`,
+      );
+    }
+
+    case 'resume-failed': {
+      counters.resumeFailures = before.resumeFailures + 1;
+      if (before.resumeFailures >= RESUME_RETRY_LIMIT) {
+        return finalize(
+          'FAILED',
+          `Failed: ${plural(counters.resumeFailures, 'attempt')} failed right after restoring a checkpoint (limit ${RESUME_RETRY_LIMIT} retries): ${outcome.reason}`,
+        );
+      }
+      const { capacity, why } = retryCapacity();
+      return runAttempt(
+        capacity,
+        0,
+        `Resume retry ${counters.resumeFailures} of ${RESUME_RETRY_LIMIT} on ${capacity} (${why.replace(/\.$/, '')}): ${outcome.reason}`,
       );
     }
 

@@ -25,7 +25,9 @@
  *     (CannotPullContainerError, ResourceInitializationError, CannotStartContainerError, DockerTimeoutError, …,
  *     https://docs.aws.amazon.com/AmazonECS/latest/developerguide/stopped-task-errors.html) → infra-error.
  *  8. Harness exit codes: 75 → reclaimed when a spot notice was recorded for the attempt, else moved (both
- *     resumable: the final checkpoint was synced); 78 → app-error, bad configuration; 79 → infra-error.
+ *     resumable: the final checkpoint was synced); 76 → resume-failed (the command failed right after a restore;
+ *     the harness marked the checkpoint and one is left to try, so another attempt is worth it); 78 → app-error,
+ *     bad configuration; 79 → infra-error.
  *  9. No exit code at all (e.g. `Essential container in task exited` with no `exitCode`) → infra-error: the
  *     container did not report how it ended, which is the platform's failure, not the user's.
  * 10. Any other non-zero exit code → app-error. Exit 0 on a FAILED job → infra-error (Batch failed it anyway).
@@ -55,6 +57,7 @@ export const OUTCOME_KINDS = [
   'moved',
   'timed-out',
   'app-error',
+  'resume-failed',
   'infra-error',
 ] as const;
 
@@ -258,6 +261,14 @@ export function classifyAttemptOutcome(job: BatchJob, context: OutcomeContext = 
           exitCode,
           resumable: true,
         };
+  }
+  if (exitCode === HARNESS_EXIT.resumeFailed) {
+    return {
+      kind: 'resume-failed',
+      reason: `Container exit code 76: the training command failed right after the checkpoint was restored, before reporting a step; the harness marked that checkpoint (a second failure sets it aside for the one before).`,
+      exitCode,
+      resumable: true,
+    };
   }
   if (exitCode === HARNESS_EXIT.badConfiguration) {
     return {

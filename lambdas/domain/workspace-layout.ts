@@ -37,3 +37,19 @@ export const CHECKPOINT_FOLDER = /^ckpt-(\d{6,})\/(.+)$/;
 
 /** Name of the manifest the harness writes last in a checkpoint folder. */
 export const CHECKPOINT_MANIFEST = 'MANIFEST.json';
+
+/** The marker an attempt leaves beside a checkpoint it failed right after restoring: `RESUME_FAILED-000003.json`. */
+export const CHECKPOINT_RESUME_FAILED = /^RESUME_FAILED-\d+\.json$/;
+
+/** Failed resumes after which the harness sets a checkpoint aside and restores the one before it. */
+export const SET_ASIDE_AFTER_RESUME_FAILURES = 2;
+
+/**
+ * The checkpoint the harness restores, of complete ones listed newest first: the newest not set aside, else (every
+ * one set aside) the newest, since a job never starts over while saved state exists (images/harness/README.md).
+ */
+export function checkpointToRestore<T extends { readonly setAside: boolean }>(
+  newestFirst: readonly T[],
+): T | undefined {
+  return newestFirst.find((c) => !c.setAside) ?? newestFirst[0];
+}

@@ -31,6 +31,7 @@ export function countersFrom(attempts: readonly AttemptRecord[], exceptAttempt?:
     capacityCancellations: count(['capacity-starved']),
     appErrors: count(['app-error']),
     infraErrors: count(['infra-error']),
+    resumeFailures: count(['resume-failed']),
   };
 }
 

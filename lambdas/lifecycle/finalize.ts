@@ -89,7 +89,9 @@ export function createFinalizeHandler(plane: Pick<ControlPlane, 'jobs' | 'ledger
           ? 'rejected'
           : last?.kind === 'app-error' || last?.kind === 'infra-error' || last?.kind === 'timed-out'
             ? last.kind
-            : 'internal';
+            : last?.kind === 'resume-failed'
+              ? 'app-error' // the training command failed each time; the reason says it was right after a restore
+              : 'internal';
       await plane.events.publish([
         jobEvent(
           'Job Failed',

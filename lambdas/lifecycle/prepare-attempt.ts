@@ -9,7 +9,7 @@ import { jobDefinitionName, queueName } from '../domain/batch-names';
 import { isTerminal, tierOfJob } from '../domain/job';
 import type { SubmitJobInput } from '../domain/submit-job';
 import { TRAINYARD_TAGS } from '../domain/watch';
-import { jobKeysFor, s3Uri } from '../domain/workspace-layout';
+import { checkpointToRestore, jobKeysFor, s3Uri } from '../domain/workspace-layout';
 import type { ControlPlane } from '../shared/control-plane';
 import { jobEvent, secondsSince } from './common';
 import { type AttemptPlan, parseStep, prepareInputSchema } from './steps';
@@ -106,7 +106,7 @@ export function createPrepareAttemptHandler(
     };
     if (plan.resume && !existing) {
       const checkpoints = await plane.workspace.listCheckpoints(keys.checkpoints);
-      const newest = checkpoints[0];
+      const newest = checkpointToRestore(checkpoints);
       await plane.events.publish([
         jobEvent(
           'Job Resumed',

@@ -7,7 +7,12 @@
  * statically, so esbuild leaves no static import behind.
  */
 import type { S3Client } from '@aws-sdk/client-s3';
-import { CHECKPOINT_FOLDER, CHECKPOINT_MANIFEST } from '../domain/workspace-layout';
+import {
+  CHECKPOINT_FOLDER,
+  CHECKPOINT_MANIFEST,
+  CHECKPOINT_RESUME_FAILED,
+  SET_ASIDE_AFTER_RESUME_FAILURES,
+} from '../domain/workspace-layout';
 
 /** A value made once, on first use; a failed attempt is forgotten so the next call tries again. */
 function once<T>(make: () => Promise<T>): () => Promise<T> {
@@ -39,7 +44,12 @@ export interface CheckpointSummary {
   readonly step?: number;
   readonly attempt?: number;
   readonly createdAt?: string;
+  /** The checkpoint's own files (not its manifest, not the harness's markers). */
   readonly files: ReadonlyArray<{ readonly path: string; readonly size: number; readonly key: string }>;
+  /** Attempts that failed right after restoring it (the harness's RESUME_FAILED markers). */
+  readonly resumeFailures: number;
+  /** Failed often enough that the harness restores an older checkpoint instead. */
+  readonly setAside: boolean;
 }
 
 /** Reads and writes the workspace bucket. */
@@ -125,12 +135,15 @@ export class Workspace {
         | { step?: number; attempt?: number; created_at?: string }
         | undefined;
       if (!manifest) continue;
+      const resumeFailures = files.filter((f) => CHECKPOINT_RESUME_FAILED.test(f.path)).length;
       out.push({
         name,
         step: typeof manifest.step === 'number' ? manifest.step : undefined,
         attempt: typeof manifest.attempt === 'number' ? manifest.attempt : undefined,
         createdAt: manifest.created_at,
-        files: files.filter((f) => f.path !== CHECKPOINT_MANIFEST),
+        files: files.filter((f) => f.path !== CHECKPOINT_MANIFEST && !CHECKPOINT_RESUME_FAILED.test(f.path)),
+        resumeFailures,
+        setAside: resumeFailures >= SET_ASIDE_AFTER_RESUME_FAILURES,
       });
     }
     return out;

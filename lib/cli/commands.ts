@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
+import { checkpointToRestore } from '../../lambdas/domain/workspace-layout';
 import { ConfigError, loadConfig } from '../config';
 import { ApiClient, type FetchLike, resolveTarget } from './client';
 import { CliError, EXIT_CODES, exitCodeForJobState } from './exit-codes';
@@ -626,8 +627,11 @@ function chooseCheckpoint(checkpoints: readonly unknown[], name: string | undefi
     }
     return found;
   }
-  // Checkpoint folders are named ckpt-<6+ digit step>, so the greatest name is the newest.
-  return [...checkpoints].sort((a, b) => String(at(a, 'name')).localeCompare(String(at(b, 'name')))).at(-1);
+  // Checkpoint folders are named ckpt-<6+ digit index>, so the greatest name is the newest. The default is the one
+  // the harness would restore: the newest not set aside (failed twice right after a restore), else the newest.
+  const newestFirst = [...checkpoints].sort((a, b) => String(at(b, 'name')).localeCompare(String(at(a, 'name'))));
+  return checkpointToRestore(newestFirst.map((c) => ({ checkpoint: c, setAside: at(c, 'setAside') === true })))
+    ?.checkpoint;
 }
 
 async function downloadCheckpoint(fetchImpl: FetchLike, checkpoint: unknown, directory: string): Promise<number> {

@@ -475,7 +475,7 @@ export function formatBudgets(response: unknown): string {
 export function formatCheckpoints(response: unknown): string {
   const checkpoints = checkpointsOf(response);
   if (checkpoints.length === 0) return 'No complete checkpoints yet.';
-  const table = [['CHECKPOINT', 'STEP', 'ATTEMPT', 'CREATED', 'FILES', 'SIZE']];
+  const table = [['CHECKPOINT', 'STEP', 'ATTEMPT', 'CREATED', 'FILES', 'SIZE', 'NOTE']];
   for (const c of checkpoints) {
     const files = list(c, 'files');
     const bytes = files.reduce<number>((sum, f) => sum + (num(f, 'size') ?? 0), 0);
@@ -486,9 +486,17 @@ export function formatCheckpoints(response: unknown): string {
       str(c, 'createdAt') ?? '',
       String(files.length),
       formatBytes(bytes),
+      resumeNote(num(c, 'resumeFailures') ?? 0, at(c, 'setAside') === true),
     ]);
   }
   return alignTable(table);
+}
+
+/** What failed resumes say about a checkpoint: nothing, `1 failed resume`, or `set aside after 2 failed resumes`. */
+function resumeNote(failures: number, setAside: boolean): string {
+  const counted = `${failures} failed resume${failures === 1 ? '' : 's'}`;
+  if (setAside) return `set aside after ${counted}`;
+  return failures > 0 ? counted : '';
 }
 
 /** The checkpoint entries of a GET /jobs/{id}/checkpoints answer. */

@@ -427,6 +427,32 @@ describe('status, jobs, cancel, budgets, tiers, checkpoints', () => {
     expect(readFileSync(join(target, 'sub/opt.pt'), 'utf8')).toBe('opt');
   });
 
+  it('checkpoints --download passes over a set-aside checkpoint, as the harness does, and the table says why', async () => {
+    const keys = jobKeysFor('nlp', jobId);
+    const older = randomBytes(64);
+    // The ckpt-000010 and ckpt-000020 of the test before stay; ckpt-000040 failed twice right after a restore.
+    await bench.workspace.put(`${keys.checkpoints}ckpt-000020/RESUME_FAILED-000004.json`, '{}');
+    await bench.workspace.put(`${keys.checkpoints}ckpt-000040/model.pt`, older);
+    await bench.workspace.put(`${keys.checkpoints}ckpt-000040/MANIFEST.json`, JSON.stringify({ step: 40, attempt: 3 }));
+    await bench.workspace.put(`${keys.checkpoints}ckpt-000040/RESUME_FAILED-000004.json`, '{}');
+    await bench.workspace.put(`${keys.checkpoints}ckpt-000040/RESUME_FAILED-000005.json`, '{}');
+    const target = join(scratch, 'restored-after-set-aside');
+
+    const run = await cli(['checkpoints', jobId, '--download', target]);
+
+    expect(run.stderr).toBe('');
+    expect(run.stdout).toMatch(/ckpt-000040 +40 +3 +1 +64 B +set aside after 2 failed resumes\n/);
+    expect(run.stdout).toMatch(/ckpt-000020 +20 +2 +2 +2\.0 KiB +1 failed resume\n/);
+    expect(run.stdout).toContain(`Downloaded ckpt-000020: 2 files into ${target}`);
+    const json = await cli(['checkpoints', jobId, '--json']);
+    const listed = (JSON.parse(json.stdout) as { checkpoints: Array<Record<string, unknown>> }).checkpoints;
+    expect(listed.map((c) => [c.name, c.resumeFailures, c.setAside, (c.files as unknown[]).length])).toEqual([
+      ['ckpt-000040', 2, true, 1],
+      ['ckpt-000020', 1, false, 2],
+      ['ckpt-000010', 0, false, 1],
+    ]);
+  });
+
   it('cancel requests cancellation of the job', async () => {
     const run = await cli(['cancel', jobId]);
     expect(run.code).toBe(EXIT_CODES.ok);

@@ -95,7 +95,14 @@ describe('job record schema', () => {
   it('fills counters, retries and cost with their documented defaults', () => {
     const job = parseJobRecord(MINIMAL_JOB);
 
-    expect(job.counters).toEqual({ attempts: 0, reclaims: 0, capacityCancellations: 0, appErrors: 0, infraErrors: 0 });
+    expect(job.counters).toEqual({
+      attempts: 0,
+      reclaims: 0,
+      capacityCancellations: 0,
+      appErrors: 0,
+      infraErrors: 0,
+      resumeFailures: 0,
+    });
     expect(job.retries).toEqual({ maxAppRetries: 0, backoffSeconds: 60 });
     expect(job.requirements).toEqual({});
     expect(job.costSoFarUsd).toBe(0);

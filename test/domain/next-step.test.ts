@@ -71,6 +71,12 @@ const OUTCOMES = {
     resumable: false,
   },
   pull: { kind: 'infra-error', reason: 'CannotPullContainerError: not found.', resumable: true },
+  resume76: {
+    kind: 'resume-failed',
+    reason: 'Container exit code 76: the training command failed right after the checkpoint was restored.',
+    exitCode: 76,
+    resumable: true,
+  },
 } satisfies Record<string, AttemptOutcome>;
 
 function input(outcome: AttemptOutcome, change: Partial<NextStepInput> = {}, jobChange = {}): NextStepInput {
@@ -93,7 +99,7 @@ interface Row {
   reasonMentions?: string[];
 }
 
-const zero = { attempts: 0, reclaims: 0, capacityCancellations: 0, appErrors: 0, infraErrors: 0 };
+const zero = { attempts: 0, reclaims: 0, capacityCancellations: 0, appErrors: 0, infraErrors: 0, resumeFailures: 0 };
 
 const TABLE: Row[] = [
   {
@@ -284,6 +290,35 @@ const TABLE: Row[] = [
     input: input(OUTCOMES.pull, {}, { counters: { attempts: 3, infraErrors: 3 } }),
     expected: { action: 'finalize', finalState: 'FAILED', counters: { ...zero, attempts: 4, infraErrors: 4 } },
     reasonMentions: ['4 infrastructure errors', 'CannotPullContainerError'],
+  },
+  {
+    name: 'a failure right after a restore is retried at once, apart from the app-error budget the user left at 0',
+    input: input(OUTCOMES.resume76, {}, { counters: { attempts: 2, appErrors: 0 } }),
+    expected: {
+      action: 'run-attempt',
+      capacity: 'spot',
+      delaySeconds: 0,
+      resume: true,
+      counters: { ...zero, attempts: 3, resumeFailures: 1 },
+    },
+    reasonMentions: ['Resume retry 1 of 4', 'exit code 76'],
+  },
+  {
+    name: 'a resume retry stays on on-demand when that is where it ran',
+    input: input(OUTCOMES.resume76, { lastCapacity: 'on-demand' }),
+    expected: { action: 'run-attempt', capacity: 'on-demand' },
+  },
+  {
+    name: 'the fourth failure after a restore is still retried',
+    input: input(OUTCOMES.resume76, {}, { counters: { attempts: 3, resumeFailures: 3 } }),
+    expected: { action: 'run-attempt', counters: { ...zero, attempts: 4, resumeFailures: 4 } },
+    reasonMentions: ['Resume retry 4 of 4'],
+  },
+  {
+    name: 'the fifth failure after a restore fails the job',
+    input: input(OUTCOMES.resume76, {}, { counters: { attempts: 4, resumeFailures: 4 } }),
+    expected: { action: 'finalize', finalState: 'FAILED', counters: { ...zero, attempts: 5, resumeFailures: 5 } },
+    reasonMentions: ['5 attempts failed right after restoring a checkpoint', 'limit 4'],
   },
   {
     name: 'a reclaim whose slack cannot absorb a spot restart goes on-demand to meet the deadline',

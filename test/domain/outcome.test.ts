@@ -323,6 +323,7 @@ describe('classifyAttemptOutcome precedence', () => {
         }),
       kind: 'infra-error',
     },
+    { name: 'exit 76 is a failure right after a restore', job: () => variant({ exitCode: 76 }), kind: 'resume-failed' },
     { name: 'exit 78 is a configuration error', job: () => variant({ exitCode: 78 }), kind: 'app-error' },
     { name: 'exit 79 is an infrastructure error', job: () => variant({ exitCode: 79 }), kind: 'infra-error' },
     {
@@ -361,6 +362,13 @@ describe('classifyAttemptOutcome precedence', () => {
 
     expect(outcome).toMatchObject({ kind: 'app-error', exitCode: 78, resumable: false });
     expect(outcome.reason).toContain('configuration');
+  });
+
+  it('marks exit 76 as resumable: the harness left a checkpoint to try', () => {
+    const outcome = classifyAttemptOutcome(variant({ exitCode: 76 }));
+
+    expect(outcome).toMatchObject({ kind: 'resume-failed', exitCode: 76, resumable: true });
+    expect(outcome.reason).toContain('right after the checkpoint was restored');
   });
 
   it('extracts the instance id from the attempt statusReason', () => {

@@ -3,7 +3,7 @@
  * torch-free example, `local interrupt` after a checkpoint, `watch` to success, `status`/`budgets` for the settled
  * figures, then a second job the team budget cannot cover, refused by the cost gate with the budget's numbers.
  */
-import { existsSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXIT_CODES } from '../../lib/cli/exit-codes';
@@ -25,6 +25,30 @@ import {
 
 const STEPS = 1500;
 const COMMAND = ['python', 'train.py', `--max_iters=${STEPS}`, '--step_delay=0.01', '--checkpoint_interval=100'];
+
+/**
+ * A trainer whose second checkpoint cannot be loaded: it saves step 1, then (after `--garbage_after` seconds, so the
+ * harness has uploaded step 1 on its own) overwrites it with bytes no resume can read, and waits to be interrupted.
+ * Restored, it loads its state (exit 1 if it cannot), reports the next step and finishes.
+ */
+const UNLOADABLE_TRAINER = `
+import json, os, sys, time
+path = os.path.join(os.environ['TRAINYARD_CHECKPOINT_DIR'], 'state.json')
+if os.path.exists(path):
+    try:
+        step = json.load(open(path))['step']
+    except ValueError:
+        sys.exit('cannot load ' + path)
+    print(f'step={step + 1} loss=0.5', flush=True)
+    json.dump({'step': step + 1}, open(path, 'w'))
+    sys.exit(0)
+os.makedirs(os.path.dirname(path), exist_ok=True)
+json.dump({'step': 1}, open(path, 'w'))
+print('step=1 loss=1.0', flush=True)
+time.sleep(float(sys.argv[1].split('=')[1]))
+open(path, 'w').write('garbage, as a save cut short by a crash leaves it')
+time.sleep(300)
+`;
 
 type Attempt = {
   attempt: number;
@@ -160,6 +184,62 @@ describe('local mode through the CLI', () => {
       reservedUsd: 0,
       spentUsd: team?.spentUsd,
     });
+  });
+
+  it('resumes past a checkpoint that cannot be loaded: tried twice, set aside, the one before restored', async () => {
+    const project = join(dir, 'unloadable');
+    mkdirSync(project);
+    writeFileSync(join(project, 'train.py'), UNLOADABLE_TRAINER);
+    const submitted = await trainyard(
+      ['submit', project, '--tier', 'cpu-test', '--yes', '--json', '--', 'python', 'train.py', '--garbage_after=4'],
+      localDir,
+    );
+    expect(submitted.code, submitted.stderr).toBe(EXIT_CODES.ok);
+    const jobId = String((json(submitted).job as { jobId: string }).jobId);
+
+    await until('both checkpoints, the good one and the unloadable one', async () => {
+      const list = (json(await trainyard(['checkpoints', jobId, '--json'], localDir)).checkpoints ?? []) as unknown[];
+      return list.length === 2 ? list : undefined;
+    });
+    const interrupted = await trainyard(['local', 'interrupt', jobId, '--json'], localDir);
+    expect(interrupted.code, interrupted.stderr).toBe(EXIT_CODES.ok);
+    // No app-error retries were asked for: failures right after a restore have their own budget.
+    await watchToEnd(jobId, localDir);
+
+    const status = json(await trainyard(['status', jobId, '--json'], localDir)) as {
+      job: { state: string; counters: Record<string, number> };
+      attempts: Attempt[];
+    };
+    expect(status.job.state).toBe('SUCCEEDED');
+    expect(status.attempts.map((a) => a.outcome?.kind)).toEqual([
+      'reclaimed',
+      'resume-failed',
+      'resume-failed',
+      'succeeded',
+    ]);
+    expect(status.job.counters).toMatchObject({ attempts: 4, reclaims: 1, resumeFailures: 2, appErrors: 0 });
+
+    const listed = json(await trainyard(['checkpoints', jobId, '--json'], localDir)).checkpoints as Array<{
+      name: string;
+      step: number;
+      resumeFailures: number;
+      setAside: boolean;
+    }>;
+    // ckpt-000003 was saved by the last attempt, which resumed from step 1, the checkpoint before the unloadable one;
+    // retention then dropped the set-aside ckpt-000002, older than a usable checkpoint.
+    expect(listed.map((c) => [c.name, c.step, c.resumeFailures, c.setAside])).toEqual([
+      ['ckpt-000003', 2, 0, false],
+      ['ckpt-000001', 1, 0, false],
+    ]);
+    const resumed = readFileSync(join(localDir, 'events.jsonl'), 'utf8')
+      .split('\n')
+      .filter((line) => line.includes(jobId) && line.includes('Job Resumed'))
+      .map((line) => (JSON.parse(line) as { detail: { attempt: number; reason: string } }).detail);
+    expect(resumed.map((d) => [d.attempt, d.reason])).toEqual([
+      [2, 'resuming from ckpt-000002 (step 1)'],
+      [3, 'resuming from ckpt-000002 (step 1)'],
+      [4, 'resuming from ckpt-000001 (step 1)'],
+    ]);
   });
 
   it('refuses a job id outside the team and says when no local mode runs for a folder', async () => {

@@ -66,7 +66,7 @@ export function jobRecord(overrides: Partial<JobRecord> = {}): JobRecord {
     command: ['python', 'train.py'],
     requirements: {},
     retries: { maxAppRetries: 0, backoffSeconds: 60 },
-    counters: { attempts: 0, reclaims: 0, capacityCancellations: 0, appErrors: 0, infraErrors: 0 },
+    counters: { attempts: 0, reclaims: 0, capacityCancellations: 0, appErrors: 0, infraErrors: 0, resumeFailures: 0 },
     costSoFarUsd: 0,
     bundle: { key: `teams/vision/jobs/${JOB_ID}/code.tar.gz`, bytes: 1024, sha256: 'a'.repeat(64) },
     env: {},

@@ -40,6 +40,8 @@ async function listCheckpoints(plane: ApiPlane, request: ApiRequest): Promise<Ap
       ...(c.step !== undefined && { step: c.step }),
       ...(c.attempt !== undefined && { attempt: c.attempt }),
       ...(c.createdAt !== undefined && { createdAt: c.createdAt }),
+      resumeFailures: c.resumeFailures,
+      setAside: c.setAside,
       files: await Promise.all(
         c.files.map(async (f) => ({
           path: f.path,

@@ -138,7 +138,7 @@ async function submitJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
     retries: body.retries ?? { maxAppRetries: 0, backoffSeconds: 60 },
     resumeArgs: body.resumeArgs ?? DEFAULT_RESUME_ARGS,
     estimate: estimateSummary(assessment),
-    counters: { attempts: 0, reclaims: 0, capacityCancellations: 0, appErrors: 0, infraErrors: 0 },
+    counters: { attempts: 0, reclaims: 0, capacityCancellations: 0, appErrors: 0, infraErrors: 0, resumeFailures: 0 },
     costSoFarUsd: 0,
     bundle: { key: keys.bundle, bytes: bundle.bytes.length, sha256: bundle.sha256 },
     env: body.env ?? {},

@@ -35,7 +35,7 @@ async function seedJob(team: string, state: JobState, extra: Partial<JobRecord> 
     command: ['python', 'train.py'],
     requirements: {},
     retries: { maxAppRetries: 0, backoffSeconds: 60 },
-    counters: { attempts: 0, reclaims: 0, capacityCancellations: 0, appErrors: 0, infraErrors: 0 },
+    counters: { attempts: 0, reclaims: 0, capacityCancellations: 0, appErrors: 0, infraErrors: 0, resumeFailures: 0 },
     costSoFarUsd: 0,
     bundle: { key: `${jobKeysFor(team, jobId).bundle}`, bytes: 10, sha256: 'a'.repeat(64) },
     env: {},
