@@ -106,7 +106,7 @@ export function createPrepareAttemptHandler(
     };
     if (plan.resume && !existing) {
       const checkpoints = await plane.workspace.listCheckpoints(keys.checkpoints);
-      const newest = checkpointToRestore(checkpoints);
+      const from = checkpointToRestore(checkpoints); // the one the harness will restore
       await plane.events.publish([
         jobEvent(
           'Job Resumed',
@@ -114,9 +114,9 @@ export function createPrepareAttemptHandler(
           {
             attempt: attempt.attempt,
             capacity: plan.capacity,
-            ...(newest ? { checkpointUri: s3Uri(bucket, `${keys.checkpoints}${newest.name}/`) } : {}),
-            reason: newest
-              ? `resuming from ${newest.name}${newest.step !== undefined ? ` (step ${newest.step})` : ''}`
+            ...(from ? { checkpointUri: s3Uri(bucket, `${keys.checkpoints}${from.name}/`) } : {}),
+            reason: from
+              ? `resuming from ${from.name}${from.step !== undefined ? ` (step ${from.step})` : ''}`
               : 'no complete checkpoint yet: the attempt starts over',
           },
           now,
