@@ -221,10 +221,11 @@ def test_recording_a_resume_failure_counts_each_attempt_once(tmp_path):
     storage, store = make_store(tmp_path)
     write_checkpoint(storage, 4, {'c': b'x'})
 
-    assert store.record_resume_failure('ckpt-000004', attempt=5, exit_code=3).resume_failures == 1
-    assert store.record_resume_failure('ckpt-000004', attempt=5, exit_code=3).resume_failures == 1
-    folder = store.record_resume_failure('ckpt-000004', attempt=6, exit_code=1)
+    assert store.record_resume_failure('ckpt-000004', attempt=5, exit_code=3)[0].resume_failures == 1
+    assert store.record_resume_failure('ckpt-000004', attempt=5, exit_code=3)[0].resume_failures == 1
+    folder, usable_remains = store.record_resume_failure('ckpt-000004', attempt=6, exit_code=1)
     assert (folder.resume_failures, folder.set_aside) == (2, True)
+    assert not usable_remains, 'its only checkpoint is now set aside'
     marker = json.loads(storage.get_bytes('ckpt-000004/RESUME_FAILED-000006.json'))
     assert (marker['attempt'], marker['exit_code']) == (6, 1)
     with pytest.raises(ValueError, match='not a checkpoint folder name'):

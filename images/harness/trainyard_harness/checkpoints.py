@@ -218,17 +218,20 @@ class CheckpointStore:
                 return False
         return True
 
-    def record_resume_failure(self, checkpoint: str, attempt: int, exit_code: int) -> Folder:
-        """Marks `checkpoint` as one this attempt could not resume from; returns the folder as it now stands.
+    def record_resume_failure(self, checkpoint: str, attempt: int, exit_code: int) -> tuple[Folder, bool]:
+        """Marks `checkpoint` as one this attempt could not resume from.
 
-        One marker per attempt, so a repeated call (a retried report) counts once.
+        Returns the folder as it now stands and whether a usable checkpoint (complete, not set aside) remains, both
+        from one listing. One marker per attempt, so a repeated call (a retried report) counts once.
         """
         match = re.fullmatch(r'ckpt-([0-9]{6,})', checkpoint)
         if match is None:
             raise ValueError(f'not a checkpoint folder name: {checkpoint!r}')
         marker = {'attempt': attempt, 'exit_code': exit_code, 'created_at': _now_iso()}
         self.storage.put_bytes(json.dumps(marker).encode(), f'{checkpoint}/{resume_failure_marker(attempt)}')
-        return self.folders().get(int(match.group(1)), Folder(int(match.group(1)), {}))
+        folders = self.folders()
+        index = int(match.group(1))
+        return folders.get(index, Folder(index, {})), bool(self.usable_indices(folders))
 
     def upload_snapshot(self, local_dir: str, job_id: str, attempt: int, step: int | None) -> dict | None:
         """Uploads every finished file of `local_dir` as a new folder, manifest last; None when there is nothing.

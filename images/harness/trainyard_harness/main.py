@@ -387,8 +387,7 @@ class Harness:
         if code in (0, EXIT_CHECKPOINTED) or recorder.step is not None or syncer.last_manifest is not None:
             return code
         try:
-            folder = syncer.store.record_resume_failure(restored['checkpoint'], self.settings.attempt, code)
-            retry = bool(syncer.store.usable_indices())
+            folder, retry = syncer.store.record_resume_failure(restored['checkpoint'], self.settings.attempt, code)
         except (StorageError, OSError) as error:
             self.log.warn('resume_failure_not_recorded', checkpoint=restored['checkpoint'], error=str(error))
             return code
