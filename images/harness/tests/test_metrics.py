@@ -114,3 +114,48 @@ def test_metrics_file_lines_are_recorded_once_and_partial_lines_wait(tmp_path):
     assert [(s['step'], s['loss']) for s in samples] == [(1, 3.5), (2, 3.0)]
     assert samples[0]['tokens_per_s'] == 100
     assert rec.step == 2 and rec.loss == 3.0
+
+
+def lines(*steps: int) -> str:
+    return ''.join(json.dumps({'step': step, 'loss': 1.0 / step}) + '\n' for step in steps)
+
+
+def recorded_steps(storage, rec) -> list[int]:
+    rec.upload(force=True)
+    return [json.loads(line)['step'] for line in storage.get_bytes('metrics.jsonl').decode().splitlines()]
+
+
+def test_a_metrics_file_tail_skips_what_the_file_held_before_the_command_started(tmp_path):
+    storage, rec = recorder(tmp_path)
+    path = tmp_path / 'user-metrics.jsonl'
+    tail = MetricsFileTail(str(path), rec, Logger(io.StringIO()))
+    assert tail.skip_existing() == 0, 'no file: nothing to skip'
+    path.write_text(lines(*range(1, 40)))
+    tail = MetricsFileTail(str(path), rec, Logger(io.StringIO()))
+    assert tail.skip_existing() == path.stat().st_size
+    tail.poll()
+    assert rec.step is None
+    with path.open('a') as handle:
+        handle.write(lines(40, 41))
+    tail.poll()
+    assert recorded_steps(storage, rec) == [40, 41]
+
+
+@pytest.mark.parametrize(
+    ('case', 'rewrite', 'expected'),
+    [
+        ('truncated and rewritten shorter', lines(100), [100]),
+        # Grown past the old end between two polls: the size alone cannot tell, the bytes before the offset do.
+        ('truncated and rewritten longer', lines(*range(100, 140)), list(range(100, 140))),
+        ('rewritten whole with the same lines first', lines(1, 2, 3, 4), [4]),
+    ],
+)
+def test_a_metrics_file_the_script_rewrites_is_read_again_only_where_it_changed(tmp_path, case, rewrite, expected):
+    storage, rec = recorder(tmp_path)
+    path = tmp_path / 'user-metrics.jsonl'
+    path.write_text(lines(1, 2, 3))
+    tail = MetricsFileTail(str(path), rec, Logger(io.StringIO()))
+    tail.poll()
+    path.write_text(rewrite)
+    tail.poll()
+    assert recorded_steps(storage, rec) == [1, 2, 3, *expected], case

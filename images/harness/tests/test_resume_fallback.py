@@ -41,23 +41,25 @@ def resumer(tmp_path):
     return str(path)
 
 
-def seed(tmp_path, *states: bytes) -> CheckpointStore:
-    """Stores one checkpoint per state (ckpt-000001 first), each holding state.json with those bytes."""
+def seed(tmp_path, *states: bytes | dict[str, bytes]) -> CheckpointStore:
+    """Stores one checkpoint per state (ckpt-000001 first): state.json with those bytes, or the files named."""
     store = CheckpointStore(FileStorage(f'file://{tmp_path}/store/checkpoints'), 3, Logger(io.StringIO()))
     for index, state in enumerate(states, start=1):
         local = tmp_path / f'seed{index}'
         local.mkdir()
-        (local / 'state.json').write_bytes(state)
+        for name, body in (state if isinstance(state, dict) else {'state.json': state}).items():
+            (local / name).write_bytes(body)
         assert store.upload_snapshot(str(local), 'job-test', 1, None)['checkpoint'] == f'ckpt-{index:06d}'
     return store
 
 
-def attempt(tmp_path, number: int, command: list[str]):
+def attempt(tmp_path, number: int, command: list[str], **overrides: str):
     env = base_env(
         tmp_path,
         closed_port_endpoint(),
         TRAINYARD_ATTEMPT=str(number),
         TRAINYARD_CHECKPOINT_DIR=str(tmp_path / f'container{number}'),
+        **overrides,
     )
     run = run_harness(command, env)
     run.code = run.finish()
@@ -129,3 +131,44 @@ def test_with_every_checkpoint_set_aside_the_newest_is_restored_and_the_commands
     assert last.events('checkpoint_restored')[0]['checkpoint'] == 'ckpt-000002', 'never start again from nothing'
     failed = last.events('resume_failed')[0]
     assert (failed['resume_failures'], failed['set_aside'], failed['retry']) == (3, True, False)
+
+
+# Keeps its own metrics file beside its state, so the file comes back with every checkpoint. Exits 1 (a traceback) when
+# state.json does not load.
+METRICS_KEEPER = """
+import json, os
+directory = os.environ['TRAINYARD_CHECKPOINT_DIR']
+step = json.load(open(os.path.join(directory, 'state.json')))['step']
+with open(os.path.join(directory, 'train-metrics.jsonl'), 'a') as f:
+    for done in (step + 1, step + 2):
+        f.write(json.dumps({'step': done, 'loss': 1.0 / done}) + '\\n')
+json.dump({'step': step + 2}, open(os.path.join(directory, 'state.json'), 'w'))
+"""
+
+
+@pytest.mark.parametrize('state', [b'{"step": 2}', b'garbage'], ids=['loads', 'does-not-load'])
+def test_a_metrics_file_restored_with_the_checkpoint_is_neither_progress_nor_counted_twice(tmp_path, state):
+    earlier = [{'step': 1, 'loss': 1.0}, {'step': 2, 'loss': 0.5}]
+    seed(tmp_path, {'state.json': state, 'train-metrics.jsonl': b''.join(json.dumps(s).encode() + b'\n' for s in earlier)})
+    (tmp_path / 'store' / 'metrics').mkdir(parents=True)
+    (tmp_path / 'store' / 'metrics' / 'metrics.jsonl').write_text(
+        ''.join(json.dumps({'time': '2026-11-22T00:00:00.000Z', 'attempt': 1, **s}) + '\n' for s in earlier)
+    )
+    keeper = tmp_path / 'keeper.py'
+    keeper.write_text(textwrap.dedent(METRICS_KEEPER))
+
+    run = attempt(tmp_path, 2, [PYTHON, str(keeper)], TRAINYARD_METRICS_FILE=str(tmp_path / 'container2' / 'train-metrics.jsonl'))
+
+    samples = [json.loads(line) for line in (tmp_path / 'store' / 'metrics' / 'metrics.jsonl').read_text().splitlines()]
+    progress = json.loads((tmp_path / 'store' / 'metrics' / 'progress.json').read_text())
+    if state == b'garbage':
+        # The restored steps 1 and 2 are no progress of this attempt's, so the failure is the checkpoint's.
+        assert run.code == 76, run.output()
+        assert [(s['attempt'], s['step']) for s in samples] == [(1, 1), (1, 2)]
+        assert progress['step'] is None
+    else:
+        assert run.code == 0, run.output()
+        assert [(s['attempt'], s['step']) for s in samples] == [(1, 1), (1, 2), (2, 3), (2, 4)]
+        assert (progress['step'], progress['loss']) == (4, 0.25)
+    skipped = run.events('metrics_file_earlier_lines_skipped')[0]['bytes']
+    assert skipped == len((tmp_path / 'seed1' / 'train-metrics.jsonl').read_bytes())

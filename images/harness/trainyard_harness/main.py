@@ -23,7 +23,7 @@ from trainyard_harness.bundle import BundleError, fetch_bundle
 from trainyard_harness.checkpoints import CheckpointStore, CheckpointSyncer, DirectoryChanged, scan_directory
 from trainyard_harness.imds import ImdsClient, InstanceAction, InterruptionPoller
 from trainyard_harness.logs import Logger
-from trainyard_harness.metrics import MetricsLoop, MetricsRecorder, resolve_metrics_file
+from trainyard_harness.metrics import MetricsFileTail, MetricsLoop, MetricsRecorder, resolve_metrics_file
 from trainyard_harness.settings import ConfigError, Settings, load_settings
 from trainyard_harness.storage import StorageError, open_storage
 
@@ -216,6 +216,15 @@ class Harness:
         else:
             self.log.info('no_checkpoint_to_restore', duration_s=round(time.monotonic() - phase, 3))
 
+        metrics_tail = None
+        metrics_file = resolve_metrics_file(s.metrics_file, cwd)
+        if metrics_file is not None:
+            metrics_tail = MetricsFileTail(metrics_file, recorder, self.log)
+            skipped = metrics_tail.skip_existing()
+            if skipped:
+                # Restored with the checkpoint, or left by the last attempt: metrics.jsonl has these samples already.
+                self.log.info('metrics_file_earlier_lines_skipped', path=metrics_file, bytes=skipped)
+
         env = dict(os.environ)
         env.update(
             TRAINYARD_CHECKPOINT_DIR=s.checkpoint_dir,
@@ -224,7 +233,7 @@ class Harness:
         )
         env.setdefault('PYTHONUNBUFFERED', '1')
 
-        return self._supervise(command, cwd, env, recorder, syncer, started, restored)
+        return self._supervise(command, cwd, env, recorder, metrics_tail, syncer, started, restored)
 
     def _supervise(
         self,
@@ -232,6 +241,7 @@ class Harness:
         cwd: str,
         env: dict[str, str],
         recorder: MetricsRecorder,
+        metrics_tail: MetricsFileTail | None,
         syncer: CheckpointSyncer,
         started: float,
         restored: dict | None,
@@ -270,12 +280,7 @@ class Harness:
         for pump in pumps:
             pump.start()
         syncer.start()
-        metrics_loop = MetricsLoop(
-            recorder,
-            min(s.sync_interval_seconds, 60.0),
-            self.log,
-            resolve_metrics_file(s.metrics_file, cwd),
-        )
+        metrics_loop = MetricsLoop(recorder, min(s.sync_interval_seconds, 60.0), self.log, metrics_tail)
         metrics_loop.start()
         poller = InterruptionPoller(ImdsClient(s.imds_endpoint), s.imds_poll_seconds, self._on_notice, self.log)
         poller.start()

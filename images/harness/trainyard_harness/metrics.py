@@ -161,24 +161,46 @@ class MetricsRecorder:
 
 
 class MetricsFileTail:
-    """Follows a JSON-lines file the user script appends to; each complete line becomes a sample."""
+    """Follows a JSON-lines file the user script appends to; each complete line becomes a sample.
+
+    What the file holds before the command starts is not this attempt's: a file kept in the checkpoint directory comes
+    back with the checkpoint, and a reused working directory keeps the last attempt's. `skip_existing` starts after it
+    (those samples are in metrics.jsonl already, and their steps are no progress of this attempt's). A file the script
+    truncates or rewrites is read again from its start; one it rewrites with more lines after the same ones reads on.
+    """
+
+    # Bytes just before the read offset, compared at every poll: if they differ, the file is no longer the one read.
+    SIGNATURE_BYTES = 64
 
     def __init__(self, path: str, recorder: MetricsRecorder, log: Logger):
         self.path = path
         self.recorder = recorder
         self.log = log
         self.offset = 0
+        self.signature = b''
         self.partial = b''
 
-    def poll(self) -> None:
-        """Reads lines appended since the last poll (a line without its newline waits for the next poll)."""
+    def skip_existing(self) -> int:
+        """Starts reading after what the file holds now; returns how many bytes that skips (0 without a file)."""
         try:
             with open(self.path, 'rb') as handle:
-                handle.seek(self.offset)
-                data = handle.read()
+                start = max(0, os.fstat(handle.fileno()).st_size - self.SIGNATURE_BYTES)
+                handle.seek(start)
+                self.signature = handle.read()
+        except FileNotFoundError:
+            return 0
+        self.offset, self.partial = start + len(self.signature), b''
+        return self.offset
+
+    def poll(self) -> None:
+        """Reads lines added since the last poll (a line without its newline waits for the next poll)."""
+        try:
+            with open(self.path, 'rb') as handle:
+                data = self._read_new(handle)
         except FileNotFoundError:
             return
         self.offset += len(data)
+        self.signature = (self.signature + data)[-self.SIGNATURE_BYTES :]
         chunks = (self.partial + data).split(b'\n')
         self.partial = chunks.pop()
         for chunk in chunks:
@@ -191,6 +213,19 @@ class MetricsFileTail:
                 continue
             if isinstance(document, dict):
                 self.recorder.record(document)
+
+    def _read_new(self, handle) -> bytes:
+        """The bytes after the offset, or the whole file (offset reset) if it is not the file read so far."""
+        size = os.fstat(handle.fileno()).st_size
+        if size >= self.offset:
+            handle.seek(self.offset - len(self.signature))
+            data = handle.read()
+            if data.startswith(self.signature):
+                return data[len(self.signature) :]
+        self.log.info('metrics_file_rewritten', path=self.path, size=size, read_before=self.offset)
+        self.offset, self.signature, self.partial = 0, b'', b''
+        handle.seek(0)
+        return handle.read()
 
 
 def sample_gpus() -> tuple[float, float] | None:
@@ -231,13 +266,13 @@ class MetricsLoop:
         recorder: MetricsRecorder,
         interval: float,
         log: Logger,
-        metrics_file: str | None = None,
+        tail: MetricsFileTail | None = None,
         gpu_interval: float = 15.0,
     ):
         self.recorder = recorder
         self.interval = interval
         self.log = log
-        self.tail = MetricsFileTail(metrics_file, recorder, log) if metrics_file else None
+        self.tail = tail
         self.gpu_interval = gpu_interval
         self.stopped = threading.Event()
         self._thread: threading.Thread | None = None
