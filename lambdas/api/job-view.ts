@@ -6,6 +6,7 @@
 import { type Forecast, forecast, type ProgressSample } from '../domain/forecast';
 import type { AttemptRecord, JobRecord } from '../domain/job';
 import { runningCostUsd, sumAttemptCosts } from '../domain/metering';
+import { type JobProgress, progressFromHarness } from '../domain/watch';
 
 /** A job as the API returns it: the pause task token stays inside (resume goes through POST /jobs/{id}/resume). */
 export type PublicJob = Omit<JobRecord, 'pauseToken'>;
@@ -43,6 +44,22 @@ export function attemptView(attempt: AttemptRecord, nowMs: number): AttemptView 
 /** Sum of the attempts' costs (recorded or metered so far), exact, rounded to the cent. */
 export function costSoFarUsd(attempts: readonly AttemptView[]): number {
   return sumAttemptCosts(attempts.flatMap((a) => (a.costUsd !== undefined ? [a.costUsd] : [])));
+}
+
+/**
+ * The progress to show: the newer of the job record's (budget-watch copies it from the harness at each periodic
+ * check, so it can be minutes old) and the harness's progress.json as read now, the forecast's samples being read
+ * now too; the raw document where it is the only one but cannot be read as progress (no step or total yet); null
+ * when there is none.
+ */
+export function currentProgress(
+  job: Pick<JobRecord, 'jobId' | 'progress'>,
+  harness: Record<string, unknown> | undefined,
+): JobProgress | Record<string, unknown> | null {
+  const live = harness === undefined ? undefined : progressFromHarness(harness, job.jobId);
+  const recorded = job.progress;
+  if (live && (!recorded || Date.parse(live.updatedAt) >= Date.parse(recorded.updatedAt))) return live;
+  return recorded ?? harness ?? null;
 }
 
 /**

@@ -17,7 +17,7 @@ import { logger } from '../../shared/logger';
 import { textFilesOf } from '../../shared/tarball';
 import { resolveBundle } from '../bundle';
 import { badRequest, conflict } from '../errors';
-import { attemptView, costSoFarUsd, forecastView, progressSamples, publicJob } from '../job-view';
+import { attemptView, costSoFarUsd, currentProgress, forecastView, progressSamples, publicJob } from '../job-view';
 import type { ApiPlane } from '../plane';
 import { type ApiRequest, type ApiResponse, type Route, requiredJsonBody, requireTeam } from '../router';
 import {
@@ -230,7 +230,7 @@ async function showJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespons
       job: publicJob(job),
       attempts: views,
       decisions,
-      progress: job.progress ?? harnessProgress ?? null,
+      progress: currentProgress(job, harnessProgress),
       forecast: forecastView({
         job,
         attempts,

@@ -209,6 +209,35 @@ describe('GET /jobs/{id}', () => {
     expect(forecast.forecast.projectedTotalUsd).toBeCloseTo(0.15 + (1500 / 3600) * 0.2, 12);
   });
 
+  it.each([
+    {
+      what: 'a newer progress.json wins over the record the last periodic check wrote',
+      harness: { step: 500, updated_at: '2026-01-01T00:04:00.000Z' },
+      shown: { step: 500, totalSteps: 1000, fraction: 0.5, loss: 2.5, updatedAt: '2026-01-01T00:04:00.000Z' },
+    },
+    {
+      what: 'a progress.json with no step yet (a new attempt) leaves the record',
+      harness: { step: null, updated_at: '2026-01-01T00:04:00.000Z' },
+      shown: { step: 300, totalSteps: 1000, fraction: 0.3, updatedAt: '2026-01-01T00:00:00.000Z' },
+    },
+    {
+      what: 'an older progress.json leaves the record',
+      harness: { step: 200, updated_at: '2025-12-31T23:59:00.000Z' },
+      shown: { step: 300, totalSteps: 1000, fraction: 0.3, updatedAt: '2026-01-01T00:00:00.000Z' },
+    },
+  ])('shows the newest progress: $what', async ({ harness, shown }) => {
+    const job = await seedJob('nlp', 'RUNNING', {
+      progress: { step: 300, totalSteps: 1000, fraction: 0.3, updatedAt: '2026-01-01T00:00:00.000Z' },
+    });
+    await seedAttempt(job.jobId, 1, { batchJobId: 'b-1', startedAt: NOW - 600_000, usdPerHour: 0.2 });
+    const document = { job_id: job.jobId, attempt: 1, total_steps: 1000, loss: 2.5, ...harness };
+    await bench.workspace.put(jobKeysFor('nlp', job.jobId).progress, JSON.stringify(document));
+
+    const { status, body } = await bench.call({ method: 'GET', path: `/jobs/${job.jobId}` });
+    expect(status).toBe(200);
+    expect(body.progress).toEqual(shown);
+  });
+
   it('gives a finished job no forecast, with the reason', async () => {
     const job = await seedJob('nlp', 'SUCCEEDED');
     const { body } = await bench.call({ method: 'GET', path: `/jobs/${job.jobId}` });
