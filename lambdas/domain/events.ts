@@ -11,6 +11,7 @@
  * changing the meaning of a field makes version 2, emitted alongside version 1 until consumers have moved.
  */
 import * as z from 'zod';
+import { formatDuration, formatUsd } from './analysis/format';
 import { describeIssues } from './zod-issues';
 
 /** Raised when a detail does not match its detail-type's schema, or the entry would exceed PutEvents' size limit. */
@@ -26,6 +27,9 @@ export const EVENT_VERSION = '1';
 
 /** PutEvents' limit on one entry (source, detail-type and detail together), bytes. */
 export const MAX_ENTRY_BYTES = 256 * 1024;
+
+/** Longest `summary`, characters (a longer one is cut, ending in an ellipsis). */
+export const MAX_SUMMARY_CHARS = 600;
 
 const jobId = z.string().regex(/^[A-Za-z0-9_-]{1,80}$/, "must be 1-80 characters of A-Z, a-z, 0-9, '_' and '-'");
 const team = z.string().regex(/^[a-z][a-z0-9-]{0,30}[a-z0-9]$/, "must be a team id (2-32 of a-z, 0-9 and '-')");
@@ -49,6 +53,16 @@ const header = {
   /** Deterministic id for de-duplication. */
   eventId: z.string().min(1),
   occurredAt,
+  /**
+   * One line for people (the alert e-mails and Slack messages show it): what happened, to what, and its figures.
+   * The builder sets it on every event; optional so that details emitted before it existed still parse.
+   */
+  summary: z
+    .string()
+    .min(1)
+    .max(MAX_SUMMARY_CHARS)
+    .regex(/^[^"\\\n\r]*$/, 'must be one line without double quotes or backslashes')
+    .optional(),
 };
 const jobHeader = {
   ...header,
@@ -181,8 +195,8 @@ export const DETAIL_TYPES = Object.keys(EVENT_SCHEMAS) as DetailType[];
 /** A complete detail of a detail-type. */
 export type EventDetail<T extends DetailType> = z.output<(typeof EVENT_SCHEMAS)[T]>;
 
-/** What a caller supplies: the detail without `version` and `eventId`, which the builder adds. */
-export type EventDetailInput<T extends DetailType> = Omit<EventDetail<T>, 'version' | 'eventId'>;
+/** What a caller supplies: the detail without `version`, `eventId` and `summary`, which the builder adds. */
+export type EventDetailInput<T extends DetailType> = Omit<EventDetail<T>, 'version' | 'eventId' | 'summary'>;
 
 /** The PutEvents request entry (same field names as the SDK's PutEventsRequestEntry). */
 export interface EventEntry<T extends DetailType = DetailType> {
@@ -214,6 +228,54 @@ const EVENT_IDS: Record<DetailType, (d: AnyInput) => string> = {
     `report/${str(d.report)}/${str(d.periodStart)}/${str(d.periodEnd)}/${d.team === undefined ? 'all-teams' : str(d.team)}`,
 };
 
+const attemptsText = (n: unknown) => `${str(n)} attempt${n === 1 ? '' : 's'}`;
+const usdText = (value: unknown) => formatUsd(Number(value));
+const teamText = (d: AnyInput) => `team ${str(d.team)}${d.project === undefined ? '' : `, project ${str(d.project)}`}`;
+
+/** How each detail-type's `summary` reads; {@link oneLine} makes it safe for the alert templates. */
+const SUMMARIES: Record<DetailType, (d: AnyInput) => string> = {
+  'Job Submitted': (d) =>
+    `Job ${str(d.jobId)} (${teamText(d)}) was submitted on ${str(d.tier)}: about ${formatDuration(Number(d.estimatedRuntimeSeconds))}, ${usdText(d.estimatedCostUsd)} reserved${d.deadlineSeconds === undefined ? '' : `, deadline ${formatDuration(Number(d.deadlineSeconds))}`}.`,
+  'Job Started': (d) =>
+    `Job ${str(d.jobId)} started attempt ${str(d.attempt)} on ${str(d.capacity)} (${str(d.queue)}).`,
+  'Job Interrupted': (d) =>
+    `Job ${str(d.jobId)}: attempt ${str(d.attempt)} on ${str(d.capacity)} was interrupted (${str(d.cause)}). ${str(d.reason)}`,
+  'Job Resumed': (d) =>
+    `Job ${str(d.jobId)} resumes as attempt ${str(d.attempt)} on ${str(d.capacity)}, from ${d.checkpointUri === undefined ? 'the start (no complete checkpoint)' : str(d.checkpointUri)}.`,
+  'Job FellBackToOnDemand': (d) =>
+    `Job ${str(d.jobId)} falls back to on-demand for attempt ${str(d.attempt)} after ${str(d.reclaims)} spot reclaim(s) and ${str(d.capacityCancellations)} capacity wait(s). ${str(d.reason)}`,
+  'Job Succeeded': (d) =>
+    `Job ${str(d.jobId)} (${teamText(d)}) succeeded on ${str(d.tier)} after ${attemptsText(d.attempts)} and ${formatDuration(Number(d.runtimeSeconds))}: ${usdText(d.costUsd)}.`,
+  'Job Failed': (d) =>
+    `Job ${str(d.jobId)} (${teamText(d)}) failed on ${str(d.tier)} after ${attemptsText(d.attempts)} (${str(d.outcome)}${d.exitCode === undefined ? '' : `, exit code ${str(d.exitCode)}`}), having cost ${usdText(d.costUsd)}. ${str(d.reason)}`,
+  'Job Cancelled': (d) =>
+    `Job ${str(d.jobId)} (${teamText(d)}) was cancelled after ${attemptsText(d.attempts)}, having cost ${usdText(d.costUsd)}. ${str(d.reason)}`,
+  'Job PausedForBudget': (d) =>
+    `Job ${str(d.jobId)} (${teamText(d)}) paused at attempt ${str(d.attempt)}: budget ${str(d.scope)} is exhausted (${usdText(d.costSoFarUsd)} spent on the job so far). ${str(d.reason)}`,
+  'Budget Threshold Crossed': (d) =>
+    `Budget ${str(d.scope)} for ${str(d.period)} crossed ${str(d.thresholdPercent)} %: ${usdText(d.spentUsd)} spent and ${usdText(d.reservedUsd)} reserved of ${usdText(d.limitUsd)}.`,
+  'Budget Exhausted': (d) => {
+    const paused = d.pausedJobIds as string[];
+    return `Budget ${str(d.scope)} for ${str(d.period)} is exhausted: ${usdText(d.spentUsd)} spent and ${usdText(d.reservedUsd)} reserved of ${usdText(d.limitUsd)}; new jobs are refused${paused.length === 0 ? '' : ` and ${paused.length} running job(s) pause (${paused.join(', ')})`}.`;
+  },
+  'Cost Report Ready': (d) =>
+    `The ${str(d.report)} cost report for ${d.team === undefined ? 'all teams' : `team ${str(d.team)}`}, ${str(d.periodStart)} to ${str(d.periodEnd)}: ${usdText(d.totalUsd)} over ${str(d.jobs)} job(s), at ${str(d.uri)}.`,
+};
+
+/**
+ * A summary made safe for the alert rules' input templates: one line (whitespace runs become one space), double
+ * quotes as single ones and no backslashes, at most {@link MAX_SUMMARY_CHARS} characters.
+ */
+export function oneLine(text: string): string {
+  const flat = text.replace(/\s+/g, ' ').replaceAll('"', "'").replaceAll('\\', '/').trim();
+  return flat.length <= MAX_SUMMARY_CHARS ? flat : `${flat.slice(0, MAX_SUMMARY_CHARS - 1).trimEnd()}…`;
+}
+
+/** The `summary` the builder gives a detail (validated first, so it is built from checked fields). */
+export function summaryFor<T extends DetailType>(detailType: T, detail: EventDetailInput<T>): string {
+  return oneLine(SUMMARIES[detailType](validateInput(detailType, detail)));
+}
+
 function isDetailType(value: string): value is DetailType {
   return Object.hasOwn(EVENT_SCHEMAS, value);
 }
@@ -235,8 +297,14 @@ export function eventIdFor<T extends DetailType>(detailType: T, detail: EventDet
 /** Validates a caller's detail with the builder's own fields stubbed in; returns the validated fields. */
 function validateInput(detailType: DetailType, detail: unknown): AnyInput {
   const type = requireDetailType(detailType);
-  if (typeof detail === 'object' && detail !== null && ('version' in detail || 'eventId' in detail)) {
-    throw new InvalidEventDetail(`invalid "${type}" detail: version and eventId are set by buildEvent, not by callers`);
+  if (
+    typeof detail === 'object' &&
+    detail !== null &&
+    ('version' in detail || 'eventId' in detail || 'summary' in detail)
+  ) {
+    throw new InvalidEventDetail(
+      `invalid "${type}" detail: version, eventId and summary are set by buildEvent, not by callers`,
+    );
   }
   const stubbed = { ...(detail as AnyInput), version: EVENT_VERSION, eventId: 'pending' };
   return parseEventDetail(type, stubbed) as AnyInput;
@@ -253,7 +321,8 @@ export function buildEvent<T extends DetailType>(
   options: { eventBusName?: string } = {},
 ): EventEntry<T> {
   const eventId = eventIdFor(detailType, detail);
-  const full = parseEventDetail(detailType, { version: EVENT_VERSION, eventId, ...detail });
+  const summary = summaryFor(detailType, detail);
+  const full = parseEventDetail(detailType, { version: EVENT_VERSION, eventId, ...detail, summary });
   const json = JSON.stringify(full);
   const bytes = new TextEncoder().encode(`${EVENT_SOURCE}${detailType}${json}`).byteLength;
   if (bytes > MAX_ENTRY_BYTES) {

@@ -10,6 +10,8 @@ import {
   eventIdFor,
   InvalidEventDetail,
   MAX_ENTRY_BYTES,
+  MAX_SUMMARY_CHARS,
+  oneLine,
   parseEventDetail,
 } from '../../lambdas/domain/events';
 
@@ -28,7 +30,7 @@ function docSection(detailType: string): { fields: string[]; example: Record<str
 }
 
 function withoutBuilderFields(detail: Record<string, unknown>): Record<string, unknown> {
-  const { version: _version, eventId: _eventId, ...rest } = detail;
+  const { version: _version, eventId: _eventId, summary: _summary, ...rest } = detail;
   return rest;
 }
 
@@ -85,6 +87,7 @@ describe('buildEvent', () => {
       capacity: 'on-demand',
       queue: 'trainyard-gpu-small-on-demand',
       batchJobId: 'b-2',
+      summary: 'Job 01JDA7Q6ZK3V8N2M4P5R6S7T8W started attempt 2 on on-demand (trainyard-gpu-small-on-demand).',
     });
   });
 
@@ -167,12 +170,42 @@ describe('buildEvent', () => {
     expect(() => buildEvent(detailType, detail)).toThrow(message);
   });
 
-  it('refuses a caller-supplied eventId or version', () => {
-    const detail = { ...docSection('Job Succeeded').example };
+  it.each(['version', 'eventId', 'summary'])('refuses a caller-supplied %s', (field) => {
+    const documented = docSection('Job Succeeded').example;
+    const detail = { ...withoutBuilderFields(documented), [field]: documented[field] };
 
     expect(() => buildEvent('Job Succeeded', detail as EventDetailInput<'Job Succeeded'>)).toThrow(
-      'version and eventId are set by buildEvent, not by callers',
+      'version, eventId and summary are set by buildEvent, not by callers',
     );
+  });
+
+  it('keeps a summary to one line the alert templates can hold, whatever the reason says', () => {
+    const failed = buildEvent('Job Failed', {
+      ...JOB,
+      tier: 'gpu-small',
+      attempts: 2,
+      costUsd: 1.5,
+      outcome: 'app-error',
+      exitCode: 2,
+      reason: 'Container exit code 2:\n  Traceback "train.py", line 3\\n',
+    });
+
+    expect(JSON.parse(failed.Detail).summary).toBe(
+      "Job 01JDA7Q6ZK3V8N2M4P5R6S7T8W (team vision) failed on gpu-small after 2 attempts (app-error, exit code 2), having cost $1.50. Container exit code 2: Traceback 'train.py', line 3/n",
+    );
+  });
+
+  it(`cuts a summary at ${MAX_SUMMARY_CHARS} characters`, () => {
+    const pausedJobIds = Array.from({ length: 100 }, (_, i) => `job-${String(i).padStart(20, '0')}`);
+    const detail = { ...withoutBuilderFields(docSection('Budget Exhausted').example), pausedJobIds };
+
+    const summary = JSON.parse(buildEvent('Budget Exhausted', detail as EventDetailInput<'Budget Exhausted'>).Detail)
+      .summary as string;
+
+    expect(summary).toHaveLength(MAX_SUMMARY_CHARS);
+    expect(summary.startsWith('Budget project:vision/shakespeare for 2026-11 is exhausted: $50.02 spent')).toBe(true);
+    expect(summary.endsWith('…')).toBe(true);
+    expect(oneLine(' a\t"b"\n\\c ')).toBe("a 'b' /c");
   });
 
   it('refuses an unknown detail-type and lists the known ones', () => {

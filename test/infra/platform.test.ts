@@ -1,8 +1,10 @@
 import { Annotations, Match } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { CAPACITY_WAIT_REASON } from '../../lambdas/domain/batch-reasons';
+import { buildEvent, EVENT_SCHEMAS } from '../../lambdas/domain/events';
 import { SPOT_PROBE_MIN_INSTANCE_TYPES } from '../../lambdas/domain/placement';
 import { maxRuntimeSeconds, type TierConfig } from '../../lib/config';
+import { ALERTING_DETAIL_TYPES } from '../../lib/events/alerts';
 import { ECS_AL2023_GPU_AMI_PARAMETER } from '../../lib/fleet/gpu-launch-template';
 import { gpuTier, resourcesOf, type Synthesized, synthesize, TWO_TEAM_CONFIG } from './synth';
 
@@ -396,6 +398,41 @@ describe('events and alerts', () => {
         }),
       ],
     });
+  });
+
+  it('gives every alert the summary line its event carries', () => {
+    // A built event, put through each alert target's input transformer as EventBridge applies it: every <name> in
+    // the template becomes the value at its JSON path.
+    const detail = JSON.parse(
+      buildEvent('Budget Exhausted', {
+        occurredAt: '2026-11-20T16:05:00Z',
+        team: 'vision',
+        scope: 'team:vision',
+        period: '2026-11',
+        limitUsd: 500,
+        spentUsd: 500.5,
+        reservedUsd: 0,
+        pausedJobIds: ['job-1'],
+      }).Detail,
+    );
+    const event = { source: 'trainyard', 'detail-type': 'Budget Exhausted', detail };
+    const at = (path: string): unknown =>
+      path
+        .replace(/^\$\./, '')
+        .split('.')
+        .reduce<unknown>((value, key) => (value as Record<string, unknown> | undefined)?.[key], event);
+    const transformers = resourcesOf(s.platformTemplate, 'AWS::Events::Rule')
+      .filter(([, props]) => JSON.stringify(props).includes('Budget Exhausted'))
+      .flatMap(([, props]) => (props.Targets as Array<{ InputTransformer?: Record<string, unknown> }>) ?? [])
+      .map((target) => target.InputTransformer as { InputPathsMap: Record<string, string>; InputTemplate: string });
+    const messages = transformers.map(({ InputPathsMap, InputTemplate }) =>
+      JSON.parse(InputTemplate.replace(/<([\w-]+)>/g, (_, name: string) => String(at(InputPathsMap[name] ?? '')))),
+    );
+
+    const line = `Trainyard: Budget Exhausted — ${detail.summary}`;
+    expect(detail.summary).toMatch(/^Budget team:vision for 2026-11 is exhausted: \$500.50 spent/);
+    expect(messages).toEqual([line, { text: line }]);
+    for (const detailType of ALERTING_DETAIL_TYPES) expect(EVENT_SCHEMAS[detailType].shape).toHaveProperty('summary');
   });
 
   it('alarms when an alert could not be delivered', () => {

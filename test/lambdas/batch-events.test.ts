@@ -197,6 +197,7 @@ describe('batch-events: RUNNABLE and RUNNING', () => {
         queue: 'trainyard-gpu-small-spot',
         batchJobId: BATCH_JOB_ID,
         usdPerHour: 0.1897,
+        summary: `Job ${JOB_ID} started attempt 1 on spot (trainyard-gpu-small-spot).`,
       },
     ]);
   });

@@ -234,6 +234,7 @@ describe('budget watch: metering and progress', () => {
         limitUsd: 0.12,
         spentUsd: 0.09,
         reservedUsd: 0,
+        summary: `Budget team:${currentTeam} for ${PERIOD} crossed 70 %: $0.09 spent and $0.00 reserved of $0.12.`,
       },
     ]);
     expect(bench.recorded.terminated).toEqual([]);
@@ -326,6 +327,7 @@ describe('budget watch: exhausted budgets', () => {
         spentUsd: 0.34,
         reservedUsd: 0,
         pausedJobIds: [older, tipping],
+        summary: `Budget team:${currentTeam} for ${PERIOD} is exhausted: $0.34 spent and $0.00 reserved of $0.30; new jobs are refused and 2 running job(s) pause (${older}, ${tipping}).`,
       },
     ]);
     expect(await bench.jobs.listDecisions(older)).toEqual([
