@@ -271,11 +271,6 @@ export function oneLine(text: string): string {
   return flat.length <= MAX_SUMMARY_CHARS ? flat : `${flat.slice(0, MAX_SUMMARY_CHARS - 1).trimEnd()}…`;
 }
 
-/** The `summary` the builder gives a detail (validated first, so it is built from checked fields). */
-export function summaryFor<T extends DetailType>(detailType: T, detail: EventDetailInput<T>): string {
-  return oneLine(SUMMARIES[detailType](validateInput(detailType, detail)));
-}
-
 function isDetailType(value: string): value is DetailType {
   return Object.hasOwn(EVENT_SCHEMAS, value);
 }
@@ -320,8 +315,10 @@ export function buildEvent<T extends DetailType>(
   detail: EventDetailInput<T>,
   options: { eventBusName?: string } = {},
 ): EventEntry<T> {
-  const eventId = eventIdFor(detailType, detail);
-  const summary = summaryFor(detailType, detail);
+  // The id and the summary are built from the checked fields.
+  const checked = validateInput(detailType, detail);
+  const eventId = EVENT_IDS[detailType](checked);
+  const summary = oneLine(SUMMARIES[detailType](checked));
   const full = parseEventDetail(detailType, { version: EVENT_VERSION, eventId, ...detail, summary });
   const json = JSON.stringify(full);
   const bytes = new TextEncoder().encode(`${EVENT_SOURCE}${detailType}${json}`).byteLength;
