@@ -31,6 +31,15 @@ def write_checkpoint(storage, index, files, step=None, manifest=True, corrupt=No
         storage.put_bytes(json.dumps(document).encode(), f'{folder}/MANIFEST.json')
 
 
+def local_dir(tmp_path, files):
+    """The trainer's checkpoint directory, tmp_path/local, holding these files."""
+    local = tmp_path / 'local'
+    local.mkdir()
+    for name, data in files.items():
+        (local / name).write_bytes(data)
+    return local
+
+
 def folders_in(tmp_path):
     root = tmp_path / 'store'
     return sorted(p.name for p in root.iterdir()) if root.exists() else []
@@ -89,9 +98,7 @@ def test_skips_a_checkpoint_whose_manifest_lists_a_missing_file(tmp_path):
 
 def test_restore_replaces_stale_local_files_and_returns_none_without_checkpoints(tmp_path):
     storage, store = make_store(tmp_path)
-    local = tmp_path / 'local'
-    local.mkdir()
-    (local / 'stale.pt').write_bytes(b'stale')
+    local = local_dir(tmp_path, {'stale.pt': b'stale'})
 
     assert store.restore_newest(str(local)) is None
     assert (local / 'stale.pt').exists()
@@ -103,11 +110,7 @@ def test_restore_replaces_stale_local_files_and_returns_none_without_checkpoints
 
 def test_snapshot_writes_files_then_a_manifest_with_sizes_and_hashes(tmp_path):
     storage, store = make_store(tmp_path)
-    local = tmp_path / 'local'
-    local.mkdir()
-    (local / 'ckpt.pt').write_bytes(b'weights')
-    (local / 'ckpt.pt.tmp').write_bytes(b'half written')
-    (local / '.hidden').write_bytes(b'x')
+    local = local_dir(tmp_path, {'ckpt.pt': b'weights', 'ckpt.pt.tmp': b'half written', '.hidden': b'x'})
 
     manifest = store.upload_snapshot(str(local), 'job-9', 4, 321)
 
@@ -135,9 +138,7 @@ class ModifyDuringUpload(FileStorage):
 
 
 def test_abandons_a_snapshot_when_a_file_changes_during_upload(tmp_path):
-    local = tmp_path / 'local'
-    local.mkdir()
-    (local / 'ckpt.pt').write_bytes(b'first')
+    local = local_dir(tmp_path, {'ckpt.pt': b'first'})
     storage = ModifyDuringUpload(f'file://{tmp_path}/store', local / 'ckpt.pt')
     store = CheckpointStore(storage, 3, Logger(io.StringIO()))
 
@@ -249,8 +250,7 @@ def test_a_set_aside_checkpoint_stays_until_a_newer_usable_one_exists_and_does_n
 
 def test_syncer_uploads_only_when_the_directory_changed(tmp_path):
     storage, store = make_store(tmp_path, keep=5)
-    local = tmp_path / 'local'
-    local.mkdir()
+    local = local_dir(tmp_path, {})
     syncer = CheckpointSyncer(store, str(local), 'j', 1, 300, 0, lambda: 7, Logger(io.StringIO()))
 
     assert syncer.sync('test') is None  # empty directory
@@ -288,9 +288,7 @@ def wait_for(predicate, limit=30.0):
 
 def test_syncer_waits_while_a_checkpoint_file_is_open_for_writing(tmp_path):
     _storage, store = make_store(tmp_path)
-    local = tmp_path / 'local'
-    local.mkdir()
-    (local / 'ckpt.pt').write_bytes(b'half')
+    local = local_dir(tmp_path, {'ckpt.pt': b'half'})
     writing = [str(local / 'ckpt.pt')]
     out = io.StringIO()
     syncer = CheckpointSyncer(store, str(local), 'j', 1, 300, 0, lambda: 3, Logger(out), lambda: list(writing))
@@ -310,10 +308,7 @@ def test_syncer_waits_while_a_checkpoint_file_is_open_for_writing(tmp_path):
 
 def test_syncer_uploads_after_one_interval_when_a_file_stays_open_for_good(tmp_path):
     _storage, store = make_store(tmp_path)
-    local = tmp_path / 'local'
-    local.mkdir()
-    (local / 'ckpt.pt').write_bytes(b'weights')
-    (local / 'train.log').write_bytes(b'a log the script keeps open')
+    local = local_dir(tmp_path, {'ckpt.pt': b'weights', 'train.log': b'a log the script keeps open'})
     out = io.StringIO()
     syncer = CheckpointSyncer(
         store, str(local), 'j', 1, 0.5, 0, lambda: None, Logger(out), lambda: [str(local / 'train.log')]
