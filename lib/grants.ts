@@ -3,21 +3,15 @@ import type * as s3 from 'aws-cdk-lib/aws-s3';
 import type { IConstruct } from 'constructs';
 import { acknowledgeFinding, nagResourceName } from './nag';
 
-/** Object-level access a control-plane function needs in the workspace. */
-export type WorkspaceAccess = 'read' | 'read-write';
-
 /**
- * Grants a control-plane function exact object actions under the workspace's team folders (instead of the L2's
+ * Grants a control-plane function GetObject under the workspace's team folders (instead of the L2's
  * `s3:GetObject*`/`List*` families) and listing of those folders only. Control-plane functions serve every team,
- * so the wildcard is the team folder, acknowledged here once with its reason.
+ * so the wildcard is the team folder, acknowledged here once with its reason. A function that writes gets exact key
+ * patterns from {@link grantJobObjects} instead.
  */
-export function grantTeamFolders(fn: iam.IGrantable & IConstruct, bucket: s3.IBucket, access: WorkspaceAccess): void {
-  const actions =
-    access === 'read'
-      ? ['s3:GetObject']
-      : ['s3:GetObject', 's3:PutObject', 's3:DeleteObject', 's3:AbortMultipartUpload'];
+export function grantTeamFolders(fn: iam.IGrantable & IConstruct, bucket: s3.IBucket): void {
   fn.grantPrincipal.addToPrincipalPolicy(
-    new iam.PolicyStatement({ actions, resources: [bucket.arnForObjects('teams/*')] }),
+    new iam.PolicyStatement({ actions: ['s3:GetObject'], resources: [bucket.arnForObjects('teams/*')] }),
   );
   fn.grantPrincipal.addToPrincipalPolicy(
     new iam.PolicyStatement({
@@ -31,6 +25,45 @@ export function grantTeamFolders(fn: iam.IGrantable & IConstruct, bucket: s3.IBu
     `IAM5[Resource::${nagResourceName(fn, bucket.bucketArn)}/teams/*]`,
     'The control plane serves every team: it reads bundles, progress and checkpoints under any team folder, and nothing outside teams/.',
   );
+}
+
+/** Key patterns of objects of any job (`jobKeysFor('*', '*')`), by what the function does with them. */
+export interface JobObjectAccess {
+  /** Objects the function reads (s3:GetObject). */
+  readonly read: readonly string[];
+  /** Objects the function writes whole (s3:PutObject). */
+  readonly write: readonly string[];
+}
+
+/**
+ * Grants a control-plane function exactly GetObject on the `read` and PutObject on the `write` key patterns of every
+ * job, and listing of the team folders, without which a missing object reads as AccessDenied instead of missing.
+ * Each pattern's wildcard (any team, any job) is acknowledged with `why`.
+ */
+export function grantJobObjects(
+  fn: iam.IGrantable & IConstruct,
+  bucket: s3.IBucket,
+  access: JobObjectAccess,
+  why: string,
+): void {
+  for (const [action, keys] of [
+    ['s3:GetObject', access.read],
+    ['s3:PutObject', access.write],
+  ] as const) {
+    if (keys.length === 0) continue;
+    fn.grantPrincipal.addToPrincipalPolicy(
+      new iam.PolicyStatement({ actions: [action], resources: keys.map((key) => bucket.arnForObjects(key)) }),
+    );
+  }
+  fn.grantPrincipal.addToPrincipalPolicy(
+    new iam.PolicyStatement({
+      actions: ['s3:ListBucket'],
+      resources: [bucket.bucketArn],
+      conditions: { StringLike: { 's3:prefix': ['teams/*'] } },
+    }),
+  );
+  const name = nagResourceName(fn, bucket.bucketArn);
+  for (const key of [...access.read, ...access.write]) acknowledgeFinding(fn, `IAM5[Resource::${name}/${key}]`, why);
 }
 
 /** Acknowledges the `<table>/index/*` wildcard that a table grant with global secondary indexes adds. */

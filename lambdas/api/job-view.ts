@@ -6,6 +6,7 @@
 import { type Forecast, forecast, type ProgressSample } from '../domain/forecast';
 import type { AttemptRecord, JobRecord } from '../domain/job';
 import { runningCostUsd, sumAttemptCosts } from '../domain/metering';
+import { readMetricsLog } from '../domain/metric-samples';
 import { type JobProgress, progressFromHarness } from '../domain/watch';
 
 /** A job as the API returns it: the pause task token stays inside (resume goes through POST /jobs/{id}/resume). */
@@ -77,22 +78,12 @@ export function progressSamples(metricsJsonl: string, attempts: readonly Attempt
     if (a.startedAt !== undefined && a.stoppedAt !== undefined) total += (a.stoppedAt - a.startedAt) / 1000;
   }
   const samples: ProgressSample[] = [];
-  for (const line of metricsJsonl.split('\n')) {
-    if (!line.trim()) continue;
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(line);
-    } catch {
-      continue;
-    }
-    if (typeof parsed !== 'object' || parsed === null) continue;
-    const { step, attempt, time } = parsed as { step?: unknown; attempt?: unknown; time?: unknown };
-    if (typeof step !== 'number' || typeof attempt !== 'number' || typeof time !== 'string') continue;
+  readMetricsLog(metricsJsonl, ({ step, attempt, timeMs }) => {
+    if (step === undefined || attempt === undefined || timeMs === undefined) return;
     const record = ordered.find((a) => a.attempt === attempt);
-    const at = Date.parse(time);
-    if (!record?.startedAt || Number.isNaN(at) || at < record.startedAt) continue;
-    samples.push({ step, elapsedSeconds: (offsetSeconds.get(attempt) ?? 0) + (at - record.startedAt) / 1000 });
-  }
+    if (!record?.startedAt || timeMs < record.startedAt) return;
+    samples.push({ step, elapsedSeconds: (offsetSeconds.get(attempt) ?? 0) + (timeMs - record.startedAt) / 1000 });
+  });
   return samples;
 }
 

@@ -124,6 +124,7 @@ export const EVENT_SCHEMAS = {
     attempts: attempt,
     costUsd: usd,
     runtimeSeconds: z.number().nonnegative(),
+    /** The job's HTML report (`report.html`); the JSON summary sits beside it as `summary.json`. */
     reportUri: z.string().startsWith('s3://').optional(),
   }),
   'Job Failed': z.strictObject({

@@ -1,18 +1,27 @@
 /**
  * Finalize: the job is over. Settle the budget ledger to the sum of its metered attempt costs (or release an unused
- * reservation), write the job summary to the workspace, set the final state and announce it. Replay-safe: settle and
- * release return their first result, the state change accepts a job already in its final state, events carry
- * deterministic ids.
+ * reservation), set the final state, write the job summary (JSON) and report (HTML, with the harness's metric samples)
+ * to the workspace and announce it. Replay-safe: settle and release return their first result, the state change
+ * accepts a job already in its final state, summary and report are rewritten whole, events carry deterministic ids.
  */
 import { UnknownBudgetJob } from '../domain/budgets';
 import { isTerminal, type JobState, TRANSITIONS } from '../domain/job';
+import { renderJobReport } from '../domain/job-report';
 import { recordedCost } from '../domain/watch';
 import { jobKeysFor, s3Uri } from '../domain/workspace-layout';
 import type { ControlPlane } from '../shared/control-plane';
+import { ObjectTooLarge, type Workspace } from '../shared/workspace';
 import { jobEvent } from './common';
 import { finalizeInputSchema, parseStep } from './steps';
 
 const LIVE_STATES: JobState[] = ['SUBMITTED', 'ANALYZING', 'WAITING', 'RUNNING', 'PAUSED_BUDGET'];
+
+/**
+ * The largest metrics.jsonl the report reads: about 440,000 samples of the harness's usual 150 bytes. The object is
+ * held whole (twice while the SDK assembles it) and its series take about as much again, in a 512 MiB function; a
+ * larger log leaves the sample plots out of the report, saying why, rather than run out of memory on every retry.
+ */
+export const MAX_REPORT_METRICS_BYTES = 64 * 1024 * 1024;
 
 /** Finalize's output (the execution's output). */
 export interface FinalizeOutput {
@@ -20,6 +29,24 @@ export interface FinalizeOutput {
   state: JobState;
   costUsd: number;
   summaryUri: string;
+  reportUri: string;
+}
+
+/** The harness's metrics log for the report: its bytes, nothing when there is none, or why it is left out. */
+async function metricsForReport(
+  workspace: Pick<Workspace, 'getAtMost'>,
+  key: string,
+): Promise<{ metricsLog?: Uint8Array; metricsOmitted?: string }> {
+  try {
+    const log = await workspace.getAtMost(key, MAX_REPORT_METRICS_BYTES);
+    return log === undefined ? {} : { metricsLog: log };
+  } catch (error) {
+    if (!(error instanceof ObjectTooLarge)) throw error;
+    const mib = (bytes: number) => (bytes / 1024 / 1024).toFixed(1);
+    return {
+      metricsOmitted: `it holds ${error.bytes} bytes (${mib(error.bytes)} MiB), more than the ${mib(error.limitBytes)} MiB a report reads`,
+    };
+  }
 }
 
 /** Creates the Finalize step. */
@@ -56,15 +83,15 @@ export function createFinalizeHandler(plane: Pick<ControlPlane, 'jobs' | 'ledger
     }
 
     const keys = jobKeysFor(job.team, jobId);
-    const summary = {
-      job: { ...job, pauseToken: undefined },
-      attempts,
-      decisions: await plane.jobs.listDecisions(jobId),
-      costUsd,
-      finishedAt: now.toISOString(),
-    };
+    const decisions = await plane.jobs.listDecisions(jobId);
+    const finishedAt = now.toISOString();
+    const summary = { job: { ...job, pauseToken: undefined }, attempts, decisions, costUsd, finishedAt };
     await plane.workspace.put(keys.summary, JSON.stringify(summary, null, 2), 'application/json');
     const summaryUri = s3Uri(plane.workspace.bucket, keys.summary);
+    const metrics = await metricsForReport(plane.workspace, keys.metricsLog);
+    const report = renderJobReport({ job, attempts, decisions, costUsd, finishedAt, ...metrics });
+    await plane.workspace.put(keys.report, report, 'text/html; charset=utf-8');
+    const reportUri = s3Uri(plane.workspace.bucket, keys.report);
 
     const runtimeSeconds = attempts.reduce(
       (sum, a) => sum + (a.startedAt && a.stoppedAt ? (a.stoppedAt - a.startedAt) / 1000 : 0),
@@ -76,7 +103,7 @@ export function createFinalizeHandler(plane: Pick<ControlPlane, 'jobs' | 'ledger
         jobEvent(
           'Job Succeeded',
           job,
-          { tier: job.tier, attempts: Math.max(1, attempts.length), costUsd, runtimeSeconds, reportUri: summaryUri },
+          { tier: job.tier, attempts: Math.max(1, attempts.length), costUsd, runtimeSeconds, reportUri },
           at,
         ),
       ]);
@@ -108,6 +135,6 @@ export function createFinalizeHandler(plane: Pick<ControlPlane, 'jobs' | 'ledger
         ),
       ]);
     }
-    return { jobId, state: finalState, costUsd, summaryUri };
+    return { jobId, state: finalState, costUsd, summaryUri, reportUri };
   };
 }

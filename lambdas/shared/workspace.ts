@@ -6,7 +6,7 @@
  * handlers never touch the bucket, and importing the S3 client costs a fresh process ~40 ms. Only types are imported
  * statically, so esbuild leaves no static import behind.
  */
-import type { S3Client } from '@aws-sdk/client-s3';
+import type { GetObjectCommandOutput, S3Client } from '@aws-sdk/client-s3';
 import {
   CHECKPOINT_FOLDER,
   CHECKPOINT_MANIFEST,
@@ -52,6 +52,19 @@ export interface CheckpointSummary {
   readonly setAside: boolean;
 }
 
+/** Raised by {@link Workspace.getAtMost} for an object larger than the caller will hold in memory. */
+export class ObjectTooLarge extends Error {
+  override name = 'ObjectTooLarge';
+
+  constructor(
+    readonly key: string,
+    readonly bytes: number,
+    readonly limitBytes: number,
+  ) {
+    super(`object ${key} holds ${bytes} bytes, more than the ${limitBytes} bytes it may be read whole with`);
+  }
+}
+
 /** Reads and writes the workspace bucket. */
 export class Workspace {
   private readonly client: () => Promise<S3Client>;
@@ -82,6 +95,30 @@ export class Workspace {
       if (error instanceof NoSuchKey || (error as Error).name === 'NoSuchKey') return undefined;
       throw error;
     }
+  }
+
+  /**
+   * An object's bytes when it holds at most `maxBytes`, undefined when it does not exist. A larger object throws
+   * {@link ObjectTooLarge} as soon as the response's Content-Length says so, its body left unread.
+   */
+  async getAtMost(key: string, maxBytes: number): Promise<Buffer | undefined> {
+    const { GetObjectCommand, NoSuchKey } = await s3Sdk();
+    const s3 = await this.client();
+    let out: GetObjectCommandOutput;
+    try {
+      out = await s3.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }));
+    } catch (error) {
+      if (error instanceof NoSuchKey || (error as Error).name === 'NoSuchKey') return undefined;
+      throw error;
+    }
+    const body = out.Body as { transformToByteArray(): Promise<Uint8Array>; destroy?: () => void };
+    if (out.ContentLength !== undefined && out.ContentLength > maxBytes) {
+      body.destroy?.();
+      throw new ObjectTooLarge(key, out.ContentLength, maxBytes);
+    }
+    const bytes = await body.transformToByteArray();
+    if (bytes.byteLength > maxBytes) throw new ObjectTooLarge(key, bytes.byteLength, maxBytes);
+    return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   }
 
   /** A JSON object, or undefined when it does not exist or does not parse. */

@@ -5,10 +5,11 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as logs from 'aws-cdk-lib/aws-logs';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
 import { Construct } from 'constructs';
+import { jobKeysFor } from '../../lambdas/domain/workspace-layout';
 import { ENV } from '../../lambdas/shared/aws-control-plane';
 import type { TrainyardConfig } from '../config';
 import { TrainyardFunction } from '../function';
-import { acknowledgeTableIndexes, grantTeamFolders } from '../grants';
+import { acknowledgeTableIndexes, grantJobObjects, grantTeamFolders } from '../grants';
 import { acknowledgeFinding } from '../nag';
 import type { LifecycleSteps } from './job-state-machine';
 
@@ -66,7 +67,7 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
       'Trainyard lifecycle: analyse the code bundle, pick the tier, estimate cost',
       bucket,
     );
-    grantTeamFolders(this.analyze, props.workspace, 'read');
+    grantTeamFolders(this.analyze, props.workspace);
     this.analyze.addToRolePolicy(
       new iam.PolicyStatement({ actions: ['ec2:DescribeSpotPriceHistory'], resources: ['*'] }),
     );
@@ -87,7 +88,7 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
         [ENV.batchPrefix]: props.batchPrefix,
       },
     );
-    grantTeamFolders(this.prepareAttempt, props.workspace, 'read');
+    grantTeamFolders(this.prepareAttempt, props.workspace);
 
     this.attemptOutcome = make(
       'AttemptOutcome',
@@ -98,7 +99,7 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
         ...bus,
       },
     );
-    grantTeamFolders(this.attemptOutcome, props.workspace, 'read');
+    grantTeamFolders(this.attemptOutcome, props.workspace);
 
     this.pause = make('Pause', 'pause', 'Trainyard lifecycle: pause a job whose budget is exhausted', {
       ...budgets,
@@ -110,7 +111,7 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
     this.finalize = make(
       'Finalize',
       'finalize',
-      'Trainyard lifecycle: settle the ledger, write the summary, announce',
+      'Trainyard lifecycle: settle the ledger, write the summary and report, announce',
       {
         ...bucket,
         ...budgets,
@@ -118,7 +119,13 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
       },
     );
     props.budgetsTable.grantReadWriteData(this.finalize);
-    grantTeamFolders(this.finalize, props.workspace, 'read-write');
+    const anyJob = jobKeysFor('*', '*');
+    grantJobObjects(
+      this.finalize,
+      props.workspace,
+      { read: [anyJob.metricsLog], write: [anyJob.summary, anyJob.report] },
+      'Finalize serves every team: it reads each job’s metrics.jsonl and writes its summary.json and report.html, nothing else in the workspace.',
+    );
 
     for (const fn of [this.costGate, this.prepareAttempt, this.attemptOutcome, this.pause, this.finalize]) {
       props.eventBus.grantPutEventsTo(fn);

@@ -72,6 +72,24 @@ describe('job state machine', () => {
       expect(writes, step).toBe(step === 'Finalize');
     }
   });
+
+  it('lets Finalize read only each job’s metrics.jsonl and write only its summary.json and report.html', () => {
+    const s3Statements = roleStatements('LifecycleStepsFinalizeServiceRole').filter((st) =>
+      actionsOf([st]).some((a) => a.startsWith('s3:')),
+    );
+    const keysOf = (action: string) =>
+      s3Statements
+        .filter((st) => actionsOf([st]).includes(action))
+        .flatMap((st) => (Array.isArray(st.Resource) ? st.Resource : [st.Resource]))
+        .map((r) => JSON.stringify(r).match(/"(\/[^"]*)"\]\]\}$/)?.[1]);
+
+    expect(actionsOf(s3Statements).sort()).toEqual(['s3:GetObject', 's3:ListBucket', 's3:PutObject']);
+    expect(keysOf('s3:GetObject')).toEqual(['/teams/*/jobs/*/metrics/metrics.jsonl']);
+    expect(keysOf('s3:PutObject').sort()).toEqual(['/teams/*/jobs/*/report.html', '/teams/*/jobs/*/summary.json']);
+    // Listing the team folders makes a job without metrics.jsonl read as missing, not as AccessDenied.
+    const list = s3Statements.find((st) => actionsOf([st]).includes('s3:ListBucket'));
+    expect(list?.Condition).toEqual({ StringLike: { 's3:prefix': ['teams/*'] } });
+  });
 });
 
 describe('Lambda sizing', () => {

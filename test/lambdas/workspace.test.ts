@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Workspace } from '../../lambdas/shared/workspace';
+import { ObjectTooLarge, Workspace } from '../../lambdas/shared/workspace';
 import { localS3Client } from '../../lib/local/control-plane';
 import { type RunningEngine, startS3rver } from '../../lib/local/engines';
 
@@ -128,5 +128,36 @@ describe('Workspace over an S3 client factory', () => {
 
     expect(factory.calls()).toBe(2);
     expect((await workspace.get('retry/a.txt'))?.toString('utf8')).toBe('a');
+  });
+});
+
+describe('Workspace.getAtMost', () => {
+  it('returns an object of exactly the limit, byte for byte', async () => {
+    const workspace = new Workspace(localS3Client(s3rver.endpoint), BUCKET);
+    await workspace.put('capped/at-limit.jsonl', Buffer.from('{"step":1}\n'));
+
+    const body = await workspace.getAtMost('capped/at-limit.jsonl', 11);
+
+    expect(body?.toString('utf8')).toBe('{"step":1}\n');
+  });
+
+  it('refuses an object one byte over the limit, naming its size and the limit', async () => {
+    const workspace = new Workspace(localS3Client(s3rver.endpoint), BUCKET);
+    await workspace.put('capped/over.jsonl', 'x'.repeat(12));
+
+    const read = workspace.getAtMost('capped/over.jsonl', 11);
+
+    await expect(read).rejects.toBeInstanceOf(ObjectTooLarge);
+    await expect(read).rejects.toThrow(
+      'object capped/over.jsonl holds 12 bytes, more than the 11 bytes it may be read whole with',
+    );
+    // The unread body leaves the client usable.
+    expect((await workspace.get('capped/over.jsonl'))?.length).toBe(12);
+  });
+
+  it('answers undefined for a missing key', async () => {
+    const workspace = new Workspace(countingFactory().make, BUCKET);
+
+    expect(await workspace.getAtMost('capped/missing.jsonl', 1024)).toBeUndefined();
   });
 });

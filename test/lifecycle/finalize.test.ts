@@ -1,0 +1,185 @@
+// Finalize writing the job report, against dynalite (jobs, budgets) and s3rver (workspace) behind the real adapters.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { HeadObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { AttemptRecord } from '../../lambdas/domain/job';
+import { jobKeysFor } from '../../lambdas/domain/workspace-layout';
+import { createFinalizeHandler, MAX_REPORT_METRICS_BYTES } from '../../lambdas/lifecycle/finalize';
+import { Workspace } from '../../lambdas/shared/workspace';
+import { localS3Client } from '../../lib/local/control-plane';
+import { type RunningEngine, startS3rver } from '../../lib/local/engines';
+import {
+  attemptRecord,
+  type EventBench,
+  JOB_ID,
+  jobRecord,
+  publishedOf,
+  startEventBench,
+  T,
+} from '../lambdas/event-bench';
+
+const BUCKET = 'trainyard-workspace';
+const NOW = new Date(T.stopped + 60_000);
+const KEYS = jobKeysFor('vision', JOB_ID);
+
+let bench: EventBench;
+let s3rver: RunningEngine;
+let s3: S3Client;
+let directory: string;
+let workspace: Workspace;
+let finalize: ReturnType<typeof createFinalizeHandler>;
+
+beforeEach(async () => {
+  bench = await startEventBench({ now: NOW });
+  directory = mkdtempSync(join(tmpdir(), 'trainyard-finalize-s3-'));
+  s3rver = await startS3rver({ directory, buckets: [BUCKET] });
+  s3 = localS3Client(s3rver.endpoint);
+  workspace = new Workspace(s3, BUCKET);
+  finalize = createFinalizeHandler({
+    jobs: bench.jobs,
+    ledger: bench.ledger,
+    workspace,
+    events: bench.ports.events,
+    clock: () => NOW,
+  });
+});
+
+afterEach(async () => {
+  s3.destroy();
+  await s3rver.stop();
+  rmSync(directory, { recursive: true, force: true });
+  await bench.stop();
+});
+
+// A reclaimed spot attempt then an on-demand one that succeeds (fixture times; costs as batch-events records them).
+const ATTEMPTS: AttemptRecord[] = [
+  attemptRecord({
+    attempt: 1,
+    status: 'FAILED',
+    startedAt: T.started - 3_600_000,
+    stoppedAt: T.started - 1_800_000,
+    usdPerHour: 0.19,
+    costUsd: 0.095,
+    outcome: { kind: 'reclaimed', reason: 'Host EC2 (instance i-0f2b6a4c9d8e7f123) terminated.', resumable: true },
+  }),
+  attemptRecord({
+    attempt: 2,
+    capacity: 'on-demand',
+    queue: 'trainyard-gpu-small-on-demand',
+    status: 'SUCCEEDED',
+    startedAt: T.started,
+    stoppedAt: T.stopped,
+    usdPerHour: 0.526,
+    costUsd: 0.351,
+    outcome: { kind: 'succeeded', reason: 'Essential container in task exited', exitCode: 0, resumable: false },
+  }),
+];
+
+async function seed(metricsLog?: string | Buffer): Promise<void> {
+  await bench.jobs.createJob(
+    jobRecord({ createdAt: new Date(T.started - 4_000_000).toISOString(), project: '<script>x</script>' }),
+  );
+  for (const a of ATTEMPTS) await bench.jobs.putAttempt(a);
+  if (metricsLog !== undefined) await workspace.put(KEYS.metricsLog, metricsLog);
+}
+
+function line(msAfterStart: number, fields: Record<string, unknown>): string {
+  return JSON.stringify({ time: new Date(T.started + msAfterStart).toISOString(), attempt: 2, ...fields });
+}
+
+async function report(): Promise<string> {
+  return (await workspace.get(KEYS.report))?.toString('utf8') ?? '';
+}
+
+describe('Finalize: the job report', () => {
+  it('writes report.html beside summary.json as HTML, and announces it as the report', async () => {
+    await seed([line(1000, { step: 10, loss: 2.5, gpu_util: 97 }), line(61_000, { step: 20, loss: 2.1 })].join('\n'));
+
+    const output = await finalize({ jobId: JOB_ID, finalState: 'SUCCEEDED' });
+
+    const reportUri = `s3://${BUCKET}/teams/vision/jobs/${JOB_ID}/report.html`;
+    expect(output).toMatchObject({
+      state: 'SUCCEEDED',
+      costUsd: 0.45,
+      summaryUri: `s3://${BUCKET}/teams/vision/jobs/${JOB_ID}/summary.json`,
+      reportUri,
+    });
+    const head = await s3.send(new HeadObjectCommand({ Bucket: BUCKET, Key: KEYS.report }));
+    expect(head.ContentType).toBe('text/html; charset=utf-8');
+    expect(await workspace.get(KEYS.summary)).toBeDefined();
+    const [succeeded] = publishedOf(bench.recorded, 'Job Succeeded');
+    expect(succeeded?.reportUri).toBe(reportUri);
+
+    const html = await report();
+    expect(html).toMatch(/^<!doctype html>/);
+    expect(html).toContain('<span class="state state-succeeded">SUCCEEDED</span>');
+    expect(html).toContain('&#60;script&#62;x&#60;/script&#62;');
+    expect(html).not.toContain('<script>');
+    expect(html).toContain('<dt>Total cost</dt><dd>$0.45</dd>');
+    expect(html).toContain('<g class="marker reclaim" data-outcome="reclaimed" data-attempt="1">');
+    expect(html).toContain('id="plot-loss"');
+    expect(html).toContain('id="plot-gpu"');
+    expect(html).toContain('metrics.jsonl: 2 samples, <span id="malformed-lines">0</span> malformed line(s) skipped');
+  });
+
+  it('skips malformed metrics lines, counting them in the report, and still finalizes', async () => {
+    await seed(
+      [line(1000, { step: 10, loss: 2.5 }), '{"time": "2026-', 'Killed', line(2000, { step: 20, loss: 2 })].join('\n'),
+    );
+
+    const output = await finalize({ jobId: JOB_ID, finalState: 'SUCCEEDED' });
+
+    expect(output.state).toBe('SUCCEEDED');
+    expect((await bench.jobs.requireJob(JOB_ID)).state).toBe('SUCCEEDED');
+    expect(await report()).toContain(
+      'metrics.jsonl: 2 samples, <span id="malformed-lines">2</span> malformed line(s) skipped',
+    );
+  });
+
+  it('renders the report without samples when the harness wrote no metrics.jsonl', async () => {
+    await seed();
+
+    await finalize({ jobId: JOB_ID, finalState: 'SUCCEEDED' });
+
+    const html = await report();
+    expect(html).toContain('no metrics.jsonl was written');
+    expect(html).toContain('id="no-loss"');
+    expect(html).toContain('id="no-gpu"');
+    expect(html).toContain('id="plot-cost"');
+  });
+
+  it('leaves the samples out, saying why, when metrics.jsonl is larger than a report reads', async () => {
+    const filler = `${line(1000, { step: 1, loss: 1 })}\n`;
+    await seed(Buffer.alloc(MAX_REPORT_METRICS_BYTES + 1, filler));
+
+    const output = await finalize({ jobId: JOB_ID, finalState: 'SUCCEEDED' });
+
+    expect(output.state).toBe('SUCCEEDED');
+    expect(await report()).toContain(
+      `metrics.jsonl not read: it holds ${MAX_REPORT_METRICS_BYTES + 1} bytes (64.0 MiB), more than the 64.0 MiB a report reads`,
+    );
+  });
+
+  it('writes the same report again when Step Functions replays the step', async () => {
+    await seed(line(1000, { step: 10, loss: 2.5 }));
+    await finalize({ jobId: JOB_ID, finalState: 'SUCCEEDED' });
+    const first = await report();
+
+    const again = await finalize({ jobId: JOB_ID, finalState: 'SUCCEEDED' });
+
+    expect(again.state).toBe('SUCCEEDED');
+    expect(await report()).toBe(first);
+  });
+
+  it('reports a failed job with its reason', async () => {
+    await seed();
+
+    await finalize({ jobId: JOB_ID, finalState: 'FAILED', reason: 'the training command exited 1 <twice>' });
+
+    const html = await report();
+    expect(html).toContain('<span class="state state-failed">FAILED</span>');
+    expect(html).toContain('<dt>Reason</dt><dd>the training command exited 1 &#60;twice&#62;</dd>');
+  });
+});
