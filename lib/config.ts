@@ -315,6 +315,26 @@ export const configSchema = z
       .strict()
       .prefault({})
       .describe('Where budget and job alerts go.'),
+    reports: z
+      .object({
+        daily: z
+          .boolean()
+          .default(false)
+          .describe(
+            'Write a showback report of the day before at 01:00 UTC and announce it (an alert a day per team).',
+          ),
+        weekly: z
+          .boolean()
+          .default(true)
+          .describe(
+            'Write a showback report of the week before (Monday–Sunday) on Mondays at 01:30 UTC and announce it.',
+          ),
+      })
+      .strict()
+      .prefault({})
+      .describe(
+        'Scheduled showback reports (per team, user, project and tier, to reports/ in the workspace bucket, announced by Cost Report Ready).',
+      ),
     limits: z
       .object({
         maxBundleMiB: z.number().int().min(1).max(5120).default(500).describe('Largest code bundle, MiB.'),

@@ -13,6 +13,7 @@ import { artifactRoutes } from './routes/artifacts';
 import { budgetRoutes } from './routes/budgets';
 import { catalogRoutes } from './routes/catalog';
 import { jobRoutes } from './routes/jobs';
+import { reportRoutes } from './routes/reports';
 import { uploadRoutes } from './routes/uploads';
 
 /** Every route of the API; the CDK construct declares the same method/path pairs (lib/api/http-api.ts). */
@@ -23,6 +24,7 @@ export function apiRoutes(plane: ApiPlane): Route[] {
     ...uploadRoutes(plane),
     ...jobRoutes(plane),
     ...artifactRoutes(plane),
+    ...reportRoutes(plane),
   ];
 }
 

@@ -5,6 +5,7 @@
 import { InvalidRequirement, UnknownTier, WorkloadRefused } from '../domain/analysis';
 import { InvalidBudgetInput, InvalidScope } from '../domain/budgets';
 import { InvalidEstimateInput } from '../domain/estimator';
+import { InvalidReportPeriod } from '../domain/showback';
 import { JobNotFound, JobStateConflict } from '../shared/job-store';
 import { logger } from '../shared/logger';
 import { InvalidBundle } from '../shared/tarball';
@@ -62,7 +63,8 @@ export function toErrorResponse(error: unknown): { status: number; body: ErrorBo
   if (
     error instanceof InvalidRequirement ||
     error instanceof InvalidBudgetInput ||
-    error instanceof InvalidEstimateInput
+    error instanceof InvalidEstimateInput ||
+    error instanceof InvalidReportPeriod
   ) {
     return { status: 400, body: body('invalid_request', error.message) };
   }

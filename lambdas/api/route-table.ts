@@ -24,4 +24,5 @@ export const API_ROUTES: readonly RouteKey[] = [
   { method: 'POST', path: '/jobs/{id}/resume' },
   { method: 'GET', path: '/jobs/{id}/checkpoints' },
   { method: 'GET', path: '/jobs/{id}/logs' },
+  { method: 'GET', path: '/reports/showback' },
 ];

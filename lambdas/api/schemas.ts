@@ -151,6 +151,16 @@ export const logsQuerySchema = z.strictObject({
   limit: intParam('limit', 1, 1000).optional(),
 });
 
+/** GET /reports/showback query: the period's first and last day (YYYY-MM-DD, checked by customPeriod) and a team. */
+export const showbackQuerySchema = z.strictObject({
+  from: z.string().max(10, 'from must be a date as YYYY-MM-DD (UTC)').optional(),
+  to: z.string().max(10, 'to must be a date as YYYY-MM-DD (UTC)').optional(),
+  team: z
+    .string()
+    .regex(/^[a-z][a-z0-9-]{0,30}[a-z0-9]$/, "must be a team id: 2-32 characters of a-z, 0-9 and '-'")
+    .optional(),
+});
+
 /** An empty query (routes that take none): unknown parameters are refused, not ignored. */
 export const noQuerySchema = z.strictObject({});
 

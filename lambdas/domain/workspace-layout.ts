@@ -22,6 +22,20 @@ export function jobKeysFor(team: string, jobId: string) {
   } as const;
 }
 
+/**
+ * Where the scheduled showback reports are written: `reports/<kind>/<first day>/teams/<team>.json` (and `.csv`), and
+ * `reports/<kind>/<first day>/all-teams.json`. Outside `teams/`, so no team's job role can reach them.
+ */
+export function teamReportKeys(kind: string, periodStart: string, team: string) {
+  const base = `reports/${kind}/${periodStart}/teams/${team}`;
+  return { json: `${base}.json`, csv: `${base}.csv` } as const;
+}
+
+/** The all-teams showback of a report kind and period (see {@link teamReportKeys}). */
+export function allTeamsReportKey(kind: string, periodStart: string): string {
+  return `reports/${kind}/${periodStart}/all-teams.json`;
+}
+
 /** A presigned upload lands here until POST /jobs claims it (scratch/ expires after 30 days). */
 export function uploadKey(team: string, uploadId: string): string {
   return `scratch/uploads/${team}/${uploadId}.tar.gz`;

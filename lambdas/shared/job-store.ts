@@ -1,5 +1,6 @@
 /**
- * The jobs table adapter: jobs, attempts, decisions and idempotency claims (key design in table-design.ts).
+ * The jobs table adapter: jobs, attempts, decisions, idempotency claims, the tiers' spot records and the reports'
+ * announcements (key design in table-design.ts).
  * Every write that can be repeated (Step Functions retries, EventBridge redelivery, a client retrying a POST) is a
  * single-item conditional write, so a replay changes nothing.
  */
@@ -14,6 +15,7 @@ import {
   parseDecisionRecord,
   parseJobRecord,
 } from '../domain/job';
+import { type JobWithAttempts, mayHaveRunIn, type ReportPeriod } from '../domain/showback';
 import { InvalidTierSpotRecord, parseTierSpotRecord, type TierSpotRecord } from '../domain/tier-spot';
 import { documentSdk, dynamoDbSdk } from './dynamo';
 import { JOBS_INDEXES, jobKeys } from './table-design';
@@ -42,6 +44,9 @@ const KEY_ATTRIBUTES = ['pk', 'sk', 'gsi1pk', 'gsi1sk', 'gsi2pk', 'gsi2sk', 'kin
  * `spotSeenSince` (a job's own run of spot sightings, replaced by the tier spot record).
  */
 const RETIRED_ATTRIBUTES = ['spotSeenSince'] as const;
+
+/** How many jobs' attempts {@link JobStore.jobsThatMayHaveRunIn} reads at once. */
+const ATTEMPT_READS_IN_FLIGHT = 8;
 
 function stripKeys(item: Record<string, unknown>): Record<string, unknown> {
   const out = { ...item };
@@ -412,6 +417,93 @@ export class JobStore {
       jobs: (Items ?? []).map((item) => parseJobRecord(stripKeys(item))),
       nextCursor: LastEvaluatedKey ? Buffer.from(JSON.stringify(LastEvaluatedKey)).toString('base64url') : undefined,
     };
+  }
+
+  /**
+   * Every job of a team created before `beforeMs` (epoch ms), oldest first, page by page: the showback reads the jobs
+   * that may have run in a period through the byTeam index without a lower bound, so no long-running job is missed.
+   */
+  async *jobsCreatedBefore(team: string, beforeMs: number): AsyncGenerator<JobRecord> {
+    const index = JOBS_INDEXES.byTeam;
+    let start: Record<string, unknown> | undefined;
+    do {
+      const page = await this.client.send(
+        new QueryCommand({
+          TableName: this.tableName,
+          IndexName: index.name,
+          KeyConditionExpression: '#pk = :pk AND #sk < :before',
+          ExpressionAttributeNames: { '#pk': index.partition, '#sk': index.sort },
+          ExpressionAttributeValues: { ':pk': `TEAM#${team}`, ':before': new Date(beforeMs).toISOString() },
+          ExclusiveStartKey: start,
+        }),
+      );
+      for (const item of page.Items ?? []) yield parseJobRecord(stripKeys(item));
+      start = page.LastEvaluatedKey;
+    } while (start);
+  }
+
+  /**
+   * A team's jobs that may have run in a showback period (domain/showback.ts `mayHaveRunIn`: created before its end,
+   * and not ended before it began), each with its attempts, read a few jobs at a time.
+   */
+  async jobsThatMayHaveRunIn(team: string, period: ReportPeriod): Promise<JobWithAttempts[]> {
+    const jobs: JobRecord[] = [];
+    for await (const job of this.jobsCreatedBefore(team, period.toMs)) {
+      if (mayHaveRunIn(job, period)) jobs.push(job);
+    }
+    const out: JobWithAttempts[] = new Array(jobs.length);
+    const queue = [...jobs.entries()];
+    const worker = async () => {
+      for (let item = queue.shift(); item !== undefined; item = queue.shift()) {
+        const [index, job] = item;
+        out[index] = { job, attempts: await this.listAttempts(job.jobId) };
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(ATTEMPT_READS_IN_FLIGHT, jobs.length) }, worker));
+    return out;
+  }
+
+  /**
+   * Records that a scheduled report was announced (its `Cost Report Ready` event published). Returns false when it
+   * already was: the record is written once, so a replayed run announces nothing twice.
+   */
+  async recordReportAnnounced(
+    report: { kind: string; periodStart: string; team?: string },
+    fields: { uri: string; totalUsd: number; jobs: number; eventId: string },
+  ): Promise<boolean> {
+    try {
+      await this.client.send(
+        new PutCommand({
+          TableName: this.tableName,
+          Item: {
+            ...jobKeys.report(report.kind, report.periodStart, report.team),
+            kind: 'report',
+            report: report.kind,
+            periodStart: report.periodStart,
+            ...(report.team === undefined ? {} : { team: report.team }),
+            ...fields,
+            announcedAt: this.now().toISOString(),
+          },
+          ConditionExpression: 'attribute_not_exists(pk)',
+        }),
+      );
+      return true;
+    } catch (error) {
+      if (!isConditionFailure(error)) throw error;
+      return false;
+    }
+  }
+
+  /** Whether a scheduled report's announcement is on record. */
+  async reportAnnounced(report: { kind: string; periodStart: string; team?: string }): Promise<boolean> {
+    const { Item } = await this.client.send(
+      new GetCommand({
+        TableName: this.tableName,
+        Key: jobKeys.report(report.kind, report.periodStart, report.team),
+        ConsistentRead: true,
+      }),
+    );
+    return Item !== undefined;
   }
 
   /** The attempt that ran (or runs) on an EC2 instance, newest first; undefined when none. */

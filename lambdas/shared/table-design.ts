@@ -8,6 +8,7 @@
  *   pk = JOB#<jobId>   sk = DECISION#<nnn>       one lifecycle decision and its reason
  *   pk = IDEMPOTENCY#<team>#<key>  sk = META     an Idempotency-Key claim (request hash → job id)
  *   pk = TIERSPOT#<tier>  sk = META              the budget watch's record of the tier's spot capacity (tier-spot.ts)
+ *   pk = REPORT#<kind>#<first day>  sk = <team>|ALL-TEAMS   a scheduled showback report that was announced
  *   GSI byTeam:      gsi1pk = TEAM#<team>, gsi1sk = <createdAt ISO>#<jobId>   (job records only)
  *   GSI byInstance:  gsi2pk = INSTANCE#<i-…>, gsi2sk = JOB#<jobId>#ATTEMPT#<nnn> (attempts with a known instance)
  *
@@ -36,6 +37,11 @@ export const jobKeys = {
   decision: (jobId: string, seq: number) => ({ pk: `JOB#${jobId}`, sk: `DECISION#${pad(seq)}` }),
   idempotency: (team: string, key: string) => ({ pk: `IDEMPOTENCY#${team}#${key}`, sk: 'META' }),
   tierSpot: (tier: string) => ({ pk: `TIERSPOT#${tier}`, sk: 'META' }),
+  /** A scheduled report's announcement record: one per report kind, period and team (or all teams). */
+  report: (kind: string, periodStart: string, team?: string) => ({
+    pk: `REPORT#${kind}#${periodStart}`,
+    sk: team === undefined ? 'ALL-TEAMS' : `TEAM#${team}`,
+  }),
   teamIndex: (team: string, createdAt: string, jobId: string) => ({
     gsi1pk: `TEAM#${team}`,
     gsi1sk: `${createdAt}#${jobId}`,

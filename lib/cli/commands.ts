@@ -1,5 +1,5 @@
 /**
- * The `trainyard` commands (commander): submit, estimate, status, watch, logs, cancel, resume, jobs, budgets,
+ * The `trainyard` commands (commander): submit, estimate, status, watch, logs, cancel, resume, jobs, budgets, report,
  * checkpoints, tiers. Every dependency on the outside world (output, terminal, environment, network, clock) comes in
  * through CliDeps, so tests drive the real program against a loopback server. Exit codes: lib/cli/exit-codes.ts.
  */
@@ -21,6 +21,7 @@ import {
   formatJobStatus,
   formatJobsTable,
   formatMoney,
+  formatShowback,
   formatTiers,
   jobOf,
   jobView,
@@ -537,6 +538,26 @@ export function createProgram(
       else println(formatBudgets(body));
     },
   );
+
+  addCommon(
+    program
+      .command('report')
+      .description('show what your team spent, per user, project, tier and job (default: this month so far, UTC)'),
+  )
+    .option('--from <day>', 'first day, YYYY-MM-DD (UTC)')
+    .option('--to <day>', 'last day, YYYY-MM-DD (UTC; default today)')
+    .option('--team <team>', "another team's report (admins only)")
+    .option('--jobs <n>', 'dearest jobs to list (1-1000)', '10')
+    .action(async (options: CommonOptions & { from?: string; to?: string; team?: string; jobs: string }) => {
+      const maxJobs = parseIntegerIn('--jobs', options.jobs, 1, 1000);
+      const { body } = await clientFor(options).send({
+        method: 'GET',
+        path: '/reports/showback',
+        query: { from: options.from, to: options.to, team: options.team },
+      });
+      if (options.json) printJson(body);
+      else println(formatShowback(body, maxJobs));
+    });
 
   addCommon(program.command('tiers').description('list tiers and their prices')).action(
     async (options: CommonOptions) => {

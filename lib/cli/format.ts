@@ -471,6 +471,56 @@ export function formatBudgets(response: unknown): string {
   return alignTable(table);
 }
 
+/**
+ * A showback (GET /reports/showback): the team's totals, then who spent it (users, projects, tiers) and the dearest
+ * jobs (`maxJobs`; the rest are counted).
+ */
+export function formatShowback(response: unknown, maxJobs = 10): string {
+  const money = (row: unknown, path: string) => formatMoney(num(row, path) ?? 0);
+  const hours = (row: unknown) => (num(row, 'instanceHours') ?? 0).toFixed(1);
+  const lines = [
+    `Team ${str(response, 'team') ?? '?'}, ${str(response, 'periodStart') ?? '?'} to ${str(response, 'periodEnd') ?? '?'} (UTC, as of ${str(response, 'asOf') ?? '?'})`,
+  ];
+  const totals = at(response, 'totals');
+  const jobs = num(totals, 'jobs') ?? 0;
+  if (jobs === 0) return `${lines[0]}\nNo job ran in this period: nothing spent.`;
+  lines.push(
+    `Spent ${money(totals, 'costUsd')} on ${jobs} job${jobs === 1 ? '' : 's'}, ${hours(totals)} instance-hours: spot ${money(totals, 'spotUsd')}, on-demand ${money(totals, 'onDemandUsd')}; spot saved ${money(totals, 'savedBySpotUsd')} against on-demand prices (${money(totals, 'onDemandEquivalentUsd')}).`,
+  );
+  const section = (title: string, key: string, label: string) => {
+    const table = [[label, 'COST', 'SPOT', 'ON-DEMAND', 'HOURS', 'JOBS']];
+    for (const row of list(response, key)) {
+      table.push([
+        str(row, label.toLowerCase()) ?? '(none)',
+        money(row, 'costUsd'),
+        money(row, 'spotUsd'),
+        money(row, 'onDemandUsd'),
+        hours(row),
+        String(num(row, 'jobs') ?? 0),
+      ]);
+    }
+    lines.push('', title, alignTable(table));
+  };
+  section('By user', 'byUser', 'USER');
+  section('By project', 'byProject', 'PROJECT');
+  section('By tier', 'byTier', 'TIER');
+  const rows = list(response, 'jobs');
+  const table = [['JOB', 'USER', 'PROJECT', 'TIER', 'STATE', 'COST', 'HOURS']];
+  for (const job of rows.slice(0, maxJobs)) {
+    table.push([
+      str(job, 'jobId') ?? '?',
+      str(job, 'user') ?? '',
+      str(job, 'project') ?? '',
+      str(job, 'tier') ?? '',
+      str(job, 'state') ?? '',
+      money(job, 'costUsd'),
+      hours(job),
+    ]);
+  }
+  lines.push('', rows.length > maxJobs ? `Dearest ${maxJobs} of ${rows.length} jobs` : 'Jobs', alignTable(table));
+  return lines.join('\n');
+}
+
 /** Checkpoints (GET /jobs/{id}/checkpoints), in the API's order (newest first). */
 export function formatCheckpoints(response: unknown): string {
   const checkpoints = checkpointsOf(response);

@@ -13,6 +13,7 @@ import type * as sns from 'aws-cdk-lib/aws-sns';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
+import { REPORT_KINDS, REPORT_SCHEDULE, type ReportKind } from '../../lambdas/domain/showback';
 import { ENV } from '../../lambdas/shared/aws-control-plane';
 import { BATCH_STATE_CHANGE_DETAIL_TYPE, SPOT_INTERRUPTION_DETAIL_TYPE } from '../../lambdas/shared/event-schemas';
 import type { TrainyardConfig } from '../config';
@@ -43,10 +44,11 @@ export interface EventHandlersProps {
   readonly alertTopic?: sns.ITopic;
 }
 
-/** One event-driven function with its rule, dead-letter queue and alarms. */
+/** One event-driven function with its rules, dead-letter queue and alarms. */
 export interface EventHandler {
   readonly function: TrainyardFunction;
-  readonly rule: events.Rule;
+  /** The rules that invoke it (one, except for the reports' daily and weekly schedules). */
+  readonly rules: events.Rule[];
   readonly deadLetters: sqs.Queue;
   readonly deadLetterAlarm: cloudwatch.Alarm;
   readonly errorsAlarm: cloudwatch.Alarm;
@@ -60,9 +62,21 @@ export const BUDGET_WATCH_INTERVAL = Duration.minutes(5);
 /** The budget watch's timeout: under BUDGET_WATCH_INTERVAL, so runs do not overlap. */
 export const BUDGET_WATCH_TIMEOUT = Duration.minutes(4);
 
+/** The scheduled showback reports' EventBridge schedules, from domain/showback.ts REPORT_SCHEDULE (UTC). */
+export const REPORT_SCHEDULES = Object.fromEntries(
+  REPORT_KINDS.map((kind) => {
+    const { hour, minute, monday } = REPORT_SCHEDULE[kind];
+    const at = { minute: String(minute), hour: String(hour) };
+    return [kind, events.Schedule.cron(monday ? { ...at, weekDay: 'MON' } : at)];
+  }),
+) as Record<ReportKind, events.Schedule>;
+/** The reports' timeout: one run reads every team's jobs of the period and writes their reports. */
+export const REPORTS_TIMEOUT = Duration.minutes(10);
+
 /**
- * The three EventBridge-driven Lambdas: interruption (EC2 spot interruption warnings on the default bus),
- * batch-events (Batch job state changes of Trainyard's queues, default bus) and budget-watch (every 5 minutes).
+ * The EventBridge-driven Lambdas: interruption (EC2 spot interruption warnings on the default bus), batch-events
+ * (Batch job state changes of Trainyard's queues, default bus), budget-watch (every 5 minutes) and, when
+ * `config.reports` asks for a schedule, reports (the daily and weekly showback).
  * Each rule target has a retry policy and an encrypted, SSL-only dead-letter queue; an alarm fires when a DLQ holds
  * a message and when a function reports errors.
  *
@@ -83,6 +97,8 @@ export class EventHandlers extends Construct {
   public readonly batchEvents: EventHandler;
   /** Every 5 minutes → progress, accrual, thresholds, budget stops, placement moves, resumes. */
   public readonly budgetWatch: EventHandler;
+  /** Daily and/or weekly → showback reports to the workspace, Cost Report Ready; absent when neither is configured. */
+  public readonly reports?: EventHandler;
 
   constructor(scope: Construct, id: string, props: EventHandlersProps) {
     super(scope, id);
@@ -99,10 +115,12 @@ export class EventHandlers extends Construct {
       entry: 'lambdas/interruption/handler.ts',
       description: 'Trainyard: spot interruption warning → record the notice, emit Job Interrupted, stop the attempt',
       environment: { [ENV.jobsTable]: props.jobsTable.tableName, [ENV.eventBus]: props.eventBus.eventBusName },
-      rule: {
-        description: 'EC2 spot interruption warnings (any instance; the handler ignores instances it does not know)',
-        eventPattern: { source: ['aws.ec2'], detailType: [SPOT_INTERRUPTION_DETAIL_TYPE] },
-      },
+      rules: [
+        {
+          description: 'EC2 spot interruption warnings (any instance; the handler ignores instances it does not know)',
+          eventPattern: { source: ['aws.ec2'], detailType: [SPOT_INTERRUPTION_DETAIL_TYPE] },
+        },
+      ],
       // A notice is useful for two minutes; record it late rather than never, but not after the attempt is over.
       retry: { retryAttempts: 8, maxEventAge: Duration.minutes(15) },
     });
@@ -112,17 +130,19 @@ export class EventHandlers extends Construct {
       description: 'Trainyard: Batch job state change → attempt start/stop, instance, price, cost, Job Started',
       environment: { [ENV.jobsTable]: props.jobsTable.tableName, [ENV.eventBus]: props.eventBus.eventBusName },
       config: props.config,
-      rule: {
-        description: 'Batch job state changes of Trainyard queues',
-        eventPattern: {
-          source: ['aws.batch'],
-          detailType: [BATCH_STATE_CHANGE_DETAIL_TYPE],
-          detail: {
-            jobQueue: props.jobQueues.map((q) => q.jobQueueArn),
-            status: [...BATCH_STATUSES_HANDLED],
+      rules: [
+        {
+          description: 'Batch job state changes of Trainyard queues',
+          eventPattern: {
+            source: ['aws.batch'],
+            detailType: [BATCH_STATE_CHANGE_DETAIL_TYPE],
+            detail: {
+              jobQueue: props.jobQueues.map((q) => q.jobQueueArn),
+              status: [...BATCH_STATUSES_HANDLED],
+            },
           },
         },
-      },
+      ],
       // Start and stop times are billing records: keep retrying for longer than an outage is likely to last.
       retry: { retryAttempts: 185, maxEventAge: Duration.hours(24) },
     });
@@ -140,15 +160,41 @@ export class EventHandlers extends Construct {
       },
       config: props.config,
       timeout: BUDGET_WATCH_TIMEOUT,
-      rule: {
-        description: 'Budget watch and periodic placement check',
-        schedule: events.Schedule.rate(BUDGET_WATCH_INTERVAL),
-      },
+      rules: [
+        {
+          description: 'Budget watch and periodic placement check',
+          schedule: events.Schedule.rate(BUDGET_WATCH_INTERVAL),
+        },
+      ],
       // A tick older than the next one is worth nothing: the next run recomputes everything.
       retry: { retryAttempts: 2, maxEventAge: Duration.minutes(4) },
     });
     // One run at a time: decisions are numbered by reading the job's log, and two runs would race for numbers.
     (this.budgetWatch.function.node.defaultChild as lambda.CfnFunction).reservedConcurrentExecutions = 1;
+
+    const kinds = REPORT_KINDS.filter((kind) => props.config.reports[kind]);
+    if (kinds.length > 0) {
+      this.reports = this.handler('Reports', props, {
+        entry: 'lambdas/reports/handler.ts',
+        description: `Trainyard: ${kinds.join(' and ')} showback reports per team, user, project and tier → workspace reports/, Cost Report Ready`,
+        environment: {
+          [ENV.jobsTable]: props.jobsTable.tableName,
+          [ENV.workspaceBucket]: props.workspace.bucketName,
+          [ENV.eventBus]: props.eventBus.eventBusName,
+        },
+        config: props.config,
+        timeout: REPORTS_TIMEOUT,
+        rules: kinds.map((kind) => ({
+          id: kind === 'daily' ? 'Daily' : 'Weekly',
+          description: `The ${kind} showback report`,
+          schedule: REPORT_SCHEDULES[kind],
+          // The report and the schedule's own time, so a redelivered run reports the same period.
+          input: events.RuleTargetInput.fromObject({ report: kind, time: events.EventField.time }),
+        })),
+        // A report a day late is still the report: keep retrying through a short outage.
+        retry: { retryAttempts: 8, maxEventAge: Duration.hours(6) },
+      });
+    }
 
     this.grant(props);
   }
@@ -162,7 +208,15 @@ export class EventHandlers extends Construct {
       environment: Record<string, string>;
       config?: TrainyardConfig;
       timeout?: Duration;
-      rule: { description: string; eventPattern?: events.EventPattern; schedule?: events.Schedule };
+      rules: Array<{
+        /** Suffix of the rule's id when a function has several rules. */
+        id?: string;
+        description: string;
+        eventPattern?: events.EventPattern;
+        schedule?: events.Schedule;
+        /** What the target receives instead of the event. */
+        input?: events.RuleTargetInput;
+      }>;
       retry: { retryAttempts: number; maxEventAge: Duration };
     },
   ): EventHandler {
@@ -180,18 +234,22 @@ export class EventHandlers extends Construct {
       retentionPeriod: Duration.days(14),
     });
     acknowledgeFinding(deadLetters, 'SQS3', `This queue is the dead-letter queue of the ${id} rule target.`);
-    const rule = new events.Rule(this, `${id}Rule`, {
-      description: spec.rule.description,
-      ...(spec.rule.eventPattern ? { eventPattern: spec.rule.eventPattern } : {}),
-      ...(spec.rule.schedule ? { schedule: spec.rule.schedule } : {}),
-      targets: [
-        new targets.LambdaFunction(fn, {
-          deadLetterQueue: deadLetters,
-          retryAttempts: spec.retry.retryAttempts,
-          maxEventAge: spec.retry.maxEventAge,
+    const rules = spec.rules.map(
+      (rule) =>
+        new events.Rule(this, `${id}${rule.id ?? ''}Rule`, {
+          description: rule.description,
+          ...(rule.eventPattern ? { eventPattern: rule.eventPattern } : {}),
+          ...(rule.schedule ? { schedule: rule.schedule } : {}),
+          targets: [
+            new targets.LambdaFunction(fn, {
+              deadLetterQueue: deadLetters,
+              retryAttempts: spec.retry.retryAttempts,
+              maxEventAge: spec.retry.maxEventAge,
+              ...(rule.input ? { event: rule.input } : {}),
+            }),
+          ],
         }),
-      ],
-    });
+    );
     const deadLetterAlarm = new cloudwatch.Alarm(this, `${id}DeadLettersAlarm`, {
       alarmDescription: `Trainyard ${id}: events the function could not handle after retries are waiting in its dead-letter queue`,
       metric: deadLetters.metricApproximateNumberOfMessagesVisible({
@@ -216,7 +274,7 @@ export class EventHandlers extends Construct {
       deadLetterAlarm.addAlarmAction(action);
       errorsAlarm.addAlarmAction(action);
     }
-    return { function: fn, rule, deadLetters, deadLetterAlarm, errorsAlarm };
+    return { function: fn, rules, deadLetters, deadLetterAlarm, errorsAlarm };
   }
 
   private grant(props: EventHandlersProps): void {
@@ -293,5 +351,31 @@ export class EventHandlers extends Construct {
       'IAM5[Action::s3:List*]',
       'ListBucket on the workspace bucket only: without it a job with no progress.json yet reads as AccessDenied, not as missing.',
     );
+
+    if (this.reports) this.grantReports(this.reports.function, props);
+  }
+
+  /**
+   * The reports function reads jobs and attempts (the byTeam index and job partitions), writes only its announcement
+   * records (PutItem), writes objects under the workspace's reports/ prefix only, and puts events on the platform bus.
+   */
+  private grantReports(reports: lambda.IFunction, props: EventHandlersProps): void {
+    props.jobsTable.grantReadData(reports);
+    props.jobsTable.grant(reports, 'dynamodb:PutItem');
+    // PutObject only (the L2 grantPut adds multipart aborts, retention and tagging, none of which a report needs).
+    reports.addToRolePolicy(
+      new iam.PolicyStatement({ actions: ['s3:PutObject'], resources: [props.workspace.arnForObjects('reports/*')] }),
+    );
+    props.eventBus.grantPutEventsTo(reports);
+    const ack = (finding: string, reason: string) => acknowledgeFinding(reports.role as iam.IRole, finding, reason);
+    ack(
+      `IAM5[Resource::${nagResourceName(this, props.jobsTable.tableArn)}/index/*]`,
+      'Lists each team’s jobs of the period through the jobs table index byTeam (the L2 read grant covers the indexes).',
+    );
+    ack(
+      `IAM5[Resource::${nagResourceName(this, props.workspace.bucketArn)}/reports/*]`,
+      'Writes the showback reports, which live under reports/ only (outside every team’s prefix).',
+    );
+    ack('IAM5[Resource::*]', 'X-Ray trace writes (active tracing) have no resource-level permissions.');
   }
 }

@@ -1,6 +1,7 @@
 /**
  * The CLI's local-mode commands: `trainyard local` (foreground; Ctrl-C stops it cleanly), `trainyard local interrupt
- * <job>` (a spot notice through the job's fake IMDS), `trainyard local stop` (signals the running local mode) and
+ * <job>` (a spot notice through the job's fake IMDS), `trainyard local report <daily|weekly>` (a scheduled showback
+ * report now), `trainyard local stop` (signals the running local mode) and
  * `trainyard demo` (the whole lifecycle on this machine: estimate, budget gate, run, a spot interruption, checkpoint,
  * resume, settled cost, report). Registered on the program by bin/trainyard.ts; docs/cli.md "Local mode".
  */
@@ -11,11 +12,22 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
 import { attemptCostUsd } from '../../lambdas/domain/metering';
+import { REPORT_KINDS } from '../../lambdas/domain/showback';
 import { jobKeysFor, s3Uri } from '../../lambdas/domain/workspace-layout';
 import { ApiClient, type FetchLike, processAlive, resolveTarget, runningLocalState } from '../cli/client';
 import { type CliDeps, type CommandRegistrar, runCli } from '../cli/commands';
 import { CliError, EXIT_CODES, exitCodeForJobState } from '../cli/exit-codes';
-import { at, checkpointsOf, formatBudgets, formatMoney, formatRate, jobOf, jobView, statusLine } from '../cli/format';
+import {
+  at,
+  checkpointsOf,
+  formatBudgets,
+  formatMoney,
+  formatRate,
+  formatShowback,
+  jobOf,
+  jobView,
+  statusLine,
+} from '../cli/format';
 import { parseIntegerIn, parseJobId } from '../cli/options';
 import { ConfigError, DEFAULT_CONFIG_PATH, loadConfig, type TrainyardConfig } from '../config';
 import { seededRandom } from './batch-runner';
@@ -307,6 +319,44 @@ export function localCommands(deps: LocalCommandDeps = {}): CommandRegistrar {
       });
 
     local
+      .command('report')
+      .description(
+        'write a scheduled showback report now, as its schedule would: daily = yesterday, weekly = last Monday–Sunday (UTC)',
+      )
+      .argument('<kind>', 'daily or weekly')
+      .option('--dir <path>', 'local folder of the running local mode')
+      .option('--json', 'print the answer as JSON')
+      .action(async (kind: string, options: { dir?: string; json?: boolean }) => {
+        const r = resolveDeps(deps, program);
+        if (!(REPORT_KINDS as readonly string[]).includes(kind)) {
+          throw new CliError(
+            `report must be one of ${REPORT_KINDS.join(', ')}, got "${kind}"`,
+            EXIT_CODES.usage,
+            'Usage',
+          );
+        }
+        const dir = localDir(r, options.dir ?? (local.opts() as { dir?: string }).dir);
+        const { body } = await localClient(r, dir).send({ method: 'POST', path: `/_local/reports/${kind}` });
+        if (options.json) {
+          r.out(`${JSON.stringify(body, null, 2)}\n`);
+          return;
+        }
+        const lines = [
+          `Showback report (${kind}) for ${String(at(body, 'periodStart'))} to ${String(at(body, 'periodEnd'))}:`,
+        ];
+        const written = Array.isArray(at(body, 'written')) ? (at(body, 'written') as unknown[]) : [];
+        for (const report of written) {
+          const uri = String(at(report, 'uri'));
+          const key = uri.replace(/^s3:\/\/[^/]+\//, '');
+          const team = at(report, 'team');
+          lines.push(
+            `  ${typeof team === 'string' ? `team ${team}` : 'all teams'}: ${formatMoney(Number(at(report, 'totalUsd')))} over ${String(at(report, 'jobs'))} job(s)  ${s3rverObjectPath(join(dir, 's3'), LOCAL_NAMES.bucket, key)}`,
+          );
+        }
+        r.out(`${lines.join('\n')}\n`);
+      });
+
+    local
       .command('stop')
       .description('stop the local mode running for this folder (SIGTERM to its process)')
       .option('--dir <path>', 'local folder of the running local mode')
@@ -454,6 +504,9 @@ async function demoLifecycle(
 
   step(3, `Team budget before the job (GET /budgets, team ${mode.team})`);
   say(indent(formatBudgets((await client.send({ method: 'GET', path: '/budgets' })).body)));
+  say('   Showback, this month so far (GET /reports/showback; `trainyard report` shows it by user, project and job):');
+  const showback = (await client.send({ method: 'GET', path: '/reports/showback' })).body;
+  say(indent(formatShowback(showback).split('\n').slice(0, 2).join('\n')));
 
   step(4, `Estimate: trainyard estimate ${job.example} --tier ${job.tier} -- ${job.command.join(' ')}`);
   await cli(['estimate', example, '--tier', job.tier, '--', ...job.command]);
@@ -555,10 +608,15 @@ async function demoLifecycle(
   say('   Ledger after settlement (GET /budgets):');
   say(indent(formatBudgets((await client.send({ method: 'GET', path: '/budgets' })).body)));
   const team = String(at(final, 'job.team') ?? mode.team);
-  const key = jobKeysFor(team, jobId).summary;
-  const file = s3rverObjectPath(join(mode.dir, 's3'), LOCAL_NAMES.bucket, key);
-  say(`   Summary: ${s3Uri(LOCAL_NAMES.bucket, key)}`);
-  say(`            on disk: ${file}${existsSync(file) ? '' : ' (not written)'}`);
+  const keys = jobKeysFor(team, jobId);
+  for (const [label, key] of [
+    ['Summary', keys.summary],
+    ['Report ', keys.report],
+  ] as const) {
+    const file = s3rverObjectPath(join(mode.dir, 's3'), LOCAL_NAMES.bucket, key);
+    say(`   ${label}: ${s3Uri(LOCAL_NAMES.bucket, key)}`);
+    say(`            on disk: ${file}${existsSync(file) ? '' : ' (not written)'}`);
+  }
   if (!interrupted)
     say('   Note: the job finished before it reached the interruption step, so no interruption was injected.');
   return exitCodeForJobState(view.state ?? '');

@@ -2,8 +2,10 @@
  * Local mode in one process: dynalite and s3rver (persistent, under the local folder), the same tables and bucket
  * layout as the stacks, the API handler behind the loopback server, the job state machine synthesized from the
  * JobStateMachine construct run by aws-local-stepfunctions with its Tasks bound to the Lambdas' own handlers, the
- * local Batch runner (the real harness as a subprocess), and the three event handlers fed the way EventBridge feeds
- * them on AWS: Batch state changes → batch-events, spot warnings → interruption, a schedule → budget-watch.
+ * local Batch runner (the real harness as a subprocess), and the event handlers fed the way EventBridge feeds them on
+ * AWS: Batch state changes → batch-events, spot warnings → interruption, a schedule → budget-watch, and the report
+ * schedules `config.reports` asks for → reports (at the same UTC times as on AWS, while local mode runs; also on
+ * demand with `trainyard local report`).
  *
  * The local principal: the API maps callers to teams by IAM principal, so local mode acts as one. When the chosen
  * team (default: the first in the config) lists no principals, `arn:aws:iam::000000000000:user/trainyard-local` is
@@ -26,8 +28,10 @@ import { createBatchEventsHandler } from '../../lambdas/batch-events/batch-event
 import { createBudgetWatchHandler } from '../../lambdas/budget-watch/budget-watch';
 import { queueName } from '../../lambdas/domain/batch-names';
 import type { JobRecord, JobState } from '../../lambdas/domain/job';
+import { nextReportRun, REPORT_KINDS, type ReportKind } from '../../lambdas/domain/showback';
 import { createInterruptionHandler } from '../../lambdas/interruption/interruption';
 import { createFinalizeHandler } from '../../lambdas/lifecycle/finalize';
+import { createReportsHandler, type ReportsResult } from '../../lambdas/reports/reports';
 import type { ControlPlane } from '../../lambdas/shared/control-plane';
 import { BATCH_STATE_CHANGE_DETAIL_TYPE, SCHEDULED_EVENT_DETAIL_TYPE } from '../../lambdas/shared/event-schemas';
 import { logger } from '../../lambdas/shared/logger';
@@ -63,6 +67,9 @@ export const INTERRUPTED_BY_RESTART_REASON =
 
 /** The local control route that serves a spot notice to a job's running attempt. */
 export const INTERRUPT_ROUTE = 'POST /_local/jobs/{id}/interrupt';
+
+/** The local control route that runs a scheduled report now (`daily` or `weekly`: the last complete period). */
+export const REPORT_ROUTE = 'POST /_local/reports/{kind}';
 
 /** The EventBridge schedule rule's name in local "Scheduled Event" resources. */
 const BUDGET_WATCH_RULE = `arn:aws:events:${LOCAL_REGION}:${LOCAL_ACCOUNT}:rule/trainyard-local-budget-watch`;
@@ -174,6 +181,8 @@ export interface LocalMode {
   readonly recovered: readonly string[];
   /** Runs one budget-watch tick now (what the schedule does every budgetWatchSeconds). */
   budgetWatchTick(): Promise<void>;
+  /** Runs a scheduled report as its schedule would at `at` (default now): the last complete period's showback. */
+  runReports(kind: ReportKind, at?: Date): Promise<ReportsResult>;
   /** Stops timers, the runner (kills harnesses), the server and the engines; removes local.json. Idempotent. */
   stop(): Promise<void>;
 }
@@ -383,13 +392,33 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
         throw error;
       }
     };
+    const reports = createReportsHandler(plane);
+    /** Report runs in flight: a stop waits for them before closing the engines. */
+    const reporting = new Set<Promise<unknown>>();
+    const runReports = async (kind: ReportKind, at = new Date()) => {
+      const run = reports({ report: kind, time: at.toISOString() });
+      reporting.add(run);
+      const result = await run.finally(() => reporting.delete(run));
+      const total = result.written.at(-1);
+      print(
+        `Showback report (${kind}) ${result.periodStart}..${result.periodEnd}: $${(total?.totalUsd ?? 0).toFixed(2)} over ${total?.jobs ?? 0} job(s), ${result.written.length} report(s) under reports/${kind}/${result.periodStart}/`,
+      );
+      return result;
+    };
+    const report: LocalControlHandler = async ({ pathParameters }) => {
+      const kind = pathParameters.kind ?? '';
+      if (!(REPORT_KINDS as readonly string[]).includes(kind)) {
+        return notFound('UnknownReport', `no report "${kind}"; reports: ${REPORT_KINDS.join(', ')}`);
+      }
+      return { statusCode: 200, body: await runReports(kind as ReportKind) };
+    };
     const server = await startLocalApiServer({
       handler: createApiHandler(plane),
       token,
       principalArn,
       ...(options.port !== undefined ? { port: options.port } : {}),
       stateDir: dir,
-      control: { [INTERRUPT_ROUTE]: interrupt },
+      control: { [INTERRUPT_ROUTE]: interrupt, [REPORT_ROUTE]: report },
       onError: (error) => print(`local API handler failed: ${describeError(error)}`),
     });
     started.push(() => server.close());
@@ -415,6 +444,24 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
       await ticking;
     });
 
+    // The report schedules, at the times EventBridge would run them.
+    const reportTimers = new Map<ReportKind, NodeJS.Timeout>();
+    const scheduleReport = (kind: ReportKind) => {
+      const at = nextReportRun(kind, new Date());
+      const timeout = setTimeout(() => {
+        void runReports(kind, at)
+          .catch((error: unknown) => print(`local mode: ${kind} report failed: ${describeError(error)}`))
+          .finally(() => scheduleReport(kind));
+      }, at.getTime() - Date.now());
+      timeout.unref();
+      reportTimers.set(kind, timeout);
+    };
+    for (const kind of REPORT_KINDS) if (config.reports[kind]) scheduleReport(kind);
+    started.push(async () => {
+      for (const timeout of reportTimers.values()) clearTimeout(timeout);
+      await Promise.allSettled([...reporting]);
+    });
+
     let stopping: Promise<void> | undefined;
     return {
       apiUrl: server.url,
@@ -431,6 +478,7 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
       runner,
       recovered,
       budgetWatchTick,
+      runReports,
       stop: () => {
         halted = true;
         stopping ??= stopAll();

@@ -725,3 +725,79 @@ describe('a deployed stack (--api)', () => {
     expect(JSON.parse(run.stderr)).toMatchObject({ error: { code: 'LocalNotRunning' }, exitCode: 6 });
   });
 });
+
+describe('report', () => {
+  it('shows what the team spent this month so far, then the same with the API’s JSON under --json', async () => {
+    const noon = Date.parse('2026-03-15T12:00:00Z');
+    const empty = await cli(['report', '--from', '2026-03-14']);
+    expect(empty.code).toBe(EXIT_CODES.ok);
+    expect(empty.stdout).toBe(
+      'Team nlp, 2026-03-14 to 2026-03-15 (UTC, as of 2026-03-15T12:00:00.000Z)\nNo job ran in this period: nothing spent.\n',
+    );
+    const jobId = 'report-cli-job';
+    await bench.jobs.createJob({
+      jobId,
+      team: 'nlp',
+      user: 'alice',
+      project: 'gpt',
+      tier: 'gpu-small',
+      state: 'SUCCEEDED',
+      createdAt: new Date(noon - 3 * 3_600_000).toISOString(),
+      command: ['python', 'train.py'],
+      requirements: {},
+      retries: { maxAppRetries: 0, backoffSeconds: 60 },
+      counters: { attempts: 1, reclaims: 0, capacityCancellations: 0, appErrors: 0, infraErrors: 0, resumeFailures: 0 },
+      costSoFarUsd: 0.38,
+      bundle: { key: 'k', bytes: 1, sha256: 'a'.repeat(64) },
+      env: {},
+    });
+    await bench.jobs.putAttempt({
+      jobId,
+      attempt: 1,
+      capacity: 'spot',
+      queue: 'q',
+      nodes: 1,
+      status: 'SUCCEEDED',
+      startedAt: noon - 2 * 3_600_000,
+      stoppedAt: noon,
+      usdPerHour: 0.19,
+      costUsd: 0.38,
+    });
+    const run = await cli(['report']);
+    expect(run.code).toBe(EXIT_CODES.ok);
+    const lines = run.stdout.split('\n');
+    expect(lines.slice(0, 2)).toEqual([
+      'Team nlp, 2026-03-01 to 2026-03-15 (UTC, as of 2026-03-15T12:00:00.000Z)',
+      // Two spot hours; at gpu-small's on-demand 0.526 they would have cost 1.052.
+      'Spent $0.38 on 1 job, 2.0 instance-hours: spot $0.38, on-demand $0.00; spot saved $0.67 against on-demand prices ($1.05).',
+    ]);
+    expect(run.stdout).toMatch(
+      /\nBy user\nUSER +COST +SPOT +ON-DEMAND +HOURS +JOBS\nalice +\$0\.38 +\$0\.38 +\$0\.00 +2\.0 +1\n/,
+    );
+    expect(run.stdout).toMatch(/\nBy project\nPROJECT .*\ngpt +\$0\.38/);
+    expect(run.stdout).toMatch(
+      new RegExp(
+        `\\nJobs\\nJOB +USER +PROJECT +TIER +STATE +COST +HOURS\\n${jobId} +alice +gpt +gpu-small +SUCCEEDED +\\$0\\.38 +2\\.0\\n$`,
+      ),
+    );
+
+    const json = await cli(['report', '--from', '2026-03-01', '--to', '2026-03-15', '--json']);
+    const direct = await bench.call({
+      method: 'GET',
+      path: '/reports/showback',
+      query: { from: '2026-03-01', to: '2026-03-15' },
+    });
+    expect(JSON.parse(json.stdout)).toEqual(direct.body);
+  });
+
+  it('refuses another team’s report for a team member, and a bad --jobs before any request', async () => {
+    const other = await cli(['report', '--team', 'vision']);
+    expect(other.code).toBe(EXIT_CODES.auth);
+    expect(other.stderr).toContain("may see team nlp's showback only, not vision's");
+    requests = [];
+    const bad = await cli(['report', '--jobs', '0']);
+    expect(bad.code).toBe(EXIT_CODES.usage);
+    expect(bad.stderr).toContain('--jobs must be');
+    expect(requests).toEqual([]);
+  });
+});

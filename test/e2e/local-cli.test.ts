@@ -141,6 +141,30 @@ describe('local mode through the CLI', () => {
     expect(cents(team?.spentUsd ?? -1)).toBe(spentCents);
     expect(cents(team?.availableUsd ?? -1)).toBe(100 - spentCents);
 
+    // The showback of the days it ran holds the job at the attempts' costs to the cent.
+    const dayOf = (ms: number) => new Date(ms).toISOString().slice(0, 10);
+    const showback = json(
+      await trainyard(
+        ['report', '--from', dayOf(Date.now() - 86_400_000), '--to', dayOf(Date.now()), '--json'],
+        localDir,
+      ),
+    ) as { team: string; totals: { costUsd: number; spotUsd: number; jobs: number }; jobs: Array<{ jobId: string }> };
+    expect(showback.team).toBe('e2e');
+    expect(cents(showback.totals.costUsd)).toBe(spentCents);
+    expect(cents(showback.totals.spotUsd)).toBe(spentCents);
+    expect(showback.jobs.map((j) => j.jobId)).toEqual([jobId]);
+
+    // The weekly report, run now as its schedule would: last week's, written to the workspace where it says.
+    const weekly = await trainyard(['local', 'report', 'weekly', '--json'], localDir);
+    expect(weekly.code, weekly.stderr).toBe(EXIT_CODES.ok);
+    const written = (json(weekly).written as Array<{ team?: string; uri: string }>) ?? [];
+    expect(written.map((w) => w.team ?? 'all teams')).toEqual(['e2e', 'other', 'all teams']);
+    for (const report of written) {
+      const key = report.uri.replace('s3://trainyard-workspace/', '');
+      expect(key).toMatch(/^reports\/weekly\/\d{4}-\d{2}-\d{2}\/(teams\/(e2e|other)|all-teams)\.json$/);
+      expect(existsSync(s3rverObjectPath(join(localDir, 's3'), 'trainyard-workspace', key))).toBe(true);
+    }
+
     // The summary is in the workspace (s3rver's files under the local folder).
     const summary = s3rverObjectPath(
       join(localDir, 's3'),

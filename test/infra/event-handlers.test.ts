@@ -133,20 +133,21 @@ describe('EventHandlers rules', () => {
     const targets = resourcesOf(built.template, 'AWS::Events::Rule').map(
       ([, p]) => (p.Targets as Array<Record<string, unknown>>)[0] ?? {},
     );
-    expect(targets).toHaveLength(3);
+    expect(targets).toHaveLength(4);
     const queues = new Set(targets.map((t) => JSON.stringify(t.DeadLetterConfig)));
-    expect(queues.size).toBe(3);
+    expect(queues.size).toBe(4);
     expect(targets.map((t) => t.RetryPolicy)).toEqual([
       { MaximumRetryAttempts: 8, MaximumEventAgeInSeconds: 900 },
       { MaximumRetryAttempts: 185, MaximumEventAgeInSeconds: 86400 },
       { MaximumRetryAttempts: 2, MaximumEventAgeInSeconds: 240 },
+      { MaximumRetryAttempts: 8, MaximumEventAgeInSeconds: 21600 },
     ]);
   });
 });
 
 describe('EventHandlers dead-letter queues and alarms', () => {
   it('encrypts every dead-letter queue and refuses non-TLS access', () => {
-    built.template.resourceCountIs('AWS::SQS::Queue', 3);
+    built.template.resourceCountIs('AWS::SQS::Queue', 4);
     for (const [, queue] of resourcesOf(built.template, 'AWS::SQS::Queue')) {
       expect(queue).toMatchObject({ SqsManagedSseEnabled: true, MessageRetentionPeriod: 1_209_600 });
     }
@@ -154,14 +155,14 @@ describe('EventHandlers dead-letter queues and alarms', () => {
     const denies = policies.filter(([, p]) =>
       JSON.stringify(p.PolicyDocument).includes('"aws:SecureTransport":"false"'),
     );
-    expect(denies).toHaveLength(3);
+    expect(denies).toHaveLength(4);
   });
 
   it('alarms on any message in a dead-letter queue, notifying the alert topic', () => {
     const alarms = resourcesOf(built.template, 'AWS::CloudWatch::Alarm').filter(
       ([, p]) => p.MetricName === 'ApproximateNumberOfMessagesVisible',
     );
-    expect(alarms).toHaveLength(3);
+    expect(alarms).toHaveLength(4);
     for (const [, alarm] of alarms) {
       expect(alarm).toMatchObject({
         Namespace: 'AWS/SQS',
@@ -176,7 +177,7 @@ describe('EventHandlers dead-letter queues and alarms', () => {
 
   it('alarms on each function’s errors, notifying the alert topic', () => {
     const alarms = resourcesOf(built.template, 'AWS::CloudWatch::Alarm').filter(([, p]) => p.MetricName === 'Errors');
-    expect(alarms).toHaveLength(3);
+    expect(alarms).toHaveLength(4);
     for (const [, alarm] of alarms) {
       expect(alarm).toMatchObject({
         Namespace: 'AWS/Lambda',
@@ -193,7 +194,7 @@ describe('EventHandlers dead-letter queues and alarms', () => {
     for (const [, alarm] of resourcesOf(template, 'AWS::CloudWatch::Alarm')) {
       expect(alarm.AlarmActions).toBeUndefined();
     }
-    template.resourceCountIs('AWS::CloudWatch::Alarm', 6);
+    template.resourceCountIs('AWS::CloudWatch::Alarm', 8);
   });
 });
 
@@ -291,6 +292,54 @@ describe('EventHandlers grants', () => {
         }),
       },
     });
+  });
+});
+
+describe('EventHandlers reports', () => {
+  const reportRules = (template: Template) =>
+    resourcesOf(template, 'AWS::Events::Rule').filter(([, p]) => String(p.Description).includes('showback report'));
+
+  it('runs the weekly showback on Mondays at 01:30 UTC by default, with the report kind and the schedule’s time', () => {
+    const rules = reportRules(built.template);
+    expect(rules.map(([, p]) => p.ScheduleExpression)).toEqual(['cron(30 1 ? * MON *)']);
+    const [weekly] = rules;
+    if (!weekly) throw new Error('no weekly report rule');
+    const target = (weekly[1].Targets as Array<Record<string, unknown>>)[0];
+    expect(target?.InputTransformer).toEqual({
+      InputPathsMap: { time: '$.time' },
+      InputTemplate: '{"report":"weekly","time":<time>}',
+    });
+    built.template.hasResourceProperties('AWS::Lambda::Function', {
+      Description: Match.stringLikeRegexp('^Trainyard: weekly showback reports'),
+      Timeout: 600,
+    });
+  });
+
+  it('adds the daily schedule when configured, and no function at all when neither is', () => {
+    const both = build({ config: parseConfig({ reports: { daily: true } }, 'test config') });
+    expect(reportRules(both.template).map(([, p]) => p.ScheduleExpression)).toEqual([
+      'cron(0 1 * * ? *)',
+      'cron(30 1 ? * MON *)',
+    ]);
+    const none = build({ config: parseConfig({ reports: { weekly: false } }, 'test config') });
+    expect(none.handlers.reports).toBeUndefined();
+    expect(reportRules(none.template)).toEqual([]);
+    none.template.resourceCountIs('AWS::Lambda::Function', 3);
+  });
+
+  it('lets reports read jobs, put only its records, write only under reports/ and put events', () => {
+    const reports = built.handlers.reports?.function;
+    if (!reports) throw new Error('the default configuration has a weekly report');
+    const statements = policyOf(logicalId(reports));
+    const actions = actionsOf(statements);
+    expect(actions.filter((a) => a.startsWith('s3:'))).toEqual(['s3:PutObject']);
+    expect(JSON.stringify(statements.filter((s) => actionsOf([s]).includes('s3:PutObject')))).toContain('/reports/*"');
+    expect(actions).toContain('dynamodb:PutItem');
+    expect(actions).toContain('dynamodb:Query');
+    expect(actions).not.toContain('dynamodb:UpdateItem');
+    expect(actions).not.toContain('dynamodb:DeleteItem');
+    expect(actions).toContain('events:PutEvents');
+    expect(JSON.stringify(statements)).not.toContain('BudgetsTableArn');
   });
 });
 

@@ -1,0 +1,132 @@
+// GET /reports/showback against real engines: job and attempt records in dynalite, figures worked out by hand from
+// the attempts (an ended attempt's recorded cost spread over its run; a running one at its price up to now).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { AttemptRecord, JobRecord } from '../../../lambdas/domain/job';
+import { type ApiBench, errorOf, PRINCIPALS, startApiBench } from './support';
+
+const HOUR = 3_600_000;
+const NOW = Date.parse('2026-03-20T12:00:00Z');
+
+let bench: ApiBench;
+
+async function store(
+  job: Partial<JobRecord> & { jobId: string; team: string },
+  attempts: Array<Partial<AttemptRecord>>,
+) {
+  await bench.jobs.createJob({
+    user: 'alice',
+    tier: 'gpu-small',
+    state: 'SUCCEEDED',
+    createdAt: new Date(NOW - 10 * 24 * HOUR).toISOString(),
+    command: ['python', 'train.py'],
+    requirements: {},
+    retries: { maxAppRetries: 0, backoffSeconds: 60 },
+    counters: { attempts: 0, reclaims: 0, capacityCancellations: 0, appErrors: 0, infraErrors: 0, resumeFailures: 0 },
+    costSoFarUsd: 0,
+    bundle: { key: 'k', bytes: 1, sha256: 'a'.repeat(64) },
+    env: {},
+    ...job,
+  });
+  for (const [i, a] of attempts.entries()) {
+    await bench.jobs.putAttempt({
+      jobId: job.jobId,
+      attempt: i + 1,
+      capacity: 'spot',
+      queue: 'q',
+      nodes: 1,
+      status: 'SUCCEEDED',
+      ...a,
+    });
+  }
+}
+
+beforeAll(async () => {
+  bench = await startApiBench();
+  bench.now = new Date(NOW);
+  // nlp: a February job that ran across midnight into March 1st, a March spot job, and one running on-demand.
+  await store({ jobId: 'nlp-feb', team: 'nlp', createdAt: '2026-02-28T20:00:00.000Z' }, [
+    { startedAt: Date.parse('2026-02-28T23:00:00Z'), stoppedAt: Date.parse('2026-03-01T01:00:00Z'), costUsd: 0.4 },
+  ]);
+  await store({ jobId: 'nlp-spot', team: 'nlp', user: 'bob', project: 'gpt' }, [
+    { startedAt: NOW - 5 * 24 * HOUR, stoppedAt: NOW - 5 * 24 * HOUR + 2 * HOUR, costUsd: 0.38 },
+  ]);
+  await store({ jobId: 'nlp-running', team: 'nlp', state: 'RUNNING' }, [
+    { capacity: 'on-demand', status: 'RUNNING', startedAt: NOW - 2 * HOUR, usdPerHour: 0.526 },
+  ]);
+  await store({ jobId: 'vision-job', team: 'vision' }, [
+    { startedAt: NOW - 3 * 24 * HOUR, stoppedAt: NOW - 3 * 24 * HOUR + HOUR, costUsd: 0.19 },
+  ]);
+});
+
+afterAll(async () => {
+  await bench?.stop();
+});
+
+describe('GET /reports/showback', () => {
+  it('reports the caller’s team over the month so far, with running attempts up to now', async () => {
+    const { status, body } = await bench.call({ method: 'GET', path: '/reports/showback', as: PRINCIPALS.nlp });
+    expect(status).toBe(200);
+    expect(body).toMatchObject({ team: 'nlp', report: 'custom', periodStart: '2026-03-01', periodEnd: '2026-03-20' });
+    expect(body.asOf).toBe(new Date(NOW).toISOString());
+    // Half of nlp-feb's run (0.20), nlp-spot's 0.38, and two on-demand hours at 0.526.
+    expect(body.totals).toEqual({
+      costUsd: 1.632,
+      spotUsd: 0.58,
+      onDemandUsd: 1.052,
+      instanceHours: 5,
+      onDemandEquivalentUsd: 2.63, // 3 spot hours × 0.526 + 1.052
+      savedBySpotUsd: 0.998,
+      jobs: 3,
+    });
+    const jobs = body.jobs as Array<{ jobId: string; costUsd: number }>;
+    expect(jobs.map((j) => [j.jobId, j.costUsd])).toEqual([
+      ['nlp-running', 1.052],
+      ['nlp-spot', 0.38],
+      ['nlp-feb', 0.2],
+    ]);
+  });
+
+  it('reports a chosen period', async () => {
+    const { body } = await bench.call({
+      method: 'GET',
+      path: '/reports/showback',
+      as: PRINCIPALS.nlp,
+      query: { from: '2026-02-01', to: '2026-02-28' },
+    });
+    expect(body).toMatchObject({ periodStart: '2026-02-01', periodEnd: '2026-02-28' });
+    expect(body.totals).toMatchObject({ costUsd: 0.2, jobs: 1 });
+  });
+
+  it('lets an admin name any team, and nobody else another team', async () => {
+    const admin = await bench.call({
+      method: 'GET',
+      path: '/reports/showback',
+      as: PRINCIPALS.admin,
+      query: { team: 'vision' },
+    });
+    expect(admin.status).toBe(200);
+    expect(admin.body).toMatchObject({ team: 'vision', totals: expect.objectContaining({ costUsd: 0.19, jobs: 1 }) });
+
+    const other = await bench.call({
+      method: 'GET',
+      path: '/reports/showback',
+      as: PRINCIPALS.vision,
+      query: { team: 'nlp' },
+    });
+    expect(other.status).toBe(403);
+    expect(errorOf(other.body).message).toMatch(/may see team vision's showback only, not nlp's/);
+  });
+
+  it.each([
+    [PRINCIPALS.admin, {}, /is an admin outside any team: name the team with \?team=; teams: nlp, vision/],
+    [PRINCIPALS.admin, { team: 'audio' }, /team "audio" is not configured; teams: nlp, vision/],
+    [PRINCIPALS.nlp, { from: '2026-02-30' }, /from must be a date as YYYY-MM-DD \(UTC\), got "2026-02-30"/],
+    [PRINCIPALS.nlp, { from: '2026-03-10', to: '2026-03-01' }, /to \(2026-03-01\) is before from \(2026-03-10\)/],
+    [PRINCIPALS.nlp, { from: '2025-01-01' }, /a showback covers at most 93 days/],
+    [PRINCIPALS.nlp, { month: '2026-03' }, /query: unknown field\(s\) "month"/],
+  ])('refuses %s with %j', async (as, query, message) => {
+    const response = await bench.call({ method: 'GET', path: '/reports/showback', as, query });
+    expect(response.status).toBe(400);
+    expect(errorOf(response.body).message).toMatch(message);
+  });
+});
