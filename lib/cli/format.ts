@@ -477,7 +477,10 @@ export function formatBudgets(response: unknown): string {
  */
 export function formatShowback(response: unknown, maxJobs = 10): string {
   const money = (row: unknown, path: string) => formatMoney(num(row, path) ?? 0);
-  const hours = (row: unknown) => (num(row, 'instanceHours') ?? 0).toFixed(1);
+  const hours = (row: unknown) => {
+    const h = num(row, 'instanceHours') ?? 0;
+    return h.toFixed(h < 10 ? 2 : 1);
+  };
   const lines = [
     `Team ${str(response, 'team') ?? '?'}, ${str(response, 'periodStart') ?? '?'} to ${str(response, 'periodEnd') ?? '?'} (UTC, as of ${str(response, 'asOf') ?? '?'})`,
   ];

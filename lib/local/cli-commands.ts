@@ -504,9 +504,6 @@ async function demoLifecycle(
 
   step(3, `Team budget before the job (GET /budgets, team ${mode.team})`);
   say(indent(formatBudgets((await client.send({ method: 'GET', path: '/budgets' })).body)));
-  say('   Showback, this month so far (GET /reports/showback; `trainyard report` shows it by user, project and job):');
-  const showback = (await client.send({ method: 'GET', path: '/reports/showback' })).body;
-  say(indent(formatShowback(showback).split('\n').slice(0, 2).join('\n')));
 
   step(4, `Estimate: trainyard estimate ${job.example} --tier ${job.tier} -- ${job.command.join(' ')}`);
   await cli(['estimate', example, '--tier', job.tier, '--', ...job.command]);
@@ -607,6 +604,9 @@ async function demoLifecycle(
   say(`   Total: ${formatMoney(view.costSoFarUsd ?? 0)}`);
   say('   Ledger after settlement (GET /budgets):');
   say(indent(formatBudgets((await client.send({ method: 'GET', path: '/budgets' })).body)));
+  say('   Showback, this month so far (GET /reports/showback; `trainyard report` shows it by user, project and job):');
+  const showback = (await client.send({ method: 'GET', path: '/reports/showback' })).body;
+  say(indent(formatShowback(showback).split('\n').slice(0, 2).join('\n')));
   const team = String(at(final, 'job.team') ?? mode.team);
   const keys = jobKeysFor(team, jobId);
   for (const [label, key] of [

@@ -769,15 +769,15 @@ describe('report', () => {
     expect(lines.slice(0, 2)).toEqual([
       'Team nlp, 2026-03-01 to 2026-03-15 (UTC, as of 2026-03-15T12:00:00.000Z)',
       // Two spot hours; at gpu-small's on-demand 0.526 they would have cost 1.052.
-      'Spent $0.38 on 1 job, 2.0 instance-hours: spot $0.38, on-demand $0.00; spot saved $0.67 against on-demand prices ($1.05).',
+      'Spent $0.38 on 1 job, 2.00 instance-hours: spot $0.38, on-demand $0.00; spot saved $0.67 against on-demand prices ($1.05).',
     ]);
     expect(run.stdout).toMatch(
-      /\nBy user\nUSER +COST +SPOT +ON-DEMAND +HOURS +JOBS\nalice +\$0\.38 +\$0\.38 +\$0\.00 +2\.0 +1\n/,
+      /\nBy user\nUSER +COST +SPOT +ON-DEMAND +HOURS +JOBS\nalice +\$0\.38 +\$0\.38 +\$0\.00 +2\.00 +1\n/,
     );
     expect(run.stdout).toMatch(/\nBy project\nPROJECT .*\ngpt +\$0\.38/);
     expect(run.stdout).toMatch(
       new RegExp(
-        `\\nJobs\\nJOB +USER +PROJECT +TIER +STATE +COST +HOURS\\n${jobId} +alice +gpt +gpu-small +SUCCEEDED +\\$0\\.38 +2\\.0\\n$`,
+        `\\nJobs\\nJOB +USER +PROJECT +TIER +STATE +COST +HOURS\\n${jobId} +alice +gpt +gpu-small +SUCCEEDED +\\$0\\.38 +2\\.00\\n$`,
       ),
     );
 
