@@ -491,8 +491,7 @@ export function renderJobReport(input: JobReportInput): string {
   const t1 = Math.max(finishedMs, t0 + 1000, ...attemptTimes, ...sampleRanges);
   const unit = TIME_UNITS.find((u) => t1 - t0 <= u.upToMs) ?? TIME_UNITS[2];
   const toX = (ms: number) => (ms - t0) / unit.ms;
-  const timeDomain = [0, toX(t1)] as const;
-  const timeLabel = `time since submission (${unit.name})`;
+  const time: TimeAxis = { toX, domain: [0, toX(t1)], label: `time since submission (${unit.name})` };
 
   const reclaims = attempts.filter((a) => a.outcome?.kind === 'reclaimed').length;
   const fallbacks = attempts.filter(
@@ -535,9 +534,9 @@ export function renderJobReport(input: JobReportInput): string {
     facts.push(['Estimate', 'none recorded (the job ended before the cost gate)']);
   }
 
-  const sections = [lossSection(samples, toX, timeDomain, timeLabel, input.metricsOmitted)];
-  sections.push(costSection(attempts, t0, t1, toX, timeDomain, timeLabel));
-  sections.push(gpuSection(samples, toX, timeDomain, timeLabel, input.metricsOmitted));
+  const sections = [lossSection(samples, time, input.metricsOmitted)];
+  sections.push(costSection(attempts, t0, t1, time));
+  sections.push(gpuSection(samples, time, input.metricsOmitted));
 
   const metricsLine =
     input.metricsOmitted !== undefined
@@ -581,13 +580,14 @@ function note(text: Raw | string, id: string): Raw {
   return html`<p class="empty" id="${id}">${text}</p>`;
 }
 
-function lossSection(
-  samples: Samples,
-  toX: (ms: number) => number,
-  timeDomain: readonly [number, number],
-  timeLabel: string,
-  omitted: string | undefined,
-): Raw {
+/** The time axis every plot over time shares: epoch ms → x, its domain and its label (with the unit). */
+interface TimeAxis {
+  readonly toX: (ms: number) => number;
+  readonly domain: readonly [number, number];
+  readonly label: string;
+}
+
+function lossSection(samples: Samples, time: TimeAxis, omitted: string | undefined): Raw {
   const present = samples.loss.filter((l) => l.column.size > 0);
   let body: Raw;
   if (omitted !== undefined) body = note(`No loss plot: metrics.jsonl was not read (${omitted}).`, 'no-loss');
@@ -598,14 +598,14 @@ function lossSection(
     body = linePlot({
       id: 'loss',
       title: overSteps ? 'Loss over training step' : 'Loss over time (the samples carry no step)',
-      xLabel: overSteps ? 'training step' : timeLabel,
+      xLabel: overSteps ? 'training step' : time.label,
       yLabel: 'loss',
-      ...(overSteps ? {} : { xDomain: timeDomain }),
+      ...(overSteps ? {} : { xDomain: time.domain }),
       series: present.map(({ spec, column }) => ({
         label: spec.label,
         colour: spec.colour,
         dash: spec.dash,
-        runs: overSteps ? [column.byStep()] : column.byTime(toX),
+        runs: overSteps ? [column.byStep()] : column.byTime(time.toX),
       })),
       ...(overSteps && {
         caption: html`<p class="note">Where a resumed attempt redid steps after its checkpoint, the redone values are shown.</p>`,
@@ -615,14 +615,8 @@ function lossSection(
   return html`<section id="loss"><h2>Loss</h2>${body}</section>`;
 }
 
-function costSection(
-  attempts: readonly AttemptRecord[],
-  t0: number,
-  t1: number,
-  toX: (ms: number) => number,
-  timeDomain: readonly [number, number],
-  timeLabel: string,
-): Raw {
+function costSection(attempts: readonly AttemptRecord[], t0: number, t1: number, time: TimeAxis): Raw {
+  const { toX } = time;
   const curve = costCurve(attempts, t0, t1);
   const byKind = (kind: CostStretchKind): PlotSeries => ({
     ...CAPACITY_STYLE[kind],
@@ -639,9 +633,9 @@ function costSection(
   const plot = linePlot({
     id: 'cost',
     title: `Cumulative cost: ${usd(curve.totalUsd)} over ${attempts.length} attempt(s)`,
-    xLabel: timeLabel,
+    xLabel: time.label,
     yLabel: 'cumulative cost (USD)',
-    xDomain: timeDomain,
+    xDomain: time.domain,
     ...(curve.totalUsd === 0 && { yDomain: [0, 1] as const }),
     yFormat: (v) => usd(v, 4),
     series,
@@ -657,14 +651,8 @@ function costSection(
   return html`<section id="cost"><h2>Cost over time</h2>${plot}</section>`;
 }
 
-function gpuSection(
-  samples: Samples,
-  toX: (ms: number) => number,
-  timeDomain: readonly [number, number],
-  timeLabel: string,
-  omitted: string | undefined,
-): Raw {
-  const runs = samples.gpu.byTime(toX);
+function gpuSection(samples: Samples, time: TimeAxis, omitted: string | undefined): Raw {
+  const runs = samples.gpu.byTime(time.toX);
   const body =
     omitted !== undefined
       ? note(`No GPU utilisation plot: metrics.jsonl was not read (${omitted}).`, 'no-gpu')
@@ -676,9 +664,9 @@ function gpuSection(
         : linePlot({
             id: 'gpu',
             title: 'GPU utilisation (mean over the instance’s GPUs, sampled every 15 s)',
-            xLabel: timeLabel,
+            xLabel: time.label,
             yLabel: 'GPU utilisation (%)',
-            xDomain: timeDomain,
+            xDomain: time.domain,
             yDomain: [0, 100],
             series: [{ label: 'GPU utilisation', colour: '#6a3d9a', dash: '', runs }],
           });

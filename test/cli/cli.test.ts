@@ -16,6 +16,7 @@ import { packDirectory } from '../../lib/cli/pack';
 import { type ApiHandler, type LocalApiServer, startLocalApiServer } from '../../lib/local/server';
 import { ensureLocalToken, writeLocalState } from '../../lib/local/token';
 import { type ApiBench, errorOf, PRINCIPALS, projectBundle, startApiBench } from '../lambdas/api/support';
+import { attemptRecord, jobRecord } from '../support/records';
 
 const CPU_TINY = join(import.meta.dirname, '..', 'fixtures', 'projects', 'cpu-tiny');
 /** The bench config's limits (TEST_CONFIG_INPUT): inline up to 8 KiB, bundles up to 1 MiB. */
@@ -735,34 +736,26 @@ describe('report', () => {
       'Team nlp, 2026-03-14 to 2026-03-15 (UTC, as of 2026-03-15T12:00:00.000Z)\nNo job ran in this period: nothing spent.\n',
     );
     const jobId = 'report-cli-job';
-    await bench.jobs.createJob({
-      jobId,
-      team: 'nlp',
-      user: 'alice',
-      project: 'gpt',
-      tier: 'gpu-small',
-      state: 'SUCCEEDED',
-      createdAt: new Date(noon - 3 * 3_600_000).toISOString(),
-      command: ['python', 'train.py'],
-      requirements: {},
-      retries: { maxAppRetries: 0, backoffSeconds: 60 },
-      counters: { attempts: 1, reclaims: 0, capacityCancellations: 0, appErrors: 0, infraErrors: 0, resumeFailures: 0 },
-      costSoFarUsd: 0.38,
-      bundle: { key: 'k', bytes: 1, sha256: 'a'.repeat(64) },
-      env: {},
-    });
-    await bench.jobs.putAttempt({
-      jobId,
-      attempt: 1,
-      capacity: 'spot',
-      queue: 'q',
-      nodes: 1,
-      status: 'SUCCEEDED',
-      startedAt: noon - 2 * 3_600_000,
-      stoppedAt: noon,
-      usdPerHour: 0.19,
-      costUsd: 0.38,
-    });
+    await bench.jobs.createJob(
+      jobRecord({
+        jobId,
+        team: 'nlp',
+        project: 'gpt',
+        state: 'SUCCEEDED',
+        createdAt: new Date(noon - 3 * 3_600_000).toISOString(),
+        costSoFarUsd: 0.38,
+      }),
+    );
+    await bench.jobs.putAttempt(
+      attemptRecord({
+        jobId,
+        status: 'SUCCEEDED',
+        startedAt: noon - 2 * 3_600_000,
+        stoppedAt: noon,
+        usdPerHour: 0.19,
+        costUsd: 0.38,
+      }),
+    );
     const run = await cli(['report']);
     expect(run.code).toBe(EXIT_CODES.ok);
     const lines = run.stdout.split('\n');

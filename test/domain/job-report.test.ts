@@ -8,42 +8,27 @@ import {
   MAX_PLOT_POINTS,
   renderJobReport,
 } from '../../lambdas/domain/job-report';
+import { attemptRecord, JOB_ID, jobRecord } from '../support/records';
 
 const H = 3_600_000;
 const T0 = Date.UTC(2026, 10, 20, 9, 0, 0);
-const JOB_ID = '01JDA7Q6ZK3V8N2M4P5R6S7T8W';
-
 function job(overrides: Partial<JobRecord> = {}): JobRecord {
-  return {
-    jobId: JOB_ID,
+  return jobRecord({
     team: 'nlp',
-    user: 'alice',
     project: 'shakespeare',
-    tier: 'gpu-small',
     state: 'SUCCEEDED',
     reason: 'succeeded',
     createdAt: new Date(T0).toISOString(),
     command: ['python', 'train.py', 'config/train_shakespeare_char.py'],
-    requirements: {},
-    retries: { maxAppRetries: 0, backoffSeconds: 60 },
     counters: { attempts: 3, reclaims: 2, capacityCancellations: 0, appErrors: 0, infraErrors: 0, resumeFailures: 0 },
     costSoFarUsd: 1.26,
     bundle: { key: `teams/nlp/jobs/${JOB_ID}/code.tar.gz`, bytes: 1024, sha256: 'a'.repeat(64) },
-    env: {},
     ...overrides,
-  };
+  });
 }
 
 function attempt(n: number, overrides: Partial<AttemptRecord>): AttemptRecord {
-  return {
-    jobId: JOB_ID,
-    attempt: n,
-    capacity: 'spot',
-    queue: 'trainyard-gpu-small-spot',
-    nodes: 1,
-    status: 'FAILED',
-    ...overrides,
-  };
+  return attemptRecord({ attempt: n, status: 'FAILED', ...overrides });
 }
 
 const reclaimed = (instance: string) => ({

@@ -17,6 +17,7 @@ import {
   showbackCsv,
 } from '../../lambdas/domain/showback';
 import { parseConfig } from '../../lib/config';
+import { attemptRecord, jobRecord } from '../support/records';
 
 const config = parseConfig({}, 'test');
 const HOUR = 3_600_000;
@@ -24,32 +25,11 @@ const HOUR = 3_600_000;
 const D = Date.UTC(2026, 10, 21);
 const DAY = customPeriod('2026-11-21', '2026-11-21');
 
-const job = (jobId: string, fields: Partial<JobRecord> = {}): JobRecord => ({
-  jobId,
-  team: 'nlp',
-  user: 'alice',
-  tier: 'gpu-small',
-  state: 'SUCCEEDED',
-  createdAt: new Date(D - 2 * HOUR).toISOString(),
-  command: ['python', 'train.py'],
-  requirements: {},
-  retries: { maxAppRetries: 0, backoffSeconds: 60 },
-  counters: { attempts: 1, reclaims: 0, capacityCancellations: 0, appErrors: 0, infraErrors: 0, resumeFailures: 0 },
-  costSoFarUsd: 0,
-  bundle: { key: 'k', bytes: 1, sha256: 'a'.repeat(64) },
-  env: {},
-  ...fields,
-});
+const job = (jobId: string, fields: Partial<JobRecord> = {}): JobRecord =>
+  jobRecord({ jobId, team: 'nlp', state: 'SUCCEEDED', createdAt: new Date(D - 2 * HOUR).toISOString(), ...fields });
 
-const attempt = (jobId: string, n: number, fields: Partial<AttemptRecord>): AttemptRecord => ({
-  jobId,
-  attempt: n,
-  capacity: 'spot',
-  queue: 'q',
-  nodes: 1,
-  status: 'SUCCEEDED',
-  ...fields,
-});
+const attempt = (jobId: string, n: number, fields: Partial<AttemptRecord>): AttemptRecord =>
+  attemptRecord({ jobId, attempt: n, queue: 'q', status: 'SUCCEEDED', ...fields });
 
 const ended = (jobId: string, n: number, capacity: 'spot' | 'on-demand', from: number, to: number, costUsd: number) =>
   attempt(jobId, n, { capacity, startedAt: from, stoppedAt: to, costUsd, usdPerHour: 0.2 });

@@ -10,7 +10,6 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { S3Client } from '@aws-sdk/client-s3';
 import type { EventEntry } from '../../lambdas/domain/events';
-import type { AttemptRecord, JobRecord } from '../../lambdas/domain/job';
 import { JobStore } from '../../lambdas/shared/job-store';
 import { BudgetLedger } from '../../lambdas/shared/ledger';
 import type { InstanceFacts } from '../../lambdas/shared/ports';
@@ -18,15 +17,14 @@ import { Workspace } from '../../lambdas/shared/workspace';
 import { parseConfig, type TrainyardConfig } from '../../lib/config';
 import { startS3rver } from '../../lib/local/engines';
 import { startTestDynamo, type TestDynamo } from '../support/dynamo';
+import { T } from '../support/records';
 
-/** The job every fixture is about. */
-export const JOB_ID = '01JDA7Q6ZK3V8N2M4P5R6S7T8W';
+export { attemptRecord, JOB_ID, jobRecord, T } from '../support/records';
+
 /** The Batch job id in the fixtures. */
 export const BATCH_JOB_ID = '4c7599ae-0a82-49aa-ba5a-4727fcce14a8';
 /** The spot instance in the fixtures. */
 export const INSTANCE_ID = 'i-0f2b6a4c9d8e7f123';
-/** Fixture times (epoch ms): Batch createdAt, startedAt, stoppedAt (test/fixtures/events/README.md). */
-export const T = { created: 1_795_183_200_000, started: 1_795_183_265_000, stopped: 1_795_185_667_250 } as const;
 
 /** Two teams; default tiers (gpu-small: on-demand 0.526, spot fallback 0.19 per hour). */
 export const CONFIG: TrainyardConfig = parseConfig(
@@ -52,39 +50,6 @@ export function fixtureWith(
   const event = fixture(name) as Record<string, unknown> & { detail: Record<string, unknown> };
   change(event);
   return event;
-}
-
-/** A valid job record with overrides. */
-export function jobRecord(overrides: Partial<JobRecord> = {}): JobRecord {
-  return {
-    jobId: JOB_ID,
-    team: 'vision',
-    user: 'alice',
-    tier: 'gpu-small',
-    state: 'RUNNING',
-    createdAt: new Date(T.created).toISOString(),
-    command: ['python', 'train.py'],
-    requirements: {},
-    retries: { maxAppRetries: 0, backoffSeconds: 60 },
-    counters: { attempts: 0, reclaims: 0, capacityCancellations: 0, appErrors: 0, infraErrors: 0, resumeFailures: 0 },
-    costSoFarUsd: 0,
-    bundle: { key: `teams/vision/jobs/${JOB_ID}/code.tar.gz`, bytes: 1024, sha256: 'a'.repeat(64) },
-    env: {},
-    ...overrides,
-  };
-}
-
-/** A valid attempt record with overrides. */
-export function attemptRecord(overrides: Partial<AttemptRecord> = {}): AttemptRecord {
-  return {
-    jobId: JOB_ID,
-    attempt: 1,
-    capacity: 'spot',
-    queue: 'trainyard-gpu-small-spot',
-    nodes: 1,
-    status: 'SUBMITTED',
-    ...overrides,
-  };
 }
 
 /** Everything the ports were asked to do. */

@@ -2,6 +2,7 @@
 // the attempts (an ended attempt's recorded cost spread over its run; a running one at its price up to now).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AttemptRecord, JobRecord } from '../../../lambdas/domain/job';
+import { attemptRecord, jobRecord } from '../../support/records';
 import { type ApiBench, errorOf, PRINCIPALS, startApiBench } from './support';
 
 const HOUR = 3_600_000;
@@ -13,30 +14,11 @@ async function store(
   job: Partial<JobRecord> & { jobId: string; team: string },
   attempts: Array<Partial<AttemptRecord>>,
 ) {
-  await bench.jobs.createJob({
-    user: 'alice',
-    tier: 'gpu-small',
-    state: 'SUCCEEDED',
-    createdAt: new Date(NOW - 10 * 24 * HOUR).toISOString(),
-    command: ['python', 'train.py'],
-    requirements: {},
-    retries: { maxAppRetries: 0, backoffSeconds: 60 },
-    counters: { attempts: 0, reclaims: 0, capacityCancellations: 0, appErrors: 0, infraErrors: 0, resumeFailures: 0 },
-    costSoFarUsd: 0,
-    bundle: { key: 'k', bytes: 1, sha256: 'a'.repeat(64) },
-    env: {},
-    ...job,
-  });
+  await bench.jobs.createJob(
+    jobRecord({ state: 'SUCCEEDED', createdAt: new Date(NOW - 10 * 24 * HOUR).toISOString(), ...job }),
+  );
   for (const [i, a] of attempts.entries()) {
-    await bench.jobs.putAttempt({
-      jobId: job.jobId,
-      attempt: i + 1,
-      capacity: 'spot',
-      queue: 'q',
-      nodes: 1,
-      status: 'SUCCEEDED',
-      ...a,
-    });
+    await bench.jobs.putAttempt(attemptRecord({ jobId: job.jobId, attempt: i + 1, status: 'SUCCEEDED', ...a }));
   }
 }
 
