@@ -420,20 +420,25 @@ export class JobStore {
   }
 
   /**
-   * Every job of a team created before `beforeMs` (epoch ms), oldest first, page by page: the showback reads the jobs
-   * that may have run in a period through the byTeam index without a lower bound, so no long-running job is missed.
+   * Every job of a team, oldest first, page by page through the byTeam index; with `createdBeforeMs`, only those
+   * created before it. The showback reads a period's jobs this way without a lower bound, so no long-running job is
+   * missed; budget-watch and local mode's restart read every job in some states.
    */
-  async *jobsCreatedBefore(team: string, beforeMs: number): AsyncGenerator<JobRecord> {
+  async *teamJobs(team: string, options: { createdBeforeMs?: number } = {}): AsyncGenerator<JobRecord> {
     const index = JOBS_INDEXES.byTeam;
+    const bounded = options.createdBeforeMs !== undefined;
     let start: Record<string, unknown> | undefined;
     do {
       const page = await this.client.send(
         new QueryCommand({
           TableName: this.tableName,
           IndexName: index.name,
-          KeyConditionExpression: '#pk = :pk AND #sk < :before',
-          ExpressionAttributeNames: { '#pk': index.partition, '#sk': index.sort },
-          ExpressionAttributeValues: { ':pk': `TEAM#${team}`, ':before': new Date(beforeMs).toISOString() },
+          KeyConditionExpression: bounded ? '#pk = :pk AND #sk < :before' : '#pk = :pk',
+          ExpressionAttributeNames: { '#pk': index.partition, ...(bounded ? { '#sk': index.sort } : {}) },
+          ExpressionAttributeValues: {
+            ':pk': `TEAM#${team}`,
+            ...(bounded ? { ':before': new Date(options.createdBeforeMs as number).toISOString() } : {}),
+          },
           ExclusiveStartKey: start,
         }),
       );
@@ -448,7 +453,7 @@ export class JobStore {
    */
   async jobsThatMayHaveRunIn(team: string, period: ReportPeriod): Promise<JobWithAttempts[]> {
     const jobs: JobRecord[] = [];
-    for await (const job of this.jobsCreatedBefore(team, period.toMs)) {
+    for await (const job of this.teamJobs(team, { createdBeforeMs: period.toMs })) {
       if (mayHaveRunIn(job, period)) jobs.push(job);
     }
     const out: JobWithAttempts[] = new Array(jobs.length);
@@ -464,13 +469,13 @@ export class JobStore {
   }
 
   /**
-   * Records that a scheduled report was announced (its `Cost Report Ready` event published). Returns false when it
-   * already was: the record is written once, so a replayed run announces nothing twice.
+   * Records that a scheduled report was announced (its `Cost Report Ready` event published). Written once: a record
+   * already there is kept, so what the first announcement said stays on record.
    */
   async recordReportAnnounced(
     report: { kind: string; periodStart: string; team?: string },
     fields: { uri: string; totalUsd: number; jobs: number; eventId: string },
-  ): Promise<boolean> {
+  ): Promise<void> {
     try {
       await this.client.send(
         new PutCommand({
@@ -487,10 +492,8 @@ export class JobStore {
           ConditionExpression: 'attribute_not_exists(pk)',
         }),
       );
-      return true;
     } catch (error) {
       if (!isConditionFailure(error)) throw error;
-      return false;
     }
   }
 
@@ -524,16 +527,11 @@ export class JobStore {
     return item ? parseAttemptRecord(stripKeys(item)) : undefined;
   }
 
-  /** Jobs in the given states across teams (budget-watch and the periodic check), via the team index. */
+  /** Jobs in the given states across teams (budget-watch and the periodic check), oldest first per team. */
   async listJobsInStates(teams: readonly string[], states: readonly JobState[]): Promise<JobRecord[]> {
     const out: JobRecord[] = [];
     for (const team of teams) {
-      let cursor: string | undefined;
-      do {
-        const page = await this.listJobsByTeam(team, { limit: 100, cursor });
-        out.push(...page.jobs.filter((j) => states.includes(j.state)));
-        cursor = page.nextCursor;
-      } while (cursor);
+      for await (const job of this.teamJobs(team)) if (states.includes(job.state)) out.push(job);
     }
     return out;
   }
