@@ -634,6 +634,7 @@ function planeOver(engines: Engines, config: TrainyardConfig, lifecycle: () => L
     s3Endpoint: engines.s3.endpoint,
     batch: { terminateJob: async () => undefined },
     events: { publish: async () => undefined },
+    metrics: { publish: async () => undefined },
     lifecycle,
     logs: { recentLines: async () => [] },
     fleet: FLEET,

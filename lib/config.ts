@@ -335,6 +335,24 @@ export const configSchema = z
       .describe(
         'Scheduled showback reports (per team, user, project and tier, to reports/ in the workspace bucket, announced by Cost Report Ready).',
       ),
+    observability: z
+      .object({
+        dashboard: z
+          .boolean()
+          .default(true)
+          .describe(
+            'A CloudWatch dashboard of jobs, spend, budgets, spot capacity and the control plane’s health (about $3 a month).',
+          ),
+        platformMetrics: z
+          .boolean()
+          .default(true)
+          .describe(
+            'Publish Trainyard’s metrics (running jobs, spend rate, budget used, spot capacity, interruptions) as EMF from the Lambdas; each metric series costs about $0.30 a month.',
+          ),
+      })
+      .strict()
+      .prefault({})
+      .describe('The operations dashboard and the metrics it graphs (docs/operations.md, “Dashboard and metrics”).'),
     limits: z
       .object({
         maxBundleMiB: z.number().int().min(1).max(5120).default(500).describe('Largest code bundle, MiB.'),

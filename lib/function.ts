@@ -83,6 +83,9 @@ export interface TrainyardFunctionProps {
  * A function declares only its entry, description and environment.
  */
 export class TrainyardFunction extends NodejsFunction {
+  /** The handler folder it runs (`api`, `budget-watch`, …): how dashboards and docs name it. */
+  public readonly handlerName: string;
+
   constructor(scope: Construct, id: string, props: TrainyardFunctionProps) {
     const logGroup = new logs.LogGroup(scope, `${id}Logs`, { retention: props.logRetention });
     super(scope, id, {
@@ -115,6 +118,7 @@ export class TrainyardFunction extends NodejsFunction {
         define: props.config ? configDefine(props.config) : undefined,
       },
     });
+    this.handlerName = handlerOfEntry(props.entry);
     acknowledgeFinding(
       this,
       'IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]',

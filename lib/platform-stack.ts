@@ -13,6 +13,7 @@ import { TrainingImages } from './fleet/training-images';
 import { EventHandlers } from './lifecycle/event-handlers';
 import { JobStateMachine } from './lifecycle/job-state-machine';
 import { LifecycleFunctions } from './lifecycle/lifecycle-functions';
+import { OperationsDashboard } from './observability/dashboard';
 
 /** Props for the platform stack. */
 export interface PlatformStackProps extends StackProps {
@@ -47,6 +48,8 @@ export class PlatformStack extends Stack {
   public readonly lifecycle: JobStateMachine;
   /** The HTTP API researchers and the CLI call. */
   public readonly api: TrainyardHttpApi;
+  /** The operations dashboard, unless `observability.dashboard` is off. */
+  public readonly dashboard?: OperationsDashboard;
 
   constructor(scope: Construct, id: string, props: PlatformStackProps) {
     super(scope, id, props);
@@ -109,5 +112,19 @@ export class PlatformStack extends Stack {
       value: this.api.api.apiEndpoint,
       description: 'Trainyard HTTP API (SigV4); set TRAINYARD_API_URL to this for the CLI',
     });
+    if (config.observability.dashboard) {
+      // Last: the dashboard graphs every function and alarm defined above.
+      const dashboardName = `${props.namePrefix}-operations`;
+      this.dashboard = new OperationsDashboard(this, 'Operations', {
+        config,
+        stateMachine: this.lifecycle.stateMachine,
+        httpApi: this.api.api,
+        dashboardName,
+      });
+      new CfnOutput(this, 'DashboardUrl', {
+        value: `https://${this.region}.console.aws.amazon.com/cloudwatch/home?region=${this.region}#dashboards/dashboard/${dashboardName}`,
+        description: 'Trainyard operations dashboard (CloudWatch)',
+      });
+    }
   }
 }

@@ -24,6 +24,8 @@
  *    wait runs out (TerminateJob cancels the queued Batch job; nothing accrues while it waits).
  * 6. PAUSED_BUDGET jobs whose scopes are no longer blocked: SendTaskSuccess(pauseToken, { action: 'resume' }), then
  *    the token is removed from the job.
+ * 7. The platform's gauges at the tick's time (domain/platform-metrics.ts, when config.observability.platformMetrics
+ *    is on): running jobs by capacity, waiting jobs, each team's spend rate and budget used, each probed tier's spot.
  *
  * Replays: "now" is the scheduled event's `time`, not the clock, so a redelivered tick accrues the same figure (the
  * ledger ignores a figure it has already seen). Each stop is recorded as a decision (`stop-attempt <n> budget-pause`,
@@ -34,11 +36,13 @@
  * so the Errors alarm fires and EventBridge retries the (idempotent) run.
  */
 import type { TierConfig } from '../../lib/config';
+import { attemptPrice } from '../domain/attempt-cost';
 import { TERMINATE_REASONS } from '../domain/batch-reasons';
-import { parseScope } from '../domain/budgets';
+import { formatScope, parseScope, periodOf } from '../domain/budgets';
 import { buildEvent, type EventEntry } from '../domain/events';
 import { type AttemptRecord, type DecisionRecord, type JobRecord, tierOfJob } from '../domain/job';
 import { decidePlacement } from '../domain/placement';
+import type { MetricDatum } from '../domain/platform-metrics';
 import { nextTierSpot, type TierSpotRecord } from '../domain/tier-spot';
 import {
   budgetPauseDecision,
@@ -98,7 +102,7 @@ export interface BudgetWatchResult {
 
 type Plane = Pick<
   ControlPlane,
-  'config' | 'jobs' | 'ledger' | 'workspace' | 'batch' | 'events' | 'lifecycle' | 'fleet'
+  'config' | 'jobs' | 'ledger' | 'workspace' | 'batch' | 'events' | 'lifecycle' | 'fleet' | 'metrics'
 >;
 
 /** Spot probes of one run, by distinct sorted instance types: each set is asked once per run. */
@@ -262,6 +266,44 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     return placement.capacity;
   }
 
+  /**
+   * The platform's gauges for this tick: the metered jobs' running attempts by capacity and, per team, their price
+   * per hour; the waiting jobs; each team's budget used this month; each probed tier's spot.
+   */
+  async function gauges(
+    metered: readonly Metered[],
+    waitingJobs: number,
+    nowMs: number,
+    spotSeen: BudgetWatchResult['spotSeen'],
+  ): Promise<MetricDatum[]> {
+    const running = { spot: 0, 'on-demand': 0 };
+    const spendRate = new Map(plane.config.teams.map((t) => [t.id, 0]));
+    for (const m of metered) {
+      const attempt = runningAttempt(m.attempts);
+      if (!attempt) continue;
+      running[attempt.capacity] += 1;
+      const rate = attemptPrice(attempt, m.tier) * (attempt.nodes ?? 1);
+      spendRate.set(m.job.team, (spendRate.get(m.job.team) ?? 0) + rate);
+    }
+    const datums: MetricDatum[] = [
+      { metric: 'RunningJobs', value: running.spot, dimensions: { Capacity: 'spot' } },
+      { metric: 'RunningJobs', value: running['on-demand'], dimensions: { Capacity: 'on-demand' } },
+      { metric: 'WaitingJobs', value: waitingJobs },
+    ];
+    const period = periodOf(new Date(nowMs));
+    for (const [team, usdPerHour] of spendRate) {
+      datums.push({ metric: 'SpendRate', value: Math.round(usdPerHour * 10_000) / 10_000, dimensions: { Team: team } });
+      const usage = await plane.ledger.usage(formatScope('team', team), period);
+      if (usage?.percentUsed !== undefined && usage.percentUsed !== null) {
+        datums.push({ metric: 'BudgetUsed', value: usage.percentUsed, dimensions: { Team: team } });
+      }
+    }
+    for (const { tier, available } of spotSeen) {
+      datums.push({ metric: 'SpotAvailable', value: available ? 1 : 0, dimensions: { Tier: tier } });
+    }
+    return datums;
+  }
+
   /** Resumes a paused job when none of its scopes is blocked; true when it sent the resume. */
   async function resumeIfAllowed(job: JobRecord): Promise<boolean> {
     if (!job.pauseToken) return false;
@@ -348,7 +390,8 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     }
 
     // Deadline jobs waiting in the spot queue: the check may move them to on-demand before the capacity wait ends.
-    const waiting = (await plane.jobs.listJobsInStates(teams, ['WAITING']))
+    const allWaiting = await plane.jobs.listJobsInStates(teams, ['WAITING']);
+    const waiting = allWaiting
       .filter((job) => job.requirements.deadlineSeconds !== undefined && job.estimate !== undefined)
       .sort(byAge);
     result.deferred.push(...waiting.slice(cap).map((j) => j.jobId));
@@ -387,6 +430,12 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     for (const job of paused.slice(0, cap)) {
       await attempt(job.jobId, async () => {
         if (await resumeIfAllowed(job)) result.resumed.push(job.jobId);
+      });
+    }
+
+    if (plane.config.observability.platformMetrics) {
+      await attempt('metrics', async () => {
+        await plane.metrics.publish(await gauges(metered, allWaiting.length, nowMs, result.spotSeen), nowMs);
       });
     }
 

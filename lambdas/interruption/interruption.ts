@@ -8,7 +8,8 @@
  * records `noticeAt` (updateAttempt(..., 'noticeAt')). Recording last means a failure part-way (TerminateJob
  * throttled, PutEvents down) makes the Lambda fail and EventBridge retry the whole thing, instead of leaving a
  * recorded notice whose TerminateJob never happened; the price is a repeated TerminateJob (harmless on a job that is
- * already stopping) only after such a failure.
+ * already stopping) only after such a failure. The `SpotInterruptions` metric counts the notice once, after it is
+ * recorded.
  */
 import { TERMINATE_REASONS } from '../domain/batch-reasons';
 import { buildEvent } from '../domain/events';
@@ -29,7 +30,9 @@ export type InterruptionResult =
     };
 
 /** Builds the interruption handler from the parts of the control plane it uses. */
-export function createInterruptionHandler(plane: Pick<ControlPlane, 'jobs' | 'batch' | 'events'>) {
+export function createInterruptionHandler(
+  plane: Pick<ControlPlane, 'config' | 'jobs' | 'batch' | 'events' | 'metrics'>,
+) {
   return async function handleSpotInterruption(event: unknown): Promise<InterruptionResult> {
     const notice = parseSpotInterruptionEvent(event);
     const attempt = await plane.jobs.findAttemptByInstance(notice.instanceId);
@@ -72,6 +75,13 @@ export function createInterruptionHandler(plane: Pick<ControlPlane, 'jobs' | 'ba
       }),
     ]);
     await plane.jobs.updateAttempt(attempt.jobId, attempt.attempt, { noticeAt: notice.timeMs }, 'noticeAt');
+    // Counted after the notice is recorded, so a redelivery (which finds it) never counts it twice.
+    if (plane.config.observability.platformMetrics) {
+      await plane.metrics.publish(
+        [{ metric: 'SpotInterruptions', value: 1, dimensions: { Tier: job.tier } }],
+        notice.timeMs,
+      );
+    }
     logger.info('spot interruption warning handled', { ...keys, terminated });
     return { action: 'stopped', jobId: attempt.jobId, attempt: attempt.attempt, terminated };
   };

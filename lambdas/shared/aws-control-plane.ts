@@ -10,6 +10,7 @@ import { requireEnv } from './env';
 import { newJobId } from './ids';
 import { JobStore } from './job-store';
 import { BudgetLedger } from './ledger';
+import type { MetricPublisher } from './ports';
 import { configFromEnv } from './runtime-config';
 import { SpotPriceCache } from './spot-prices';
 import { Workspace } from './workspace';
@@ -33,8 +34,14 @@ function lazy<T>(build: () => T): () => T {
   };
 }
 
+/** Parts only some functions use, passed by their handler.ts so that the other bundles leave them out. */
+export interface AwsControlPlaneOptions {
+  /** The metric publisher (metrics.ts stdoutMetricPublisher), for the functions that publish metrics. */
+  readonly metrics?: () => MetricPublisher;
+}
+
 /** A ControlPlane whose parts are built from the environment on first access. */
-export function awsControlPlane(): ControlPlane {
+export function awsControlPlane(options: AwsControlPlaneOptions = {}): ControlPlane {
   const config = lazy(configFromEnv);
   const documentClient = lazy(() => createDocumentClient());
   const parts = {
@@ -58,6 +65,12 @@ export function awsControlPlane(): ControlPlane {
     ),
     batch: lazy(() => awsBatchControl()),
     events: lazy(() => awsEventPublisher(requireEnv(ENV.eventBus))),
+    metrics: lazy((): MetricPublisher => {
+      if (options.metrics) return options.metrics();
+      throw new Error(
+        'this function was built without a metric publisher: its handler.ts passes awsControlPlane({ metrics })',
+      );
+    }),
     lifecycle: lazy(() => awsLifecycleControl(() => requireEnv(ENV.stateMachine))),
     logs: lazy(() => awsLogReader(requireEnv(ENV.trainingLogGroup))),
     fleet: lazy(() => awsFleetFacts()),

@@ -6,7 +6,7 @@
 import type { TrainyardConfig } from '../../lib/config';
 import type { JobStore } from './job-store';
 import type { BudgetLedger } from './ledger';
-import type { BatchControl, EventPublisher, FleetFacts, LifecycleControl, LogReader } from './ports';
+import type { BatchControl, EventPublisher, FleetFacts, LifecycleControl, LogReader, MetricPublisher } from './ports';
 import type { Workspace } from './workspace';
 
 /** Spot quotes for a tier's instance types (SpotPriceCache on AWS). */
@@ -24,6 +24,8 @@ export interface ControlPlane {
   readonly workspace: Workspace;
   readonly batch: BatchControl;
   readonly events: EventPublisher;
+  /** Trainyard's metrics (EMF on AWS); publish only where config.observability.platformMetrics is on. */
+  readonly metrics: MetricPublisher;
   readonly lifecycle: LifecycleControl;
   readonly logs: LogReader;
   readonly fleet: FleetFacts;

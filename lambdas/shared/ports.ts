@@ -1,9 +1,10 @@
 /**
  * What the control plane needs from services that have no local engine (Batch, Step Functions task tokens,
- * EventBridge, CloudWatch Logs, EC2/ECS facts). On AWS each port is an SDK adapter (aws-ports.ts); in local mode and
- * tests it is an in-process implementation that answers with AWS's documented shapes.
+ * EventBridge, CloudWatch Logs and metrics, EC2/ECS facts). On AWS each port is an SDK adapter (aws-ports.ts); in
+ * local mode and tests it is an in-process implementation that answers with AWS's documented shapes.
  */
 import type { EventEntry } from '../domain/events';
+import type { MetricDatum } from '../domain/platform-metrics';
 
 /** Stops Batch jobs. */
 export interface BatchControl {
@@ -52,4 +53,10 @@ export interface FleetFacts {
    * answers "could not tell", and the check then keeps an on-demand job on on-demand.
    */
   spotCapacityAvailable?(instanceTypes: readonly string[]): Promise<boolean | undefined>;
+}
+
+/** Publishes Trainyard's metrics (domain/platform-metrics.ts); on AWS as EMF lines that CloudWatch Logs extracts. */
+export interface MetricPublisher {
+  /** Publishes `datums` as measured at `atMs`; throws InvalidMetric, publishing nothing, for a datum off-catalogue. */
+  publish(datums: readonly MetricDatum[], atMs: number): Promise<void>;
 }

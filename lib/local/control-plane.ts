@@ -16,7 +16,14 @@ import { createDocumentClient } from '../../lambdas/shared/dynamo';
 import { newJobId } from '../../lambdas/shared/ids';
 import { JobStore } from '../../lambdas/shared/job-store';
 import { BudgetLedger } from '../../lambdas/shared/ledger';
-import type { BatchControl, EventPublisher, FleetFacts, LifecycleControl, LogReader } from '../../lambdas/shared/ports';
+import type {
+  BatchControl,
+  EventPublisher,
+  FleetFacts,
+  LifecycleControl,
+  LogReader,
+  MetricPublisher,
+} from '../../lambdas/shared/ports';
 import { BUDGETS_TABLE, createTableRequest, JOBS_TABLE } from '../../lambdas/shared/table-design';
 import { Workspace } from '../../lambdas/shared/workspace';
 import type { TrainyardConfig } from '../config';
@@ -71,6 +78,8 @@ export interface LocalPlaneParts {
   readonly s3Endpoint: string;
   readonly batch: BatchControl;
   readonly events: EventPublisher;
+  /** Where the metrics go (local mode: an EMF file beside the event log). */
+  readonly metrics: MetricPublisher;
   /** Bound late: the local state machine needs the step handlers, which need the plane. */
   readonly lifecycle: () => LifecycleControl;
   readonly logs: LogReader;
@@ -97,6 +106,7 @@ export function localControlPlane(parts: LocalPlaneParts): ControlPlane {
     workspace: new Workspace(localS3Client(parts.s3Endpoint), LOCAL_NAMES.bucket),
     batch: parts.batch,
     events: parts.events,
+    metrics: parts.metrics,
     get lifecycle() {
       return parts.lifecycle();
     },

@@ -35,6 +35,7 @@ import { createReportsHandler, type ReportsResult } from '../../lambdas/reports/
 import type { ControlPlane } from '../../lambdas/shared/control-plane';
 import { BATCH_STATE_CHANGE_DETAIL_TYPE, SCHEDULED_EVENT_DETAIL_TYPE } from '../../lambdas/shared/event-schemas';
 import { logger } from '../../lambdas/shared/logger';
+import { fileMetricPublisher } from '../../lambdas/shared/metrics';
 import type { EventPublisher } from '../../lambdas/shared/ports';
 import { Workspace } from '../../lambdas/shared/workspace';
 import { DEFAULT_CONFIG_PATH, loadConfig, type TeamConfig, type TrainyardConfig } from '../config';
@@ -321,6 +322,7 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
       s3Endpoint: s3.endpoint,
       batch: runner,
       events: consoleDedupedEvents(join(dir, 'events.jsonl'), print),
+      metrics: fileMetricPublisher(join(dir, 'metrics.jsonl')),
       lifecycle: () => {
         if (!machine) throw new LocalModeError('the local state machine is not ready yet');
         return machine;

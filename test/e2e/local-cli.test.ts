@@ -10,6 +10,7 @@ import { EXIT_CODES } from '../../lib/cli/exit-codes';
 import { s3rverObjectPath } from '../../lib/local/cli-commands';
 import { LOCAL_PRINCIPAL_ARN } from '../../lib/local/local-mode';
 import { readLocalState } from '../../lib/local/token';
+import { extractMetrics } from '../support/emf';
 import {
   cents,
   expectedAttemptCostUsd,
@@ -130,6 +131,14 @@ describe('local mode through the CLI', () => {
     const spentCents = status.attempts.reduce((sum, a) => sum + cents(a.costUsd), 0);
     expect(spentCents).toBeGreaterThanOrEqual(6); // two spot attempts of at least 60 s at $1.80/h
     expect(cents(status.costSoFarUsd)).toBe(spentCents);
+
+    // The interruption was counted once, as an EMF line in the local folder where a deployment's log would hold it.
+    const interruptions = extractMetrics(readFileSync(join(localDir, 'metrics.jsonl'), 'utf8').split('\n')).filter(
+      (m) => m.metric === 'SpotInterruptions',
+    );
+    expect(interruptions.map(({ dimensions, value }) => ({ dimensions, value }))).toEqual([
+      { dimensions: { Tier: 'cpu-test' }, value: 1 },
+    ]);
 
     // The ledger: nothing reserved any more, spent equal to the attempts' costs to the cent.
     const budgets = json(await trainyard(['budgets', '--json'], localDir)) as {

@@ -13,6 +13,7 @@ import { FLEET_SPOT_MODEL } from '../../lambdas/domain/spot-fleet-model';
 import type { TierSpotRecord } from '../../lambdas/domain/tier-spot';
 import { InvalidEvent } from '../../lambdas/shared/event-schemas';
 import { jobKeys } from '../../lambdas/shared/table-design';
+import { extractMetrics } from '../support/emf';
 import {
   attemptRecord,
   CONFIG,
@@ -89,6 +90,7 @@ function watch(options = {}, config = configForCurrentTeam()) {
       batch: bench.ports.batch,
       events: bench.ports.events,
       lifecycle: bench.ports.lifecycle,
+      metrics: bench.ports.metrics,
       fleet: {
         ...bench.ports.fleet,
         async spotCapacityAvailable(instanceTypes) {
@@ -856,5 +858,77 @@ describe('budget watch: auto-resume', () => {
 
     expect(bench.recorded.taskSuccesses).toEqual([]);
     expect((await bench.jobs.requireJob(id('stale'))).pauseToken).toBeUndefined();
+  });
+});
+
+describe('budget watch: platform metrics', () => {
+  const TICK_MS = Date.parse(TICK_ISO);
+  // Worked by hand: a spot attempt at 0.19 $/h and an on-demand one at 0.526 $/h run 1735 s each (costs $0.09 and
+  // $0.25 of reservations of $10 and $30), so the team has $40.00 committed of $400: 10 %.
+  async function twoRunningOneWaiting() {
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 400);
+    await runningJob(id('spot'), { capacity: 'spot', reserveUsd: 10 });
+    await runningJob(id('od'), { capacity: 'on-demand', reserveUsd: 30 });
+    await bench.jobs.createJob(
+      jobRecord({
+        jobId: id('waiting'),
+        team: currentTeam,
+        state: 'WAITING',
+        createdAt: new Date(T.created).toISOString(),
+      }),
+    );
+  }
+
+  it('publishes running jobs by capacity, waiting jobs, the spend rate, budget used and spot seen, at the tick', async () => {
+    await twoRunningOneWaiting();
+    spotAnswer = false;
+
+    await watch()(fixture('scheduled-event'));
+
+    const metrics = extractMetrics(bench.recorded.metricLines);
+    expect(new Set(metrics.map((m) => m.timestampMs))).toEqual(new Set([TICK_MS]));
+    expect(new Set(metrics.map((m) => m.namespace))).toEqual(new Set(['Trainyard']));
+    expect(metrics.map(({ metric, dimensions, value, unit }) => ({ metric, dimensions, value, unit }))).toEqual([
+      { metric: 'RunningJobs', dimensions: { Capacity: 'spot' }, value: 1, unit: 'Count' },
+      { metric: 'RunningJobs', dimensions: { Capacity: 'on-demand' }, value: 1, unit: 'Count' },
+      { metric: 'WaitingJobs', dimensions: {}, value: 1, unit: 'Count' },
+      { metric: 'SpendRate', dimensions: { Team: currentTeam }, value: 0.716, unit: 'None' },
+      { metric: 'BudgetUsed', dimensions: { Team: currentTeam }, value: 10, unit: 'Percent' },
+      { metric: 'SpotAvailable', dimensions: { Tier: 'gpu-small' }, value: 0, unit: 'None' },
+      { metric: 'SpotAvailable', dimensions: { Tier: 'gpu-medium' }, value: 0, unit: 'None' },
+      { metric: 'SpotAvailable', dimensions: { Tier: 'gpu-large' }, value: 0, unit: 'None' },
+    ]);
+  });
+
+  it('publishes zeros for an idle team, leaves out a probe that could not tell, and the same gauges on a replay', async () => {
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 400);
+    spotAnswer = undefined;
+
+    await watch()(fixture('scheduled-event'));
+    const first = [...bench.recorded.metricLines];
+    await watch()(fixture('scheduled-event'));
+
+    expect(extractMetrics(first).map(({ metric, value }) => [metric, value])).toEqual([
+      ['RunningJobs', 0],
+      ['RunningJobs', 0],
+      ['WaitingJobs', 0],
+      ['SpendRate', 0],
+      ['BudgetUsed', 0],
+    ]);
+    // A redelivered tick repeats each gauge at the same timestamp, which Maximum reads as one value.
+    expect(bench.recorded.metricLines).toEqual([...first, ...first]);
+  });
+
+  it('publishes nothing when platform metrics are off', async () => {
+    await twoRunningOneWaiting();
+    const config = configForCurrentTeam();
+
+    await watch(
+      {},
+      { ...config, observability: { ...config.observability, platformMetrics: false } },
+    )(fixture('scheduled-event'));
+
+    expect(bench.recorded.metricLines).toEqual([]);
+    expect(await bench.ledger.usage(`team:${currentTeam}`, PERIOD)).toMatchObject({ spentUsd: 0.34 });
   });
 });

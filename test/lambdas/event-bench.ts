@@ -12,7 +12,8 @@ import { S3Client } from '@aws-sdk/client-s3';
 import type { EventEntry } from '../../lambdas/domain/events';
 import { JobStore } from '../../lambdas/shared/job-store';
 import { BudgetLedger } from '../../lambdas/shared/ledger';
-import type { InstanceFacts } from '../../lambdas/shared/ports';
+import { emfMetricPublisher } from '../../lambdas/shared/metrics';
+import type { InstanceFacts, MetricPublisher } from '../../lambdas/shared/ports';
 import { Workspace } from '../../lambdas/shared/workspace';
 import { parseConfig, type TrainyardConfig } from '../../lib/config';
 import { startS3rver } from '../../lib/local/engines';
@@ -59,6 +60,8 @@ export interface Recorded {
   readonly taskSuccesses: Array<{ token: string; output: Record<string, unknown> }>;
   readonly instanceLookups: string[];
   readonly priceLookups: Array<{ instanceType: string; az: string; atMs: number }>;
+  /** EMF lines the metric publisher wrote (read them with test/support/emf.ts). */
+  readonly metricLines: string[];
 }
 
 /** A running bench. */
@@ -87,6 +90,7 @@ export interface EventBench {
       instanceFor(arn: string): Promise<InstanceFacts | undefined>;
       spotPriceAt(instanceType: string, az: string, atMs: number): Promise<number | undefined>;
     };
+    metrics: MetricPublisher;
   };
   /** Every item of both tables. */
   snapshot(): Promise<{ jobs: unknown[]; budgets: unknown[] }>;
@@ -126,6 +130,7 @@ export async function startEventBench(options: { withS3?: boolean; now?: Date } 
     taskSuccesses: [],
     instanceLookups: [],
     priceLookups: [],
+    metricLines: [],
   };
   const bench = {
     dynamo,
@@ -181,6 +186,10 @@ export async function startEventBench(options: { withS3?: boolean; now?: Date } 
         return bench.spotPrice;
       },
     },
+    // CloudWatch has no local engine: the real EMF publisher writes its lines to the recorder.
+    metrics: emfMetricPublisher((lines) => {
+      recorded.metricLines.push(...lines.split('\n').filter((line) => line !== ''));
+    }),
   };
   mutable.snapshot = async () => ({
     jobs: await dynamo.scanAll(dynamo.tables.jobs),

@@ -3,9 +3,11 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { TERMINATE_REASONS } from '../../lambdas/domain/batch-reasons';
 import { createInterruptionHandler } from '../../lambdas/interruption/interruption';
 import { InvalidEvent } from '../../lambdas/shared/event-schemas';
+import { extractMetrics } from '../support/emf';
 import {
   attemptRecord,
   BATCH_JOB_ID,
+  CONFIG,
   type EventBench,
   fixture,
   fixtureWith,
@@ -25,7 +27,13 @@ let handle: ReturnType<typeof createInterruptionHandler>;
 
 beforeEach(async () => {
   bench = await startEventBench();
-  handle = createInterruptionHandler({ jobs: bench.jobs, batch: bench.ports.batch, events: bench.ports.events });
+  handle = createInterruptionHandler({
+    config: CONFIG,
+    jobs: bench.jobs,
+    batch: bench.ports.batch,
+    events: bench.ports.events,
+    metrics: bench.ports.metrics,
+  });
 });
 
 afterEach(async () => {
@@ -71,6 +79,30 @@ describe('interruption handler', () => {
     });
     expect(String(interrupted?.reason)).toContain('instance-action terminate');
     expect((await bench.jobs.getAttempt(JOB_ID, 1))?.noticeAt).toBe(NOTICE_MS);
+    expect(extractMetrics(bench.recorded.metricLines)).toEqual([
+      {
+        namespace: 'Trainyard',
+        metric: 'SpotInterruptions',
+        unit: 'Count',
+        dimensions: { Tier: 'gpu-small' },
+        value: 1,
+        timestampMs: NOTICE_MS,
+      },
+    ]);
+  });
+
+  it('counts no interruption when platform metrics are off', async () => {
+    await seedRunningSpotAttempt();
+    const quiet = createInterruptionHandler({
+      config: { ...CONFIG, observability: { ...CONFIG.observability, platformMetrics: false } },
+      jobs: bench.jobs,
+      batch: bench.ports.batch,
+      events: bench.ports.events,
+      metrics: bench.ports.metrics,
+    });
+
+    expect(await quiet(fixture('spot-interruption-warning'))).toMatchObject({ action: 'stopped' });
+    expect(bench.recorded.metricLines).toEqual([]);
   });
 
   it('changes nothing and calls nothing when the same warning is delivered again, twice', async () => {
@@ -90,6 +122,7 @@ describe('interruption handler', () => {
     expect(await bench.snapshot()).toEqual(afterFirst);
     expect(bench.recorded.terminated).toHaveLength(1);
     expect(bench.recorded.published).toHaveLength(1);
+    expect(extractMetrics(bench.recorded.metricLines).map((m) => m.value)).toEqual([1]);
   });
 
   it('ignores a warning for an instance no attempt ran on, writing nothing', async () => {
@@ -102,6 +135,7 @@ describe('interruption handler', () => {
     expect(await bench.snapshot()).toEqual(before);
     expect(bench.recorded.terminated).toEqual([]);
     expect(bench.recorded.published).toEqual([]);
+    expect(bench.recorded.metricLines).toEqual([]);
   });
 
   it('ignores a warning for an instance whose attempt already stopped', async () => {
@@ -126,6 +160,7 @@ describe('interruption handler', () => {
     const retried = await handle(fixture('spot-interruption-warning'));
     expect(retried).toEqual({ action: 'stopped', jobId: JOB_ID, attempt: 1, terminated: true });
     expect(bench.recorded.terminated).toHaveLength(1);
+    expect(extractMetrics(bench.recorded.metricLines)).toHaveLength(1);
     expect((await bench.jobs.getAttempt(JOB_ID, 1))?.noticeAt).toBe(NOTICE_MS);
   });
 

@@ -19,6 +19,7 @@ import type { SubmitJobInput } from '../../lambdas/domain/submit-job';
 import { jobKeysFor } from '../../lambdas/domain/workspace-layout';
 import { createInterruptionHandler } from '../../lambdas/interruption/interruption';
 import type { ControlPlane } from '../../lambdas/shared/control-plane';
+import { emfMetricPublisher } from '../../lambdas/shared/metrics';
 import type { BatchControl, FleetFacts } from '../../lambdas/shared/ports';
 import { parseConfig, type TrainyardConfig } from '../../lib/config';
 import { ensureLocalTables, LOCAL_NAMES, lifecycleSteps, localControlPlane } from '../../lib/local/control-plane';
@@ -180,6 +181,8 @@ export interface LifecycleBench {
   readonly batch: ScriptedBatch;
   readonly machine: LocalStateMachine;
   readonly published: EventEntry[];
+  /** EMF lines the metric publisher wrote (read them with test/support/emf.ts). */
+  readonly metricLines: string[];
   /** Every Task invocation, in order, with its state name. */
   readonly taskCalls: string[];
   submit(body: Record<string, unknown>): Promise<{ status: number; body: Record<string, unknown> }>;
@@ -227,6 +230,7 @@ export async function startLifecycleBench(options: BenchOptions = {}): Promise<L
 
   const batch = new ScriptedBatch();
   const published: EventEntry[] = [];
+  const metricLines: string[] = [];
   const taskCalls: string[] = [];
   const fleet: FleetFacts = {
     async instanceFor(arn) {
@@ -244,6 +248,7 @@ export async function startLifecycleBench(options: BenchOptions = {}): Promise<L
     s3Endpoint: s3.endpoint,
     batch,
     events: { publish: async (entries) => void published.push(...entries) },
+    metrics: emfMetricPublisher((lines) => void metricLines.push(...lines.split('\n').filter(Boolean))),
     lifecycle: () => {
       if (!machine) throw new Error('state machine not started');
       return machine;
@@ -305,6 +310,7 @@ export async function startLifecycleBench(options: BenchOptions = {}): Promise<L
     batch,
     machine,
     published,
+    metricLines,
     taskCalls,
     async call(method, path, as = RESEARCHER, body) {
       const response = await api(apiEvent({ method, path, as, body }));

@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { AttemptRecord } from '../../lambdas/domain/job';
 import { FLEET_SPOT_MODEL } from '../../lambdas/domain/spot-fleet-model';
 import type { TierSpotRecord } from '../../lambdas/domain/tier-spot';
+import { extractMetrics } from '../support/emf';
 import {
   ADMIN,
   type AttemptScript,
@@ -391,6 +392,9 @@ describe('replaying every Task invocation and every AWS event twice', () => {
       ledger: { spent: usage?.spentUsd, reserved: usage?.reservedUsd },
       terminations: b.batch.terminations.length,
       submissions: b.batch.submissions.length,
+      interruptionsCounted: extractMetrics(b.metricLines)
+        .filter((m) => m.metric === 'SpotInterruptions')
+        .reduce((sum, m) => sum + m.value, 0),
     };
     await b.stop();
     bench = undefined;
@@ -404,5 +408,6 @@ describe('replaying every Task invocation and every AWS event twice', () => {
     expect(twice).toEqual(once);
     expect(once.attempts).toHaveLength(2);
     expect(once.ledger.spent).toBe(once.cost);
+    expect(once.interruptionsCounted).toBe(1);
   });
 });

@@ -1,0 +1,188 @@
+import { Duration, Stack } from 'aws-cdk-lib';
+import type * as apigwv2 from 'aws-cdk-lib/aws-apigatewayv2';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import { Construct } from 'constructs';
+import { METRICS_NAMESPACE, PLATFORM_METRICS, type PlatformMetricName } from '../../lambdas/domain/platform-metrics';
+import { keepsTierSpotRecord } from '../../lambdas/domain/watch';
+import type { TrainyardConfig } from '../config';
+import { TrainyardFunction } from '../function';
+
+/** Props for the operations dashboard. */
+export interface OperationsDashboardProps {
+  readonly config: TrainyardConfig;
+  /** The job lifecycle's state machine (its execution metrics). */
+  readonly stateMachine: sfn.IStateMachine;
+  /** The HTTP API (its 4xx, 5xx and latency). */
+  readonly httpApi: apigwv2.IHttpApi;
+  /** Name of the dashboard. */
+  readonly dashboardName: string;
+}
+
+/** The period of the budget watch, and so of every gauge it publishes. */
+const GAUGE_PERIOD = Duration.minutes(5);
+/** The period counts are summed over. */
+const COUNT_PERIOD = Duration.hours(1);
+
+/** A Trainyard metric as the catalogue defines it, read with the statistic the catalogue names. */
+export function platformMetric(
+  name: PlatformMetricName,
+  dimensions: Record<string, string> = {},
+  options: { label?: string; period?: Duration } = {},
+): cloudwatch.Metric {
+  const spec = PLATFORM_METRICS[name];
+  return new cloudwatch.Metric({
+    namespace: METRICS_NAMESPACE,
+    metricName: name,
+    dimensionsMap: dimensions,
+    statistic: spec.statistic,
+    period: options.period ?? (spec.statistic === 'Sum' ? COUNT_PERIOD : GAUGE_PERIOD),
+    ...(options.label ? { label: options.label } : {}),
+  });
+}
+
+/**
+ * The CloudWatch dashboard an operator opens first: what runs and waits, what it costs per team against budgets,
+ * spot capacity and reclaims per tier (Trainyard's own metrics, domain/platform-metrics.ts), then the control
+ * plane's health (AWS's metrics of every Trainyard function, the state machine and the HTTP API) and the state of
+ * every alarm in the stack. Create it last in its stack: it graphs every Trainyard function and alarm defined
+ * before it.
+ */
+export class OperationsDashboard extends Construct {
+  public readonly dashboard: cloudwatch.Dashboard;
+
+  constructor(scope: Construct, id: string, props: OperationsDashboardProps) {
+    super(scope, id);
+    const { config } = props;
+    const stack = Stack.of(this);
+    const functions = stack.node
+      .findAll()
+      .filter((c): c is TrainyardFunction => c instanceof TrainyardFunction)
+      .sort((a, b) => a.handlerName.localeCompare(b.handlerName));
+    const alarms = stack.node.findAll().filter((c): c is cloudwatch.Alarm => c instanceof cloudwatch.Alarm);
+    const teams = config.teams.map((t) => t.id);
+    const spotTiers = config.tiers.filter((t) => t.spotAllowed).map((t) => t.id);
+    const probedTiers = config.tiers.filter(keepsTierSpotRecord).map((t) => t.id);
+    const percent = (fraction: number) => Math.round(fraction * 10_000) / 100;
+    const metricsNote = config.observability.platformMetrics
+      ? ''
+      : ' Platform metrics are off (`observability.platformMetrics`), so the first two rows stay empty.';
+
+    this.dashboard = new cloudwatch.Dashboard(this, 'Dashboard', {
+      dashboardName: props.dashboardName,
+      defaultInterval: Duration.days(1),
+      widgets: [
+        [
+          new cloudwatch.TextWidget({
+            width: 24,
+            height: 2,
+            markdown: [
+              '# Trainyard operations',
+              `Jobs, spend and spot capacity come from Trainyard's own metrics (namespace \`${METRICS_NAMESPACE}\`, every 5 minutes from the budget watch); the rest is AWS's metrics of the control plane. What each metric means, and what to do when an alarm fires: docs/operations.md.${metricsNote}`,
+            ].join('\n\n'),
+          }),
+        ],
+        [
+          new cloudwatch.GraphWidget({
+            title: 'Jobs running and waiting',
+            width: 8,
+            left: [
+              platformMetric('RunningJobs', { Capacity: 'spot' }, { label: 'running on spot' }),
+              platformMetric('RunningJobs', { Capacity: 'on-demand' }, { label: 'running on on-demand' }),
+              platformMetric('WaitingJobs', {}, { label: 'waiting' }),
+            ],
+            leftYAxis: { min: 0, showUnits: false },
+          }),
+          new cloudwatch.GraphWidget({
+            title: 'Job executions per hour',
+            width: 8,
+            left: (
+              [
+                ['started', props.stateMachine.metricStarted.bind(props.stateMachine)],
+                ['succeeded', props.stateMachine.metricSucceeded.bind(props.stateMachine)],
+                ['failed', props.stateMachine.metricFailed.bind(props.stateMachine)],
+                ['aborted', props.stateMachine.metricAborted.bind(props.stateMachine)],
+                ['timed out', props.stateMachine.metricTimedOut.bind(props.stateMachine)],
+              ] as const
+            ).map(([label, metric]) => metric({ label, period: COUNT_PERIOD, statistic: cloudwatch.Stats.SUM })),
+            leftYAxis: { min: 0, showUnits: false },
+          }),
+          new cloudwatch.GraphWidget({
+            title: 'Spot interruptions per hour, by tier',
+            width: 8,
+            left: spotTiers.map((tier) => platformMetric('SpotInterruptions', { Tier: tier }, { label: tier })),
+            leftYAxis: { min: 0, showUnits: false },
+          }),
+        ],
+        [
+          new cloudwatch.GraphWidget({
+            title: 'Spend rate by team, USD/h',
+            width: 8,
+            stacked: true,
+            left: teams.map((team) => platformMetric('SpendRate', { Team: team }, { label: team })),
+            leftYAxis: { min: 0, showUnits: false },
+          }),
+          new cloudwatch.GraphWidget({
+            title: 'Budget used this month by team, %',
+            width: 8,
+            left: teams.map((team) => platformMetric('BudgetUsed', { Team: team }, { label: team })),
+            leftYAxis: { min: 0, showUnits: false },
+            leftAnnotations: [
+              { value: percent(config.budgets.warnThreshold), label: 'warn', color: cloudwatch.Color.ORANGE },
+              { value: percent(config.budgets.blockThreshold), label: 'block', color: cloudwatch.Color.RED },
+            ],
+          }),
+          new cloudwatch.GraphWidget({
+            title: 'Spot capacity seen by the probe (1 = available)',
+            width: 8,
+            left: probedTiers.map((tier) => platformMetric('SpotAvailable', { Tier: tier }, { label: tier })),
+            leftYAxis: { min: 0, max: 1, showUnits: false },
+          }),
+        ],
+        [
+          new cloudwatch.GraphWidget({
+            title: 'Function errors per 5 minutes',
+            width: 8,
+            left: functions.map((fn) =>
+              fn.metricErrors({ label: fn.handlerName, period: GAUGE_PERIOD, statistic: cloudwatch.Stats.SUM }),
+            ),
+            leftYAxis: { min: 0, showUnits: false },
+          }),
+          new cloudwatch.GraphWidget({
+            title: 'Function duration p99, ms',
+            width: 8,
+            left: functions.map((fn) =>
+              fn.metricDuration({ label: fn.handlerName, period: GAUGE_PERIOD, statistic: cloudwatch.Stats.p(99) }),
+            ),
+            leftYAxis: { min: 0, showUnits: false },
+          }),
+          new cloudwatch.GraphWidget({
+            title: 'HTTP API',
+            width: 8,
+            left: [
+              props.httpApi.metricClientError({ label: '4xx', period: GAUGE_PERIOD, statistic: cloudwatch.Stats.SUM }),
+              props.httpApi.metricServerError({ label: '5xx', period: GAUGE_PERIOD, statistic: cloudwatch.Stats.SUM }),
+            ],
+            right: [
+              props.httpApi.metricLatency({
+                label: 'latency p99, ms',
+                period: GAUGE_PERIOD,
+                statistic: cloudwatch.Stats.p(99),
+              }),
+            ],
+            leftYAxis: { min: 0, showUnits: false },
+            rightYAxis: { min: 0, showUnits: false },
+          }),
+        ],
+        [
+          new cloudwatch.AlarmStatusWidget({
+            title: 'Alarms',
+            width: 24,
+            alarms,
+            sortBy: cloudwatch.AlarmStatusWidgetSortBy.STATE_UPDATED_TIMESTAMP,
+          }),
+        ],
+      ],
+    });
+  }
+}
