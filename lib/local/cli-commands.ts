@@ -276,7 +276,7 @@ export function localCommands(deps: LocalCommandDeps = {}): CommandRegistrar {
             [
               `Trainyard local mode is running (pid ${process.pid}).`,
               `  API        ${mode.apiUrl}  (bearer token in ${join(dir, 'local-token')})`,
-              `  data       ${dir}  (DynamoDB: dynamo/, S3: s3/, logs: logs/, events: events.jsonl)`,
+              `  data       ${dir}  (DynamoDB: dynamo/, S3: s3/, logs: logs/, events: events.jsonl, metrics: metrics.jsonl)`,
               `  acting as  ${mode.principalArn} → team ${mode.team}`,
               `  spot       ${rate > 0 ? `${rate} random interruption(s) per attempt-hour` : 'interruptions on demand: trainyard local interrupt <job>'}`,
               ...(mode.recovered.length
