@@ -61,6 +61,8 @@ export const BATCH_STATUSES_HANDLED = ['RUNNABLE', 'RUNNING', 'SUCCEEDED', 'FAIL
 export const BUDGET_WATCH_INTERVAL = Duration.minutes(5);
 /** The budget watch's timeout: under BUDGET_WATCH_INTERVAL, so runs do not overlap. */
 export const BUDGET_WATCH_TIMEOUT = Duration.minutes(4);
+/** Runs in a row without an invocation after which BudgetWatchSilentAlarm fires (15 minutes). */
+export const BUDGET_WATCH_SILENT_PERIODS = 3;
 
 /** The scheduled showback reports' EventBridge schedules, from domain/showback.ts REPORT_SCHEDULE (UTC). */
 export const REPORT_SCHEDULES = Object.fromEntries(
@@ -97,6 +99,8 @@ export class EventHandlers extends Construct {
   public readonly batchEvents: EventHandler;
   /** Every 5 minutes → progress, accrual, thresholds, budget stops, placement moves, resumes. */
   public readonly budgetWatch: EventHandler;
+  /** Fires when budget-watch has not been invoked for BUDGET_WATCH_SILENT_PERIODS runs in a row. */
+  public readonly budgetWatchSilentAlarm: cloudwatch.Alarm;
   /** Daily and/or weekly → showback reports to the workspace, Cost Report Ready; absent when neither is configured. */
   public readonly reports?: EventHandler;
 
@@ -171,6 +175,22 @@ export class EventHandlers extends Construct {
     });
     // One run at a time: decisions are numbered by reading the job's log, and two runs would race for numbers.
     (this.budgetWatch.function.node.defaultChild as lambda.CfnFunction).reservedConcurrentExecutions = 1;
+    // Metering, budget stops and placement checks all ride on this schedule: a watch that stops running (a disabled
+    // rule, a throttled function) is as dangerous as one that fails, and raises no error.
+    this.budgetWatchSilentAlarm = new cloudwatch.Alarm(this, 'BudgetWatchSilentAlarm', {
+      alarmDescription: `Trainyard BudgetWatch: not invoked for ${BUDGET_WATCH_SILENT_PERIODS * BUDGET_WATCH_INTERVAL.toMinutes()} minutes; running jobs are not metered, budgets not enforced and placement not checked until it runs again`,
+      metric: this.budgetWatch.function.metricInvocations({
+        period: BUDGET_WATCH_INTERVAL,
+        statistic: cloudwatch.Stats.SUM,
+      }),
+      threshold: 1,
+      comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+      evaluationPeriods: BUDGET_WATCH_SILENT_PERIODS,
+      datapointsToAlarm: BUDGET_WATCH_SILENT_PERIODS,
+      // Lambda publishes no Invocations datapoint for a period without invocations: missing is the silence itself.
+      treatMissingData: cloudwatch.TreatMissingData.BREACHING,
+    });
+    if (props.alertTopic) this.budgetWatchSilentAlarm.addAlarmAction(new cloudwatchActions.SnsAction(props.alertTopic));
 
     const kinds = REPORT_KINDS.filter((kind) => props.config.reports[kind]);
     if (kinds.length > 0) {

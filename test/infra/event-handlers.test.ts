@@ -189,12 +189,38 @@ describe('EventHandlers dead-letter queues and alarms', () => {
     }
   });
 
+  it('alarms when budget-watch has not been invoked for three runs in a row, missing data included', () => {
+    const alarms = resourcesOf(built.template, 'AWS::CloudWatch::Alarm').filter(
+      ([, p]) => p.MetricName === 'Invocations',
+    );
+    expect(alarms).toHaveLength(1);
+    const [, alarm] = alarms[0] as [string, Record<string, unknown>];
+    expect(alarm).toMatchObject({
+      Namespace: 'AWS/Lambda',
+      Statistic: 'Sum',
+      Period: 300,
+      Threshold: 1,
+      ComparisonOperator: 'LessThanThreshold',
+      EvaluationPeriods: 3,
+      DatapointsToAlarm: 3,
+      TreatMissingData: 'breaching',
+      AlarmActions: ['arn:aws:sns:us-east-1:123456789012:alerts'],
+    });
+    const functionName = (alarm.Dimensions as Array<{ Name: string; Value: { Ref: string } }>)[0];
+    expect(functionName?.Name).toBe('FunctionName');
+    const watch = resourcesOf(built.template, 'AWS::Lambda::Function').find(([, p]) =>
+      String(p.Description).includes('every 5 minutes meter running jobs'),
+    );
+    expect(functionName?.Value).toEqual({ Ref: watch?.[0] });
+    expect(String(alarm.AlarmDescription)).toContain('not invoked for 15 minutes');
+  });
+
   it('creates alarms without actions when no alert topic is given', () => {
     const { template } = build({}, false);
     for (const [, alarm] of resourcesOf(template, 'AWS::CloudWatch::Alarm')) {
       expect(alarm.AlarmActions).toBeUndefined();
     }
-    template.resourceCountIs('AWS::CloudWatch::Alarm', 8);
+    template.resourceCountIs('AWS::CloudWatch::Alarm', 9);
   });
 });
 
