@@ -1,5 +1,5 @@
 /**
- * The `trainyard` commands (commander): submit, estimate, status, watch, logs, cancel, resume, jobs, budgets, report,
+ * The `trainyard` commands (commander): submit, sweep, estimate, status, watch, logs, cancel, resume, jobs, budgets, report,
  * checkpoints, tiers. Every dependency on the outside world (output, terminal, environment, network, clock) comes in
  * through CliDeps, so tests drive the real program against a loopback server. Exit codes: lib/cli/exit-codes.ts.
  */
@@ -22,11 +22,13 @@ import {
   formatJobsTable,
   formatMoney,
   formatShowback,
+  formatSweepPlan,
   formatTiers,
   jobOf,
   jobView,
   type LogLine,
   logLinesOf,
+  num,
   statusLine,
 } from './format';
 import {
@@ -41,6 +43,14 @@ import {
 } from './options';
 import { type PackedProject, packDirectory } from './pack';
 import type { CredentialProvider } from './sigv4';
+import {
+  DEFAULT_MAX_SWEEP_JOBS,
+  expandSweep,
+  MAX_SWEEP_JOBS,
+  MAX_SWEEP_KEY_LENGTH,
+  parseSweepParam,
+  sweepJobKey,
+} from './sweep';
 
 /** Where the CLI writes and how it asks. */
 export interface CliIo {
@@ -103,17 +113,35 @@ interface RequirementOptions {
   deadline?: string;
 }
 
-interface SubmitOptions extends CommonOptions, RequirementOptions {
+/** Options every submission takes (`submit`, and each job of `sweep`). */
+interface JobOptions extends CommonOptions, RequirementOptions {
   retries?: string;
   backoff?: string;
   env: string[];
   project?: string;
   yes?: boolean;
   maxCost: string;
+  idempotencyKey?: string;
+}
+
+interface SubmitOptions extends JobOptions {
   wait?: boolean;
   interval: string;
   timeout?: string;
-  idempotencyKey?: string;
+}
+
+interface SweepOptions extends JobOptions {
+  param: string[];
+  maxJobs: string;
+}
+
+/** What a submission sends besides its bundle and command, and its confirmation threshold, checked. */
+interface JobSettings {
+  readonly requirements?: Record<string, string | number>;
+  readonly retries?: { maxAppRetries: number; backoffSeconds?: number };
+  readonly env: Record<string, string>;
+  readonly project?: string;
+  readonly maxCost: number;
 }
 
 /** Options of `watch`, and of `submit` with `--wait`. */
@@ -178,6 +206,98 @@ function addRequirements(command: Command): Command {
     .option('--deadline <duration>', 'finish within this long of submission, e.g. 6h');
 }
 
+/** Adds the options of a submission; `confirmed` names the figure `--max-cost` is compared with. */
+function addJobOptions(command: Command, confirmed: string): Command {
+  return command
+    .option('--retries <n>', 'retry the job this many times when your code fails (0-10)')
+    .option('--backoff <duration>', 'wait between app-error retries, e.g. 60 or 2m (needs --retries)')
+    .option(
+      '--env <NAME=VALUE>',
+      'environment variable for your command (repeatable)',
+      (v: string, acc: string[]) => [...acc, v],
+      [],
+    )
+    .option('--project <name>', 'project the cost is booked to (a budget scope)')
+    .option('-y, --yes', `submit without asking, whatever ${confirmed}`)
+    .option('--max-cost <usd>', `ask before submitting when ${confirmed} is above this`, String(DEFAULT_CONFIRM_USD));
+}
+
+/** Checks a submission's options (before anything is sent). */
+function jobSettingsFrom(options: JobOptions): JobSettings {
+  const requirements = requirementsFrom(options);
+  const maxCost = parseUsd('--max-cost', options.maxCost);
+  const env = parseEnvPairs(options.env);
+  if (options.backoff !== undefined && options.retries === undefined) {
+    throw new CliError(
+      '--backoff needs --retries (the wait applies between app-error retries)',
+      EXIT_CODES.usage,
+      'InvalidOption',
+    );
+  }
+  const retries =
+    options.retries === undefined
+      ? undefined
+      : {
+          maxAppRetries: parseIntegerIn('--retries', options.retries, 0, 10),
+          ...(options.backoff === undefined
+            ? {}
+            : { backoffSeconds: parseSeconds('--backoff', options.backoff, 1, 3600) }),
+        };
+  if (options.project !== undefined && !/^[a-z0-9][a-z0-9._-]{0,63}$/.test(options.project)) {
+    throw new CliError(
+      `--project must be 1-64 characters of a-z, 0-9, '.', '_' and '-', starting with a letter or digit, got "${options.project}"`,
+      EXIT_CODES.usage,
+      'InvalidOption',
+    );
+  }
+  return {
+    ...(requirements ? { requirements } : {}),
+    ...(retries ? { retries } : {}),
+    env,
+    ...(options.project ? { project: options.project } : {}),
+    maxCost,
+  };
+}
+
+/** The body of POST /jobs. */
+function jobBody(
+  bundle: { bundle: string } | { uploadId: string },
+  command: readonly string[],
+  settings: JobSettings,
+): Record<string, unknown> {
+  return {
+    ...bundle,
+    command,
+    ...(settings.requirements ? { requirements: settings.requirements } : {}),
+    ...(settings.retries ? { retries: settings.retries } : {}),
+    ...(Object.keys(settings.env).length ? { env: settings.env } : {}),
+    ...(settings.project ? { project: settings.project } : {}),
+  };
+}
+
+function postJob(client: ApiClient, body: Record<string, unknown>, idempotencyKey: string) {
+  return client.send({ method: 'POST', path: '/jobs', body, headers: { 'idempotency-key': idempotencyKey } });
+}
+
+/**
+ * A failed POST /jobs whose request may have reached the platform (unreachable, or an unexpected answer) comes back
+ * with `advice` (how to re-run safely); any other error as it was.
+ */
+function mayHaveCreated(error: unknown, advice: string, details: Record<string, unknown>): unknown {
+  if (!mayHaveReached(error)) return error;
+  return new CliError(`${error.message}; ${advice}`, error.exitCode, error.code, {
+    ...(error.details ?? {}),
+    ...details,
+  });
+}
+
+/** Whether a failed request may still have reached the platform: unreachable, or an unexpected answer. */
+function mayHaveReached(error: unknown): error is CliError {
+  return (
+    error instanceof CliError && (error.exitCode === EXIT_CODES.unreachable || error.exitCode === EXIT_CODES.unexpected)
+  );
+}
+
 /** Builds the program; `registrars` add commands owned elsewhere (local mode's `local` and `demo`). */
 export function createProgram(
   deps: CliDeps,
@@ -212,7 +332,7 @@ export function createProgram(
   const estimateFor = async (
     client: ApiClient,
     packed: PackedProject,
-    command: string[],
+    command: readonly string[],
     options: RequirementOptions,
   ) => {
     const requirements = requirementsFrom(options);
@@ -223,6 +343,33 @@ export function createProgram(
     });
     return response.body;
   };
+
+  /**
+   * Asks on a terminal whether to submit at a cost over the threshold; stops (exit 2) unless the answer is yes.
+   * `what` names the figure: "estimate", or "total of the sweep's estimates".
+   */
+  const confirmOrStop = async (cost: number, maxCost: number, what: string) => {
+    if (!io.isTTY) {
+      throw new CliError(
+        `not submitted: the ${what} (${formatMoney(cost)}) is over the ${formatMoney(maxCost)} confirmation threshold and there is no terminal to ask; pass --yes or raise --max-cost`,
+        EXIT_CODES.usage,
+        'ConfirmationRequired',
+        { estimateUsd: cost, maxCostUsd: maxCost },
+      );
+    }
+    const yes = await io.confirm(`The ${what} is ${formatMoney(cost)} (over ${formatMoney(maxCost)}). Submit? [y/N] `);
+    if (!yes) throw new CliError('not submitted: you declined the confirmation', EXIT_CODES.usage, 'NotConfirmed');
+  };
+
+  /** The bundle as POST /jobs takes it: inline when small enough, else uploaded (once) and named by its id. */
+  const bundleFields = async (
+    client: ApiClient,
+    packed: PackedProject,
+    limits: BundleLimits,
+  ): Promise<{ bundle: string } | { uploadId: string }> =>
+    packed.bytes <= limits.maxInlineBytes
+      ? { bundle: packed.archive.toString('base64') }
+      : { uploadId: await uploadBundle(client, fetchImpl, packed) };
 
   /** Checks `--interval` and `--timeout` (before anything is sent: callers parse first); returns milliseconds. */
   type WatchTiming = { intervalMs: number; timeoutMs?: number };
@@ -271,58 +418,25 @@ export function createProgram(
     }
   };
 
-  addRequirements(
-    addCommon(
-      program
-        .command('submit')
-        .description('pack a project, show the estimate, and submit it as a job')
-        .argument('<dir>', 'project directory to pack (honours .gitignore and .trainyardignore)')
-        .argument('<command...>', 'command to run, after `--` (e.g. -- python train.py config/x.py)'),
+  addJobOptions(
+    addRequirements(
+      addCommon(
+        program
+          .command('submit')
+          .description('pack a project, show the estimate, and submit it as a job')
+          .argument('<dir>', 'project directory to pack (honours .gitignore and .trainyardignore)')
+          .argument('<command...>', 'command to run, after `--` (e.g. -- python train.py config/x.py)'),
+      ),
     ),
+    'the estimate',
   )
-    .option('--retries <n>', 'retry the job this many times when your code fails (0-10)')
-    .option('--backoff <duration>', 'wait between app-error retries, e.g. 60 or 2m (needs --retries)')
-    .option(
-      '--env <NAME=VALUE>',
-      'environment variable for your command (repeatable)',
-      (v: string, acc: string[]) => [...acc, v],
-      [],
-    )
-    .option('--project <name>', 'project the cost is booked to (a budget scope)')
-    .option('-y, --yes', 'submit without asking, whatever the estimate')
-    .option('--max-cost <usd>', 'ask before submitting when the estimate is above this', String(DEFAULT_CONFIRM_USD))
     .option('--wait', 'after submitting, watch the job until it ends (exit code by final state)')
     .option('--interval <seconds>', 'seconds between polls with --wait', DEFAULT_POLL_SECONDS)
     .option('--timeout <duration>', 'with --wait: stop watching after this long (exit 8; the job keeps running)')
     .option('--idempotency-key <key>', 'reuse a key to make a retried submit return the same job (default: new)')
     .action(async (dir: string, commandArgs: string[], options: SubmitOptions) => {
       const command = requireCommand(commandArgs);
-      const requirements = requirementsFrom(options);
-      const maxCost = parseUsd('--max-cost', options.maxCost);
-      const env = parseEnvPairs(options.env);
-      if (options.backoff !== undefined && options.retries === undefined) {
-        throw new CliError(
-          '--backoff needs --retries (the wait applies between app-error retries)',
-          EXIT_CODES.usage,
-          'InvalidOption',
-        );
-      }
-      const retries =
-        options.retries === undefined
-          ? undefined
-          : {
-              maxAppRetries: parseIntegerIn('--retries', options.retries, 0, 10),
-              ...(options.backoff === undefined
-                ? {}
-                : { backoffSeconds: parseSeconds('--backoff', options.backoff, 1, 3600) }),
-            };
-      if (options.project !== undefined && !/^[a-z0-9][a-z0-9._-]{0,63}$/.test(options.project)) {
-        throw new CliError(
-          `--project must be 1-64 characters of a-z, 0-9, '.', '_' and '-', starting with a letter or digit, got "${options.project}"`,
-          EXIT_CODES.usage,
-          'InvalidOption',
-        );
-      }
+      const settings = jobSettingsFrom(options);
       const idempotencyKey = options.idempotencyKey
         ? parseIdempotencyKey(options.idempotencyKey)
         : (deps.newIdempotencyKey ?? (() => `cli-${randomUUID()}`))();
@@ -349,52 +463,20 @@ export function createProgram(
         println('');
       }
       const cost = estimateCostForConfirmation(estimate);
-      if (cost !== undefined && cost > maxCost && !options.yes) {
-        if (!io.isTTY) {
-          throw new CliError(
-            `not submitted: the estimate (${formatMoney(cost)}) is over the ${formatMoney(maxCost)} confirmation threshold and there is no terminal to ask; pass --yes or raise --max-cost`,
-            EXIT_CODES.usage,
-            'ConfirmationRequired',
-            { estimateUsd: cost, maxCostUsd: maxCost },
-          );
-        }
-        const yes = await io.confirm(
-          `The estimate is ${formatMoney(cost)} (over ${formatMoney(maxCost)}). Submit? [y/N] `,
-        );
-        if (!yes) {
-          throw new CliError('not submitted: you declined the confirmation', EXIT_CODES.usage, 'NotConfirmed');
-        }
+      if (cost !== undefined && cost > settings.maxCost && !options.yes) {
+        await confirmOrStop(cost, settings.maxCost, 'estimate');
       }
 
-      const bundle =
-        packed.bytes <= limits.maxInlineBytes
-          ? { bundle: packed.archive.toString('base64') }
-          : { uploadId: await uploadBundle(client, fetchImpl, packed) };
-      const body = {
-        ...bundle,
-        command,
-        ...(requirements ? { requirements } : {}),
-        ...(retries ? { retries } : {}),
-        ...(Object.keys(env).length ? { env } : {}),
-        ...(options.project ? { project: options.project } : {}),
-      };
-      const response = await client
-        .send({ method: 'POST', path: '/jobs', body, headers: { 'idempotency-key': idempotencyKey } })
-        .catch((error: unknown) => {
-          // The request may have reached the platform before the failure: the same key makes a re-run safe.
-          if (
-            error instanceof CliError &&
-            (error.exitCode === EXIT_CODES.unreachable || error.exitCode === EXIT_CODES.unexpected)
-          ) {
-            throw new CliError(
-              `${error.message}; the job may have been created: re-run with --idempotency-key ${idempotencyKey} to get it rather than a second one`,
-              error.exitCode,
-              error.code,
-              { ...(error.details ?? {}), idempotencyKey },
-            );
-          }
-          throw error;
-        });
+      const bundle = await bundleFields(client, packed, limits);
+      const response = await postJob(client, jobBody(bundle, command, settings), idempotencyKey).catch(
+        (error: unknown) => {
+          throw mayHaveCreated(
+            error,
+            `the job may have been created: re-run with --idempotency-key ${idempotencyKey} to get it rather than a second one`,
+            { idempotencyKey },
+          );
+        },
+      );
       const job = jobOf(response.body);
       const jobId = typeof job.jobId === 'string' ? job.jobId : undefined;
       if (options.json) printJson(response.body);
@@ -405,6 +487,130 @@ export function createProgram(
         if (!options.wait && jobId) println(`Follow it: trainyard watch ${jobId}`);
       }
       if (options.wait && jobId) await watchJob(client, jobId, options, timing);
+    });
+
+  addJobOptions(
+    addRequirements(
+      addCommon(
+        program
+          .command('sweep')
+          .description('submit a project once per combination of parameter values (a hyper-parameter sweep)')
+          .argument('<dir>', 'project directory to pack (once, for every job)')
+          .argument('<command...>', 'command to run, after `--`, with {name} where a parameter goes'),
+      ),
+    ),
+    'the total of the estimates',
+  )
+    .option(
+      '--param <name=v1,v2,…>',
+      'a parameter and its values, used in the command as {name} (repeatable: the jobs are every combination)',
+      (v: string, acc: string[]) => [...acc, v],
+      [],
+    )
+    .option(
+      '--max-jobs <n>',
+      `refuse a sweep of more jobs than this (1-${MAX_SWEEP_JOBS})`,
+      String(DEFAULT_MAX_SWEEP_JOBS),
+    )
+    .option(
+      '--idempotency-key <key>',
+      "reuse the sweep's key to make a re-run submit only the jobs still missing (default: new)",
+    )
+    .action(async (dir: string, commandArgs: string[], options: SweepOptions) => {
+      const command = requireCommand(commandArgs);
+      const maxJobs = parseIntegerIn('--max-jobs', options.maxJobs, 1, MAX_SWEEP_JOBS);
+      const jobs = expandSweep(options.param.map(parseSweepParam), command, maxJobs);
+      const settings = jobSettingsFrom(options);
+      const sweepKey = options.idempotencyKey
+        ? parseIdempotencyKey(options.idempotencyKey)
+        : (deps.newIdempotencyKey ?? (() => `cli-${randomUUID()}`))();
+      if (sweepKey.length > MAX_SWEEP_KEY_LENGTH) {
+        throw new CliError(
+          `--idempotency-key may be at most ${MAX_SWEEP_KEY_LENGTH} characters for a sweep (each job's key adds -<n>), got ${sweepKey.length}`,
+          EXIT_CODES.usage,
+          'InvalidOption',
+        );
+      }
+      const limits = limitsFrom(deps);
+      const packed = packDirectory(dir, { maxBundleBytes: limits.maxBundleBytes });
+      const client = clientFor(options);
+
+      // Each combination is estimated on its own: the analysis reads hyper-parameters from the command.
+      const estimates: unknown[] = [];
+      for (const job of jobs) {
+        if (io.isTTY && !options.json) io.stdout(`\r\x1b[2KEstimating job ${job.index} of ${jobs.length}…`);
+        estimates.push(await estimateFor(client, packed, job.command, options));
+      }
+      if (io.isTTY && !options.json) io.stdout('\r\x1b[2K');
+      const reservations = estimates.map((e) => estimateCostForConfirmation(e) ?? 0);
+      const total = Math.round(reservations.reduce((sum, r) => sum + r, 0) * 100) / 100;
+      const available = num(estimates[0], 'budget.availableUsd');
+      if (!options.json) {
+        println(
+          `Packed ${packed.files.length} files from ${packed.root} (${packed.bytes} bytes, sha256 ${packed.sha256.slice(0, 12)})`,
+        );
+        println('');
+        println(formatSweepPlan(jobs, estimates));
+        println('');
+        println(
+          `${jobs.length} jobs reserve ${formatMoney(total)} in all${available === undefined ? '' : `; the team budget has ${formatMoney(available)} available`}.`,
+        );
+        if (available !== undefined && total > available) {
+          println(
+            'The cost gate will refuse the jobs the budget cannot hold when their turn comes (they end REJECTED); the others run.',
+          );
+        }
+      }
+      if (total > settings.maxCost && !options.yes) {
+        await confirmOrStop(total, settings.maxCost, 'total of the estimates');
+      }
+
+      const bundle = await bundleFields(client, packed, limits);
+      const submitted: Array<{ index: number; params: Record<string, string>; body: unknown }> = [];
+      for (const job of jobs) {
+        const response = await postJob(
+          client,
+          jobBody(bundle, job.command, settings),
+          sweepJobKey(sweepKey, job.index),
+        ).catch((error: unknown) => {
+          const done = submitted.map((s) => String(jobOf(s.body).jobId));
+          const before =
+            done.length === 0
+              ? 'no job was submitted before it'
+              : `${done.length === 1 ? 'job 1 was' : `jobs 1-${done.length} were`} submitted (${done.join(', ')})`;
+          const advice = `${before}; re-run with --idempotency-key ${sweepKey} to submit the rest without submitting any twice`;
+          const details = { idempotencyKey: sweepKey, submitted: done };
+          if (mayHaveReached(error))
+            throw mayHaveCreated(error, `job ${job.index} may have been created; ${advice}`, details);
+          if (!(error instanceof CliError)) throw error;
+          throw new CliError(`job ${job.index} of the sweep: ${error.message}; ${advice}`, error.exitCode, error.code, {
+            ...(error.details ?? {}),
+            ...details,
+          });
+        });
+        submitted.push({ index: job.index, params: { ...job.params }, body: response.body });
+        if (!options.json) {
+          const created = jobOf(response.body);
+          const params = Object.entries(job.params).map(([k, v]) => `${k}=${v}`);
+          const verb = at(response.body, 'replayed') === true ? 'Already submitted' : 'Submitted';
+          println(`${verb}: job ${String(created.jobId ?? '?')} (${params.join(' ')})`);
+        }
+      }
+      if (options.json) {
+        printJson({
+          idempotencyKey: sweepKey,
+          reservationUsd: total,
+          jobs: submitted.map((s, i) => ({
+            index: s.index,
+            params: s.params,
+            replayed: at(s.body, 'replayed') === true,
+            job: jobOf(s.body),
+            reservationUsd: reservations[i],
+          })),
+        });
+      } else {
+        println(`Follow them: trainyard jobs (re-run with --idempotency-key ${sweepKey} to resubmit safely)`);
+      }
     });
 
   addRequirements(

@@ -20,7 +20,8 @@ export function at(value: unknown, path: string): unknown {
   return current;
 }
 
-function num(value: unknown, path: string): number | undefined {
+/** The finite number at a dotted path, or undefined. */
+export function num(value: unknown, path: string): number | undefined {
   const v = at(value, path);
   return typeof v === 'number' && Number.isFinite(v) ? v : undefined;
 }
@@ -238,6 +239,31 @@ function estimateRuntime(response: unknown): string | undefined {
   const fig = perTier ? figure(perTier, 'runtimeSeconds', formatDuration) : undefined;
   if (fig) return fig;
   return seconds === undefined ? undefined : formatDuration(seconds);
+}
+
+/**
+ * A sweep's jobs before they are submitted: each combination's parameters, the tier its estimate chose, its runtime
+ * and what the budget gate will reserve for it (`estimates[i]` is job i's POST /estimate answer).
+ */
+export function formatSweepPlan(
+  jobs: ReadonlyArray<{ index: number; params: Readonly<Record<string, string>> }>,
+  estimates: readonly unknown[],
+): string {
+  const names = Object.keys(jobs[0]?.params ?? {});
+  const table = [['#', ...names.map((n) => n.toUpperCase()), 'TIER', 'RUNTIME', 'RESERVES']];
+  jobs.forEach((job, i) => {
+    const estimate = estimates[i];
+    const reservation = estimateCostForConfirmation(estimate);
+    const runtime = num(estimate, 'estimate.runtimeSeconds') ?? num(estimate, 'runtime.value');
+    table.push([
+      String(job.index),
+      ...names.map((n) => job.params[n] ?? ''),
+      estimateTier(estimate) ?? '?',
+      runtime === undefined ? '?' : formatDuration(runtime),
+      reservation === undefined ? '?' : formatMoney(reservation),
+    ]);
+  });
+  return alignTable(table);
 }
 
 /** The job record inside a GET /jobs/{id} (or POST /jobs, DELETE) answer: `job`, or the body itself. */

@@ -253,6 +253,123 @@ describe('submit', () => {
   });
 });
 
+describe('sweep', () => {
+  const SWEEP = ['--param', 'lr=1e-3,3e-4', '--param', 'seed=1,2'];
+  const COMMAND = ['--', 'python', 'train.py', '--lr={lr}', '--seed={seed}'];
+
+  it('estimates each combination, then submits one job each from one bundle, keyed by the sweep', async () => {
+    const key = `sweep-${Date.now()}`;
+    const run = await cli(['sweep', CPU_TINY, ...SWEEP, '--yes', '--idempotency-key', key, ...COMMAND]);
+
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(EXIT_CODES.ok);
+    expect(requests).toEqual([...new Array(4).fill('POST /estimate'), ...new Array(4).fill('POST /jobs')]);
+    // The plan, then one line per job, the first parameter varying slowest.
+    expect(run.stdout).toMatch(/#\s+LR\s+SEED\s+TIER\s+RUNTIME\s+RESERVES/);
+    expect(run.stdout).toMatch(/4 jobs reserve \$[\d.]+ in all; the team budget has \$[\d,.]+ available\./);
+    const submitted = [...run.stdout.matchAll(/Submitted: job (\S+) \((.*)\)/g)].map((m) => [m[1], m[2]]);
+    expect(submitted.map(([, params]) => params)).toEqual([
+      'lr=1e-3 seed=1',
+      'lr=1e-3 seed=2',
+      'lr=3e-4 seed=1',
+      'lr=3e-4 seed=2',
+    ]);
+    const jobs = await Promise.all(submitted.map(([jobId]) => bench.jobs.requireJob(jobId ?? '')));
+    expect(jobs.map((j) => j.command)).toEqual([
+      ['python', 'train.py', '--lr=1e-3', '--seed=1'],
+      ['python', 'train.py', '--lr=1e-3', '--seed=2'],
+      ['python', 'train.py', '--lr=3e-4', '--seed=1'],
+      ['python', 'train.py', '--lr=3e-4', '--seed=2'],
+    ]);
+    const sha256 = packDirectory(CPU_TINY, LIMITS).sha256;
+    expect(new Set(jobs.map((j) => j.bundle.sha256))).toEqual(new Set([sha256]));
+    expect(run.stdout).toContain(`re-run with --idempotency-key ${key} to resubmit safely`);
+  });
+
+  it('re-run with the same key submits nothing twice: every job comes back as already submitted', async () => {
+    const key = `sweep-again-${Date.now()}`;
+    const args = ['sweep', CPU_TINY, ...SWEEP, '--yes', '--json', '--idempotency-key', key, ...COMMAND];
+    const first = JSON.parse((await cli(args)).stdout) as {
+      idempotencyKey: string;
+      reservationUsd: number;
+      jobs: Array<{ index: number; params: Record<string, string>; replayed: boolean; job: { jobId: string } }>;
+    };
+    const second = JSON.parse((await cli(args)).stdout) as typeof first;
+
+    expect(first.idempotencyKey).toBe(key);
+    expect(first.jobs.map((j) => [j.index, j.params, j.replayed])).toEqual([
+      [1, { lr: '1e-3', seed: '1' }, false],
+      [2, { lr: '1e-3', seed: '2' }, false],
+      [3, { lr: '3e-4', seed: '1' }, false],
+      [4, { lr: '3e-4', seed: '2' }, false],
+    ]);
+    expect(second.jobs.map((j) => j.job.jobId)).toEqual(first.jobs.map((j) => j.job.jobId));
+    expect(second.jobs.every((j) => j.replayed)).toBe(true);
+    expect(first.reservationUsd).toBeGreaterThan(0);
+    expect(second.reservationUsd).toBe(first.reservationUsd);
+    for (const j of first.jobs) expect(bench.recorded.executions.get(j.job.jobId)).toEqual({ jobId: j.job.jobId });
+  });
+
+  it('uploads a bundle over the inline limit once for the whole sweep', async () => {
+    const dir = project({ 'weights.bin': randomBytes(20 * 1024) });
+    const run = await cli(['sweep', dir, '--param', 'seed=1,2,3', '--yes', '--', 'python', 'train.py', '{seed}']);
+    expect(run.code, run.stderr).toBe(EXIT_CODES.ok);
+    expect(requests.filter((r) => r === 'POST /uploads')).toHaveLength(1);
+    expect(requests.filter((r) => r === 'POST /jobs')).toHaveLength(3);
+  });
+
+  it.each([
+    [
+      ['--param', 'lr=1e-3'],
+      ['python', 'train.py', '--lr={lr}', '--seed={seed}'],
+      'the command uses {seed}, which no --param declares; declared: lr',
+    ],
+    [
+      ['--param', 'lr=1e-3', '--param', 'seed=1'],
+      ['python', 'train.py', '--lr={lr}'],
+      '--param seed is not used in the command: put {seed} where its value goes',
+    ],
+    [[], ['python', 'train.py'], 'a sweep needs at least one --param name=value1,value2,…'],
+    [['--param', 'lr='], ['python', 'train.py', '{lr}'], '--param lr: values must not be empty'],
+    [['--param', '1lr=1'], ['python', 'train.py', '{lr}'], '--param must be name=value1,value2,…'],
+    [['--param', 'lr=1,1'], ['python', 'train.py', '{lr}'], '--param lr: value "1" is given twice'],
+    [
+      ['--param', 'a=1,2,3,4,5,6,7,8', '--param', 'b=1,2,3,4,5,6,7,8', '--max-jobs', '60'],
+      ['python', 'train.py', '{a}', '{b}'],
+      'the sweep has 64 jobs (8 a × 8 b), over --max-jobs 60',
+    ],
+  ])('refuses %j with %j before any request (exit 2): %s', async (params, command, message) => {
+    const before = await bench.snapshot();
+    const run = await cli(['sweep', CPU_TINY, ...params, '--yes', '--', ...command]);
+    expect(run.code).toBe(EXIT_CODES.usage);
+    expect(run.stderr).toContain(message);
+    expect(requests).toEqual([]);
+    expect(await bench.snapshot()).toEqual(before);
+  });
+
+  it('asks before submitting when the total of the estimates is over --max-cost, and submits nothing without a yes', async () => {
+    const before = await bench.snapshot();
+    const run = await cli(['sweep', CPU_TINY, ...SWEEP, '--max-cost', '0', ...COMMAND]);
+    expect(run.code).toBe(EXIT_CODES.usage);
+    expect(run.stderr).toMatch(
+      /^trainyard: not submitted: the total of the estimates \(\$[\d.]+\) is over the \$0\.00 confirmation threshold and there is no terminal to ask; pass --yes or raise --max-cost\n$/,
+    );
+    expect(requests).toEqual(new Array(4).fill('POST /estimate'));
+    expect(await bench.snapshot()).toEqual(before);
+
+    const declined = await cli(['sweep', CPU_TINY, ...SWEEP, '--max-cost', '0', ...COMMAND], {
+      tty: true,
+      answer: false,
+    });
+    expect(declined.code).toBe(EXIT_CODES.usage);
+    expect(declined.prompts).toHaveLength(1);
+    expect(declined.prompts[0]).toMatch(
+      /^The total of the estimates is \$[\d.]+ \(over \$0\.00\)\. Submit\? \[y\/N\] $/,
+    );
+    expect(await bench.snapshot()).toEqual(before);
+  });
+});
+
 describe('reaching local mode', () => {
   it('says local mode is not running (exit 6) when there is no state file', async () => {
     const empty = mkdtempSync(join(scratch, 'empty-'));
@@ -713,6 +830,46 @@ describe('a deployed stack (--api)', () => {
       expect(run.code).toBe(EXIT_CODES.unexpected);
       expect(run.stderr).toBe(
         'trainyard: internal error; the job may have been created: re-run with --idempotency-key cli-fixed-key to get it rather than a second one\n',
+      );
+    } finally {
+      await api.close();
+    }
+  });
+
+  it('names the jobs a sweep submitted and the key to submit the rest when a POST /jobs fails part-way', async () => {
+    const keys: string[] = [];
+    const api = await scriptedApi((_method, path, headers) => {
+      if (path === '/estimate') return { body: { tier: 'cpu-small', estimate: { reservationUsd: 0.01 } } };
+      keys.push(String(headers['idempotency-key']));
+      if (keys.length === 2) return { status: 500, body: { error: { code: 'internal', message: 'internal error' } } };
+      return { status: 202, body: { job: { jobId: `j-${keys.length}`, state: 'SUBMITTED' }, replayed: false } };
+    });
+    try {
+      const run = await cli(
+        [
+          'sweep',
+          CPU_TINY,
+          '--api',
+          api.url,
+          '--region',
+          'us-east-1',
+          '--param',
+          'seed=1,2,3',
+          '--',
+          'python',
+          'train.py',
+          '{seed}',
+        ],
+        {
+          credentials: async () => ({ accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'secret' }),
+          newIdempotencyKey: () => 'cli-sweep-key',
+        },
+      );
+      expect(run.code).toBe(EXIT_CODES.unexpected);
+      expect(keys).toEqual(['cli-sweep-key-1', 'cli-sweep-key-2']);
+      expect(run.stdout).toContain('Submitted: job j-1 (seed=1)');
+      expect(run.stderr).toBe(
+        'trainyard: internal error; job 2 may have been created; job 1 was submitted (j-1); re-run with --idempotency-key cli-sweep-key to submit the rest without submitting any twice\n',
       );
     } finally {
       await api.close();

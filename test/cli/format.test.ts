@@ -8,6 +8,7 @@ import {
   formatDuration,
   formatMoney,
   formatRate,
+  formatSweepPlan,
   jobView,
   logLinesOf,
   progressBar,
@@ -206,5 +207,24 @@ describe('logs --follow prints each line once', () => {
   it('reads lines as strings or { timestamp, message } objects', () => {
     expect(logLinesOf({ lines: ['a', 'b'] })).toEqual([l('a'), l('b')]);
     expect(logLinesOf({ events: [{ timestamp: 5, message: 'x' }, { bogus: 1 }] })).toEqual([l('x', 5)]);
+  });
+});
+
+describe('formatSweepPlan', () => {
+  it('shows one row per job: its parameters, tier, runtime and reservation, "?" where the estimate lacks one', () => {
+    const jobs = [
+      { index: 1, params: { lr: '1e-3', n_layer: '2' } },
+      { index: 2, params: { lr: '3e-4', n_layer: '12' } },
+    ];
+    const estimates = [
+      { tier: 'gpu-small', estimate: { runtimeSeconds: 5400, reservationUsd: 1.25 } },
+      { tier: 'gpu-medium', runtime: { value: 90 } },
+    ];
+
+    expect(formatSweepPlan(jobs, estimates).split('\n')).toEqual([
+      '#  LR    N_LAYER  TIER        RUNTIME  RESERVES',
+      '1  1e-3  2        gpu-small   1h 30m   $1.25',
+      '2  3e-4  12       gpu-medium  1m 30s   ?',
+    ]);
   });
 });
