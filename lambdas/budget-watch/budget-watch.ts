@@ -293,9 +293,9 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     const period = periodOf(new Date(nowMs));
     for (const [team, usdPerHour] of spendRate) {
       datums.push({ metric: 'SpendRate', value: Math.round(usdPerHour * 10_000) / 10_000, dimensions: { Team: team } });
-      const usage = await plane.ledger.usage(formatScope('team', team), period);
-      if (usage?.percentUsed !== undefined && usage.percentUsed !== null) {
-        datums.push({ metric: 'BudgetUsed', value: usage.percentUsed, dimensions: { Team: team } });
+      const percentUsed = (await plane.ledger.usage(formatScope('team', team), period))?.percentUsed;
+      if (typeof percentUsed === 'number') {
+        datums.push({ metric: 'BudgetUsed', value: percentUsed, dimensions: { Team: team } });
       }
     }
     for (const { tier, available } of spotSeen) {

@@ -41,6 +41,21 @@ export function platformMetric(
   });
 }
 
+/** A third-of-a-row graph whose left axis starts at 0 (counts, dollars, percentages). */
+function graph(
+  title: string,
+  left: cloudwatch.IMetric[],
+  options: Omit<cloudwatch.GraphWidgetProps, 'title' | 'left' | 'width'> = {},
+): cloudwatch.GraphWidget {
+  return new cloudwatch.GraphWidget({
+    title,
+    width: 8,
+    left,
+    leftYAxis: { min: 0, showUnits: false },
+    ...options,
+  });
+}
+
 /**
  * The CloudWatch dashboard an operator opens first: what runs and waits, what it costs per team against budgets,
  * spot capacity and reclaims per tier (Trainyard's own metrics, domain/platform-metrics.ts), then the control
@@ -64,6 +79,7 @@ export class OperationsDashboard extends Construct {
     const spotTiers = config.tiers.filter((t) => t.spotAllowed).map((t) => t.id);
     const probedTiers = config.tiers.filter(keepsTierSpotRecord).map((t) => t.id);
     const percent = (fraction: number) => Math.round(fraction * 10_000) / 100;
+    const machine = props.stateMachine;
     const metricsNote = config.observability.platformMetrics
       ? ''
       : ' Platform metrics are off (`observability.platformMetrics`), so the first two rows stay empty.';
@@ -83,96 +99,82 @@ export class OperationsDashboard extends Construct {
           }),
         ],
         [
-          new cloudwatch.GraphWidget({
-            title: 'Jobs running and waiting',
-            width: 8,
-            left: [
-              platformMetric('RunningJobs', { Capacity: 'spot' }, { label: 'running on spot' }),
-              platformMetric('RunningJobs', { Capacity: 'on-demand' }, { label: 'running on on-demand' }),
-              platformMetric('WaitingJobs', {}, { label: 'waiting' }),
-            ],
-            leftYAxis: { min: 0, showUnits: false },
-          }),
-          new cloudwatch.GraphWidget({
-            title: 'Job executions per hour',
-            width: 8,
-            left: (
+          graph('Jobs running and waiting', [
+            platformMetric('RunningJobs', { Capacity: 'spot' }, { label: 'running on spot' }),
+            platformMetric('RunningJobs', { Capacity: 'on-demand' }, { label: 'running on on-demand' }),
+            platformMetric('WaitingJobs', {}, { label: 'waiting' }),
+          ]),
+          graph(
+            'Job executions per hour',
+            (
               [
-                ['started', props.stateMachine.metricStarted.bind(props.stateMachine)],
-                ['succeeded', props.stateMachine.metricSucceeded.bind(props.stateMachine)],
-                ['failed', props.stateMachine.metricFailed.bind(props.stateMachine)],
-                ['aborted', props.stateMachine.metricAborted.bind(props.stateMachine)],
-                ['timed out', props.stateMachine.metricTimedOut.bind(props.stateMachine)],
+                ['started', machine.metricStarted],
+                ['succeeded', machine.metricSucceeded],
+                ['failed', machine.metricFailed],
+                ['aborted', machine.metricAborted],
+                ['timed out', machine.metricTimedOut],
               ] as const
-            ).map(([label, metric]) => metric({ label, period: COUNT_PERIOD, statistic: cloudwatch.Stats.SUM })),
-            leftYAxis: { min: 0, showUnits: false },
-          }),
-          new cloudwatch.GraphWidget({
-            title: 'Spot interruptions per hour, by tier',
-            width: 8,
-            left: spotTiers.map((tier) => platformMetric('SpotInterruptions', { Tier: tier }, { label: tier })),
-            leftYAxis: { min: 0, showUnits: false },
-          }),
+            ).map(([label, metric]) =>
+              metric.call(machine, { label, period: COUNT_PERIOD, statistic: cloudwatch.Stats.SUM }),
+            ),
+          ),
+          graph(
+            'Spot interruptions per hour, by tier',
+            spotTiers.map((tier) => platformMetric('SpotInterruptions', { Tier: tier }, { label: tier })),
+          ),
         ],
         [
-          new cloudwatch.GraphWidget({
-            title: 'Spend rate by team, USD/h',
-            width: 8,
-            stacked: true,
-            left: teams.map((team) => platformMetric('SpendRate', { Team: team }, { label: team })),
-            leftYAxis: { min: 0, showUnits: false },
-          }),
-          new cloudwatch.GraphWidget({
-            title: 'Budget used this month by team, %',
-            width: 8,
-            left: teams.map((team) => platformMetric('BudgetUsed', { Team: team }, { label: team })),
-            leftYAxis: { min: 0, showUnits: false },
-            leftAnnotations: [
-              { value: percent(config.budgets.warnThreshold), label: 'warn', color: cloudwatch.Color.ORANGE },
-              { value: percent(config.budgets.blockThreshold), label: 'block', color: cloudwatch.Color.RED },
-            ],
-          }),
-          new cloudwatch.GraphWidget({
-            title: 'Spot capacity seen by the probe (1 = available)',
-            width: 8,
-            left: probedTiers.map((tier) => platformMetric('SpotAvailable', { Tier: tier }, { label: tier })),
-            leftYAxis: { min: 0, max: 1, showUnits: false },
-          }),
+          graph(
+            'Spend rate by team, USD/h',
+            teams.map((team) => platformMetric('SpendRate', { Team: team }, { label: team })),
+            { stacked: true },
+          ),
+          graph(
+            'Budget used this month by team, %',
+            teams.map((team) => platformMetric('BudgetUsed', { Team: team }, { label: team })),
+            {
+              leftAnnotations: [
+                { value: percent(config.budgets.warnThreshold), label: 'warn', color: cloudwatch.Color.ORANGE },
+                { value: percent(config.budgets.blockThreshold), label: 'block', color: cloudwatch.Color.RED },
+              ],
+            },
+          ),
+          graph(
+            'Spot capacity seen by the probe (1 = available)',
+            probedTiers.map((tier) => platformMetric('SpotAvailable', { Tier: tier }, { label: tier })),
+            { leftYAxis: { min: 0, max: 1, showUnits: false } },
+          ),
         ],
         [
-          new cloudwatch.GraphWidget({
-            title: 'Function errors per 5 minutes',
-            width: 8,
-            left: functions.map((fn) =>
+          graph(
+            'Function errors per 5 minutes',
+            functions.map((fn) =>
               fn.metricErrors({ label: fn.handlerName, period: GAUGE_PERIOD, statistic: cloudwatch.Stats.SUM }),
             ),
-            leftYAxis: { min: 0, showUnits: false },
-          }),
-          new cloudwatch.GraphWidget({
-            title: 'Function duration p99, ms',
-            width: 8,
-            left: functions.map((fn) =>
+          ),
+          graph(
+            'Function duration p99, ms',
+            functions.map((fn) =>
               fn.metricDuration({ label: fn.handlerName, period: GAUGE_PERIOD, statistic: cloudwatch.Stats.p(99) }),
             ),
-            leftYAxis: { min: 0, showUnits: false },
-          }),
-          new cloudwatch.GraphWidget({
-            title: 'HTTP API',
-            width: 8,
-            left: [
+          ),
+          graph(
+            'HTTP API',
+            [
               props.httpApi.metricClientError({ label: '4xx', period: GAUGE_PERIOD, statistic: cloudwatch.Stats.SUM }),
               props.httpApi.metricServerError({ label: '5xx', period: GAUGE_PERIOD, statistic: cloudwatch.Stats.SUM }),
             ],
-            right: [
-              props.httpApi.metricLatency({
-                label: 'latency p99, ms',
-                period: GAUGE_PERIOD,
-                statistic: cloudwatch.Stats.p(99),
-              }),
-            ],
-            leftYAxis: { min: 0, showUnits: false },
-            rightYAxis: { min: 0, showUnits: false },
-          }),
+            {
+              right: [
+                props.httpApi.metricLatency({
+                  label: 'latency p99, ms',
+                  period: GAUGE_PERIOD,
+                  statistic: cloudwatch.Stats.p(99),
+                }),
+              ],
+              rightYAxis: { min: 0, showUnits: false },
+            },
+          ),
         ],
         [
           new cloudwatch.AlarmStatusWidget({
