@@ -133,6 +133,9 @@ interface SubmitOptions extends JobOptions {
 interface SweepOptions extends JobOptions {
   param: string[];
   maxJobs: string;
+  wait?: boolean;
+  interval: string;
+  timeout?: string;
 }
 
 /** What a submission sends besides its bundle and command, and its confirmation threshold, checked. */
@@ -378,6 +381,73 @@ export function createProgram(
     ...(options.timeout === undefined ? {} : { timeoutMs: parseSeconds('--timeout', options.timeout) * 1000 }),
   });
 
+  /** `--wait`'s timing for a submission: `--timeout` only bounds a watch that `--wait` asked for. */
+  const waitTimingFrom = (options: WatchOptions & { wait?: boolean }): WatchTiming => {
+    if (options.timeout !== undefined && !options.wait) {
+      throw new CliError(
+        '--timeout needs --wait (it bounds the watch after submitting)',
+        EXIT_CODES.usage,
+        'InvalidOption',
+      );
+    }
+    return watchTimingFrom(options);
+  };
+
+  /**
+   * Follows a sweep's jobs until every one has ended: a line each time a job changes state, then how many ended how.
+   * The exit code is the first job's (by index) that did not succeed, or 0; `--timeout` as for `watch`.
+   */
+  const watchSweep = async (
+    client: ApiClient,
+    jobs: ReadonlyArray<{ index: number; params: Readonly<Record<string, string>>; jobId: string }>,
+    options: WatchOptions,
+    timing: WatchTiming,
+  ) => {
+    const giveUpAt = timing.timeoutMs === undefined ? undefined : now() + timing.timeoutMs;
+    const last = new Map<string, string>();
+    const ended = new Map<string, string>();
+    for (;;) {
+      for (const job of jobs) {
+        if (ended.has(job.jobId)) continue;
+        const { body } = await client.send({ method: 'GET', path: `/jobs/${encodeURIComponent(job.jobId)}` });
+        const view = jobView(body);
+        const state = view.state ?? 'UNKNOWN';
+        if (last.get(job.jobId) !== state) {
+          last.set(job.jobId, state);
+          const why = view.reason && state !== 'SUCCEEDED' && isTerminalState(state) ? view.reason : undefined;
+          if (options.json) {
+            io.stdout(
+              `${JSON.stringify({ index: job.index, jobId: job.jobId, state, ...(why ? { reason: why } : {}) })}\n`,
+            );
+          } else {
+            const params = Object.entries(job.params).map(([k, v]) => `${k}=${v}`);
+            println(`job ${job.index} ${job.jobId} (${params.join(' ')}): ${state}${why ? ` — ${why}` : ''}`);
+          }
+        }
+        if (isTerminalState(state)) ended.set(job.jobId, state);
+      }
+      if (ended.size === jobs.length) break;
+      const left = giveUpAt === undefined ? timing.intervalMs : giveUpAt - now();
+      if (left <= 0) {
+        const open = jobs.filter((j) => !ended.has(j.jobId)).map((j) => j.jobId);
+        throw new CliError(
+          `${open.length} of the sweep's ${jobs.length} jobs have not ended after --timeout ${options.timeout}; they keep running: follow them with \`trainyard jobs\`, or stop one with \`trainyard cancel <job>\``,
+          EXIT_CODES.watchTimedOut,
+          'WatchTimedOut',
+          { running: open },
+        );
+      }
+      await sleep(Math.min(timing.intervalMs, left));
+    }
+    const counts = new Map<string, number>();
+    for (const state of ended.values()) counts.set(state, (counts.get(state) ?? 0) + 1);
+    if (!options.json) {
+      println(`Sweep ended: ${[...counts].map(([state, n]) => `${n} ${state}`).join(', ')}`);
+    }
+    const unsuccessful = jobs.find((j) => ended.get(j.jobId) !== 'SUCCEEDED');
+    setExitCode(unsuccessful ? exitCodeForJobState(ended.get(unsuccessful.jobId) ?? '') : EXIT_CODES.ok);
+  };
+
   const watchJob = async (client: ApiClient, jobId: string, options: WatchOptions, timing: WatchTiming) => {
     const { intervalMs, timeoutMs } = timing;
     const giveUpAt = timeoutMs === undefined ? undefined : now() + timeoutMs;
@@ -440,14 +510,7 @@ export function createProgram(
       const idempotencyKey = options.idempotencyKey
         ? parseIdempotencyKey(options.idempotencyKey)
         : (deps.newIdempotencyKey ?? (() => `cli-${randomUUID()}`))();
-      if (options.timeout !== undefined && !options.wait) {
-        throw new CliError(
-          '--timeout needs --wait (it bounds the watch after submitting)',
-          EXIT_CODES.usage,
-          'InvalidOption',
-        );
-      }
-      const timing = watchTimingFrom(options);
+      const timing = waitTimingFrom(options);
       const limits = limitsFrom(deps);
       const packed = packDirectory(dir, { maxBundleBytes: limits.maxBundleBytes });
       const client = clientFor(options);
@@ -512,6 +575,9 @@ export function createProgram(
       `refuse a sweep of more jobs than this (1-${MAX_SWEEP_JOBS})`,
       String(DEFAULT_MAX_SWEEP_JOBS),
     )
+    .option('--wait', 'after submitting, follow every job until all have ended (exit code by the first that failed)')
+    .option('--interval <seconds>', 'seconds between polls with --wait', DEFAULT_POLL_SECONDS)
+    .option('--timeout <duration>', 'with --wait: stop following after this long (exit 8; the jobs keep running)')
     .option(
       '--idempotency-key <key>',
       "reuse the sweep's key to make a re-run submit only the jobs still missing (default: new)",
@@ -521,6 +587,7 @@ export function createProgram(
       const maxJobs = parseIntegerIn('--max-jobs', options.maxJobs, 1, MAX_SWEEP_JOBS);
       const jobs = expandSweep(options.param.map(parseSweepParam), command, maxJobs);
       const settings = jobSettingsFrom(options);
+      const timing = waitTimingFrom(options);
       const sweepKey = options.idempotencyKey
         ? parseIdempotencyKey(options.idempotencyKey)
         : (deps.newIdempotencyKey ?? (() => `cli-${randomUUID()}`))();
@@ -608,8 +675,16 @@ export function createProgram(
             reservationUsd: reservations[i],
           })),
         });
-      } else {
+      } else if (!options.wait) {
         println(`Follow them: trainyard jobs (re-run with --idempotency-key ${sweepKey} to resubmit safely)`);
+      }
+      if (options.wait) {
+        const followed = submitted.map((s) => ({
+          index: s.index,
+          params: s.params,
+          jobId: String(jobOf(s.body).jobId),
+        }));
+        await watchSweep(client, followed, options, timing);
       }
     });
 

@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { JobState } from '../../lambdas/domain/job';
 import { jobKeysFor } from '../../lambdas/domain/workspace-layout';
 import { type CliDeps, runCli } from '../../lib/cli/commands';
 import { EXIT_CODES } from '../../lib/cli/exit-codes';
@@ -345,6 +346,104 @@ describe('sweep', () => {
     expect(run.stderr).toContain(message);
     expect(requests).toEqual([]);
     expect(await bench.snapshot()).toEqual(before);
+  });
+
+  /** The jobs a sweep over `run=<tags>` submitted, in the order of the tags. */
+  async function sweepJobs(tags: readonly string[]) {
+    const submitted = await bench.jobs.listJobsInStates(['nlp'], ['SUBMITTED']);
+    return tags.map((tag) => submitted.find((j) => j.command.at(-1) === tag)?.jobId ?? '');
+  }
+
+  it('--wait follows every job to its end, a line per change, and exits by the first job that did not succeed', async () => {
+    const tags = [`ok-${Date.now()}`, `bad-${Date.now()}`];
+    // Each wait between polls moves the jobs one step on, as the lifecycle would.
+    let ids: string[] | undefined;
+    const all = (from: JobState, to: JobState) => (ids: string[]) =>
+      Promise.all(ids.map((id) => bench.jobs.transition(id, [from], to)));
+    const steps: Array<(ids: string[]) => Promise<unknown>> = [
+      all('SUBMITTED', 'ANALYZING'),
+      all('ANALYZING', 'WAITING'),
+      all('WAITING', 'RUNNING'),
+      async ([ok]) => bench.jobs.transition(ok ?? '', ['RUNNING'], 'SUCCEEDED'),
+      async ([, bad]) => bench.jobs.transition(bad ?? '', ['RUNNING'], 'FAILED', { reason: 'exit code 1' }),
+    ];
+    const run = await cli(
+      [
+        'sweep',
+        CPU_TINY,
+        '--param',
+        `run=${tags.join(',')}`,
+        '--yes',
+        '--wait',
+        '--interval',
+        '1',
+        '--',
+        'python',
+        'train.py',
+        '{run}',
+      ],
+      {
+        sleep: async () => {
+          ids ??= await sweepJobs(tags);
+          await steps.shift()?.(ids);
+        },
+      },
+    );
+
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(EXIT_CODES.jobUnsuccessful);
+    const [ok, bad] = (run.stdout.match(/Submitted: job (\S+)/g) ?? []).map((line) => line.split(' ')[2]);
+    const changes = run.stdout.split('\n').filter((line) => line.startsWith('job '));
+    expect(changes).toEqual([
+      `job 1 ${ok} (run=${tags[0]}): SUBMITTED`,
+      `job 2 ${bad} (run=${tags[1]}): SUBMITTED`,
+      `job 1 ${ok} (run=${tags[0]}): ANALYZING`,
+      `job 2 ${bad} (run=${tags[1]}): ANALYZING`,
+      `job 1 ${ok} (run=${tags[0]}): WAITING`,
+      `job 2 ${bad} (run=${tags[1]}): WAITING`,
+      `job 1 ${ok} (run=${tags[0]}): RUNNING`,
+      `job 2 ${bad} (run=${tags[1]}): RUNNING`,
+      `job 1 ${ok} (run=${tags[0]}): SUCCEEDED`,
+      `job 2 ${bad} (run=${tags[1]}): FAILED — exit code 1`,
+    ]);
+    expect(run.stdout).toContain('Sweep ended: 1 SUCCEEDED, 1 FAILED');
+    expect(run.stdout).not.toContain('Follow them');
+  });
+
+  it('--wait stops after --timeout with exit 8, naming how many jobs still run; --timeout alone is refused', async () => {
+    let t = Date.parse('2026-11-21T12:00:00Z');
+    const run = await cli(
+      [
+        'sweep',
+        CPU_TINY,
+        '--param',
+        `run=t1-${Date.now()},t2-${Date.now()}`,
+        '--yes',
+        '--wait',
+        '--timeout',
+        '10',
+        '--',
+        'python',
+        'train.py',
+        '{run}',
+      ],
+      {
+        now: () => t,
+        sleep: async (ms) => {
+          t += ms;
+        },
+      },
+    );
+    expect(run.code).toBe(EXIT_CODES.watchTimedOut);
+    expect(run.stderr).toBe(
+      "trainyard: 2 of the sweep's 2 jobs have not ended after --timeout 10; they keep running: follow them with `trainyard jobs`, or stop one with `trainyard cancel <job>`\n",
+    );
+
+    requests = [];
+    const refused = await cli(['sweep', CPU_TINY, ...SWEEP, '--timeout', '10', ...COMMAND]);
+    expect(refused.code).toBe(EXIT_CODES.usage);
+    expect(refused.stderr).toBe('trainyard: --timeout needs --wait (it bounds the watch after submitting)\n');
+    expect(requests).toEqual([]);
   });
 
   it('asks before submitting when the total of the estimates is over --max-cost, and submits nothing without a yes', async () => {
