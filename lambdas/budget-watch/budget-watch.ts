@@ -77,8 +77,6 @@ export class DecisionNotRecorded extends Error {
   override name = 'DecisionNotRecorded';
 }
 
-/** Raised when a job names a tier the deployed configuration does not define. */
-
 /** Options of the watch. */
 export interface BudgetWatchOptions {
   /** Most running jobs (and, separately, paused jobs) handled per run. @default 100 */

@@ -381,6 +381,13 @@ export function createProgram(
     ...(options.timeout === undefined ? {} : { timeoutMs: parseSeconds('--timeout', options.timeout) * 1000 }),
   });
 
+  /** Sleeps until the next poll, or throws `timedOut()` when `--timeout` (ending at `giveUpAt`) has run out. */
+  const untilNextPoll = async (intervalMs: number, giveUpAt: number | undefined, timedOut: () => CliError) => {
+    const left = giveUpAt === undefined ? intervalMs : giveUpAt - now();
+    if (left <= 0) throw timedOut();
+    await sleep(Math.min(intervalMs, left));
+  };
+
   /** `--wait`'s timing for a submission: `--timeout` only bounds a watch that `--wait` asked for. */
   const waitTimingFrom = (options: WatchOptions & { wait?: boolean }): WatchTiming => {
     if (options.timeout !== undefined && !options.wait) {
@@ -427,17 +434,15 @@ export function createProgram(
         if (isTerminalState(state)) ended.set(job.jobId, state);
       }
       if (ended.size === jobs.length) break;
-      const left = giveUpAt === undefined ? timing.intervalMs : giveUpAt - now();
-      if (left <= 0) {
+      await untilNextPoll(timing.intervalMs, giveUpAt, () => {
         const open = jobs.filter((j) => !ended.has(j.jobId)).map((j) => j.jobId);
-        throw new CliError(
+        return new CliError(
           `${open.length} of the sweep's ${jobs.length} jobs have not ended after --timeout ${options.timeout}; they keep running: follow them with \`trainyard jobs\`, or stop one with \`trainyard cancel <job>\``,
           EXIT_CODES.watchTimedOut,
           'WatchTimedOut',
           { running: open },
         );
-      }
-      await sleep(Math.min(timing.intervalMs, left));
+      });
     }
     const counts = new Map<string, number>();
     for (const state of ended.values()) counts.set(state, (counts.get(state) ?? 0) + 1);
@@ -473,18 +478,16 @@ export function createProgram(
         setExitCode(exitCodeForJobState(view.state ?? ''));
         return;
       }
-      const left = giveUpAt === undefined ? intervalMs : giveUpAt - now();
-      if (left <= 0) {
+      await untilNextPoll(intervalMs, giveUpAt, () => {
         if (io.isTTY && !options.json) io.stdout('\n');
         const state = view.state ?? 'in an unknown state';
-        throw new CliError(
+        return new CliError(
           `job ${jobId} is still ${state} after --timeout ${options.timeout}; it keeps running: watch it again, or stop it with \`trainyard cancel ${jobId}\``,
           EXIT_CODES.watchTimedOut,
           'WatchTimedOut',
           { jobId, state: view.state ?? null },
         );
-      }
-      await sleep(Math.min(intervalMs, left));
+      });
     }
   };
 

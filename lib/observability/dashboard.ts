@@ -70,11 +70,11 @@ export class OperationsDashboard extends Construct {
     super(scope, id);
     const { config } = props;
     const stack = Stack.of(this);
-    const functions = stack.node
-      .findAll()
+    const constructs = stack.node.findAll();
+    const functions = constructs
       .filter((c): c is TrainyardFunction => c instanceof TrainyardFunction)
       .sort((a, b) => a.handlerName.localeCompare(b.handlerName));
-    const alarms = stack.node.findAll().filter((c): c is cloudwatch.Alarm => c instanceof cloudwatch.Alarm);
+    const alarms = constructs.filter((c): c is cloudwatch.Alarm => c instanceof cloudwatch.Alarm);
     const teams = config.teams.map((t) => t.id);
     const spotTiers = config.tiers.filter((t) => t.spotAllowed).map((t) => t.id);
     const probedTiers = config.tiers.filter(keepsTierSpotRecord).map((t) => t.id);
