@@ -5,6 +5,7 @@
 import * as z from 'zod';
 import { MAX_USD } from '../domain/budgets';
 import { requirementsSchema, retriesSchema } from '../domain/job';
+import { InvalidLabel, labelsSchema, parseLabelSelectors } from '../domain/labels';
 import { badRequest } from './errors';
 
 /** Idempotency-Key header: 1-128 characters of A-Z a-z 0-9 _ -. */
@@ -108,6 +109,7 @@ export function submitRequestSchema(maxEnvVars: number) {
         .optional(),
       env: env.optional(),
       project: z.string().regex(SCOPE_ID_PATTERN, SCOPE_ID_RULE).optional(),
+      labels: labelsSchema.optional(),
       user: z.string().regex(SCOPE_ID_PATTERN, SCOPE_ID_RULE).optional(),
     })
     .superRefine(exactlyOne(['bundle', 'uploadId']));
@@ -143,6 +145,20 @@ const intParam = (name: string, min: number, max: number) =>
 export const listJobsQuerySchema = z.strictObject({
   limit: intParam('limit', 1, 100).optional(),
   cursor: z.string().min(1).max(2048).optional(),
+  /** Label selectors, `key=value,key` (domain/labels.ts): only jobs that match all of them. */
+  label: z
+    .string()
+    .max(2048)
+    .transform((text, ctx) => {
+      try {
+        return parseLabelSelectors(text);
+      } catch (error) {
+        if (!(error instanceof InvalidLabel)) throw error;
+        ctx.addIssue({ code: 'custom', message: error.message });
+        return z.NEVER;
+      }
+    })
+    .optional(),
 });
 
 /** GET /jobs/{id}/logs query. */

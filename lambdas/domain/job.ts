@@ -10,6 +10,7 @@
 import * as z from 'zod';
 import { findTier, type TierConfig, type TrainyardConfig } from '../../lib/config';
 import { BATCH_JOB_STATUSES } from './batch-job';
+import { labelsSchema } from './labels';
 import { attemptOutcomeSchema } from './outcome';
 import { describeIssues } from './zod-issues';
 
@@ -154,6 +155,8 @@ export const jobRecordSchema = z.strictObject({
   /** Who submitted it (principal ARN or user name, as the API resolved it). */
   user: z.string().min(1).max(512),
   project: z.string().min(1).max(64).optional(),
+  /** What the submitter labelled it with (domain/labels.ts); descriptive only. */
+  labels: labelsSchema.optional(),
   tier: idSchema,
   state: z.enum(JOB_STATES),
   createdAt: isoTimestamp,

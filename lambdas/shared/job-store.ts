@@ -15,6 +15,7 @@ import {
   parseDecisionRecord,
   parseJobRecord,
 } from '../domain/job';
+import type { LabelSelector } from '../domain/labels';
 import { type JobWithAttempts, mayHaveRunIn, type ReportPeriod } from '../domain/showback';
 import { InvalidTierSpotRecord, parseTierSpotRecord, type TierSpotRecord } from '../domain/tier-spot';
 import { documentSdk, dynamoDbSdk } from './dynamo';
@@ -44,6 +45,27 @@ const KEY_ATTRIBUTES = ['pk', 'sk', 'gsi1pk', 'gsi1sk', 'gsi2pk', 'gsi2sk', 'kin
  * `spotSeenSince` (a job's own run of spot sightings, replaced by the tier spot record).
  */
 const RETIRED_ATTRIBUTES = ['spotSeenSince'] as const;
+
+/** Most jobs one page of a label-filtered job list reads (1,000 jobs of ~2 KB: about 250 read units). */
+export const MAX_JOBS_READ_PER_PAGE = 1000;
+/** Jobs one Query of a label-filtered list reads at most. */
+const LABELLED_READ = 200;
+
+/** A DynamoDB filter keeping the jobs that match every selector; undefined for none. */
+function labelFilter(
+  selectors: readonly LabelSelector[],
+): { expression: string; names: Record<string, string>; values: Record<string, string> } | undefined {
+  if (selectors.length === 0) return undefined;
+  const names: Record<string, string> = { '#labels': 'labels' };
+  const values: Record<string, string> = {};
+  const conditions = selectors.map((selector, i) => {
+    names[`#l${i}`] = selector.key;
+    if (selector.value === undefined) return `attribute_exists(#labels.#l${i})`;
+    values[`:l${i}`] = selector.value;
+    return `#labels.#l${i} = :l${i}`;
+  });
+  return { expression: conditions.join(' AND '), names, values };
+}
 
 /** How many jobs' attempts {@link JobStore.jobsThatMayHaveRunIn} reads at once. */
 const ATTEMPT_READS_IN_FLIGHT = 8;
@@ -398,24 +420,53 @@ export class JobStore {
     }
   }
 
-  /** A team's jobs, newest first. */
-  async listJobsByTeam(team: string, options: { limit?: number; cursor?: string } = {}): Promise<JobPage> {
+  /**
+   * A page of a team's jobs, newest first. With label selectors, only the jobs that match all of them; such a page
+   * reads at most `maxRead` jobs (default {@link MAX_JOBS_READ_PER_PAGE}), so it may hold fewer than `limit` (even
+   * none) and still have a next one: the cursor then continues the search where the reading stopped.
+   */
+  async listJobsByTeam(
+    team: string,
+    options: { limit?: number; cursor?: string; labels?: readonly LabelSelector[]; maxRead?: number } = {},
+  ): Promise<JobPage> {
     const index = JOBS_INDEXES.byTeam;
-    const { Items, LastEvaluatedKey } = await this.client.send(
-      new QueryCommand({
-        TableName: this.tableName,
-        IndexName: index.name,
-        KeyConditionExpression: '#pk = :pk',
-        ExpressionAttributeNames: { '#pk': index.partition },
-        ExpressionAttributeValues: { ':pk': `TEAM#${team}` },
-        ScanIndexForward: false,
-        Limit: options.limit ?? 50,
-        ExclusiveStartKey: options.cursor ? JSON.parse(Buffer.from(options.cursor, 'base64url').toString()) : undefined,
-      }),
-    );
+    const limit = options.limit ?? 50;
+    const maxRead = options.maxRead ?? MAX_JOBS_READ_PER_PAGE;
+    const filter = labelFilter(options.labels ?? []);
+    const jobs: JobRecord[] = [];
+    let start: Record<string, unknown> | undefined = options.cursor
+      ? JSON.parse(Buffer.from(options.cursor, 'base64url').toString())
+      : undefined;
+    let read = 0;
+    do {
+      const page = await this.client.send(
+        new QueryCommand({
+          TableName: this.tableName,
+          IndexName: index.name,
+          KeyConditionExpression: '#pk = :pk',
+          ExpressionAttributeNames: { '#pk': index.partition, ...filter?.names },
+          ExpressionAttributeValues: { ':pk': `TEAM#${team}`, ...filter?.values },
+          ...(filter && { FilterExpression: filter.expression }),
+          ScanIndexForward: false,
+          // Unfiltered, every job read is kept; filtered, a larger read finds the matches in fewer round trips.
+          Limit: filter ? Math.min(LABELLED_READ, maxRead - read) : limit - jobs.length,
+          ExclusiveStartKey: start,
+        }),
+      );
+      read += page.ScannedCount ?? 0;
+      start = page.LastEvaluatedKey;
+      const items = page.Items ?? [];
+      const room = limit - jobs.length;
+      if (items.length > room) {
+        // More matches than the page holds: it ends at the last one kept, whose keys are where the next page starts.
+        const last = items[room - 1] as Record<string, unknown>;
+        start = Object.fromEntries(['pk', 'sk', index.partition, index.sort].map((k) => [k, last[k]]));
+      }
+      for (const item of items.slice(0, room)) jobs.push(parseJobRecord(stripKeys(item)));
+    } while (start && jobs.length < limit && read < maxRead);
     return {
-      jobs: (Items ?? []).map((item) => parseJobRecord(stripKeys(item))),
-      nextCursor: LastEvaluatedKey ? Buffer.from(JSON.stringify(LastEvaluatedKey)).toString('base64url') : undefined,
+      jobs,
+      nextCursor: start ? Buffer.from(JSON.stringify(start)).toString('base64url') : undefined,
     };
   }
 

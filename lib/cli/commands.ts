@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
+import { MAX_LABELS } from '../../lambdas/domain/labels';
 import { checkpointToRestore } from '../../lambdas/domain/workspace-layout';
 import { ConfigError, loadConfig } from '../config';
 import { ApiClient, type FetchLike, resolveTarget } from './client';
@@ -36,6 +37,8 @@ import {
   parseIdempotencyKey,
   parseIntegerIn,
   parseJobId,
+  parseLabelFilter,
+  parseLabelOptions,
   parsePositiveNumber,
   parseSeconds,
   parseTierId,
@@ -118,6 +121,7 @@ interface JobOptions extends CommonOptions, RequirementOptions {
   retries?: string;
   backoff?: string;
   env: string[];
+  label: string[];
   project?: string;
   yes?: boolean;
   maxCost: string;
@@ -143,6 +147,7 @@ interface JobSettings {
   readonly requirements?: Record<string, string | number>;
   readonly retries?: { maxAppRetries: number; backoffSeconds?: number };
   readonly env: Record<string, string>;
+  readonly labels: Record<string, string>;
   readonly project?: string;
   readonly maxCost: number;
 }
@@ -221,6 +226,12 @@ function addJobOptions(command: Command, confirmed: string): Command {
       [],
     )
     .option('--project <name>', 'project the cost is booked to (a budget scope)')
+    .option(
+      '--label <key=value>',
+      'label the job, to find it again with `trainyard jobs --label` (repeatable)',
+      (v: string, acc: string[]) => [...acc, v],
+      [],
+    )
     .option('-y, --yes', `submit without asking, whatever ${confirmed}`)
     .option('--max-cost <usd>', `ask before submitting when ${confirmed} is above this`, String(DEFAULT_CONFIRM_USD));
 }
@@ -230,6 +241,7 @@ function jobSettingsFrom(options: JobOptions): JobSettings {
   const requirements = requirementsFrom(options);
   const maxCost = parseUsd('--max-cost', options.maxCost);
   const env = parseEnvPairs(options.env);
+  const labels = parseLabelOptions(options.label);
   if (options.backoff !== undefined && options.retries === undefined) {
     throw new CliError(
       '--backoff needs --retries (the wait applies between app-error retries)',
@@ -257,9 +269,32 @@ function jobSettingsFrom(options: JobOptions): JobSettings {
     ...(requirements ? { requirements } : {}),
     ...(retries ? { retries } : {}),
     env,
+    labels,
     ...(options.project ? { project: options.project } : {}),
     maxCost,
   };
+}
+
+/** The label every job of a sweep carries, valued with the sweep's key. */
+const SWEEP_LABEL = 'sweep';
+
+/** A sweep's job labels: the user's, and `sweep=<the sweep's key>`, which is the sweep's own to set. */
+function sweepLabels(labels: Record<string, string>, sweepKey: string): Record<string, string> {
+  if (SWEEP_LABEL in labels) {
+    throw new CliError(
+      `--label ${SWEEP_LABEL} is set by trainyard sweep to the sweep's key (${sweepKey}); choose another key for yours`,
+      EXIT_CODES.usage,
+      'InvalidLabel',
+    );
+  }
+  if (Object.keys(labels).length >= MAX_LABELS) {
+    throw new CliError(
+      `--label: a sweep's jobs carry ${SWEEP_LABEL}=<key> as well, so a sweep takes at most ${MAX_LABELS - 1} labels, got ${Object.keys(labels).length}`,
+      EXIT_CODES.usage,
+      'InvalidLabel',
+    );
+  }
+  return { ...labels, [SWEEP_LABEL]: sweepKey };
 }
 
 /** The body of POST /jobs. */
@@ -275,6 +310,7 @@ function jobBody(
     ...(settings.retries ? { retries: settings.retries } : {}),
     ...(Object.keys(settings.env).length ? { env: settings.env } : {}),
     ...(settings.project ? { project: settings.project } : {}),
+    ...(Object.keys(settings.labels).length ? { labels: settings.labels } : {}),
   };
 }
 
@@ -601,6 +637,7 @@ export function createProgram(
           'InvalidOption',
         );
       }
+      const labels = sweepLabels(settings.labels, sweepKey);
       const limits = limitsFrom(deps);
       const packed = packDirectory(dir, { maxBundleBytes: limits.maxBundleBytes });
       const client = clientFor(options);
@@ -640,7 +677,7 @@ export function createProgram(
       for (const job of jobs) {
         const response = await postJob(
           client,
-          jobBody(bundle, job.command, settings),
+          jobBody(bundle, job.command, { ...settings, labels }),
           sweepJobKey(sweepKey, job.index),
         ).catch((error: unknown) => {
           const done = submitted.map((s) => String(jobOf(s.body).jobId));
@@ -679,7 +716,9 @@ export function createProgram(
           })),
         });
       } else if (!options.wait) {
-        println(`Follow them: trainyard jobs (re-run with --idempotency-key ${sweepKey} to resubmit safely)`);
+        println(
+          `Follow them: trainyard jobs --label ${SWEEP_LABEL}=${sweepKey} (re-run with --idempotency-key ${sweepKey} to resubmit safely)`,
+        );
       }
       if (options.wait) {
         const followed = submitted.map((s) => ({
@@ -804,12 +843,19 @@ export function createProgram(
   addCommon(program.command('jobs').description("list your team's jobs, newest first"))
     .option('--limit <n>', 'jobs per page (1-100)', '20')
     .option('--cursor <cursor>', 'page to continue from (printed after a full page)')
-    .action(async (options: CommonOptions & { limit: string; cursor?: string }) => {
+    .option(
+      '--label <key=value|key>',
+      'only jobs with this label (key=value) or any value of it (key); repeatable, all must hold',
+      (v: string, acc: string[]) => [...acc, v],
+      [],
+    )
+    .action(async (options: CommonOptions & { limit: string; cursor?: string; label: string[] }) => {
       const limit = parseIntegerIn('--limit', options.limit, 1, 100);
+      const label = parseLabelFilter(options.label);
       const { body } = await clientFor(options).send({
         method: 'GET',
         path: '/jobs',
-        query: { limit, cursor: options.cursor },
+        query: { limit, cursor: options.cursor, label },
       });
       if (options.json) printJson(body);
       else println(formatJobsTable(body));

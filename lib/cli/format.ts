@@ -354,6 +354,7 @@ export function formatJobStatus(response: unknown): string {
       ['state', `${view.state ?? 'UNKNOWN'}${view.reason ? ` — ${view.reason}` : ''}`],
       ['tier', view.tier],
       ['command', list(job, 'command').length ? list(job, 'command').join(' ') : undefined],
+      ['labels', labelsText(at(job, 'labels'))],
       ['created', str(job, 'createdAt')],
       [
         'progress',
@@ -415,11 +416,27 @@ export function formatJobStatus(response: unknown): string {
   return lines.join('\n');
 }
 
-/** The jobs list (GET /jobs) as a table. */
+/** A job's labels as `key=value` pairs, in key order; undefined for none. */
+function labelsText(labels: unknown): string | undefined {
+  if (typeof labels !== 'object' || labels === null) return undefined;
+  const pairs = Object.entries(labels as Record<string, unknown>)
+    .sort(([a], [b]) => (a < b ? -1 : 1))
+    .map(([k, v]) => `${k}=${String(v)}`);
+  return pairs.length ? pairs.join(' ') : undefined;
+}
+
+/**
+ * The jobs list (GET /jobs) as a table, with a LABELS column when a job on the page has labels. A label-filtered page
+ * can come back empty with a cursor (the API reads a bounded number of jobs per page): it says where to go on.
+ */
 export function formatJobsTable(response: unknown): string {
   const jobs = Array.isArray(response) ? response : list(response, 'jobs');
-  if (jobs.length === 0) return 'No jobs.';
-  const table = [['JOB', 'STATE', 'TIER', 'CREATED', 'COST', 'COMMAND']];
+  const cursor = str(response, 'nextCursor') ?? str(response, 'cursor');
+  if (jobs.length === 0) {
+    return cursor ? `No matching jobs on this page; older jobs remain: --cursor ${cursor}` : 'No jobs.';
+  }
+  const labelled = jobs.some((job) => labelsText(at(job, 'labels')) !== undefined);
+  const table = [['JOB', 'STATE', 'TIER', 'CREATED', 'COST', ...(labelled ? ['LABELS'] : []), 'COMMAND']];
   for (const job of jobs) {
     table.push([
       str(job, 'jobId') ?? '?',
@@ -427,11 +444,11 @@ export function formatJobsTable(response: unknown): string {
       str(job, 'tier') ?? '',
       str(job, 'createdAt') ?? '',
       num(job, 'costSoFarUsd') === undefined ? '' : formatMoney(num(job, 'costSoFarUsd') ?? 0),
+      ...(labelled ? [labelsText(at(job, 'labels')) ?? ''] : []),
       list(job, 'command').join(' '),
     ]);
   }
   const out = alignTable(table);
-  const cursor = str(response, 'nextCursor') ?? str(response, 'cursor');
   return cursor ? `${out}\n(more: --cursor ${cursor})` : out;
 }
 

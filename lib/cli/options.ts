@@ -1,9 +1,10 @@
 /**
- * Parsing and validation of CLI option values (tiers, durations, money, env pairs, job ids), each with a message that
+ * Parsing and validation of CLI option values (tiers, durations, money, env pairs, labels, job ids), each with a message that
  * names the option, what it got and what is allowed. Every failure is a CliError with exit code 2.
  */
 
 import { JOB_ID_PATTERN } from '../../lambdas/domain/job';
+import { InvalidLabel, labelsFrom, parseLabelSelectors } from '../../lambdas/domain/labels';
 import { parseDuration } from '../../lib/config';
 import { CliError, EXIT_CODES } from './exit-codes';
 
@@ -85,6 +86,28 @@ export function parseEnvPairs(pairs: readonly string[]): Record<string, string> 
     env[name] = pair.slice(eq + 1);
   }
   return env;
+}
+
+function asUsage<T>(parse: () => T): T {
+  try {
+    return parse();
+  } catch (error) {
+    if (error instanceof InvalidLabel) throw usage(`--label ${error.message}`, 'InvalidLabel');
+    throw error;
+  }
+}
+
+/** A job's labels from repeated `--label key=value`. */
+export function parseLabelOptions(texts: readonly string[]): Record<string, string> {
+  return asUsage(() => labelsFrom(texts));
+}
+
+/** The `GET /jobs?label=` selector list from repeated `--label key=value` or `--label key` (all must hold). */
+export function parseLabelFilter(texts: readonly string[]): string | undefined {
+  if (texts.length === 0) return undefined;
+  const text = texts.join(',');
+  asUsage(() => parseLabelSelectors(text));
+  return text;
 }
 
 /** A job id as the API issues them (it also names the Step Functions execution). */

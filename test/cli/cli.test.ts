@@ -182,6 +182,20 @@ describe('submit', () => {
     expect(requests).toEqual([]);
   });
 
+  it.each([
+    [
+      ['--label', 'Owner=kim'],
+      `trainyard: --label "Owner=kim": label keys must be 1-63 characters of a-z, 0-9, '.', '_' and '-', starting with a letter or digit\n`,
+    ],
+    [['--label', 'owner'], 'trainyard: --label "owner": a label is key=value, e.g. sweep=lr-grid\n'],
+    [['--label', 'lr=0.1', '--label', 'lr=0.2'], 'trainyard: --label label lr is given twice (lr=0.1 and lr=0.2)\n'],
+  ])('refuses %j with exit 2 before any request', async (labels, message) => {
+    const run = await cli(['submit', CPU_TINY, '--yes', ...labels, '--', 'python', 'train.py']);
+    expect(run.code).toBe(EXIT_CODES.usage);
+    expect(run.stderr).toBe(message);
+    expect(requests).toEqual([]);
+  });
+
   it('refuses a bundle over the limit with exit 2 before any request', async () => {
     const before = await bench.snapshot();
     const dir = project({ 'data.bin': randomBytes(LIMITS.maxBundleBytes + 1024) });
@@ -258,9 +272,19 @@ describe('sweep', () => {
   const SWEEP = ['--param', 'lr=1e-3,3e-4', '--param', 'seed=1,2'];
   const COMMAND = ['--', 'python', 'train.py', '--lr={lr}', '--seed={seed}'];
 
-  it('estimates each combination, then submits one job each from one bundle, keyed by the sweep', async () => {
+  it('estimates each combination, then submits one job each from one bundle, keyed and labelled by the sweep', async () => {
     const key = `sweep-${Date.now()}`;
-    const run = await cli(['sweep', CPU_TINY, ...SWEEP, '--yes', '--idempotency-key', key, ...COMMAND]);
+    const run = await cli([
+      'sweep',
+      CPU_TINY,
+      ...SWEEP,
+      '--yes',
+      '--label',
+      'owner=kim',
+      '--idempotency-key',
+      key,
+      ...COMMAND,
+    ]);
 
     expect(run.stderr).toBe('');
     expect(run.code).toBe(EXIT_CODES.ok);
@@ -284,7 +308,35 @@ describe('sweep', () => {
     ]);
     const sha256 = packDirectory(CPU_TINY, LIMITS).sha256;
     expect(new Set(jobs.map((j) => j.bundle.sha256))).toEqual(new Set([sha256]));
-    expect(run.stdout).toContain(`re-run with --idempotency-key ${key} to resubmit safely`);
+    expect(jobs.map((j) => j.labels)).toEqual(new Array(4).fill({ owner: 'kim', sweep: key }));
+    expect(run.stdout).toContain(
+      `Follow them: trainyard jobs --label sweep=${key} (re-run with --idempotency-key ${key} to resubmit safely)`,
+    );
+
+    // The line it prints finds exactly the sweep's jobs, with their labels in the table.
+    requests = [];
+    const listed = await cli(['jobs', '--label', `sweep=${key}`, '--label', 'owner']);
+    expect(listed.code).toBe(EXIT_CODES.ok);
+    expect(requests).toEqual(['GET /jobs']);
+    const lines = listed.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^JOB +STATE +TIER +CREATED +COST +LABELS +COMMAND$/);
+    expect(lines.slice(1).map((line) => line.split(/ +/)[0])).toEqual(submitted.map(([jobId]) => jobId).reverse());
+    expect(lines[1]).toContain(`owner=kim sweep=${key}`);
+  });
+
+  it('refuses a --label sweep of its own, and a 16th label, before any request', async () => {
+    const own = await cli(['sweep', CPU_TINY, ...SWEEP, '--yes', '--label', 'sweep=mine', ...COMMAND]);
+    expect(own.code).toBe(EXIT_CODES.usage);
+    expect(own.stderr).toMatch(
+      /^trainyard: --label sweep is set by trainyard sweep to the sweep's key \(cli-test-\d+-\d+\); choose another key for yours\n$/,
+    );
+    const sixteen = Array.from({ length: 16 }, (_, i) => ['--label', `k${i}=v`]).flat();
+    const full = await cli(['sweep', CPU_TINY, ...SWEEP, '--yes', ...sixteen, ...COMMAND]);
+    expect(full.code).toBe(EXIT_CODES.usage);
+    expect(full.stderr).toBe(
+      "trainyard: --label: a sweep's jobs carry sweep=<key> as well, so a sweep takes at most 15 labels, got 16\n",
+    );
+    expect(requests).toEqual([]);
   });
 
   it('re-run with the same key submits nothing twice: every job comes back as already submitted', async () => {
@@ -567,6 +619,22 @@ describe('status, jobs, cancel, budgets, tiers, checkpoints', () => {
     expect(human.code).toBe(EXIT_CODES.ok);
     expect(human.stdout).toMatch(new RegExp(`^Job ${jobId}\\n  state +SUBMITTED\\n`));
     expect(human.stdout).toContain('command      python train.py');
+    expect(human.stdout).not.toContain('labels');
+    const labelled = await cli([
+      'submit',
+      CPU_TINY,
+      '--yes',
+      '--json',
+      '--label',
+      'owner=kim',
+      '--label',
+      'lr=0.1',
+      '--',
+      'python',
+      'train.py',
+    ]);
+    const labelledId = (JSON.parse(labelled.stdout) as { job: { jobId: string } }).job.jobId;
+    expect((await cli(['status', labelledId])).stdout).toContain('labels       lr=0.1 owner=kim\n');
     const json = await cli(['status', jobId, '--json']);
     const direct = await bench.call({ method: 'GET', path: `/jobs/${jobId}` });
     expect(JSON.parse(json.stdout)).toEqual(direct.body);
@@ -577,9 +645,15 @@ describe('status, jobs, cancel, budgets, tiers, checkpoints', () => {
     expect(requests).toEqual(['GET /jobs']);
     const direct = await bench.call({ method: 'GET', path: '/jobs', query: { limit: '2' } });
     expect(JSON.parse(run.stdout)).toEqual(direct.body);
-    const table = await cli(['jobs']);
-    expect(table.stdout.split('\n')[0]).toMatch(/^JOB +STATE +TIER +CREATED +COST +COMMAND$/);
-    expect(table.stdout).toContain(jobId);
+    const table = await cli(['jobs', '--label', 'no-such-label']);
+    expect(table.stdout).toBe('No jobs.\n');
+    requests = [];
+    const refused = await cli(['jobs', '--label', 'a=1,,b']);
+    expect(refused.code).toBe(EXIT_CODES.usage);
+    expect(refused.stderr).toBe(
+      'trainyard: --label "a=1,,b": selectors are key=value or key, separated by single commas (none empty), e.g. sweep=lr-grid,lr\n',
+    );
+    expect(requests).toEqual([]);
   });
 
   it('budgets shows the team scope', async () => {

@@ -6,6 +6,7 @@ import {
   estimateCostForConfirmation,
   formatBudgets,
   formatDuration,
+  formatJobsTable,
   formatMoney,
   formatRate,
   formatSweepPlan,
@@ -226,5 +227,44 @@ describe('formatSweepPlan', () => {
       '1  1e-3  2        gpu-small   1h 30m   $1.25',
       '2  3e-4  12       gpu-medium  1m 30s   ?',
     ]);
+  });
+});
+
+describe('formatJobsTable', () => {
+  const job = (jobId: string, labels?: Record<string, string>) => ({
+    jobId,
+    state: 'RUNNING',
+    tier: 'gpu-small',
+    createdAt: '2026-03-15T12:00:00.000Z',
+    costSoFarUsd: 1.5,
+    command: ['python', 'train.py'],
+    ...(labels && { labels }),
+  });
+
+  it('has no LABELS column when no job on the page has labels', () => {
+    expect(formatJobsTable({ jobs: [job('j1')] })).toBe(
+      [
+        'JOB  STATE    TIER       CREATED                   COST   COMMAND',
+        'j1   RUNNING  gpu-small  2026-03-15T12:00:00.000Z  $1.50  python train.py',
+      ].join('\n'),
+    );
+  });
+
+  it('shows labels in key order when one does, and the cursor after the table', () => {
+    expect(formatJobsTable({ jobs: [job('j2', { sweep: 's1', lr: '0.1' }), job('j1')], nextCursor: 'abc' })).toBe(
+      [
+        'JOB  STATE    TIER       CREATED                   COST   LABELS           COMMAND',
+        'j2   RUNNING  gpu-small  2026-03-15T12:00:00.000Z  $1.50  lr=0.1 sweep=s1  python train.py',
+        'j1   RUNNING  gpu-small  2026-03-15T12:00:00.000Z  $1.50                   python train.py',
+        '(more: --cursor abc)',
+      ].join('\n'),
+    );
+  });
+
+  it('tells an empty page with a cursor (a filtered read that found nothing yet) from the end of the list', () => {
+    expect(formatJobsTable({ jobs: [] })).toBe('No jobs.');
+    expect(formatJobsTable({ jobs: [], nextCursor: 'abc' })).toBe(
+      'No matching jobs on this page; older jobs remain: --cursor abc',
+    );
   });
 });

@@ -130,6 +130,7 @@ async function submitJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
     team: team.id,
     user: body.user ?? request.caller.userName,
     ...(body.project !== undefined && { project: body.project }),
+    ...(body.labels !== undefined && Object.keys(body.labels).length > 0 && { labels: body.labels }),
     tier: assessment.tier.id,
     state: 'SUBMITTED',
     createdAt: plane.clock().toISOString(),
@@ -192,6 +193,7 @@ async function listJobs(plane: ApiPlane, request: ApiRequest): Promise<ApiRespon
   const page = await plane.jobs.listJobsByTeam(team.id, {
     limit: query.limit ?? 20,
     ...(query.cursor !== undefined && { cursor: query.cursor }),
+    ...(query.label !== undefined && { labels: query.label }),
   });
   return {
     status: 200,

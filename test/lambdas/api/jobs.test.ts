@@ -8,11 +8,16 @@ import { jobKeysFor } from '../../../lambdas/domain/workspace-layout';
 import { type ApiBench, errorOf, PRINCIPALS, startApiBench, TEST_CONFIG_INPUT } from './support';
 
 const AUDIO = 'arn:aws:iam::123456789012:role/audio-researchers';
+const ROBOTICS = 'arn:aws:iam::123456789012:role/robotics-researchers';
 let bench: ApiBench;
 beforeAll(async () => {
   bench = await startApiBench({
     ...TEST_CONFIG_INPUT,
-    teams: [...TEST_CONFIG_INPUT.teams, { id: 'audio', principals: [AUDIO], monthlyBudgetUsd: 50 }],
+    teams: [
+      ...TEST_CONFIG_INPUT.teams,
+      { id: 'audio', principals: [AUDIO], monthlyBudgetUsd: 50 },
+      { id: 'robotics', principals: [ROBOTICS], monthlyBudgetUsd: 50 },
+    ],
   });
 });
 afterAll(async () => {
@@ -131,6 +136,103 @@ describe('GET /jobs', () => {
     expect(errorOf(stolen.body).message).toBe(
       'query.cursor: is not a cursor GET /jobs returned to this team; start again without it',
     );
+  });
+
+  describe('?label=', () => {
+    // Robotics' jobs, oldest first: two sweeps interleaved with unlabelled jobs and one labelled otherwise.
+    const seeded: Record<string, string> = {};
+    beforeAll(async () => {
+      const plan: Array<[string, Record<string, string> | undefined]> = [
+        ['a1', { sweep: 'a', lr: '0.1' }],
+        ['plain1', undefined],
+        ['b1', { sweep: 'b', lr: '0.1' }],
+        ['a2', { sweep: 'a', lr: '0.2' }],
+        ['plain2', undefined],
+        ['other', { owner: 'kim' }],
+        ['a3', { sweep: 'a', lr: '0.3' }],
+        ['plain3', undefined],
+      ];
+      for (const [name, labels] of plan) {
+        seeded[name] = (await seedJob('robotics', 'SUCCEEDED', labels ? { labels } : {})).jobId;
+      }
+    });
+    const ids = (names: string[]) => names.map((n) => seeded[n]);
+    const list = async (query: Record<string, string>) => {
+      const { status, body } = await bench.call({ method: 'GET', path: '/jobs', as: ROBOTICS, query });
+      expect(status).toBe(200);
+      return { ids: (body.jobs as JobRecord[]).map((j) => j.jobId), cursor: body.nextCursor as string | undefined };
+    };
+
+    it('keeps only the jobs with that label value, newest first, with their labels', async () => {
+      expect(await list({ label: 'sweep=a' })).toEqual({ ids: ids(['a3', 'a2', 'a1']), cursor: undefined });
+      const { body } = await bench.call({ method: 'GET', path: '/jobs', as: ROBOTICS, query: { label: 'sweep=b' } });
+      expect((body.jobs as JobRecord[]).map((j) => j.labels)).toEqual([{ sweep: 'b', lr: '0.1' }]);
+    });
+
+    it('reads a bare key as "has the label" and a list as "all of them"', async () => {
+      expect((await list({ label: 'sweep' })).ids).toEqual(ids(['a3', 'a2', 'b1', 'a1']));
+      expect((await list({ label: 'lr=0.1' })).ids).toEqual(ids(['b1', 'a1']));
+      expect((await list({ label: 'sweep=a,lr=0.1' })).ids).toEqual(ids(['a1']));
+      expect((await list({ label: 'owner,sweep' })).ids).toEqual([]);
+      expect((await list({ label: 'sweep=c' })).ids).toEqual([]);
+    });
+
+    it('pages the matches with limit and cursor, each match once', async () => {
+      const first = await list({ label: 'sweep', limit: '3' });
+      expect(first.ids).toEqual(ids(['a3', 'a2', 'b1']));
+      expect(first.cursor).toEqual(expect.any(String));
+      const second = await list({ label: 'sweep', limit: '3', cursor: first.cursor as string });
+      expect(second).toEqual({ ids: ids(['a1']), cursor: undefined });
+      // Exactly as many matches as the limit, all found in one read: no cursor to an empty page.
+      expect(await list({ label: 'lr', limit: '4' })).toEqual({
+        ids: ids(['a3', 'a2', 'b1', 'a1']),
+        cursor: undefined,
+      });
+    });
+
+    it('stops a page at its read budget and continues the search from the cursor', async () => {
+      const selectors = [{ key: 'sweep', value: 'a' }];
+      // Reading 3 jobs at a time: plain3, a3, other; then plain2, a2, b1; then plain1, a1 (and the end).
+      const pages: string[][] = [];
+      let cursor: string | undefined;
+      do {
+        const page = await bench.jobs.listJobsByTeam('robotics', {
+          labels: selectors,
+          limit: 10,
+          maxRead: 3,
+          ...(cursor !== undefined && { cursor }),
+        });
+        pages.push(page.jobs.map((j) => j.jobId));
+        cursor = page.nextCursor;
+      } while (cursor !== undefined && pages.length < 10);
+      expect(pages).toEqual([ids(['a3']), ids(['a2']), ids(['a1'])]);
+      // A read that finds nothing still hands on: sweep=b's one match is in the second read of three.
+      const empty = await bench.jobs.listJobsByTeam('robotics', { labels: [{ key: 'sweep', value: 'b' }], maxRead: 3 });
+      expect(empty.jobs).toEqual([]);
+      expect(empty.nextCursor).toEqual(expect.any(String));
+      const found = await bench.jobs.listJobsByTeam('robotics', {
+        labels: [{ key: 'sweep', value: 'b' }],
+        maxRead: 3,
+        cursor: empty.nextCursor as string,
+      });
+      expect(found.jobs.map((j) => j.jobId)).toEqual(ids(['b1']));
+    });
+
+    it.each([
+      [
+        { label: 'Sweep=a' },
+        "query.label: \"Sweep=a\": label keys must be 1-63 characters of a-z, 0-9, '.', '_' and '-', starting with a letter or digit",
+      ],
+      [
+        { label: 'sweep=a,,lr' },
+        'query.label: "sweep=a,,lr": selectors are key=value or key, separated by single commas (none empty), e.g. sweep=lr-grid,lr',
+      ],
+      [{ label: 'lr=1,lr=2' }, 'query.label: label lr is selected twice; a job has one value per label'],
+    ])('refuses %j with 400', async (query, message) => {
+      const { status, body } = await bench.call({ method: 'GET', path: '/jobs', as: ROBOTICS, query });
+      expect(status).toBe(400);
+      expect(errorOf(body).message).toBe(message);
+    });
   });
 
   it.each([

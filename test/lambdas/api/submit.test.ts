@@ -104,6 +104,24 @@ describe('POST /jobs accepts a valid submission', () => {
     expect(job.estimate).toMatchObject({ costUsd: 11.35, runtimeSeconds: 3600 });
   });
 
+  it("keeps the job's labels on its record; a submission without any has none", async () => {
+    const labels = { sweep: 'cli-42', lr: '3e-4' };
+    const { status, body } = await bench.call({
+      method: 'POST',
+      path: '/jobs',
+      body: { bundle: bundleB64, command, labels },
+    });
+    expect(status).toBe(202);
+    const job = body.job as JobBody & { labels?: Record<string, string> };
+    expect(job.labels).toEqual(labels);
+    expect((await bench.jobs.getJob(job.jobId))?.labels).toEqual(labels);
+    const shown = await bench.call({ method: 'GET', path: `/jobs/${job.jobId}` });
+    expect((shown.body.job as { labels?: unknown }).labels).toEqual(labels);
+    const plain = await bench.call({ method: 'POST', path: '/jobs', body: { bundle: bundleB64, command, labels: {} } });
+    expect(plain.status).toBe(202);
+    expect('labels' in (plain.body.job as object)).toBe(false);
+  });
+
   it('accepts a body API Gateway delivered base64-encoded', async () => {
     const { status, body } = await bench.call({
       method: 'POST',
@@ -264,6 +282,32 @@ describe('POST /jobs refuses bad input with an exact status and message and writ
       status: 400,
       code: 'invalid_request',
       message: "body.project: must be 1-64 characters of a-z, 0-9, '-', '_' and '.', starting with a letter or digit",
+    },
+    {
+      name: 'a label key with an upper-case letter',
+      body: { bundle: bundleB64, command, labels: { Sweep: 'a' } },
+      status: 400,
+      code: 'invalid_request',
+      message:
+        "body.labels.Sweep: label keys must be 1-63 characters of a-z, 0-9, '.', '_' and '-', starting with a letter or digit",
+    },
+    {
+      name: 'a label value with a comma',
+      body: { bundle: bundleB64, command, labels: { lr: '1,2' } },
+      status: 400,
+      code: 'invalid_request',
+      message: "body.labels.lr: label values must be 1-128 characters of A-Z, a-z, 0-9, '.', '_' and '-'",
+    },
+    {
+      name: 'seventeen labels',
+      body: {
+        bundle: bundleB64,
+        command,
+        labels: Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, 'v'])),
+      },
+      status: 400,
+      code: 'invalid_request',
+      message: 'body.labels: a job may carry at most 16 labels',
     },
     {
       name: 'a bundle that is not base64',
