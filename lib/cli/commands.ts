@@ -28,9 +28,11 @@ import {
   jobOf,
   jobView,
   type LogLine,
+  list,
   logLinesOf,
   num,
   statusLine,
+  str,
 } from './format';
 import {
   parseEnvPairs,
@@ -443,6 +445,7 @@ export function createProgram(
   const watchSweep = async (
     client: ApiClient,
     jobs: ReadonlyArray<{ index: number; params: Readonly<Record<string, string>>; jobId: string }>,
+    sweepKey: string,
     options: WatchOptions,
     timing: WatchTiming,
   ) => {
@@ -473,7 +476,7 @@ export function createProgram(
       await untilNextPoll(timing.intervalMs, giveUpAt, () => {
         const open = jobs.filter((j) => !ended.has(j.jobId)).map((j) => j.jobId);
         return new CliError(
-          `${open.length} of the sweep's ${jobs.length} jobs have not ended after --timeout ${options.timeout}; they keep running: follow them with \`trainyard jobs\`, or stop one with \`trainyard cancel <job>\``,
+          `${open.length} of the sweep's ${jobs.length} jobs have not ended after --timeout ${options.timeout}; they keep running: follow them with \`trainyard jobs --label ${SWEEP_LABEL}=${sweepKey}\`, or stop them with \`trainyard cancel --label ${SWEEP_LABEL}=${sweepKey}\``,
           EXIT_CODES.watchTimedOut,
           'WatchTimedOut',
           { running: open },
@@ -717,7 +720,7 @@ export function createProgram(
         });
       } else if (!options.wait) {
         println(
-          `Follow them: trainyard jobs --label ${SWEEP_LABEL}=${sweepKey} (re-run with --idempotency-key ${sweepKey} to resubmit safely)`,
+          `Follow them: trainyard jobs --label ${SWEEP_LABEL}=${sweepKey} (re-run with --idempotency-key ${sweepKey} to resubmit safely; stop them all with trainyard cancel --label ${SWEEP_LABEL}=${sweepKey})`,
         );
       }
       if (options.wait) {
@@ -726,7 +729,7 @@ export function createProgram(
           params: s.params,
           jobId: String(jobOf(s.body).jobId),
         }));
-        await watchSweep(client, followed, options, timing);
+        await watchSweep(client, followed, sweepKey, options, timing);
       }
     });
 
@@ -816,13 +819,116 @@ export function createProgram(
       },
     );
 
+  /** Every job of the team matching a label selector list, newest first, following the pages to the end. */
+  const labelledJobs = async (client: ApiClient, label: string): Promise<Record<string, unknown>[]> => {
+    const jobs: Record<string, unknown>[] = [];
+    let cursor: string | undefined;
+    do {
+      if (io.isTTY) io.stdout(`\r\x1b[2KFinding the jobs with --label ${label}… ${jobs.length} so far`);
+      const { body } = await client.send({ method: 'GET', path: '/jobs', query: { limit: 100, label, cursor } });
+      jobs.push(...(list(body, 'jobs') as Record<string, unknown>[]));
+      cursor = str(body, 'nextCursor');
+    } while (cursor !== undefined);
+    if (io.isTTY) io.stdout('\r\x1b[2K');
+    return jobs;
+  };
+
+  /**
+   * Cancels every unfinished job with the labels: lists them, asks (unless --yes), then cancels each. A job that
+   * ended meanwhile is reported as such; a cancel that fails does not stop the others, and the command then exits by
+   * the first failure, naming every job it could not cancel (re-running retries just those: ended jobs are skipped).
+   */
+  const cancelLabelled = async (options: CommonOptions & { yes?: boolean }, label: string) => {
+    const client = clientFor(options);
+    const matched = await labelledJobs(client, label);
+    const open = matched.filter((job) => !isTerminalState(str(job, 'state')));
+    if (open.length > 0 && !options.json) println(formatJobsTable({ jobs: open }));
+    if (open.length > 0 && !options.yes) {
+      const what = `${open.length} unfinished job${open.length === 1 ? '' : 's'} with --label ${label}`;
+      if (!io.isTTY) {
+        throw new CliError(
+          `not cancelled: ${what}, and there is no terminal to ask; pass --yes to cancel them`,
+          EXIT_CODES.usage,
+          'ConfirmationRequired',
+          { jobs: open.map((job) => str(job, 'jobId')) },
+        );
+      }
+      if (!(await io.confirm(`Cancel ${what}? [y/N] `))) {
+        throw new CliError('not cancelled: you declined the confirmation', EXIT_CODES.usage, 'NotConfirmed');
+      }
+    }
+    const cancelled: Array<{ jobId: string; state: string }> = [];
+    const alreadyEnded: Array<{ jobId: string; state: string }> = [];
+    const failed: Array<{ jobId: string; error: CliError }> = [];
+    for (const job of open) {
+      const jobId = String(job.jobId);
+      try {
+        const { body } = await client.send({ method: 'DELETE', path: `/jobs/${encodeURIComponent(jobId)}` });
+        const state = String(jobOf(body).state ?? 'state unknown');
+        cancelled.push({ jobId, state });
+        if (!options.json) println(`Cancel requested: job ${jobId} (${state})`);
+      } catch (error) {
+        if (!(error instanceof CliError)) throw error;
+        if (error.code === 'job_finished') {
+          const state = String(error.details?.state ?? 'ended');
+          alreadyEnded.push({ jobId, state });
+          if (!options.json) println(`Already ended: job ${jobId} (${state})`);
+        } else {
+          failed.push({ jobId, error });
+        }
+      }
+    }
+    if (options.json) {
+      printJson({
+        label,
+        matched: matched.length,
+        cancelled,
+        alreadyEnded,
+        failed: failed.map((f) => ({ jobId: f.jobId, code: f.error.code, message: f.error.message })),
+      });
+    } else if (open.length === 0) {
+      println(
+        matched.length === 0
+          ? `No job has --label ${label}.`
+          : `Nothing to cancel: the ${matched.length === 1 ? 'job' : `${matched.length} jobs`} with --label ${label} ${matched.length === 1 ? 'has' : 'have all'} ended.`,
+      );
+    }
+    const first = failed[0];
+    if (first !== undefined) {
+      throw new CliError(
+        `could not cancel ${failed.length} of ${open.length} jobs (${failed.map((f) => `${f.jobId}: ${f.error.message}`).join('; ')}); run the same command again to retry them`,
+        first.error.exitCode,
+        first.error.code,
+        { failed: failed.map((f) => f.jobId), cancelled: cancelled.map((c) => c.jobId) },
+      );
+    }
+  };
+
   addCommon(
     program
       .command('cancel')
-      .description('cancel a job at any stage (its spend is settled)')
-      .argument('<job>', 'job id'),
-  ).action(async (job: string, options: CommonOptions) => {
-    const jobId = parseJobId(job);
+      .description('cancel a job at any stage, or every unfinished job with a label (their spend is settled)')
+      .argument('[job]', 'job id')
+      .option(
+        '--label <key=value|key>',
+        'instead of one job, every unfinished job with this label; repeatable, all must hold',
+        (v: string, acc: string[]) => [...acc, v],
+        [],
+      )
+      .option('-y, --yes', 'cancel the labelled jobs without asking'),
+  ).action(async (job: string | undefined, options: CommonOptions & { label: string[]; yes?: boolean }) => {
+    const label = parseLabelFilter(options.label);
+    if ((job === undefined) === (label === undefined)) {
+      throw new CliError(
+        job === undefined
+          ? 'cancel needs a job id, or --label to cancel every unfinished job with that label'
+          : 'cancel takes a job id or --label, not both',
+        EXIT_CODES.usage,
+        'InvalidOption',
+      );
+    }
+    if (label !== undefined) return cancelLabelled(options, label);
+    const jobId = parseJobId(job as string);
     const { body } = await clientFor(options).send({ method: 'DELETE', path: `/jobs/${encodeURIComponent(jobId)}` });
     if (options.json) printJson(body);
     else println(`Cancel requested: job ${jobId} (${String(jobOf(body).state ?? 'state unknown')})`);

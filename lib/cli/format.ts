@@ -26,12 +26,14 @@ export function num(value: unknown, path: string): number | undefined {
   return typeof v === 'number' && Number.isFinite(v) ? v : undefined;
 }
 
-function str(value: unknown, path: string): string | undefined {
+/** The non-empty string at a dotted path, or undefined. */
+export function str(value: unknown, path: string): string | undefined {
   const v = at(value, path);
   return typeof v === 'string' && v !== '' ? v : undefined;
 }
 
-function list(value: unknown, path?: string): unknown[] {
+/** The array at a dotted path (or the value itself), else an empty one. */
+export function list(value: unknown, path?: string): unknown[] {
   const v = path === undefined ? value : at(value, path);
   return Array.isArray(v) ? v : [];
 }

@@ -310,7 +310,7 @@ describe('sweep', () => {
     expect(new Set(jobs.map((j) => j.bundle.sha256))).toEqual(new Set([sha256]));
     expect(jobs.map((j) => j.labels)).toEqual(new Array(4).fill({ owner: 'kim', sweep: key }));
     expect(run.stdout).toContain(
-      `Follow them: trainyard jobs --label sweep=${key} (re-run with --idempotency-key ${key} to resubmit safely)`,
+      `Follow them: trainyard jobs --label sweep=${key} (re-run with --idempotency-key ${key} to resubmit safely; stop them all with trainyard cancel --label sweep=${key})`,
     );
 
     // The line it prints finds exactly the sweep's jobs, with their labels in the table.
@@ -487,8 +487,8 @@ describe('sweep', () => {
       },
     );
     expect(run.code).toBe(EXIT_CODES.watchTimedOut);
-    expect(run.stderr).toBe(
-      "trainyard: 2 of the sweep's 2 jobs have not ended after --timeout 10; they keep running: follow them with `trainyard jobs`, or stop one with `trainyard cancel <job>`\n",
+    expect(run.stderr).toMatch(
+      /^trainyard: 2 of the sweep's 2 jobs have not ended after --timeout 10; they keep running: follow them with `trainyard jobs --label sweep=(cli-test-\d+-\d+)`, or stop them with `trainyard cancel --label sweep=\1`\n$/,
     );
 
     requests = [];
@@ -764,6 +764,130 @@ describe('status, jobs, cancel, budgets, tiers, checkpoints', () => {
       `trainyard: job id must be 1-80 characters of A-Z, a-z, 0-9, '_' and '-', got "../budgets"\n`,
     );
     expect(requests).toEqual([]);
+  });
+});
+
+describe('cancel --label', () => {
+  // nlp's jobs labelled batch=b1: two unfinished, one ended; batch=b2 and vision's batch=b1 must never be touched.
+  const ids = {
+    running: 'lbl-running',
+    waiting: 'lbl-waiting',
+    done: 'lbl-done',
+    other: 'lbl-other',
+    vision: 'lbl-vision',
+  };
+  const seed = async (jobId: string, team: string, state: JobState, batch: string, minute: number) => {
+    const job = jobRecord({
+      jobId,
+      team,
+      state,
+      labels: { batch },
+      createdAt: new Date(Date.UTC(2026, 2, 15, 11, minute)).toISOString(),
+      bundle: { key: jobKeysFor(team, jobId).bundle, bytes: 10, sha256: 'a'.repeat(64) },
+    });
+    expect(await bench.jobs.createJob(job)).toBe(true);
+  };
+  beforeAll(async () => {
+    await seed(ids.done, 'nlp', 'SUCCEEDED', 'b1', 1);
+    await seed(ids.waiting, 'nlp', 'WAITING', 'b1', 2);
+    await seed(ids.running, 'nlp', 'RUNNING', 'b1', 3);
+    await seed(ids.other, 'nlp', 'RUNNING', 'b2', 4);
+    await seed(ids.vision, 'vision', 'RUNNING', 'b1', 5);
+  });
+  const flagged = async () =>
+    Object.fromEntries(
+      await Promise.all(
+        Object.values(ids).map(async (id) => [id, (await bench.jobs.getJob(id))?.cancelRequested ?? false]),
+      ),
+    );
+
+  it('asks first: without a terminal it refuses unless --yes, and a no cancels nothing', async () => {
+    const before = await bench.snapshot();
+    const run = await cli(['cancel', '--label', 'batch=b1']);
+    expect(run.code).toBe(EXIT_CODES.usage);
+    expect(run.stderr).toBe(
+      'trainyard: not cancelled: 2 unfinished jobs with --label batch=b1, and there is no terminal to ask; pass --yes to cancel them\n',
+    );
+    const declined = await cli(['cancel', '--label', 'batch=b1'], { tty: true, answer: false });
+    expect(declined.code).toBe(EXIT_CODES.usage);
+    expect(declined.prompts).toEqual(['Cancel 2 unfinished jobs with --label batch=b1? [y/N] ']);
+    expect(requests).toEqual(['GET /jobs', 'GET /jobs']);
+    expect(await bench.snapshot()).toEqual(before);
+  });
+
+  it('refuses a job id with --label, and neither, before any request', async () => {
+    const both = await cli(['cancel', ids.running, '--label', 'batch=b1']);
+    expect(both.stderr).toBe('trainyard: cancel takes a job id or --label, not both\n');
+    const neither = await cli(['cancel']);
+    expect(neither.stderr).toBe(
+      'trainyard: cancel needs a job id, or --label to cancel every unfinished job with that label\n',
+    );
+    expect([both.code, neither.code]).toEqual([EXIT_CODES.usage, EXIT_CODES.usage]);
+    expect(requests).toEqual([]);
+  });
+
+  it('goes on past a job that ended meanwhile and one whose cancel failed, then exits by the failure', async () => {
+    // Between the listing and its DELETE, the running job succeeds; the waiting job's DELETE meets a 500.
+    const racing: CliDeps['fetch'] = async (input, init) => {
+      const url = String(input);
+      if (init?.method === 'DELETE' && url.endsWith(`/jobs/${ids.running}`)) {
+        await bench.jobs.transition(ids.running, ['RUNNING'], 'SUCCEEDED');
+      }
+      if (init?.method === 'DELETE' && url.endsWith(`/jobs/${ids.waiting}`)) {
+        return new Response(JSON.stringify({ error: { code: 'internal', message: 'internal error' } }), {
+          status: 500,
+          headers: { 'content-type': 'application/json' },
+        });
+      }
+      return fetch(input, init);
+    };
+    const run = await cli(['cancel', '--label', 'batch=b1', '--yes'], { fetch: racing });
+    expect(run.stdout).toMatch(
+      new RegExp(`^JOB +STATE .*\\n${ids.running} +RUNNING .*\\n${ids.waiting} +WAITING .*\\n`),
+    );
+    expect(run.stdout).toContain(`Already ended: job ${ids.running} (SUCCEEDED)\n`);
+    expect(run.code).toBe(EXIT_CODES.unexpected);
+    expect(run.stderr).toBe(
+      `trainyard: could not cancel 1 of 2 jobs (${ids.waiting}: internal error); run the same command again to retry them\n`,
+    );
+    expect(await flagged()).toEqual({
+      [ids.running]: false,
+      [ids.waiting]: false,
+      [ids.done]: false,
+      [ids.other]: false,
+      [ids.vision]: false,
+    });
+
+    // The same command again cancels what is left, and only that.
+    requests = [];
+    const again = await cli(['cancel', '--label', 'batch=b1', '--yes', '--json']);
+    expect(again.code).toBe(EXIT_CODES.ok);
+    expect(JSON.parse(again.stdout)).toEqual({
+      label: 'batch=b1',
+      matched: 3,
+      cancelled: [{ jobId: ids.waiting, state: 'WAITING' }],
+      alreadyEnded: [],
+      failed: [],
+    });
+    expect(requests).toEqual(['GET /jobs', `DELETE /jobs/${ids.waiting}`]);
+    expect(await flagged()).toEqual({
+      [ids.running]: false,
+      [ids.waiting]: true,
+      [ids.done]: false,
+      [ids.other]: false,
+      [ids.vision]: false,
+    });
+  });
+
+  it('says when every labelled job has ended, or none has the label', async () => {
+    expect((await cli(['cancel', '--label', 'batch=b1', '--label', 'nothing'])).stdout).toBe(
+      'No job has --label batch=b1,nothing.\n',
+    );
+    await bench.jobs.transition(ids.other, ['RUNNING'], 'FAILED');
+    const ended = await cli(['cancel', '--label', 'batch=b2']);
+    expect(ended.code).toBe(EXIT_CODES.ok);
+    expect(ended.stdout).toBe('Nothing to cancel: the job with --label batch=b2 has ended.\n');
+    expect(requests).toEqual(['GET /jobs', 'GET /jobs']);
   });
 });
 
