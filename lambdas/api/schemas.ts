@@ -141,24 +141,26 @@ const intParam = (name: string, min: number, max: number) =>
     .transform(Number)
     .refine((n) => n >= min && n <= max, `${name} must be a whole number from ${min} to ${max}`);
 
+/** A `label` query parameter: its text as given and the selectors it holds (domain/labels.ts). */
+const labelSelectorsParam = z
+  .string()
+  .max(2048)
+  .transform((text, ctx) => {
+    try {
+      return { text, selectors: parseLabelSelectors(text) };
+    } catch (error) {
+      if (!(error instanceof InvalidLabel)) throw error;
+      ctx.addIssue({ code: 'custom', message: error.message });
+      return z.NEVER;
+    }
+  });
+
 /** GET /jobs query. */
 export const listJobsQuerySchema = z.strictObject({
   limit: intParam('limit', 1, 100).optional(),
   cursor: z.string().min(1).max(2048).optional(),
   /** Label selectors, `key=value,key` (domain/labels.ts): only jobs that match all of them. */
-  label: z
-    .string()
-    .max(2048)
-    .transform((text, ctx) => {
-      try {
-        return parseLabelSelectors(text);
-      } catch (error) {
-        if (!(error instanceof InvalidLabel)) throw error;
-        ctx.addIssue({ code: 'custom', message: error.message });
-        return z.NEVER;
-      }
-    })
-    .optional(),
+  label: labelSelectorsParam.optional(),
 });
 
 /** GET /jobs/{id}/logs query. */
@@ -167,7 +169,10 @@ export const logsQuerySchema = z.strictObject({
   limit: intParam('limit', 1, 1000).optional(),
 });
 
-/** GET /reports/showback query: the period's first and last day (YYYY-MM-DD, checked by customPeriod) and a team. */
+/**
+ * GET /reports/showback query: the period's first and last day (YYYY-MM-DD, checked by customPeriod), a team, and
+ * label selectors keeping only the jobs that match.
+ */
 export const showbackQuerySchema = z.strictObject({
   from: z.string().max(10, 'from must be a date as YYYY-MM-DD (UTC)').optional(),
   to: z.string().max(10, 'to must be a date as YYYY-MM-DD (UTC)').optional(),
@@ -175,6 +180,7 @@ export const showbackQuerySchema = z.strictObject({
     .string()
     .regex(/^[a-z][a-z0-9-]{0,30}[a-z0-9]$/, "must be a team id: 2-32 characters of a-z, 0-9 and '-'")
     .optional(),
+  label: labelSelectorsParam.optional(),
 });
 
 /** An empty query (routes that take none): unknown parameters are refused, not ignored. */

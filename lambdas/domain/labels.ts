@@ -93,3 +93,10 @@ export function parseLabelSelectors(text: string): LabelSelector[] {
   }
   return selectors;
 }
+
+/** Whether labels satisfy every selector (no selector: any job, labelled or not). */
+export function matchesLabels(labels: JobLabels | undefined, selectors: readonly LabelSelector[]): boolean {
+  return selectors.every(
+    (s) => labels !== undefined && Object.hasOwn(labels, s.key) && (s.value === undefined || labels[s.key] === s.value),
+  );
+}

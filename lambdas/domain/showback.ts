@@ -217,6 +217,8 @@ export interface ShowbackJob extends ShowbackFigures {
   /** The job's state when the report was made. */
   readonly state: JobRecord['state'];
   readonly createdAt: string;
+  /** The job's labels, when it has any. */
+  readonly labels?: JobRecord['labels'];
 }
 
 /** One team's showback. */
@@ -387,6 +389,7 @@ export function buildTeamShowback(
       tier: job.tier,
       state: job.state,
       createdAt: job.createdAt,
+      ...(job.labels !== undefined && { labels: job.labels }),
       ...figures(sums),
     })),
   };

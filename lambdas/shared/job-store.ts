@@ -15,7 +15,7 @@ import {
   parseDecisionRecord,
   parseJobRecord,
 } from '../domain/job';
-import type { LabelSelector } from '../domain/labels';
+import { type LabelSelector, matchesLabels } from '../domain/labels';
 import { type JobWithAttempts, mayHaveRunIn, type ReportPeriod } from '../domain/showback';
 import { InvalidTierSpotRecord, parseTierSpotRecord, type TierSpotRecord } from '../domain/tier-spot';
 import { documentSdk, dynamoDbSdk } from './dynamo';
@@ -500,12 +500,17 @@ export class JobStore {
 
   /**
    * A team's jobs that may have run in a showback period (domain/showback.ts `mayHaveRunIn`: created before its end,
-   * and not ended before it began), each with its attempts, read a few jobs at a time.
+   * and not ended before it began), with `labels` only those matching them, each with its attempts, read a few jobs at
+   * a time.
    */
-  async jobsThatMayHaveRunIn(team: string, period: ReportPeriod): Promise<JobWithAttempts[]> {
+  async jobsThatMayHaveRunIn(
+    team: string,
+    period: ReportPeriod,
+    options: { labels?: readonly LabelSelector[] } = {},
+  ): Promise<JobWithAttempts[]> {
     const jobs: JobRecord[] = [];
     for await (const job of this.teamJobs(team, { createdBeforeMs: period.toMs })) {
-      if (mayHaveRunIn(job, period)) jobs.push(job);
+      if (mayHaveRunIn(job, period) && matchesLabels(job.labels, options.labels ?? [])) jobs.push(job);
     }
     const out: JobWithAttempts[] = new Array(jobs.length);
     const queue = [...jobs.entries()];

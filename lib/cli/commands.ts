@@ -984,16 +984,25 @@ export function createProgram(
     .option('--to <day>', 'last day, YYYY-MM-DD (UTC; default today)')
     .option('--team <team>', "another team's report (admins only)")
     .option('--jobs <n>', 'dearest jobs to list (1-1000)', '10')
-    .action(async (options: CommonOptions & { from?: string; to?: string; team?: string; jobs: string }) => {
-      const maxJobs = parseIntegerIn('--jobs', options.jobs, 1, 1000);
-      const { body } = await clientFor(options).send({
-        method: 'GET',
-        path: '/reports/showback',
-        query: { from: options.from, to: options.to, team: options.team },
-      });
-      if (options.json) printJson(body);
-      else println(formatShowback(body, maxJobs));
-    });
+    .option(
+      '--label <key=value|key>',
+      'count only the jobs with this label, e.g. a sweep (repeatable, all must hold)',
+      (v: string, acc: string[]) => [...acc, v],
+      [],
+    )
+    .action(
+      async (options: CommonOptions & { from?: string; to?: string; team?: string; jobs: string; label: string[] }) => {
+        const maxJobs = parseIntegerIn('--jobs', options.jobs, 1, 1000);
+        const label = parseLabelFilter(options.label);
+        const { body } = await clientFor(options).send({
+          method: 'GET',
+          path: '/reports/showback',
+          query: { from: options.from, to: options.to, team: options.team, label },
+        });
+        if (options.json) printJson(body);
+        else println(formatShowback(body, maxJobs));
+      },
+    );
 
   addCommon(program.command('tiers').description('list tiers and their prices')).action(
     async (options: CommonOptions) => {

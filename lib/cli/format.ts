@@ -526,12 +526,15 @@ export function formatShowback(response: unknown, maxJobs = 10): string {
     const h = num(row, 'instanceHours') ?? 0;
     return h.toFixed(h < 10 ? 2 : 1);
   };
+  const label = str(response, 'label');
   const lines = [
-    `Team ${str(response, 'team') ?? '?'}, ${str(response, 'periodStart') ?? '?'} to ${str(response, 'periodEnd') ?? '?'} (UTC, as of ${str(response, 'asOf') ?? '?'})`,
+    `Team ${str(response, 'team') ?? '?'}${label === undefined ? '' : `, jobs with --label ${label}`}, ${str(response, 'periodStart') ?? '?'} to ${str(response, 'periodEnd') ?? '?'} (UTC, as of ${str(response, 'asOf') ?? '?'})`,
   ];
   const totals = at(response, 'totals');
   const jobs = num(totals, 'jobs') ?? 0;
-  if (jobs === 0) return `${lines[0]}\nNo job ran in this period: nothing spent.`;
+  if (jobs === 0) {
+    return `${lines[0]}\nNo job${label === undefined ? '' : ' with that label'} ran in this period: nothing spent.`;
+  }
   lines.push(
     `Spent ${money(totals, 'costUsd')} on ${jobs} job${jobs === 1 ? '' : 's'}, ${hours(totals)} instance-hours: spot ${money(totals, 'spotUsd')}, on-demand ${money(totals, 'onDemandUsd')}; spot saved ${money(totals, 'savedBySpotUsd')} against on-demand prices (${money(totals, 'onDemandEquivalentUsd')}).`,
   );

@@ -1195,6 +1195,7 @@ describe('report', () => {
         jobId,
         team: 'nlp',
         project: 'gpt',
+        labels: { sweep: 'report-sweep' },
         state: 'SUCCEEDED',
         createdAt: new Date(noon - 3 * 3_600_000).toISOString(),
         costSoFarUsd: 0.38,
@@ -1228,6 +1229,16 @@ describe('report', () => {
       ),
     );
 
+    // --label counts only that sweep's jobs, and the heading says so.
+    const swept = await cli(['report', '--label', 'sweep=report-sweep']);
+    expect(swept.stdout.split('\n').slice(0, 2)).toEqual([
+      'Team nlp, jobs with --label sweep=report-sweep, 2026-03-01 to 2026-03-15 (UTC, as of 2026-03-15T12:00:00.000Z)',
+      'Spent $0.38 on 1 job, 2.00 instance-hours: spot $0.38, on-demand $0.00; spot saved $0.67 against on-demand prices ($1.05).',
+    ]);
+    expect((await cli(['report', '--label', 'sweep=another']).then((r) => r.stdout)).split('\n')[1]).toBe(
+      'No job with that label ran in this period: nothing spent.',
+    );
+
     const json = await cli(['report', '--from', '2026-03-01', '--to', '2026-03-15', '--json']);
     const direct = await bench.call({
       method: 'GET',
@@ -1245,6 +1256,8 @@ describe('report', () => {
     const bad = await cli(['report', '--jobs', '0']);
     expect(bad.code).toBe(EXIT_CODES.usage);
     expect(bad.stderr).toContain('--jobs must be');
+    const badLabel = await cli(['report', '--label', 'sweep=a b']);
+    expect(badLabel.code).toBe(EXIT_CODES.usage);
     expect(requests).toEqual([]);
   });
 });

@@ -5,6 +5,7 @@ import {
   labelsFrom,
   labelsSchema,
   MAX_LABELS,
+  matchesLabels,
   parseLabel,
   parseLabelSelectors,
 } from '../../lambdas/domain/labels';
@@ -101,5 +102,38 @@ describe('parseLabelSelectors', () => {
     ['lr,lr=2', 'label lr is selected twice; a job has one value per label'],
   ])('refuses %j', (text, message) => {
     expect(messageOf(() => parseLabelSelectors(text))).toBe(message);
+  });
+});
+
+describe('matchesLabels', () => {
+  const labels = { sweep: 's1', lr: '0.1' };
+  it.each([
+    [[{ key: 'sweep', value: 's1' }], true],
+    [[{ key: 'sweep' }], true],
+    [
+      [
+        { key: 'sweep', value: 's1' },
+        { key: 'lr', value: '0.1' },
+      ],
+      true,
+    ],
+    [[{ key: 'sweep', value: 's2' }], false],
+    [
+      [
+        { key: 'sweep', value: 's1' },
+        { key: 'lr', value: '0.2' },
+      ],
+      false,
+    ],
+    [[{ key: 'owner' }], false],
+    [[{ key: 'constructor' }], false],
+    [[], true],
+  ])('labels sweep=s1,lr=0.1 against %j: %s', (selectors, expected) => {
+    expect(matchesLabels(labels, selectors)).toBe(expected);
+  });
+
+  it('matches a job without labels only when nothing is selected', () => {
+    expect(matchesLabels(undefined, [])).toBe(true);
+    expect(matchesLabels(undefined, [{ key: 'sweep' }])).toBe(false);
   });
 });

@@ -193,7 +193,7 @@ async function listJobs(plane: ApiPlane, request: ApiRequest): Promise<ApiRespon
   const page = await plane.jobs.listJobsByTeam(team.id, {
     limit: query.limit ?? 20,
     ...(query.cursor !== undefined && { cursor: query.cursor }),
-    ...(query.label !== undefined && { labels: query.label }),
+    ...(query.label !== undefined && { labels: query.label.selectors }),
   });
   return {
     status: 200,

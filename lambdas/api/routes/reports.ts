@@ -2,7 +2,8 @@
  * GET /reports/showback: what a team spent over a period of UTC days, per user, project, tier and job (domain/
  * showback.ts), computed from the job and attempt records when asked, with running attempts up to now. Without
  * `from` and `to` the period is the current month so far. A team member sees their own team; an admin names any
- * configured team with `team`.
+ * configured team with `team`. With `label`, only the jobs that match it count (what a sweep cost), and the report
+ * says which label it was.
  */
 import { buildTeamShowback, customPeriod } from '../../domain/showback';
 import { badRequest, forbidden } from '../errors';
@@ -41,6 +42,8 @@ async function showback(plane: ApiPlane, request: ApiRequest): Promise<ApiRespon
   const today = now.toISOString().slice(0, 10);
   const period = customPeriod(query.from ?? `${today.slice(0, 8)}01`, query.to ?? today);
   const team = reportTeam(plane, request, query.team);
-  const jobs = await plane.jobs.jobsThatMayHaveRunIn(team, period);
-  return { status: 200, body: buildTeamShowback(plane.config, team, period, jobs, now) };
+  const label = query.label;
+  const jobs = await plane.jobs.jobsThatMayHaveRunIn(team, period, label && { labels: label.selectors });
+  const report = buildTeamShowback(plane.config, team, period, jobs, now);
+  return { status: 200, body: label === undefined ? report : { ...report, label: label.text } };
 }

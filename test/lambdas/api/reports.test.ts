@@ -29,10 +29,10 @@ beforeAll(async () => {
   await store({ jobId: 'nlp-feb', team: 'nlp', createdAt: '2026-02-28T20:00:00.000Z' }, [
     { startedAt: Date.parse('2026-02-28T23:00:00Z'), stoppedAt: Date.parse('2026-03-01T01:00:00Z'), costUsd: 0.4 },
   ]);
-  await store({ jobId: 'nlp-spot', team: 'nlp', user: 'bob', project: 'gpt' }, [
+  await store({ jobId: 'nlp-spot', team: 'nlp', user: 'bob', project: 'gpt', labels: { sweep: 's1', lr: '0.1' } }, [
     { startedAt: NOW - 5 * 24 * HOUR, stoppedAt: NOW - 5 * 24 * HOUR + 2 * HOUR, costUsd: 0.38 },
   ]);
-  await store({ jobId: 'nlp-running', team: 'nlp', state: 'RUNNING' }, [
+  await store({ jobId: 'nlp-running', team: 'nlp', state: 'RUNNING', labels: { sweep: 's1', lr: '0.2' } }, [
     { capacity: 'on-demand', status: 'RUNNING', startedAt: NOW - 2 * HOUR, usdPerHour: 0.526 },
   ]);
   await store({ jobId: 'vision-job', team: 'vision' }, [
@@ -79,6 +79,42 @@ describe('GET /reports/showback', () => {
     expect(body.totals).toMatchObject({ costUsd: 0.2, jobs: 1 });
   });
 
+  it('counts only the jobs with the labels when asked (what a sweep cost), and says which', async () => {
+    const sweep = await bench.call({
+      method: 'GET',
+      path: '/reports/showback',
+      as: PRINCIPALS.nlp,
+      query: { label: 'sweep=s1' },
+    });
+    expect(sweep.status).toBe(200);
+    expect(sweep.body.label).toBe('sweep=s1');
+    // nlp-spot's 0.38 and nlp-running's two on-demand hours (1.052); nlp-feb has no labels.
+    expect(sweep.body.totals).toMatchObject({ costUsd: 1.432, spotUsd: 0.38, onDemandUsd: 1.052, jobs: 2 });
+    expect((sweep.body.jobs as Array<{ jobId: string; labels?: unknown }>).map((j) => [j.jobId, j.labels])).toEqual([
+      ['nlp-running', { sweep: 's1', lr: '0.2' }],
+      ['nlp-spot', { sweep: 's1', lr: '0.1' }],
+    ]);
+    expect((sweep.body.byProject as Array<{ project: string | null }>).map((p) => p.project)).toEqual([null, 'gpt']);
+
+    const one = await bench.call({
+      method: 'GET',
+      path: '/reports/showback',
+      as: PRINCIPALS.nlp,
+      query: { label: 'sweep,lr=0.1' },
+    });
+    expect(one.body.totals).toMatchObject({ costUsd: 0.38, jobs: 1 });
+    const none = await bench.call({
+      method: 'GET',
+      path: '/reports/showback',
+      as: PRINCIPALS.nlp,
+      query: { label: 'x' },
+    });
+    expect(none.body.totals).toMatchObject({ costUsd: 0, jobs: 0 });
+    // Without a label the report has no label field.
+    const all = await bench.call({ method: 'GET', path: '/reports/showback', as: PRINCIPALS.nlp });
+    expect('label' in all.body).toBe(false);
+  });
+
   it('lets an admin name any team, and nobody else another team', async () => {
     const admin = await bench.call({
       method: 'GET',
@@ -106,6 +142,7 @@ describe('GET /reports/showback', () => {
     [PRINCIPALS.nlp, { from: '2026-03-10', to: '2026-03-01' }, /to \(2026-03-01\) is before from \(2026-03-10\)/],
     [PRINCIPALS.nlp, { from: '2025-01-01' }, /a showback covers at most 93 days/],
     [PRINCIPALS.nlp, { month: '2026-03' }, /query: unknown field\(s\) "month"/],
+    [PRINCIPALS.nlp, { label: 'Sweep=s1' }, /^query\.label: "Sweep=s1": label keys must be 1-63 characters/],
   ])('refuses %s with %j', async (as, query, message) => {
     const response = await bench.call({ method: 'GET', path: '/reports/showback', as, query });
     expect(response.status).toBe(400);
