@@ -19,7 +19,7 @@
 import type { TierConfig } from '../../lib/config';
 import { attemptPrice, costOfAttempt } from '../domain/attempt-cost';
 import type { BatchJob } from '../domain/batch-job';
-import { buildEvent } from '../domain/events';
+import { buildEvent, jobIdentity } from '../domain/events';
 import { type AttemptRecord, type JobRecord, tierOfJob } from '../domain/job';
 import { attemptRefOf, recordedCost } from '../domain/watch';
 import type { ControlPlane } from '../shared/control-plane';
@@ -66,10 +66,7 @@ export function createBatchEventsHandler(plane: Plane) {
     const logStreamName = batchJob.container?.logStreamName ?? batchJob.attempts.at(-1)?.container?.logStreamName;
     await plane.events.publish([
       buildEvent('Job Started', {
-        jobId: job.jobId,
-        team: job.team,
-        user: job.user,
-        ...(job.project ? { project: job.project } : {}),
+        ...jobIdentity(job),
         occurredAt: new Date(startedAt).toISOString(),
         attempt: attempt.attempt,
         capacity: attempt.capacity,

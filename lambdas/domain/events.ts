@@ -12,6 +12,7 @@
  */
 import * as z from 'zod';
 import { formatDuration, formatUsd } from './analysis/format';
+import { type JobLabels, labelsSchema } from './labels';
 import { describeIssues } from './zod-issues';
 
 /** Raised when a detail does not match its detail-type's schema, or the entry would exceed PutEvents' size limit. */
@@ -71,7 +72,29 @@ const jobHeader = {
   /** Who submitted the job. */
   user: z.string().min(1).max(512),
   project: z.string().min(1).max(64).optional(),
+  /** The job's labels (domain/labels.ts), so a rule can match a sweep: `"detail": { "labels": { "sweep": [...] } }`. */
+  labels: labelsSchema.optional(),
 };
+
+/** What identifies a job in every job event, as its record holds it. */
+export interface JobIdentity {
+  readonly jobId: string;
+  readonly team: string;
+  readonly user: string;
+  readonly project?: string;
+  readonly labels?: JobLabels;
+}
+
+/** The identity fields of a job event: the job, its team, who submitted it, and its project and labels if any. */
+export function jobIdentity(job: JobIdentity): JobIdentity {
+  return {
+    jobId: job.jobId,
+    team: job.team,
+    user: job.user,
+    ...(job.project !== undefined && { project: job.project }),
+    ...(job.labels !== undefined && { labels: job.labels }),
+  };
+}
 
 /** Detail schemas, by detail-type. */
 export const EVENT_SCHEMAS = {

@@ -12,7 +12,7 @@
  * recorded.
  */
 import { TERMINATE_REASONS } from '../domain/batch-reasons';
-import { buildEvent } from '../domain/events';
+import { buildEvent, jobIdentity } from '../domain/events';
 import type { ControlPlane } from '../shared/control-plane';
 import { parseSpotInterruptionEvent } from '../shared/event-schemas';
 import { logger } from '../shared/logger';
@@ -62,10 +62,7 @@ export function createInterruptionHandler(
     }
     await plane.events.publish([
       buildEvent('Job Interrupted', {
-        jobId: job.jobId,
-        team: job.team,
-        user: job.user,
-        ...(job.project ? { project: job.project } : {}),
+        ...jobIdentity(job),
         occurredAt: new Date(notice.timeMs).toISOString(),
         attempt: attempt.attempt,
         capacity: attempt.capacity,

@@ -2,23 +2,28 @@
  * Helpers the lifecycle steps share: job events and derived counters. Counters are derived from the
  * attempt records every time rather than incremented, so a replayed step cannot count an attempt twice.
  */
-import { buildEvent, type DetailType, type EventDetailInput, type EventEntry } from '../domain/events';
+import {
+  buildEvent,
+  type DetailType,
+  type EventDetailInput,
+  type EventEntry,
+  type JobIdentity,
+  jobIdentity,
+} from '../domain/events';
 import type { AttemptRecord, JobCounters, JobRecord } from '../domain/job';
 
 /** A job event with the job's identity filled in. */
 export function jobEvent<T extends DetailType>(
   type: T,
-  job: Pick<JobRecord, 'jobId' | 'team' | 'user' | 'project'>,
-  detail: Omit<EventDetailInput<T>, 'jobId' | 'team' | 'user' | 'project' | 'occurredAt'>,
+  job: JobIdentity,
+  detail: Omit<EventDetailInput<T>, keyof JobIdentity | 'occurredAt'>,
   at: Date,
 ): EventEntry<T> {
-  const identity = {
-    jobId: job.jobId,
-    team: job.team,
-    user: job.user,
-    ...(job.project ? { project: job.project } : {}),
-  };
-  return buildEvent(type, { ...identity, ...detail, occurredAt: at.toISOString() } as unknown as EventDetailInput<T>);
+  return buildEvent(type, {
+    ...jobIdentity(job),
+    ...detail,
+    occurredAt: at.toISOString(),
+  } as unknown as EventDetailInput<T>);
 }
 
 /** Counters as the attempts that have ended say, optionally leaving out one attempt (the one being decided). */

@@ -79,7 +79,11 @@ const ATTEMPTS: AttemptRecord[] = [
 
 async function seed(metricsLog?: string | Buffer): Promise<void> {
   await bench.jobs.createJob(
-    jobRecord({ createdAt: new Date(T.started - 4_000_000).toISOString(), project: '<script>x</script>' }),
+    jobRecord({
+      createdAt: new Date(T.started - 4_000_000).toISOString(),
+      project: '<script>x</script>',
+      labels: { sweep: 'lr-grid' },
+    }),
   );
   for (const a of ATTEMPTS) await bench.jobs.putAttempt(a);
   if (metricsLog !== undefined) await workspace.put(KEYS.metricsLog, metricsLog);
@@ -111,6 +115,8 @@ describe('Finalize: the job report', () => {
     expect(await workspace.get(KEYS.summary)).toBeDefined();
     const [succeeded] = publishedOf(bench.recorded, 'Job Succeeded');
     expect(succeeded?.reportUri).toBe(reportUri);
+    // The job's labels travel with its events, so a rule can follow a sweep.
+    expect(succeeded?.labels).toEqual({ sweep: 'lr-grid' });
 
     const html = await report();
     expect(html).toMatch(/^<!doctype html>/);

@@ -9,7 +9,7 @@
  */
 import { createHash } from 'node:crypto';
 import { TERMINATE_REASONS } from '../../domain/batch-reasons';
-import { buildEvent } from '../../domain/events';
+import { buildEvent, jobIdentity } from '../../domain/events';
 import { isTerminal, JOB_ID_PATTERN, type JobRecord } from '../../domain/job';
 import { jobKeysFor } from '../../domain/workspace-layout';
 import { JobNotFound } from '../../shared/job-store';
@@ -158,10 +158,7 @@ async function announceAndStart(plane: ApiPlane, job: JobRecord): Promise<void> 
   const deadlineSeconds = job.requirements.deadlineSeconds;
   await plane.events.publish([
     buildEvent('Job Submitted', {
-      jobId: job.jobId,
-      team: job.team,
-      user: job.user,
-      ...(job.project !== undefined && { project: job.project }),
+      ...jobIdentity(job),
       // The submission time, not now: a replayed announcement says the same thing.
       occurredAt: job.createdAt,
       tier: job.tier,

@@ -104,8 +104,9 @@ describe('POST /jobs accepts a valid submission', () => {
     expect(job.estimate).toMatchObject({ costUsd: 11.35, runtimeSeconds: 3600 });
   });
 
-  it("keeps the job's labels on its record; a submission without any has none", async () => {
+  it("keeps the job's labels on its record and its events; a submission without any has none", async () => {
     const labels = { sweep: 'cli-42', lr: '3e-4' };
+    const before = bench.recorded.published.length;
     const { status, body } = await bench.call({
       method: 'POST',
       path: '/jobs',
@@ -120,6 +121,13 @@ describe('POST /jobs accepts a valid submission', () => {
     const plain = await bench.call({ method: 'POST', path: '/jobs', body: { bundle: bundleB64, command, labels: {} } });
     expect(plain.status).toBe(202);
     expect('labels' in (plain.body.job as object)).toBe(false);
+    const announced = bench.recorded.published
+      .slice(before)
+      .map((e) => JSON.parse(e.Detail) as Record<string, unknown>);
+    expect(announced.map((d) => [d.jobId, d.labels])).toEqual([
+      [job.jobId, labels],
+      [(plain.body.job as JobBody).jobId, undefined],
+    ]);
   });
 
   it('accepts a body API Gateway delivered base64-encoded', async () => {
