@@ -18,6 +18,7 @@ import {
 import { type LabelSelector, matchesLabels } from '../domain/labels';
 import { type JobWithAttempts, mayHaveRunIn, type ReportPeriod } from '../domain/showback';
 import { InvalidTierSpotRecord, parseTierSpotRecord, type TierSpotRecord } from '../domain/tier-spot';
+import { mapConcurrently } from './concurrency';
 import { documentSdk, dynamoDbSdk } from './dynamo';
 import { JOBS_INDEXES, jobKeys } from './table-design';
 
@@ -512,16 +513,10 @@ export class JobStore {
     for await (const job of this.teamJobs(team, { createdBeforeMs: period.toMs })) {
       if (mayHaveRunIn(job, period) && matchesLabels(job.labels, options.labels ?? [])) jobs.push(job);
     }
-    const out: JobWithAttempts[] = new Array(jobs.length);
-    const queue = [...jobs.entries()];
-    const worker = async () => {
-      for (let item = queue.shift(); item !== undefined; item = queue.shift()) {
-        const [index, job] = item;
-        out[index] = { job, attempts: await this.listAttempts(job.jobId) };
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(ATTEMPT_READS_IN_FLIGHT, jobs.length) }, worker));
-    return out;
+    return mapConcurrently(jobs, ATTEMPT_READS_IN_FLIGHT, async (job) => ({
+      job,
+      attempts: await this.listAttempts(job.jobId),
+    }));
   }
 
   /**

@@ -9,6 +9,7 @@ import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import { MAX_LABELS } from '../../lambdas/domain/labels';
 import { checkpointToRestore } from '../../lambdas/domain/workspace-layout';
+import { mapConcurrently } from '../../lambdas/shared/concurrency';
 import { ConfigError, loadConfig } from '../config';
 import { ApiClient, type FetchLike, resolveTarget } from './client';
 import { CliError, EXIT_CODES, exitCodeForJobState } from './exit-codes';
@@ -276,6 +277,9 @@ function jobSettingsFrom(options: JobOptions): JobSettings {
     maxCost,
   };
 }
+
+/** Estimates a sweep asks for at once (each is one POST /estimate; the API analyses the code for each). */
+const SWEEP_ESTIMATES_IN_FLIGHT = 4;
 
 /** The label every job of a sweep carries, valued with the sweep's key. */
 const SWEEP_LABEL = 'sweep';
@@ -645,12 +649,18 @@ export function createProgram(
       const packed = packDirectory(dir, { maxBundleBytes: limits.maxBundleBytes });
       const client = clientFor(options);
 
-      // Each combination is estimated on its own: the analysis reads hyper-parameters from the command.
-      const estimates: unknown[] = [];
-      for (const job of jobs) {
-        if (io.isTTY && !options.json) io.stdout(`\r\x1b[2KEstimating job ${job.index} of ${jobs.length}…`);
-        estimates.push(await estimateFor(client, packed, job.command, options));
-      }
+      // Each combination is estimated on its own (the analysis reads hyper-parameters from the command), a few at once.
+      let estimated = 0;
+      const progress = () => {
+        if (io.isTTY && !options.json) io.stdout(`\r\x1b[2KEstimating: ${estimated} of ${jobs.length} jobs done…`);
+      };
+      progress();
+      const estimates = await mapConcurrently(jobs, SWEEP_ESTIMATES_IN_FLIGHT, async (job) => {
+        const estimate = await estimateFor(client, packed, job.command, options);
+        estimated += 1;
+        progress();
+        return estimate;
+      });
       if (io.isTTY && !options.json) io.stdout('\r\x1b[2K');
       const reservations = estimates.map((e) => estimateCostForConfirmation(e) ?? 0);
       const total = Math.round(reservations.reduce((sum, r) => sum + r, 0) * 100) / 100;

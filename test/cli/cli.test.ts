@@ -324,6 +324,20 @@ describe('sweep', () => {
     expect(lines[1]).toContain(`owner=kim sweep=${key}`);
   });
 
+  it('counts the estimates on one redrawn line on a terminal, and clears it before the plan', async () => {
+    const run = await cli(['sweep', CPU_TINY, ...SWEEP, '--yes', ...COMMAND], { tty: true });
+    expect(run.code).toBe(EXIT_CODES.ok);
+    const progress = run.stdout.slice(0, run.stdout.indexOf('Packed '));
+    expect(progress.split('\r\x1b[2K').filter((p) => p !== '')).toEqual([
+      'Estimating: 0 of 4 jobs done…',
+      'Estimating: 1 of 4 jobs done…',
+      'Estimating: 2 of 4 jobs done…',
+      'Estimating: 3 of 4 jobs done…',
+      'Estimating: 4 of 4 jobs done…',
+    ]);
+    expect(progress.endsWith('\r\x1b[2K')).toBe(true);
+  });
+
   it('refuses a --label sweep of its own, and a 16th label, before any request', async () => {
     const own = await cli(['sweep', CPU_TINY, ...SWEEP, '--yes', '--label', 'sweep=mine', ...COMMAND]);
     expect(own.code).toBe(EXIT_CODES.usage);
