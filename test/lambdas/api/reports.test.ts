@@ -80,12 +80,9 @@ describe('GET /reports/showback', () => {
   });
 
   it('counts only the jobs with the labels when asked (what a sweep cost), and says which', async () => {
-    const sweep = await bench.call({
-      method: 'GET',
-      path: '/reports/showback',
-      as: PRINCIPALS.nlp,
-      query: { label: 'sweep=s1' },
-    });
+    const nlpShowback = (query?: Record<string, string>) =>
+      bench.call({ method: 'GET', path: '/reports/showback', as: PRINCIPALS.nlp, ...(query && { query }) });
+    const sweep = await nlpShowback({ label: 'sweep=s1' });
     expect(sweep.status).toBe(200);
     expect(sweep.body.label).toBe('sweep=s1');
     // nlp-spot's 0.38 and nlp-running's two on-demand hours (1.052); nlp-feb has no labels.
@@ -96,23 +93,10 @@ describe('GET /reports/showback', () => {
     ]);
     expect((sweep.body.byProject as Array<{ project: string | null }>).map((p) => p.project)).toEqual([null, 'gpt']);
 
-    const one = await bench.call({
-      method: 'GET',
-      path: '/reports/showback',
-      as: PRINCIPALS.nlp,
-      query: { label: 'sweep,lr=0.1' },
-    });
-    expect(one.body.totals).toMatchObject({ costUsd: 0.38, jobs: 1 });
-    const none = await bench.call({
-      method: 'GET',
-      path: '/reports/showback',
-      as: PRINCIPALS.nlp,
-      query: { label: 'x' },
-    });
-    expect(none.body.totals).toMatchObject({ costUsd: 0, jobs: 0 });
+    expect((await nlpShowback({ label: 'sweep,lr=0.1' })).body.totals).toMatchObject({ costUsd: 0.38, jobs: 1 });
+    expect((await nlpShowback({ label: 'x' })).body.totals).toMatchObject({ costUsd: 0, jobs: 0 });
     // Without a label the report has no label field.
-    const all = await bench.call({ method: 'GET', path: '/reports/showback', as: PRINCIPALS.nlp });
-    expect('label' in all.body).toBe(false);
+    expect('label' in (await nlpShowback()).body).toBe(false);
   });
 
   it('lets an admin name any team, and nobody else another team', async () => {
