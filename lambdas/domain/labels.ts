@@ -61,7 +61,9 @@ export function labelsFrom(texts: readonly string[]): Record<string, string> {
   const labels: Record<string, string> = {};
   for (const text of texts) {
     const { key, value } = parseLabel(text);
-    if (key in labels) throw new InvalidLabel(`label ${key} is given twice (${key}=${labels[key]} and ${text})`);
+    if (Object.hasOwn(labels, key)) {
+      throw new InvalidLabel(`label ${key} is given twice (${key}=${labels[key]} and ${text})`);
+    }
     labels[key] = value;
   }
   if (Object.keys(labels).length > MAX_LABELS) {

@@ -286,7 +286,7 @@ const SWEEP_LABEL = 'sweep';
 
 /** A sweep's job labels: the user's, and `sweep=<the sweep's key>`, which is the sweep's own to set. */
 function sweepLabels(labels: Record<string, string>, sweepKey: string): Record<string, string> {
-  if (SWEEP_LABEL in labels) {
+  if (Object.hasOwn(labels, SWEEP_LABEL)) {
     throw new CliError(
       `--label ${SWEEP_LABEL} is set by trainyard sweep to the sweep's key (${sweepKey}); choose another key for yours`,
       EXIT_CODES.usage,

@@ -55,6 +55,8 @@ describe('labelsFrom', () => {
   it('collects the labels by key', () => {
     expect(labelsFrom(['team-goal=q3', 'lr=0.1'])).toEqual({ 'team-goal': 'q3', lr: '0.1' });
     expect(labelsFrom([])).toEqual({});
+    // A key that names an Object.prototype member is a label like any other, not "given twice".
+    expect(labelsFrom(['constructor=x'])).toEqual({ constructor: 'x' });
   });
 
   it('refuses a key given twice, naming both values', () => {
