@@ -829,17 +829,25 @@ export function createProgram(
       },
     );
 
-  /** Every job of the team matching a label selector list, newest first, following the pages to the end. */
-  const labelledJobs = async (client: ApiClient, label: string): Promise<Record<string, unknown>[]> => {
+  /**
+   * Every job of the team matching a label selector list, newest first, following the pages to the end; on a
+   * terminal (and not under --json, whose stdout is the document) a line counts them as they come.
+   */
+  const labelledJobs = async (
+    client: ApiClient,
+    label: string,
+    json: boolean | undefined,
+  ): Promise<Record<string, unknown>[]> => {
+    const progress = io.isTTY && !json;
     const jobs: Record<string, unknown>[] = [];
     let cursor: string | undefined;
     do {
-      if (io.isTTY) io.stdout(`\r\x1b[2KFinding the jobs with --label ${label}… ${jobs.length} so far`);
+      if (progress) io.stdout(`\r\x1b[2KFinding the jobs with --label ${label}… ${jobs.length} so far`);
       const { body } = await client.send({ method: 'GET', path: '/jobs', query: { limit: 100, label, cursor } });
       jobs.push(...(list(body, 'jobs') as Record<string, unknown>[]));
       cursor = str(body, 'nextCursor');
     } while (cursor !== undefined);
-    if (io.isTTY) io.stdout('\r\x1b[2K');
+    if (progress) io.stdout('\r\x1b[2K');
     return jobs;
   };
 
@@ -850,7 +858,7 @@ export function createProgram(
    */
   const cancelLabelled = async (options: CommonOptions & { yes?: boolean }, label: string) => {
     const client = clientFor(options);
-    const matched = await labelledJobs(client, label);
+    const matched = await labelledJobs(client, label, options.json);
     const open = matched.filter((job) => !isTerminalState(str(job, 'state')));
     if (open.length > 0 && !options.json) println(formatJobsTable({ jobs: open }));
     if (open.length > 0 && !options.yes) {

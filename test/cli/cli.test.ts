@@ -902,6 +902,15 @@ describe('cancel --label', () => {
     expect(ended.code).toBe(EXIT_CODES.ok);
     expect(ended.stdout).toBe('Nothing to cancel: the job with --label batch=b2 has ended.\n');
     expect(requests).toEqual(['GET /jobs', 'GET /jobs']);
+    // On a terminal, --json's stdout is the document alone: no progress line in front of it.
+    const json = await cli(['cancel', '--label', 'batch=b2', '--json'], { tty: true });
+    expect(JSON.parse(json.stdout)).toEqual({
+      label: 'batch=b2',
+      matched: 1,
+      cancelled: [],
+      alreadyEnded: [],
+      failed: [],
+    });
   });
 });
 

@@ -10,6 +10,11 @@ const NOW = Date.parse('2026-03-20T12:00:00Z');
 
 let bench: ApiBench;
 
+/** GET /reports/showback as a principal, with an optional query. */
+function showbackAs(as: string, query?: Record<string, string>) {
+  return bench.call({ method: 'GET', path: '/reports/showback', as, ...(query && { query }) });
+}
+
 async function store(
   job: Partial<JobRecord> & { jobId: string; team: string },
   attempts: Array<Partial<AttemptRecord>>,
@@ -46,7 +51,7 @@ afterAll(async () => {
 
 describe('GET /reports/showback', () => {
   it('reports the caller’s team over the month so far, with running attempts up to now', async () => {
-    const { status, body } = await bench.call({ method: 'GET', path: '/reports/showback', as: PRINCIPALS.nlp });
+    const { status, body } = await showbackAs(PRINCIPALS.nlp);
     expect(status).toBe(200);
     expect(body).toMatchObject({ team: 'nlp', report: 'custom', periodStart: '2026-03-01', periodEnd: '2026-03-20' });
     expect(body.asOf).toBe(new Date(NOW).toISOString());
@@ -69,19 +74,13 @@ describe('GET /reports/showback', () => {
   });
 
   it('reports a chosen period', async () => {
-    const { body } = await bench.call({
-      method: 'GET',
-      path: '/reports/showback',
-      as: PRINCIPALS.nlp,
-      query: { from: '2026-02-01', to: '2026-02-28' },
-    });
+    const { body } = await showbackAs(PRINCIPALS.nlp, { from: '2026-02-01', to: '2026-02-28' });
     expect(body).toMatchObject({ periodStart: '2026-02-01', periodEnd: '2026-02-28' });
     expect(body.totals).toMatchObject({ costUsd: 0.2, jobs: 1 });
   });
 
   it('counts only the jobs with the labels when asked (what a sweep cost), and says which', async () => {
-    const nlpShowback = (query?: Record<string, string>) =>
-      bench.call({ method: 'GET', path: '/reports/showback', as: PRINCIPALS.nlp, ...(query && { query }) });
+    const nlpShowback = (query?: Record<string, string>) => showbackAs(PRINCIPALS.nlp, query);
     const sweep = await nlpShowback({ label: 'sweep=s1' });
     expect(sweep.status).toBe(200);
     expect(sweep.body.label).toBe('sweep=s1');
@@ -100,21 +99,11 @@ describe('GET /reports/showback', () => {
   });
 
   it('lets an admin name any team, and nobody else another team', async () => {
-    const admin = await bench.call({
-      method: 'GET',
-      path: '/reports/showback',
-      as: PRINCIPALS.admin,
-      query: { team: 'vision' },
-    });
+    const admin = await showbackAs(PRINCIPALS.admin, { team: 'vision' });
     expect(admin.status).toBe(200);
     expect(admin.body).toMatchObject({ team: 'vision', totals: expect.objectContaining({ costUsd: 0.19, jobs: 1 }) });
 
-    const other = await bench.call({
-      method: 'GET',
-      path: '/reports/showback',
-      as: PRINCIPALS.vision,
-      query: { team: 'nlp' },
-    });
+    const other = await showbackAs(PRINCIPALS.vision, { team: 'nlp' });
     expect(other.status).toBe(403);
     expect(errorOf(other.body).message).toMatch(/may see team vision's showback only, not nlp's/);
   });
@@ -128,7 +117,7 @@ describe('GET /reports/showback', () => {
     [PRINCIPALS.nlp, { month: '2026-03' }, /query: unknown field\(s\) "month"/],
     [PRINCIPALS.nlp, { label: 'Sweep=s1' }, /^query\.label: "Sweep=s1": label keys must be 1-63 characters/],
   ])('refuses %s with %j', async (as, query, message) => {
-    const response = await bench.call({ method: 'GET', path: '/reports/showback', as, query });
+    const response = await showbackAs(as, query);
     expect(response.status).toBe(400);
     expect(errorOf(response.body).message).toMatch(message);
   });
