@@ -6,7 +6,7 @@
  * Pure module (zod only): `scripts/config-docs.ts` prints the table or rewrites README's section between the markers,
  * and test/infra/config-docs.test.ts checks that README holds exactly what this module renders.
  */
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { configSchema } from './config';
 
 /** Raised when README's generated section can't be found or is malformed; names the markers expected. */
@@ -60,13 +60,13 @@ const UNBOUNDED = Number.MAX_SAFE_INTEGER;
 const MAX_INLINE_DEFAULT = 60;
 
 /** The JSON Schema of the config file as a user writes it (`io: 'input'`: defaults shown, optional keys optional). */
-export function configJsonSchema(schema: z.ZodType = configSchema): JsonSchemaNode {
+export function configJsonSchema(schema: z.ZodMiniType = configSchema): JsonSchemaNode {
   // Refinements (durations, retention days, cross-references) have no JSON Schema form; `.describe()` texts say them.
   return z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as JsonSchemaNode;
 }
 
 /** Every key of the schema as a reference row, parents before their children, in schema order. */
-export function configReferenceRows(schema: z.ZodType = configSchema): ConfigReferenceRow[] {
+export function configReferenceRows(schema: z.ZodMiniType = configSchema): ConfigReferenceRow[] {
   const rows: ConfigReferenceRow[] = [];
   collectRows(configJsonSchema(schema), '', rows);
   return rows;
@@ -266,7 +266,7 @@ function seedTiersMarkdown(schema: JsonSchemaNode): string {
  * The Markdown README carries between its config-reference markers: the key table, then the seed tiers.
  * Deterministic (schema order, no timestamps), so a test can compare it with README byte for byte.
  */
-export function configReferenceMarkdown(schema: z.ZodType = configSchema): string {
+export function configReferenceMarkdown(schema: z.ZodMiniType = configSchema): string {
   const rows = configReferenceRows(schema);
   const table = markdownTable(
     ['key', 'type', 'default', 'description'],

@@ -5,7 +5,8 @@
  * the CLI read the same resolved object, so a tier or a team means the same thing everywhere.
  */
 import { existsSync, readFileSync } from 'node:fs';
-import * as z from 'zod';
+import * as z from 'zod/mini';
+import '../lambdas/domain/zod-issues'; // zod's English issue messages
 import { fargateSizeFor, GPU_INSTANCE_FAMILIES, GPU_INSTANCES, instanceFamily } from './instance-catalog';
 
 /** Raised when a configuration file is missing, unreadable or invalid; the message names key, value and rule. */
@@ -17,17 +18,21 @@ const ID_PATTERN = /^[a-z][a-z0-9-]{0,30}[a-z0-9]$/;
 const idSchema = (what: string) =>
   z
     .string()
-    .regex(ID_PATTERN, `${what} must be 2-32 characters of a-z, 0-9 and '-', starting with a letter`)
-    .describe(`${what}: 2-32 characters of a-z, 0-9 and '-', starting with a letter.`);
+    .check(
+      z.regex(ID_PATTERN, `${what} must be 2-32 characters of a-z, 0-9 and '-', starting with a letter`),
+      z.describe(`${what}: 2-32 characters of a-z, 0-9 and '-', starting with a letter.`),
+    );
 
 /** IAM users and roles, and STS assumed-role sessions, in any partition. */
 export const PRINCIPAL_ARN_PATTERN =
   /^arn:aws(?:-cn|-us-gov)?:(?:iam::\d{12}:(?:user|role)\/[\w+=,.@/-]{1,512}|sts::\d{12}:assumed-role\/[\w+=,.@-]{1,64}\/[\w+=,.@-]{1,64})$/;
 const principalSchema = z
   .string()
-  .regex(
-    PRINCIPAL_ARN_PATTERN,
-    'must be an IAM user or role ARN (arn:aws:iam::123456789012:role/Name) or an assumed-role ARN (arn:aws:sts::123456789012:assumed-role/Role/session)',
+  .check(
+    z.regex(
+      PRINCIPAL_ARN_PATTERN,
+      'must be an IAM user or role ARN (arn:aws:iam::123456789012:role/Name) or an assumed-role ARN (arn:aws:sts::123456789012:assumed-role/Role/session)',
+    ),
   );
 
 const DURATION_PATTERN = /^(\d+(?:\.\d+)?)(s|m|h|d)$/;
@@ -42,117 +47,119 @@ export function parseDuration(text: string): number | undefined {
   return unit === undefined ? undefined : Number(match[1]) * unit;
 }
 
-const durationSchema = z
-  .string()
-  .refine((v) => parseDuration(v) !== undefined, 'must be a duration like 30s, 10m, 2h or 1d')
-  .refine((v) => {
+const durationSchema = z.string().check(
+  z.refine((v) => parseDuration(v) !== undefined, 'must be a duration like 30s, 10m, 2h or 1d'),
+  z.refine((v) => {
     const seconds = parseDuration(v) ?? 0;
     return seconds >= 1 && seconds <= MAX_RUNTIME_SECONDS;
-  }, 'must be between 1s and 14d');
+  }, 'must be between 1s and 14d'),
+);
 
 /** CloudWatch Logs accepts only these retention periods. */
 export const LOG_RETENTION_DAYS = [
   1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653,
 ] as const;
 
-const tierSchema = z
-  .object({
-    id: idSchema('tier id'),
-    kind: z.enum(['cpu', 'gpu']).describe('cpu tiers run on Fargate; gpu tiers on EC2 GPU instances.'),
-    instanceTypes: z
-      .array(z.string().regex(/^[a-z][a-z0-9-]*\.[a-z0-9]+$/, 'must look like g4dn.xlarge'))
-      .default([])
-      .describe(
+const tierSchema = z.strictObject({
+  id: idSchema('tier id'),
+  kind: z.enum(['cpu', 'gpu']).check(z.describe('cpu tiers run on Fargate; gpu tiers on EC2 GPU instances.')),
+  instanceTypes: z
+    ._default(z.array(z.string().check(z.regex(/^[a-z][a-z0-9-]*\.[a-z0-9]+$/, 'must look like g4dn.xlarge'))), [])
+    .check(
+      z.describe(
         'EC2 instance types for gpu tiers; empty for cpu tiers. On-demand attempts run on the first (onDemandUsdPerHour is its price); spot attempts on any of them. List 3 or more interchangeable types so the spot placement-score probe can see spot capacity and a deadline job can return from on-demand to spot.',
       ),
-    gpus: z.number().int().min(0).max(8).default(0).describe('GPUs per node.'),
-    gpuMemoryGiB: z.number().min(0).default(0).describe('Memory per GPU, GiB (used to decide whether a model fits).'),
-    vcpus: z.number().positive().max(192).describe('vCPUs per node given to the job.'),
-    memoryMiB: z.number().int().min(128).describe('Memory per node given to the job, MiB.'),
-    maxRuntime: durationSchema.describe('Longest a job may run on this tier (1s..14d), e.g. 30s, 10m, 2h or 1d.'),
-    onDemandUsdPerHour: z
-      .number()
-      .positive()
-      .describe('On-demand price per node-hour of the first instance type (gpu) or the Fargate size (cpu), USD.'),
-    spotUsdPerHour: z
-      .number()
-      .positive()
-      .optional()
-      .describe('Spot price per node-hour used when EC2 spot price history is unavailable, USD.'),
-    spotAllowed: z.boolean().default(true).describe('Whether jobs on this tier may run on spot capacity.'),
-    nodes: z.number().int().min(1).max(64).default(1).describe('Nodes per job; more than 1 makes a multi-node tier.'),
-    maxInstances: z
-      .number()
-      .int()
-      .min(1)
-      .max(1000)
-      .default(8)
-      .describe('Most instances (gpu) or tasks (cpu) of this tier running at once; bounds the compute environments.'),
-    peakTflops: z
-      .number()
-      .positive()
-      .describe(
+    ),
+  gpus: z._default(z.int().check(z.gte(0), z.lte(8)), 0).check(z.describe('GPUs per node.')),
+  gpuMemoryGiB: z
+    ._default(z.number().check(z.gte(0)), 0)
+    .check(z.describe('Memory per GPU, GiB (used to decide whether a model fits).')),
+  vcpus: z.number().check(z.positive(), z.lte(192), z.describe('vCPUs per node given to the job.')),
+  memoryMiB: z.int().check(z.gte(128), z.describe('Memory per node given to the job, MiB.')),
+  maxRuntime: durationSchema.check(
+    z.describe('Longest a job may run on this tier (1s..14d), e.g. 30s, 10m, 2h or 1d.'),
+  ),
+  onDemandUsdPerHour: z
+    .number()
+    .check(
+      z.positive(),
+      z.describe('On-demand price per node-hour of the first instance type (gpu) or the Fargate size (cpu), USD.'),
+    ),
+  spotUsdPerHour: z
+    .optional(z.number().check(z.positive()))
+    .check(z.describe('Spot price per node-hour used when EC2 spot price history is unavailable, USD.')),
+  spotAllowed: z._default(z.boolean(), true).check(z.describe('Whether jobs on this tier may run on spot capacity.')),
+  nodes: z
+    ._default(z.int().check(z.gte(1), z.lte(64)), 1)
+    .check(z.describe('Nodes per job; more than 1 makes a multi-node tier.')),
+  maxInstances: z
+    ._default(z.int().check(z.gte(1), z.lte(1000)), 8)
+    .check(
+      z.describe('Most instances (gpu) or tasks (cpu) of this tier running at once; bounds the compute environments.'),
+    ),
+  peakTflops: z
+    .number()
+    .check(
+      z.positive(),
+      z.describe(
         'Peak dense 16-bit TFLOPS per node of the slowest listed instance type (CPU tiers: fp32), for runtime estimates.',
       ),
-    shmSizeMiB: z
-      .number()
-      .int()
-      .min(64)
-      .optional()
-      .describe('Shared memory (/dev/shm) for gpu tiers, MiB. Default: half of memoryMiB.'),
-  })
-  .strict();
+    ),
+  shmSizeMiB: z
+    .optional(z.int().check(z.gte(64)))
+    .check(z.describe('Shared memory (/dev/shm) for gpu tiers, MiB. Default: half of memoryMiB.')),
+});
 
-const teamSchema = z
-  .object({
-    id: idSchema('team id'),
-    principals: z.array(principalSchema).default([]).describe('IAM principal ARNs whose API calls act for this team.'),
-    monthlyBudgetUsd: z.number().min(0).max(10_000_000).describe('Team budget per calendar month (UTC), USD.'),
-    fairShareWeight: z
-      .number()
-      .min(0.0001)
-      .max(999.9999)
-      .default(1)
-      .describe('Batch fair-share weight factor: lower gets more of the queue.'),
-    tiers: z.array(z.string()).optional().describe('Tier ids this team may use. Default: all tiers.'),
-  })
-  .strict();
+const teamSchema = z.strictObject({
+  id: idSchema('team id'),
+  principals: z
+    ._default(z.array(principalSchema), [])
+    .check(z.describe('IAM principal ARNs whose API calls act for this team.')),
+  monthlyBudgetUsd: z
+    .number()
+    .check(z.gte(0), z.lte(10_000_000), z.describe('Team budget per calendar month (UTC), USD.')),
+  fairShareWeight: z
+    ._default(z.number().check(z.gte(0.0001), z.lte(999.9999)), 1)
+    .check(z.describe('Batch fair-share weight factor: lower gets more of the queue.')),
+  tiers: z.optional(z.array(z.string())).check(z.describe('Tier ids this team may use. Default: all tiers.')),
+});
 
+const NETWORK_MODE_DESCRIPTION = '"new": Trainyard creates a VPC; "existing": it uses a VPC and subnets you name.';
 const networkSchema = z
-  .discriminatedUnion('mode', [
-    z
-      .object({
-        mode: z
-          .literal('new')
-          .describe('"new": Trainyard creates a VPC; "existing": it uses a VPC and subnets you name.'),
-        maxAzs: z.number().int().min(1).max(6).default(2).describe('Availability zones for the new VPC.'),
+  .prefault(
+    z.discriminatedUnion('mode', [
+      z.strictObject({
+        mode: z.literal('new').check(z.describe(NETWORK_MODE_DESCRIPTION)),
+        maxAzs: z
+          ._default(z.int().check(z.gte(1), z.lte(6)), 2)
+          .check(z.describe('Availability zones for the new VPC.')),
         natGateways: z
-          .number()
-          .int()
-          .min(0)
-          .max(6)
-          .default(1)
-          .describe('NAT gateways (0 puts compute in public subnets with public IPs).'),
-      })
-      .strict(),
-    z
-      .object({
-        mode: z
-          .literal('existing')
-          .describe('"new": Trainyard creates a VPC; "existing": it uses a VPC and subnets you name.'),
+          ._default(z.int().check(z.gte(0), z.lte(6)), 1)
+          .check(z.describe('NAT gateways (0 puts compute in public subnets with public IPs).')),
+      }),
+      z.strictObject({
+        mode: z.literal('existing').check(z.describe(NETWORK_MODE_DESCRIPTION)),
         vpcId: z
           .string()
-          .regex(/^vpc-[0-9a-f]{8,17}$/, 'must be a VPC id like vpc-0123456789abcdef0')
-          .describe('The VPC compute launches in, e.g. vpc-0123456789abcdef0.'),
+          .check(
+            z.regex(/^vpc-[0-9a-f]{8,17}$/, 'must be a VPC id like vpc-0123456789abcdef0'),
+            z.describe('The VPC compute launches in, e.g. vpc-0123456789abcdef0.'),
+          ),
         subnetIds: z
-          .array(z.string().regex(/^subnet-[0-9a-f]{8,17}$/, 'must be a subnet id like subnet-0123456789abcdef0'))
-          .min(1, 'must list at least one subnet')
-          .describe('Subnets of that VPC for compute; they need a route to ECR, S3 and CloudWatch (NAT or endpoints).'),
-      })
-      .strict(),
-  ])
-  .prefault({ mode: 'new' })
-  .describe('Network: { mode: "new", maxAzs, natGateways } or { mode: "existing", vpcId, subnetIds }.');
+          .array(
+            z.string().check(z.regex(/^subnet-[0-9a-f]{8,17}$/, 'must be a subnet id like subnet-0123456789abcdef0')),
+          )
+          .check(
+            z.minLength(1, 'must list at least one subnet'),
+            z.describe(
+              'Subnets of that VPC for compute; they need a route to ECR, S3 and CloudWatch (NAT or endpoints).',
+            ),
+          ),
+      }),
+    ]),
+    { mode: 'new' },
+  )
+  .check(z.describe('Network: { mode: "new", maxAzs, natGateways } or { mode: "existing", vpcId, subnetIds }.'));
 
 /** Seed tiers: what `npx cdk synth` deploys when the config file does not list tiers. */
 export const DEFAULT_TIERS = [
@@ -233,145 +240,158 @@ export const DEFAULT_TIERS = [
 
 /** The configuration schema; every key documents itself, and README's config table is generated from it. */
 export const configSchema = z
-  .object({
+  .strictObject({
     tiers: z
-      .array(tierSchema)
-      .min(1, 'must define at least one tier')
-      .prefault(DEFAULT_TIERS.map((t) => ({ ...t, instanceTypes: 'instanceTypes' in t ? [...t.instanceTypes] : [] })))
-      .describe('Compute tiers jobs can run on. Default: the six seed tiers (cpu-small … gpu-multinode).'),
+      .prefault(
+        z.array(tierSchema).check(z.minLength(1, 'must define at least one tier')),
+        DEFAULT_TIERS.map((t) => ({ ...t, instanceTypes: 'instanceTypes' in t ? [...t.instanceTypes] : [] })),
+      )
+      .check(z.describe('Compute tiers jobs can run on. Default: the six seed tiers (cpu-small … gpu-multinode).')),
     teams: z
-      .array(teamSchema)
-      .min(1, 'must define at least one team')
-      .prefault([{ id: 'research', monthlyBudgetUsd: 500 }])
-      .describe('Teams: who they are (IAM principals), what they may spend and their fair share.'),
+      .prefault(z.array(teamSchema).check(z.minLength(1, 'must define at least one team')), [
+        { id: 'research', monthlyBudgetUsd: 500 },
+      ])
+      .check(z.describe('Teams: who they are (IAM principals), what they may spend and their fair share.')),
     admins: z
-      .array(principalSchema)
-      .default([])
-      .describe('IAM principal ARNs allowed to change budgets (PUT /budgets/{scope}).'),
+      ._default(z.array(principalSchema), [])
+      .check(z.describe('IAM principal ARNs allowed to change budgets (PUT /budgets/{scope}).')),
     budgets: z
-      .object({
-        warnThreshold: z
-          .number()
-          .gt(0)
-          .lt(1)
-          .default(0.7)
-          .describe('Fraction of a budget at which an alert is sent (once per period).'),
-        blockThreshold: z
-          .number()
-          .gt(0)
-          .max(2)
-          .default(1)
-          .describe('Fraction of a budget beyond which jobs are refused and running ones paused.'),
-      })
-      .strict()
-      .prefault({})
-      .describe('Budget thresholds, as fractions of each scope’s monthly budget.'),
+      .prefault(
+        z.strictObject({
+          warnThreshold: z
+            ._default(z.number().check(z.gt(0), z.lt(1)), 0.7)
+            .check(z.describe('Fraction of a budget at which an alert is sent (once per period).')),
+          blockThreshold: z
+            ._default(z.number().check(z.gt(0), z.lte(2)), 1)
+            .check(z.describe('Fraction of a budget beyond which jobs are refused and running ones paused.')),
+        }),
+        {},
+      )
+      .check(z.describe('Budget thresholds, as fractions of each scope’s monthly budget.')),
     spotPolicy: z
-      .object({
-        reclaimsBeforeOnDemand: z
-          .number()
-          .int()
-          .min(1)
-          .max(20)
-          .default(2)
-          .describe('Spot reclaims a job survives before it falls back to on-demand.'),
-        capacityWaitMinutes: z
-          .number()
-          .int()
-          .min(10, 'must be at least 10: Batch job-state time-limit actions start at 600 s')
-          .max(1440, 'must be at most 1440: Batch job-state time-limit actions end at 86400 s')
-          .default(20)
-          .describe('Minutes a job may wait for spot capacity before the queue cancels it and it moves on-demand.'),
-      })
-      .strict()
-      .prefault({})
-      .describe('When a job leaves spot for on-demand.'),
+      .prefault(
+        z.strictObject({
+          reclaimsBeforeOnDemand: z
+            ._default(z.int().check(z.gte(1), z.lte(20)), 2)
+            .check(z.describe('Spot reclaims a job survives before it falls back to on-demand.')),
+          capacityWaitMinutes: z
+            ._default(
+              z
+                .int()
+                .check(
+                  z.gte(10, 'must be at least 10: Batch job-state time-limit actions start at 600 s'),
+                  z.lte(1440, 'must be at most 1440: Batch job-state time-limit actions end at 86400 s'),
+                ),
+              20,
+            )
+            .check(
+              z.describe(
+                'Minutes a job may wait for spot capacity before the queue cancels it and it moves on-demand.',
+              ),
+            ),
+        }),
+        {},
+      )
+      .check(z.describe('When a job leaves spot for on-demand.')),
     network: networkSchema,
     warmCapacity: z
-      .record(z.string(), z.number().int().min(0).max(4096))
-      .default({})
-      .describe('Minimum vCPUs kept running per gpu tier id (on-demand environment). Default: none (min 0).'),
+      ._default(z.record(z.string(), z.int().check(z.gte(0), z.lte(4096))), {})
+      .check(z.describe('Minimum vCPUs kept running per gpu tier id (on-demand environment). Default: none (min 0).')),
     logRetentionDays: z
-      .number()
-      .refine((d) => (LOG_RETENTION_DAYS as readonly number[]).includes(d), {
-        message: `must be one of CloudWatch's retention periods: ${LOG_RETENTION_DAYS.join(', ')}`,
-      })
-      .default(30)
-      .describe(
-        `Retention for job, function, state machine, API access and VPC flow logs, days; one of ${LOG_RETENTION_DAYS.join(', ')}.`,
+      ._default(
+        z.number().check(
+          z.refine((d) => (LOG_RETENTION_DAYS as readonly number[]).includes(d), {
+            message: `must be one of CloudWatch's retention periods: ${LOG_RETENTION_DAYS.join(', ')}`,
+          }),
+        ),
+        30,
+      )
+      .check(
+        z.describe(
+          `Retention for job, function, state machine, API access and VPC flow logs, days; one of ${LOG_RETENTION_DAYS.join(', ')}.`,
+        ),
       ),
     alerts: z
-      .object({
-        emails: z
-          .array(z.email('must be an e-mail address'))
-          .default([])
-          .describe('Addresses subscribed to the alert topic.'),
-        slackWebhookSecretName: z
-          .string()
-          .regex(/^[\w/+=.@-]{1,512}$/, 'must be a Secrets Manager secret name')
-          .optional()
-          .describe('Secrets Manager secret holding a Slack webhook URL; alerts are posted there when set.'),
-      })
-      .strict()
-      .prefault({})
-      .describe('Where budget and job alerts go.'),
+      .prefault(
+        z.strictObject({
+          emails: z
+            ._default(z.array(z.email('must be an e-mail address')), [])
+            .check(z.describe('Addresses subscribed to the alert topic.')),
+          slackWebhookSecretName: z
+            .optional(z.string().check(z.regex(/^[\w/+=.@-]{1,512}$/, 'must be a Secrets Manager secret name')))
+            .check(z.describe('Secrets Manager secret holding a Slack webhook URL; alerts are posted there when set.')),
+        }),
+        {},
+      )
+      .check(z.describe('Where budget and job alerts go.')),
     reports: z
-      .object({
-        daily: z
-          .boolean()
-          .default(false)
-          .describe(
-            'Write a showback report of the day before at 01:00 UTC and announce it (an alert a day per team).',
-          ),
-        weekly: z
-          .boolean()
-          .default(true)
-          .describe(
-            'Write a showback report of the week before (Monday–Sunday) on Mondays at 01:30 UTC and announce it.',
-          ),
-      })
-      .strict()
-      .prefault({})
-      .describe(
-        'Scheduled showback reports (per team, user, project and tier, to reports/ in the workspace bucket, announced by Cost Report Ready).',
+      .prefault(
+        z.strictObject({
+          daily: z
+            ._default(z.boolean(), false)
+            .check(
+              z.describe(
+                'Write a showback report of the day before at 01:00 UTC and announce it (an alert a day per team).',
+              ),
+            ),
+          weekly: z
+            ._default(z.boolean(), true)
+            .check(
+              z.describe(
+                'Write a showback report of the week before (Monday–Sunday) on Mondays at 01:30 UTC and announce it.',
+              ),
+            ),
+        }),
+        {},
+      )
+      .check(
+        z.describe(
+          'Scheduled showback reports (per team, user, project and tier, to reports/ in the workspace bucket, announced by Cost Report Ready).',
+        ),
       ),
     observability: z
-      .object({
-        dashboard: z
-          .boolean()
-          .default(true)
-          .describe(
-            'A CloudWatch dashboard of jobs, spend, budgets, spot capacity and the control plane’s health (about $3 a month).',
-          ),
-        platformMetrics: z
-          .boolean()
-          .default(true)
-          .describe(
-            'Publish Trainyard’s metrics (running jobs, spend rate, budget used, spot capacity, interruptions) as EMF from the Lambdas; each metric series costs about $0.30 a month.',
-          ),
-      })
-      .strict()
-      .prefault({})
-      .describe('The operations dashboard and the metrics it graphs (docs/operations.md, “Dashboard and metrics”).'),
+      .prefault(
+        z.strictObject({
+          dashboard: z
+            ._default(z.boolean(), true)
+            .check(
+              z.describe(
+                'A CloudWatch dashboard of jobs, spend, budgets, spot capacity and the control plane’s health (about $3 a month).',
+              ),
+            ),
+          platformMetrics: z
+            ._default(z.boolean(), true)
+            .check(
+              z.describe(
+                'Publish Trainyard’s metrics (running jobs, spend rate, budget used, spot capacity, interruptions) as EMF from the Lambdas; each metric series costs about $0.30 a month.',
+              ),
+            ),
+        }),
+        {},
+      )
+      .check(
+        z.describe('The operations dashboard and the metrics it graphs (docs/operations.md, “Dashboard and metrics”).'),
+      ),
     limits: z
-      .object({
-        maxBundleMiB: z.number().int().min(1).max(5120).default(500).describe('Largest code bundle, MiB.'),
-        maxInlineBundleKiB: z
-          .number()
-          .int()
-          .min(1)
-          .max(4096)
-          .default(4096)
-          .describe('Largest bundle accepted inline in POST /jobs, KiB (larger ones use a presigned upload).'),
-        maxEnvVars: z.number().int().min(0).max(200).default(50).describe('Most environment variables per job.'),
-      })
-      .strict()
-      .prefault({})
-      .describe('Limits on what a job submission may carry.'),
+      .prefault(
+        z.strictObject({
+          maxBundleMiB: z
+            ._default(z.int().check(z.gte(1), z.lte(5120)), 500)
+            .check(z.describe('Largest code bundle, MiB.')),
+          maxInlineBundleKiB: z
+            ._default(z.int().check(z.gte(1), z.lte(4096)), 4096)
+            .check(
+              z.describe('Largest bundle accepted inline in POST /jobs, KiB (larger ones use a presigned upload).'),
+            ),
+          maxEnvVars: z
+            ._default(z.int().check(z.gte(0), z.lte(200)), 50)
+            .check(z.describe('Most environment variables per job.')),
+        }),
+        {},
+      )
+      .check(z.describe('Limits on what a job submission may carry.')),
   })
-  .strict()
-  .superRefine(checkCrossReferences);
-
+  .check(z.superRefine(checkCrossReferences));
 /** The resolved configuration, defaults applied. */
 export type TrainyardConfig = z.output<typeof configSchema>;
 /** One resolved tier. */
@@ -379,7 +399,7 @@ export type TierConfig = TrainyardConfig['tiers'][number];
 /** One resolved team. */
 export type TeamConfig = TrainyardConfig['teams'][number];
 
-function checkCrossReferences(config: z.output<z.ZodObject>, ctx: z.RefinementCtx): void {
+function checkCrossReferences(config: z.output<z.ZodMiniObject>, ctx: z.core.$RefinementCtx): void {
   const cfg = config as unknown as TrainyardConfig;
   const tierIds = new Set<string>();
   cfg.tiers.forEach((tier, i) => {
@@ -444,7 +464,7 @@ function checkCrossReferences(config: z.output<z.ZodObject>, ctx: z.RefinementCt
   }
 }
 
-function checkTier(tier: TierConfig, at: (key: string) => (string | number)[], ctx: z.RefinementCtx): void {
+function checkTier(tier: TierConfig, at: (key: string) => (string | number)[], ctx: z.core.$RefinementCtx): void {
   const issue = (key: string, message: string) => ctx.addIssue({ code: 'custom', path: at(key), message });
   if (tier.nodes > 1 && tier.spotAllowed) {
     issue(

@@ -2,10 +2,11 @@
  * Request and response schemas of the HTTP API (zod), and the one helper that turns a zod failure into a 400 whose
  * message names every offending field and its rule. docs/api.md documents the same shapes with examples.
  */
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { MAX_USD } from '../domain/budgets';
 import { requirementsSchema, retriesSchema } from '../domain/job';
 import { InvalidLabel, labelsSchema, parseLabelSelectors } from '../domain/labels';
+import '../domain/zod-issues'; // zod's English issue messages
 import { badRequest } from './errors';
 
 /** Idempotency-Key header: 1-128 characters of A-Z a-z 0-9 _ -. */
@@ -31,26 +32,35 @@ export const MAX_ARG_CHARS = 4096;
 
 const base64Text = z
   .string()
-  .min(1, 'must be a non-empty base64 string (a gzip-compressed tar)')
-  .regex(
-    /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/,
-    'must be standard padded base64 (A-Z, a-z, 0-9, +, /, with = padding to a multiple of 4 characters)',
+  .check(
+    z.minLength(1, 'must be a non-empty base64 string (a gzip-compressed tar)'),
+    z.regex(
+      /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/,
+      'must be standard padded base64 (A-Z, a-z, 0-9, +, /, with = padding to a multiple of 4 characters)',
+    ),
   );
 
 const uploadId = z
   .string()
-  .regex(UPLOAD_ID_PATTERN, "must be an upload id returned by POST /uploads (1-80 of A-Z, a-z, 0-9, '_', '-')");
+  .check(
+    z.regex(UPLOAD_ID_PATTERN, "must be an upload id returned by POST /uploads (1-80 of A-Z, a-z, 0-9, '_', '-')"),
+  );
 
 const command = z
-  .array(z.string().max(MAX_ARG_CHARS, `must be at most ${MAX_ARG_CHARS} characters`))
-  .min(1, 'must hold the program and its arguments, e.g. ["python", "train.py"]')
-  .max(MAX_COMMAND_ARGS, `may hold at most ${MAX_COMMAND_ARGS} arguments`)
-  // An empty array already failed min(1); this names the other way to have no program.
-  .refine((argv) => argv.length === 0 || (argv[0] ?? '').trim().length > 0, 'must start with a non-empty program name');
+  .array(z.string().check(z.maxLength(MAX_ARG_CHARS, `must be at most ${MAX_ARG_CHARS} characters`)))
+  .check(
+    z.minLength(1, 'must hold the program and its arguments, e.g. ["python", "train.py"]'),
+    z.maxLength(MAX_COMMAND_ARGS, `may hold at most ${MAX_COMMAND_ARGS} arguments`),
+    // An empty array already failed min(1); this names the other way to have no program.
+    z.refine(
+      (argv) => argv.length === 0 || (argv[0] ?? '').trim().length > 0,
+      'must start with a non-empty program name',
+    ),
+  );
 
 /** Exactly one of the listed keys must be present. */
 function exactlyOne<T extends Record<string, unknown>>(keys: ReadonlyArray<keyof T & string>) {
-  return (value: T, ctx: z.RefinementCtx) => {
+  return (value: T, ctx: z.core.$RefinementCtx) => {
     const present = keys.filter((k) => value[k] !== undefined);
     if (present.length !== 1) {
       ctx.addIssue({
@@ -68,14 +78,14 @@ function exactlyOne<T extends Record<string, unknown>>(keys: ReadonlyArray<keyof
 /** POST /estimate body. */
 export const estimateRequestSchema = z
   .strictObject({
-    bundle: base64Text.optional(),
-    uploadId: uploadId.optional(),
+    bundle: z.optional(base64Text),
+    uploadId: z.optional(uploadId),
     /** Text files by relative path: what the CLI sends when it only wants an estimate. */
-    files: z.record(z.string().min(1).max(1024), z.string()).optional(),
+    files: z.optional(z.record(z.string().check(z.minLength(1), z.maxLength(1024)), z.string())),
     command,
-    requirements: requirementsSchema.optional(),
+    requirements: z.optional(requirementsSchema),
   })
-  .superRefine(exactlyOne(['bundle', 'uploadId', 'files']));
+  .check(z.superRefine(exactlyOne(['bundle', 'uploadId', 'files'])));
 
 /** POST /estimate body, parsed. */
 export type EstimateRequest = z.output<typeof estimateRequestSchema>;
@@ -84,35 +94,38 @@ export type EstimateRequest = z.output<typeof estimateRequestSchema>;
 export function submitRequestSchema(maxEnvVars: number) {
   const env = z
     .record(
-      z
-        .string()
-        .regex(ENV_NAME_PATTERN, 'environment variable names must match ^[A-Z_][A-Z0-9_]*$')
-        .refine(
+      z.string().check(
+        z.regex(ENV_NAME_PATTERN, 'environment variable names must match ^[A-Z_][A-Z0-9_]*$'),
+        z.refine(
           (name) => !RESERVED_ENV_PREFIXES.some((p) => name.startsWith(p)),
           `environment variable names may not start with ${RESERVED_ENV_PREFIXES.join(' or ')} (reserved)`,
         ),
-      z.string().max(MAX_ARG_CHARS, `must be at most ${MAX_ARG_CHARS} characters`),
+      ),
+      z.string().check(z.maxLength(MAX_ARG_CHARS, `must be at most ${MAX_ARG_CHARS} characters`)),
     )
-    .refine((record) => Object.keys(record).length <= maxEnvVars, {
-      message: `at most ${maxEnvVars} environment variables are allowed`,
-    });
+    .check(
+      z.refine((record) => Object.keys(record).length <= maxEnvVars, {
+        message: `at most ${maxEnvVars} environment variables are allowed`,
+      }),
+    );
   return z
     .strictObject({
-      bundle: base64Text.optional(),
-      uploadId: uploadId.optional(),
+      bundle: z.optional(base64Text),
+      uploadId: z.optional(uploadId),
       command,
-      requirements: requirementsSchema.optional(),
-      retries: retriesSchema.optional(),
-      resumeArgs: z
-        .array(z.string().max(MAX_ARG_CHARS, `must be at most ${MAX_ARG_CHARS} characters`))
-        .max(32, 'may hold at most 32 arguments')
-        .optional(),
-      env: env.optional(),
-      project: z.string().regex(SCOPE_ID_PATTERN, SCOPE_ID_RULE).optional(),
-      labels: labelsSchema.optional(),
-      user: z.string().regex(SCOPE_ID_PATTERN, SCOPE_ID_RULE).optional(),
+      requirements: z.optional(requirementsSchema),
+      retries: z.optional(retriesSchema),
+      resumeArgs: z.optional(
+        z
+          .array(z.string().check(z.maxLength(MAX_ARG_CHARS, `must be at most ${MAX_ARG_CHARS} characters`)))
+          .check(z.maxLength(32, 'may hold at most 32 arguments')),
+      ),
+      env: z.optional(env),
+      project: z.optional(z.string().check(z.regex(SCOPE_ID_PATTERN, SCOPE_ID_RULE))),
+      labels: z.optional(labelsSchema),
+      user: z.optional(z.string().check(z.regex(SCOPE_ID_PATTERN, SCOPE_ID_RULE))),
     })
-    .superRefine(exactlyOne(['bundle', 'uploadId']));
+    .check(z.superRefine(exactlyOne(['bundle', 'uploadId'])));
 }
 
 /** POST /jobs body, parsed. */
@@ -122,51 +135,50 @@ export type SubmitRequest = z.output<ReturnType<typeof submitRequestSchema>>;
 export const setBudgetRequestSchema = z.strictObject({
   limitUsd: z
     .number({ error: 'must be a number of USD' })
-    .finite('must be a finite number of USD')
-    .min(0, 'must not be negative')
-    .max(MAX_USD, `must be at most ${MAX_USD}`),
-  period: z
-    .string()
-    .regex(/^\d{4}-(0[1-9]|1[0-2])$/, 'must be a calendar month like 2026-01 (YYYY-MM)')
-    .optional(),
+    .check(z.gte(0, 'must not be negative'), z.lte(MAX_USD, `must be at most ${MAX_USD}`)),
+  period: z.optional(
+    z.string().check(z.regex(/^\d{4}-(0[1-9]|1[0-2])$/, 'must be a calendar month like 2026-01 (YYYY-MM)')),
+  ),
 });
 
 /** POST /uploads body (optional). */
-export const uploadRequestSchema = z.strictObject({}).prefault({});
+export const uploadRequestSchema = z.prefault(z.strictObject({}), {});
 
 const intParam = (name: string, min: number, max: number) =>
   z
-    .string()
-    .regex(/^\d+$/, `${name} must be a whole number from ${min} to ${max}`)
-    .transform(Number)
-    .refine((n) => n >= min && n <= max, `${name} must be a whole number from ${min} to ${max}`);
+    .pipe(
+      z.string().check(z.regex(/^\d+$/, `${name} must be a whole number from ${min} to ${max}`)),
+      z.transform(Number),
+    )
+    .check(z.refine((n) => n >= min && n <= max, `${name} must be a whole number from ${min} to ${max}`));
 
 /** A `label` query parameter: its text as given and the selectors it holds (domain/labels.ts). */
-const labelSelectorsParam = z
-  .string()
-  .max(2048)
-  .transform((text, ctx) => {
+const labelSelectorsParam = z.pipe(
+  z.string().check(z.maxLength(2048)),
+  z.transform((text, ctx) => {
     try {
       return { text, selectors: parseLabelSelectors(text) };
     } catch (error) {
       if (!(error instanceof InvalidLabel)) throw error;
-      ctx.addIssue({ code: 'custom', message: error.message });
+      // zod/mini's transform context has no addIssue; this is the issue classic's addIssue recorded.
+      ctx.issues.push({ code: 'custom', message: error.message, input: text });
       return z.NEVER;
     }
-  });
+  }),
+);
 
 /** GET /jobs query. */
 export const listJobsQuerySchema = z.strictObject({
-  limit: intParam('limit', 1, 100).optional(),
-  cursor: z.string().min(1).max(2048).optional(),
+  limit: z.optional(intParam('limit', 1, 100)),
+  cursor: z.optional(z.string().check(z.minLength(1), z.maxLength(2048))),
   /** Label selectors, `key=value,key` (domain/labels.ts): only jobs that match all of them. */
-  label: labelSelectorsParam.optional(),
+  label: z.optional(labelSelectorsParam),
 });
 
 /** GET /jobs/{id}/logs query. */
 export const logsQuerySchema = z.strictObject({
-  attempt: intParam('attempt', 1, 10_000).optional(),
-  limit: intParam('limit', 1, 1000).optional(),
+  attempt: z.optional(intParam('attempt', 1, 10_000)),
+  limit: z.optional(intParam('limit', 1, 1000)),
 });
 
 /**
@@ -174,13 +186,14 @@ export const logsQuerySchema = z.strictObject({
  * label selectors keeping only the jobs that match.
  */
 export const showbackQuerySchema = z.strictObject({
-  from: z.string().max(10, 'from must be a date as YYYY-MM-DD (UTC)').optional(),
-  to: z.string().max(10, 'to must be a date as YYYY-MM-DD (UTC)').optional(),
-  team: z
-    .string()
-    .regex(/^[a-z][a-z0-9-]{0,30}[a-z0-9]$/, "must be a team id: 2-32 characters of a-z, 0-9 and '-'")
-    .optional(),
-  label: labelSelectorsParam.optional(),
+  from: z.optional(z.string().check(z.maxLength(10, 'from must be a date as YYYY-MM-DD (UTC)'))),
+  to: z.optional(z.string().check(z.maxLength(10, 'to must be a date as YYYY-MM-DD (UTC)'))),
+  team: z.optional(
+    z
+      .string()
+      .check(z.regex(/^[a-z][a-z0-9-]{0,30}[a-z0-9]$/, "must be a team id: 2-32 characters of a-z, 0-9 and '-'")),
+  ),
+  label: z.optional(labelSelectorsParam),
 });
 
 /** An empty query (routes that take none): unknown parameters are refused, not ignored. */
@@ -197,7 +210,7 @@ function describePath(path: readonly PropertyKey[]): string {
  * Parses `value` with `schema`; on failure throws a 400 whose message lists `where.path: rule` for every issue
  * (`where` is `body` or `query`), and whose details carry the same issues as data.
  */
-export function parseRequest<T extends z.ZodType>(schema: T, value: unknown, where: 'body' | 'query'): z.output<T> {
+export function parseRequest<T extends z.ZodMiniType>(schema: T, value: unknown, where: 'body' | 'query'): z.output<T> {
   const result = schema.safeParse(value);
   if (result.success) return result.data;
   const issues = result.error.issues.map((issue) => {

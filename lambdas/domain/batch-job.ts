@@ -15,7 +15,7 @@
  * other event types, sources, and details in the future" (https://docs.aws.amazon.com/batch/latest/userguide/batch_cwe_events.html).
  * Timestamps are epoch milliseconds, as Batch reports them.
  */
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { describeIssues } from './zod-issues';
 
 /** Raised when a Batch job payload (or a `States.TaskFailed` Cause) is not a Batch job detail; says what was wrong. */
@@ -37,40 +37,40 @@ export const BATCH_JOB_STATUSES = [
 /** One of the Batch job statuses. */
 export type BatchJobStatus = (typeof BATCH_JOB_STATUSES)[number];
 
-const epochMs = z.number().int().nonnegative();
+const epochMs = z.int().check(z.nonnegative());
 
 const containerSchema = z.looseObject({
-  containerInstanceArn: z.string().optional(),
-  taskArn: z.string().optional(),
-  exitCode: z.number().int().optional(),
-  reason: z.string().optional(),
-  logStreamName: z.string().optional(),
+  containerInstanceArn: z.optional(z.string()),
+  taskArn: z.optional(z.string()),
+  exitCode: z.optional(z.int()),
+  reason: z.optional(z.string()),
+  logStreamName: z.optional(z.string()),
 });
 
 const attemptSchema = z.looseObject({
-  container: containerSchema.optional(),
-  startedAt: epochMs.optional(),
-  stoppedAt: epochMs.optional(),
-  statusReason: z.string().optional(),
+  container: z.optional(containerSchema),
+  startedAt: z.optional(epochMs),
+  stoppedAt: z.optional(epochMs),
+  statusReason: z.optional(z.string()),
 });
 
 /** zod schema of the Batch job detail (lenient: unknown keys pass through). Apply {@link normaliseBatchJobKeys} first. */
 export const batchJobSchema = z.looseObject({
-  jobArn: z.string().min(1),
-  jobName: z.string().min(1),
-  jobId: z.string().min(1),
-  jobQueue: z.string().min(1),
+  jobArn: z.string().check(z.minLength(1)),
+  jobName: z.string().check(z.minLength(1)),
+  jobId: z.string().check(z.minLength(1)),
+  jobQueue: z.string().check(z.minLength(1)),
   status: z.enum(BATCH_JOB_STATUSES),
-  statusReason: z.string().optional(),
+  statusReason: z.optional(z.string()),
   createdAt: epochMs,
-  startedAt: epochMs.optional(),
-  stoppedAt: epochMs.optional(),
+  startedAt: z.optional(epochMs),
+  stoppedAt: z.optional(epochMs),
   attempts: z.array(attemptSchema),
-  container: containerSchema.optional(),
-  tags: z.record(z.string(), z.string()).optional(),
-  parameters: z.record(z.string(), z.string()).optional(),
-  timeout: z.looseObject({ attemptDurationSeconds: z.number().int().positive().optional() }).optional(),
-  jobDefinition: z.string().min(1),
+  container: z.optional(containerSchema),
+  tags: z.optional(z.record(z.string(), z.string())),
+  parameters: z.optional(z.record(z.string(), z.string())),
+  timeout: z.optional(z.looseObject({ attemptDurationSeconds: z.optional(z.int().check(z.positive())) })),
+  jobDefinition: z.string().check(z.minLength(1)),
 });
 
 /** A validated Batch job detail (camelCase keys). */

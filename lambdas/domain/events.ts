@@ -10,7 +10,7 @@
  * Versioning: `version: '1'` is part of every detail. Adding an optional field keeps version 1; removing or
  * changing the meaning of a field makes version 2, emitted alongside version 1 until consumers have moved.
  */
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { formatDuration, formatUsd } from './analysis/format';
 import { type JobLabels, labelsSchema } from './labels';
 import { describeIssues } from './zod-issues';
@@ -32,48 +32,57 @@ export const MAX_ENTRY_BYTES = 256 * 1024;
 /** Longest `summary`, characters (a longer one is cut, ending in an ellipsis). */
 export const MAX_SUMMARY_CHARS = 600;
 
-const jobId = z.string().regex(/^[A-Za-z0-9_-]{1,80}$/, "must be 1-80 characters of A-Z, a-z, 0-9, '_' and '-'");
-const team = z.string().regex(/^[a-z][a-z0-9-]{0,30}[a-z0-9]$/, "must be a team id (2-32 of a-z, 0-9 and '-')");
+const jobId = z
+  .string()
+  .check(z.regex(/^[A-Za-z0-9_-]{1,80}$/, "must be 1-80 characters of A-Z, a-z, 0-9, '_' and '-'"));
+const team = z
+  .string()
+  .check(z.regex(/^[a-z][a-z0-9-]{0,30}[a-z0-9]$/, "must be a team id (2-32 of a-z, 0-9 and '-')"));
 const scopeId = '[a-z0-9][a-z0-9._-]{0,63}';
 const scope = z
   .string()
-  .regex(
-    new RegExp(`^(team:${scopeId}|(user|project):${scopeId}/${scopeId})$`),
-    'must be a budget scope: team:<team>, user:<team>/<user> or project:<team>/<project>',
+  .check(
+    z.regex(
+      new RegExp(`^(team:${scopeId}|(user|project):${scopeId}/${scopeId})$`),
+      'must be a budget scope: team:<team>, user:<team>/<user> or project:<team>/<project>',
+    ),
   );
-const period = z.string().regex(/^\d{4}-(0[1-9]|1[0-2])$/, 'must be a calendar month like 2026-11');
+const period = z.string().check(z.regex(/^\d{4}-(0[1-9]|1[0-2])$/, 'must be a calendar month like 2026-11'));
 const day = z.iso.date();
 const occurredAt = z.iso.datetime({ offset: false });
-const usd = z.number().finite().nonnegative();
-const attempt = z.number().int().positive();
+const usd = z.number().check(z.nonnegative());
+const attempt = z.int().check(z.positive());
 const capacity = z.enum(['spot', 'on-demand']);
-const reason = z.string().min(1).max(1024);
+const reason = z.string().check(z.minLength(1), z.maxLength(1024));
 
 const header = {
   version: z.literal(EVENT_VERSION),
   /** Deterministic id for de-duplication. */
-  eventId: z.string().min(1),
+  eventId: z.string().check(z.minLength(1)),
   occurredAt,
   /**
    * One line for people (the alert e-mails and Slack messages show it): what happened, to what, and its figures.
    * The builder sets it on every event; optional so that details emitted before it existed still parse.
    */
-  summary: z
-    .string()
-    .min(1)
-    .max(MAX_SUMMARY_CHARS)
-    .regex(/^[^"\\\n\r]*$/, 'must be one line without double quotes or backslashes')
-    .optional(),
+  summary: z.optional(
+    z
+      .string()
+      .check(
+        z.minLength(1),
+        z.maxLength(MAX_SUMMARY_CHARS),
+        z.regex(/^[^"\\\n\r]*$/, 'must be one line without double quotes or backslashes'),
+      ),
+  ),
 };
 const jobHeader = {
   ...header,
   jobId,
   team,
   /** Who submitted the job. */
-  user: z.string().min(1).max(512),
-  project: z.string().min(1).max(64).optional(),
+  user: z.string().check(z.minLength(1), z.maxLength(512)),
+  project: z.optional(z.string().check(z.minLength(1), z.maxLength(64))),
   /** The job's labels (domain/labels.ts), so a rule can match a sweep: `"detail": { "labels": { "sweep": [...] } }`. */
-  labels: labelsSchema.optional(),
+  labels: z.optional(labelsSchema),
 };
 
 /** What identifies a job in every job event, as its record holds it. */
@@ -100,28 +109,25 @@ export function jobIdentity(job: JobIdentity): JobIdentity {
 export const EVENT_SCHEMAS = {
   'Job Submitted': z.strictObject({
     ...jobHeader,
-    tier: z.string().min(1),
+    tier: z.string().check(z.minLength(1)),
     estimatedCostUsd: usd,
-    estimatedRuntimeSeconds: z.number().nonnegative(),
-    deadlineSeconds: z.number().int().positive().optional(),
+    estimatedRuntimeSeconds: z.number().check(z.nonnegative()),
+    deadlineSeconds: z.optional(z.int().check(z.positive())),
   }),
   'Job Started': z.strictObject({
     ...jobHeader,
     attempt,
     capacity,
-    queue: z.string().min(1),
-    batchJobId: z.string().min(1),
-    usdPerHour: usd.optional(),
+    queue: z.string().check(z.minLength(1)),
+    batchJobId: z.string().check(z.minLength(1)),
+    usdPerHour: z.optional(usd),
   }),
   'Job Interrupted': z.strictObject({
     ...jobHeader,
     attempt,
     capacity,
     cause: z.enum(['reclaimed', 'capacity-starved', 'moved', 'budget-stopped', 'app-error', 'infra-error']),
-    instanceId: z
-      .string()
-      .regex(/^i-[0-9a-f]+$/)
-      .optional(),
+    instanceId: z.optional(z.string().check(z.regex(/^i-[0-9a-f]+$/))),
     reason,
   }),
   'Job Resumed': z.strictObject({
@@ -130,38 +136,38 @@ export const EVENT_SCHEMAS = {
     attempt,
     capacity,
     /** S3 URI of the checkpoint the attempt restores; absent when none was complete (it starts over). */
-    checkpointUri: z.string().startsWith('s3://').optional(),
+    checkpointUri: z.optional(z.string().check(z.startsWith('s3://'))),
     reason,
   }),
   'Job FellBackToOnDemand': z.strictObject({
     ...jobHeader,
     /** The new on-demand attempt's number. */
     attempt,
-    reclaims: z.number().int().nonnegative(),
-    capacityCancellations: z.number().int().nonnegative(),
+    reclaims: z.int().check(z.nonnegative()),
+    capacityCancellations: z.int().check(z.nonnegative()),
     reason,
   }),
   'Job Succeeded': z.strictObject({
     ...jobHeader,
-    tier: z.string().min(1),
+    tier: z.string().check(z.minLength(1)),
     attempts: attempt,
     costUsd: usd,
-    runtimeSeconds: z.number().nonnegative(),
+    runtimeSeconds: z.number().check(z.nonnegative()),
     /** The job's HTML report (`report.html`); the JSON summary sits beside it as `summary.json`. */
-    reportUri: z.string().startsWith('s3://').optional(),
+    reportUri: z.optional(z.string().check(z.startsWith('s3://'))),
   }),
   'Job Failed': z.strictObject({
     ...jobHeader,
-    tier: z.string().min(1),
-    attempts: z.number().int().nonnegative(),
+    tier: z.string().check(z.minLength(1)),
+    attempts: z.int().check(z.nonnegative()),
     costUsd: usd,
     outcome: z.enum(['app-error', 'infra-error', 'timed-out', 'rejected', 'internal']),
-    exitCode: z.number().int().optional(),
+    exitCode: z.optional(z.int()),
     reason,
   }),
   'Job Cancelled': z.strictObject({
     ...jobHeader,
-    attempts: z.number().int().nonnegative(),
+    attempts: z.int().check(z.nonnegative()),
     costUsd: usd,
     reason,
   }),
@@ -179,7 +185,7 @@ export const EVENT_SCHEMAS = {
     scope,
     period,
     /** The threshold crossed, percent of the limit (70 = warn by default). */
-    thresholdPercent: z.number().positive().max(200),
+    thresholdPercent: z.number().check(z.positive(), z.lte(200)),
     limitUsd: usd,
     spentUsd: usd,
     reservedUsd: usd,
@@ -203,10 +209,10 @@ export const EVENT_SCHEMAS = {
     /** Last day covered (UTC), inclusive. */
     periodEnd: day,
     /** The team the report covers; absent for the all-teams report. */
-    team: team.optional(),
-    uri: z.string().startsWith('s3://'),
+    team: z.optional(team),
+    uri: z.string().check(z.startsWith('s3://')),
     totalUsd: usd,
-    jobs: z.number().int().nonnegative(),
+    jobs: z.int().check(z.nonnegative()),
   }),
 } as const;
 

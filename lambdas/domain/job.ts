@@ -7,7 +7,7 @@
  * strings); attempt `startedAt`/`stoppedAt` are epoch milliseconds, exactly as Batch reports them, so metering
  * uses them without conversion.
  */
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { findTier, type TierConfig, type TrainyardConfig } from '../../lib/config';
 import { BATCH_JOB_STATUSES } from './batch-job';
 import { labelsSchema } from './labels';
@@ -86,53 +86,57 @@ export const JOB_ID_PATTERN = /^[A-Za-z0-9_-]{1,80}$/;
 
 const jobIdSchema = z
   .string()
-  .regex(
-    JOB_ID_PATTERN,
-    "must be 1-80 characters of A-Z, a-z, 0-9, '_' and '-' (it names the Step Functions execution)",
+  .check(
+    z.regex(
+      JOB_ID_PATTERN,
+      "must be 1-80 characters of A-Z, a-z, 0-9, '_' and '-' (it names the Step Functions execution)",
+    ),
   );
 const idSchema = z
   .string()
-  .regex(/^[a-z][a-z0-9-]{0,30}[a-z0-9]$/, "must be 2-32 characters of a-z, 0-9 and '-', starting with a letter");
+  .check(
+    z.regex(/^[a-z][a-z0-9-]{0,30}[a-z0-9]$/, "must be 2-32 characters of a-z, 0-9 and '-', starting with a letter"),
+  );
 const isoTimestamp = z.iso.datetime({ offset: false });
-const epochMs = z.number().int().nonnegative();
-const usd = z.number().finite().nonnegative();
+const epochMs = z.int().check(z.nonnegative());
+const usd = z.number().check(z.nonnegative());
 
 /** What the user asked for; every field optional (analysis fills the gaps). */
 export const requirementsSchema = z.strictObject({
-  tier: idSchema.optional(),
-  gpuMemoryGiB: z.number().positive().max(2048).optional(),
+  tier: z.optional(idSchema),
+  gpuMemoryGiB: z.optional(z.number().check(z.positive(), z.lte(2048))),
   /** Expected runtime of the whole job, seconds. */
-  runtimeSeconds: z.number().int().positive().optional(),
+  runtimeSeconds: z.optional(z.int().check(z.positive())),
   /** Finish within this many seconds of submission (createdAt). */
-  deadlineSeconds: z.number().int().positive().optional(),
+  deadlineSeconds: z.optional(z.int().check(z.positive())),
 });
 
 /** App-error retry policy; defaults to no retries (DESIGN: retry app errors only when the user asked for it). */
 export const retriesSchema = z.strictObject({
-  maxAppRetries: z.number().int().min(0).max(10).default(0),
-  backoffSeconds: z.number().int().min(1).max(3600).default(60),
+  maxAppRetries: z._default(z.int().check(z.gte(0), z.lte(10)), 0),
+  backoffSeconds: z._default(z.int().check(z.gte(1), z.lte(3600)), 60),
 });
 
 /** The estimate the cost gate used, summarised for the record. */
 export const estimateSummarySchema = z.strictObject({
   costUsd: usd,
-  runtimeSeconds: z.number().nonnegative(),
-  gpuMemoryGiB: z.number().nonnegative().optional(),
+  runtimeSeconds: z.number().check(z.nonnegative()),
+  gpuMemoryGiB: z.optional(z.number().check(z.nonnegative())),
   confidence: z.enum(['low', 'medium', 'high']),
   /** What the estimate was based on, in a sentence. */
-  basis: z.string().min(1),
+  basis: z.string().check(z.minLength(1)),
 });
 
 /** Per-job counters; preemptions and errors are counted apart because they have separate budgets. */
 export const countersSchema = z.strictObject({
   /** Attempts that have ended (one per Batch job). */
-  attempts: z.number().int().nonnegative().default(0),
-  reclaims: z.number().int().nonnegative().default(0),
-  capacityCancellations: z.number().int().nonnegative().default(0),
-  appErrors: z.number().int().nonnegative().default(0),
-  infraErrors: z.number().int().nonnegative().default(0),
+  attempts: z._default(z.int().check(z.nonnegative()), 0),
+  reclaims: z._default(z.int().check(z.nonnegative()), 0),
+  capacityCancellations: z._default(z.int().check(z.nonnegative()), 0),
+  appErrors: z._default(z.int().check(z.nonnegative()), 0),
+  infraErrors: z._default(z.int().check(z.nonnegative()), 0),
   /** Attempts that failed right after restoring a checkpoint (harness exit 76). */
-  resumeFailures: z.number().int().nonnegative().default(0),
+  resumeFailures: z._default(z.int().check(z.nonnegative()), 0),
 });
 
 /** Per-job counters. */
@@ -140,11 +144,11 @@ export type JobCounters = z.output<typeof countersSchema>;
 
 /** Latest progress the harness reported. */
 export const progressSchema = z.strictObject({
-  step: z.number().int().nonnegative().optional(),
-  totalSteps: z.number().int().positive().optional(),
+  step: z.optional(z.int().check(z.nonnegative())),
+  totalSteps: z.optional(z.int().check(z.positive())),
   /** 0..1 of the work done. */
-  fraction: z.number().min(0).max(1),
-  loss: z.number().finite().optional(),
+  fraction: z.number().check(z.gte(0), z.lte(1)),
+  loss: z.optional(z.number()),
   updatedAt: isoTimestamp,
 });
 
@@ -153,38 +157,38 @@ export const jobRecordSchema = z.strictObject({
   jobId: jobIdSchema,
   team: idSchema,
   /** Who submitted it (principal ARN or user name, as the API resolved it). */
-  user: z.string().min(1).max(512),
-  project: z.string().min(1).max(64).optional(),
+  user: z.string().check(z.minLength(1), z.maxLength(512)),
+  project: z.optional(z.string().check(z.minLength(1), z.maxLength(64))),
   /** What the submitter labelled it with (domain/labels.ts); descriptive only. */
-  labels: labelsSchema.optional(),
+  labels: z.optional(labelsSchema),
   tier: idSchema,
   state: z.enum(JOB_STATES),
   createdAt: isoTimestamp,
-  command: z.array(z.string()).min(1, 'must hold the program and its arguments'),
-  requirements: requirementsSchema.prefault({}),
-  retries: retriesSchema.prefault({}),
+  command: z.array(z.string()).check(z.minLength(1, 'must hold the program and its arguments')),
+  requirements: z.prefault(requirementsSchema, {}),
+  retries: z.prefault(retriesSchema, {}),
   /** Arguments appended to the command when resuming from a checkpoint (e.g. nanoGPT's `--init_from=resume`). */
-  resumeArgs: z.array(z.string()).optional(),
-  estimate: estimateSummarySchema.optional(),
-  counters: countersSchema.prefault({}),
-  costSoFarUsd: usd.default(0),
-  progress: progressSchema.optional(),
+  resumeArgs: z.optional(z.array(z.string())),
+  estimate: z.optional(estimateSummarySchema),
+  counters: z.prefault(countersSchema, {}),
+  costSoFarUsd: z._default(usd, 0),
+  progress: z.optional(progressSchema),
   /** Why the job is in its state (refusal, failure, pause), one sentence. */
-  reason: z.string().min(1).optional(),
+  reason: z.optional(z.string().check(z.minLength(1))),
   /** The code bundle (tar.gz) in the workspace bucket. */
   bundle: z.strictObject({
-    key: z.string().min(1),
-    bytes: z.number().int().nonnegative(),
-    sha256: z.string().regex(/^[0-9a-f]{64}$/, 'must be a hex sha256'),
+    key: z.string().check(z.minLength(1)),
+    bytes: z.int().check(z.nonnegative()),
+    sha256: z.string().check(z.regex(/^[0-9a-f]{64}$/, 'must be a hex sha256')),
   }),
   /** Environment variables for the user command. */
-  env: z.record(z.string(), z.string()).default({}),
+  env: z._default(z.record(z.string(), z.string()), {}),
   /** Set by a cancel request; every lifecycle step honours it at its next decision. */
-  cancelRequested: z.boolean().optional(),
+  cancelRequested: z.optional(z.boolean()),
   /** Step Functions task token of a job paused for budget (resume sends task success to it). */
-  pauseToken: z.string().min(1).optional(),
+  pauseToken: z.optional(z.string().check(z.minLength(1))),
   /** Last change to the record. */
-  updatedAt: isoTimestamp.optional(),
+  updatedAt: z.optional(isoTimestamp),
 });
 
 /** A job as stored and returned by the API. */
@@ -194,28 +198,27 @@ export type JobRecord = z.output<typeof jobRecordSchema>;
 export const attemptRecordSchema = z.strictObject({
   jobId: jobIdSchema,
   /** 1 for the first attempt. */
-  attempt: z.number().int().positive(),
+  attempt: z.int().check(z.positive()),
   capacity: z.enum(['spot', 'on-demand']),
-  queue: z.string().min(1),
-  batchJobId: z.string().min(1).optional(),
-  instanceId: z
-    .string()
-    .regex(/^i-[0-9a-f]{8,17}$/, 'must be an EC2 instance id like i-0123456789abcdef0')
-    .optional(),
+  queue: z.string().check(z.minLength(1)),
+  batchJobId: z.optional(z.string().check(z.minLength(1))),
+  instanceId: z.optional(
+    z.string().check(z.regex(/^i-[0-9a-f]{8,17}$/, 'must be an EC2 instance id like i-0123456789abcdef0')),
+  ),
   /** Price per node-hour paid for this attempt: the spot price at the instance's start, or on-demand. */
-  usdPerHour: usd.optional(),
-  nodes: z.number().int().positive().default(1),
+  usdPerHour: z.optional(usd),
+  nodes: z._default(z.int().check(z.positive()), 1),
   /** When the attempt was handed to Batch. */
-  submittedAt: epochMs.optional(),
-  startedAt: epochMs.optional(),
-  stoppedAt: epochMs.optional(),
+  submittedAt: z.optional(epochMs),
+  startedAt: z.optional(epochMs),
+  stoppedAt: z.optional(epochMs),
   /** When a spot interruption notice for its instance was recorded. */
-  noticeAt: epochMs.optional(),
+  noticeAt: z.optional(epochMs),
   /** CloudWatch Logs stream of the attempt's container (Batch's container.logStreamName). */
-  logStreamName: z.string().min(1).optional(),
+  logStreamName: z.optional(z.string().check(z.minLength(1))),
   status: z.enum(BATCH_JOB_STATUSES),
-  outcome: attemptOutcomeSchema.optional(),
-  costUsd: usd.optional(),
+  outcome: z.optional(attemptOutcomeSchema),
+  costUsd: z.optional(usd),
 });
 
 /** An attempt as stored and returned by the API. */
@@ -233,18 +236,18 @@ export const DECISION_MOMENTS = [
 /** zod schema of one recorded decision (the job's audit trail). */
 export const decisionRecordSchema = z.strictObject({
   /** 1, 2, 3… per job; the sort key that makes a repeated write of the same decision idempotent. */
-  seq: z.number().int().positive(),
+  seq: z.int().check(z.positive()),
   at: isoTimestamp,
   moment: z.enum(DECISION_MOMENTS),
   /** What was decided, e.g. `run-attempt on-demand`, `finalize FAILED`. */
-  decision: z.string().min(1),
-  reason: z.string().min(1),
+  decision: z.string().check(z.minLength(1)),
+  reason: z.string().check(z.minLength(1)),
 });
 
 /** A recorded decision. */
 export type DecisionRecord = z.output<typeof decisionRecordSchema>;
 
-function parseWith<T extends z.ZodType>(schema: T, what: string, value: unknown): z.output<T> {
+function parseWith<T extends z.ZodMiniType>(schema: T, what: string, value: unknown): z.output<T> {
   const result = schema.safeParse(value);
   if (result.success) return result.data;
   throw new InvalidJobRecord(`invalid ${what}: ${describeIssues(result.error.issues)}`);

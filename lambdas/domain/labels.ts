@@ -6,7 +6,8 @@
  * A selector is `key=value` (the label has that value) or `key` (the job has the label); selectors in a list are
  * separated by commas and must all hold. Values may not hold ',' or '=', so a selector list reads one way only.
  */
-import * as z from 'zod';
+import * as z from 'zod/mini';
+import './zod-issues'; // zod's English issue messages
 
 /** Label keys: 1-63 characters of a-z 0-9 . _ -, starting with a letter or digit. */
 export const LABEL_KEY_PATTERN = /^[a-z0-9][a-z0-9._-]{0,62}$/;
@@ -25,8 +26,13 @@ export type JobLabels = Readonly<Record<string, string>>;
 
 /** zod schema of a job's labels. */
 export const labelsSchema = z
-  .record(z.string().regex(LABEL_KEY_PATTERN, KEY_RULE), z.string().regex(LABEL_VALUE_PATTERN, VALUE_RULE))
-  .refine((labels) => Object.keys(labels).length <= MAX_LABELS, `a job may carry at most ${MAX_LABELS} labels`);
+  .record(
+    z.string().check(z.regex(LABEL_KEY_PATTERN, KEY_RULE)),
+    z.string().check(z.regex(LABEL_VALUE_PATTERN, VALUE_RULE)),
+  )
+  .check(
+    z.refine((labels) => Object.keys(labels).length <= MAX_LABELS, `a job may carry at most ${MAX_LABELS} labels`),
+  );
 
 /** One condition on a job's labels: it has `key`, with `value` when one is given. */
 export interface LabelSelector {

@@ -32,7 +32,8 @@
  *     container did not report how it ended, which is the platform's failure, not the user's.
  * 10. Any other non-zero exit code → app-error. Exit 0 on a FAILED job → infra-error (Batch failed it anyway).
  */
-import * as z from 'zod';
+import * as z from 'zod/mini';
+import './zod-issues'; // zod's English issue messages
 import type { BatchJob } from './batch-job';
 import {
   CAPACITY_WAIT_REASON,
@@ -68,13 +69,10 @@ export type OutcomeKind = (typeof OUTCOME_KINDS)[number];
 export const attemptOutcomeSchema = z.strictObject({
   kind: z.enum(OUTCOME_KINDS),
   /** One sentence quoting Batch's own field that decided the kind. */
-  reason: z.string().min(1),
-  exitCode: z.number().int().optional(),
+  reason: z.string().check(z.minLength(1)),
+  exitCode: z.optional(z.int()),
   /** EC2 instance id, when Batch named it (spot reclaim). */
-  instanceId: z
-    .string()
-    .regex(/^i-[0-9a-f]+$/)
-    .optional(),
+  instanceId: z.optional(z.string().check(z.regex(/^i-[0-9a-f]+$/))),
   /**
    * Whether another attempt of the same command can make progress from the saved state (the newest complete
    * checkpoint). False when the job is over (succeeded, cancelled, timed out) or when running it again as it is
@@ -82,7 +80,7 @@ export const attemptOutcomeSchema = z.strictObject({
    */
   resumable: z.boolean(),
   /** For `moved`: the capacity Trainyard was moving the job to, when its TerminateJob reason said so. */
-  moveTo: z.enum(['spot', 'on-demand']).optional(),
+  moveTo: z.optional(z.enum(['spot', 'on-demand'])),
 });
 
 /** How one attempt ended, in Trainyard's terms. */

@@ -18,7 +18,7 @@
  * Pure: the writers fold observations in with these functions and store the result with a write conditional on the
  * record they read, so a replayed tick or reclaim changes nothing; deciders read it with {@link tierSpotAt}.
  */
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import type { TierSpot } from './placement';
 import { FLEET_SPOT_MODEL } from './spot-fleet-model';
 import {
@@ -38,14 +38,19 @@ export class InvalidTierSpotRecord extends Error {
   override name = 'InvalidTierSpotRecord';
 }
 
-const epochMs = z.number().int().nonnegative();
-const count = z.number().finite().nonnegative();
+const epochMs = z.int().check(z.nonnegative());
+const count = z.number().check(z.nonnegative());
 const lifeTableSchema = z
-  .strictObject({ atRisk: z.array(count).min(1).readonly(), ended: z.array(count).min(1).readonly() })
-  .refine((t) => t.atRisk.length === t.ended.length, { message: 'atRisk and ended must have one entry per bin' });
-const hazards = z.array(z.number().min(0).max(1)).min(1).readonly();
+  .strictObject({
+    atRisk: z.readonly(z.array(count).check(z.minLength(1))),
+    ended: z.readonly(z.array(count).check(z.minLength(1))),
+  })
+  .check(
+    z.refine((t) => t.atRisk.length === t.ended.length, { message: 'atRisk and ended must have one entry per bin' }),
+  );
+const hazards = z.readonly(z.array(z.number().check(z.gte(0), z.lte(1))).check(z.minLength(1)));
 /** How many of a model's or a table's last bins are wide (spot-planner.ts spotBinStarts). */
-const wideBins = z.number().int().nonnegative();
+const wideBins = z.int().check(z.nonnegative());
 /** A model's or a table's wide bins leave at least one bin of binSeconds. */
 const fewerWideBins = (bins: number, wide: number | undefined): boolean => (wide ?? 0) < bins;
 
@@ -64,7 +69,7 @@ export const TIER_SPOT_MODEL_PRIOR_WEIGHT = 20;
 export const tierSpotRecordSchema = z
   .strictObject({
     /** The tier's id. */
-    tier: z.string().min(1),
+    tier: z.string().check(z.minLength(1)),
     /** The probe's latest answer. */
     available: z.boolean(),
     /** The first tick (epoch ms) of the unbroken run of ticks that gave this answer. */
@@ -81,35 +86,41 @@ export const tierSpotRecordSchema = z
      * them), per age bin of the fleet model (spot-planner.ts SpotLifeTables); absent on a record kept before the
      * tables, which starts one at its next change.
      */
-    lifeTable: z
-      .strictObject({
-        binSeconds: z.number().positive(),
-        wideBins: wideBins.optional(),
-        available: lifeTableSchema,
-        unavailable: lifeTableSchema,
-      })
-      .refine((t) => fewerWideBins(Math.min(t.available.atRisk.length, t.unavailable.atRisk.length), t.wideBins), {
-        message: 'wideBins must be fewer than the bins',
-        path: ['wideBins'],
-      })
-      .optional(),
+    lifeTable: z.optional(
+      z
+        .strictObject({
+          binSeconds: z.number().check(z.positive()),
+          wideBins: z.optional(wideBins),
+          available: lifeTableSchema,
+          unavailable: lifeTableSchema,
+        })
+        .check(
+          z.refine((t) => fewerWideBins(Math.min(t.available.atRisk.length, t.unavailable.atRisk.length), t.wideBins), {
+            message: 'wideBins must be fewer than the bins',
+            path: ['wideBins'],
+          }),
+        ),
+    ),
     /** When (epoch ms) the watch last refitted the tier's model; absent on a record kept before the models (its next tick fits one). */
-    modelFittedMs: epochMs.optional(),
+    modelFittedMs: z.optional(epochMs),
     /** The tier's model as last refitted; absent = the fleet model (nothing learnt yet). */
-    model: z
-      .strictObject({
-        binSeconds: z.number().positive(),
-        wideBins: wideBins.optional(),
-        availableHazards: hazards,
-        unavailableHazards: hazards,
-      })
-      .refine((m) => fewerWideBins(Math.min(m.availableHazards.length, m.unavailableHazards.length), m.wideBins), {
-        message: 'wideBins must be fewer than the bins',
-        path: ['wideBins'],
-      })
-      .optional(),
+    model: z.optional(
+      z
+        .strictObject({
+          binSeconds: z.number().check(z.positive()),
+          wideBins: z.optional(wideBins),
+          availableHazards: hazards,
+          unavailableHazards: hazards,
+        })
+        .check(
+          z.refine((m) => fewerWideBins(Math.min(m.availableHazards.length, m.unavailableHazards.length), m.wideBins), {
+            message: 'wideBins must be fewer than the bins',
+            path: ['wideBins'],
+          }),
+        ),
+    ),
   })
-  .refine((r) => r.sinceMs <= r.seenMs, { message: 'sinceMs must not be after seenMs', path: ['sinceMs'] });
+  .check(z.refine((r) => r.sinceMs <= r.seenMs, { message: 'sinceMs must not be after seenMs', path: ['sinceMs'] }));
 
 /** A tier's spot record as stored. */
 export type TierSpotRecord = z.output<typeof tierSpotRecordSchema>;

@@ -3,7 +3,8 @@
  * a running job has cost so far, the harness's progress document, a job's budget scopes, the placement input of the
  * periodic check, and the decision records the watch writes. No AWS SDK, no clock: the handlers pass `now`.
  */
-import * as z from 'zod';
+import * as z from 'zod/mini';
+import './zod-issues'; // zod's English issue messages
 import type { TierConfig } from '../../lib/config';
 import { attemptPrice } from './attempt-cost';
 import type { BatchJob } from './batch-job';
@@ -114,13 +115,13 @@ export function recordedCost(attempts: readonly AttemptRecord[]): number {
 
 /** The harness's progress.json (images/harness: metrics.py `progress()`); extra keys are tolerated. */
 export const harnessProgressSchema = z.looseObject({
-  job_id: z.string().min(1),
-  attempt: z.number().int().positive(),
-  step: z.number().int().nonnegative().nullable().optional(),
-  total_steps: z.number().int().positive().nullable().optional(),
-  loss: z.number().nullable().optional(),
+  job_id: z.string().check(z.minLength(1)),
+  attempt: z.int().check(z.positive()),
+  step: z.optional(z.nullable(z.int().check(z.nonnegative()))),
+  total_steps: z.optional(z.nullable(z.int().check(z.positive()))),
+  loss: z.optional(z.nullable(z.number())),
   updated_at: z.iso.datetime({ offset: true }),
-  resumed_from_step: z.number().int().nonnegative().nullable().optional(),
+  resumed_from_step: z.optional(z.nullable(z.int().check(z.nonnegative()))),
 });
 
 /** The job record's progress field. */

@@ -3,11 +3,11 @@
  * Everything durable lives in DynamoDB; the state only carries what the next Choice needs and the next attempt's
  * plan, so a replayed Task recomputes the same answer from the same records.
  */
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { JOB_ID_PATTERN } from '../domain/job';
 import { describeIssues } from '../domain/zod-issues';
 
-const jobId = z.string().regex(JOB_ID_PATTERN, 'must be a Trainyard job id');
+const jobId = z.string().check(z.regex(JOB_ID_PATTERN, 'must be a Trainyard job id'));
 const capacity = z.enum(['spot', 'on-demand']);
 
 /** Where the state machine goes after a step. */
@@ -17,11 +17,11 @@ export type NextStepName = (typeof NEXT_STEPS)[number];
 
 /** The plan for the next attempt. */
 export const attemptPlanSchema = z.object({
-  attempt: z.number().int().positive(),
+  attempt: z.int().check(z.positive()),
   capacity,
   /** Restore the newest checkpoint and append the job's resume arguments. */
   resume: z.boolean(),
-  delaySeconds: z.number().int().nonnegative(),
+  delaySeconds: z.int().check(z.nonnegative()),
 });
 /** The plan for the next attempt. */
 export type AttemptPlan = z.output<typeof attemptPlanSchema>;
@@ -30,7 +30,7 @@ export type AttemptPlan = z.output<typeof attemptPlanSchema>;
 export const analyzeInputSchema = z.looseObject({ jobId });
 
 /** Input of CostGate: Analyze's output. */
-export const costGateInputSchema = z.looseObject({ jobId, reservationUsd: z.number().nonnegative() });
+export const costGateInputSchema = z.looseObject({ jobId, reservationUsd: z.number().check(z.nonnegative()) });
 
 /** Input of PrepareAttempt: a plan from CostGate or AttemptOutcome (possibly after a wait or a pause). */
 export const prepareInputSchema = z.looseObject({ jobId, plan: attemptPlanSchema });
@@ -39,18 +39,18 @@ export const prepareInputSchema = z.looseObject({ jobId, plan: attemptPlanSchema
 export const attemptOutcomeInputSchema = z.looseObject({
   jobId,
   plan: attemptPlanSchema,
-  batch: z.unknown().optional(),
-  batchError: z.object({ Error: z.string(), Cause: z.string().optional() }).optional(),
+  batch: z.optional(z.unknown()),
+  batchError: z.optional(z.object({ Error: z.string(), Cause: z.optional(z.string()) })),
 });
 
 /** Input of the pause step (waitForTaskToken). */
-export const pauseInputSchema = z.looseObject({ jobId, taskToken: z.string().min(1) });
+export const pauseInputSchema = z.looseObject({ jobId, taskToken: z.string().check(z.minLength(1)) });
 
 /** Input of Finalize. */
 export const finalizeInputSchema = z.looseObject({
   jobId,
-  finalState: z.enum(['SUCCEEDED', 'FAILED', 'CANCELLED', 'REJECTED']).optional(),
-  reason: z.string().optional(),
+  finalState: z.optional(z.enum(['SUCCEEDED', 'FAILED', 'CANCELLED', 'REJECTED'])),
+  reason: z.optional(z.string()),
 });
 
 /** Raised when a step's input does not match its schema (a wiring bug, not user input). */
@@ -59,7 +59,7 @@ export class InvalidStepInput extends Error {
 }
 
 /** Parses a step input or throws InvalidStepInput naming the fields. */
-export function parseStep<T extends z.ZodType>(schema: T, step: string, input: unknown): z.output<T> {
+export function parseStep<T extends z.ZodMiniType>(schema: T, step: string, input: unknown): z.output<T> {
   const result = schema.safeParse(input);
   if (result.success) return result.data;
   throw new InvalidStepInput(`${step} received an invalid input: ${describeIssues(result.error.issues)}`);

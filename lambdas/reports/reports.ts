@@ -17,7 +17,7 @@
  * A team that fails does not stop the others; the run then fails with {@link ReportsIncomplete} naming them, without
  * the all-teams rollup, so the Errors alarm fires and EventBridge retries.
  */
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { buildEvent } from '../domain/events';
 import {
   type AllTeamsShowback,

@@ -12,7 +12,7 @@
  * The envelope is checked strictly where the handler depends on it (source, detail-type, time) and leniently
  * elsewhere: AWS "might add other event types, sources, and details in the future".
  */
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { type BatchJob, InvalidBatchJob, parseBatchJob } from '../domain/batch-job';
 import { describeIssues } from '../domain/zod-issues';
 
@@ -33,16 +33,16 @@ export const SPOT_INSTANCE_ACTIONS = ['terminate', 'stop', 'hibernate'] as const
 
 const time = z.iso.datetime({ offset: false, error: 'must be an ISO-8601 UTC time like 2026-11-20T14:02:11Z' });
 
-function envelope<S extends string, D extends string, T extends z.ZodType>(source: S, detailType: D, detail: T) {
+function envelope<S extends string, D extends string, T extends z.ZodMiniType>(source: S, detailType: D, detail: T) {
   return z.looseObject({
-    version: z.string().optional(),
-    id: z.string().min(1, 'must be the event id'),
+    version: z.optional(z.string()),
+    id: z.string().check(z.minLength(1, 'must be the event id')),
     'detail-type': z.literal(detailType, { error: `must be "${detailType}"` }),
     source: z.literal(source, { error: `must be "${source}"` }),
-    account: z.string().optional(),
+    account: z.optional(z.string()),
     time,
-    region: z.string().optional(),
-    resources: z.array(z.string()).optional(),
+    region: z.optional(z.string()),
+    resources: z.optional(z.array(z.string())),
     detail,
   });
 }
@@ -52,7 +52,9 @@ export const spotInterruptionEventSchema = envelope(
   'aws.ec2',
   SPOT_INTERRUPTION_DETAIL_TYPE,
   z.looseObject({
-    'instance-id': z.string().regex(/^i-[0-9a-f]{8,17}$/, 'must be an EC2 instance id like i-1234567890abcdef0'),
+    'instance-id': z
+      .string()
+      .check(z.regex(/^i-[0-9a-f]{8,17}$/, 'must be an EC2 instance id like i-1234567890abcdef0')),
     'instance-action': z.enum(SPOT_INSTANCE_ACTIONS, {
       error: `must be one of ${SPOT_INSTANCE_ACTIONS.join(', ')}`,
     }),
@@ -67,7 +69,7 @@ export const batchStateChangeEventSchema = envelope(
 );
 
 /** zod schema of an EventBridge "Scheduled Event". */
-export const scheduledEventSchema = envelope('aws.events', SCHEDULED_EVENT_DETAIL_TYPE, z.unknown().optional());
+export const scheduledEventSchema = envelope('aws.events', SCHEDULED_EVENT_DETAIL_TYPE, z.optional(z.unknown()));
 
 /** A validated spot interruption warning. */
 export interface SpotInterruption {
@@ -92,7 +94,7 @@ export interface ScheduleTick {
   readonly timeMs: number;
 }
 
-function parseWith<T extends z.ZodType>(schema: T, what: string, event: unknown): z.output<T> {
+function parseWith<T extends z.ZodMiniType>(schema: T, what: string, event: unknown): z.output<T> {
   if (typeof event !== 'object' || event === null || Array.isArray(event)) {
     const got = event === null ? 'null' : Array.isArray(event) ? 'an array' : typeof event;
     throw new InvalidEvent(`expected an EventBridge "${what}" event (a JSON object), got ${got}`);

@@ -20,7 +20,8 @@
  * holds roughly 3,000 jobs per month within DynamoDB's 400 KB item size.
  */
 import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import * as z from 'zod';
+import * as z from 'zod/mini';
+import '../domain/zod-issues'; // zod's English issue messages
 import {
   accrualChange,
   BudgetExceeded,
@@ -137,12 +138,12 @@ export interface BudgetLedgerOptions {
   readonly maxAttempts?: number;
 }
 
-const micros = z.number().int();
+const micros = z.int();
 const entrySchema = z.object({
   reserved: micros,
   accrued: micros,
   state: z.enum(['open', 'released', 'settled']),
-  version: z.number().int(),
+  version: z.int(),
 });
 const figuresSchema = z.object({
   limitMicros: micros,
@@ -151,13 +152,13 @@ const figuresSchema = z.object({
   reservedMicros: micros,
   availableMicros: micros,
 });
-const scopeItemSchema = figuresSchema.extend({
+const scopeItemSchema = z.extend(figuresSchema, {
   scope: z.string(),
   team: z.string(),
   period: z.string(),
   blockThreshold: z.number(),
-  crossings: z.record(z.string(), z.unknown()).optional(),
-  jobs: z.record(z.string(), entrySchema).optional(),
+  crossings: z.optional(z.record(z.string(), z.unknown())),
+  jobs: z.optional(z.record(z.string(), entrySchema)),
 });
 type ScopeItem = z.infer<typeof scopeItemSchema>;
 
@@ -165,7 +166,7 @@ const crossingSchema = z.object({
   scope: z.string(),
   period: z.string(),
   threshold: z.enum(['warn', 'block']),
-  fraction: z.number().nullable(),
+  fraction: z.nullable(z.number()),
   spentUsd: z.number(),
   reservedUsd: z.number(),
   limitUsd: z.number(),
@@ -174,12 +175,12 @@ const jobStates = ['reserving', 'reserved', 'refused', 'releasing', 'released', 
 const jobRecordSchema = z.object({
   jobId: z.string(),
   state: z.enum(jobStates),
-  scopes: z.array(z.string()).default([]),
-  period: z.string().optional(),
-  amountMicros: micros.optional(),
-  reserveResult: z.object({ crossings: z.array(crossingSchema), unlimitedScopes: z.array(z.string()) }).optional(),
-  refusal: z
-    .object({
+  scopes: z._default(z.array(z.string()), []),
+  period: z.optional(z.string()),
+  amountMicros: z.optional(micros),
+  reserveResult: z.optional(z.object({ crossings: z.array(crossingSchema), unlimitedScopes: z.array(z.string()) })),
+  refusal: z.optional(
+    z.object({
       scope: z.string(),
       period: z.string(),
       limitUsd: z.number(),
@@ -188,16 +189,16 @@ const jobRecordSchema = z.object({
       requestedUsd: z.number(),
       availableUsd: z.number(),
       blockThreshold: z.number(),
-    })
-    .optional(),
-  settleActualMicros: micros.optional(),
-  settleResult: z.object({ jobId: z.string(), actualUsd: z.number(), crossings: z.array(crossingSchema) }).optional(),
-  releaseResult: z
-    .object({
+    }),
+  ),
+  settleActualMicros: z.optional(micros),
+  settleResult: z.optional(z.object({ jobId: z.string(), actualUsd: z.number(), crossings: z.array(crossingSchema) })),
+  releaseResult: z.optional(
+    z.object({
       jobId: z.string(),
       returned: z.array(z.object({ scope: z.string(), returnedUsd: z.number() })),
-    })
-    .optional(),
+    }),
+  ),
 });
 type JobRecord = z.infer<typeof jobRecordSchema>;
 

@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import * as z from 'zod';
+import * as z from 'zod/mini';
 import { describeIssues } from '../../lambdas/domain/zod-issues';
 
 /** Folder (relative to the project root) that holds local mode's data, token and state. */
@@ -23,7 +23,7 @@ export class LocalStateError extends Error {
 /** What a running local server records about itself. */
 export const localStateSchema = z.strictObject({
   apiUrl: z.url({ protocol: /^http$/, hostname: /^127\.0\.0\.1$/ }),
-  pid: z.number().int().positive(),
+  pid: z.int().check(z.positive()),
   startedAt: z.iso.datetime(),
 });
 

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { z } from 'zod';
+import * as z from 'zod/mini';
 import { configSchema } from '../../lib/config';
 import {
   CONFIG_REFERENCE_MARKERS,
@@ -17,37 +17,45 @@ const README = path.join(import.meta.dirname, '..', '..', 'README.md');
 const { start, end } = CONFIG_REFERENCE_MARKERS;
 
 /**
- * Every key of a zod schema with its `.describe()` text, found by walking zod's own classes (not the JSON Schema the
+ * Every key of a zod schema with its `z.describe()` text, found by walking zod's own classes (not the JSON Schema the
  * generator uses), so the two walks check each other.
  */
-function zodKeys(schema: z.ZodType, prefix = ''): Map<string, string | undefined> {
+function zodKeys(schema: z.ZodMiniType, prefix = ''): Map<string, string | undefined> {
   const keys = new Map<string, string | undefined>();
-  const visit = (node: z.ZodType, at: string) => {
-    if (node instanceof z.ZodDefault || node instanceof z.ZodPrefault || node instanceof z.ZodOptional) {
-      visit(node.unwrap() as z.ZodType, at);
-    } else if (node instanceof z.ZodObject) {
-      for (const [key, child] of Object.entries(node.shape as Record<string, z.ZodType>)) {
+  const visit = (node: z.ZodMiniType, at: string) => {
+    const inner = wrappedBy(node);
+    if (inner) {
+      visit(inner, at);
+    } else if (node instanceof z.ZodMiniObject) {
+      for (const [key, child] of Object.entries(node.def.shape as Record<string, z.ZodMiniType>)) {
         const childPath = at ? `${at}.${key}` : key;
         keys.set(childPath, descriptionOf(child) ?? keys.get(childPath));
         visit(child, childPath);
       }
-    } else if (node instanceof z.ZodArray) {
-      visit(node.element as z.ZodType, `${at}[]`);
-    } else if (node instanceof z.ZodDiscriminatedUnion) {
-      for (const option of node.options as z.ZodType[]) visit(option, at);
+    } else if (node instanceof z.ZodMiniArray) {
+      visit(node.def.element as z.ZodMiniType, `${at}[]`);
+    } else if (node instanceof z.ZodMiniDiscriminatedUnion) {
+      for (const option of node.def.options as z.ZodMiniType[]) visit(option, at);
     }
   };
   visit(schema, prefix);
   return keys;
 }
 
-/** The description on a schema or any wrapper inside it (`.default().describe()` and `.describe().default()`). */
-function descriptionOf(node: z.ZodType): string | undefined {
-  if (node.description) return node.description;
-  if (node instanceof z.ZodDefault || node instanceof z.ZodPrefault || node instanceof z.ZodOptional) {
-    return descriptionOf(node.unwrap() as z.ZodType);
+/** The schema a default, prefault or optional wraps; undefined for any other schema. */
+function wrappedBy(node: z.ZodMiniType): z.ZodMiniType | undefined {
+  if (node instanceof z.ZodMiniDefault || node instanceof z.ZodMiniPrefault || node instanceof z.ZodMiniOptional) {
+    return node.def.innerType as z.ZodMiniType;
   }
   return undefined;
+}
+
+/** The description on a schema or any wrapper inside it (described outside or inside its default). */
+function descriptionOf(node: z.ZodMiniType): string | undefined {
+  const description = z.globalRegistry.get(node)?.description;
+  if (description) return description;
+  const inner = wrappedBy(node);
+  return inner ? descriptionOf(inner) : undefined;
 }
 
 /** The trimmed cells of a Markdown table line (`\|` is a pipe inside a cell). */
@@ -139,9 +147,11 @@ describe('configReferenceRows', () => {
 
   it('walks nested objects, arrays of objects and records of a small schema', () => {
     const schema = z.object({
-      a: z.object({ b: z.number().int().min(1).max(3).default(2).describe('b text') }).describe('a text'),
-      list: z.array(z.object({ id: z.string().describe('id text') })).describe('list text'),
-      map: z.record(z.string(), z.boolean()).optional().describe('map text'),
+      a: z
+        .object({ b: z._default(z.int().check(z.gte(1), z.lte(3)), 2).check(z.describe('b text')) })
+        .check(z.describe('a text')),
+      list: z.array(z.object({ id: z.string().check(z.describe('id text')) })).check(z.describe('list text')),
+      map: z.optional(z.record(z.string(), z.boolean())).check(z.describe('map text')),
     });
     expect(configReferenceRows(schema)).toEqual([
       { path: 'a', type: 'object', default: 'required', description: 'a text' },
@@ -155,7 +165,7 @@ describe('configReferenceRows', () => {
 
 describe('configReferenceMarkdown', () => {
   it('escapes pipes and newlines so a description stays in its cell', () => {
-    const schema = z.object({ k: z.enum(['x', 'y']).describe('either x | y\nnothing else') });
+    const schema = z.object({ k: z.enum(['x', 'y']).check(z.describe('either x | y\nnothing else')) });
     const line = configReferenceMarkdown(schema)
       .split('\n')
       .find((l) => l.startsWith('| `k`'));
