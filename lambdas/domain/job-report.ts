@@ -7,6 +7,7 @@
  * a million samples still make a report of well under a megabyte. Pure: no I/O, never throws for valid records.
  */
 import type { AttemptRecord, DecisionRecord, JobRecord } from './job';
+import { labelsText } from './labels';
 import { attemptCostUsd, InvalidMeteringInput } from './metering';
 import { type MetricSample, readMetricsLog } from './metric-samples';
 
@@ -507,6 +508,7 @@ export function renderJobReport(input: JobReportInput): string {
     ['Team', job.team],
     ['User', job.user],
     ['Project', job.project ?? '—'],
+    ['Labels', labelsText(job.labels, ' ') ?? '—'],
     ['Tier', job.tier],
     ['Command', html`<code>${shellWords(job.command)}</code>`],
     ['Final state', job.state],

@@ -108,3 +108,12 @@ export function matchesLabels(labels: JobLabels | undefined, selectors: readonly
     (s) => labels !== undefined && Object.hasOwn(labels, s.key) && (s.value === undefined || labels[s.key] === s.value),
   );
 }
+
+/**
+ * A job's labels as `key=value` pairs in key order, joined by `separator`: with the default `,` the text reads back
+ * as a selector list that matches exactly this job's labels. Undefined when the job has none.
+ */
+export function labelsText(labels: JobLabels | undefined, separator = ','): string | undefined {
+  const keys = Object.keys(labels ?? {}).sort();
+  return keys.length ? keys.map((k) => `${k}=${labels?.[k]}`).join(separator) : undefined;
+}

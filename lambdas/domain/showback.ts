@@ -23,6 +23,7 @@ import type { TierConfig, TrainyardConfig } from '../../lib/config';
 import { attemptPrice } from './attempt-cost';
 import { MICROS_PER_USD, microsToUsd } from './budgets';
 import { type AttemptRecord, isTerminal, type JobRecord } from './job';
+import { labelsText } from './labels';
 import { attemptCostMicroUsd } from './metering';
 
 /** The scheduled reports: yesterday (daily) and last Monday–Sunday (weekly), UTC. */
@@ -465,6 +466,8 @@ const CSV_COLUMNS = [
   'instanceHours',
   'onDemandEquivalentUsd',
   'savedBySpotUsd',
+  // Last, so readers that take the columns by position keep working; `key=value,…`, as `--label` takes it.
+  'labels',
 ] as const;
 
 function csvField(value: unknown): string {
@@ -483,6 +486,7 @@ export function showbackCsv(report: TeamShowback): string {
       periodEnd: report.periodEnd,
       team: report.team,
       ...job,
+      labels: labelsText(job.labels),
     };
     lines.push(CSV_COLUMNS.map((c) => csvField(row[c])).join(','));
   }

@@ -3,6 +3,7 @@
  * status, job list, budgets, checkpoints, logs). The API's JSON is read leniently (a missing field is left out of
  * the view, never invented), so a newer API with more fields still prints; `--json` prints the API's JSON itself.
  */
+import { type JobLabels, labelsText } from '../../lambdas/domain/labels';
 
 type Json = Record<string, unknown>;
 
@@ -356,7 +357,7 @@ export function formatJobStatus(response: unknown): string {
       ['state', `${view.state ?? 'UNKNOWN'}${view.reason ? ` — ${view.reason}` : ''}`],
       ['tier', view.tier],
       ['command', list(job, 'command').length ? list(job, 'command').join(' ') : undefined],
-      ['labels', labelsText(at(job, 'labels'))],
+      ['labels', labelsOf(at(job, 'labels'))],
       ['created', str(job, 'createdAt')],
       [
         'progress',
@@ -418,13 +419,10 @@ export function formatJobStatus(response: unknown): string {
   return lines.join('\n');
 }
 
-/** A job's labels as `key=value` pairs, in key order; undefined for none. */
-function labelsText(labels: unknown): string | undefined {
+/** A job's labels (as the API returns them) as `key=value` pairs in key order; undefined for none. */
+function labelsOf(labels: unknown): string | undefined {
   if (typeof labels !== 'object' || labels === null) return undefined;
-  const pairs = Object.entries(labels as Record<string, unknown>)
-    .sort(([a], [b]) => (a < b ? -1 : 1))
-    .map(([k, v]) => `${k}=${String(v)}`);
-  return pairs.length ? pairs.join(' ') : undefined;
+  return labelsText(labels as JobLabels, ' ');
 }
 
 /**
@@ -437,7 +435,7 @@ export function formatJobsTable(response: unknown): string {
   if (jobs.length === 0) {
     return cursor ? `No matching jobs on this page; older jobs remain: --cursor ${cursor}` : 'No jobs.';
   }
-  const labelled = jobs.some((job) => labelsText(at(job, 'labels')) !== undefined);
+  const labelled = jobs.some((job) => labelsOf(at(job, 'labels')) !== undefined);
   const table = [['JOB', 'STATE', 'TIER', 'CREATED', 'COST', ...(labelled ? ['LABELS'] : []), 'COMMAND']];
   for (const job of jobs) {
     table.push([
@@ -446,7 +444,7 @@ export function formatJobsTable(response: unknown): string {
       str(job, 'tier') ?? '',
       str(job, 'createdAt') ?? '',
       num(job, 'costSoFarUsd') === undefined ? '' : formatMoney(num(job, 'costSoFarUsd') ?? 0),
-      ...(labelled ? [labelsText(at(job, 'labels')) ?? ''] : []),
+      ...(labelled ? [labelsOf(at(job, 'labels')) ?? ''] : []),
       list(job, 'command').join(' '),
     ]);
   }

@@ -177,6 +177,14 @@ describe('renderJobReport: header', () => {
     });
   });
 
+  it('lists the job’s labels in key order, and a dash for a job without labels', () => {
+    const labelled = renderJobReport(input({ job: job({ labels: { sweep: 'cli-1', lr: '3e-4' } }) }));
+    const plain = renderJobReport(input({ job: job({ labels: undefined }) }));
+
+    expect(labelled).toContain('<dt>Labels</dt><dd>lr=3e-4 sweep=cli-1</dd>');
+    expect(plain).toContain('<dt>Labels</dt><dd>—</dd>');
+  });
+
   it('says so when the job has no estimate', () => {
     const html = renderJobReport(input({ job: job({ estimate: undefined }) }));
 

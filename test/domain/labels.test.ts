@@ -4,6 +4,7 @@ import {
   InvalidLabel,
   labelsFrom,
   labelsSchema,
+  labelsText,
   MAX_LABELS,
   matchesLabels,
   parseLabel,
@@ -137,5 +138,23 @@ describe('matchesLabels', () => {
   it('matches a job without labels only when nothing is selected', () => {
     expect(matchesLabels(undefined, [])).toBe(true);
     expect(matchesLabels(undefined, [{ key: 'sweep' }])).toBe(false);
+  });
+});
+
+describe('labelsText', () => {
+  it('writes the labels in key order as a selector list that matches exactly them', () => {
+    const labels = { sweep: 's1', lr: '0.1', arch: 'gpt2' };
+    const text = labelsText(labels);
+
+    expect(text).toBe('arch=gpt2,lr=0.1,sweep=s1');
+    const selectors = parseLabelSelectors(text ?? '');
+    expect(matchesLabels(labels, selectors)).toBe(true);
+    expect(matchesLabels({ ...labels, lr: '0.2' }, selectors)).toBe(false);
+  });
+
+  it('takes another separator, and has no text for a job without labels', () => {
+    expect(labelsText({ b: '2', a: '1' }, ' ')).toBe('a=1 b=2');
+    expect(labelsText(undefined)).toBeUndefined();
+    expect(labelsText({})).toBeUndefined();
   });
 });

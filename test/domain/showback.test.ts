@@ -238,11 +238,30 @@ describe('showbackCsv', () => {
     );
     const [header, row, end] = showbackCsv(report).split('\r\n');
     expect(header).toBe(
-      'periodStart,periodEnd,team,jobId,user,project,tier,state,createdAt,costUsd,spotUsd,onDemandUsd,instanceHours,onDemandEquivalentUsd,savedBySpotUsd',
+      'periodStart,periodEnd,team,jobId,user,project,tier,state,createdAt,costUsd,spotUsd,onDemandUsd,instanceHours,onDemandEquivalentUsd,savedBySpotUsd,labels',
     );
     expect(row).toBe(
-      `2026-11-21,2026-11-21,nlp,a,"'=HYPERLINK(""x"")","p,1",gpu-small,SUCCEEDED,${job('a').createdAt},0.2,0.2,0,1,0.526,0.326`,
+      `2026-11-21,2026-11-21,nlp,a,"'=HYPERLINK(""x"")","p,1",gpu-small,SUCCEEDED,${job('a').createdAt},0.2,0.2,0,1,0.526,0.326,`,
     );
     expect(end).toBe('');
+  });
+
+  it('ends each row with the job’s labels, key=value in key order (the form --label takes), quoted for the commas', () => {
+    const report = buildTeamShowback(
+      config,
+      'nlp',
+      DAY,
+      [
+        {
+          job: job('a', { labels: { sweep: 'cli-1', lr: '3e-4' } }),
+          attempts: [ended('a', 1, 'spot', D, D + HOUR, 0.2)],
+        },
+      ],
+      new Date(D + 24 * HOUR),
+    );
+    const [header, row] = showbackCsv(report).split('\r\n');
+
+    expect(header?.split(',').at(-1)).toBe('labels');
+    expect(row?.endsWith(',0.326,"lr=3e-4,sweep=cli-1"')).toBe(true);
   });
 });
