@@ -167,9 +167,12 @@ const labelSelectorsParam = z.pipe(
   }),
 );
 
+/** Most jobs one page of GET /jobs returns. */
+export const MAX_JOBS_PAGE = 100;
+
 /** GET /jobs query. */
 export const listJobsQuerySchema = z.strictObject({
-  limit: z.optional(intParam('limit', 1, 100)),
+  limit: z.optional(intParam('limit', 1, MAX_JOBS_PAGE)),
   cursor: z.optional(z.string().check(z.minLength(1), z.maxLength(2048))),
   /** Label selectors, `key=value,key` (domain/labels.ts): only jobs that match all of them. */
   label: z.optional(labelSelectorsParam),

@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
+import { MAX_JOBS_PAGE } from '../../lambdas/api/schemas';
 import { MAX_LABELS } from '../../lambdas/domain/labels';
 import { checkpointToRestore } from '../../lambdas/domain/workspace-layout';
 import { mapConcurrently } from '../../lambdas/shared/concurrency';
@@ -163,6 +164,11 @@ interface WatchOptions {
 }
 
 const DEFAULT_POLL_SECONDS = '5';
+/**
+ * Most pages `trainyard jobs --label` reads to fill one page of matches. Each filtered page reads at most 1,000 of the
+ * team's jobs, so a listing looks through at most 10,000 before it prints what it found and the cursor to go on from.
+ */
+const LABELLED_LISTING_PAGES = 10;
 /** Estimates above this many dollars ask for confirmation unless `--yes`. */
 export const DEFAULT_CONFIRM_USD = 1;
 
@@ -830,25 +836,33 @@ export function createProgram(
     );
 
   /**
-   * Every job of the team matching a label selector list, newest first, following the pages to the end; on a
-   * terminal (and not under --json, whose stdout is the document) a line counts them as they come.
+   * The team's jobs matching a label selector list, newest first, following the pages from `from.cursor` until `want`
+   * jobs are found (all of them when `want` is not given) or `maxPages` pages are read, with the cursor to go on from
+   * when jobs may remain. The API reads a bounded number of jobs per filtered page, so a page can come back short, or
+   * empty, with a cursor: this is why a listing follows them. On a terminal (and not under --json, whose stdout is the
+   * document) a line counts the jobs as they come.
    */
   const labelledJobs = async (
     client: ApiClient,
     label: string,
     json: boolean | undefined,
-  ): Promise<Record<string, unknown>[]> => {
+    from: { cursor?: string; want?: number; maxPages?: number } = {},
+  ): Promise<{ jobs: Record<string, unknown>[]; cursor?: string }> => {
     const progress = io.isTTY && !json;
+    const want = from.want ?? Number.POSITIVE_INFINITY;
     const jobs: Record<string, unknown>[] = [];
-    let cursor: string | undefined;
+    let cursor = from.cursor;
+    let pages = 0;
     do {
       if (progress) io.stdout(`\r\x1b[2KFinding the jobs with --label ${label}… ${jobs.length} so far`);
-      const { body } = await client.send({ method: 'GET', path: '/jobs', query: { limit: 100, label, cursor } });
+      const limit = Math.min(MAX_JOBS_PAGE, want - jobs.length);
+      const { body } = await client.send({ method: 'GET', path: '/jobs', query: { limit, label, cursor } });
       jobs.push(...(list(body, 'jobs') as Record<string, unknown>[]));
       cursor = str(body, 'nextCursor');
-    } while (cursor !== undefined);
+      pages += 1;
+    } while (cursor !== undefined && jobs.length < want && pages < (from.maxPages ?? Number.POSITIVE_INFINITY));
     if (progress) io.stdout('\r\x1b[2K');
-    return jobs;
+    return { jobs, ...(cursor !== undefined && { cursor }) };
   };
 
   /**
@@ -858,7 +872,7 @@ export function createProgram(
    */
   const cancelLabelled = async (options: CommonOptions & { yes?: boolean }, label: string) => {
     const client = clientFor(options);
-    const matched = await labelledJobs(client, label, options.json);
+    const { jobs: matched } = await labelledJobs(client, label, options.json);
     const open = matched.filter((job) => !isTerminalState(str(job, 'state')));
     if (open.length > 0 && !options.json) println(formatJobsTable({ jobs: open }));
     if (open.length > 0 && !options.yes) {
@@ -966,7 +980,7 @@ export function createProgram(
 
   addCommon(program.command('jobs').description("list your team's jobs, newest first"))
     .option('--limit <n>', 'jobs per page (1-100)', '20')
-    .option('--cursor <cursor>', 'page to continue from (printed after a full page)')
+    .option('--cursor <cursor>', 'page to continue from (printed when more jobs remain)')
     .option(
       '--label <key=value|key>',
       'only jobs with this label (key=value) or any value of it (key); repeatable, all must hold',
@@ -974,13 +988,20 @@ export function createProgram(
       [],
     )
     .action(async (options: CommonOptions & { limit: string; cursor?: string; label: string[] }) => {
-      const limit = parseIntegerIn('--limit', options.limit, 1, 100);
+      const limit = parseIntegerIn('--limit', options.limit, 1, MAX_JOBS_PAGE);
       const label = parseLabelFilter(options.label);
-      const { body } = await clientFor(options).send({
-        method: 'GET',
-        path: '/jobs',
-        query: { limit, cursor: options.cursor, label },
-      });
+      const client = clientFor(options);
+      let body: unknown;
+      if (label === undefined) {
+        ({ body } = await client.send({ method: 'GET', path: '/jobs', query: { limit, cursor: options.cursor } }));
+      } else {
+        const found = await labelledJobs(client, label, options.json, {
+          cursor: options.cursor,
+          want: limit,
+          maxPages: LABELLED_LISTING_PAGES,
+        });
+        body = { jobs: found.jobs, ...(found.cursor !== undefined && { nextCursor: found.cursor }) };
+      }
       if (options.json) printJson(body);
       else println(formatJobsTable(body));
     });

@@ -104,6 +104,25 @@ function project(extra: Record<string, Buffer | string> = {}): string {
   return dir;
 }
 
+/** A job record put straight into the store, labelled, created `minute` minutes past 11:00 on the bench's day. */
+async function seedJob(
+  jobId: string,
+  team: string,
+  state: JobState,
+  labels: Record<string, string>,
+  minute: number,
+): Promise<void> {
+  const job = jobRecord({
+    jobId,
+    team,
+    state,
+    labels,
+    createdAt: new Date(Date.UTC(2026, 2, 15, 11, minute)).toISOString(),
+    bundle: { key: jobKeysFor(team, jobId).bundle, bytes: 10, sha256: 'a'.repeat(64) },
+  });
+  expect(await bench.jobs.createJob(job)).toBe(true);
+}
+
 describe('submit', () => {
   it('estimates, then submits the packed project inline and prints the job id', async () => {
     const run = await cli(['submit', CPU_TINY, '--yes', '--env', 'SEED=7', '--', 'python', 'train.py']);
@@ -790,17 +809,8 @@ describe('cancel --label', () => {
     other: 'lbl-other',
     vision: 'lbl-vision',
   };
-  const seed = async (jobId: string, team: string, state: JobState, batch: string, minute: number) => {
-    const job = jobRecord({
-      jobId,
-      team,
-      state,
-      labels: { batch },
-      createdAt: new Date(Date.UTC(2026, 2, 15, 11, minute)).toISOString(),
-      bundle: { key: jobKeysFor(team, jobId).bundle, bytes: 10, sha256: 'a'.repeat(64) },
-    });
-    expect(await bench.jobs.createJob(job)).toBe(true);
-  };
+  const seed = (jobId: string, team: string, state: JobState, batch: string, minute: number) =>
+    seedJob(jobId, team, state, { batch }, minute);
   beforeAll(async () => {
     await seed(ids.done, 'nlp', 'SUCCEEDED', 'b1', 1);
     await seed(ids.waiting, 'nlp', 'WAITING', 'b1', 2);
@@ -911,6 +921,66 @@ describe('cancel --label', () => {
       alreadyEnded: [],
       failed: [],
     });
+  });
+});
+
+describe('jobs --label', () => {
+  // Twelve nlp jobs labelled page=p1, newest last (p1-00 … p1-11), with page=p2 jobs between them.
+  const p1 = Array.from({ length: 12 }, (_, i) => `p1-${String(i).padStart(2, '0')}`);
+  beforeAll(async () => {
+    for (const [i, id] of p1.entries()) {
+      await seedJob(id, 'nlp', 'SUCCEEDED', { page: 'p1' }, 20 + 2 * i);
+      await seedJob(`p2-${i}`, 'nlp', 'SUCCEEDED', { page: 'p2' }, 21 + 2 * i);
+    }
+  });
+  const newestFirst = [...p1].reverse();
+
+  /**
+   * The API as it answers when each filtered page reads few jobs: every label listing is passed on with limit 1, so
+   * each page holds one match and a cursor, whatever the CLI asked for. The limits the CLI asked for are kept.
+   */
+  let asked: string[] = [];
+  const shortPages: CliDeps['fetch'] = async (input, init) => {
+    const url = new URL(String(input));
+    if ((init?.method ?? 'GET') === 'GET' && url.pathname.endsWith('/jobs') && url.searchParams.has('label')) {
+      asked.push(url.searchParams.get('limit') ?? '');
+      url.searchParams.set('limit', '1');
+      return fetch(url, init);
+    }
+    return fetch(input, init);
+  };
+  beforeEach(() => {
+    asked = [];
+  });
+  const listed = (stdout: string) => [...stdout.matchAll(/^(p1-\d\d) /gm)].map((m) => m[1]);
+
+  it('follows short pages until --limit jobs are found, and its cursor goes on where it stopped', async () => {
+    const first = await cli(['jobs', '--label', 'page=p1', '--limit', '3'], { fetch: shortPages });
+    expect(first.code).toBe(EXIT_CODES.ok);
+    expect(asked).toEqual(['3', '2', '1']);
+    expect(listed(first.stdout)).toEqual(newestFirst.slice(0, 3));
+    const cursor = /\(more: --cursor (\S+)\)\n$/.exec(first.stdout)?.[1];
+    expect(cursor).toBeDefined();
+
+    const next = await cli(['jobs', '--label', 'page=p1', '--limit', '3', '--cursor', cursor ?? ''], {
+      fetch: shortPages,
+    });
+    expect(listed(next.stdout)).toEqual(newestFirst.slice(3, 6));
+  });
+
+  it('reads at most 10 pages for one listing, then prints what it found and the cursor; --json merges the pages', async () => {
+    const run = await cli(['jobs', '--label', 'page=p1', '--limit', '20', '--json'], { fetch: shortPages });
+    expect(asked).toEqual(['20', '19', '18', '17', '16', '15', '14', '13', '12', '11']);
+    const body = JSON.parse(run.stdout) as { jobs: { jobId: string }[]; nextCursor?: string };
+    expect(body.jobs.map((j) => j.jobId)).toEqual(newestFirst.slice(0, 10));
+    expect(body.nextCursor).toEqual(expect.any(String));
+  });
+
+  it('needs one request when the API fills the page itself, and prints no cursor at the end of the matches', async () => {
+    const run = await cli(['jobs', '--label', 'page=p1', '--limit', '20']);
+    expect(requests).toEqual(['GET /jobs']);
+    expect(listed(run.stdout)).toEqual(newestFirst);
+    expect(run.stdout).not.toContain('--cursor');
   });
 });
 
