@@ -14,6 +14,20 @@ export class ConfigError extends Error {
   override name = 'ConfigError';
 }
 
+/** A key with a default: `schema`, `fallback` when the key is absent, and the text README's config table shows. */
+function setting<T extends z.ZodMiniType>(schema: T, fallback: Exclude<z.output<T>, undefined>, description: string) {
+  return z._default(schema, fallback).check(z.describe(description));
+}
+
+/** A section of the file: an object whose keys all have defaults, so an absent section is `{}` with them filled in. */
+function section<S extends z.core.$ZodLooseShape>(shape: S, description: string) {
+  const schema = z.strictObject(shape);
+  return z.prefault(schema, {} as z.input<typeof schema>).check(z.describe(description));
+}
+
+/** A whole number from `min` to `max`. */
+const intRange = (min: number, max: number) => z.int().check(z.gte(min), z.lte(max));
+
 const ID_PATTERN = /^[a-z][a-z0-9-]{0,30}[a-z0-9]$/;
 const idSchema = (what: string) =>
   z
@@ -63,17 +77,13 @@ export const LOG_RETENTION_DAYS = [
 const tierSchema = z.strictObject({
   id: idSchema('tier id'),
   kind: z.enum(['cpu', 'gpu']).check(z.describe('cpu tiers run on Fargate; gpu tiers on EC2 GPU instances.')),
-  instanceTypes: z
-    ._default(z.array(z.string().check(z.regex(/^[a-z][a-z0-9-]*\.[a-z0-9]+$/, 'must look like g4dn.xlarge'))), [])
-    .check(
-      z.describe(
-        'EC2 instance types for gpu tiers; empty for cpu tiers. On-demand attempts run on the first (onDemandUsdPerHour is its price); spot attempts on any of them. List 3 or more interchangeable types so the spot placement-score probe can see spot capacity and a deadline job can return from on-demand to spot.',
-      ),
-    ),
-  gpus: z._default(z.int().check(z.gte(0), z.lte(8)), 0).check(z.describe('GPUs per node.')),
-  gpuMemoryGiB: z
-    ._default(z.number().check(z.gte(0)), 0)
-    .check(z.describe('Memory per GPU, GiB (used to decide whether a model fits).')),
+  instanceTypes: setting(
+    z.array(z.string().check(z.regex(/^[a-z][a-z0-9-]*\.[a-z0-9]+$/, 'must look like g4dn.xlarge'))),
+    [],
+    'EC2 instance types for gpu tiers; empty for cpu tiers. On-demand attempts run on the first (onDemandUsdPerHour is its price); spot attempts on any of them. List 3 or more interchangeable types so the spot placement-score probe can see spot capacity and a deadline job can return from on-demand to spot.',
+  ),
+  gpus: setting(intRange(0, 8), 0, 'GPUs per node.'),
+  gpuMemoryGiB: setting(z.number().check(z.gte(0)), 0, 'Memory per GPU, GiB (used to decide whether a model fits).'),
   vcpus: z.number().check(z.positive(), z.lte(192), z.describe('vCPUs per node given to the job.')),
   memoryMiB: z.int().check(z.gte(128), z.describe('Memory per node given to the job, MiB.')),
   maxRuntime: durationSchema.check(
@@ -88,15 +98,13 @@ const tierSchema = z.strictObject({
   spotUsdPerHour: z
     .optional(z.number().check(z.positive()))
     .check(z.describe('Spot price per node-hour used when EC2 spot price history is unavailable, USD.')),
-  spotAllowed: z._default(z.boolean(), true).check(z.describe('Whether jobs on this tier may run on spot capacity.')),
-  nodes: z
-    ._default(z.int().check(z.gte(1), z.lte(64)), 1)
-    .check(z.describe('Nodes per job; more than 1 makes a multi-node tier.')),
-  maxInstances: z
-    ._default(z.int().check(z.gte(1), z.lte(1000)), 8)
-    .check(
-      z.describe('Most instances (gpu) or tasks (cpu) of this tier running at once; bounds the compute environments.'),
-    ),
+  spotAllowed: setting(z.boolean(), true, 'Whether jobs on this tier may run on spot capacity.'),
+  nodes: setting(intRange(1, 64), 1, 'Nodes per job; more than 1 makes a multi-node tier.'),
+  maxInstances: setting(
+    intRange(1, 1000),
+    8,
+    'Most instances (gpu) or tasks (cpu) of this tier running at once; bounds the compute environments.',
+  ),
   peakTflops: z
     .number()
     .check(
@@ -112,15 +120,15 @@ const tierSchema = z.strictObject({
 
 const teamSchema = z.strictObject({
   id: idSchema('team id'),
-  principals: z
-    ._default(z.array(principalSchema), [])
-    .check(z.describe('IAM principal ARNs whose API calls act for this team.')),
+  principals: setting(z.array(principalSchema), [], 'IAM principal ARNs whose API calls act for this team.'),
   monthlyBudgetUsd: z
     .number()
     .check(z.gte(0), z.lte(10_000_000), z.describe('Team budget per calendar month (UTC), USD.')),
-  fairShareWeight: z
-    ._default(z.number().check(z.gte(0.0001), z.lte(999.9999)), 1)
-    .check(z.describe('Batch fair-share weight factor: lower gets more of the queue.')),
+  fairShareWeight: setting(
+    z.number().check(z.gte(0.0001), z.lte(999.9999)),
+    1,
+    'Batch fair-share weight factor: lower gets more of the queue.',
+  ),
   tiers: z.optional(z.array(z.string())).check(z.describe('Tier ids this team may use. Default: all tiers.')),
 });
 
@@ -130,12 +138,8 @@ const networkSchema = z
     z.discriminatedUnion('mode', [
       z.strictObject({
         mode: z.literal('new').check(z.describe(NETWORK_MODE_DESCRIPTION)),
-        maxAzs: z
-          ._default(z.int().check(z.gte(1), z.lte(6)), 2)
-          .check(z.describe('Availability zones for the new VPC.')),
-        natGateways: z
-          ._default(z.int().check(z.gte(0), z.lte(6)), 1)
-          .check(z.describe('NAT gateways (0 puts compute in public subnets with public IPs).')),
+        maxAzs: setting(intRange(1, 6), 2, 'Availability zones for the new VPC.'),
+        natGateways: setting(intRange(0, 6), 1, 'NAT gateways (0 puts compute in public subnets with public IPs).'),
       }),
       z.strictObject({
         mode: z.literal('existing').check(z.describe(NETWORK_MODE_DESCRIPTION)),
@@ -252,144 +256,112 @@ export const configSchema = z
         { id: 'research', monthlyBudgetUsd: 500 },
       ])
       .check(z.describe('Teams: who they are (IAM principals), what they may spend and their fair share.')),
-    admins: z
-      ._default(z.array(principalSchema), [])
-      .check(z.describe('IAM principal ARNs allowed to change budgets (PUT /budgets/{scope}).')),
-    budgets: z
-      .prefault(
-        z.strictObject({
-          warnThreshold: z
-            ._default(z.number().check(z.gt(0), z.lt(1)), 0.7)
-            .check(z.describe('Fraction of a budget at which an alert is sent (once per period).')),
-          blockThreshold: z
-            ._default(z.number().check(z.gt(0), z.lte(2)), 1)
-            .check(z.describe('Fraction of a budget beyond which jobs are refused and running ones paused.')),
-        }),
-        {},
-      )
-      .check(z.describe('Budget thresholds, as fractions of each scope’s monthly budget.')),
-    spotPolicy: z
-      .prefault(
-        z.strictObject({
-          reclaimsBeforeOnDemand: z
-            ._default(z.int().check(z.gte(1), z.lte(20)), 2)
-            .check(z.describe('Spot reclaims a job survives before it falls back to on-demand.')),
-          capacityWaitMinutes: z
-            ._default(
-              z
-                .int()
-                .check(
-                  z.gte(10, 'must be at least 10: Batch job-state time-limit actions start at 600 s'),
-                  z.lte(1440, 'must be at most 1440: Batch job-state time-limit actions end at 86400 s'),
-                ),
-              20,
-            )
+    admins: setting(
+      z.array(principalSchema),
+      [],
+      'IAM principal ARNs allowed to change budgets (PUT /budgets/{scope}).',
+    ),
+    budgets: section(
+      {
+        warnThreshold: setting(
+          z.number().check(z.gt(0), z.lt(1)),
+          0.7,
+          'Fraction of a budget at which an alert is sent (once per period).',
+        ),
+        blockThreshold: setting(
+          z.number().check(z.gt(0), z.lte(2)),
+          1,
+          'Fraction of a budget beyond which jobs are refused and running ones paused.',
+        ),
+      },
+      'Budget thresholds, as fractions of each scope’s monthly budget.',
+    ),
+    spotPolicy: section(
+      {
+        reclaimsBeforeOnDemand: setting(
+          intRange(1, 20),
+          2,
+          'Spot reclaims a job survives before it falls back to on-demand.',
+        ),
+        capacityWaitMinutes: setting(
+          z
+            .int()
             .check(
-              z.describe(
-                'Minutes a job may wait for spot capacity before the queue cancels it and it moves on-demand.',
-              ),
+              z.gte(10, 'must be at least 10: Batch job-state time-limit actions start at 600 s'),
+              z.lte(1440, 'must be at most 1440: Batch job-state time-limit actions end at 86400 s'),
             ),
-        }),
-        {},
-      )
-      .check(z.describe('When a job leaves spot for on-demand.')),
+          20,
+          'Minutes a job may wait for spot capacity before the queue cancels it and it moves on-demand.',
+        ),
+      },
+      'When a job leaves spot for on-demand.',
+    ),
     network: networkSchema,
-    warmCapacity: z
-      ._default(z.record(z.string(), z.int().check(z.gte(0), z.lte(4096))), {})
-      .check(z.describe('Minimum vCPUs kept running per gpu tier id (on-demand environment). Default: none (min 0).')),
-    logRetentionDays: z
-      ._default(
-        z.number().check(
-          z.refine((d) => (LOG_RETENTION_DAYS as readonly number[]).includes(d), {
-            message: `must be one of CloudWatch's retention periods: ${LOG_RETENTION_DAYS.join(', ')}`,
-          }),
-        ),
-        30,
-      )
-      .check(
-        z.describe(
-          `Retention for job, function, state machine, API access and VPC flow logs, days; one of ${LOG_RETENTION_DAYS.join(', ')}.`,
-        ),
+    warmCapacity: setting(
+      z.record(z.string(), intRange(0, 4096)),
+      {},
+      'Minimum vCPUs kept running per gpu tier id (on-demand environment). Default: none (min 0).',
+    ),
+    logRetentionDays: setting(
+      z.number().check(
+        z.refine((d) => (LOG_RETENTION_DAYS as readonly number[]).includes(d), {
+          message: `must be one of CloudWatch's retention periods: ${LOG_RETENTION_DAYS.join(', ')}`,
+        }),
       ),
-    alerts: z
-      .prefault(
-        z.strictObject({
-          emails: z
-            ._default(z.array(z.email('must be an e-mail address')), [])
-            .check(z.describe('Addresses subscribed to the alert topic.')),
-          slackWebhookSecretName: z
-            .optional(z.string().check(z.regex(/^[\w/+=.@-]{1,512}$/, 'must be a Secrets Manager secret name')))
-            .check(z.describe('Secrets Manager secret holding a Slack webhook URL; alerts are posted there when set.')),
-        }),
-        {},
-      )
-      .check(z.describe('Where budget and job alerts go.')),
-    reports: z
-      .prefault(
-        z.strictObject({
-          daily: z
-            ._default(z.boolean(), false)
-            .check(
-              z.describe(
-                'Write a showback report of the day before at 01:00 UTC and announce it (an alert a day per team).',
-              ),
-            ),
-          weekly: z
-            ._default(z.boolean(), true)
-            .check(
-              z.describe(
-                'Write a showback report of the week before (Monday–Sunday) on Mondays at 01:30 UTC and announce it.',
-              ),
-            ),
-        }),
-        {},
-      )
-      .check(
-        z.describe(
-          'Scheduled showback reports (per team, user, project and tier, to reports/ in the workspace bucket, announced by Cost Report Ready).',
+      30,
+      `Retention for job, function, state machine, API access and VPC flow logs, days; one of ${LOG_RETENTION_DAYS.join(', ')}.`,
+    ),
+    alerts: section(
+      {
+        emails: setting(z.array(z.email('must be an e-mail address')), [], 'Addresses subscribed to the alert topic.'),
+        slackWebhookSecretName: z
+          .optional(z.string().check(z.regex(/^[\w/+=.@-]{1,512}$/, 'must be a Secrets Manager secret name')))
+          .check(z.describe('Secrets Manager secret holding a Slack webhook URL; alerts are posted there when set.')),
+      },
+      'Where budget and job alerts go.',
+    ),
+    reports: section(
+      {
+        daily: setting(
+          z.boolean(),
+          false,
+          'Write a showback report of the day before at 01:00 UTC and announce it (an alert a day per team).',
         ),
-      ),
-    observability: z
-      .prefault(
-        z.strictObject({
-          dashboard: z
-            ._default(z.boolean(), true)
-            .check(
-              z.describe(
-                'A CloudWatch dashboard of jobs, spend, budgets, spot capacity and the control plane’s health (about $3 a month).',
-              ),
-            ),
-          platformMetrics: z
-            ._default(z.boolean(), true)
-            .check(
-              z.describe(
-                'Publish Trainyard’s metrics (running jobs, spend rate, budget used, spot capacity, interruptions) as EMF from the Lambdas; each metric series costs about $0.30 a month.',
-              ),
-            ),
-        }),
-        {},
-      )
-      .check(
-        z.describe('The operations dashboard and the metrics it graphs (docs/operations.md, “Dashboard and metrics”).'),
-      ),
-    limits: z
-      .prefault(
-        z.strictObject({
-          maxBundleMiB: z
-            ._default(z.int().check(z.gte(1), z.lte(5120)), 500)
-            .check(z.describe('Largest code bundle, MiB.')),
-          maxInlineBundleKiB: z
-            ._default(z.int().check(z.gte(1), z.lte(4096)), 4096)
-            .check(
-              z.describe('Largest bundle accepted inline in POST /jobs, KiB (larger ones use a presigned upload).'),
-            ),
-          maxEnvVars: z
-            ._default(z.int().check(z.gte(0), z.lte(200)), 50)
-            .check(z.describe('Most environment variables per job.')),
-        }),
-        {},
-      )
-      .check(z.describe('Limits on what a job submission may carry.')),
+        weekly: setting(
+          z.boolean(),
+          true,
+          'Write a showback report of the week before (Monday–Sunday) on Mondays at 01:30 UTC and announce it.',
+        ),
+      },
+      'Scheduled showback reports (per team, user, project and tier, to reports/ in the workspace bucket, announced by Cost Report Ready).',
+    ),
+    observability: section(
+      {
+        dashboard: setting(
+          z.boolean(),
+          true,
+          'A CloudWatch dashboard of jobs, spend, budgets, spot capacity and the control plane’s health (about $3 a month).',
+        ),
+        platformMetrics: setting(
+          z.boolean(),
+          true,
+          'Publish Trainyard’s metrics (running jobs, spend rate, budget used, spot capacity, interruptions) as EMF from the Lambdas; each metric series costs about $0.30 a month.',
+        ),
+      },
+      'The operations dashboard and the metrics it graphs (docs/operations.md, “Dashboard and metrics”).',
+    ),
+    limits: section(
+      {
+        maxBundleMiB: setting(intRange(1, 5120), 500, 'Largest code bundle, MiB.'),
+        maxInlineBundleKiB: setting(
+          intRange(1, 4096),
+          4096,
+          'Largest bundle accepted inline in POST /jobs, KiB (larger ones use a presigned upload).',
+        ),
+        maxEnvVars: setting(intRange(0, 200), 50, 'Most environment variables per job.'),
+      },
+      'Limits on what a job submission may carry.',
+    ),
   })
   .check(z.superRefine(checkCrossReferences));
 /** The resolved configuration, defaults applied. */
