@@ -4,7 +4,7 @@
  */
 import * as z from 'zod/mini';
 import { MAX_USD } from '../domain/budgets';
-import { requirementsSchema, retriesSchema } from '../domain/job';
+import { JOB_STATES, type JobState, requirementsSchema, retriesSchema } from '../domain/job';
 import { InvalidLabel, labelsSchema, parseLabelSelectors } from '../domain/labels';
 import '../domain/zod-issues'; // zod's English issue messages
 import { badRequest } from './errors';
@@ -167,6 +167,22 @@ const labelSelectorsParam = z.pipe(
   }),
 );
 
+/** A `state` query parameter: job states, comma-separated (`RUNNING,WAITING`); a job in any of them is kept. */
+const jobStatesParam = z.pipe(
+  z.string().check(
+    z.maxLength(256),
+    z.superRefine((text, ctx) => {
+      const unknown = text.split(',').filter((state) => !(JOB_STATES as readonly string[]).includes(state));
+      if (unknown.length === 0) return;
+      ctx.addIssue({
+        code: 'custom',
+        message: `${unknown.map((s) => `"${s}"`).join(', ')} ${unknown.length === 1 ? 'is not a job state' : 'are not job states'}; states: ${JOB_STATES.join(', ')} (comma-separated for several)`,
+      });
+    }),
+  ),
+  z.transform((text) => [...new Set(text.split(','))] as JobState[]),
+);
+
 /** Most jobs one page of GET /jobs returns. */
 export const MAX_JOBS_PAGE = 100;
 
@@ -176,6 +192,8 @@ export const listJobsQuerySchema = z.strictObject({
   cursor: z.optional(z.string().check(z.minLength(1), z.maxLength(2048))),
   /** Label selectors, `key=value,key` (domain/labels.ts): only jobs that match all of them. */
   label: z.optional(labelSelectorsParam),
+  /** Job states, `RUNNING,WAITING`: only jobs in one of them. */
+  state: z.optional(jobStatesParam),
 });
 
 /** GET /jobs/{id}/logs query. */

@@ -47,24 +47,37 @@ const KEY_ATTRIBUTES = ['pk', 'sk', 'gsi1pk', 'gsi1sk', 'gsi2pk', 'gsi2sk', 'kin
  */
 const RETIRED_ATTRIBUTES = ['spotSeenSince'] as const;
 
-/** Most jobs one page of a label-filtered job list reads (1,000 jobs of ~2 KB: about 250 read units). */
+/** Most jobs one page of a filtered job list (by label or state) reads (1,000 jobs of ~2 KB: about 250 read units). */
 export const MAX_JOBS_READ_PER_PAGE = 1000;
-/** Jobs one Query of a label-filtered list reads at most. */
-const LABELLED_READ = 200;
+/** Jobs one Query of a filtered list reads at most. */
+const FILTERED_READ = 200;
 
-/** A DynamoDB filter keeping the jobs that match every selector; undefined for none. */
-function labelFilter(
-  selectors: readonly LabelSelector[],
-): { expression: string; names: Record<string, string>; values: Record<string, string> } | undefined {
-  if (selectors.length === 0) return undefined;
-  const names: Record<string, string> = { '#labels': 'labels' };
+/** Which of a team's jobs a list keeps: those matching every label selector and, when states are given, in one of them. */
+export interface JobListFilter {
+  readonly labels?: readonly LabelSelector[];
+  readonly states?: readonly JobState[];
+}
+
+/** The DynamoDB FilterExpression of a {@link JobListFilter}; undefined when it keeps every job. */
+function jobListFilter({
+  labels = [],
+  states = [],
+}: JobListFilter): { expression: string; names: Record<string, string>; values: Record<string, string> } | undefined {
+  if (labels.length === 0 && states.length === 0) return undefined;
+  const names: Record<string, string> = {};
   const values: Record<string, string> = {};
-  const conditions = selectors.map((selector, i) => {
+  const conditions = labels.map((selector, i) => {
+    names['#labels'] = 'labels';
     names[`#l${i}`] = selector.key;
     if (selector.value === undefined) return `attribute_exists(#labels.#l${i})`;
     values[`:l${i}`] = selector.value;
     return `#labels.#l${i} = :l${i}`;
   });
+  if (states.length > 0) {
+    names['#state'] = 'state';
+    for (const [i, state] of states.entries()) values[`:s${i}`] = state;
+    conditions.push(`#state IN (${states.map((_, i) => `:s${i}`).join(', ')})`);
+  }
   return { expression: conditions.join(' AND '), names, values };
 }
 
@@ -422,18 +435,18 @@ export class JobStore {
   }
 
   /**
-   * A page of a team's jobs, newest first. With label selectors, only the jobs that match all of them; such a page
-   * reads at most `maxRead` jobs (default {@link MAX_JOBS_READ_PER_PAGE}), so it may hold fewer than `limit` (even
-   * none) and still have a next one: the cursor then continues the search where the reading stopped.
+   * A page of a team's jobs, newest first. With a filter (label selectors, states), only the jobs it keeps; such a
+   * page reads at most `maxRead` jobs (default {@link MAX_JOBS_READ_PER_PAGE}), so it may hold fewer than `limit`
+   * (even none) and still have a next one: the cursor then continues the search where the reading stopped.
    */
   async listJobsByTeam(
     team: string,
-    options: { limit?: number; cursor?: string; labels?: readonly LabelSelector[]; maxRead?: number } = {},
+    options: JobListFilter & { limit?: number; cursor?: string; maxRead?: number } = {},
   ): Promise<JobPage> {
     const index = JOBS_INDEXES.byTeam;
     const limit = options.limit ?? 50;
     const maxRead = options.maxRead ?? MAX_JOBS_READ_PER_PAGE;
-    const filter = labelFilter(options.labels ?? []);
+    const filter = jobListFilter(options);
     const jobs: JobRecord[] = [];
     let start: Record<string, unknown> | undefined = options.cursor
       ? JSON.parse(Buffer.from(options.cursor, 'base64url').toString())
@@ -450,7 +463,7 @@ export class JobStore {
           ...(filter && { FilterExpression: filter.expression }),
           ScanIndexForward: false,
           // Unfiltered, every job read is kept; filtered, a larger read finds the matches in fewer round trips.
-          Limit: filter ? Math.min(LABELLED_READ, maxRead - read) : limit - jobs.length,
+          Limit: filter ? Math.min(FILTERED_READ, maxRead - read) : limit - jobs.length,
           ExclusiveStartKey: start,
         }),
       );

@@ -45,6 +45,7 @@ import {
   parseLabelOptions,
   parsePositiveNumber,
   parseSeconds,
+  parseStateFilter,
   parseTierId,
   parseUsd,
 } from './options';
@@ -165,10 +166,27 @@ interface WatchOptions {
 
 const DEFAULT_POLL_SECONDS = '5';
 /**
- * Most pages `trainyard jobs --label` reads to fill one page of matches. Each filtered page reads at most 1,000 of the
- * team's jobs, so a listing looks through at most 10,000 before it prints what it found and the cursor to go on from.
+ * Most pages `trainyard jobs --label/--state` reads to fill one page of matches. Each filtered page reads at most
+ * 1,000 of the team's jobs, so a listing looks through at most 10,000 before it prints what it found and the cursor
+ * to go on from.
  */
-const LABELLED_LISTING_PAGES = 10;
+const FILTERED_LISTING_PAGES = 10;
+
+/** What `GET /jobs` is filtered by: label selectors (`key=value,key`) and states (`RUNNING,WAITING`). */
+interface JobsFilter {
+  readonly label?: string;
+  readonly state?: string;
+}
+
+/** A filter as the options that give it: `--label sweep=s1 --state running`. */
+function filterText(filter: JobsFilter): string {
+  return [
+    filter.label === undefined ? undefined : `--label ${filter.label}`,
+    filter.state === undefined ? undefined : `--state ${filter.state.toLowerCase()}`,
+  ]
+    .filter((part) => part !== undefined)
+    .join(' ');
+}
 /** Estimates above this many dollars ask for confirmation unless `--yes`. */
 export const DEFAULT_CONFIRM_USD = 1;
 
@@ -836,15 +854,15 @@ export function createProgram(
     );
 
   /**
-   * The team's jobs matching a label selector list, newest first, following the pages from `from.cursor` until `want`
-   * jobs are found (all of them when `want` is not given) or `maxPages` pages are read, with the cursor to go on from
-   * when jobs may remain. The API reads a bounded number of jobs per filtered page, so a page can come back short, or
-   * empty, with a cursor: this is why a listing follows them. On a terminal (and not under --json, whose stdout is the
-   * document) a line counts the jobs as they come.
+   * The team's jobs that a filter keeps (label selectors, states), newest first, following the pages from
+   * `from.cursor` until `want` jobs are found (all of them when `want` is not given) or `maxPages` pages are read,
+   * with the cursor to go on from when jobs may remain. The API reads a bounded number of jobs per filtered page, so a
+   * page can come back short, or empty, with a cursor: this is why a listing follows them. On a terminal (and not
+   * under --json, whose stdout is the document) a line counts the jobs as they come.
    */
-  const labelledJobs = async (
+  const filteredJobs = async (
     client: ApiClient,
-    label: string,
+    filter: JobsFilter,
     json: boolean | undefined,
     from: { cursor?: string; want?: number; maxPages?: number } = {},
   ): Promise<{ jobs: Record<string, unknown>[]; cursor?: string }> => {
@@ -854,9 +872,9 @@ export function createProgram(
     let cursor = from.cursor;
     let pages = 0;
     do {
-      if (progress) io.stdout(`\r\x1b[2KFinding the jobs with --label ${label}… ${jobs.length} so far`);
+      if (progress) io.stdout(`\r\x1b[2KFinding the jobs with ${filterText(filter)}… ${jobs.length} so far`);
       const limit = Math.min(MAX_JOBS_PAGE, want - jobs.length);
-      const { body } = await client.send({ method: 'GET', path: '/jobs', query: { limit, label, cursor } });
+      const { body } = await client.send({ method: 'GET', path: '/jobs', query: { limit, ...filter, cursor } });
       jobs.push(...(list(body, 'jobs') as Record<string, unknown>[]));
       cursor = str(body, 'nextCursor');
       pages += 1;
@@ -872,7 +890,7 @@ export function createProgram(
    */
   const cancelLabelled = async (options: CommonOptions & { yes?: boolean }, label: string) => {
     const client = clientFor(options);
-    const { jobs: matched } = await labelledJobs(client, label, options.json);
+    const { jobs: matched } = await filteredJobs(client, { label }, options.json);
     const open = matched.filter((job) => !isTerminalState(str(job, 'state')));
     if (open.length > 0 && !options.json) println(formatJobsTable({ jobs: open }));
     if (open.length > 0 && !options.yes) {
@@ -987,18 +1005,25 @@ export function createProgram(
       (v: string, acc: string[]) => [...acc, v],
       [],
     )
-    .action(async (options: CommonOptions & { limit: string; cursor?: string; label: string[] }) => {
+    .option(
+      '--state <state>',
+      'only jobs in this state (running, waiting, succeeded, …); repeatable or comma-separated, any may hold',
+      (v: string, acc: string[]) => [...acc, v],
+      [],
+    )
+    .action(async (options: CommonOptions & { limit: string; cursor?: string; label: string[]; state: string[] }) => {
       const limit = parseIntegerIn('--limit', options.limit, 1, MAX_JOBS_PAGE);
       const label = parseLabelFilter(options.label);
+      const state = parseStateFilter(options.state);
       const client = clientFor(options);
       let body: unknown;
-      if (label === undefined) {
+      if (label === undefined && state === undefined) {
         ({ body } = await client.send({ method: 'GET', path: '/jobs', query: { limit, cursor: options.cursor } }));
       } else {
-        const found = await labelledJobs(client, label, options.json, {
+        const found = await filteredJobs(client, { label, state }, options.json, {
           cursor: options.cursor,
           want: limit,
-          maxPages: LABELLED_LISTING_PAGES,
+          maxPages: FILTERED_LISTING_PAGES,
         });
         body = { jobs: found.jobs, ...(found.cursor !== undefined && { nextCursor: found.cursor }) };
       }

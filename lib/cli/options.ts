@@ -3,7 +3,7 @@
  * names the option, what it got and what is allowed. Every failure is a CliError with exit code 2.
  */
 
-import { JOB_ID_PATTERN } from '../../lambdas/domain/job';
+import { JOB_ID_PATTERN, JOB_STATES, type JobState } from '../../lambdas/domain/job';
 import { InvalidLabel, labelsFrom, parseLabelSelectors } from '../../lambdas/domain/labels';
 import { parseDuration } from '../../lib/config';
 import { CliError, EXIT_CODES } from './exit-codes';
@@ -108,6 +108,23 @@ export function parseLabelFilter(texts: readonly string[]): string | undefined {
   const text = texts.join(',');
   asUsage(() => parseLabelSelectors(text));
   return text;
+}
+
+/**
+ * `--state` options (each a state or a comma-separated list, in any case: `--state running,waiting`) as the API's
+ * `state` parameter, `RUNNING,WAITING`; undefined when none was given.
+ */
+export function parseStateFilter(texts: readonly string[]): string | undefined {
+  if (texts.length === 0) return undefined;
+  const states = texts.flatMap((text) => text.split(',')).map((state) => state.trim().toUpperCase());
+  const unknown = states.filter((state) => !(JOB_STATES as readonly string[]).includes(state));
+  if (unknown.length > 0) {
+    throw usage(
+      `--state ${unknown.map((s) => `"${s.toLowerCase()}"`).join(', ')}: not a job state; states: ${JOB_STATES.map((s) => s.toLowerCase()).join(', ')}`,
+      'InvalidState',
+    );
+  }
+  return [...new Set(states as JobState[])].join(',');
 }
 
 /** A job id as the API issues them (it also names the Step Functions execution). */

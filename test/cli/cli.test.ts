@@ -932,6 +932,9 @@ describe('jobs --label', () => {
       await seedJob(id, 'nlp', 'SUCCEEDED', { page: 'p1' }, 20 + 2 * i);
       await seedJob(`p2-${i}`, 'nlp', 'SUCCEEDED', { page: 'p2' }, 21 + 2 * i);
     }
+    await seedJob('p3-running', 'nlp', 'RUNNING', { page: 'p3' }, 50);
+    await seedJob('p3-waiting', 'nlp', 'WAITING', { page: 'p3' }, 51);
+    await seedJob('p3-failed', 'nlp', 'FAILED', { page: 'p3' }, 52);
   });
   const newestFirst = [...p1].reverse();
 
@@ -974,6 +977,25 @@ describe('jobs --label', () => {
     const body = JSON.parse(run.stdout) as { jobs: { jobId: string }[]; nextCursor?: string };
     expect(body.jobs.map((j) => j.jobId)).toEqual(newestFirst.slice(0, 10));
     expect(body.nextCursor).toEqual(expect.any(String));
+  });
+
+  it('--state keeps the jobs in any of the states given, in any case, repeated or comma-separated', async () => {
+    const ids = async (args: string[]) => {
+      const run = await cli(['jobs', '--label', 'page=p3', ...args, '--json']);
+      expect(run.code).toBe(EXIT_CODES.ok);
+      return (JSON.parse(run.stdout) as { jobs: { jobId: string }[] }).jobs.map((j) => j.jobId);
+    };
+    expect(await ids(['--state', 'running'])).toEqual(['p3-running']);
+    expect(await ids(['--state', 'RUNNING,waiting'])).toEqual(['p3-waiting', 'p3-running']);
+    expect(await ids(['--state', 'failed', '--state', 'waiting'])).toEqual(['p3-failed', 'p3-waiting']);
+
+    requests = [];
+    const refused = await cli(['jobs', '--state', 'running,finished']);
+    expect(refused.code).toBe(EXIT_CODES.usage);
+    expect(refused.stderr).toBe(
+      'trainyard: --state "finished": not a job state; states: submitted, analyzing, rejected, waiting, running, paused_budget, succeeded, failed, cancelled\n',
+    );
+    expect(requests).toEqual([]);
   });
 
   it('needs one request when the API fills the page itself, and prints no cursor at the end of the matches', async () => {

@@ -191,6 +191,7 @@ async function listJobs(plane: ApiPlane, request: ApiRequest): Promise<ApiRespon
     limit: query.limit ?? 20,
     ...(query.cursor !== undefined && { cursor: query.cursor }),
     ...(query.label !== undefined && { labels: query.label.selectors }),
+    ...(query.state !== undefined && { states: query.state }),
   });
   return {
     status: 200,

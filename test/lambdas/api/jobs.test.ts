@@ -235,6 +235,50 @@ describe('GET /jobs', () => {
     });
   });
 
+  describe('?state=', () => {
+    // Robotics' jobs in other states than the label tests' SUCCEEDED ones, oldest first, some labelled phase=x.
+    const seeded: Record<string, string> = {};
+    beforeAll(async () => {
+      const plan: Array<[string, JobState, Record<string, string> | undefined]> = [
+        ['waiting', 'WAITING', { phase: 'x' }],
+        ['running1', 'RUNNING', undefined],
+        ['failed', 'FAILED', { phase: 'x' }],
+        ['running2', 'RUNNING', { phase: 'x' }],
+      ];
+      for (const [name, state, labels] of plan) {
+        seeded[name] = (await seedJob('robotics', state, labels ? { labels } : {})).jobId;
+      }
+    });
+    const list = async (query: Record<string, string>) => {
+      const { status, body } = await bench.call({ method: 'GET', path: '/jobs', as: ROBOTICS, query });
+      expect(status).toBe(200);
+      return (body.jobs as JobRecord[]).map((j) => j.jobId);
+    };
+    const ids = (names: string[]) => names.map((n) => seeded[n]);
+
+    it('keeps the jobs in any of the states, newest first, and combines with a label', async () => {
+      expect(await list({ state: 'RUNNING' })).toEqual(ids(['running2', 'running1']));
+      expect(await list({ state: 'RUNNING,WAITING' })).toEqual(ids(['running2', 'running1', 'waiting']));
+      expect(await list({ state: 'RUNNING,WAITING', label: 'phase=x' })).toEqual(ids(['running2', 'waiting']));
+      expect(await list({ state: 'CANCELLED' })).toEqual([]);
+    });
+
+    it.each([
+      [
+        { state: 'running' },
+        'query.state: "running" is not a job state; states: SUBMITTED, ANALYZING, REJECTED, WAITING, RUNNING, PAUSED_BUDGET, SUCCEEDED, FAILED, CANCELLED (comma-separated for several)',
+      ],
+      [
+        { state: 'RUNNING,,DONE' },
+        'query.state: "", "DONE" are not job states; states: SUBMITTED, ANALYZING, REJECTED, WAITING, RUNNING, PAUSED_BUDGET, SUCCEEDED, FAILED, CANCELLED (comma-separated for several)',
+      ],
+    ])('refuses %j with 400', async (query, message) => {
+      const { status, body } = await bench.call({ method: 'GET', path: '/jobs', as: ROBOTICS, query });
+      expect(status).toBe(400);
+      expect(errorOf(body).message).toBe(message);
+    });
+  });
+
   it.each([
     [{ limit: '0' }, 'query.limit: limit must be a whole number from 1 to 100'],
     [{ limit: '101' }, 'query.limit: limit must be a whole number from 1 to 100'],
