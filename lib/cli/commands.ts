@@ -187,6 +187,7 @@ function filterText(filter: JobsFilter): string {
     .filter((part) => part !== undefined)
     .join(' ');
 }
+
 /** Estimates above this many dollars ask for confirmation unless `--yes`. */
 export const DEFAULT_CONFIRM_USD = 1;
 
@@ -854,11 +855,11 @@ export function createProgram(
     );
 
   /**
-   * The team's jobs that a filter keeps (label selectors, states), newest first, following the pages from
-   * `from.cursor` until `want` jobs are found (all of them when `want` is not given) or `maxPages` pages are read,
-   * with the cursor to go on from when jobs may remain. The API reads a bounded number of jobs per filtered page, so a
-   * page can come back short, or empty, with a cursor: this is why a listing follows them. On a terminal (and not
-   * under --json, whose stdout is the document) a line counts the jobs as they come.
+   * The team's jobs that a filter keeps (label selectors, states; none keeps all), newest first, following the
+   * pages from `from.cursor` until `want` jobs are found (all of them when `want` is not given) or `maxPages` pages
+   * are read, with the cursor to go on from when jobs may remain. The API reads a bounded number of jobs per filtered
+   * page, so a page can come back short, or empty, with a cursor: this is why a listing follows them. On a terminal
+   * (and not under --json, whose stdout is the document) a line counts the jobs of a filtered search as they come.
    */
   const filteredJobs = async (
     client: ApiClient,
@@ -866,7 +867,7 @@ export function createProgram(
     json: boolean | undefined,
     from: { cursor?: string; want?: number; maxPages?: number } = {},
   ): Promise<{ jobs: Record<string, unknown>[]; cursor?: string }> => {
-    const progress = io.isTTY && !json;
+    const progress = io.isTTY && !json && filterText(filter) !== '';
     const want = from.want ?? Number.POSITIVE_INFINITY;
     const jobs: Record<string, unknown>[] = [];
     let cursor = from.cursor;
@@ -1015,18 +1016,13 @@ export function createProgram(
       const limit = parseIntegerIn('--limit', options.limit, 1, MAX_JOBS_PAGE);
       const label = parseLabelFilter(options.label);
       const state = parseStateFilter(options.state);
-      const client = clientFor(options);
-      let body: unknown;
-      if (label === undefined && state === undefined) {
-        ({ body } = await client.send({ method: 'GET', path: '/jobs', query: { limit, cursor: options.cursor } }));
-      } else {
-        const found = await filteredJobs(client, { label, state }, options.json, {
-          cursor: options.cursor,
-          want: limit,
-          maxPages: FILTERED_LISTING_PAGES,
-        });
-        body = { jobs: found.jobs, ...(found.cursor !== undefined && { nextCursor: found.cursor }) };
-      }
+      // Unfiltered, the first page is full and the only one read; filtered, short pages are followed.
+      const found = await filteredJobs(clientFor(options), { label, state }, options.json, {
+        cursor: options.cursor,
+        want: limit,
+        maxPages: FILTERED_LISTING_PAGES,
+      });
+      const body = { jobs: found.jobs, ...(found.cursor !== undefined && { nextCursor: found.cursor }) };
       if (options.json) printJson(body);
       else println(formatJobsTable(body));
     });
