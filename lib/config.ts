@@ -28,14 +28,14 @@ function section<S extends z.core.$ZodLooseShape>(shape: S, description: string)
 /** A whole number from `min` to `max`. */
 const intRange = (min: number, max: number) => z.int().check(z.gte(min), z.lte(max));
 
-const ID_PATTERN = /^[a-z][a-z0-9-]{0,30}[a-z0-9]$/;
+/** Team and tier ids. */
+export const CONFIG_ID_PATTERN = /^[a-z][a-z0-9-]{0,30}[a-z0-9]$/;
+/** CONFIG_ID_PATTERN in words, for messages. */
+export const CONFIG_ID_RULE = "2-32 characters of a-z, 0-9 and '-', starting with a letter";
 const idSchema = (what: string) =>
   z
     .string()
-    .check(
-      z.regex(ID_PATTERN, `${what} must be 2-32 characters of a-z, 0-9 and '-', starting with a letter`),
-      z.describe(`${what}: 2-32 characters of a-z, 0-9 and '-', starting with a letter.`),
-    );
+    .check(z.regex(CONFIG_ID_PATTERN, `${what} must be ${CONFIG_ID_RULE}`), z.describe(`${what}: ${CONFIG_ID_RULE}.`));
 
 /** IAM users and roles, and STS assumed-role sessions, in any partition. */
 export const PRINCIPAL_ARN_PATTERN =

@@ -55,6 +55,34 @@ export function requireTeam(caller: Caller): TeamConfig {
   return caller.team;
 }
 
+/**
+ * The team a read looks at (`what`: "showback", "budgets"): the caller's own, or, for an admin, the configured team
+ * that `named` names. A member naming another team gets 403; an admin outside any team must name one (400).
+ */
+export function teamInView(
+  teams: readonly TeamConfig[],
+  caller: Caller,
+  named: string | undefined,
+  what: string,
+): TeamConfig {
+  const known = () => teams.map((t) => t.id).join(', ');
+  const own = caller.team;
+  if (named === undefined || named === own?.id) {
+    if (own === undefined) {
+      throw badRequest(
+        `principal ${caller.arn} is an admin outside any team: name the team with ?team=; teams: ${known()}`,
+      );
+    }
+    return own;
+  }
+  if (!caller.admin) {
+    throw forbidden(`principal ${caller.arn} may see team ${own?.id ?? '(none)'}'s ${what} only, not ${named}'s`);
+  }
+  const team = teams.find((t) => t.id === named);
+  if (!team) throw badRequest(`team "${named}" is not configured; teams: ${known()}`);
+  return team;
+}
+
 /** The body parsed as JSON; undefined when there is none. Malformed JSON is a 400 naming the parser's complaint. */
 export function jsonBody(request: ApiRequest): unknown {
   if (request.body === undefined || request.body.trim() === '') return undefined;

@@ -3,7 +3,8 @@
  * message names every offending field and its rule. docs/api.md documents the same shapes with examples.
  */
 import * as z from 'zod/mini';
-import { MAX_USD } from '../domain/budgets';
+import { CONFIG_ID_PATTERN, CONFIG_ID_RULE } from '../../lib/config';
+import { MAX_USD, PERIOD_PATTERN, PERIOD_RULE } from '../domain/budgets';
 import { JOB_STATES, type JobState, requirementsSchema, retriesSchema } from '../domain/job';
 import { InvalidLabel, labelsSchema, parseLabelSelectors } from '../domain/labels';
 import '../domain/zod-issues'; // zod's English issue messages
@@ -131,14 +132,24 @@ export function submitRequestSchema(maxEnvVars: number) {
 /** POST /jobs body, parsed. */
 export type SubmitRequest = z.output<ReturnType<typeof submitRequestSchema>>;
 
+/** A budget period: a calendar month, `YYYY-MM` (domain/budgets.ts `parsePeriod`). */
+const periodParam = z.string().check(z.regex(PERIOD_PATTERN, `must be ${PERIOD_RULE}`));
+
+/** A team id as the config defines them. */
+const teamParam = z.string().check(z.regex(CONFIG_ID_PATTERN, `must be a team id: ${CONFIG_ID_RULE}`));
+
 /** PUT /budgets/{scope} body. */
 export const setBudgetRequestSchema = z.strictObject({
   limitUsd: z
     .number({ error: 'must be a number of USD' })
     .check(z.gte(0, 'must not be negative'), z.lte(MAX_USD, `must be at most ${MAX_USD}`)),
-  period: z.optional(
-    z.string().check(z.regex(/^\d{4}-(0[1-9]|1[0-2])$/, 'must be a calendar month like 2026-01 (YYYY-MM)')),
-  ),
+  period: z.optional(periodParam),
+});
+
+/** GET /budgets query: another team (admins only) and another month (default: the current one). */
+export const budgetsQuerySchema = z.strictObject({
+  team: z.optional(teamParam),
+  period: z.optional(periodParam),
 });
 
 /** POST /uploads body (optional). */
@@ -209,11 +220,7 @@ export const logsQuerySchema = z.strictObject({
 export const showbackQuerySchema = z.strictObject({
   from: z.optional(z.string().check(z.maxLength(10, 'from must be a date as YYYY-MM-DD (UTC)'))),
   to: z.optional(z.string().check(z.maxLength(10, 'to must be a date as YYYY-MM-DD (UTC)'))),
-  team: z.optional(
-    z
-      .string()
-      .check(z.regex(/^[a-z][a-z0-9-]{0,30}[a-z0-9]$/, "must be a team id: 2-32 characters of a-z, 0-9 and '-'")),
-  ),
+  team: z.optional(teamParam),
   label: z.optional(labelSelectorsParam),
 });
 

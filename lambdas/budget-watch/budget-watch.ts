@@ -38,8 +38,8 @@
 import type { TierConfig } from '../../lib/config';
 import { attemptPrice } from '../domain/attempt-cost';
 import { TERMINATE_REASONS } from '../domain/batch-reasons';
-import { formatScope, parseScope, periodOf } from '../domain/budgets';
-import { buildEvent, type EventEntry } from '../domain/events';
+import { formatScope, periodOf } from '../domain/budgets';
+import { buildEvent, thresholdCrossedEvents } from '../domain/events';
 import { type AttemptRecord, type DecisionRecord, type JobRecord, tierOfJob } from '../domain/job';
 import { decidePlacement } from '../domain/placement';
 import type { MetricDatum } from '../domain/platform-metrics';
@@ -64,7 +64,7 @@ import {
 import { jobKeysFor } from '../domain/workspace-layout';
 import type { ControlPlane } from '../shared/control-plane';
 import { parseScheduledEvent } from '../shared/event-schemas';
-import { type ThresholdCrossing, UnknownBudgetJob } from '../shared/ledger';
+import { UnknownBudgetJob } from '../shared/ledger';
 import { logger } from '../shared/logger';
 
 /** Raised at the end of a run in which some jobs could not be handled; names each job and why. */
@@ -120,27 +120,9 @@ function byAge(a: JobRecord, b: JobRecord): number {
   return a.createdAt === b.createdAt ? (a.jobId < b.jobId ? -1 : 1) : a.createdAt < b.createdAt ? -1 : 1;
 }
 
-function percent(fraction: number): number {
-  return Math.round(fraction * 10_000) / 100;
-}
-
 /** Builds the budget watch from the parts of the control plane it uses. */
 export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptions = {}) {
   const cap = options.maxJobsPerRun ?? 100;
-  const thresholds = { warn: plane.config.budgets.warnThreshold, block: plane.config.budgets.blockThreshold };
-
-  function crossingEvent(crossing: ThresholdCrossing, at: string): EventEntry {
-    return buildEvent('Budget Threshold Crossed', {
-      team: parseScope(crossing.scope).team,
-      scope: crossing.scope,
-      period: crossing.period,
-      thresholdPercent: percent(crossing.threshold === 'warn' ? thresholds.warn : thresholds.block),
-      limitUsd: crossing.limitUsd,
-      spentUsd: crossing.spentUsd,
-      reservedUsd: crossing.reservedUsd,
-      occurredAt: at,
-    });
-  }
 
   /** Writes a decision under the next free sequence number; re-reads to make sure no concurrent writer took it. */
   async function recordDecision(
@@ -179,7 +161,7 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
       const accrual = await plane.ledger.accrue(job.jobId, costSoFar);
       blockedScopes = accrual.blockedScopes;
       if (accrual.crossings.length > 0) {
-        await plane.events.publish(accrual.crossings.map((c) => crossingEvent(c, at)));
+        await plane.events.publish(thresholdCrossedEvents(accrual.crossings, plane.config.budgets, at));
         result.events += accrual.crossings.length;
       }
       result.metered.push(job.jobId);

@@ -204,10 +204,15 @@ export function periodOf(date: Date): string {
   return `${year}-${String(date.getUTCMonth() + 1).padStart(2, '0')}`;
 }
 
+/** A budget period's shape: a calendar month, `YYYY-MM`. */
+export const PERIOD_PATTERN = /^\d{4}-(0[1-9]|1[0-2])$/;
+/** PERIOD_PATTERN in words, for messages. */
+export const PERIOD_RULE = 'a calendar month like 2026-01 (YYYY-MM)';
+
 /** Validates a `YYYY-MM` period string and returns it. */
 export function parsePeriod(text: unknown): string {
-  if (typeof text !== 'string' || !/^\d{4}-(0[1-9]|1[0-2])$/.test(text) || text < '1000') {
-    throw new InvalidBudgetInput(`period must be a calendar month like 2026-01 (YYYY-MM), got ${describe(text)}`);
+  if (typeof text !== 'string' || !PERIOD_PATTERN.test(text) || text < '1000') {
+    throw new InvalidBudgetInput(`period must be ${PERIOD_RULE}, got ${describe(text)}`);
   }
   return text;
 }

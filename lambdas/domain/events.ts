@@ -11,7 +11,9 @@
  * changing the meaning of a field makes version 2, emitted alongside version 1 until consumers have moved.
  */
 import * as z from 'zod/mini';
+import { CONFIG_ID_PATTERN, CONFIG_ID_RULE, type TrainyardConfig } from '../../lib/config';
 import { formatDuration, formatUsd } from './analysis/format';
+import { parseScope } from './budgets';
 import { type JobLabels, labelsSchema } from './labels';
 import { describeIssues } from './zod-issues';
 
@@ -35,9 +37,7 @@ export const MAX_SUMMARY_CHARS = 600;
 const jobId = z
   .string()
   .check(z.regex(/^[A-Za-z0-9_-]{1,80}$/, "must be 1-80 characters of A-Z, a-z, 0-9, '_' and '-'"));
-const team = z
-  .string()
-  .check(z.regex(/^[a-z][a-z0-9-]{0,30}[a-z0-9]$/, "must be a team id (2-32 of a-z, 0-9 and '-')"));
+const team = z.string().check(z.regex(CONFIG_ID_PATTERN, `must be a team id: ${CONFIG_ID_RULE}`));
 const scopeId = '[a-z0-9][a-z0-9._-]{0,63}';
 const scope = z
   .string()
@@ -360,6 +360,42 @@ export function buildEvent<T extends DetailType>(
   const entry: EventEntry<T> = { Source: EVENT_SOURCE, DetailType: detailType, Detail: json };
   if (options.eventBusName !== undefined) entry.EventBusName = options.eventBusName;
   return entry;
+}
+
+/** A threshold a ledger write crossed, as the ledger reports it (shared/ledger.ts `ThresholdCrossing`). */
+export interface CrossedThreshold {
+  readonly scope: string;
+  readonly period: string;
+  readonly threshold: 'warn' | 'block';
+  readonly limitUsd: number;
+  readonly spentUsd: number;
+  readonly reservedUsd: number;
+}
+
+/**
+ * One `Budget Threshold Crossed` event per threshold a ledger write crossed. The ledger reports each scope, month and
+ * threshold once, to the write that crossed it, so every writer that can cross one (a reservation, an accrual, an
+ * admin's new limit) must publish what it was told.
+ */
+export function thresholdCrossedEvents(
+  crossings: readonly CrossedThreshold[],
+  budgets: Pick<TrainyardConfig['budgets'], 'warnThreshold' | 'blockThreshold'>,
+  occurredAt: string,
+): EventEntry<'Budget Threshold Crossed'>[] {
+  return crossings.map((crossing) =>
+    buildEvent('Budget Threshold Crossed', {
+      team: parseScope(crossing.scope).team,
+      scope: crossing.scope,
+      period: crossing.period,
+      // A percent with two decimals: 0.7 → 70, 0.875 → 87.5.
+      thresholdPercent:
+        Math.round((crossing.threshold === 'warn' ? budgets.warnThreshold : budgets.blockThreshold) * 10_000) / 100,
+      limitUsd: crossing.limitUsd,
+      spentUsd: crossing.spentUsd,
+      reservedUsd: crossing.reservedUsd,
+      occurredAt,
+    }),
+  );
 }
 
 /** Validates a received detail (a consumer, a test, local mode's event log) against its detail-type's schema. */

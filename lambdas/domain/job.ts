@@ -8,7 +8,7 @@
  * uses them without conversion.
  */
 import * as z from 'zod/mini';
-import { findTier, type TierConfig, type TrainyardConfig } from '../../lib/config';
+import { CONFIG_ID_PATTERN, CONFIG_ID_RULE, findTier, type TierConfig, type TrainyardConfig } from '../../lib/config';
 import { BATCH_JOB_STATUSES } from './batch-job';
 import { labelsSchema } from './labels';
 import { attemptOutcomeSchema } from './outcome';
@@ -92,11 +92,7 @@ const jobIdSchema = z
       "must be 1-80 characters of A-Z, a-z, 0-9, '_' and '-' (it names the Step Functions execution)",
     ),
   );
-const idSchema = z
-  .string()
-  .check(
-    z.regex(/^[a-z][a-z0-9-]{0,30}[a-z0-9]$/, "must be 2-32 characters of a-z, 0-9 and '-', starting with a letter"),
-  );
+const idSchema = z.string().check(z.regex(CONFIG_ID_PATTERN, `must be ${CONFIG_ID_RULE}`));
 const isoTimestamp = z.iso.datetime({ offset: false });
 const epochMs = z.int().check(z.nonnegative());
 const usd = z.number().check(z.nonnegative());

@@ -3,7 +3,7 @@
  * choose the first attempt's capacity. A scope that can't afford it REJECTS the job with the budget's numbers.
  */
 import { BudgetExceeded, formatScope, periodOf } from '../domain/budgets';
-import { buildEvent } from '../domain/events';
+import { thresholdCrossedEvents } from '../domain/events';
 import { tierOfJob } from '../domain/job';
 import { decidePlacement } from '../domain/placement';
 import { jobScopes, keepsTierSpotRecord, tierPlacementInputs } from '../domain/watch';
@@ -29,20 +29,7 @@ export function createCostGateHandler(plane: Pick<ControlPlane, 'config' | 'jobs
     if (team) await plane.ledger.ensureBudget(formatScope('team', team.id), period, team.monthlyBudgetUsd);
     try {
       const reserved = await plane.ledger.reserve(jobId, jobScopes(job), reservationUsd, period);
-      const crossings = reserved.crossings.map((c) =>
-        buildEvent('Budget Threshold Crossed', {
-          team: job.team,
-          scope: c.scope,
-          period: c.period,
-          thresholdPercent: Math.round(
-            (c.threshold === 'warn' ? plane.config.budgets.warnThreshold : plane.config.budgets.blockThreshold) * 100,
-          ),
-          limitUsd: c.limitUsd,
-          spentUsd: c.spentUsd,
-          reservedUsd: c.reservedUsd,
-          occurredAt: now.toISOString(),
-        }),
-      );
+      const crossings = thresholdCrossedEvents(reserved.crossings, plane.config.budgets, now.toISOString());
       if (crossings.length > 0) await plane.events.publish(crossings);
     } catch (error) {
       if (!(error instanceof BudgetExceeded)) throw error;

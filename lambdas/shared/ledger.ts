@@ -309,7 +309,10 @@ export class BudgetLedger {
       });
       if (!updated) continue;
       const item = scopeItemSchema.parse(updated);
-      return { usage: this.toUsage(item), crossings: await this.recordCrossings(item, 'setLimit') };
+      const crossings = await this.recordCrossings(item, 'setLimit');
+      // The usage shows the thresholds this change crossed, as a read after it would.
+      const marked = { ...item.crossings, ...Object.fromEntries(crossings.map((c) => [c.threshold, c])) };
+      return { usage: this.toUsage({ ...item, crossings: marked }), crossings };
     }
     throw new ConcurrentUpdate(
       `gave up setting the limit of ${parsed.text} for ${checkedPeriod} after ${this.maxAttempts} attempts: the limit kept changing`,

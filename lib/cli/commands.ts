@@ -18,6 +18,7 @@ import {
   at,
   checkpointsOf,
   estimateCostForConfirmation,
+  formatBudgetSet,
   formatBudgets,
   formatCheckpoints,
   formatEstimate,
@@ -37,15 +38,19 @@ import {
   str,
 } from './format';
 import {
+  parseBudgetLimit,
+  parseBudgetScope,
   parseEnvPairs,
   parseIdempotencyKey,
   parseIntegerIn,
   parseJobId,
   parseLabelFilter,
   parseLabelOptions,
+  parseMonth,
   parsePositiveNumber,
   parseSeconds,
   parseStateFilter,
+  parseTeamId,
   parseTierId,
   parseUsd,
 } from './options';
@@ -396,6 +401,8 @@ export function createProgram(
   const program = new Command('trainyard')
     .description('Submit and follow GPU training jobs on Trainyard (a deployed stack, or local mode).')
     .exitOverride()
+    // A command's options belong to it, not to its parent: `budgets set … --month` is set's month, not the listing's.
+    .enablePositionalOptions()
     .configureOutput({ writeOut: io.stdout, writeErr: io.stderr })
     .showHelpAfterError('(run with --help for usage)');
 
@@ -1027,13 +1034,42 @@ export function createProgram(
       else println(formatJobsTable(body));
     });
 
-  addCommon(program.command('budgets').description("show your team's budgets for this month")).action(
-    async (options: CommonOptions) => {
-      const { body } = await clientFor(options).send({ method: 'GET', path: '/budgets' });
+  const budgets = addCommon(
+    program
+      .command('budgets')
+      .description("show a team's budgets for a month (default: yours, this month); `budgets set` changes one"),
+  )
+    .option('--team <team>', "another team's budgets (admins only)")
+    .option('--month <YYYY-MM>', 'another month (UTC), past or ahead')
+    .action(async (options: CommonOptions & { team?: string; month?: string }) => {
+      const team = options.team === undefined ? undefined : parseTeamId('--team', options.team);
+      const period = options.month === undefined ? undefined : parseMonth('--month', options.month);
+      const { body } = await clientFor(options).send({ method: 'GET', path: '/budgets', query: { team, period } });
       if (options.json) printJson(body);
       else println(formatBudgets(body));
-    },
-  );
+    });
+
+  addCommon(
+    budgets
+      .command('set')
+      .description("set a budget's monthly limit (admins only; creates the budget if absent)")
+      .argument('<scope>', 'team:<team>, user:<team>/<user> or project:<team>/<project>')
+      .argument('<usd>', 'the limit in US dollars, e.g. 1500 or 25.50'),
+  )
+    .option('--month <YYYY-MM>', 'the month to set (UTC; default: this month)')
+    .action(async (scopeText: string, usdText: string, options: CommonOptions & { month?: string }) => {
+      const common = { ...(budgets.opts() as CommonOptions), ...options };
+      const scope = parseBudgetScope(scopeText);
+      const limitUsd = parseBudgetLimit('<usd>', usdText);
+      const period = options.month === undefined ? undefined : parseMonth('--month', options.month);
+      const { body } = await clientFor(common).send({
+        method: 'PUT',
+        path: `/budgets/${encodeURIComponent(scope)}`,
+        body: { limitUsd, ...(period !== undefined && { period }) },
+      });
+      if (common.json) printJson(body);
+      else println(formatBudgetSet(body));
+    });
 
   addCommon(
     program

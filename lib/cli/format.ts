@@ -494,7 +494,11 @@ export function formatBudgets(response: unknown): string {
     : list(response, 'budgets').length
       ? list(response, 'budgets')
       : list(response, 'scopes');
-  if (budgets.length === 0) return 'No budgets.';
+  if (budgets.length === 0) {
+    const team = str(response, 'team');
+    const period = str(response, 'period');
+    return team && period ? `No budgets for team ${team} in ${period}.` : 'No budgets.';
+  }
   const table = [['SCOPE', 'PERIOD', 'LIMIT', 'SPENT', 'RESERVED', 'AVAILABLE', 'USED', 'ALERTS']];
   for (const b of budgets) {
     const money = (path: string) => (num(b, path) === undefined ? '' : formatMoney(num(b, path) ?? 0));
@@ -512,6 +516,30 @@ export function formatBudgets(response: unknown): string {
     ]);
   }
   return alignTable(table);
+}
+
+/** What each threshold means once a budget has crossed it (docs/operations.md "Budgets"). */
+const CROSSED: Readonly<Record<string, string>> = {
+  warn: "the team's cost alert has gone out",
+  block:
+    "new jobs in it are refused, and its running jobs checkpoint and pause at budget-watch's next check (within 5 minutes)",
+};
+
+/** A budget an admin set (PUT /budgets/{scope}): its figures now, and what the thresholds its new limit crossed do. */
+export function formatBudgetSet(response: unknown): string {
+  const budget = at(response, 'budget');
+  const lines = [
+    `Budget ${str(budget, 'scope') ?? '?'} for ${str(budget, 'period') ?? '?'}: limit ${formatMoney(num(budget, 'limitUsd') ?? 0)}.`,
+    formatBudgets([budget]),
+  ];
+  for (const crossing of list(response, 'crossings')) {
+    const threshold = str(crossing, 'threshold') ?? '?';
+    const committed = (num(crossing, 'spentUsd') ?? 0) + (num(crossing, 'reservedUsd') ?? 0);
+    lines.push(
+      `Crossed ${threshold}: ${formatMoney(committed)} spent and reserved of ${formatMoney(num(crossing, 'limitUsd') ?? 0)}; ${CROSSED[threshold] ?? 'see docs/operations.md'}.`,
+    );
+  }
+  return lines.join('\n');
 }
 
 /**

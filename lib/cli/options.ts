@@ -3,9 +3,10 @@
  * names the option, what it got and what is allowed. Every failure is a CliError with exit code 2.
  */
 
+import { InvalidScope, MAX_USD, PERIOD_PATTERN, PERIOD_RULE, parseScope } from '../../lambdas/domain/budgets';
 import { JOB_ID_PATTERN, JOB_STATES, type JobState } from '../../lambdas/domain/job';
 import { InvalidLabel, labelsFrom, parseLabelSelectors } from '../../lambdas/domain/labels';
-import { parseDuration } from '../../lib/config';
+import { CONFIG_ID_PATTERN, CONFIG_ID_RULE, parseDuration } from '../../lib/config';
 import { CliError, EXIT_CODES } from './exit-codes';
 
 function usage(message: string, code = 'InvalidOption'): CliError {
@@ -28,6 +29,35 @@ export function parseUsd(option: string, text: string): number {
     throw usage(`${option} must be an amount of US dollars like 2.50, got "${text}"`);
   }
   return value;
+}
+
+/** A budget limit in dollars (`budgets set … 1500`, a leading `$` allowed): 0 to the ledger's largest amount. */
+export function parseBudgetLimit(option: string, text: string): number {
+  const value = parseUsd(option, text);
+  if (value > MAX_USD) throw usage(`${option} must be at most $${MAX_USD.toLocaleString('en-US')}, got "${text}"`);
+  return value;
+}
+
+/** A budget scope, `team:<team>`, `user:<team>/<user>` or `project:<team>/<project>` (domain/budgets.ts rules). */
+export function parseBudgetScope(text: string): string {
+  try {
+    return parseScope(text).text;
+  } catch (error) {
+    if (error instanceof InvalidScope) throw usage(error.message, 'InvalidScope');
+    throw error;
+  }
+}
+
+/** A calendar month, `YYYY-MM` (`--month 2026-03`): a budget period. */
+export function parseMonth(option: string, text: string): string {
+  if (!PERIOD_PATTERN.test(text)) throw usage(`${option} must be ${PERIOD_RULE}, got "${text}"`);
+  return text;
+}
+
+/** A team id's shape (whether it is configured is the API's answer). */
+export function parseTeamId(option: string, text: string): string {
+  if (!CONFIG_ID_PATTERN.test(text)) throw usage(`${option} must be a team id (${CONFIG_ID_RULE}), got "${text}"`);
+  return text;
 }
 
 /** An integer in [min, max] (`--retries 3`, `--limit 20`). */
@@ -53,16 +83,9 @@ export function parseSeconds(option: string, text: string, min = 1, max = 14 * 8
   return whole;
 }
 
-/** Tier ids as config defines them. */
-const TIER_PATTERN = /^[a-z][a-z0-9-]{0,30}[a-z0-9]$/;
-
 /** A tier id's shape (whether it exists is the API's answer: it knows the configured tiers). */
 export function parseTierId(text: string): string {
-  if (!TIER_PATTERN.test(text)) {
-    throw usage(
-      `--tier must be a tier id (2-32 characters of a-z, 0-9 and '-', starting with a letter), got "${text}"`,
-    );
-  }
+  if (!CONFIG_ID_PATTERN.test(text)) throw usage(`--tier must be a tier id (${CONFIG_ID_RULE}), got "${text}"`);
   return text;
 }
 

@@ -1376,3 +1376,134 @@ describe('report', () => {
     expect(requests).toEqual([]);
   });
 });
+
+describe('budgets --team/--month, budgets set', () => {
+  let adminDir: string;
+  let adminServer: LocalApiServer;
+  beforeAll(async () => {
+    adminDir = join(scratch, 'admin');
+    adminServer = await startLocalApiServer({
+      handler: async (event) => {
+        requests.push(`${event.requestContext.http.method} ${event.rawPath}`);
+        return bench.handler(event);
+      },
+      token: ensureLocalToken(adminDir),
+      principalArn: PRINCIPALS.admin,
+      stateDir: adminDir,
+    });
+  });
+  afterAll(async () => {
+    await adminServer?.close();
+  });
+
+  /** The CLI as the admin (a principal in no team). */
+  const asAdmin = (args: string[]) => cli(args, { env: { TRAINYARD_LOCAL_DIR: adminDir } });
+
+  /** Runs `args` and expects a usage refusal with exactly `message`, before any request. */
+  async function expectRefusedBeforeRequest(run: (args: string[]) => Promise<Run>, args: string[], message: string) {
+    requests = [];
+    const refused = await run(args);
+    expect({ code: refused.code, stderr: refused.stderr }).toEqual({
+      code: EXIT_CODES.usage,
+      stderr: `trainyard: ${message}\n`,
+    });
+    expect(requests).toEqual([]);
+  }
+
+  it('sets a scope for this month or another, and the team then sees it', async () => {
+    const set = await asAdmin(['budgets', 'set', 'user:nlp/kim', '$25.50']);
+    expect(set.code).toBe(EXIT_CODES.ok);
+    expect(requests).toEqual(['PUT /budgets/user%3Anlp%2Fkim']);
+    expect(set.stdout.split('\n')).toEqual([
+      'Budget user:nlp/kim for 2026-03: limit $25.50.',
+      'SCOPE         PERIOD   LIMIT   SPENT  RESERVED  AVAILABLE  USED  ALERTS',
+      'user:nlp/kim  2026-03  $25.50  $0.00  $0.00     $25.50     0.0%',
+      '',
+    ]);
+    const member = await cli(['budgets']);
+    expect(member.stdout).toMatch(/\nuser:nlp\/kim +2026-03 +\$25\.50 +\$0\.00/);
+    // --json before or after the subcommand; --month picks the month.
+    const ahead = await asAdmin(['budgets', '--json', 'set', 'project:nlp/gpt', '80', '--month', '2026-04']);
+    const body = JSON.parse(ahead.stdout) as { budget: Record<string, unknown>; crossings: unknown[] };
+    expect(body.budget).toMatchObject({ scope: 'project:nlp/gpt', period: '2026-04', limitUsd: 80, availableUsd: 80 });
+    expect(body.crossings).toEqual([]);
+    const april = await cli(['budgets', '--month', '2026-04', '--json']);
+    expect(april.stdout).toBe(
+      `${JSON.stringify((await bench.call({ method: 'GET', path: '/budgets', query: { period: '2026-04' } })).body, null, 2)}\n`,
+    );
+    expect((JSON.parse(april.stdout) as { budgets: Array<{ scope: string }> }).budgets.map((b) => b.scope)).toEqual([
+      'project:nlp/gpt',
+    ]);
+  });
+
+  it('says which thresholds a lower limit crossed and what follows', async () => {
+    expect((await asAdmin(['budgets', 'set', 'project:nlp/cli-alerts', '100'])).code).toBe(EXIT_CODES.ok);
+    await bench.ledger.reserve('cli-alerts-job', ['project:nlp/cli-alerts'], 30, '2026-03');
+    const run = await asAdmin(['budgets', 'set', 'project:nlp/cli-alerts', '20']);
+    expect(run.code).toBe(EXIT_CODES.ok);
+    expect(run.stdout.split('\n').slice(3)).toEqual([
+      "Crossed warn: $30.00 spent and reserved of $20.00; the team's cost alert has gone out.",
+      "Crossed block: $30.00 spent and reserved of $20.00; new jobs in it are refused, and its running jobs checkpoint and pause at budget-watch's next check (within 5 minutes).",
+      '',
+    ]);
+    expect(run.stdout.split('\n')[2]).toMatch(
+      /^project:nlp\/cli-alerts +2026-03 +\$20\.00 +\$0\.00 +\$30\.00 .*warn,block,BLOCKED$/,
+    );
+  });
+
+  it('shows an admin any team, and a past month as it stands', async () => {
+    const vision = await asAdmin(['budgets', '--team', 'vision']);
+    expect(vision.stdout).toMatch(/^SCOPE .*\nteam:vision +2026-03 +\$400\.00 /);
+    const past = await asAdmin(['budgets', '--team', 'vision', '--month', '2025-12']);
+    expect(past.stdout).toBe('No budgets for team vision in 2025-12.\n');
+    const mine = await cli(['budgets', '--team', 'vision']);
+    expect(mine.code).toBe(EXIT_CODES.auth);
+    expect(mine.stderr).toContain(`principal ${PRINCIPALS.nlp} may see team nlp's budgets only, not vision's`);
+    const ghost = await asAdmin(['budgets', 'set', 'team:ghost', '5']);
+    expect(ghost.code).toBe(EXIT_CODES.refused);
+    expect(ghost.stderr).toBe(
+      'trainyard: scope team:ghost names team "ghost", which is not configured; teams: nlp, vision\n',
+    );
+    const member = await cli(['budgets', 'set', 'team:nlp', '5000']);
+    expect(member.code).toBe(EXIT_CODES.auth);
+    expect(member.stderr).toContain('only admins may change budgets');
+  });
+
+  it('refuses a bad scope, amount, month or team before any request', async () => {
+    await expectRefusedBeforeRequest(
+      asAdmin,
+      ['budgets', 'set', 'org:nlp', '5'],
+      'scope "org:nlp" has no known kind; scopes are team:<team>, user:<team>/<user> or project:<team>/<project>',
+    );
+    await expectRefusedBeforeRequest(
+      asAdmin,
+      ['budgets', 'set', 'user:nlp', '5'],
+      'scope "user:nlp" has 1 \'/\'-separated part(s); a user scope is user:<team>/<user> with exactly 2',
+    );
+    await expectRefusedBeforeRequest(
+      asAdmin,
+      ['budgets', 'set', 'team:nlp', 'lots'],
+      '<usd> must be an amount of US dollars like 2.50, got "lots"',
+    );
+    await expectRefusedBeforeRequest(
+      asAdmin,
+      ['budgets', 'set', 'team:nlp', '2e9'],
+      '<usd> must be at most $1,000,000,000, got "2e9"',
+    );
+    await expectRefusedBeforeRequest(
+      asAdmin,
+      ['budgets', 'set', 'team:nlp', '5', '--month', '2026-13'],
+      '--month must be a calendar month like 2026-01 (YYYY-MM), got "2026-13"',
+    );
+    await expectRefusedBeforeRequest(
+      cli,
+      ['budgets', '--team', 'NLP'],
+      `--team must be a team id (2-32 characters of a-z, 0-9 and '-', starting with a letter), got "NLP"`,
+    );
+    await expectRefusedBeforeRequest(
+      cli,
+      ['budgets', '--month', 'march'],
+      '--month must be a calendar month like 2026-01 (YYYY-MM), got "march"',
+    );
+  });
+});

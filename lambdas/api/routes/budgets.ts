@@ -1,9 +1,10 @@
-/** GET /budgets (the caller's team) and PUT /budgets/{scope} (admins). */
+/** GET /budgets (the caller's team, or any team for an admin; any month) and PUT /budgets/{scope} (admins). */
 import { formatScope, parseScope, periodOf } from '../../domain/budgets';
+import { thresholdCrossedEvents } from '../../domain/events';
 import { badRequest, forbidden } from '../errors';
 import type { ApiPlane } from '../plane';
-import { type ApiRequest, type ApiResponse, type Route, requiredJsonBody, requireTeam } from '../router';
-import { noQuerySchema, parseRequest, setBudgetRequestSchema } from '../schemas';
+import { type ApiRequest, type ApiResponse, type Route, requiredJsonBody, teamInView } from '../router';
+import { budgetsQuerySchema, parseRequest, setBudgetRequestSchema } from '../schemas';
 
 /** Routes of budgets. */
 export function budgetRoutes(plane: ApiPlane): Route[] {
@@ -15,11 +16,14 @@ export function budgetRoutes(plane: ApiPlane): Route[] {
 }
 
 async function listBudgets(plane: ApiPlane, request: ApiRequest): Promise<ApiResponse> {
-  parseRequest(noQuerySchema, request.query, 'query');
-  const team = requireTeam(request.caller);
-  const period = periodOf(plane.clock());
-  // The team scope always has a budget: create it with the configured monthly amount on first sight this period.
-  await plane.ledger.ensureBudget(formatScope('team', team.id), period, team.monthlyBudgetUsd);
+  const query = parseRequest(budgetsQuerySchema, request.query, 'query');
+  const team = teamInView(plane.config.teams, request.caller, query.team, 'budgets');
+  const current = periodOf(plane.clock());
+  const period = query.period ?? current;
+  // The team scope always has a budget this month: create it with the configured monthly amount on first sight.
+  // Other months are read as they are: a past month keeps what it had, and a later one opens with the amount the
+  // config holds when it begins, not the one it holds now.
+  if (period === current) await plane.ledger.ensureBudget(formatScope('team', team.id), period, team.monthlyBudgetUsd);
   const budgets = await plane.ledger.listScopes(team.id, period);
   return { status: 200, body: { team: team.id, period, budgets } };
 }
@@ -38,5 +42,9 @@ async function setBudget(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
   const period = body.period ?? periodOf(plane.clock());
   await plane.ledger.ensureBudget(scope.text, period, body.limitUsd);
   const { usage, crossings } = await plane.ledger.setLimit(scope.text, period, body.limitUsd);
+  // A lower limit can cross a threshold; the ledger tells only this write, so the alert goes out from here.
+  if (crossings.length > 0) {
+    await plane.events.publish(thresholdCrossedEvents(crossings, plane.config.budgets, plane.clock().toISOString()));
+  }
   return { status: 200, body: { budget: usage, crossings } };
 }

@@ -59,10 +59,106 @@ describe('GET /budgets', () => {
     expect(await bench.snapshot()).toEqual(before);
   });
 
-  it('refuses an admin that belongs to no team (there is no team to show)', async () => {
-    const { status, body } = await bench.call({ method: 'GET', path: '/budgets', as: PRINCIPALS.admin });
-    expect(status).toBe(403);
-    expect(errorOf(body).message).toBe(`principal ${PRINCIPALS.admin} is not a member of any Trainyard team`);
+  it("shows an admin any team's budgets, opening this month's team scope as the team's own read would", async () => {
+    const { status, body } = await bench.call({
+      method: 'GET',
+      path: '/budgets',
+      query: { team: 'audio' },
+      as: PRINCIPALS.admin,
+    });
+    expect(status).toBe(200);
+    expect(body).toEqual({
+      team: 'audio',
+      period: '2026-03',
+      budgets: [expect.objectContaining({ scope: 'team:audio', limitUsd: 50, spentUsd: 0, availableUsd: 50 })],
+    });
+    // A member naming its own team reads what its plain read shows.
+    const own = await bench.call({ method: 'GET', path: '/budgets', query: { team: 'audio' }, as: AUDIO });
+    expect(own.body).toEqual(body);
+    expect((await bench.call({ method: 'GET', path: '/budgets', as: AUDIO })).body).toEqual(body);
+  });
+
+  it('reads another month as it stands: a read opens no team scope outside the current month', async () => {
+    const set = await bench.call({
+      method: 'PUT',
+      path: '/budgets/user:vision/bo',
+      as: PRINCIPALS.admin,
+      body: { limitUsd: 12, period: '2026-02' },
+    });
+    expect(set.status).toBe(200);
+    const before = await bench.snapshot();
+    const past = await bench.call({
+      method: 'GET',
+      path: '/budgets',
+      query: { period: '2026-02' },
+      as: PRINCIPALS.vision,
+    });
+    expect(past.body).toEqual({
+      team: 'vision',
+      period: '2026-02',
+      budgets: [
+        expect.objectContaining({ scope: 'user:vision/bo', period: '2026-02', limitUsd: 12, availableUsd: 12 }),
+      ],
+    });
+    const later = await bench.call({
+      method: 'GET',
+      path: '/budgets',
+      query: { period: '2026-05', team: 'vision' },
+      as: PRINCIPALS.admin,
+    });
+    expect(later.body).toEqual({ team: 'vision', period: '2026-05', budgets: [] });
+    expect(await bench.snapshot()).toEqual(before);
+  });
+
+  it.each<{ name: string; as: string; query: Record<string, string>; status: number; message: string }>([
+    {
+      name: 'a member naming another team',
+      as: PRINCIPALS.nlp,
+      query: { team: 'vision' },
+      status: 403,
+      message: `principal ${PRINCIPALS.nlp} may see team nlp's budgets only, not vision's`,
+    },
+    {
+      name: 'an admin outside any team naming none',
+      as: PRINCIPALS.admin,
+      query: {},
+      status: 400,
+      message: `principal ${PRINCIPALS.admin} is an admin outside any team: name the team with ?team=; teams: nlp, vision, audio`,
+    },
+    {
+      name: 'a team that is not configured',
+      as: PRINCIPALS.admin,
+      query: { team: 'ghost' },
+      status: 400,
+      message: 'team "ghost" is not configured; teams: nlp, vision, audio',
+    },
+    {
+      name: 'a team id of the wrong shape',
+      as: PRINCIPALS.admin,
+      query: { team: 'NLP' },
+      status: 400,
+      message: "query.team: must be a team id: 2-32 characters of a-z, 0-9 and '-', starting with a letter",
+    },
+    {
+      name: 'a period that is not a month',
+      as: PRINCIPALS.nlp,
+      query: { period: '2026-3' },
+      status: 400,
+      message: 'query.period: must be a calendar month like 2026-01 (YYYY-MM)',
+    },
+    {
+      name: 'an unknown parameter',
+      as: PRINCIPALS.nlp,
+      query: { month: '2026-03' },
+      status: 400,
+      message: 'query: unknown field(s) "month"',
+    },
+  ])('refuses $name with $status and writes nothing', async (c) => {
+    const before = await bench.snapshot();
+    const { status, body } = await bench.call({ method: 'GET', path: '/budgets', query: c.query, as: c.as });
+    expect(status).toBe(c.status);
+    expect(errorOf(body).message).toBe(c.message);
+    expect(await bench.snapshot()).toEqual(before);
   });
 });
 
@@ -101,6 +197,46 @@ describe('PUT /budgets/{scope}', () => {
     // Another team never sees them.
     const vision = await bench.call({ method: 'GET', path: '/budgets', as: PRINCIPALS.vision });
     expect((vision.body.budgets as Usage[]).map((b) => b.scope)).toEqual(['team:vision']);
+  });
+
+  it('alerts on the thresholds a lower limit crosses, once each, as a reservation crossing them would', async () => {
+    const put = (limitUsd: number) =>
+      bench.call({ method: 'PUT', path: '/budgets/project:nlp/alerts', as: PRINCIPALS.admin, body: { limitUsd } });
+    const crossed = () =>
+      bench.recorded.published
+        .filter((e) => e.DetailType === 'Budget Threshold Crossed')
+        .map((e) => JSON.parse(e.Detail) as Record<string, unknown>)
+        .filter((d) => d.scope === 'project:nlp/alerts');
+    expect((await put(100)).body.crossings).toEqual([]);
+    await bench.ledger.reserve('alerts-job', ['project:nlp/alerts'], 30, '2026-03');
+    // $30 of $40 is 75 %: past warn (70 %), short of block (100 %).
+    const warn = await put(40);
+    expect(warn.body.crossings).toEqual([
+      expect.objectContaining({ threshold: 'warn', limitUsd: 40, reservedUsd: 30 }),
+    ]);
+    // The budget it answers with is what a read now shows, crossing included.
+    const read = await bench.call({ method: 'GET', path: '/budgets', as: PRINCIPALS.nlp });
+    expect(warn.body.budget).toEqual((read.body.budgets as Usage[]).find((b) => b.scope === 'project:nlp/alerts'));
+    expect(warn.body.budget).toMatchObject({ thresholdsCrossed: ['warn'], blocked: false });
+    expect(crossed()).toEqual([
+      expect.objectContaining({
+        eventId: 'budget/project:nlp/alerts/2026-03/threshold/70',
+        team: 'nlp',
+        period: '2026-03',
+        thresholdPercent: 70,
+        limitUsd: 40,
+        spentUsd: 0,
+        reservedUsd: 30,
+        occurredAt: bench.now.toISOString(),
+      }),
+    ]);
+    // $30 of $20: block; warn was already sent this month.
+    const block = await put(20);
+    expect(block.body.crossings).toEqual([expect.objectContaining({ threshold: 'block', limitUsd: 20 })]);
+    expect(block.body.budget).toMatchObject({ thresholdsCrossed: ['warn', 'block'], blocked: true });
+    expect(crossed().map((d) => d.thresholdPercent)).toEqual([70, 100]);
+    expect((await put(10)).body.crossings).toEqual([]);
+    expect(crossed()).toHaveLength(2);
   });
 
   const refusals: Array<{ name: string; path: string; as?: string; body?: unknown; status: number; message: string }> =
