@@ -12,7 +12,7 @@
  *    job.progress from the harness's progress.json (only when it changed); accrue the running cost — recorded costs
  *    of ended attempts plus the running attempt from its start to the tick's time at its price — with
  *    `ledger.accrue`, and emit `Budget Threshold Crossed` for each crossing the ledger reports (once per scope,
- *    period and threshold: the ledger records each crossing once).
+ *    period and threshold: the ledger records each crossing once; shared/budget-alerts.ts).
  * 3. Every running job in a blocked scope is stopped gracefully: TerminateJob with the budget-pause reason (the
  *    harness checkpoints on SIGTERM; the lifecycle then pauses the job). `Budget Exhausted` names the jobs stopped.
  * 4. Other running jobs with an estimate get the periodic placement check (domain/watch.ts placementStateFor says
@@ -24,7 +24,9 @@
  *    wait runs out (TerminateJob cancels the queued Batch job; nothing accrues while it waits).
  * 6. PAUSED_BUDGET jobs whose scopes are no longer blocked: SendTaskSuccess(pauseToken, { action: 'resume' }), then
  *    the token is removed from the job.
- * 7. The platform's gauges at the tick's time (domain/platform-metrics.ts, when config.observability.platformMetrics
+ * 7. Threshold alerts left behind: crossings of this month or the last that a writer (cost gate, finalize, the API,
+ *    an earlier tick) recorded over a minute ago and never marked published are published now (budget-alerts.ts).
+ * 8. The platform's gauges at the tick's time (domain/platform-metrics.ts, when config.observability.platformMetrics
  *    is on): running jobs by capacity, waiting jobs, each team's spend rate and budget used, each probed tier's spot.
  *
  * Replays: "now" is the scheduled event's `time`, not the clock, so a redelivered tick accrues the same figure (the
@@ -38,8 +40,8 @@
 import type { TierConfig } from '../../lib/config';
 import { attemptPrice } from '../domain/attempt-cost';
 import { TERMINATE_REASONS } from '../domain/batch-reasons';
-import { formatScope, periodOf } from '../domain/budgets';
-import { buildEvent, thresholdCrossedEvents } from '../domain/events';
+import { formatScope, periodBefore, periodOf } from '../domain/budgets';
+import { buildEvent } from '../domain/events';
 import { type AttemptRecord, type DecisionRecord, type JobRecord, tierOfJob } from '../domain/job';
 import { decidePlacement } from '../domain/placement';
 import type { MetricDatum } from '../domain/platform-metrics';
@@ -62,6 +64,7 @@ import {
   tierPlacementInputs,
 } from '../domain/watch';
 import { jobKeysFor } from '../domain/workspace-layout';
+import { publishCrossings, publishLeftBehind } from '../shared/budget-alerts';
 import type { ControlPlane } from '../shared/control-plane';
 import { parseScheduledEvent } from '../shared/event-schemas';
 import { UnknownBudgetJob } from '../shared/ledger';
@@ -160,10 +163,7 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     try {
       const accrual = await plane.ledger.accrue(job.jobId, costSoFar);
       blockedScopes = accrual.blockedScopes;
-      if (accrual.crossings.length > 0) {
-        await plane.events.publish(thresholdCrossedEvents(accrual.crossings, plane.config.budgets, at));
-        result.events += accrual.crossings.length;
-      }
+      result.events += await publishCrossings(plane, accrual.crossings, at);
       result.metered.push(job.jobId);
     } catch (error) {
       if (!(error instanceof UnknownBudgetJob)) throw error;
@@ -412,6 +412,12 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
         if (await resumeIfAllowed(job)) result.resumed.push(job.jobId);
       });
     }
+
+    // Threshold alerts a writer recorded and did not get out; last month's too, for a crossing at its very end.
+    await attempt('budget alerts', async () => {
+      const periods = [periodOf(new Date(nowMs)), periodBefore(periodOf(new Date(nowMs)))];
+      result.events += await publishLeftBehind(plane, teams, periods, nowMs);
+    });
 
     if (plane.config.observability.platformMetrics) {
       await attempt('metrics', async () => {

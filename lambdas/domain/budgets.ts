@@ -204,6 +204,12 @@ export function periodOf(date: Date): string {
   return `${year}-${String(date.getUTCMonth() + 1).padStart(2, '0')}`;
 }
 
+/** The month before a period: `2026-01` → `2025-12`. */
+export function periodBefore(period: string): string {
+  const [year = 0, month = 0] = parsePeriod(period).split('-').map(Number);
+  return month === 1 ? `${String(year - 1).padStart(4, '0')}-12` : `${year}-${String(month - 1).padStart(2, '0')}`;
+}
+
 /** A budget period's shape: a calendar month, `YYYY-MM`. */
 export const PERIOD_PATTERN = /^\d{4}-(0[1-9]|1[0-2])$/;
 /** PERIOD_PATTERN in words, for messages. */

@@ -3,10 +3,10 @@
  * choose the first attempt's capacity. A scope that can't afford it REJECTS the job with the budget's numbers.
  */
 import { BudgetExceeded, formatScope, periodOf } from '../domain/budgets';
-import { thresholdCrossedEvents } from '../domain/events';
 import { tierOfJob } from '../domain/job';
 import { decidePlacement } from '../domain/placement';
 import { jobScopes, keepsTierSpotRecord, tierPlacementInputs } from '../domain/watch';
+import { publishCrossings } from '../shared/budget-alerts';
 import type { ControlPlane } from '../shared/control-plane';
 import { jobEvent, progressSeconds, secondsSince } from './common';
 import { type AttemptPlan, costGateInputSchema, parseStep } from './steps';
@@ -29,8 +29,7 @@ export function createCostGateHandler(plane: Pick<ControlPlane, 'config' | 'jobs
     if (team) await plane.ledger.ensureBudget(formatScope('team', team.id), period, team.monthlyBudgetUsd);
     try {
       const reserved = await plane.ledger.reserve(jobId, jobScopes(job), reservationUsd, period);
-      const crossings = thresholdCrossedEvents(reserved.crossings, plane.config.budgets, now.toISOString());
-      if (crossings.length > 0) await plane.events.publish(crossings);
+      await publishCrossings(plane, reserved.crossings, now.toISOString());
     } catch (error) {
       if (!(error instanceof BudgetExceeded)) throw error;
       const reason = `refused by the cost gate: ${error.message}`;

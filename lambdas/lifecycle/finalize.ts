@@ -9,6 +9,7 @@ import { isTerminal, type JobState, TRANSITIONS } from '../domain/job';
 import { renderJobReport } from '../domain/job-report';
 import { recordedCost } from '../domain/watch';
 import { jobKeysFor, s3Uri } from '../domain/workspace-layout';
+import { publishCrossings } from '../shared/budget-alerts';
 import type { ControlPlane } from '../shared/control-plane';
 import { ObjectTooLarge, type Workspace } from '../shared/workspace';
 import { jobEvent } from './common';
@@ -50,7 +51,9 @@ async function metricsForReport(
 }
 
 /** Creates the Finalize step. */
-export function createFinalizeHandler(plane: Pick<ControlPlane, 'jobs' | 'ledger' | 'workspace' | 'events' | 'clock'>) {
+export function createFinalizeHandler(
+  plane: Pick<ControlPlane, 'config' | 'jobs' | 'ledger' | 'workspace' | 'events' | 'clock'>,
+) {
   return async (input: unknown): Promise<FinalizeOutput> => {
     const parsed = parseStep(finalizeInputSchema, 'Finalize', input);
     const { jobId } = parsed;
@@ -70,7 +73,9 @@ export function createFinalizeHandler(plane: Pick<ControlPlane, 'jobs' | 'ledger
       await plane.ledger.release(jobId);
     } else {
       try {
-        await plane.ledger.settle(jobId, costUsd);
+        // The final cost can cross a threshold the running cost had not; a replay reports the same crossings.
+        const settled = await plane.ledger.settle(jobId, costUsd);
+        await publishCrossings(plane, settled.crossings, now.toISOString());
       } catch (error) {
         if (!(error instanceof UnknownBudgetJob)) throw error;
         await plane.ledger.release(jobId);

@@ -79,6 +79,12 @@ export interface ThresholdCrossing {
   readonly limitUsd: number;
 }
 
+/** A crossing as its marker keeps it, with when it was recorded (ISO-8601). */
+export interface RecordedCrossing {
+  readonly crossing: ThresholdCrossing;
+  readonly at: string;
+}
+
 /** A successful reservation. */
 export interface ReserveResult {
   readonly ok: true;
@@ -171,6 +177,12 @@ const crossingSchema = z.object({
   reservedUsd: z.number(),
   limitUsd: z.number(),
 });
+/** A crossing's marker in its scope item: the crossing, when and by what it was recorded, whether it is out. */
+const markerSchema = z.extend(crossingSchema, {
+  at: z.string(),
+  by: z.string(),
+  published: z.optional(z.boolean()),
+});
 const jobStates = ['reserving', 'reserved', 'refused', 'releasing', 'released', 'settling', 'settled'] as const;
 const jobRecordSchema = z.object({
   jobId: z.string(),
@@ -211,6 +223,7 @@ const NAMES = {
   '#state': 'state',
   '#jobs': 'jobs',
   '#crossings': 'crossings',
+  '#published': 'published',
   '#limit': 'limitMicros',
   '#blockLimit': 'blockLimitMicros',
   '#blockThreshold': 'blockThreshold',
@@ -518,9 +531,47 @@ export class BudgetLedger {
 
   /** Every budgeted scope of a team for a period (team, users, projects), sorted by scope. */
   async listScopes(team: string, period: string): Promise<BudgetUsage[]> {
+    const usages = (await this.scopeItems(team, period)).map((item) => this.toUsage(item));
+    return usages.sort((a, b) => (a.scope < b.scope ? -1 : a.scope > b.scope ? 1 : 0));
+  }
+
+  /**
+   * The crossings of a team's scopes for a period that were recorded but not yet marked published
+   * ({@link markPublished}), oldest first, with when each was recorded. A marker recorded before markers carried
+   * `published` counts as published.
+   */
+  async unpublishedCrossings(team: string, period: string): Promise<RecordedCrossing[]> {
+    const found: RecordedCrossing[] = [];
+    for (const item of await this.scopeItems(team, period)) {
+      for (const raw of Object.values(item.crossings ?? {})) {
+        const marker = markerSchema.safeParse(raw);
+        if (marker.success && marker.data.published === false) {
+          const { at, by: _by, published: _published, ...crossing } = marker.data;
+          found.push({ crossing, at });
+        }
+      }
+    }
+    return found.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
+  }
+
+  /** Marks crossings published once their events are out (idempotent; a crossing with no marker is skipped). */
+  async markPublished(crossings: readonly ThresholdCrossing[]): Promise<void> {
+    for (const crossing of crossings) {
+      await this.conditionalUpdate({
+        Key: budgetKeys.period(parseScope(crossing.scope).text, parsePeriod(crossing.period)),
+        UpdateExpression: 'SET #crossings.#threshold.#published = :true',
+        ConditionExpression: 'attribute_exists(#crossings.#threshold)',
+        ExpressionAttributeNames: { ...names('#crossings', '#published'), '#threshold': crossing.threshold },
+        ExpressionAttributeValues: { ':true': true },
+      });
+    }
+  }
+
+  /** Every scope item of a team for a period, without the jobs maps. */
+  private async scopeItems(team: string, period: string): Promise<ScopeItem[]> {
     const teamScope = parseScope(`team:${team}`);
     const checkedPeriod = parsePeriod(period);
-    const usages: BudgetUsage[] = [];
+    const items: ScopeItem[] = [];
     let start: Record<string, unknown> | undefined;
     do {
       const page = await this.client.send(
@@ -542,10 +593,10 @@ export class BudgetLedger {
           ExclusiveStartKey: start,
         }),
       );
-      for (const raw of page.Items ?? []) usages.push(this.toUsage(scopeItemSchema.parse(raw)));
+      for (const raw of page.Items ?? []) items.push(scopeItemSchema.parse(raw));
       start = page.LastEvaluatedKey;
     } while (start);
-    return usages.sort((a, b) => (a.scope < b.scope ? -1 : a.scope > b.scope ? 1 : 0));
+    return items;
   }
 
   private parseJobScopes(scopes: readonly string[]): Scope[] {
@@ -772,7 +823,8 @@ export class BudgetLedger {
         UpdateExpression: 'SET #crossings.#threshold = :marker',
         ConditionExpression: 'attribute_exists(#pk) AND attribute_not_exists(#crossings.#threshold)',
         ExpressionAttributeNames: { ...names('#crossings', '#pk'), '#threshold': threshold },
-        ExpressionAttributeValues: { ':marker': { ...crossing, at: this.now().toISOString(), by } },
+        // Unpublished until the writer's events are out (markPublished); budget-watch publishes what it finds left.
+        ExpressionAttributeValues: { ':marker': { ...crossing, at: this.now().toISOString(), by, published: false } },
       });
       if (marked) crossings.push(crossing);
     }

@@ -16,6 +16,7 @@ import {
   parseJobId,
   parsePeriod,
   parseScope,
+  periodBefore,
   periodOf,
   releaseChange,
   reopenChange,
@@ -190,6 +191,22 @@ describe('parsePeriod', () => {
   ])('rejects $text', ({ text, got }) => {
     expect(() => parsePeriod(text)).toThrow(
       new InvalidBudgetInput(`period must be a calendar month like 2026-01 (YYYY-MM), got ${got}`),
+    );
+  });
+});
+
+describe('periodBefore', () => {
+  it.each([
+    ['2026-03', '2026-02'],
+    ['2026-01', '2025-12'],
+    ['2026-12', '2026-11'],
+  ])('the month before %s is %s', (period, before) => {
+    expect(periodBefore(period)).toBe(before);
+  });
+
+  it('refuses what is not a period', () => {
+    expect(() => periodBefore('2026-13')).toThrow(
+      'period must be a calendar month like 2026-01 (YYYY-MM), got "2026-13"',
     );
   });
 });

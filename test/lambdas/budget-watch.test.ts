@@ -80,7 +80,7 @@ beforeEach(async () => {
     );
 });
 
-function watch(options = {}, config = configForCurrentTeam()) {
+function watch(options = {}, config = configForCurrentTeam(), events = bench.ports.events) {
   return createBudgetWatchHandler(
     {
       config,
@@ -88,7 +88,7 @@ function watch(options = {}, config = configForCurrentTeam()) {
       ledger: bench.ledger,
       workspace: bench.workspace,
       batch: bench.ports.batch,
-      events: bench.ports.events,
+      events,
       lifecycle: bench.ports.lifecycle,
       metrics: bench.ports.metrics,
       fleet: {
@@ -213,6 +213,44 @@ describe('budget watch: metering and progress', () => {
     expect(await bench.snapshot()).toEqual(afterFirst);
     expect(bench.recorded.published).toEqual(published);
     expect(bench.recorded.terminated).toEqual([]);
+  });
+
+  it('sends on a later tick the alert a failed publish left behind, once, as of when it was crossed', async () => {
+    const jobId = id('left-behind');
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 0.12);
+    await runningJob(jobId, { reserveUsd: 0.01 });
+    const throttled = {
+      async publish() {
+        throw Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' });
+      },
+    };
+    const crossed = () => publishedOf(bench.recorded, 'Budget Threshold Crossed');
+    const tickAt = (minutes: number) => ({
+      ...(fixture('scheduled-event') as Record<string, unknown>),
+      time: new Date(Date.parse(TICK_ISO) + minutes * 60_000).toISOString().replace('.000', ''),
+    });
+
+    // The accrual crosses warn ($0.09 of $0.12) and records it; PutEvents fails, so the run fails and nothing is out.
+    await expect(watch({}, configForCurrentTeam(), throttled)(fixture('scheduled-event'))).rejects.toThrow(
+      BudgetWatchIncomplete,
+    );
+    // The same tick again, and one a minute later, still take it as on its way (the writer may yet publish it).
+    await watch()(fixture('scheduled-event'));
+    await watch()(tickAt(0.5));
+    expect(crossed()).toEqual([]);
+
+    // Two minutes on ($0.10 spent, short of block at $0.12) it is published as of its crossing, then never again.
+    await watch()(tickAt(2));
+    await watch()(tickAt(4));
+    expect(crossed()).toEqual([
+      expect.objectContaining({
+        eventId: `budget/team:${currentTeam}/${PERIOD}/threshold/70`,
+        occurredAt: TICK_ISO,
+        thresholdPercent: 70,
+        spentUsd: 0.09,
+      }),
+    ]);
+    expect(await bench.ledger.unpublishedCrossings(currentTeam, PERIOD)).toEqual([]);
   });
 
   it('emits Budget Threshold Crossed once when accrual reaches the warn threshold', async () => {

@@ -1,5 +1,6 @@
 // The budgets ledger against dynalite: a real engine speaking the DynamoDB API, conditional writes included.
 // Expected figures are worked out here in whole cents, independently of the ledger's micro-dollar arithmetic.
+import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDocumentClient } from '../../lambdas/shared/dynamo';
 import {
@@ -11,6 +12,7 @@ import {
   type ThresholdCrossing,
   UnknownBudgetJob,
 } from '../../lambdas/shared/ledger';
+import { budgetKeys } from '../../lambdas/shared/table-design';
 import { startTestDynamo, type TestDynamo } from '../support/dynamo';
 
 const PERIOD = '2026-03';
@@ -544,6 +546,45 @@ describe('limits and thresholds', () => {
     const usage = await figures(ledger, scope);
     expect(usage.thresholdsCrossed).toEqual(['warn', 'block']);
     expect([usage.spentUsd, usage.reservedUsd, usage.availableUsd, usage.percentUsed]).toEqual([100, 0, 0, 100]);
+  });
+
+  it('keeps each crossing unpublished until marked, oldest first, and takes a marker without the flag as published', async () => {
+    const team = freshTeam();
+    const ledger = newLedger();
+    await ledger.ensureBudget(`team:${team}`, PERIOD, 10);
+    await ledger.ensureBudget(`user:${team}/bo`, PERIOD, 10);
+    const team8 = await ledger.reserve('pub-1', [`team:${team}`], 8, PERIOD);
+    const later = new BudgetLedger({
+      client: dynamo.doc,
+      tableName: dynamo.tables.budgets,
+      thresholds: { warn: 0.7, block: 1 },
+      now: () => new Date('2026-03-15T12:05:00.000Z'),
+    });
+    const user10 = await later.reserve('pub-2', [`user:${team}/bo`], 10, PERIOD);
+    expect(user10.crossings.map((c) => c.threshold)).toEqual(['warn', 'block']);
+
+    expect(await ledger.unpublishedCrossings(team, PERIOD)).toEqual([
+      { crossing: team8.crossings[0], at: '2026-03-15T12:00:00.000Z' },
+      { crossing: user10.crossings[0], at: '2026-03-15T12:05:00.000Z' },
+      { crossing: user10.crossings[1], at: '2026-03-15T12:05:00.000Z' },
+    ]);
+    await ledger.markPublished([...team8.crossings, ...(user10.crossings.slice(0, 1) as ThresholdCrossing[])]);
+    await ledger.markPublished(team8.crossings);
+    expect(await ledger.unpublishedCrossings(team, PERIOD)).toEqual([
+      { crossing: user10.crossings[1], at: '2026-03-15T12:05:00.000Z' },
+    ]);
+
+    // A marker written before markers carried the flag: as published.
+    await dynamo.doc.send(
+      new UpdateCommand({
+        TableName: dynamo.tables.budgets,
+        Key: budgetKeys.period(`user:${team}/bo`, PERIOD),
+        UpdateExpression: 'REMOVE crossings.#block.published',
+        ExpressionAttributeNames: { '#block': 'block' },
+      }),
+    );
+    expect(await ledger.unpublishedCrossings(team, PERIOD)).toEqual([]);
+    expect(await ledger.unpublishedCrossings(team, '2026-04')).toEqual([]);
   });
 
   it('the same thresholds are reported again in the next period', async () => {

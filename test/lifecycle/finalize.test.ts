@@ -12,6 +12,7 @@ import { localS3Client } from '../../lib/local/control-plane';
 import { type RunningEngine, startS3rver } from '../../lib/local/engines';
 import {
   attemptRecord,
+  CONFIG,
   type EventBench,
   JOB_ID,
   jobRecord,
@@ -38,6 +39,7 @@ beforeEach(async () => {
   s3 = localS3Client(s3rver.endpoint);
   workspace = new Workspace(s3, BUCKET);
   finalize = createFinalizeHandler({
+    config: CONFIG,
     jobs: bench.jobs,
     ledger: bench.ledger,
     workspace,
@@ -187,5 +189,29 @@ describe('Finalize: the job report', () => {
     const html = await report();
     expect(html).toContain('<span class="state state-failed">FAILED</span>');
     expect(html).toContain('<dt>Reason</dt><dd>the training command exited 1 &#60;twice&#62;</dd>');
+  });
+
+  it('sends the alert for a threshold the final cost crosses, which the running cost had not', async () => {
+    await seed();
+    const period = new Date(T.started - 4_000_000).toISOString().slice(0, 7);
+    // $0.10 reserved of $0.50 (20 %); the attempts cost $0.095 + $0.351, settled to the cent as $0.45 (90 %): past warn
+    // (70 %), short of block.
+    await bench.ledger.ensureBudget('team:vision', period, 0.5);
+    await bench.ledger.reserve(JOB_ID, ['team:vision'], 0.1, period);
+
+    await finalize({ jobId: JOB_ID, finalState: 'SUCCEEDED' });
+
+    expect(publishedOf(bench.recorded, 'Budget Threshold Crossed')).toEqual([
+      expect.objectContaining({
+        eventId: `budget/team:vision/${period}/threshold/70`,
+        scope: 'team:vision',
+        thresholdPercent: 70,
+        limitUsd: 0.5,
+        spentUsd: 0.45,
+        reservedUsd: 0,
+        occurredAt: NOW.toISOString(),
+      }),
+    ]);
+    expect(await bench.ledger.unpublishedCrossings('vision', period)).toEqual([]);
   });
 });

@@ -1,6 +1,6 @@
 /** GET /budgets (the caller's team, or any team for an admin; any month) and PUT /budgets/{scope} (admins). */
 import { formatScope, parseScope, periodOf } from '../../domain/budgets';
-import { thresholdCrossedEvents } from '../../domain/events';
+import { publishCrossings } from '../../shared/budget-alerts';
 import { badRequest, forbidden } from '../errors';
 import type { ApiPlane } from '../plane';
 import { type ApiRequest, type ApiResponse, type Route, requiredJsonBody, teamInView } from '../router';
@@ -43,8 +43,6 @@ async function setBudget(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
   await plane.ledger.ensureBudget(scope.text, period, body.limitUsd);
   const { usage, crossings } = await plane.ledger.setLimit(scope.text, period, body.limitUsd);
   // A lower limit can cross a threshold; the ledger tells only this write, so the alert goes out from here.
-  if (crossings.length > 0) {
-    await plane.events.publish(thresholdCrossedEvents(crossings, plane.config.budgets, plane.clock().toISOString()));
-  }
+  await publishCrossings(plane, crossings, plane.clock().toISOString());
   return { status: 200, body: { budget: usage, crossings } };
 }
