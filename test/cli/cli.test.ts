@@ -1399,17 +1399,6 @@ describe('budgets --team/--month, budgets set', () => {
   /** The CLI as the admin (a principal in no team). */
   const asAdmin = (args: string[]) => cli(args, { env: { TRAINYARD_LOCAL_DIR: adminDir } });
 
-  /** Runs `args` and expects a usage refusal with exactly `message`, before any request. */
-  async function expectRefusedBeforeRequest(run: (args: string[]) => Promise<Run>, args: string[], message: string) {
-    requests = [];
-    const refused = await run(args);
-    expect({ code: refused.code, stderr: refused.stderr }).toEqual({
-      code: EXIT_CODES.usage,
-      stderr: `trainyard: ${message}\n`,
-    });
-    expect(requests).toEqual([]);
-  }
-
   it('sets a scope for this month or another, and the team then sees it', async () => {
     const set = await asAdmin(['budgets', 'set', 'user:nlp/kim', '$25.50']);
     expect(set.code).toBe(EXIT_CODES.ok);
@@ -1469,41 +1458,50 @@ describe('budgets --team/--month, budgets set', () => {
     expect(member.stderr).toContain('only admins may change budgets');
   });
 
-  it('refuses a bad scope, amount, month or team before any request', async () => {
-    await expectRefusedBeforeRequest(
-      asAdmin,
-      ['budgets', 'set', 'org:nlp', '5'],
-      'scope "org:nlp" has no known kind; scopes are team:<team>, user:<team>/<user> or project:<team>/<project>',
-    );
-    await expectRefusedBeforeRequest(
-      asAdmin,
-      ['budgets', 'set', 'user:nlp', '5'],
-      'scope "user:nlp" has 1 \'/\'-separated part(s); a user scope is user:<team>/<user> with exactly 2',
-    );
-    await expectRefusedBeforeRequest(
-      asAdmin,
-      ['budgets', 'set', 'team:nlp', 'lots'],
-      '<usd> must be an amount of US dollars like 2.50, got "lots"',
-    );
-    await expectRefusedBeforeRequest(
-      asAdmin,
-      ['budgets', 'set', 'team:nlp', '2e9'],
-      '<usd> must be at most $1,000,000,000, got "2e9"',
-    );
-    await expectRefusedBeforeRequest(
-      asAdmin,
-      ['budgets', 'set', 'team:nlp', '5', '--month', '2026-13'],
-      '--month must be a calendar month like 2026-01 (YYYY-MM), got "2026-13"',
-    );
-    await expectRefusedBeforeRequest(
-      cli,
-      ['budgets', '--team', 'NLP'],
-      `--team must be a team id (2-32 characters of a-z, 0-9 and '-', starting with a letter), got "NLP"`,
-    );
-    await expectRefusedBeforeRequest(
-      cli,
-      ['budgets', '--month', 'march'],
-      '--month must be a calendar month like 2026-01 (YYYY-MM), got "march"',
-    );
+  it.each<{ admin: boolean; args: string[]; message: string }>([
+    {
+      admin: true,
+      args: ['budgets', 'set', 'org:nlp', '5'],
+      message:
+        'scope "org:nlp" has no known kind; scopes are team:<team>, user:<team>/<user> or project:<team>/<project>',
+    },
+    {
+      admin: true,
+      args: ['budgets', 'set', 'user:nlp', '5'],
+      message: 'scope "user:nlp" has 1 \'/\'-separated part(s); a user scope is user:<team>/<user> with exactly 2',
+    },
+    {
+      admin: true,
+      args: ['budgets', 'set', 'team:nlp', 'lots'],
+      message: '<usd> must be an amount of US dollars like 2.50, got "lots"',
+    },
+    {
+      admin: true,
+      args: ['budgets', 'set', 'team:nlp', '2e9'],
+      message: '<usd> must be at most $1,000,000,000, got "2e9"',
+    },
+    {
+      admin: true,
+      args: ['budgets', 'set', 'team:nlp', '5', '--month', '2026-13'],
+      message: '--month must be a calendar month like 2026-01 (YYYY-MM), got "2026-13"',
+    },
+    {
+      admin: false,
+      args: ['budgets', '--team', 'NLP'],
+      message: `--team must be a team id (2-32 characters of a-z, 0-9 and '-', starting with a letter), got "NLP"`,
+    },
+    {
+      admin: false,
+      args: ['budgets', '--month', 'march'],
+      message: '--month must be a calendar month like 2026-01 (YYYY-MM), got "march"',
+    },
+  ])('refuses $args before any request (exit 2)', async ({ admin, args, message }) => {
+    requests = [];
+    const refused = await (admin ? asAdmin : cli)(args);
+    expect({ code: refused.code, stderr: refused.stderr }).toEqual({
+      code: EXIT_CODES.usage,
+      stderr: `trainyard: ${message}\n`,
+    });
+    expect(requests).toEqual([]);
   });
 });
