@@ -374,8 +374,8 @@ export interface CrossedThreshold {
 
 /**
  * One `Budget Threshold Crossed` event per threshold a ledger write crossed. The ledger reports each scope, month and
- * threshold once, to the write that crossed it, so every writer that can cross one (a reservation, an accrual, an
- * admin's new limit) must publish what it was told.
+ * threshold once, to the write that crossed it, so every writer that can cross one (a reservation, an accrual, a
+ * settlement, an admin's new limit) must publish what it was told (shared/budget-alerts.ts `publishCrossings`).
  */
 export function thresholdCrossedEvents(
   crossings: readonly CrossedThreshold[],
