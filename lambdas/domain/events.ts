@@ -13,7 +13,7 @@
 import * as z from 'zod/mini';
 import { CONFIG_ID_PATTERN, CONFIG_ID_RULE, type TrainyardConfig } from '../../lib/config';
 import { formatDuration, formatUsd } from './analysis/format';
-import { parseScope } from './budgets';
+import { parseScope, type ThresholdName } from './budgets';
 import { type JobLabels, labelsSchema } from './labels';
 import { describeIssues } from './zod-issues';
 
@@ -366,7 +366,7 @@ export function buildEvent<T extends DetailType>(
 export interface CrossedThreshold {
   readonly scope: string;
   readonly period: string;
-  readonly threshold: 'warn' | 'block';
+  readonly threshold: ThresholdName;
   readonly limitUsd: number;
   readonly spentUsd: number;
   readonly reservedUsd: number;

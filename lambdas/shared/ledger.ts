@@ -52,6 +52,7 @@ import {
   usdToMicros,
   validateThresholds,
 } from '../domain/budgets';
+import type { CrossedThreshold } from '../domain/events';
 import { documentSdk } from './dynamo';
 import { BUDGETS_INDEXES, budgetKeys } from './table-design';
 
@@ -68,15 +69,9 @@ export {
 } from '../domain/budgets';
 
 /** A threshold a scope reached for the first time this period, returned to the operation that reached it. */
-export interface ThresholdCrossing {
-  readonly scope: string;
-  readonly period: string;
-  readonly threshold: ThresholdName;
+export interface ThresholdCrossing extends CrossedThreshold {
   /** Committed (spent + reserved) ÷ limit when it was reached; null for a $0 limit. */
   readonly fraction: number | null;
-  readonly spentUsd: number;
-  readonly reservedUsd: number;
-  readonly limitUsd: number;
 }
 
 /** A crossing as its marker keeps it, with when it was recorded (ISO-8601). */
