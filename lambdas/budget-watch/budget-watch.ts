@@ -13,8 +13,10 @@
  *    of ended attempts plus the running attempt from its start to the tick's time at its price — with
  *    `ledger.accrue`, and emit `Budget Threshold Crossed` for each crossing the ledger reports (once per scope,
  *    period and threshold: the ledger records each crossing once; shared/budget-alerts.ts).
- * 3. Every running job in a blocked scope is stopped gracefully: TerminateJob with the budget-pause reason (the
- *    harness checkpoints on SIGTERM; the lifecycle then pauses the job). `Budget Exhausted` names the jobs stopped.
+ * 3. Every running job charged to a blocked scope and month is stopped gracefully: TerminateJob with the budget-pause
+ *    reason (the harness checkpoints on SIGTERM; the lifecycle then pauses the job). Before the stops the ledger
+ *    records the exhaustion and the jobs it pauses (`recordExhaustion`); after them `Budget Exhausted` names them
+ *    and the exhaustion is marked published (shared/budget-alerts.ts).
  * 4. Other running jobs with an estimate get the periodic placement check (domain/watch.ts placementStateFor says
  *    what the policy is told, with the tier's record); a move is recorded as a decision (moment periodic-check) and
  *    the attempt is stopped with moveToOnDemand / moveToSpot — the lifecycle starts the next attempt on the other
@@ -24,8 +26,9 @@
  *    wait runs out (TerminateJob cancels the queued Batch job; nothing accrues while it waits).
  * 6. PAUSED_BUDGET jobs whose scopes are no longer blocked: SendTaskSuccess(pauseToken, { action: 'resume' }), then
  *    the token is removed from the job.
- * 7. Threshold alerts left behind: crossings of this month or the last that a writer (cost gate, finalize, the API,
- *    an earlier tick) recorded over a minute ago and never marked published are published now (budget-alerts.ts).
+ * 7. Budget alerts left behind: crossings of this month or the last that a writer (cost gate, finalize, the API,
+ *    an earlier tick) recorded over a minute ago and never marked published are published now, and so are
+ *    exhaustions an earlier tick recorded and did not announce (budget-alerts.ts).
  * 8. The platform's gauges at the tick's time (domain/platform-metrics.ts, when config.observability.platformMetrics
  *    is on): running jobs by capacity, waiting jobs, each team's spend rate and budget used, each probed tier's spot.
  *
@@ -41,7 +44,6 @@ import type { TierConfig } from '../../lib/config';
 import { attemptPrice } from '../domain/attempt-cost';
 import { TERMINATE_REASONS } from '../domain/batch-reasons';
 import { formatScope, periodBefore, periodOf } from '../domain/budgets';
-import { buildEvent } from '../domain/events';
 import { type AttemptRecord, type DecisionRecord, type JobRecord, tierOfJob } from '../domain/job';
 import { decidePlacement } from '../domain/placement';
 import type { MetricDatum } from '../domain/platform-metrics';
@@ -64,7 +66,7 @@ import {
   tierPlacementInputs,
 } from '../domain/watch';
 import { jobKeysFor } from '../domain/workspace-layout';
-import { publishCrossings, publishLeftBehind } from '../shared/budget-alerts';
+import { publishCrossings, publishExhaustion, publishLeftBehind } from '../shared/budget-alerts';
 import type { ControlPlane } from '../shared/control-plane';
 import { parseScheduledEvent } from '../shared/event-schemas';
 import { UnknownBudgetJob } from '../shared/ledger';
@@ -114,6 +116,19 @@ interface Metered {
   attempts: AttemptRecord[];
   tier: TierConfig;
   blockedScopes: string[];
+}
+
+/** A running attempt to stop for an exhausted budget. */
+interface BudgetStop {
+  m: Metered;
+  attempt: number;
+  batchJobId: string;
+  decisions: DecisionRecord[];
+}
+
+/** A scope in the month a job is charged to: budgets block per scope and month. */
+function scopeMonth(scope: string, job: JobRecord): string {
+  return `${scope} ${budgetPeriodOf(job)}`;
 }
 
 /** Step Functions errors meaning the task token was already used or expired: nothing left to resume. */
@@ -172,21 +187,24 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     return { job: current, attempts, tier, blockedScopes };
   }
 
-  /** Stops a job's running attempt for its exhausted budget; true when this call stopped it. */
-  async function stopForBudget(m: Metered, scope: string, at: string): Promise<boolean> {
+  /** The running attempt a job in a blocked scope is still to be stopped for, with its decisions; undefined once done. */
+  async function pendingBudgetStop(m: Metered): Promise<BudgetStop | undefined> {
     const attempt = runningAttempt(m.attempts);
-    if (!attempt?.batchJobId) return false;
+    if (!attempt?.batchJobId) return undefined;
     const decisions = await plane.jobs.listDecisions(m.job.jobId);
-    const decision = budgetPauseDecision(attempt.attempt);
-    if (hasDecision(decisions, decision)) return false;
-    await plane.batch.terminateJob(attempt.batchJobId, TERMINATE_REASONS.budgetPause);
-    await recordDecision(m.job.jobId, decisions, {
+    if (hasDecision(decisions, budgetPauseDecision(attempt.attempt))) return undefined;
+    return { m, attempt: attempt.attempt, batchJobId: attempt.batchJobId, decisions };
+  }
+
+  /** Stops a job's running attempt gracefully for its exhausted budget, and records the decision. */
+  async function stopForBudget(stop: BudgetStop, scope: string, at: string): Promise<void> {
+    await plane.batch.terminateJob(stop.batchJobId, TERMINATE_REASONS.budgetPause);
+    await recordDecision(stop.m.job.jobId, stop.decisions, {
       at,
       moment: 'periodic-check',
-      decision,
-      reason: `Budget ${scope} for ${budgetPeriodOf(m.job)} is exhausted: attempt ${attempt.attempt} is stopped gracefully (it checkpoints) and the job pauses until the budget allows it.`,
+      decision: budgetPauseDecision(stop.attempt),
+      reason: `Budget ${scope} for ${budgetPeriodOf(stop.m.job)} is exhausted: attempt ${stop.attempt} is stopped gracefully (it checkpoints) and the job pauses until the budget allows it.`,
     });
-    return true;
   }
 
   /** Whether spot capacity for the tier's instance types is available now, asked once per run and set of types. */
@@ -349,23 +367,47 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
       });
     }
 
-    // A scope blocked by any job's accrual stops every running job in it, including jobs metered before it tipped.
-    const blocked = new Set(metered.flatMap((m) => m.blockedScopes));
-    const stoppedByScope = new Map<string, { period: string; jobIds: string[] }>();
+    // A scope's month blocked by any job's accrual stops every running job charged to it, including jobs metered
+    // before it tipped; the others get the placement check.
+    const blocked = new Set(metered.flatMap((m) => m.blockedScopes.map((scope) => scopeMonth(scope, m.job))));
+    const stops = new Map<string, { scope: string; period: string; pending: BudgetStop[] }>();
     for (const m of metered) {
-      const scope = [...m.blockedScopes, ...jobScopes(m.job)].find((s) => blocked.has(s));
+      const scope = [...m.blockedScopes, ...jobScopes(m.job)].find((s) => blocked.has(scopeMonth(s, m.job)));
       await attempt(m.job.jobId, async () => {
         if (scope !== undefined) {
-          if (await stopForBudget(m, scope, at)) {
-            result.budgetStopped.push(m.job.jobId);
-            const entry = stoppedByScope.get(scope) ?? { period: budgetPeriodOf(m.job), jobIds: [] };
-            entry.jobIds.push(m.job.jobId);
-            stoppedByScope.set(scope, entry);
-          }
+          const stop = await pendingBudgetStop(m);
+          if (!stop) return;
+          const key = scopeMonth(scope, m.job);
+          const entry = stops.get(key) ?? { scope, period: budgetPeriodOf(m.job), pending: [] };
+          entry.pending.push(stop);
+          stops.set(key, entry);
           return;
         }
         const to = await checkPlacement(m, nowMs, at, tierSpots);
         if (to) result.moved.push({ jobId: m.job.jobId, to });
+      });
+    }
+
+    // Each exhausted scope: record which jobs pause, stop them, then announce it (a failed announcement is made good
+    // by step 7 on a later tick).
+    for (const { scope, period, pending } of stops.values()) {
+      await attempt(`${scope} ${period}`, async () => {
+        const exhaustion = await plane.ledger.recordExhaustion(
+          scope,
+          period,
+          pending.map((stop) => stop.m.job.jobId),
+        );
+        if (!exhaustion) return; // its limit was raised since the accrual: nothing to stop
+        for (const stop of pending) {
+          await attempt(stop.m.job.jobId, async () => {
+            await stopForBudget(stop, scope, at);
+            result.budgetStopped.push(stop.m.job.jobId);
+          });
+        }
+        if (!exhaustion.published) {
+          await publishExhaustion(plane, exhaustion);
+          result.events += 1;
+        }
       });
     }
 
@@ -382,26 +424,6 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
         const queued: Metered = { job, attempts, tier: tierOfJob(plane.config, job), blockedScopes: [] };
         const to = await checkPlacement(queued, nowMs, at, tierSpots);
         if (to) result.moved.push({ jobId: job.jobId, to });
-      });
-    }
-
-    for (const [scope, { period, jobIds }] of stoppedByScope) {
-      await attempt(scope, async () => {
-        const usage = await plane.ledger.usage(scope, period);
-        if (!usage) return;
-        await plane.events.publish([
-          buildEvent('Budget Exhausted', {
-            team: usage.team,
-            scope,
-            period,
-            limitUsd: usage.limitUsd,
-            spentUsd: usage.spentUsd,
-            reservedUsd: usage.reservedUsd,
-            pausedJobIds: jobIds,
-            occurredAt: at,
-          }),
-        ]);
-        result.events += 1;
       });
     }
 

@@ -1,14 +1,17 @@
 /**
- * Budget threshold alerts, sent at least once. A ledger write that crosses a threshold records a marker (once per
- * scope, month and threshold: of concurrent writers exactly one records it) and reports the crossing to that write
- * alone. That writer publishes the `Budget Threshold Crossed` events and then marks the crossings published. A writer
- * that fails between the two (PutEvents throttled, the function timed out) leaves the marker unpublished, and
- * budget-watch publishes it on a later tick, with the event id it would have had, so a consumer that keeps ids drops
- * the rare duplicate.
+ * Budget alerts, sent at least once.
+ * - `Budget Threshold Crossed`: a ledger write that crosses a threshold records a marker (once per scope, month and
+ *   threshold: of concurrent writers exactly one records it) and reports the crossing to that write alone. That
+ *   writer publishes the events and then marks the crossings published.
+ * - `Budget Exhausted`: budget-watch records the exhaustion (scope, month, limit and the jobs it pauses) in the
+ *   ledger before it stops the jobs, publishes it after, then marks it published.
+ * A writer that fails between recording and marking (PutEvents throttled, the function timed out) leaves the marker
+ * unpublished, and budget-watch publishes it on a later tick, as of when it was recorded and with the event id it
+ * would have had, so a consumer that keeps ids drops the rare duplicate.
  */
-import { thresholdCrossedEvents } from '../domain/events';
+import { buildEvent, thresholdCrossedEvents } from '../domain/events';
 import type { ControlPlane } from './control-plane';
-import type { ThresholdCrossing } from './ledger';
+import type { Exhaustion, ThresholdCrossing } from './ledger';
 
 type AlertPlane = Pick<ControlPlane, 'config' | 'ledger' | 'events'>;
 
@@ -30,9 +33,19 @@ export async function publishCrossings(
   return crossings.length;
 }
 
+/** Publishes an exhaustion's `Budget Exhausted` as of when it was recorded, then marks it published. */
+export async function publishExhaustion(plane: AlertPlane, exhaustion: Exhaustion): Promise<void> {
+  const { at, published: _published, pausedJobIds, ...figures } = exhaustion;
+  await plane.events.publish([
+    buildEvent('Budget Exhausted', { ...figures, pausedJobIds: [...pausedJobIds], occurredAt: at }),
+  ]);
+  await plane.ledger.markExhaustionPublished(exhaustion);
+}
+
 /**
- * Publishes the crossings of `teams` in `periods` that were recorded at least {@link UNPUBLISHED_GRACE_MS} before
- * `nowMs` and never marked published, each as occurring when it was recorded; returns how many.
+ * Publishes the crossings and exhaustions of `teams` in `periods` that were recorded at least
+ * {@link UNPUBLISHED_GRACE_MS} before `nowMs` and never marked published, each as occurring when it was recorded;
+ * returns how many events it published.
  */
 export async function publishLeftBehind(
   plane: AlertPlane,
@@ -46,6 +59,11 @@ export async function publishLeftBehind(
       for (const { crossing, at } of await plane.ledger.unpublishedCrossings(team, period)) {
         if (Date.parse(at) > nowMs - UNPUBLISHED_GRACE_MS) continue;
         published += await publishCrossings(plane, [crossing], at);
+      }
+      for (const exhaustion of await plane.ledger.unpublishedExhaustions(team, period)) {
+        if (Date.parse(exhaustion.at) > nowMs - UNPUBLISHED_GRACE_MS) continue;
+        await publishExhaustion(plane, exhaustion);
+        published += 1;
       }
     }
   }

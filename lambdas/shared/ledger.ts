@@ -5,7 +5,8 @@
  * needed). Items (see table-design.ts):
  * - scope item `SCOPE#<scope>` / `PERIOD#<YYYY-MM>`: limitMicros, blockLimitMicros (limit × block threshold),
  *   spentMicros, reservedMicros, availableMicros (= blockLimit − spent − reserved, kept as an attribute because
- *   conditions can't do arithmetic), `jobs` (job id → JobEntry) and `crossings` (threshold → marker).
+ *   conditions can't do arithmetic), `jobs` (job id → JobEntry) and `crossings` (threshold → marker) and `exhaustions`
+ *   (limit in micros → the budget-pause announced at that limit: {@link Exhaustion}).
  *   Totals only ever move by deltas (`x = x + :d`) in the same update that changes a job's entry, so concurrent
  *   operations on different jobs never conflict and the invariant holds after every write.
  * - job record `LEDGERJOB#<jobId>` / `META`: the job's scopes, period and amount (so accrue/settle/release need
@@ -78,6 +79,26 @@ export interface ThresholdCrossing extends CrossedThreshold {
 export interface RecordedCrossing {
   readonly crossing: ThresholdCrossing;
   readonly at: string;
+}
+
+/**
+ * A budget-pause of a scope's running jobs (its spend reached the block limit at `limitUsd`), recorded before the
+ * jobs are stopped so that its `Budget Exhausted` announcement survives a watch that fails after stopping them.
+ * One per scope, period and limit: raising the limit and exhausting the budget again records a new one.
+ */
+export interface Exhaustion {
+  readonly scope: string;
+  readonly team: string;
+  readonly period: string;
+  readonly limitUsd: number;
+  readonly spentUsd: number;
+  readonly reservedUsd: number;
+  /** The running jobs being stopped for it, in the order they were recorded. */
+  readonly pausedJobIds: readonly string[];
+  /** When it was recorded (ISO-8601). */
+  readonly at: string;
+  /** Whether its event is out ({@link BudgetLedger.markExhaustionPublished}). */
+  readonly published: boolean;
 }
 
 /** A successful reservation. */
@@ -159,6 +180,7 @@ const scopeItemSchema = z.extend(figuresSchema, {
   period: z.string(),
   blockThreshold: z.number(),
   crossings: z.optional(z.record(z.string(), z.unknown())),
+  exhaustions: z.optional(z.record(z.string(), z.unknown())),
   jobs: z.optional(z.record(z.string(), entrySchema)),
 });
 type ScopeItem = z.infer<typeof scopeItemSchema>;
@@ -177,6 +199,14 @@ const markerSchema = z.extend(crossingSchema, {
   at: z.string(),
   by: z.string(),
   published: z.optional(z.boolean()),
+});
+const exhaustionMarkerSchema = z.object({
+  limitUsd: z.number(),
+  spentUsd: z.number(),
+  reservedUsd: z.number(),
+  pausedJobIds: z.array(z.string()),
+  at: z.string(),
+  published: z.boolean(),
 });
 const jobStates = ['reserving', 'reserved', 'refused', 'releasing', 'released', 'settling', 'settled'] as const;
 const jobRecordSchema = z.object({
@@ -218,6 +248,7 @@ const NAMES = {
   '#state': 'state',
   '#jobs': 'jobs',
   '#crossings': 'crossings',
+  '#exhaustions': 'exhaustions',
   '#published': 'published',
   '#limit': 'limitMicros',
   '#blockLimit': 'blockLimitMicros',
@@ -238,6 +269,7 @@ const SUMMARY_NAMES: Name[] = [
   '#period',
   '#blockThreshold',
   '#crossings',
+  '#exhaustions',
   '#limit',
   '#blockLimit',
   '#spent',
@@ -245,6 +277,26 @@ const SUMMARY_NAMES: Name[] = [
   '#available',
 ];
 const SUMMARY_PROJECTION = SUMMARY_NAMES.join(', ');
+
+/** The markers of one kind (crossings, exhaustions) in scope items that are not yet out, oldest first. */
+function unpublishedMarkers<M extends { at: string; published?: boolean }>(
+  items: readonly ScopeItem[],
+  markersOf: (item: ScopeItem) => Record<string, unknown> | undefined,
+  schema: z.ZodMiniType<M>,
+): Array<{ item: ScopeItem; marker: M }> {
+  const found: Array<{ item: ScopeItem; marker: M }> = [];
+  for (const item of items) {
+    for (const raw of Object.values(markersOf(item) ?? {})) {
+      const marker = schema.safeParse(raw);
+      if (marker.success && marker.data.published === false) found.push({ item, marker: marker.data });
+    }
+  }
+  return found.sort((a, b) => (a.marker.at < b.marker.at ? -1 : a.marker.at > b.marker.at ? 1 : 0));
+}
+
+function toExhaustion(item: ScopeItem, marker: z.infer<typeof exhaustionMarkerSchema>): Exhaustion {
+  return { scope: item.scope, team: item.team, period: item.period, ...marker };
+}
 
 /** Per-scope outcome of one saga step. */
 type ScopeReservation =
@@ -536,17 +588,8 @@ export class BudgetLedger {
    * `published` counts as published.
    */
   async unpublishedCrossings(team: string, period: string): Promise<RecordedCrossing[]> {
-    const found: RecordedCrossing[] = [];
-    for (const item of await this.scopeItems(team, period)) {
-      for (const raw of Object.values(item.crossings ?? {})) {
-        const marker = markerSchema.safeParse(raw);
-        if (marker.success && marker.data.published === false) {
-          const { at, by: _by, published: _published, ...crossing } = marker.data;
-          found.push({ crossing, at });
-        }
-      }
-    }
-    return found.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : 0));
+    const markers = unpublishedMarkers(await this.scopeItems(team, period), (item) => item.crossings, markerSchema);
+    return markers.map(({ marker: { at, by: _by, published: _published, ...crossing } }) => ({ crossing, at }));
   }
 
   /** Marks crossings published once their events are out (idempotent; a crossing with no marker is skipped). */
@@ -560,6 +603,98 @@ export class BudgetLedger {
         ExpressionAttributeValues: { ':true': true },
       });
     }
+  }
+
+  /**
+   * Records, before they are stopped, that the running jobs `pausedJobIds` of a blocked scope pause: the exhaustion
+   * of the scope's current limit, created by the first call and added to by later ones until its event is out.
+   * Returns it as it now stands, or undefined when the scope has no budget or is not blocked (its limit was raised
+   * meanwhile: nothing is to stop). A job added after the event went out is not recorded in it: its own
+   * `Job PausedForBudget` names it. Idempotent: repeating a call adds nothing.
+   */
+  async recordExhaustion(
+    scope: string,
+    period: string,
+    pausedJobIds: readonly string[],
+  ): Promise<Exhaustion | undefined> {
+    const parsed = parseScope(scope);
+    const checkedPeriod = parsePeriod(period);
+    const ids = [...new Set(pausedJobIds.map(parseJobId))];
+    const Key = budgetKeys.period(parsed.text, checkedPeriod);
+    for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
+      const item = await this.readScopeItem(parsed.text, checkedPeriod);
+      if (!item || !isBlocked(item)) return undefined;
+      const limitKey = { '#limitKey': String(item.limitMicros) };
+      if (item.exhaustions === undefined) {
+        // An item written before exhaustions were kept: give it the map, then record into it.
+        await this.conditionalUpdate({
+          Key,
+          UpdateExpression: 'SET #exhaustions = if_not_exists(#exhaustions, :empty)',
+          ConditionExpression: 'attribute_exists(#pk)',
+          ExpressionAttributeNames: names('#exhaustions', '#pk'),
+          ExpressionAttributeValues: { ':empty': {} },
+        });
+        continue;
+      }
+      const stored = item.exhaustions[limitKey['#limitKey']];
+      if (stored !== undefined) {
+        const existing = toExhaustion(item, exhaustionMarkerSchema.parse(stored));
+        const added = ids.filter((id) => !existing.pausedJobIds.includes(id));
+        if (existing.published || added.length === 0) return existing;
+        // The list only grows, so an unchanged length means no concurrent call added to it.
+        const appended = await this.conditionalUpdate({
+          Key,
+          UpdateExpression: 'SET #exhaustions.#limitKey.#paused = list_append(#exhaustions.#limitKey.#paused, :added)',
+          ConditionExpression:
+            'size(#exhaustions.#limitKey.#paused) = :known AND #exhaustions.#limitKey.#published = :false',
+          ExpressionAttributeNames: { ...names('#exhaustions', '#published'), ...limitKey, '#paused': 'pausedJobIds' },
+          ExpressionAttributeValues: { ':added': added, ':known': existing.pausedJobIds.length, ':false': false },
+        });
+        if (appended) return { ...existing, pausedJobIds: [...existing.pausedJobIds, ...added] };
+        continue;
+      }
+      const marker = {
+        limitUsd: microsToUsd(item.limitMicros),
+        spentUsd: microsToUsd(item.spentMicros),
+        reservedUsd: microsToUsd(item.reservedMicros),
+        pausedJobIds: ids,
+        at: this.now().toISOString(),
+        published: false,
+      };
+      const created = await this.conditionalUpdate({
+        Key,
+        UpdateExpression: 'SET #exhaustions.#limitKey = :marker',
+        ConditionExpression: 'attribute_not_exists(#exhaustions.#limitKey)',
+        ExpressionAttributeNames: { ...names('#exhaustions'), ...limitKey },
+        ExpressionAttributeValues: { ':marker': marker },
+      });
+      if (created) return toExhaustion(item, marker);
+    }
+    throw new ConcurrentUpdate(
+      `gave up recording the exhaustion of ${parsed.text} for ${checkedPeriod} after ${this.maxAttempts} attempts: it kept changing`,
+    );
+  }
+
+  /** The exhaustions of a team's scopes for a period whose events are not marked out, oldest first. */
+  async unpublishedExhaustions(team: string, period: string): Promise<Exhaustion[]> {
+    const items = await this.scopeItems(team, period);
+    return unpublishedMarkers(items, (item) => item.exhaustions, exhaustionMarkerSchema).map(({ item, marker }) =>
+      toExhaustion(item, marker),
+    );
+  }
+
+  /** Marks an exhaustion's event out (idempotent; one with no marker is skipped). */
+  async markExhaustionPublished(exhaustion: Exhaustion): Promise<void> {
+    await this.conditionalUpdate({
+      Key: budgetKeys.period(parseScope(exhaustion.scope).text, parsePeriod(exhaustion.period)),
+      UpdateExpression: 'SET #exhaustions.#limitKey.#published = :true',
+      ConditionExpression: 'attribute_exists(#exhaustions.#limitKey)',
+      ExpressionAttributeNames: {
+        ...names('#exhaustions', '#published'),
+        '#limitKey': String(usdToMicros(exhaustion.limitUsd, 'budget limit')),
+      },
+      ExpressionAttributeValues: { ':true': true },
+    });
   }
 
   /** Every scope item of a team for a period, without the jobs maps. */
@@ -839,6 +974,7 @@ export class BudgetLedger {
         ...figures,
         jobs: {},
         crossings: {},
+        exhaustions: {},
         createdAt: this.now().toISOString(),
       },
       'attribute_not_exists(#pk)',

@@ -8,6 +8,7 @@ import { DeleteCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { BudgetWatchIncomplete, createBudgetWatchHandler } from '../../lambdas/budget-watch/budget-watch';
 import { TERMINATE_REASONS } from '../../lambdas/domain/batch-reasons';
+import type { EventEntry } from '../../lambdas/domain/events';
 import type { JobRecord } from '../../lambdas/domain/job';
 import { FLEET_SPOT_MODEL } from '../../lambdas/domain/spot-fleet-model';
 import type { TierSpotRecord } from '../../lambdas/domain/tier-spot';
@@ -59,6 +60,14 @@ async function storeTierSpot(record: TierSpotRecord): Promise<void> {
   await bench.jobs.updateTierSpot(record.tier, () => record);
 }
 
+/** The scheduled event `minutes` after the tick. */
+function tickAt(minutes: number) {
+  return {
+    ...(fixture('scheduled-event') as Record<string, unknown>),
+    time: new Date(Date.parse(TICK_ISO) + minutes * 60_000).toISOString().replace('.000', ''),
+  };
+}
+
 function id(base: string): string {
   return `${base}-${team}`;
 }
@@ -80,14 +89,14 @@ beforeEach(async () => {
     );
 });
 
-function watch(options = {}, config = configForCurrentTeam(), events = bench.ports.events) {
+function watch(options = {}, config = configForCurrentTeam(), events = bench.ports.events, batch = bench.ports.batch) {
   return createBudgetWatchHandler(
     {
       config,
       jobs: bench.jobs,
       ledger: bench.ledger,
       workspace: bench.workspace,
-      batch: bench.ports.batch,
+      batch,
       events,
       lifecycle: bench.ports.lifecycle,
       metrics: bench.ports.metrics,
@@ -225,10 +234,6 @@ describe('budget watch: metering and progress', () => {
       },
     };
     const crossed = () => publishedOf(bench.recorded, 'Budget Threshold Crossed');
-    const tickAt = (minutes: number) => ({
-      ...(fixture('scheduled-event') as Record<string, unknown>),
-      time: new Date(Date.parse(TICK_ISO) + minutes * 60_000).toISOString().replace('.000', ''),
-    });
 
     // The accrual crosses warn ($0.09 of $0.12) and records it; PutEvents fails, so the run fails and nothing is out.
     await expect(watch({}, configForCurrentTeam(), throttled)(fixture('scheduled-event'))).rejects.toThrow(
@@ -381,6 +386,96 @@ describe('budget watch: exhausted budgets', () => {
     expect(await bench.snapshot()).toEqual(afterFirst);
     expect(bench.recorded.terminated).toHaveLength(2);
     expect(publishedOf(bench.recorded, 'Budget Exhausted')).toHaveLength(1);
+  });
+
+  it('announces an exhaustion whose publish failed on a later tick, once, naming the jobs it stopped', async () => {
+    // The budget of the first test in this block: both jobs tip it, and both are stopped before PutEvents fails.
+    const older = id('older');
+    const tipping = id('tipping');
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 0.3);
+    await runningJob(older, { reserveUsd: 0.01, createdAt: '2026-11-20T14:00:00.000Z' });
+    await runningJob(tipping, { reserveUsd: 0.01, capacity: 'on-demand', createdAt: '2026-11-20T14:00:05.000Z' });
+    const exhaustedThrottled = {
+      async publish(entries: readonly EventEntry[]) {
+        if (entries.some((e) => e.DetailType === 'Budget Exhausted')) {
+          throw Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' });
+        }
+        await bench.ports.events.publish(entries);
+      },
+    };
+    const exhausted = () => publishedOf(bench.recorded, 'Budget Exhausted');
+
+    const failed = watch({}, configForCurrentTeam(), exhaustedThrottled)(fixture('scheduled-event'));
+    await expect(failed).rejects.toThrow(BudgetWatchIncomplete);
+    await expect(failed).rejects.toThrow(`team:${currentTeam} ${PERIOD}: ThrottlingException: Rate exceeded`);
+    expect(bench.recorded.terminated.map((t) => t.batchJobId)).toEqual([`batch-${older}`, `batch-${tipping}`]);
+    expect(exhausted()).toEqual([]);
+
+    // The same tick again stops nothing twice and, within the minute's grace, announces nothing.
+    await watch()(fixture('scheduled-event'));
+    expect(exhausted()).toEqual([]);
+
+    // Two minutes on it goes out as of when it was recorded, naming both jobs; then never again.
+    await watch()(tickAt(2));
+    await watch()(tickAt(4));
+    expect(exhausted()).toEqual([
+      expect.objectContaining({
+        eventId: `budget/team:${currentTeam}/${PERIOD}/exhausted/0.3`,
+        occurredAt: TICK_ISO,
+        limitUsd: 0.3,
+        spentUsd: 0.34,
+        pausedJobIds: [older, tipping],
+      }),
+    ]);
+    expect(bench.recorded.terminated).toHaveLength(2);
+    expect(await bench.ledger.unpublishedExhaustions(currentTeam, PERIOD)).toEqual([]);
+  });
+
+  it('names a job whose stop failed, and stops it on the next tick without announcing again', async () => {
+    const older = id('older');
+    const tipping = id('tipping');
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 0.3);
+    await runningJob(older, { reserveUsd: 0.01, createdAt: '2026-11-20T14:00:00.000Z' });
+    await runningJob(tipping, { reserveUsd: 0.01, capacity: 'on-demand', createdAt: '2026-11-20T14:00:05.000Z' });
+    const olderUnreachable = {
+      async terminateJob(batchJobId: string, reason: string) {
+        if (batchJobId === `batch-${older}`) {
+          throw Object.assign(new Error('Service unavailable'), { name: 'ServerException' });
+        }
+        await bench.ports.batch.terminateJob(batchJobId, reason);
+      },
+    };
+
+    const failed = watch({}, configForCurrentTeam(), bench.ports.events, olderUnreachable)(fixture('scheduled-event'));
+    await expect(failed).rejects.toThrow(`${older}: ServerException: Service unavailable`);
+    expect(bench.recorded.terminated.map((t) => t.batchJobId)).toEqual([`batch-${tipping}`]);
+    expect(publishedOf(bench.recorded, 'Budget Exhausted').map((e) => e.pausedJobIds)).toEqual([[older, tipping]]);
+    expect(await bench.jobs.listDecisions(older)).toEqual([]);
+
+    const result = await watch()(tickAt(5));
+
+    expect(result.budgetStopped).toEqual([older]);
+    expect(bench.recorded.terminated.map((t) => t.batchJobId)).toEqual([`batch-${tipping}`, `batch-${older}`]);
+    expect(publishedOf(bench.recorded, 'Budget Exhausted')).toHaveLength(1);
+  });
+
+  it('stops only the jobs charged to the blocked month of a scope', async () => {
+    // October's team budget of $0.05 is blocked by the job submitted on 31 October ($0.09 on spot); November's
+    // ($400) is not, so the job submitted in November runs on.
+    const october = id('october');
+    const november = id('november');
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, '2026-10', 0.05);
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 400);
+    await runningJob(october, { createdAt: '2026-10-31T23:50:00.000Z' });
+    await bench.ledger.reserve(october, [`team:${currentTeam}`], 0.01, '2026-10');
+    await runningJob(november, { reserveUsd: 0.01, createdAt: '2026-11-20T14:00:00.000Z' });
+
+    const result = await watch()(fixture('scheduled-event'));
+
+    expect(result.budgetStopped).toEqual([october]);
+    expect(publishedOf(bench.recorded, 'Budget Exhausted')).toEqual([
+      expect.objectContaining({ scope: `team:${currentTeam}`, period: '2026-10', pausedJobIds: [october] }),
+    ]);
   });
 
   it('takes the next free decision number after the lifecycle’s own decisions', async () => {

@@ -634,6 +634,99 @@ describe('limits and thresholds', () => {
   });
 });
 
+describe('exhaustions', () => {
+  /** A $10 team budget with two $2 reservations, j1 having spent `spentUsd` of its running cost. */
+  async function budgetWithTwoJobs(spentUsd: number) {
+    const team = freshTeam();
+    const scope = `team:${team}`;
+    const ledger = newLedger();
+    await ledger.ensureBudget(scope, PERIOD, 10);
+    await ledger.reserve(`${team}-j1`, [scope], 2, PERIOD);
+    await ledger.reserve(`${team}-j2`, [scope], 2, PERIOD);
+    await ledger.accrue(`${team}-j1`, spentUsd);
+    return { team, scope, ledger, j1: `${team}-j1`, j2: `${team}-j2` };
+  }
+
+  it('records one exhaustion per limit while the scope is blocked, adding jobs until it is out', async () => {
+    // Spent $4 and $2 reserved of $10: not blocked, so nothing is recorded.
+    const { team, scope, ledger, j1, j2 } = await budgetWithTwoJobs(4);
+    const unblocked = await snapshot();
+    expect(await ledger.recordExhaustion(scope, PERIOD, [j1])).toBeUndefined();
+    expect(await snapshot()).toEqual(unblocked);
+
+    // Spent $9 and $2 reserved: available is -$1, blocked.
+    await ledger.accrue(j1, 9);
+    const first = {
+      scope,
+      team,
+      period: PERIOD,
+      limitUsd: 10,
+      spentUsd: 9,
+      reservedUsd: 2,
+      pausedJobIds: [j1],
+      at: '2026-03-15T12:00:00.000Z',
+      published: false,
+    };
+    expect(await ledger.recordExhaustion(scope, PERIOD, [j1, j1])).toEqual(first);
+    const recorded = await snapshot();
+    expect(await ledger.recordExhaustion(scope, PERIOD, [j1])).toEqual(first);
+    expect(await snapshot()).toEqual(recorded);
+
+    const both = { ...first, pausedJobIds: [j1, j2] };
+    expect(await ledger.recordExhaustion(scope, PERIOD, [j2, j1])).toEqual(both);
+    expect(await ledger.unpublishedExhaustions(team, PERIOD)).toEqual([both]);
+
+    await ledger.markExhaustionPublished(both);
+    await ledger.markExhaustionPublished(both);
+    expect(await ledger.unpublishedExhaustions(team, PERIOD)).toEqual([]);
+    // Out already: a job stopped later is not added to it.
+    expect(await ledger.recordExhaustion(scope, PERIOD, [`${team}-j3`])).toEqual({ ...both, published: true });
+
+    // Raised to $20, nothing is exhausted; lowered to $10.50 ($11 committed), the budget is exhausted anew.
+    await ledger.setLimit(scope, PERIOD, 20);
+    expect(await ledger.recordExhaustion(scope, PERIOD, [j2])).toBeUndefined();
+    await ledger.setLimit(scope, PERIOD, 10.5);
+    const again = { ...first, limitUsd: 10.5, pausedJobIds: [j2] };
+    expect(await ledger.recordExhaustion(scope, PERIOD, [j2])).toEqual(again);
+    expect(await ledger.unpublishedExhaustions(team, PERIOD)).toEqual([again]);
+    expect(await ledger.unpublishedExhaustions(team, '2026-04')).toEqual([]);
+  });
+
+  it('keeps every job of concurrent recordings exactly once', async () => {
+    const { team, scope, ledger } = await budgetWithTwoJobs(12);
+    const jobs = Array.from({ length: 8 }, (_, i) => `${team}-c${i}`);
+
+    await Promise.all(jobs.map((job) => ledger.recordExhaustion(scope, PERIOD, [job])));
+
+    const [exhaustion] = await ledger.unpublishedExhaustions(team, PERIOD);
+    expect([...(exhaustion?.pausedJobIds ?? [])].sort()).toEqual([...jobs].sort());
+  });
+
+  it('records into a scope item written before exhaustions were kept', async () => {
+    const { team, scope, ledger, j1 } = await budgetWithTwoJobs(12);
+    await dynamo.doc.send(
+      new UpdateCommand({
+        TableName: dynamo.tables.budgets,
+        Key: budgetKeys.period(scope, PERIOD),
+        UpdateExpression: 'REMOVE exhaustions',
+      }),
+    );
+
+    expect(await ledger.recordExhaustion(scope, PERIOD, [j1])).toMatchObject({ pausedJobIds: [j1], spentUsd: 12 });
+    expect(await ledger.unpublishedExhaustions(team, PERIOD)).toHaveLength(1);
+  });
+
+  it('refuses a malformed job id, recording nothing', async () => {
+    const { scope, ledger } = await budgetWithTwoJobs(12);
+    const before = await snapshot();
+
+    await expect(ledger.recordExhaustion(scope, PERIOD, ['not a job id'])).rejects.toThrow(
+      `job id must be 1-128 characters of A-Z, a-z, 0-9, '_', '.', ':' and '-', got "not a job id"`,
+    );
+    expect(await snapshot()).toEqual(before);
+  });
+});
+
 describe('usage listing', () => {
   it("lists a team's budgeted scopes for one period only, without other teams' scopes", async () => {
     const team = freshTeam();
