@@ -60,6 +60,18 @@ async function storeTierSpot(record: TierSpotRecord): Promise<void> {
   await bench.jobs.updateTierSpot(record.tier, () => record);
 }
 
+/** An events port whose PutEvents is throttled for batches holding any of `detailTypes`, the others going out. */
+function throttledEvents(detailTypes: readonly string[]) {
+  return {
+    async publish(entries: readonly EventEntry[]) {
+      if (entries.some((e) => detailTypes.includes(e.DetailType))) {
+        throw Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' });
+      }
+      await bench.ports.events.publish(entries);
+    },
+  };
+}
+
 /** The scheduled event `minutes` after the tick. */
 function tickAt(minutes: number) {
   return {
@@ -228,11 +240,7 @@ describe('budget watch: metering and progress', () => {
     const jobId = id('left-behind');
     await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 0.12);
     await runningJob(jobId, { reserveUsd: 0.01 });
-    const throttled = {
-      async publish() {
-        throw Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' });
-      },
-    };
+    const throttled = throttledEvents(['Budget Threshold Crossed']);
     const crossed = () => publishedOf(bench.recorded, 'Budget Threshold Crossed');
 
     // The accrual crosses warn ($0.09 of $0.12) and records it; PutEvents fails, so the run fails and nothing is out.
@@ -395,14 +403,7 @@ describe('budget watch: exhausted budgets', () => {
     await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 0.3);
     await runningJob(older, { reserveUsd: 0.01, createdAt: '2026-11-20T14:00:00.000Z' });
     await runningJob(tipping, { reserveUsd: 0.01, capacity: 'on-demand', createdAt: '2026-11-20T14:00:05.000Z' });
-    const exhaustedThrottled = {
-      async publish(entries: readonly EventEntry[]) {
-        if (entries.some((e) => e.DetailType === 'Budget Exhausted')) {
-          throw Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' });
-        }
-        await bench.ports.events.publish(entries);
-      },
-    };
+    const exhaustedThrottled = throttledEvents(['Budget Exhausted']);
     const exhausted = () => publishedOf(bench.recorded, 'Budget Exhausted');
 
     const failed = watch({}, configForCurrentTeam(), exhaustedThrottled)(fixture('scheduled-event'));
