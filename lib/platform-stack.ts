@@ -85,6 +85,7 @@ export class PlatformStack extends Stack {
       jobQueues: this.fleet.queues,
       jobDefinitionPrefix: props.namePrefix,
       logRetention: config.logRetentionDays,
+      alertTopic: this.events.alertTopic,
     });
     new EventHandlers(this, 'EventHandlers', {
       jobsTable: props.jobsTable,

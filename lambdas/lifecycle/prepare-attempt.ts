@@ -2,7 +2,7 @@
  * PrepareAttempt: turn the plan for the next attempt into a Batch SubmitJob request (queue by capacity, the team's
  * job definition for the tier, the harness settings, resume arguments when resuming) and record the attempt.
  * Honours a cancel request made while the job waited or was paused. Replay-safe: the attempt record is created once
- * and the request is a function of it.
+ * and the request is a function of it; `Job Resumed` goes out on every try, as of the attempt's submission.
  */
 import { maxRuntimeSeconds } from '../../lib/config';
 import { jobDefinitionName, queueName } from '../domain/batch-names';
@@ -104,7 +104,10 @@ export function createPrepareAttemptHandler(
       },
       PropagateTags: true,
     };
-    if (plan.resume && !existing) {
+    // Announced on every try, not only the one that recorded the attempt: a try that failed after recording it
+    // (PutEvents throttled, a timeout) must not lose the event. The id and the time are the attempt's, so a
+    // consumer drops the repeat.
+    if (plan.resume) {
       const checkpoints = await plane.workspace.listCheckpoints(keys.checkpoints);
       const from = checkpointToRestore(checkpoints); // the one the harness will restore
       await plane.events.publish([
@@ -119,7 +122,7 @@ export function createPrepareAttemptHandler(
               ? `resuming from ${from.name}${from.step !== undefined ? ` (step ${from.step})` : ''}`
               : 'no complete checkpoint yet: the attempt starts over',
           },
-          now,
+          new Date(attempt.submittedAt ?? now.getTime()),
         ),
       ]);
     }

@@ -1,8 +1,11 @@
 import { Duration, Stack } from 'aws-cdk-lib';
 import type * as batch from 'aws-cdk-lib/aws-batch';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import * as cloudwatchActions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as logs from 'aws-cdk-lib/aws-logs';
+import type * as sns from 'aws-cdk-lib/aws-sns';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import { Construct } from 'constructs';
@@ -28,7 +31,31 @@ export interface JobStateMachineProps {
   readonly jobDefinitionPrefix: string;
   /** Execution log retention. */
   readonly logRetention: logs.RetentionDays;
+  /** Where the failed-executions alarm notifies. @default - the alarm notifies no one */
+  readonly alertTopic?: sns.ITopic;
 }
+
+/** How a Lambda step retries: any failure and the optimistic-concurrency conflicts, after 2 s, 4 s and 8 s. */
+export const STEP_RETRY: sfn.RetryProps = {
+  errors: ['States.TaskFailed', 'ConcurrentUpdate', 'JobStateConflict', 'AnalysisError'],
+  interval: Duration.seconds(2),
+  maxAttempts: 3,
+  backoffRate: 2,
+};
+
+/**
+ * How Finalize retries. It settles the ledger and ends the job, and nothing after it would: a Finalize that gave up
+ * would leave the job's reservation held and the job in a live state. Any error is retried 12 times, 2 s doubling
+ * up to 5 minutes apart (about 28 minutes in all); past that the execution fails, the failed-executions alarm fires
+ * and the execution can be redriven from Finalize (docs/operations.md).
+ */
+export const FINALIZE_RETRY: sfn.RetryProps = {
+  errors: ['States.ALL'],
+  interval: Duration.seconds(2),
+  maxAttempts: 12,
+  backoffRate: 2,
+  maxDelay: Duration.minutes(5),
+};
 
 /**
  * State names are part of the contract: local mode binds its handlers to Tasks by name, and the API and tests read
@@ -60,25 +87,22 @@ export const STATE_NAMES = {
 export class JobStateMachine extends Construct {
   /** The state machine. */
   public readonly stateMachine: sfn.StateMachine;
+  /** Fires when an execution fails: a job's lifecycle stopped before it ended and settled. */
+  public readonly failedExecutionsAlarm: cloudwatch.Alarm;
 
   constructor(scope: Construct, id: string, props: JobStateMachineProps) {
     super(scope, id);
     const n = STATE_NAMES;
-    const step = (name: string, fn: lambda.IFunction) =>
+    const step = (name: string, fn: lambda.IFunction, retry = STEP_RETRY) =>
       new tasks.LambdaInvoke(this, name, {
         lambdaFunction: fn,
         payloadResponseOnly: true,
         retryOnServiceExceptions: true,
-      }).addRetry({
-        errors: ['States.TaskFailed', 'ConcurrentUpdate', 'JobStateConflict', 'AnalysisError'],
-        interval: Duration.seconds(2),
-        maxAttempts: 3,
-        backoffRate: 2,
-      });
+      }).addRetry(retry);
     const nextIs = (value: string) => sfn.Condition.stringEquals('$.next', value);
 
     const done = new sfn.Succeed(this, n.done);
-    const finalize = step(n.finalize, props.steps.finalize).next(done);
+    const finalize = step(n.finalize, props.steps.finalize, FINALIZE_RETRY).next(done);
     // A step that keeps failing ends the job as FAILED, with the ledger settled, rather than leaving it dangling.
     const stepFailed = new sfn.Pass(this, n.stepFailed, {
       parameters: { 'jobId.$': '$.jobId', finalState: 'FAILED', 'reason.$': '$.failure.Cause' },
@@ -139,6 +163,9 @@ export class JobStateMachine extends Construct {
       payload: sfn.TaskInput.fromObject({ 'jobId.$': '$.jobId', taskToken: sfn.JsonPath.taskToken }),
       resultPath: '$.resume',
     })
+      // A pause that failed once (PutEvents throttled, a DynamoDB hiccup) is tried again with a new token, rather
+      // than ending a paused job as FAILED.
+      .addRetry(STEP_RETRY)
       .addCatch(stepFailed, { resultPath: '$.failure' })
       .next(prepareAttempt);
     attemptOutcome.next(
@@ -167,6 +194,16 @@ export class JobStateMachine extends Construct {
         includeExecutionData: true,
       },
     });
+    this.failedExecutionsAlarm = new cloudwatch.Alarm(this, 'ExecutionsFailedAlarm', {
+      alarmDescription:
+        'Trainyard lifecycle: a job execution failed before its Finalize completed; the job may still hold its budget reservation and show a live state (runbook: docs/operations.md, "Failed executions")',
+      metric: this.stateMachine.metricFailed({ period: Duration.minutes(5), statistic: cloudwatch.Stats.SUM }),
+      threshold: 0,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+      evaluationPeriods: 1,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    });
+    if (props.alertTopic) this.failedExecutionsAlarm.addAlarmAction(new cloudwatchActions.SnsAction(props.alertTopic));
     this.grantBatchIntegration(props);
     const s = props.steps;
     for (const fn of [s.analyze, s.costGate, s.prepareAttempt, s.attemptOutcome, s.pause, s.finalize]) {

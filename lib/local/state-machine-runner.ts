@@ -108,7 +108,13 @@ export class LocalStateMachine implements LifecycleControl {
       const resumed = new Promise<unknown>((resolve) => this.waiting.set(taskToken, resolve));
       // The Task's Parameters are a lambda:invoke request: { FunctionName, Payload: { jobId, taskToken } }.
       const request = payload as { Payload?: Record<string, unknown> };
-      await steps.pause({ ...(request.Payload ?? {}), taskToken });
+      try {
+        await steps.pause({ ...(request.Payload ?? {}), taskToken });
+      } catch (error) {
+        // The Task failed: its retry waits under a new token, and this one will never be sent.
+        this.waiting.delete(taskToken);
+        throw error;
+      }
       return resumed;
     };
     const n = STATE_NAMES;

@@ -1,7 +1,16 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { handlerOfEntry, memoryForEntry } from '../../lib/function';
 import { STATE_NAMES } from '../../lib/lifecycle/job-state-machine';
+import { synthesizeJobStateMachineDefinition } from '../../lib/local/definition';
 import { BATCH_JOB_ARNS, resourcesOf, type Synthesized, synthesize } from './synth';
+
+interface Retrier {
+  ErrorEquals: string[];
+  IntervalSeconds: number;
+  MaxAttempts: number;
+  BackoffRate: number;
+  MaxDelaySeconds?: number;
+}
 
 let s: Synthesized;
 beforeAll(() => {
@@ -36,6 +45,39 @@ describe('job state machine', () => {
   it('has exactly the documented states', () => {
     const definition = JSON.stringify(stateMachine().DefinitionString);
     for (const name of Object.values(STATE_NAMES)) expect(definition).toContain(`\\"${name}\\":{`);
+  });
+
+  it('alarms on failed executions, notifying the alert topic', () => {
+    const alarms = resourcesOf(s.platformTemplate, 'AWS::CloudWatch::Alarm').filter(
+      ([, p]) => p.MetricName === 'ExecutionsFailed',
+    );
+    expect(alarms).toHaveLength(1);
+    const [, alarm] = alarms[0] as [string, Record<string, unknown>];
+    expect(alarm).toMatchObject({
+      Namespace: 'AWS/States',
+      Statistic: 'Sum',
+      Period: 300,
+      Threshold: 0,
+      ComparisonOperator: 'GreaterThanThreshold',
+      TreatMissingData: 'notBreaching',
+    });
+    const [machineId] = resourcesOf(s.platformTemplate, 'AWS::StepFunctions::StateMachine')[0] as [string, unknown];
+    expect(alarm.Dimensions).toEqual([{ Name: 'StateMachineArn', Value: { Ref: machineId } }]);
+    const topics = resourcesOf(s.platformTemplate, 'AWS::SNS::Topic').map(([id]) => ({ Ref: id }));
+    expect(topics).toHaveLength(1);
+    expect(alarm.AlarmActions).toEqual(topics);
+  });
+
+  it('retries any Finalize failure for over 25 minutes, and a failed pause step like the other steps', () => {
+    const states = synthesizeJobStateMachineDefinition().States as Record<string, { Retry?: Retrier[] }>;
+    const finalize = states[STATE_NAMES.finalize]?.Retry?.find((r) => r.ErrorEquals.includes('States.ALL'));
+    if (!finalize) throw new Error('Finalize has no States.ALL retrier');
+    let waited = 0;
+    for (let i = 0; i < finalize.MaxAttempts; i++) {
+      waited += Math.min(finalize.IntervalSeconds * finalize.BackoffRate ** i, finalize.MaxDelaySeconds ?? Infinity);
+    }
+    expect(waited).toBeGreaterThan(25 * 60);
+    expect(states[STATE_NAMES.pausedForBudget]?.Retry).toEqual(states[STATE_NAMES.prepareAttempt]?.Retry);
   });
 
   it('submits attempts only to the platform’s queues and job definitions', () => {

@@ -171,6 +171,13 @@ export interface BenchOptions {
   readonly config?: Record<string, unknown>;
   /** Invoke every Task handler twice and deliver every AWS event twice (the replay test). */
   readonly replay?: boolean;
+  /**
+   * Task invocations that fail after their handler did its work (a Lambda that timed out just before returning), by
+   * Task name and 1-based call number: `{ Finalize: [1, 2] }` fails the first two Finalize calls.
+   */
+  readonly failAfter?: Readonly<Record<string, readonly number[]>>;
+  /** Detail types whose first PutEvents is throttled, as EventBridge does under load. */
+  readonly throttleOnce?: readonly string[];
 }
 
 /** A running bench. */
@@ -232,6 +239,7 @@ export async function startLifecycleBench(options: BenchOptions = {}): Promise<L
   const published: EventEntry[] = [];
   const metricLines: string[] = [];
   const taskCalls: string[] = [];
+  const throttles = new Set(options.throttleOnce ?? []);
   const fleet: FleetFacts = {
     async instanceFor(arn) {
       const instanceId = arn.split('/').at(-1) ?? '';
@@ -247,7 +255,13 @@ export async function startLifecycleBench(options: BenchOptions = {}): Promise<L
     dynamoEndpoint: dynamo.endpoint,
     s3Endpoint: s3.endpoint,
     batch,
-    events: { publish: async (entries) => void published.push(...entries) },
+    events: {
+      async publish(entries) {
+        const throttled = entries.find((e) => throttles.delete(e.DetailType));
+        if (throttled) throw Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' });
+        published.push(...entries);
+      },
+    },
     metrics: emfMetricPublisher((lines) => void metricLines.push(...lines.split('\n').filter(Boolean))),
     lifecycle: () => {
       if (!machine) throw new Error('state machine not started');
@@ -262,6 +276,10 @@ export async function startLifecycleBench(options: BenchOptions = {}): Promise<L
     async (input: unknown) => {
       taskCalls.push(name);
       const first = await handler(input);
+      const call = taskCalls.filter((n) => n === name).length;
+      if (options.failAfter?.[name]?.includes(call)) {
+        throw Object.assign(new Error(`${name} call ${call} timed out after its work`), { name: 'Sandbox.Timedout' });
+      }
       if (!options.replay) return first;
       return handler(input);
     };

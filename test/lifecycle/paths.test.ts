@@ -74,6 +74,73 @@ async function expectSettled(b: LifecycleBench, jobId: string): Promise<number> 
   return cents;
 }
 
+describe('failures the state machine retries', () => {
+  /** A job on the $1 team budget that six hours on spot exhaust, paused by budget-watch. */
+  async function pausedJob(options: BenchOptions): Promise<{ b: LifecycleBench; jobId: string }> {
+    const b = await start({
+      ...options,
+      config: {
+        teams: [{ id: 'nlp', principals: ['arn:aws:iam::123456789012:role/nlp-researchers'], monthlyBudgetUsd: 1 }],
+      },
+    });
+    const jobId = await submit(b, [{ result: 'hold', step: 500 }, { result: 'succeed' }]);
+    await b.until('the attempt to run', async () => {
+      const attempt = await b.plane.jobs.getAttempt(jobId, 1);
+      return attempt?.batchJobId !== undefined && b.batch.isHeld(attempt.batchJobId);
+    });
+    b.clock.advance(6 * 3600);
+    await b.runBudgetWatch();
+    await b.until('the pause', async () => {
+      const job = await b.plane.jobs.requireJob(jobId);
+      return job.state === 'PAUSED_BUDGET' && job.pauseToken !== undefined;
+    });
+    return { b, jobId };
+  }
+
+  it('pauses a job whose pause step failed once, under the retry’s token, and resumes it', async () => {
+    const { b, jobId } = await pausedJob({ failAfter: { PausedForBudget: [1] } });
+    await b.until('the retried pause', async () => b.taskCalls.filter((t) => t === 'PausedForBudget').length === 2);
+
+    expect((await b.plane.jobs.requireJob(jobId)).state).toBe('PAUSED_BUDGET');
+    const raised = await b.call('PUT', '/budgets/team:nlp', ADMIN, { limitUsd: 20 });
+    expect(raised.status, JSON.stringify(raised.body)).toBe(200);
+    await b.runBudgetWatch();
+    await b.finish(jobId);
+    const r = await outcome(b, jobId);
+
+    expect(r.job.state).toBe('SUCCEEDED');
+    expect(r.attempts.map((a) => a.outcome?.kind)).toEqual(['budget-stopped', 'succeeded']);
+    await expectSettled(b, jobId);
+  });
+
+  it('ends and settles a job whose Finalize failed more times than the other steps retry', async () => {
+    const b = await start({ failAfter: { Finalize: [1, 2, 3, 4, 5] } });
+    const r = await run(b, [{ result: 'succeed', seconds: 1800 }]);
+
+    expect(r.job.state).toBe('SUCCEEDED');
+    expect(b.taskCalls.filter((t) => t === 'Finalize')).toHaveLength(6);
+    const succeeded = b.published.filter((e) => e.DetailType === 'Job Succeeded').map((e) => JSON.parse(e.Detail));
+    expect(new Set(succeeded.map((e) => e.eventId))).toEqual(new Set([`${r.jobId}/succeeded`]));
+    await expectSettled(b, r.jobId);
+  });
+
+  it('announces the resume that a throttled PutEvents interrupted, when PrepareAttempt is retried', async () => {
+    const b = await start({ throttleOnce: ['Job Resumed'] });
+    const r = await run(b, [{ result: 'reclaim', step: 800, notice: true, seconds: 1200 }, { result: 'succeed' }]);
+
+    expect(r.job.state).toBe('SUCCEEDED');
+    const resumed = b.published.filter((e) => e.DetailType === 'Job Resumed').map((e) => JSON.parse(e.Detail));
+    expect(resumed).toEqual([
+      expect.objectContaining({
+        eventId: `${r.jobId}/resumed/2`,
+        attempt: 2,
+        checkpointUri: expect.stringMatching(/checkpoints\/ckpt-000001\/$/),
+      }),
+    ]);
+    expect(b.taskCalls.filter((t) => t === 'PrepareAttempt')).toHaveLength(3);
+  });
+});
+
 describe('job lifecycle on the synthesized state machine', () => {
   it('runs a job to success on spot, settles the ledger, and takes at most 30 state transitions', async () => {
     const b = await start();
