@@ -5,6 +5,10 @@
  * - Ours or not: a Trainyard attempt carries the tags `trainyard:job-id` / `trainyard:attempt` (else the name
  *   `<jobId>-a<attempt>`) and has an attempt record that PrepareAttempt wrote; anything else is ignored, unwritten.
  * - RUNNABLE/STARTING/…: records the Batch job id once (so a cancel can terminate a job still waiting).
+ * - RUNNABLE/STARTING/RUNNING of a job whose cancel was requested: TerminateJob with the cancel reason, after the Batch
+ *   job id is recorded and from a read of the job made after that write. A cancel that came before the id was
+ *   recorded found nothing to terminate; this one closes that window (either the cancel saw the id or this read sees
+ *   the cancel). TerminateJob of a job already stopping changes nothing, so every such delivery may send it.
  * - RUNNING: records, once (record-once on startedAt), the Batch job id, startedAt, status, the container's log
  *   stream (GET /jobs/{id}/logs reads it), the instance (the GSI
  *   byInstance the interruption handler reads) and the price per node-hour: the spot price in effect at the start
@@ -19,6 +23,7 @@
 import type { TierConfig } from '../../lib/config';
 import { attemptPrice, costOfAttempt } from '../domain/attempt-cost';
 import type { BatchJob } from '../domain/batch-job';
+import { TERMINATE_REASONS } from '../domain/batch-reasons';
 import { buildEvent, jobIdentity } from '../domain/events';
 import { type AttemptRecord, type JobRecord, tierOfJob } from '../domain/job';
 import { attemptRefOf, recordedCost } from '../domain/watch';
@@ -37,7 +42,7 @@ export type BatchEventResult =
     }
   | { readonly action: 'queued' | 'started' | 'stopped'; readonly jobId: string; readonly attempt: number };
 
-type Plane = Pick<ControlPlane, 'config' | 'jobs' | 'events' | 'fleet'>;
+type Plane = Pick<ControlPlane, 'config' | 'jobs' | 'events' | 'fleet' | 'batch'>;
 
 /** Price per node-hour of an attempt that just started on this instance (see the module comment). */
 async function startPrice(
@@ -137,6 +142,14 @@ export function createBatchEventsHandler(plane: Plane) {
     return { action: 'stopped', jobId: job.jobId, attempt: attempt.attempt };
   }
 
+  /** Terminates a live attempt's Batch job when its job's cancel was requested (read after the id was recorded). */
+  async function terminateIfCancelled(jobId: string, batchJobId: string): Promise<void> {
+    const job = await plane.jobs.getJob(jobId);
+    if (!job?.cancelRequested) return;
+    await plane.batch.terminateJob(batchJobId, TERMINATE_REASONS.cancel);
+    logger.info('attempt of a cancelled job terminated as Batch reported it', { jobId, batchJobId });
+  }
+
   return async function handleBatchStateChange(event: unknown): Promise<BatchEventResult> {
     const { job: batchJob } = parseBatchStateChangeEvent(event);
     const ref = attemptRefOf(batchJob);
@@ -159,8 +172,11 @@ export function createBatchEventsHandler(plane: Plane) {
       return { action: 'ignored', why: 'other-batch-job' };
     }
     switch (batchJob.status) {
-      case 'RUNNING':
-        return started(batchJob, job, attempt);
+      case 'RUNNING': {
+        const result = await started(batchJob, job, attempt);
+        await terminateIfCancelled(job.jobId, batchJob.jobId);
+        return result;
+      }
       case 'SUCCEEDED':
       case 'FAILED':
         return stopped(batchJob, job, attempt);
@@ -173,6 +189,7 @@ export function createBatchEventsHandler(plane: Plane) {
             'batchJobId',
           );
         }
+        await terminateIfCancelled(job.jobId, batchJob.jobId);
         return { action: 'queued', jobId: job.jobId, attempt: attempt.attempt };
     }
   };

@@ -311,6 +311,7 @@ export class EventHandlers extends Construct {
     }
     interruption.addToRolePolicy(terminate());
     budgetWatch.addToRolePolicy(terminate());
+    batchEvents.addToRolePolicy(terminate());
     batchEvents.addToRolePolicy(
       new iam.PolicyStatement({
         actions: ['ecs:DescribeContainerInstances'],
@@ -356,6 +357,7 @@ export class EventHandlers extends Construct {
       'IAM5[Resource::*]',
       'ec2:DescribeInstances (instance type, AZ, spot or on-demand), ec2:DescribeSpotPriceHistory and X-Ray trace writes have no resource-level permissions.',
     );
+    ack(batchEvents, ...terminateAck);
     ack(budgetWatch, jobsIndexes, 'Lists each team’s running and paused jobs through the jobs table index byTeam.');
     ack(budgetWatch, ...terminateAck);
     const bucket = nagResourceName(this, props.workspace.bucketArn);

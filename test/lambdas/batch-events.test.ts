@@ -38,6 +38,7 @@ beforeEach(async () => {
     jobs: bench.jobs,
     events: bench.ports.events,
     fleet: bench.ports.fleet,
+    batch: bench.ports.batch,
   });
 });
 
@@ -160,6 +161,32 @@ describe('batch-events: RUNNABLE and RUNNING', () => {
 
     expect(await bench.jobs.getAttempt(JOB_ID, 1)).toMatchObject({ batchJobId: BATCH_JOB_ID, status: 'RUNNABLE' });
     expect(bench.recorded.published).toEqual([]);
+  });
+
+  it.each([
+    ['batch-runnable', 'queued'],
+    ['batch-running', 'started'],
+  ])(
+    'terminates, on %s, the attempt of a job whose cancel came before its Batch job id was recorded',
+    async (name, action) => {
+      await seed({ cancelRequested: true });
+
+      const result = await handle(fixture(name));
+
+      expect(result).toMatchObject({ action, jobId: JOB_ID, attempt: 1 });
+      expect(await bench.jobs.getAttempt(JOB_ID, 1)).toMatchObject({ batchJobId: BATCH_JOB_ID });
+      expect(bench.recorded.terminated).toEqual([{ batchJobId: BATCH_JOB_ID, reason: 'Trainyard: cancelled by user' }]);
+    },
+  );
+
+  it('terminates nothing for a job not cancelled, nor when Batch reports a cancelled job’s attempt ended', async () => {
+    await seed();
+    await handle(fixture('batch-runnable'));
+    await handle(fixture('batch-running'));
+    await bench.jobs.patchJob(JOB_ID, { cancelRequested: true });
+    await handle(fixture('batch-succeeded'));
+
+    expect(bench.recorded.terminated).toEqual([]);
   });
 
   it('records start, instance and the spot price at the start, moves the job to RUNNING and emits Job Started', async () => {

@@ -271,9 +271,11 @@ async function cancelJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
   const newest = (await plane.jobs.listAttempts(job.jobId)).at(-1);
   const terminated = newest?.batchJobId !== undefined && newest.stoppedAt === undefined;
   if (terminated && newest?.batchJobId) await plane.batch.terminateJob(newest.batchJobId, TERMINATE_REASONS.cancel);
+  // The job as flagged, not as first read: a pause recorded in between has its token here (and one recorded after the
+  // flag sees the flag and cancels itself).
   const resumedToCancel =
-    job.state === 'PAUSED_BUDGET' && job.pauseToken !== undefined
-      ? await sendToPausedTask(plane, job.pauseToken, 'cancel')
+    flagged.state === 'PAUSED_BUDGET' && flagged.pauseToken !== undefined
+      ? await sendToPausedTask(plane, flagged.pauseToken, 'cancel')
       : false;
   logger.info('job cancel requested', { jobId: job.jobId, team: team.id, state: job.state });
   return {

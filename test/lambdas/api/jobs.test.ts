@@ -1,7 +1,7 @@
 // GET/DELETE /jobs…, resume, checkpoints and logs against real engines: team isolation (another team's job is a
 // 404 indistinguishable from an unknown one), cancel in every state, resume only when paused, the job view's costs
 // and forecast worked out by hand, and checkpoint listings that hide incomplete checkpoints.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { logStreamOf } from '../../../lambdas/api/routes/artifacts';
 import type { AttemptRecord, JobRecord, JobState } from '../../../lambdas/domain/job';
 import { jobKeysFor } from '../../../lambdas/domain/workspace-layout';
@@ -447,6 +447,26 @@ describe('DELETE /jobs/{id} (cancel)', () => {
     const again = await bench.call({ method: 'DELETE', path: `/jobs/${job.jobId}` });
     expect(again.status).toBe(202);
     expect(again.body.releasedPause).toBe(false);
+  });
+
+  it('releases a pause that was recorded while the cancel was being flagged', async () => {
+    const job = await seedJob('nlp', 'RUNNING');
+    // The Pause step lands after the cancel read the job (RUNNING, no token) and before it set the flag.
+    const patchJob = bench.jobs.patchJob.bind(bench.jobs);
+    const racing = vi.spyOn(bench.jobs, 'patchJob').mockImplementationOnce(async (...args) => {
+      await bench.jobs.transition(job.jobId, ['RUNNING'], 'PAUSED_BUDGET', { pauseToken: 'token-late' });
+      return patchJob(...args);
+    });
+    try {
+      const { status, body } = await bench.call({ method: 'DELETE', path: `/jobs/${job.jobId}` });
+      expect(status).toBe(202);
+      expect(body.releasedPause).toBe(true);
+    } finally {
+      racing.mockRestore();
+    }
+    expect(bench.recorded.taskSuccesses.filter((t) => t.token === 'token-late')).toEqual([
+      { token: 'token-late', output: { action: 'cancel' } },
+    ]);
   });
 
   it.each(['SUCCEEDED', 'FAILED', 'CANCELLED', 'REJECTED'] as const)(
