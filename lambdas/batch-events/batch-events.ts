@@ -15,16 +15,18 @@
  *   for a spot instance (EC2 history; the tier's configured spot price when history is unavailable), the tier's
  *   on-demand price for an on-demand instance; without an instance (Fargate) the tier's price for the attempt's
  *   capacity. Moves the job WAITING → RUNNING. Emits `Job Started` before recording, so a failed delivery is
- *   retried whole; the deterministic eventId makes a duplicate harmless.
+ *   retried whole; the deterministic eventId makes a duplicate harmless. A RUNNING that comes after the attempt's
+ *   stop was recorded finds startedAt set and does nothing: the stop's writer announced the start.
  * - SUCCEEDED/FAILED: records stoppedAt and costUsd once (record-once on stoppedAt) with costOfAttempt — the same
- *   pure function AttemptOutcome uses, so whichever records first, the figure is the same. Then job.costSoFarUsd is
+ *   pure function AttemptOutcome uses, so whichever records first, the figure is the same. When it also records the
+ *   start (RUNNING not handled yet), it emits `Job Started` first. Then job.costSoFarUsd is
  *   recomputed from the recorded attempt costs and written only when it differs.
  */
 import type { TierConfig } from '../../lib/config';
 import { attemptPrice, costOfAttempt } from '../domain/attempt-cost';
 import type { BatchJob } from '../domain/batch-job';
 import { TERMINATE_REASONS } from '../domain/batch-reasons';
-import { buildEvent, jobIdentity } from '../domain/events';
+import { jobStartedEvent } from '../domain/events';
 import { type AttemptRecord, type JobRecord, tierOfJob } from '../domain/job';
 import { attemptRefOf, recordedCost } from '../domain/watch';
 import type { ControlPlane } from '../shared/control-plane';
@@ -69,17 +71,7 @@ export function createBatchEventsHandler(plane: Plane) {
     const instance = containerInstanceArn ? await plane.fleet.instanceFor(containerInstanceArn) : undefined;
     const usdPerHour = await startPrice(plane, attempt, tier, instance, startedAt);
     const logStreamName = batchJob.container?.logStreamName ?? batchJob.attempts.at(-1)?.container?.logStreamName;
-    await plane.events.publish([
-      buildEvent('Job Started', {
-        ...jobIdentity(job),
-        occurredAt: new Date(startedAt).toISOString(),
-        attempt: attempt.attempt,
-        capacity: attempt.capacity,
-        queue: attempt.queue,
-        batchJobId: batchJob.jobId,
-        usdPerHour,
-      }),
-    ]);
+    await plane.events.publish([jobStartedEvent(job, attempt, { batchJobId: batchJob.jobId, startedAt, usdPerHour })]);
     const recorded = await plane.jobs.updateAttempt(
       job.jobId,
       attempt.attempt,
@@ -120,6 +112,17 @@ export function createBatchEventsHandler(plane: Plane) {
           batchJobId: batchJob.jobId,
         });
         return { action: 'ignored', why: 'no-stop-time' };
+      }
+      if (cost.startedAt !== undefined && attempt.startedAt === undefined) {
+        // Batch's RUNNING has not been handled (it comes late, or never for an attempt this short): announce the
+        // start this write records.
+        await plane.events.publish([
+          jobStartedEvent(job, attempt, {
+            batchJobId: batchJob.jobId,
+            startedAt: cost.startedAt,
+            usdPerHour: cost.usdPerHour,
+          }),
+        ]);
       }
       await plane.jobs.updateAttempt(
         job.jobId,

@@ -14,6 +14,7 @@ import * as z from 'zod/mini';
 import { CONFIG_ID_PATTERN, CONFIG_ID_RULE, type TrainyardConfig } from '../../lib/config';
 import { formatDuration, formatUsd } from './analysis/format';
 import { parseScope, type ThresholdName } from './budgets';
+import type { AttemptRecord } from './job';
 import { type JobLabels, labelsSchema } from './labels';
 import { describeIssues } from './zod-issues';
 
@@ -360,6 +361,28 @@ export function buildEvent<T extends DetailType>(
   const entry: EventEntry<T> = { Source: EVENT_SOURCE, DetailType: detailType, Detail: json };
   if (options.eventBusName !== undefined) entry.EventBusName = options.eventBusName;
   return entry;
+}
+
+/**
+ * The `Job Started` of an attempt, as of its start. Whoever first records an attempt's `startedAt` publishes it just
+ * before: batch-events on Batch's RUNNING, or, when that comes late (EventBridge does not order deliveries) or an
+ * attempt is too short to be seen running, batch-events or AttemptOutcome recording the stop. So every attempt that
+ * started is announced at least once.
+ */
+export function jobStartedEvent(
+  job: JobIdentity,
+  attempt: Pick<AttemptRecord, 'attempt' | 'capacity' | 'queue'>,
+  start: { batchJobId: string; startedAt: number; usdPerHour: number },
+): EventEntry<'Job Started'> {
+  return buildEvent('Job Started', {
+    ...jobIdentity(job),
+    occurredAt: new Date(start.startedAt).toISOString(),
+    attempt: attempt.attempt,
+    capacity: attempt.capacity,
+    queue: attempt.queue,
+    batchJobId: start.batchJobId,
+    usdPerHour: start.usdPerHour,
+  });
 }
 
 /** A threshold a ledger write crossed, as the ledger reports it (shared/ledger.ts `ThresholdCrossing`). */

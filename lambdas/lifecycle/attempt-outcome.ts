@@ -6,6 +6,7 @@
  */
 import { costOfAttempt } from '../domain/attempt-cost';
 import { type BatchJob, parseBatchFailureCause, parseBatchJob } from '../domain/batch-job';
+import { jobStartedEvent } from '../domain/events';
 import { type AttemptRecord, tierOfJob } from '../domain/job';
 import { decideNextStep } from '../domain/next-step';
 import { type AttemptOutcome, classifyAttemptOutcome } from '../domain/outcome';
@@ -67,6 +68,16 @@ export function createAttemptOutcomeHandler(
 
     if (batchJob) {
       const cost = costOfAttempt(attempt, batchJob, tier);
+      if (cost.startedAt !== undefined && attempt.startedAt === undefined) {
+        // Batch's RUNNING has not reached batch-events yet: this write records the start, so it announces it.
+        await plane.events.publish([
+          jobStartedEvent(job, attempt, {
+            batchJobId: batchJob.jobId,
+            startedAt: cost.startedAt,
+            usdPerHour: cost.usdPerHour,
+          }),
+        ]);
+      }
       await plane.jobs.updateAttempt(
         jobId,
         plan.attempt,

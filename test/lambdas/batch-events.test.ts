@@ -371,6 +371,26 @@ describe('batch-events: SUCCEEDED and FAILED', () => {
     expect(bench.recorded.published).toHaveLength(published);
   });
 
+  it('announces the start when SUCCEEDED is handled before RUNNING, and the late RUNNING adds nothing', async () => {
+    await seed();
+
+    await handle(fixture('batch-succeeded'));
+    const afterStop = await bench.snapshot();
+    await handle(fixture('batch-running'));
+
+    // Without RUNNING's price lookup, the attempt is priced at gpu-small's configured spot price.
+    const tier = CONFIG.tiers.find((t) => t.id === 'gpu-small');
+    expect(publishedOf(bench.recorded, 'Job Started')).toEqual([
+      expect.objectContaining({
+        eventId: `${JOB_ID}/started/1`,
+        occurredAt: '2026-11-20T14:01:05.000Z',
+        batchJobId: BATCH_JOB_ID,
+        usdPerHour: tier?.spotUsdPerHour,
+      }),
+    ]);
+    expect(await bench.snapshot()).toEqual(afterStop);
+  });
+
   it('changes no attempt field when AttemptOutcome recorded the stop first with the shared cost function', async () => {
     await seed({}, { status: 'RUNNING', batchJobId: BATCH_JOB_ID, startedAt: T.started, usdPerHour: 0.1897 });
     const stored = await bench.jobs.getAttempt(JOB_ID, 1);

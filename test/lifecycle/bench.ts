@@ -178,6 +178,8 @@ export interface BenchOptions {
   readonly failAfter?: Readonly<Record<string, readonly number[]>>;
   /** Detail types whose first PutEvents is throttled, as EventBridge does under load. */
   readonly throttleOnce?: readonly string[];
+  /** Batch statuses whose state-change events never reach batch-events (the lifecycle still sees the attempt end). */
+  readonly dropBatchEvents?: readonly string[];
 }
 
 /** A running bench. */
@@ -342,6 +344,7 @@ export async function startLifecycleBench(options: BenchOptions = {}): Promise<L
       });
     },
     async deliverBatchEvent(job) {
+      if (options.dropBatchEvents?.includes(String(job.Status))) return;
       const detail = camel(job);
       const event = envelope('aws.batch', 'Batch Job State Change', detail);
       for (let i = 0; i < deliveries; i++) await batchEvents(event);

@@ -124,6 +124,24 @@ describe('failures the state machine retries', () => {
     await expectSettled(b, r.jobId);
   });
 
+  it('announces the start from AttemptOutcome when Batch’s RUNNING and SUCCEEDED never reached batch-events', async () => {
+    const b = await start({ dropBatchEvents: ['RUNNING', 'SUCCEEDED'] });
+    const r = await run(b, [{ result: 'succeed', seconds: 1800 }]);
+
+    expect(r.job.state).toBe('SUCCEEDED');
+    const [attempt] = r.attempts;
+    const started = b.published.filter((e) => e.DetailType === 'Job Started').map((e) => JSON.parse(e.Detail));
+    expect(started).toEqual([
+      expect.objectContaining({
+        eventId: `${r.jobId}/started/1`,
+        occurredAt: new Date(attempt?.startedAt ?? 0).toISOString(),
+        batchJobId: attempt?.batchJobId,
+        usdPerHour: attempt?.usdPerHour,
+      }),
+    ]);
+    await expectSettled(b, r.jobId);
+  });
+
   it('announces the resume that a throttled PutEvents interrupted, when PrepareAttempt is retried', async () => {
     const b = await start({ throttleOnce: ['Job Resumed'] });
     const r = await run(b, [{ result: 'reclaim', step: 800, notice: true, seconds: 1200 }, { result: 'succeed' }]);
