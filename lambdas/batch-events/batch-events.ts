@@ -26,7 +26,7 @@ import type { TierConfig } from '../../lib/config';
 import { attemptPrice, costOfAttempt } from '../domain/attempt-cost';
 import type { BatchJob } from '../domain/batch-job';
 import { TERMINATE_REASONS } from '../domain/batch-reasons';
-import { jobStartedEvent } from '../domain/events';
+import { jobStartedEvent, startAnnouncedWithStop } from '../domain/events';
 import { type AttemptRecord, type JobRecord, tierOfJob } from '../domain/job';
 import { attemptRefOf, recordedCost } from '../domain/watch';
 import type { ControlPlane } from '../shared/control-plane';
@@ -113,17 +113,9 @@ export function createBatchEventsHandler(plane: Plane) {
         });
         return { action: 'ignored', why: 'no-stop-time' };
       }
-      if (cost.startedAt !== undefined && attempt.startedAt === undefined) {
-        // Batch's RUNNING has not been handled (it comes late, or never for an attempt this short): announce the
-        // start this write records.
-        await plane.events.publish([
-          jobStartedEvent(job, attempt, {
-            batchJobId: batchJob.jobId,
-            startedAt: cost.startedAt,
-            usdPerHour: cost.usdPerHour,
-          }),
-        ]);
-      }
+      // Batch's RUNNING not handled yet (it comes late, or never for an attempt this short): announce the start.
+      const start = startAnnouncedWithStop(job, attempt, batchJob.jobId, cost);
+      if (start.length > 0) await plane.events.publish(start);
       await plane.jobs.updateAttempt(
         job.jobId,
         attempt.attempt,

@@ -385,6 +385,20 @@ export function jobStartedEvent(
   });
 }
 
+/**
+ * What a write recording an attempt's stop must publish before it: the attempt's `Job Started` when the write records
+ * its start too (the attempt has no `startedAt`: Batch's RUNNING was not handled), else nothing.
+ */
+export function startAnnouncedWithStop(
+  job: JobIdentity,
+  attempt: Pick<AttemptRecord, 'attempt' | 'capacity' | 'queue' | 'startedAt'>,
+  batchJobId: string,
+  cost: { startedAt?: number; usdPerHour: number },
+): Array<EventEntry<'Job Started'>> {
+  if (attempt.startedAt !== undefined || cost.startedAt === undefined) return [];
+  return [jobStartedEvent(job, attempt, { batchJobId, startedAt: cost.startedAt, usdPerHour: cost.usdPerHour })];
+}
+
 /** A threshold a ledger write crossed, as the ledger reports it (shared/ledger.ts `ThresholdCrossing`). */
 export interface CrossedThreshold {
   readonly scope: string;

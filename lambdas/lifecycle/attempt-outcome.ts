@@ -6,7 +6,7 @@
  */
 import { costOfAttempt } from '../domain/attempt-cost';
 import { type BatchJob, parseBatchFailureCause, parseBatchJob } from '../domain/batch-job';
-import { jobStartedEvent } from '../domain/events';
+import { startAnnouncedWithStop } from '../domain/events';
 import { type AttemptRecord, tierOfJob } from '../domain/job';
 import { decideNextStep } from '../domain/next-step';
 import { type AttemptOutcome, classifyAttemptOutcome } from '../domain/outcome';
@@ -68,16 +68,9 @@ export function createAttemptOutcomeHandler(
 
     if (batchJob) {
       const cost = costOfAttempt(attempt, batchJob, tier);
-      if (cost.startedAt !== undefined && attempt.startedAt === undefined) {
-        // Batch's RUNNING has not reached batch-events yet: this write records the start, so it announces it.
-        await plane.events.publish([
-          jobStartedEvent(job, attempt, {
-            batchJobId: batchJob.jobId,
-            startedAt: cost.startedAt,
-            usdPerHour: cost.usdPerHour,
-          }),
-        ]);
-      }
+      // Batch's RUNNING has not reached batch-events yet: this write records the start, so it announces it.
+      const start = startAnnouncedWithStop(job, attempt, batchJob.jobId, cost);
+      if (start.length > 0) await plane.events.publish(start);
       await plane.jobs.updateAttempt(
         jobId,
         plan.attempt,

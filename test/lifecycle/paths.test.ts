@@ -74,42 +74,47 @@ async function expectSettled(b: LifecycleBench, jobId: string): Promise<number> 
   return cents;
 }
 
-describe('failures the state machine retries', () => {
-  /** A job on the $1 team budget that six hours on spot exhaust, paused by budget-watch. */
-  async function pausedJob(options: BenchOptions): Promise<{ b: LifecycleBench; jobId: string }> {
-    const b = await start({
-      ...options,
-      config: {
-        teams: [{ id: 'nlp', principals: ['arn:aws:iam::123456789012:role/nlp-researchers'], monthlyBudgetUsd: 1 }],
-      },
-    });
-    const jobId = await submit(b, [{ result: 'hold', step: 500 }, { result: 'succeed' }]);
-    await b.until('the attempt to run', async () => {
-      const attempt = await b.plane.jobs.getAttempt(jobId, 1);
-      return attempt?.batchJobId !== undefined && b.batch.isHeld(attempt.batchJobId);
-    });
-    b.clock.advance(6 * 3600);
-    await b.runBudgetWatch();
-    await b.until('the pause', async () => {
-      const job = await b.plane.jobs.requireJob(jobId);
-      return job.state === 'PAUSED_BUDGET' && job.pauseToken !== undefined;
-    });
-    return { b, jobId };
-  }
+/** A job on the $1 team budget that six hours on spot exhaust, paused by budget-watch. */
+async function pausedJob(options: BenchOptions): Promise<{ b: LifecycleBench; jobId: string }> {
+  const b = await start({
+    ...options,
+    config: {
+      teams: [{ id: 'nlp', principals: ['arn:aws:iam::123456789012:role/nlp-researchers'], monthlyBudgetUsd: 1 }],
+    },
+  });
+  const jobId = await submit(b, [{ result: 'hold', step: 500 }, { result: 'succeed' }]);
+  await b.until('the attempt to run', async () => {
+    const attempt = await b.plane.jobs.getAttempt(jobId, 1);
+    return attempt?.batchJobId !== undefined && b.batch.isHeld(attempt.batchJobId);
+  });
+  b.clock.advance(6 * 3600);
+  await b.runBudgetWatch();
+  await b.until('the pause', async () => {
+    const job = await b.plane.jobs.requireJob(jobId);
+    return job.state === 'PAUSED_BUDGET' && job.pauseToken !== undefined;
+  });
+  return { b, jobId };
+}
 
+/** Raises the team budget to $20, lets budget-watch resume the paused job and runs it to success after its pause. */
+async function raiseAndFinish(b: LifecycleBench, jobId: string) {
+  const raised = await b.call('PUT', '/budgets/team:nlp', ADMIN, { limitUsd: 20 });
+  expect(raised.status, JSON.stringify(raised.body)).toBe(200);
+  await b.runBudgetWatch();
+  await b.finish(jobId);
+  const r = await outcome(b, jobId);
+  expect(r.job.state).toBe('SUCCEEDED');
+  expect(r.attempts.map((a) => a.outcome?.kind)).toEqual(['budget-stopped', 'succeeded']);
+  return r;
+}
+
+describe('failures the state machine retries', () => {
   it('pauses a job whose pause step failed once, under the retry’s token, and resumes it', async () => {
     const { b, jobId } = await pausedJob({ failAfter: { PausedForBudget: [1] } });
     await b.until('the retried pause', async () => b.taskCalls.filter((t) => t === 'PausedForBudget').length === 2);
 
     expect((await b.plane.jobs.requireJob(jobId)).state).toBe('PAUSED_BUDGET');
-    const raised = await b.call('PUT', '/budgets/team:nlp', ADMIN, { limitUsd: 20 });
-    expect(raised.status, JSON.stringify(raised.body)).toBe(200);
-    await b.runBudgetWatch();
-    await b.finish(jobId);
-    const r = await outcome(b, jobId);
-
-    expect(r.job.state).toBe('SUCCEEDED');
-    expect(r.attempts.map((a) => a.outcome?.kind)).toEqual(['budget-stopped', 'succeeded']);
+    await raiseAndFinish(b, jobId);
     await expectSettled(b, jobId);
   });
 
@@ -299,34 +304,14 @@ describe('job lifecycle on the synthesized state machine', () => {
   });
 
   it('pauses a running job when its budget is exhausted, and resumes it once the budget is raised', async () => {
-    const b = await start({
-      config: {
-        teams: [{ id: 'nlp', principals: ['arn:aws:iam::123456789012:role/nlp-researchers'], monthlyBudgetUsd: 1 }],
-      },
-    });
-    const jobId = await submit(b, [{ result: 'hold', step: 500 }, { result: 'succeed' }]);
-    await b.until('the attempt to run', async () => {
-      const attempt = await b.plane.jobs.getAttempt(jobId, 1);
-      return attempt?.batchJobId !== undefined && b.batch.isHeld(attempt.batchJobId);
-    });
-    // Six hours at $0.20/h = $1.20 > the $1 budget.
-    b.clock.advance(6 * 3600);
-    await b.runBudgetWatch();
-    await b.until('the pause', async () => (await b.plane.jobs.requireJob(jobId)).state === 'PAUSED_BUDGET');
+    const { b, jobId } = await pausedJob({});
 
     expect(b.batch.terminations.map((t) => t.reason)).toEqual(['Trainyard: budget exhausted, paused']);
     expect(b.published.map((e) => e.DetailType)).toEqual(
       expect.arrayContaining(['Budget Exhausted', 'Job PausedForBudget']),
     );
 
-    const raised = await b.call('PUT', '/budgets/team:nlp', ADMIN, { limitUsd: 20 });
-    expect(raised.status, JSON.stringify(raised.body)).toBe(200);
-    await b.runBudgetWatch();
-    await b.finish(jobId);
-    const r = await outcome(b, jobId);
-
-    expect(r.job.state).toBe('SUCCEEDED');
-    expect(r.attempts.map((a) => a.outcome?.kind)).toEqual(['budget-stopped', 'succeeded']);
+    await raiseAndFinish(b, jobId);
     expect(b.batch.submissions[1]?.ContainerOverrides?.Environment).toContainEqual({
       Name: 'TRAINYARD_RESUME_ARGS',
       Value: '--init_from=resume',
