@@ -4,6 +4,7 @@
  *
  * - Ours or not: a Trainyard attempt carries the tags `trainyard:job-id` / `trainyard:attempt` (else the name
  *   `<jobId>-a<attempt>`) and has an attempt record that PrepareAttempt wrote; anything else is ignored, unwritten.
+ *   So are the node jobs of a multi-node attempt (`<parent id>#<node>`, tags propagated): the parent is the attempt.
  * - RUNNABLE/STARTING/…: records the Batch job id once (so a cancel can terminate a job still waiting).
  * - RUNNABLE/STARTING/RUNNING of a job whose cancel was requested: TerminateJob with the cancel reason, after the Batch
  *   job id is recorded and from a read of the job made after that write. A cancel that came before the id was
@@ -40,7 +41,13 @@ import { logger } from '../shared/logger';
 export type BatchEventResult =
   | {
       readonly action: 'ignored';
-      readonly why: 'not-trainyard' | 'unknown-attempt' | 'team-mismatch' | 'other-batch-job' | 'no-stop-time';
+      readonly why:
+        | 'not-trainyard'
+        | 'node-of-parallel-job'
+        | 'unknown-attempt'
+        | 'team-mismatch'
+        | 'other-batch-job'
+        | 'no-stop-time';
     }
   | { readonly action: 'queued' | 'started' | 'stopped'; readonly jobId: string; readonly attempt: number };
 
@@ -149,6 +156,8 @@ export function createBatchEventsHandler(plane: Plane) {
     const { job: batchJob } = parseBatchStateChangeEvent(event);
     const ref = attemptRefOf(batchJob);
     if (!ref) return { action: 'ignored', why: 'not-trainyard' };
+    // A node of a multi-node parallel job (`<parent id>#<node index>`): the parent job is the attempt.
+    if (batchJob.jobId.includes('#')) return { action: 'ignored', why: 'node-of-parallel-job' };
     const keys = { jobId: ref.jobId, attempt: ref.attempt, batchJobId: batchJob.jobId, status: batchJob.status };
     const [job, attempt] = await Promise.all([
       plane.jobs.getJob(ref.jobId),

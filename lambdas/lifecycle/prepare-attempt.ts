@@ -7,15 +7,20 @@
 import { maxRuntimeSeconds } from '../../lib/config';
 import { jobDefinitionName, queueName } from '../domain/batch-names';
 import { isTerminal, tierOfJob } from '../domain/job';
-import type { SubmitJobInput } from '../domain/submit-job';
+import { type ContainerOverrides, type SubmitJobInput, shellJoin } from '../domain/submit-job';
 import { TRAINYARD_TAGS } from '../domain/watch';
 import { checkpointToRestore, jobKeysFor, s3Uri } from '../domain/workspace-layout';
 import type { ControlPlane } from '../shared/control-plane';
 import { jobEvent, secondsSince } from './common';
 import { type AttemptPlan, parseStep, prepareInputSchema } from './steps';
 
-/** Seconds the harness gives the training process to checkpoint after a stop signal (inside ECS's 110 s). */
-export const STOP_GRACE_SECONDS = 60;
+/**
+ * Seconds the harness gives the training process to checkpoint after a stop signal, by where the tier runs, each
+ * leaving the rest of the container's stop timeout for the final upload: GPU tiers on EC2, whose ECS agent waits
+ * 110 s (`ECS_CONTAINER_STOP_TIMEOUT`, lib/fleet/gpu-launch-template.ts) before SIGKILL; CPU tiers on Fargate, which
+ * waits 30 s and lets no job definition change it.
+ */
+export const STOP_GRACE_SECONDS = { gpu: 60, cpu: 15 } as const;
 
 /** PrepareAttempt's output. */
 export type PrepareOutput =
@@ -81,10 +86,14 @@ export function createPrepareAttemptHandler(
       TRAINYARD_CODE_URI: s3Uri(bucket, job.bundle.key),
       TRAINYARD_CHECKPOINT_URI: s3Uri(bucket, keys.checkpoints),
       TRAINYARD_METRICS_URI: s3Uri(bucket, keys.metrics),
-      TRAINYARD_STOP_GRACE_SECONDS: String(STOP_GRACE_SECONDS),
+      TRAINYARD_STOP_GRACE_SECONDS: String(STOP_GRACE_SECONDS[tier.kind]),
       // The harness appends these only when it restored a checkpoint; a fresh attempt passes none.
-      TRAINYARD_RESUME_ARGS: plan.resume ? (job.resumeArgs ?? ['--init_from=resume']).join(' ') : '',
+      TRAINYARD_RESUME_ARGS: plan.resume ? shellJoin(job.resumeArgs ?? ['--init_from=resume']) : '',
       ...(job.progress?.totalSteps ? { TRAINYARD_TOTAL_STEPS: String(job.progress.totalSteps) } : {}),
+    };
+    const overrides: ContainerOverrides = {
+      Command: job.command,
+      Environment: Object.entries(environment).map(([Name, Value]) => ({ Name, Value })),
     };
     const timeout = Math.max(60, Math.floor(Math.min(maxRuntimeSeconds(tier), remainingDeadline)));
     const submit: SubmitJobInput = {
@@ -92,10 +101,9 @@ export function createPrepareAttemptHandler(
       JobQueue: queue,
       JobDefinition: jobDefinitionName(plane.batchPrefix, job.team, tier.id),
       ShareIdentifier: job.team,
-      ContainerOverrides: {
-        Command: job.command,
-        Environment: Object.entries(environment).map(([Name, Value]) => ({ Name, Value })),
-      },
+      ...(tier.nodes > 1
+        ? { NodeOverrides: { NodePropertyOverrides: [{ TargetNodes: '0:', ContainerOverrides: overrides }] } }
+        : { ContainerOverrides: overrides }),
       Timeout: { AttemptDurationSeconds: timeout },
       Tags: {
         [TRAINYARD_TAGS.jobId]: jobId,

@@ -41,6 +41,7 @@ import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { HARNESS_EXIT } from '../../lambdas/domain/batch-reasons';
 import { ATTEMPT_TIMEOUT_REASON } from '../../lambdas/domain/outcome';
+import { containerOverridesOf } from '../../lambdas/domain/submit-job';
 import type { BatchControl, InstanceFacts } from '../../lambdas/shared/ports';
 import { maxRuntimeSeconds, type TierConfig } from '../config';
 import { awsTimestamp, FakeImds } from './fake-imds';
@@ -485,7 +486,7 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
     const imdsEndpoint = await imds.start();
     // TerminateJob or stop() while the "instance" was starting: the container never starts.
     if (attempt.stop !== undefined) return;
-    const command = attempt.input.ContainerOverrides?.Command ?? [];
+    const command = containerOverridesOf(attempt.input).Command ?? [];
     const args = ['-m', 'trainyard_harness', ...(command.length > 0 ? ['--', ...command] : [])];
     attempt.startedAt = this.now();
     const child = spawn(this.python, args, {
@@ -537,7 +538,7 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
     for (const [name, value] of Object.entries(process.env)) {
       if (!name.startsWith('AWS_') && !name.startsWith('TRAINYARD_')) env[name] = value;
     }
-    for (const { Name, Value } of attempt.input.ContainerOverrides?.Environment ?? []) env[Name] = Value;
+    for (const { Name, Value } of containerOverridesOf(attempt.input).Environment ?? []) env[Name] = Value;
     const bin = this.pythonBin();
     Object.assign(env, {
       PATH: `${bin}:${process.env.PATH ?? '/usr/bin:/bin'}`,
@@ -663,8 +664,8 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
       jobDefinition: attempt.jobDefinitionArn,
       parameters: {},
       container: {
-        command: input.ContainerOverrides?.Command ?? [],
-        environment: (input.ContainerOverrides?.Environment ?? []).map((e) => ({ name: e.Name, value: e.Value })),
+        command: containerOverridesOf(input).Command ?? [],
+        environment: (containerOverridesOf(input).Environment ?? []).map((e) => ({ name: e.Name, value: e.Value })),
         ...(started
           ? {
               containerInstanceArn: attempt.containerInstanceArn,

@@ -63,6 +63,21 @@ describe('batch-events: not ours, unknown or malformed', () => {
     expect(bench.recorded).toMatchObject({ published: [], instanceLookups: [], priceLookups: [] });
   });
 
+  it('ignores a node job of a multi-node attempt, whose parent job is the attempt, touching nothing', async () => {
+    await seed();
+    const before = await bench.snapshot();
+
+    const result = await handle(
+      fixtureWith('batch-running', (e) => {
+        e.detail.jobId = `${BATCH_JOB_ID}#1`;
+      }),
+    );
+
+    expect(result).toEqual({ action: 'ignored', why: 'node-of-parallel-job' });
+    expect(await bench.snapshot()).toEqual(before);
+    expect(bench.recorded.published).toEqual([]);
+  });
+
   it('ignores a tagged Batch job whose attempt the jobs table does not hold', async () => {
     await seed({}, { attempt: 2 });
     const before = await bench.snapshot();

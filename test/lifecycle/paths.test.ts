@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { AttemptRecord } from '../../lambdas/domain/job';
 import { FLEET_SPOT_MODEL } from '../../lambdas/domain/spot-fleet-model';
@@ -52,11 +53,17 @@ async function outcome(b: LifecycleBench, jobId: string) {
   };
 }
 
-/** Cents of an attempt's metered cost, recomputed here from its recorded times and price (60 s minimum). */
+/** Cents of an attempt's metered cost, recomputed here from its recorded times, price and nodes (60 s minimum). */
 function expectedCents(attempt: AttemptRecord): number {
   if (attempt.startedAt === undefined || attempt.stoppedAt === undefined) return 0;
   const seconds = Math.max(60, Math.ceil((attempt.stoppedAt - attempt.startedAt) / 1000));
-  return Math.round((seconds * (attempt.usdPerHour ?? 0) * 100) / 3600);
+  return Math.round((seconds * (attempt.usdPerHour ?? 0) * attempt.nodes * 100) / 3600);
+}
+
+/** What the harness's `shlex.split` makes of TRAINYARD_RESUME_ARGS. */
+function pythonSplit(text: string): string[] {
+  const script = 'import json, shlex, sys; print(json.dumps(shlex.split(sys.argv[1])))';
+  return JSON.parse(execFileSync('/usr/bin/python3', ['-c', script, text], { encoding: 'utf8' }));
 }
 
 /** The ledger is settled: nothing reserved for the job, spent equals the sum of its attempt costs, to the cent. */
@@ -227,6 +234,51 @@ describe('job lifecycle on the synthesized state machine', () => {
     expect(r.events).toContain('Job Interrupted');
     expect(b.batch.terminations.map((t) => t.reason)).toEqual(['Trainyard: spot interruption notice']);
     await expectSettled(b, r.jobId);
+  });
+
+  it('hands the harness resume arguments with quotes and spaces word for word', async () => {
+    const b = await start();
+    const resumeArgs = ['--init_from=resume', "--note=it's resumed", '--glob=*.pt'];
+    const r = await run(b, [{ result: 'reclaim', step: 800, seconds: 1200 }, { result: 'succeed' }], { resumeArgs });
+
+    expect(r.job.state).toBe('SUCCEEDED');
+    const env = b.batch.submissions[1]?.ContainerOverrides?.Environment ?? [];
+    const passed = env.find((e) => e.Name === 'TRAINYARD_RESUME_ARGS')?.Value ?? '';
+    expect(pythonSplit(passed)).toEqual(resumeArgs);
+  });
+
+  it.each([
+    ['gpu-small', 'EC2, 110 s before SIGKILL', '60'],
+    ['cpu-small', 'Fargate, 30 s before SIGKILL', '15'],
+  ])('gives the training process on %s (%s) a stop grace of %s s', async (tier, _where, grace) => {
+    const b = await start();
+    await run(b, [{ result: 'succeed', seconds: 60 }], { requirements: { tier } });
+
+    expect(b.batch.submissions[0]?.ContainerOverrides?.Environment).toContainEqual({
+      Name: 'TRAINYARD_STOP_GRACE_SECONDS',
+      Value: grace,
+    });
+  });
+
+  it('runs a multi-node job with the same command and environment on every node, and charges every node', async () => {
+    const b = await start();
+    const r = await run(b, [{ result: 'succeed', seconds: 1800 }], { requirements: { tier: 'gpu-multinode' } });
+
+    expect(r.job.state).toBe('SUCCEEDED');
+    const [submitted] = b.batch.submissions;
+    expect(submitted?.JobDefinition).toBe('trainyard-nlp-gpu-multinode');
+    expect(submitted?.ContainerOverrides).toBeUndefined();
+    expect(submitted?.NodeOverrides?.NodePropertyOverrides).toEqual([
+      {
+        TargetNodes: '0:',
+        ContainerOverrides: {
+          Command: ['python', 'train.py', 'config/train_small.py', '--n_layer=6', '--max_iters=2000'],
+          Environment: expect.arrayContaining([{ Name: 'TRAINYARD_JOB_ID', Value: r.jobId }]),
+        },
+      },
+    ]);
+    expect(r.attempts.map((a) => [a.capacity, a.nodes])).toEqual([['on-demand', 2]]);
+    expect(await expectSettled(b, r.jobId)).toBeGreaterThan(0);
   });
 
   it('falls back to on-demand after two reclaims', async () => {
