@@ -478,3 +478,47 @@ def test_a_process_forked_as_the_group_stops_is_stopped_too(tmp_path, monkeypatc
             process.wait(30)
 
     assert torn == [], 'the newcomer was never stopped, so the kill was treated as landing mid-write'
+
+
+def test_a_node_other_than_the_main_one_restores_and_runs_but_writes_nothing_to_storage(tmp_path):
+    seeded = tmp_path / 'seed'
+    seeded.mkdir()
+    (seeded / 'state.txt').write_text('saved by the main node')
+    stored_checkpoints(tmp_path).upload_snapshot(str(seeded), 'job-test', 1, None)
+    job = script(
+        tmp_path,
+        """
+        import os
+        path = os.path.join(os.environ['TRAINYARD_CHECKPOINT_DIR'], 'state.txt')
+        print('RESTORED', open(path).read(), 'RESUMED', os.environ['TRAINYARD_RESUMED'])
+        open(path, 'w').write('written by node ' + os.environ['AWS_BATCH_JOB_NODE_INDEX'])
+        print('step=7 loss=0.1')
+        """,
+    )
+    store = tmp_path / 'store'
+    before = sorted(str(p.relative_to(store)) for p in store.rglob('*'))
+
+    def node(index: str):
+        env = base_env(
+            tmp_path,
+            closed_port_endpoint(),
+            TRAINYARD_ATTEMPT='2',
+            TRAINYARD_CHECKPOINT_DIR=str(tmp_path / f'node{index}'),
+            AWS_BATCH_JOB_NODE_INDEX=index,
+            AWS_BATCH_JOB_MAIN_NODE_INDEX='0',
+        )
+        run = run_harness([PYTHON, job], env)
+        assert run.finish() == 0, run.output()
+        assert 'RESTORED saved by the main node RESUMED 1' in run.stdout
+        return run
+
+    worker = node('1')
+    assert sorted(str(p.relative_to(store)) for p in store.rglob('*')) == before
+    assert worker.events('final_sync')[0]['main_node'] is False
+
+    node('0')
+    progress = json.loads((store / 'metrics' / 'progress.json').read_text())
+    assert (progress['step'], progress['state']) == (7, 'succeeded')
+    restored = stored_checkpoints(tmp_path).restore_newest(str(tmp_path / 'check'))
+    assert restored['checkpoint'] == 'ckpt-000002'
+    assert (tmp_path / 'check' / 'state.txt').read_text() == 'written by node 0'

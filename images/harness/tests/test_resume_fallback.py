@@ -12,9 +12,10 @@ from trainyard_harness.logs import Logger
 from trainyard_harness.storage import FileStorage
 
 # Loads state.json if there is one (exit 3 when it cannot), reports two steps, saves, exits 0; with
-# `crash-after-a-step` it reports one step and exits 4.
+# `crash-after-a-step` it reports one step and exits 4; with `crash-silently-later` it loads, then exits 5 a second
+# later without a word.
 RESUMER = """
-import json, os, sys
+import json, os, sys, time
 directory = os.environ['TRAINYARD_CHECKPOINT_DIR']
 path = os.path.join(directory, 'state.json')
 step = 0
@@ -24,6 +25,9 @@ if os.path.exists(path):
     except ValueError:
         print('cannot load', path, file=sys.stderr)
         sys.exit(3)
+if 'crash-silently-later' in sys.argv:
+    time.sleep(1.0)
+    sys.exit(5)
 if 'crash-after-a-step' in sys.argv:
     print(f'step={step + 1} loss=0.5')
     sys.exit(4)
@@ -118,6 +122,21 @@ def test_a_failure_that_cannot_be_the_checkpoint_keeps_the_commands_code_and_mar
     assert run.code == expected, case + '\n' + run.output()
     assert not run.events('resume_failed'), case
     assert not list((tmp_path / 'store' / 'checkpoints').rglob('RESUME_FAILED-*')), case
+
+
+def test_a_silent_failure_after_the_window_is_the_commands_own_and_marks_nothing(tmp_path, resumer):
+    # It loaded the checkpoint and failed later without a step line or a new checkpoint (a script whose output the
+    # step patterns miss, an NCCL error hours in): no marker, so two such failures never set a good checkpoint aside.
+    seed(tmp_path, b'{"step": 2}')
+    run = attempt(tmp_path, 2, [PYTHON, resumer, 'crash-silently-later'], TRAINYARD_RESUME_FAILURE_WINDOW_SECONDS='0.5')
+
+    assert run.code == 5, run.output()
+    assert not run.events('resume_failed')
+    assert run.events('resume_not_judged')[0]['checkpoint'] == 'ckpt-000001'
+    assert not list((tmp_path / 'store' / 'checkpoints').rglob('RESUME_FAILED-*'))
+
+    within = attempt(tmp_path, 3, [PYTHON, resumer, 'crash-silently-later'])
+    assert within.code == 76, 'inside the default window the same failure may be the checkpoint\'s\n' + within.output()
 
 
 def test_with_every_checkpoint_set_aside_the_newest_is_restored_and_the_commands_code_stands(tmp_path, resumer):

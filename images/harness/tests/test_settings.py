@@ -84,6 +84,16 @@ def test_reads_every_optional_setting():
     assert settings.s3_endpoint == 'http://127.0.0.1:4569'
 
 
+@pytest.mark.parametrize(
+    ('node', 'main', 'is_main'),
+    [(None, None, True), ('0', '0', True), ('1', '0', False), ('0', '2', False)],
+)
+def test_only_a_single_node_job_or_the_main_node_keeps_storage(node, main, is_main):
+    settings = load({'AWS_BATCH_JOB_NODE_INDEX': node, 'AWS_BATCH_JOB_MAIN_NODE_INDEX': main})
+    assert settings.node_index == (None if node is None else int(node))
+    assert settings.is_main_node is is_main
+
+
 def test_empty_resume_args_append_nothing():
     assert load({'TRAINYARD_RESUME_ARGS': ''}).resume_args == []
 
@@ -199,6 +209,21 @@ def test_argv_command_wins_over_trainyard_command():
             "TRAINYARD_COMMAND must be a non-empty JSON array of strings, got 'python train.py'",
         ),
         ({'TRAINYARD_COMMAND': '[]'}, (), "TRAINYARD_COMMAND must be a non-empty JSON array of strings, got '[]'"),
+        (
+            {'AWS_BATCH_JOB_NODE_INDEX': 'one', 'AWS_BATCH_JOB_MAIN_NODE_INDEX': '0'},
+            None,
+            "AWS_BATCH_JOB_NODE_INDEX must be a node index (an integer >= 0), got 'one'",
+        ),
+        (
+            {'AWS_BATCH_JOB_NODE_INDEX': '1'},
+            None,
+            'AWS_BATCH_JOB_MAIN_NODE_INDEX is required with AWS_BATCH_JOB_NODE_INDEX (a multi-node job)',
+        ),
+        (
+            {'TRAINYARD_RESUME_FAILURE_WINDOW_SECONDS': '-1'},
+            None,
+            "TRAINYARD_RESUME_FAILURE_WINDOW_SECONDS must be a number >= 0, got '-1'",
+        ),
     ],
 )
 def test_refuses_a_bad_setting_with_a_precise_message(overrides, command, message):

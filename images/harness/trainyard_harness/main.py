@@ -156,7 +156,14 @@ class Harness:
         s = self.settings
         started = time.monotonic()
         self.log.bind(job_id=s.job_id, attempt=s.attempt)
-        self.log.info('harness_start', command=s.command, checkpoint_uri=s.checkpoint_uri, metrics_uri=s.metrics_uri)
+        self.log.info(
+            'harness_start',
+            command=s.command,
+            checkpoint_uri=s.checkpoint_uri,
+            metrics_uri=s.metrics_uri,
+            node_index=s.node_index,
+            main_node=s.is_main_node,
+        )
 
         try:
             checkpoint_storage = open_storage(s.checkpoint_uri, s.s3_endpoint)
@@ -279,9 +286,11 @@ class Harness:
         ]
         for pump in pumps:
             pump.start()
-        syncer.start()
+        child_started_at = time.monotonic()
         metrics_loop = MetricsLoop(recorder, min(s.sync_interval_seconds, 60.0), self.log, metrics_tail)
-        metrics_loop.start()
+        if s.is_main_node:
+            syncer.start()
+            metrics_loop.start()
         poller = InterruptionPoller(ImdsClient(s.imds_endpoint), s.imds_poll_seconds, self._on_notice, self.log)
         poller.start()
 
@@ -317,7 +326,8 @@ class Harness:
         sync_error: str | None = None
         manifest = None
         unsafe = self._unsafe_to_upload(returncode, killed, torn_files, child_exited_at)
-        for attempt in range(1, 0 if unsafe else FINAL_SYNC_ATTEMPTS + 1):
+        uploads = s.is_main_node and not unsafe
+        for attempt in range(1, FINAL_SYNC_ATTEMPTS + 1 if uploads else 0):
             try:
                 manifest = syncer.sync('final')
                 sync_error = None
@@ -334,6 +344,7 @@ class Harness:
             checkpoint=(manifest or syncer.last_manifest or {}).get('checkpoint'),
             uploaded=manifest is not None,
             skipped=unsafe,
+            main_node=s.is_main_node,
             duration_s=round(sync_done - sync_started, 3),
             ok=sync_error is None,
         )
@@ -354,8 +365,8 @@ class Harness:
         if sync_error is not None:
             self.log.error('final_sync_gave_up', error=sync_error, would_have_exited=code)
             code = EXIT_INFRASTRUCTURE
-        elif restored is not None and not stopped_by_us:
-            code = self._judge_resume(code, restored, recorder, syncer)
+        elif restored is not None and not stopped_by_us and s.is_main_node:
+            code = self._judge_resume(code, restored, recorder, syncer, child_exited_at - child_started_at)
         recorder.exit_code = code
         recorder.state = {0: 'succeeded', EXIT_CHECKPOINTED: 'checkpointed', EXIT_INFRASTRUCTURE: 'infrastructure'}.get(
             code, 'failed'
@@ -379,17 +390,21 @@ class Harness:
         return user_exit_code(returncode, self.log)
 
     def _judge_resume(
-        self, code: int, restored: dict, recorder: MetricsRecorder, syncer: CheckpointSyncer
+        self, code: int, restored: dict, recorder: MetricsRecorder, syncer: CheckpointSyncer, ran_s: float
     ) -> int:
-        """The exit code after an attempt that resumed from `restored` ended on its own with `code`.
+        """The exit code after an attempt that resumed from `restored` ended on its own with `code` after `ran_s`.
 
-        A command that failed before reporting a step and before saving a checkpoint may not be able to load the one
-        it was given (garbage written by the script, a file cut short by a crash that storage cannot see). The
-        checkpoint gets this attempt's marker; set aside after SET_ASIDE_AFTER_FAILURES of them, the next restore
-        falls back to the one before. While a checkpoint that is not set aside remains, the attempt exits 76 (run me
-        again); otherwise with the command's own code.
+        A command that failed soon after it started (within TRAINYARD_RESUME_FAILURE_WINDOW_SECONDS), before
+        reporting a step and before saving a checkpoint, may not be able to load the one it was given (garbage written
+        by the script, a file cut short by a crash that storage cannot see). The checkpoint gets this attempt's marker; set aside
+        after SET_ASIDE_AFTER_FAILURES of them, the next restore falls back to the one before. While a checkpoint that
+        is not set aside remains, the attempt exits 76 (run me again); otherwise with the command's own code. A command
+        that ran longer had loaded its checkpoint, whatever its output says: its failure keeps its code.
         """
         if code in (0, EXIT_CHECKPOINTED) or recorder.step is not None or syncer.last_manifest is not None:
+            return code
+        if ran_s > self.settings.resume_failure_window_seconds:
+            self.log.info('resume_not_judged', checkpoint=restored['checkpoint'], exit_code=code, ran_s=round(ran_s, 1))
             return code
         try:
             folder, retry = syncer.store.record_resume_failure(restored['checkpoint'], self.settings.attempt, code)
@@ -473,6 +488,8 @@ class Harness:
             pass  # the group is already gone
 
     def _final_metrics(self, recorder: MetricsRecorder) -> None:
+        if not self.settings.is_main_node:
+            return
         try:
             recorder.upload(force=True)
         except Exception as error:  # progress is advisory; the exit code already says what happened

@@ -49,6 +49,21 @@ class Settings:
     imds_poll_seconds: float = 5.0
     s3_endpoint: str | None = None
     settle_seconds: float = 2.0
+    # A resumed command that fails later than this after starting had loaded its checkpoint: its failure is its own,
+    # and the checkpoint gets no resume-failure marker (two of which set it aside, and retention then deletes it).
+    resume_failure_window_seconds: float = 1200.0
+    # A multi-node parallel job's node (AWS_BATCH_JOB_NODE_INDEX / AWS_BATCH_JOB_MAIN_NODE_INDEX, set by Batch).
+    node_index: int | None = None
+    main_node_index: int | None = None
+
+    @property
+    def is_main_node(self) -> bool:
+        """Whether this harness keeps the job's storage: a single-node job's, or a multi-node job's main node.
+
+        Every node restores the checkpoint and runs the command; only the main node uploads checkpoints, writes
+        progress and metrics, and marks a checkpoint that failed to load, so the nodes never race for one prefix.
+        """
+        return self.node_index is None or self.node_index == self.main_node_index
 
 
 def parent_uri(uri: str) -> str:
@@ -152,6 +167,7 @@ def load_settings(env: Mapping[str, str], argv_command: Sequence[str]) -> Settin
     keep = int(number('TRAINYARD_KEEP_CHECKPOINTS', 3, 1, integer=True))
     poll = number('TRAINYARD_IMDS_POLL_SECONDS', 5.0, 0.0, integer=False, allow_equal=False)
     settle = number('TRAINYARD_SETTLE_SECONDS', 2.0, 0.0, integer=False)
+    resume_window = number('TRAINYARD_RESUME_FAILURE_WINDOW_SECONDS', 1200.0, 0.0, integer=False)
     total_steps_raw = text('TRAINYARD_TOTAL_STEPS')
     total_steps: int | None = None
     if total_steps_raw is not None:
@@ -212,6 +228,17 @@ def load_settings(env: Mapping[str, str], argv_command: Sequence[str]) -> Settin
             else:
                 command = decoded_command
 
+    node_indexes: list[int | None] = []
+    for name in ('AWS_BATCH_JOB_NODE_INDEX', 'AWS_BATCH_JOB_MAIN_NODE_INDEX'):
+        raw = text(name)
+        if raw is not None and not re.fullmatch(r'[0-9]+', raw):
+            problems.append(f'{name} must be a node index (an integer >= 0), got {raw!r}')
+            raw = None
+        node_indexes.append(None if raw is None else int(raw))
+    node_index, main_node_index = node_indexes
+    if node_index is not None and main_node_index is None:
+        problems.append('AWS_BATCH_JOB_MAIN_NODE_INDEX is required with AWS_BATCH_JOB_NODE_INDEX (a multi-node job)')
+
     if problems:
         raise ConfigError(problems)
     assert job_id is not None and checkpoint_uri is not None and metrics_uri is not None
@@ -236,4 +263,7 @@ def load_settings(env: Mapping[str, str], argv_command: Sequence[str]) -> Settin
         imds_poll_seconds=poll,
         s3_endpoint=s3_endpoint,
         settle_seconds=settle,
+        resume_failure_window_seconds=resume_window,
+        node_index=node_index,
+        main_node_index=main_node_index,
     )
