@@ -110,7 +110,7 @@ def test_restore_replaces_stale_local_files_and_returns_none_without_checkpoints
 
 def test_snapshot_writes_files_then_a_manifest_with_sizes_and_hashes(tmp_path):
     storage, store = make_store(tmp_path)
-    local = local_dir(tmp_path, {'ckpt.pt': b'weights', 'ckpt.pt.tmp': b'half written', '.hidden': b'x'})
+    local = local_dir(tmp_path, {'ckpt.pt': b'weights', 'ckpt.pt.tmp': b'half written', '.nfs0001': b'x'})
 
     manifest = store.upload_snapshot(str(local), 'job-9', 4, 321)
 
@@ -324,3 +324,27 @@ def test_syncer_uploads_after_one_interval_when_a_file_stays_open_for_good(tmp_p
     late = [e for e in events if e['event'] == 'checkpoint_upload_while_open']
     assert len(late) == 1 and late[0]['open_for_writing'] == [str(local / 'train.log')]
     assert late[0]['deferred_s'] >= 0.5
+
+
+def test_uploads_a_distributed_checkpoints_metadata_dotfile_and_skips_temporary_names(tmp_path):
+    # torch.distributed.checkpoint: shards __<rank>_0.distcp and the index .metadata (written as .metadata.tmp, then
+    # renamed). Without .metadata the checkpoint cannot be loaded, however complete its shards.
+    files = {
+        '__0_0.distcp': b'shard 0',
+        '__1_0.distcp': b'shard 1',
+        '.metadata': b'the index',
+        '.metadata.tmp': b'being written',
+        '.nfs000000000001': b'silly-renamed',
+        '.#model.pt': b'emacs lock',
+    }
+    local = local_dir(tmp_path, files)
+    (local / '.cache').mkdir()
+    (local / '.cache' / 'blob').write_bytes(b'not a checkpoint')
+
+    assert sorted(scan_directory(str(local))) == ['.metadata', '__0_0.distcp', '__1_0.distcp']
+
+    _storage, store = make_store(tmp_path)
+    store.upload_snapshot(str(local), 'j', 1, None)
+    restored_dir = tmp_path / 'restored'
+    assert store.restore_newest(str(restored_dir))['checkpoint'] == 'ckpt-000001'
+    assert (restored_dir / '.metadata').read_bytes() == b'the index'

@@ -29,6 +29,8 @@ _FOLDER = re.compile(r'^ckpt-([0-9]{6,})/(.+)$')
 _RESUME_FAILED = re.compile(r'^RESUME_FAILED-([0-9]+)\.json$')
 SET_ASIDE_AFTER_FAILURES = 2
 _TEMPORARY_SUFFIXES = ('.tmp', '.temp', '.part', '.partial', '.swp', '~')
+# Dotfiles that are never a writer's finished output: NFS silly-renames, LibreOffice and Emacs locks.
+_TEMPORARY_PREFIXES = ('.nfs', '.~lock.', '.#')
 
 Signature = dict[str, tuple[int, int, int]]
 
@@ -43,9 +45,13 @@ def folder_name(index: int) -> str:
 
 
 def is_temporary(relative_path: str) -> bool:
-    """Files a writer has not finished (tmp names, dotfiles) are never uploaded: atomic writers rename them later."""
+    """Files a writer has not finished (tmp names, locks) are never uploaded: atomic writers rename them later.
+
+    Other dotfiles are checkpoint files like any: PyTorch's distributed checkpoints keep their index in `.metadata`
+    (written as `.metadata.tmp`, then renamed), and a checkpoint uploaded without it cannot be loaded.
+    """
     name = os.path.basename(relative_path)
-    return name.startswith('.') or name.endswith(_TEMPORARY_SUFFIXES) or name == MANIFEST_NAME
+    return name.endswith(_TEMPORARY_SUFFIXES) or name.startswith(_TEMPORARY_PREFIXES) or name == MANIFEST_NAME
 
 
 def scan_directory(root: str) -> Signature:
@@ -54,7 +60,7 @@ def scan_directory(root: str) -> Signature:
     if not os.path.isdir(root):
         return signature
     for directory, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if not d.startswith('.')]
+        dirs[:] = [d for d in dirs if not d.startswith('.')]  # caches and tools' state (.cache, .git), not checkpoints
         for name in files:
             full = os.path.join(directory, name)
             relative = os.path.relpath(full, root).replace(os.sep, '/')
