@@ -295,7 +295,6 @@ class Harness:
         poller.start()
 
         signal_sent_at: float | None = None
-        signal_sent_wall: float | None = None
         killed = False
         torn_files: list[str] = []
         while True:
@@ -306,7 +305,6 @@ class Harness:
                 pass
             if self.stop_event.is_set() and signal_sent_at is None:
                 signal_sent_at = time.monotonic()
-                signal_sent_wall = time.time()
                 self._signal_group(child, s.stop_signal)
                 self.log.info('stop_signal_sent', signal=s.stop_signal.name, reason=self.stop_reason)
             if signal_sent_at is not None and not killed and time.monotonic() - signal_sent_at > s.stop_grace_seconds:
@@ -327,7 +325,7 @@ class Harness:
         sync_started = time.monotonic()
         sync_error: str | None = None
         manifest = None
-        unsafe = self._unsafe_to_upload(returncode, killed, torn_files, child_exited_at, signal_sent_wall)
+        unsafe = self._unsafe_to_upload(returncode, killed, torn_files, child_exited_at)
         uploads = s.is_main_node and not unsafe
         for attempt in range(1, FINAL_SYNC_ATTEMPTS + 1 if uploads else 0):
             try:
@@ -459,35 +457,17 @@ class Harness:
         return files_open_for_writing(child.pid, os.path.realpath(self.settings.checkpoint_dir))
 
     def _unsafe_to_upload(
-        self,
-        returncode: int,
-        killed: bool,
-        torn_files: list[str],
-        exited_at: float,
-        signal_sent_wall: float | None,
+        self, returncode: int, killed: bool, torn_files: list[str], exited_at: float
     ) -> bool:
         """Whether the final upload must be skipped because the local checkpoint may be half written.
 
         A child killed by SIGKILL while holding a checkpoint file open, or one that died of a signal within the
         settle window of its last checkpoint write (it may have died mid-write, e.g. nanoGPT writes ckpt.pt in
-        place), leaves files that cannot be trusted; the last upload made while it ran stays the newest. So does a
-        child killed after the grace period that wrote checkpoint files since the stop signal: the save the signal
-        started did not finish in time, and a save of several files (weights, then optimizer state) may be half
-        new, half old, with no file open at the kill. A save that settled during the grace period was uploaded then.
+        place), leaves files that cannot be trusted; the last upload made while it ran stays the newest.
         """
         if killed and torn_files:
             self.log.warn('final_sync_skipped', reason='checkpoint file open for writing at SIGKILL', files=torn_files)
             return True
-        if killed and signal_sent_wall is not None:
-            signature = scan_directory(self.settings.checkpoint_dir)
-            written = sorted(path for path, (_size, mtime, _ino) in signature.items() if mtime / 1e9 >= signal_sent_wall)
-            if written:
-                self.log.warn(
-                    'final_sync_skipped',
-                    reason='killed after the grace period, having written checkpoint files since the stop signal',
-                    files=written,
-                )
-                return True
         if returncode < 0 and not killed:
             signature = scan_directory(self.settings.checkpoint_dir)
             newest = max((mtime for _size, mtime, _ino in signature.values()), default=0) / 1e9
