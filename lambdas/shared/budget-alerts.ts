@@ -56,11 +56,12 @@ export async function publishLeftBehind(
   let published = 0;
   for (const team of teams) {
     for (const period of periods) {
-      for (const { crossing, at } of await plane.ledger.unpublishedCrossings(team, period)) {
+      const { crossings, exhaustions } = await plane.ledger.unpublishedAlerts(team, period);
+      for (const { crossing, at } of crossings) {
         if (Date.parse(at) > nowMs - UNPUBLISHED_GRACE_MS) continue;
         published += await publishCrossings(plane, [crossing], at);
       }
-      for (const exhaustion of await plane.ledger.unpublishedExhaustions(team, period)) {
+      for (const exhaustion of exhaustions) {
         if (Date.parse(exhaustion.at) > nowMs - UNPUBLISHED_GRACE_MS) continue;
         await publishExhaustion(plane, exhaustion);
         published += 1;

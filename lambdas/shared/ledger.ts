@@ -583,13 +583,23 @@ export class BudgetLedger {
   }
 
   /**
-   * The crossings of a team's scopes for a period that were recorded but not yet marked published
-   * ({@link markPublished}), oldest first, with when each was recorded. A marker recorded before markers carried
-   * `published` counts as published.
+   * The budget alerts of a team's scopes for a period that were recorded but whose events are not marked out, oldest
+   * first, from one query: crossings ({@link markPublished}; a marker recorded before markers carried `published`
+   * counts as published) with when each was recorded, and exhaustions ({@link markExhaustionPublished}).
    */
-  async unpublishedCrossings(team: string, period: string): Promise<RecordedCrossing[]> {
-    const markers = unpublishedMarkers(await this.scopeItems(team, period), (item) => item.crossings, markerSchema);
-    return markers.map(({ marker: { at, by: _by, published: _published, ...crossing } }) => ({ crossing, at }));
+  async unpublishedAlerts(
+    team: string,
+    period: string,
+  ): Promise<{ crossings: RecordedCrossing[]; exhaustions: Exhaustion[] }> {
+    const items = await this.scopeItems(team, period);
+    return {
+      crossings: unpublishedMarkers(items, (item) => item.crossings, markerSchema).map(
+        ({ marker: { at, by: _by, published: _published, ...crossing } }) => ({ crossing, at }),
+      ),
+      exhaustions: unpublishedMarkers(items, (item) => item.exhaustions, exhaustionMarkerSchema).map(
+        ({ item, marker }) => toExhaustion(item, marker),
+      ),
+    };
   }
 
   /** Marks crossings published once their events are out (idempotent; a crossing with no marker is skipped). */
@@ -672,14 +682,6 @@ export class BudgetLedger {
     }
     throw new ConcurrentUpdate(
       `gave up recording the exhaustion of ${parsed.text} for ${checkedPeriod} after ${this.maxAttempts} attempts: it kept changing`,
-    );
-  }
-
-  /** The exhaustions of a team's scopes for a period whose events are not marked out, oldest first. */
-  async unpublishedExhaustions(team: string, period: string): Promise<Exhaustion[]> {
-    const items = await this.scopeItems(team, period);
-    return unpublishedMarkers(items, (item) => item.exhaustions, exhaustionMarkerSchema).map(({ item, marker }) =>
-      toExhaustion(item, marker),
     );
   }
 

@@ -263,7 +263,7 @@ describe('budget watch: metering and progress', () => {
         spentUsd: 0.09,
       }),
     ]);
-    expect(await bench.ledger.unpublishedCrossings(currentTeam, PERIOD)).toEqual([]);
+    expect((await bench.ledger.unpublishedAlerts(currentTeam, PERIOD)).crossings).toEqual([]);
   });
 
   it('emits Budget Threshold Crossed once when accrual reaches the warn threshold', async () => {
@@ -429,7 +429,7 @@ describe('budget watch: exhausted budgets', () => {
       }),
     ]);
     expect(bench.recorded.terminated).toHaveLength(2);
-    expect(await bench.ledger.unpublishedExhaustions(currentTeam, PERIOD)).toEqual([]);
+    expect((await bench.ledger.unpublishedAlerts(currentTeam, PERIOD)).exhaustions).toEqual([]);
   });
 
   it('names a job whose stop failed, and stops it on the next tick without announcing again', async () => {

@@ -563,14 +563,14 @@ describe('limits and thresholds', () => {
     const user10 = await later.reserve('pub-2', [`user:${team}/bo`], 10, PERIOD);
     expect(user10.crossings.map((c) => c.threshold)).toEqual(['warn', 'block']);
 
-    expect(await ledger.unpublishedCrossings(team, PERIOD)).toEqual([
+    expect((await ledger.unpublishedAlerts(team, PERIOD)).crossings).toEqual([
       { crossing: team8.crossings[0], at: '2026-03-15T12:00:00.000Z' },
       { crossing: user10.crossings[0], at: '2026-03-15T12:05:00.000Z' },
       { crossing: user10.crossings[1], at: '2026-03-15T12:05:00.000Z' },
     ]);
     await ledger.markPublished([...team8.crossings, ...(user10.crossings.slice(0, 1) as ThresholdCrossing[])]);
     await ledger.markPublished(team8.crossings);
-    expect(await ledger.unpublishedCrossings(team, PERIOD)).toEqual([
+    expect((await ledger.unpublishedAlerts(team, PERIOD)).crossings).toEqual([
       { crossing: user10.crossings[1], at: '2026-03-15T12:05:00.000Z' },
     ]);
 
@@ -583,8 +583,8 @@ describe('limits and thresholds', () => {
         ExpressionAttributeNames: { '#block': 'block' },
       }),
     );
-    expect(await ledger.unpublishedCrossings(team, PERIOD)).toEqual([]);
-    expect(await ledger.unpublishedCrossings(team, '2026-04')).toEqual([]);
+    expect((await ledger.unpublishedAlerts(team, PERIOD)).crossings).toEqual([]);
+    expect((await ledger.unpublishedAlerts(team, '2026-04')).crossings).toEqual([]);
   });
 
   it('the same thresholds are reported again in the next period', async () => {
@@ -674,11 +674,11 @@ describe('exhaustions', () => {
 
     const both = { ...first, pausedJobIds: [j1, j2] };
     expect(await ledger.recordExhaustion(scope, PERIOD, [j2, j1])).toEqual(both);
-    expect(await ledger.unpublishedExhaustions(team, PERIOD)).toEqual([both]);
+    expect((await ledger.unpublishedAlerts(team, PERIOD)).exhaustions).toEqual([both]);
 
     await ledger.markExhaustionPublished(both);
     await ledger.markExhaustionPublished(both);
-    expect(await ledger.unpublishedExhaustions(team, PERIOD)).toEqual([]);
+    expect((await ledger.unpublishedAlerts(team, PERIOD)).exhaustions).toEqual([]);
     // Out already: a job stopped later is not added to it.
     expect(await ledger.recordExhaustion(scope, PERIOD, [`${team}-j3`])).toEqual({ ...both, published: true });
 
@@ -688,8 +688,8 @@ describe('exhaustions', () => {
     await ledger.setLimit(scope, PERIOD, 10.5);
     const again = { ...first, limitUsd: 10.5, pausedJobIds: [j2] };
     expect(await ledger.recordExhaustion(scope, PERIOD, [j2])).toEqual(again);
-    expect(await ledger.unpublishedExhaustions(team, PERIOD)).toEqual([again]);
-    expect(await ledger.unpublishedExhaustions(team, '2026-04')).toEqual([]);
+    expect((await ledger.unpublishedAlerts(team, PERIOD)).exhaustions).toEqual([again]);
+    expect((await ledger.unpublishedAlerts(team, '2026-04')).exhaustions).toEqual([]);
   });
 
   it('keeps every job of concurrent recordings exactly once', async () => {
@@ -698,7 +698,7 @@ describe('exhaustions', () => {
 
     await Promise.all(jobs.map((job) => ledger.recordExhaustion(scope, PERIOD, [job])));
 
-    const [exhaustion] = await ledger.unpublishedExhaustions(team, PERIOD);
+    const [exhaustion] = (await ledger.unpublishedAlerts(team, PERIOD)).exhaustions;
     expect([...(exhaustion?.pausedJobIds ?? [])].sort()).toEqual([...jobs].sort());
   });
 
@@ -713,7 +713,7 @@ describe('exhaustions', () => {
     );
 
     expect(await ledger.recordExhaustion(scope, PERIOD, [j1])).toMatchObject({ pausedJobIds: [j1], spentUsd: 12 });
-    expect(await ledger.unpublishedExhaustions(team, PERIOD)).toHaveLength(1);
+    expect((await ledger.unpublishedAlerts(team, PERIOD)).exhaustions).toHaveLength(1);
   });
 
   it('refuses a malformed job id, recording nothing', async () => {

@@ -212,6 +212,6 @@ describe('Finalize: the job report', () => {
         occurredAt: NOW.toISOString(),
       }),
     ]);
-    expect(await bench.ledger.unpublishedCrossings('vision', period)).toEqual([]);
+    expect((await bench.ledger.unpublishedAlerts('vision', period)).crossings).toEqual([]);
   });
 });
