@@ -2,6 +2,7 @@ import { Duration } from 'aws-cdk-lib';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
+import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import type { TrainyardConfig } from './config';
 import { acknowledgeFinding } from './nag';
@@ -75,6 +76,11 @@ export interface TrainyardFunctionProps {
   readonly description: string;
   /** Resolved configuration, baked into the bundle as process.env.TRAINYARD_CONFIG. @default - none */
   readonly config?: TrainyardConfig;
+  /**
+   * Where Lambda puts an asynchronous invocation (an EventBridge target's) that still failed after its retries: the
+   * event itself is the message body. @default - none (Lambda drops it)
+   */
+  readonly deadLetterQueue?: sqs.IQueue;
 }
 
 /**
@@ -96,6 +102,7 @@ export class TrainyardFunction extends NodejsFunction {
       architecture: lambda.Architecture.ARM_64,
       memorySize: props.memorySize ?? memoryForEntry(props.entry),
       timeout: props.timeout ?? Duration.seconds(DEFAULT_TIMEOUT_SECONDS),
+      ...(props.deadLetterQueue ? { deadLetterQueue: props.deadLetterQueue } : {}),
       tracing: lambda.Tracing.ACTIVE,
       logGroup,
       loggingFormat: lambda.LoggingFormat.JSON,

@@ -57,6 +57,11 @@ export interface EventHandler {
 /** Batch statuses the batch-events handler acts on (RUNNABLE records the Batch job id; the others start/stop). */
 export const BATCH_STATUSES_HANDLED = ['RUNNABLE', 'RUNNING', 'SUCCEEDED', 'FAILED'] as const;
 
+/** Retries of an event the function failed on: Lambda's asynchronous maximum (1 and 2 minutes after the failure). */
+export const FUNCTION_ERROR_RETRIES = 2;
+/** The longest Lambda keeps an asynchronous event (for function errors and throttles) before the dead-letter queue. */
+export const MAX_ASYNC_EVENT_AGE = Duration.hours(6);
+
 /** How often budget-watch runs. */
 export const BUDGET_WATCH_INTERVAL = Duration.minutes(5);
 /** The budget watch's timeout: under BUDGET_WATCH_INTERVAL, so runs do not overlap. */
@@ -79,8 +84,9 @@ export const REPORTS_TIMEOUT = Duration.minutes(10);
  * The EventBridge-driven Lambdas: interruption (EC2 spot interruption warnings on the default bus), batch-events
  * (Batch job state changes of Trainyard's queues, default bus), budget-watch (every 5 minutes) and, when
  * `config.reports` asks for a schedule, reports (the daily and weekly showback).
- * Each rule target has a retry policy and an encrypted, SSL-only dead-letter queue; an alarm fires when a DLQ holds
- * a message and when a function reports errors.
+ * Each rule target has a retry policy and an encrypted, SSL-only dead-letter queue, which is also where Lambda puts an
+ * event the function still failed on after FUNCTION_ERROR_RETRIES (EventBridge's retries cover delivery only); an
+ * alarm fires when a DLQ holds a message and when a function reports errors.
  *
  * Grants, and why each is as wide as it is:
  * - jobs table read/write for all three (the L2 grant includes the table's indexes: byInstance, byTeam);
@@ -147,7 +153,8 @@ export class EventHandlers extends Construct {
           },
         },
       ],
-      // Start and stop times are billing records: keep retrying for longer than an outage is likely to last.
+      // Start and stop times are billing records: keep delivering for longer than an outage is likely to last (an
+      // event the function fails on gets Lambda's retries for up to 6 hours, then waits in the queue for a replay).
       retry: { retryAttempts: 185, maxEventAge: Duration.hours(24) },
     });
 
@@ -240,20 +247,32 @@ export class EventHandlers extends Construct {
       retry: { retryAttempts: number; maxEventAge: Duration };
     },
   ): EventHandler {
-    const fn = new TrainyardFunction(this, `${id}Function`, {
-      entry: spec.entry,
-      description: spec.description,
-      environment: spec.environment,
-      logRetention: props.logRetention,
-      ...(spec.config ? { config: spec.config } : {}),
-      ...(spec.timeout ? { timeout: spec.timeout } : {}),
-    });
     const deadLetters = new sqs.Queue(this, `${id}DeadLetters`, {
       enforceSSL: true,
       encryption: sqs.QueueEncryption.SQS_MANAGED,
       retentionPeriod: Duration.days(14),
     });
-    acknowledgeFinding(deadLetters, 'SQS3', `This queue is the dead-letter queue of the ${id} rule target.`);
+    acknowledgeFinding(
+      deadLetters,
+      'SQS3',
+      `This queue is the dead-letter queue of the ${id} rule target and of the function's asynchronous invocations.`,
+    );
+    // EventBridge invokes the function asynchronously: its retry policy and dead-letter queue cover delivery only
+    // (throttling, a missing permission). An event the function fails on is Lambda's to retry, and without this
+    // Lambda would drop it after its retries: they go to the same queue, the event itself as the body.
+    const fn = new TrainyardFunction(this, `${id}Function`, {
+      entry: spec.entry,
+      description: spec.description,
+      environment: spec.environment,
+      logRetention: props.logRetention,
+      deadLetterQueue: deadLetters,
+      ...(spec.config ? { config: spec.config } : {}),
+      ...(spec.timeout ? { timeout: spec.timeout } : {}),
+    });
+    fn.configureAsyncInvoke({
+      retryAttempts: FUNCTION_ERROR_RETRIES,
+      maxEventAge: Duration.seconds(Math.min(spec.retry.maxEventAge.toSeconds(), MAX_ASYNC_EVENT_AGE.toSeconds())),
+    });
     const rules = spec.rules.map(
       (rule) =>
         new events.Rule(this, `${id}${rule.id ?? ''}Rule`, {

@@ -145,6 +145,51 @@ describe('EventHandlers rules', () => {
   });
 });
 
+describe('EventHandlers function errors', () => {
+  // EventBridge's retry policy covers delivery only; an event the function fails on is retried by Lambda and, without
+  // a function dead-letter queue, dropped. Each function's queue is its rule target's.
+  it('sends an event the function failed on after two retries to its handler’s dead-letter queue', () => {
+    const handlers = [
+      built.handlers.interruption,
+      built.handlers.batchEvents,
+      built.handlers.budgetWatch,
+      ...(built.handlers.reports ? [built.handlers.reports] : []),
+    ];
+    expect(handlers).toHaveLength(4);
+    const functions = new Map(resourcesOf(built.template, 'AWS::Lambda::Function'));
+    const invokeConfigs = resourcesOf(built.template, 'AWS::Lambda::EventInvokeConfig');
+    const ages: number[] = [];
+    for (const handler of handlers) {
+      const fnId = logicalId(handler.function);
+      const queueArn = {
+        'Fn::GetAtt': [built.stack.getLogicalId(handler.deadLetters.node.defaultChild as never), 'Arn'],
+      };
+      expect(functions.get(fnId)?.DeadLetterConfig).toEqual({ TargetArn: queueArn });
+      expect(JSON.stringify(ruleFor(fnId).Targets)).toContain(JSON.stringify(queueArn));
+      const config = invokeConfigs.find(([, p]) => JSON.stringify(p.FunctionName).includes(fnId))?.[1];
+      expect(config).toMatchObject({ MaximumRetryAttempts: 2, Qualifier: '$LATEST' });
+      ages.push(config?.MaximumEventAgeInSeconds as number);
+    }
+    // Lambda keeps an event at most 6 hours: the rule targets' longer ages are capped there.
+    expect(ages).toEqual([900, 21_600, 240, 21_600]);
+    built.template.hasResourceProperties('AWS::IAM::Policy', {
+      PolicyDocument: {
+        Statement: Match.arrayWith([
+          Match.objectLike({
+            Action: 'sqs:SendMessage',
+            Resource: {
+              'Fn::GetAtt': [
+                built.stack.getLogicalId(built.handlers.batchEvents.deadLetters.node.defaultChild as never),
+                'Arn',
+              ],
+            },
+          }),
+        ]),
+      },
+    });
+  });
+});
+
 describe('EventHandlers dead-letter queues and alarms', () => {
   it('encrypts every dead-letter queue and refuses non-TLS access', () => {
     built.template.resourceCountIs('AWS::SQS::Queue', 4);
