@@ -15,6 +15,7 @@ export const TERMINATE_REASONS = {
   moveToOnDemand: `${TRAINYARD_REASON_PREFIX} moving to on-demand`,
   moveToSpot: `${TRAINYARD_REASON_PREFIX} moving back to spot`,
   deadline: `${TRAINYARD_REASON_PREFIX} deadline reached`,
+  jobEnded: `${TRAINYARD_REASON_PREFIX} job ended, its lifecycle execution stopped`,
 } as const;
 
 /** Reason the spot queues' jobStateTimeLimitActions attach when they cancel a job stuck waiting for capacity. */

@@ -119,6 +119,7 @@ const TERMINATE_KINDS: Record<keyof typeof TERMINATE_REASONS, Omit<AttemptOutcom
   moveToOnDemand: { kind: 'moved', resumable: true, moveTo: 'on-demand' },
   moveToSpot: { kind: 'moved', resumable: true, moveTo: 'spot' },
   deadline: { kind: 'timed-out', resumable: false },
+  jobEnded: { kind: 'infra-error', resumable: false },
 };
 
 const TERMINATE_EXPLANATIONS: Record<keyof typeof TERMINATE_REASONS, string> = {
@@ -128,6 +129,7 @@ const TERMINATE_EXPLANATIONS: Record<keyof typeof TERMINATE_REASONS, string> = {
   moveToOnDemand: 'Trainyard is moving it to on-demand capacity',
   moveToSpot: 'Trainyard is moving it back to spot capacity',
   deadline: 'its deadline was reached',
+  jobEnded: 'its job had already ended (the lifecycle execution failed or was stopped), so Trainyard stopped it',
 };
 
 const quote = (text: string) => JSON.stringify(text);

@@ -4,12 +4,9 @@
  * on-demand, retry with backoff, pause for budget, or finalize — recording the decision and its reason.
  * Replay-safe: records are written once and counters are derived from the attempt records, never incremented.
  */
-import { costOfAttempt } from '../domain/attempt-cost';
 import { type BatchJob, parseBatchFailureCause, parseBatchJob } from '../domain/batch-job';
-import { startAnnouncedWithStop } from '../domain/events';
 import { type AttemptRecord, tierOfJob } from '../domain/job';
 import { decideNextStep } from '../domain/next-step';
-import { type AttemptOutcome, classifyAttemptOutcome } from '../domain/outcome';
 import { type Capacity, spotHistoryOf } from '../domain/placement';
 import { type TierSpotRecord, tierSpotAfterReclaim } from '../domain/tier-spot';
 import {
@@ -22,7 +19,7 @@ import {
 } from '../domain/watch';
 import { jobKeysFor } from '../domain/workspace-layout';
 import type { ControlPlane } from '../shared/control-plane';
-import { countersFrom, jobEvent, progressSeconds, secondsSince } from './common';
+import { countersFrom, jobEvent, progressSeconds, recordAttemptEnd, secondsSince } from './common';
 import { type AttemptPlan, attemptOutcomeInputSchema, parseStep } from './steps';
 
 /** AttemptOutcome's output: the Choice after it routes on `next`. */
@@ -50,50 +47,21 @@ export function createAttemptOutcomeHandler(
     if (!attempt) throw new Error(`job ${jobId} has no attempt ${plan.attempt} to record an outcome for`);
 
     let batchJob: BatchJob | undefined;
-    let outcome: AttemptOutcome;
     if (batch !== undefined) {
       batchJob = parseBatchJob(batch, 'RunAttempt output');
-      outcome = classifyAttemptOutcome(batchJob, { noticeRecorded: attempt.noticeAt !== undefined });
     } else if (batchError?.Error === 'States.TaskFailed' && batchError.Cause?.trim().startsWith('{')) {
       batchJob = parseBatchFailureCause(batchError.Cause);
-      outcome = classifyAttemptOutcome(batchJob, { noticeRecorded: attempt.noticeAt !== undefined });
-    } else {
+    }
+    const outcome = await recordAttemptEnd(
+      plane,
+      job,
+      attempt,
       // The job never reached Batch (SubmitJob refused, a runtime error): an infrastructure failure to retry.
-      outcome = {
-        kind: 'infra-error',
-        reason: `the attempt did not run: ${batchError?.Error ?? 'unknown error'}${batchError?.Cause ? ` — ${batchError.Cause.slice(0, 400)}` : ''}`,
-        resumable: true,
-      };
-    }
-
-    if (batchJob) {
-      const cost = costOfAttempt(attempt, batchJob, tier);
-      // Batch's RUNNING has not reached batch-events yet: this write records the start, so it announces it.
-      const start = startAnnouncedWithStop(job, attempt, batchJob.jobId, cost);
-      if (start.length > 0) await plane.events.publish(start);
-      await plane.jobs.updateAttempt(
-        jobId,
-        plan.attempt,
-        {
-          batchJobId: batchJob.jobId,
-          status: batchJob.status,
-          startedAt: cost.startedAt,
-          stoppedAt: cost.stoppedAt ?? now.getTime(),
-          usdPerHour: cost.usdPerHour,
-          costUsd: cost.costUsd,
-          logStreamName: batchJob.attempts.at(-1)?.container?.logStreamName ?? batchJob.container?.logStreamName,
-        },
-        'stoppedAt',
-      );
-    } else {
-      await plane.jobs.updateAttempt(
-        jobId,
-        plan.attempt,
-        { status: 'FAILED', stoppedAt: now.getTime(), costUsd: 0 },
-        'stoppedAt',
-      );
-    }
-    await plane.jobs.updateAttempt(jobId, plan.attempt, { outcome }, 'outcome');
+      batchJob ?? {
+        notRun: `${batchError?.Error ?? 'unknown error'}${batchError?.Cause ? ` — ${batchError.Cause.slice(0, 400)}` : ''}`,
+      },
+      now,
+    );
 
     const attempts = await plane.jobs.listAttempts(jobId);
     const ended = attempts.find((a) => a.attempt === plan.attempt);

@@ -11,6 +11,7 @@ import type { EC2Client } from '@aws-sdk/client-ec2';
 import type { ECSClient } from '@aws-sdk/client-ecs';
 import type { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import type { SFNClient } from '@aws-sdk/client-sfn';
+import { parseBatchJob } from '../domain/batch-job';
 import type { EventEntry } from '../domain/events';
 import { spotPriceAt } from '../domain/metering';
 import { SPOT_PROBE_MIN_INSTANCE_TYPES, spotProbeCanAnswer } from '../domain/placement';
@@ -41,14 +42,40 @@ function once<T>(make: () => Promise<T>): () => Promise<T> {
   };
 }
 
-/** TerminateJob. */
+/** TerminateJob; DescribeJobs, and ListJobs by name for an attempt whose Batch job id was never recorded. */
 export function awsBatchControl(client?: BatchClient): BatchControl {
   const sdk = once(() => import('@aws-sdk/client-batch'));
   const batch = once(async () => client ?? new (await sdk()).BatchClient({}));
+  /** The id of the newest job named `jobName` in `queue` (a name is one attempt's, so there is one in practice). */
+  async function idByName(queue: string, jobName: string): Promise<string | undefined> {
+    const { ListJobsCommand } = await sdk();
+    let newest: { jobId: string; createdAt: number } | undefined;
+    let nextToken: string | undefined;
+    do {
+      const page = await (await batch()).send(
+        new ListJobsCommand({ jobQueue: queue, filters: [{ name: 'JOB_NAME', values: [jobName] }], nextToken }),
+      );
+      for (const summary of page.jobSummaryList ?? []) {
+        if (summary.jobName !== jobName || !summary.jobId) continue;
+        const createdAt = summary.createdAt ?? 0;
+        if (!newest || createdAt > newest.createdAt) newest = { jobId: summary.jobId, createdAt };
+      }
+      nextToken = page.nextToken;
+    } while (nextToken);
+    return newest?.jobId;
+  }
   return {
     async terminateJob(batchJobId, reason) {
       const { TerminateJobCommand } = await sdk();
       await (await batch()).send(new TerminateJobCommand({ jobId: batchJobId, reason }));
+    },
+    async lookupJob({ batchJobId, queue, jobName }) {
+      const jobId = batchJobId ?? (await idByName(queue, jobName));
+      if (jobId === undefined) return undefined;
+      const { DescribeJobsCommand } = await sdk();
+      const { jobs } = await (await batch()).send(new DescribeJobsCommand({ jobs: [jobId] }));
+      const detail = jobs?.find((job) => job.jobId === jobId);
+      return detail ? parseBatchJob(detail, `DescribeJobs ${jobId}`) : undefined;
     },
   };
 }

@@ -7,7 +7,10 @@
  * - "Batch Job State Change" (source aws.batch; detail = the Batch JobDetail, camelCase),
  *   https://docs.aws.amazon.com/batch/latest/userguide/batch_job_events.html — validated by domain/batch-job.ts;
  * - "Scheduled Event" (source aws.events; the budget-watch schedule),
- *   https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-run-lambda-schedule.html.
+ *   https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-run-lambda-schedule.html;
+ * - "Step Functions Execution Status Change" (source aws.states; detail `executionArn`, `stateMachineArn`, `name`,
+ *   `status`, `startDate`, `stopDate`, `input`, `output`, and `error`/`cause` when it failed; dates epoch ms),
+ *   https://docs.aws.amazon.com/step-functions/latest/dg/cw-events.html.
  *
  * The envelope is checked strictly where the handler depends on it (source, detail-type, time) and leniently
  * elsewhere: AWS "might add other event types, sources, and details in the future".
@@ -27,6 +30,13 @@ export const SPOT_INTERRUPTION_DETAIL_TYPE = 'EC2 Spot Instance Interruption War
 export const BATCH_STATE_CHANGE_DETAIL_TYPE = 'Batch Job State Change';
 /** detail-type of EventBridge schedules. */
 export const SCHEDULED_EVENT_DETAIL_TYPE = 'Scheduled Event';
+
+/** detail-type of Step Functions (standard workflow) execution status changes. */
+export const EXECUTION_STATUS_CHANGE_DETAIL_TYPE = 'Step Functions Execution Status Change';
+/** Statuses an execution ends in, besides SUCCEEDED. */
+export const EXECUTION_END_STATUSES = ['FAILED', 'TIMED_OUT', 'ABORTED'] as const;
+/** Every execution status Step Functions reports in the event. */
+export const EXECUTION_STATUSES = ['RUNNING', 'SUCCEEDED', 'PENDING_REDRIVE', ...EXECUTION_END_STATUSES] as const;
 
 /** What EC2 will do to the instance at the end of the warning. */
 export const SPOT_INSTANCE_ACTIONS = ['terminate', 'stop', 'hibernate'] as const;
@@ -68,6 +78,24 @@ export const batchStateChangeEventSchema = envelope(
   z.record(z.string(), z.unknown(), { error: 'must be the Batch job detail (an object)' }),
 );
 
+const optionalText = z.optional(z.nullable(z.string()));
+
+/** zod schema of "Step Functions Execution Status Change". */
+export const executionStatusChangeEventSchema = envelope(
+  'aws.states',
+  EXECUTION_STATUS_CHANGE_DETAIL_TYPE,
+  z.looseObject({
+    executionArn: z.string().check(z.regex(/^arn:[^:]+:states:/, 'must be a Step Functions execution ARN')),
+    stateMachineArn: z.string().check(z.regex(/^arn:[^:]+:states:/, 'must be a Step Functions state machine ARN')),
+    name: z.string().check(z.minLength(1, 'must be the execution name')),
+    status: z.enum(EXECUTION_STATUSES, { error: `must be one of ${EXECUTION_STATUSES.join(', ')}` }),
+    startDate: z.optional(z.nullable(z.int())),
+    stopDate: z.optional(z.nullable(z.int())),
+    error: optionalText,
+    cause: optionalText,
+  }),
+);
+
 /** zod schema of an EventBridge "Scheduled Event". */
 export const scheduledEventSchema = envelope('aws.events', SCHEDULED_EVENT_DETAIL_TYPE, z.optional(z.unknown()));
 
@@ -85,6 +113,20 @@ export interface BatchStateChange {
   readonly eventId: string;
   readonly timeMs: number;
   readonly job: BatchJob;
+}
+
+/** A validated execution status change. */
+export interface ExecutionStatusChange {
+  readonly eventId: string;
+  readonly timeMs: number;
+  readonly executionArn: string;
+  readonly stateMachineArn: string;
+  /** The execution name (Trainyard names a job's execution by the job id). */
+  readonly name: string;
+  readonly status: (typeof EXECUTION_STATUSES)[number];
+  readonly stopDateMs?: number;
+  readonly error?: string;
+  readonly cause?: string;
 }
 
 /** A validated schedule tick. */
@@ -132,4 +174,21 @@ export function parseBatchStateChangeEvent(event: unknown): BatchStateChange {
 export function parseScheduledEvent(event: unknown): ScheduleTick {
   const parsed = parseWith(scheduledEventSchema, SCHEDULED_EVENT_DETAIL_TYPE, event);
   return { eventId: parsed.id, timeMs: Date.parse(parsed.time) };
+}
+
+/** Validates a "Step Functions Execution Status Change"; throws {@link InvalidEvent}. */
+export function parseExecutionStatusChangeEvent(event: unknown): ExecutionStatusChange {
+  const parsed = parseWith(executionStatusChangeEventSchema, EXECUTION_STATUS_CHANGE_DETAIL_TYPE, event);
+  const { executionArn, stateMachineArn, name, status, stopDate, error, cause } = parsed.detail;
+  return {
+    eventId: parsed.id,
+    timeMs: Date.parse(parsed.time),
+    executionArn,
+    stateMachineArn,
+    name,
+    status,
+    ...(typeof stopDate === 'number' ? { stopDateMs: stopDate } : {}),
+    ...(error ? { error } : {}),
+    ...(cause ? { cause } : {}),
+  };
 }

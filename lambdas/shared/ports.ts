@@ -3,13 +3,27 @@
  * EventBridge, CloudWatch Logs and metrics, EC2/ECS facts). On AWS each port is an SDK adapter (aws-ports.ts); in
  * local mode and tests it is an in-process implementation that answers with AWS's documented shapes.
  */
+import type { BatchJob } from '../domain/batch-job';
 import type { EventEntry } from '../domain/events';
 import type { MetricDatum } from '../domain/platform-metrics';
 
-/** Stops Batch jobs. */
+/** Which Batch job an attempt is: its id once recorded, else its queue and job name (`<jobId>-a<attempt>`). */
+export interface BatchJobRef {
+  readonly batchJobId?: string;
+  readonly queue: string;
+  readonly jobName: string;
+}
+
+/** Stops Batch jobs, and looks one up. */
 export interface BatchControl {
   /** TerminateJob with a reason Batch returns as the job's statusReason (see batch-reasons.ts). */
   terminateJob(batchJobId: string, reason: string): Promise<void>;
+  /**
+   * The Batch job as DescribeJobs reports it: by id, or, without one, the newest job of that name in that queue
+   * (ListJobs filtered by JOB_NAME, which lists every status); undefined when Batch has no such job. Optional so that
+   * the doubles of handlers that never look a job up need not pretend to; the execution-ended handler requires it.
+   */
+  lookupJob?(ref: BatchJobRef): Promise<BatchJob | undefined>;
 }
 
 /** Puts events on the platform bus. */

@@ -14,10 +14,17 @@ import * as sqs from 'aws-cdk-lib/aws-sqs';
 import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import { REPORT_KINDS, REPORT_SCHEDULE, type ReportKind } from '../../lambdas/domain/showback';
+import { jobKeysFor } from '../../lambdas/domain/workspace-layout';
 import { ENV } from '../../lambdas/shared/aws-control-plane';
-import { BATCH_STATE_CHANGE_DETAIL_TYPE, SPOT_INTERRUPTION_DETAIL_TYPE } from '../../lambdas/shared/event-schemas';
+import {
+  BATCH_STATE_CHANGE_DETAIL_TYPE,
+  EXECUTION_END_STATUSES,
+  EXECUTION_STATUS_CHANGE_DETAIL_TYPE,
+  SPOT_INTERRUPTION_DETAIL_TYPE,
+} from '../../lambdas/shared/event-schemas';
 import type { TrainyardConfig } from '../config';
 import { TrainyardFunction } from '../function';
+import { grantJobObjects } from '../grants';
 import { acknowledgeFinding, nagResourceName } from '../nag';
 
 /** Props of the event-driven handlers. */
@@ -77,6 +84,9 @@ export const REPORT_SCHEDULES = Object.fromEntries(
     return [kind, events.Schedule.cron(monday ? { ...at, weekDay: 'MON' } : at)];
   }),
 ) as Record<ReportKind, events.Schedule>;
+/** The execution-ended timeout: above its wait for terminated attempts to end (ATTEMPT_STOP_WAIT_MS, 8 minutes). */
+export const EXECUTION_ENDED_TIMEOUT = Duration.minutes(10);
+
 /** The reports' timeout: one run reads every team's jobs of the period and writes their reports. */
 export const REPORTS_TIMEOUT = Duration.minutes(10);
 
@@ -107,6 +117,8 @@ export class EventHandlers extends Construct {
   public readonly budgetWatch: EventHandler;
   /** Fires when budget-watch has not been invoked for BUDGET_WATCH_SILENT_PERIODS runs in a row. */
   public readonly budgetWatchSilentAlarm: cloudwatch.Alarm;
+  /** A job execution failed, timed out or was stopped → its attempts ended and recorded, the job finalized. */
+  public readonly executionEnded: EventHandler;
   /** Daily and/or weekly → showback reports to the workspace, Cost Report Ready; absent when neither is configured. */
   public readonly reports?: EventHandler;
 
@@ -198,6 +210,32 @@ export class EventHandlers extends Construct {
       treatMissingData: cloudwatch.TreatMissingData.BREACHING,
     });
     if (props.alertTopic) this.budgetWatchSilentAlarm.addAlarmAction(new cloudwatchActions.SnsAction(props.alertTopic));
+
+    this.executionEnded = this.handler('ExecutionEnded', props, {
+      entry: 'lambdas/execution-ended/handler.ts',
+      description:
+        'Trainyard: a job execution failed, timed out or was stopped → stop its attempt, settle the ledger, finalize',
+      environment: {
+        [ENV.jobsTable]: props.jobsTable.tableName,
+        [ENV.budgetsTable]: props.budgetsTable.tableName,
+        [ENV.workspaceBucket]: props.workspace.bucketName,
+        [ENV.eventBus]: props.eventBus.eventBusName,
+      },
+      config: props.config,
+      timeout: EXECUTION_ENDED_TIMEOUT,
+      rules: [
+        {
+          description: 'Job executions that ended without Finalize (failed, timed out, stopped)',
+          eventPattern: {
+            source: ['aws.states'],
+            detailType: [EXECUTION_STATUS_CHANGE_DETAIL_TYPE],
+            detail: { stateMachineArn: [props.stateMachine.stateMachineArn], status: [...EXECUTION_END_STATUSES] },
+          },
+        },
+      ],
+      // Until it runs the job's reservation stays held: keep delivering through an outage.
+      retry: { retryAttempts: 185, maxEventAge: Duration.hours(24) },
+    });
 
     const kinds = REPORT_KINDS.filter((kind) => props.config.reports[kind]);
     if (kinds.length > 0) {
@@ -393,7 +431,42 @@ export class EventHandlers extends Construct {
       'ListBucket on the workspace bucket only: without it a job with no progress.json yet reads as AccessDenied, not as missing.',
     );
 
+    this.grantExecutionEnded(this.executionEnded.function, props, terminate(), terminateAck, jobsIndexes);
     if (this.reports) this.grantReports(this.reports.function, props);
+  }
+
+  /**
+   * execution-ended does what Finalize does (jobs and budgets tables, each job's metrics.jsonl read and its
+   * summary.json and report.html written, the bus) and ends attempts: Batch TerminateJob, DescribeJobs and ListJobs.
+   */
+  private grantExecutionEnded(
+    fn: TrainyardFunction,
+    props: EventHandlersProps,
+    terminate: iam.PolicyStatement,
+    terminateAck: readonly [string, string],
+    jobsIndexes: string,
+  ): void {
+    props.jobsTable.grantReadWriteData(fn);
+    props.budgetsTable.grantReadWriteData(fn);
+    props.eventBus.grantPutEventsTo(fn);
+    const anyJob = jobKeysFor('*', '*');
+    grantJobObjects(
+      fn,
+      props.workspace,
+      { read: [anyJob.metricsLog], write: [anyJob.summary, anyJob.report] },
+      'Finalizes jobs of every team, as Finalize does: reads each job’s metrics.jsonl and writes its summary.json and report.html, nothing else in the workspace.',
+    );
+    fn.addToRolePolicy(terminate);
+    fn.addToRolePolicy(
+      new iam.PolicyStatement({ actions: ['batch:DescribeJobs', 'batch:ListJobs'], resources: ['*'] }),
+    );
+    const ack = (finding: string, reason: string) => acknowledgeFinding(fn.role as iam.IRole, finding, reason);
+    ack(jobsIndexes, 'The L2 read/write grant covers the jobs table’s indexes.');
+    ack(...terminateAck);
+    ack(
+      'IAM5[Resource::*]',
+      'batch:DescribeJobs and batch:ListJobs (looking up the attempts of an ended execution) and X-Ray trace writes have no resource-level permissions.',
+    );
   }
 
   /**

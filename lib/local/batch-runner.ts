@@ -39,10 +39,11 @@ import {
 import { constants as osConstants } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
+import { type BatchJob, parseBatchJob } from '../../lambdas/domain/batch-job';
 import { HARNESS_EXIT } from '../../lambdas/domain/batch-reasons';
 import { ATTEMPT_TIMEOUT_REASON } from '../../lambdas/domain/outcome';
 import { containerOverridesOf } from '../../lambdas/domain/submit-job';
-import type { BatchControl, InstanceFacts } from '../../lambdas/shared/ports';
+import type { BatchControl, BatchJobRef, InstanceFacts } from '../../lambdas/shared/ports';
 import { maxRuntimeSeconds, type TierConfig } from '../config';
 import { awsTimestamp, FakeImds } from './fake-imds';
 import { BatchTaskFailed, type LocalBatch, type SubmitJobInput } from './local-batch';
@@ -287,6 +288,8 @@ interface Attempt {
   ended: boolean;
   exitCode?: number;
   spawnError?: string;
+  /** The job as Batch reported it at its end (DescribeJobs answers with it from then on). */
+  finished?: BatchJobDetail;
   logsFlushed?: Promise<void>;
   /** Processes SIGKILLed by a reclaim, timeout or shutdown; the end is reported once they are gone. */
   killed: number[];
@@ -340,6 +343,7 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
       const reason = attempt.stop?.kind === 'terminate' ? attempt.stop.reason : LOCAL_SHUTDOWN_REASON;
       finished = { ...this.detail(attempt, 'FAILED'), statusReason: reason, stoppedAt: this.now() };
     }
+    attempt.finished = finished;
     await this.cleanUp(attempt);
     await this.emit(finished);
     if (finished.status === 'SUCCEEDED') return pascalCaseJob(finished);
@@ -357,6 +361,27 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
     if (!attempt || attempt.ended || attempt.stop !== undefined) return;
     attempt.stop = { kind: 'terminate', reason };
     this.sendStop(attempt);
+  }
+
+  /**
+   * DescribeJobs by id, or ListJobs by name in a queue (the newest such job) then DescribeJobs: the job as Batch
+   * reports it now (RUNNABLE until its harness starts, RUNNING, then its end); undefined for a job never submitted.
+   */
+  async lookupJob(ref: BatchJobRef): Promise<BatchJob | undefined> {
+    const queueName = lastSegment(ref.queue, 'job-queue/');
+    const attempt =
+      ref.batchJobId !== undefined
+        ? this.attempts.get(ref.batchJobId)
+        : [...this.attempts.values()]
+            .filter((a) => a.input.JobName === ref.jobName && a.queueName === queueName)
+            .sort((a, b) => b.createdAt - a.createdAt)[0];
+    if (!attempt) return undefined;
+    const detail =
+      attempt.finished ??
+      (attempt.child !== undefined
+        ? { ...this.detail(attempt, 'RUNNING'), startedAt: attempt.startedAt }
+        : this.detail(attempt, 'RUNNABLE'));
+    return parseBatchJob(detail, `DescribeJobs ${attempt.batchJobId}`);
   }
 
   /**

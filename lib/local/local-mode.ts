@@ -29,11 +29,16 @@ import { createBudgetWatchHandler } from '../../lambdas/budget-watch/budget-watc
 import { queueName } from '../../lambdas/domain/batch-names';
 import type { JobRecord, JobState } from '../../lambdas/domain/job';
 import { nextReportRun, REPORT_KINDS, type ReportKind } from '../../lambdas/domain/showback';
+import { createExecutionEndedHandler } from '../../lambdas/execution-ended/execution-ended';
 import { createInterruptionHandler } from '../../lambdas/interruption/interruption';
 import { createFinalizeHandler } from '../../lambdas/lifecycle/finalize';
 import { createReportsHandler, type ReportsResult } from '../../lambdas/reports/reports';
 import type { ControlPlane } from '../../lambdas/shared/control-plane';
-import { BATCH_STATE_CHANGE_DETAIL_TYPE, SCHEDULED_EVENT_DETAIL_TYPE } from '../../lambdas/shared/event-schemas';
+import {
+  BATCH_STATE_CHANGE_DETAIL_TYPE,
+  EXECUTION_STATUS_CHANGE_DETAIL_TYPE,
+  SCHEDULED_EVENT_DETAIL_TYPE,
+} from '../../lambdas/shared/event-schemas';
 import { logger } from '../../lambdas/shared/logger';
 import { fileMetricPublisher } from '../../lambdas/shared/metrics';
 import type { EventPublisher } from '../../lambdas/shared/ports';
@@ -56,7 +61,12 @@ import { awsTimestamp } from './fake-imds';
 import type { SubmitJobInput } from './local-batch';
 import { formatEventLine, localEventPublisher, localFleetFacts, localLogReader } from './local-ports';
 import { type LocalControlHandler, startLocalApiServer } from './server';
-import { LocalStateMachine, type LocalStepHandlers, type StepHandler } from './state-machine-runner';
+import {
+  type EndedExecution,
+  LocalStateMachine,
+  type LocalStepHandlers,
+  type StepHandler,
+} from './state-machine-runner';
 import { ensureLocalToken, LOCAL_DIR } from './token';
 
 /** The principal local mode acts as when the chosen team lists none. */
@@ -74,6 +84,8 @@ export const REPORT_ROUTE = 'POST /_local/reports/{kind}';
 
 /** The EventBridge schedule rule's name in local "Scheduled Event" resources. */
 const BUDGET_WATCH_RULE = `arn:aws:events:${LOCAL_REGION}:${LOCAL_ACCOUNT}:rule/trainyard-local-budget-watch`;
+/** The local job state machine's ARN, as execution status changes name it. */
+export const LOCAL_STATE_MACHINE_ARN = `arn:aws:states:${LOCAL_REGION}:${LOCAL_ACCOUNT}:stateMachine:trainyard-local-jobs`;
 
 /** images/harness of this checkout: the runner must find it whatever the working directory. */
 const HARNESS_PATH = fileURLToPath(new URL('../../images/harness', import.meta.url));
@@ -238,6 +250,38 @@ export function batchStateChangeEvent(detail: BatchJobDetail, nowMs: number) {
   };
 }
 
+/**
+ * An EventBridge "Step Functions Execution Status Change" for an execution that failed or was stopped (what the
+ * execution-ended rule delivers on AWS); input and output are left out, as for a payload too large to include.
+ */
+export function executionStatusChangeEvent(ended: EndedExecution, nowMs: number) {
+  const executionArn = `arn:aws:states:${LOCAL_REGION}:${LOCAL_ACCOUNT}:execution:trainyard-local-jobs:${ended.name}`;
+  return {
+    version: '0',
+    id: randomUUID(),
+    'detail-type': EXECUTION_STATUS_CHANGE_DETAIL_TYPE,
+    source: 'aws.states',
+    account: LOCAL_ACCOUNT,
+    time: awsTimestamp(nowMs),
+    region: LOCAL_REGION,
+    resources: [executionArn],
+    detail: {
+      executionArn,
+      stateMachineArn: LOCAL_STATE_MACHINE_ARN,
+      name: ended.name,
+      status: ended.status,
+      startDate: ended.startDate,
+      stopDate: ended.stopDate,
+      input: null,
+      inputDetails: { included: false },
+      output: null,
+      outputDetails: null,
+      ...(ended.error ? { error: ended.error } : {}),
+      ...(ended.cause ? { cause: ended.cause } : {}),
+    },
+  };
+}
+
 /** An EventBridge "Scheduled Event" (what the budget-watch schedule delivers). */
 export function scheduledEvent(nowMs: number) {
   return {
@@ -360,10 +404,20 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
           );
         }
       },
+      // As the execution-ended rule on AWS: a job whose execution failed is ended and finalized. Not while stopping:
+      // a job cut off by a stop stays live for the next start to finalize (finalizeCutOffJobs).
+      onExecutionEnded: async (ended) => {
+        if (halted) return;
+        const result = await track(onExecutionEnded(executionStatusChangeEvent(ended, Date.now())));
+        if (result.action === 'finalized') {
+          print(`Job ${result.jobId} finalized ${result.state} after its execution ${ended.status.toLowerCase()}`);
+        }
+      },
     });
 
     const batchEvents = createBatchEventsHandler(plane);
     const interruption = createInterruptionHandler(plane);
+    const onExecutionEnded = createExecutionEndedHandler(plane);
     onBatchState = batchEvents;
     onSpotNotice = interruption;
     const budgetWatch = createBudgetWatchHandler(plane);

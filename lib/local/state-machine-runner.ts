@@ -5,7 +5,7 @@
  * AWS.
  */
 import './polyfills';
-import { StateMachine } from 'aws-local-stepfunctions';
+import { ExecutionAbortedError, StateMachine } from 'aws-local-stepfunctions';
 import type { LifecycleControl } from '../../lambdas/shared/ports';
 import { STATE_NAMES } from '../lifecycle/job-state-machine';
 import type { StateMachineDefinition } from './definition';
@@ -30,14 +30,27 @@ export type ExecutionEvent = { type: string; timestamp: number; state?: { name: 
   unknown
 >;
 
+/** An execution that ended without succeeding, as Step Functions reports it on EventBridge. */
+export interface EndedExecution {
+  readonly name: string;
+  readonly status: 'FAILED' | 'ABORTED';
+  /** Epoch ms. */
+  readonly startDate: number;
+  readonly stopDate: number;
+  readonly error?: string;
+  readonly cause?: string;
+}
+
 /** What is known about one execution. */
 export interface LocalExecution {
   readonly name: string;
-  status: 'RUNNING' | 'SUCCEEDED' | 'FAILED';
+  status: 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'ABORTED';
   output?: unknown;
   error?: string;
+  /** What `onExecutionEnded` threw, if it did. */
+  endedHandlerError?: string;
   readonly events: ExecutionEvent[];
-  /** Settles when the execution ends (never rejects). */
+  /** Settles when the execution has ended and `onExecutionEnded` has run (never rejects). */
   readonly done: Promise<void>;
 }
 
@@ -52,6 +65,13 @@ export interface LocalStateMachineOptions {
   readonly retryIntervalMs?: number;
   /** Called for every execution event (local mode prints progress from it). */
   readonly onEvent?: (execution: string, event: ExecutionEvent) => void;
+  /**
+   * Called when an execution fails or is stopped, as EventBridge's "Step Functions Execution Status Change" would
+   * reach the execution-ended handler on AWS.
+   */
+  readonly onExecutionEnded?: (ended: EndedExecution) => Promise<unknown>;
+  /** Clock for the execution dates. @default Date.now */
+  readonly now?: () => number;
 }
 
 /**
@@ -87,6 +107,7 @@ export class TaskDoesNotExist extends Error {
 export class LocalStateMachine implements LifecycleControl {
   private readonly machine: StateMachine;
   private readonly executions = new Map<string, LocalExecution>();
+  private readonly aborts = new Map<string, { abort: () => void; error?: string; cause?: string }>();
   private readonly waiting = new Map<string, (output: unknown) => void>();
   private tokenCounter = 0;
 
@@ -150,6 +171,9 @@ export class LocalStateMachine implements LifecycleControl {
     });
     const events: ExecutionEvent[] = [];
     const state: Omit<LocalExecution, 'done'> = { name, status: 'RUNNING', events };
+    const now = this.options.now ?? Date.now;
+    const startDate = now();
+    this.aborts.set(name, { abort: () => execution.abort() });
     const done = (async () => {
       const collecting = (async () => {
         for await (const event of execution.eventLogs as AsyncGenerator<ExecutionEvent>) {
@@ -157,17 +181,51 @@ export class LocalStateMachine implements LifecycleControl {
           this.options.onEvent?.(name, event);
         }
       })();
+      let ended: EndedExecution | undefined;
       try {
         state.output = await execution.result;
         state.status = 'SUCCEEDED';
       } catch (error) {
-        state.status = 'FAILED';
+        const stop = this.aborts.get(name);
+        const aborted = error instanceof ExecutionAbortedError;
+        state.status = aborted ? 'ABORTED' : 'FAILED';
         state.error = `${(error as Error).name}: ${(error as Error).message}`;
+        const reported = aborted
+          ? { error: stop?.error, cause: stop?.cause }
+          : { error: (error as Error).name, cause: (error as Error).message };
+        ended = {
+          name,
+          status: state.status as EndedExecution['status'],
+          startDate,
+          stopDate: now(),
+          ...(reported.error ? { error: reported.error } : {}),
+          ...(reported.cause ? { cause: reported.cause } : {}),
+        };
       }
+      this.aborts.delete(name);
       await collecting.catch(() => undefined);
+      if (ended && this.options.onExecutionEnded) {
+        try {
+          await this.options.onExecutionEnded(ended);
+        } catch (error) {
+          state.endedHandlerError = `${(error as Error).name}: ${(error as Error).message}`;
+        }
+      }
     })();
     this.executions.set(name, Object.assign(state, { done }));
     return { alreadyStarted: false };
+  }
+
+  /**
+   * StopExecution: the execution ends ABORTED where it is (a Task in flight is abandoned, as Step Functions abandons
+   * a Lambda invocation; what a RunAttempt started keeps running). Unknown or ended executions: nothing to stop.
+   */
+  async stopExecution(name: string, details: { error?: string; cause?: string } = {}): Promise<boolean> {
+    const running = this.aborts.get(name);
+    if (!running) return false;
+    Object.assign(running, details);
+    running.abort();
+    return true;
   }
 
   /** SendTaskSuccess: continues the paused execution holding the token. */

@@ -119,6 +119,23 @@ describe('EventHandlers rules', () => {
     });
   });
 
+  it('listens for the job state machine’s executions that ended without Finalize, with time to wait for a stop', () => {
+    const rule = ruleFor(logicalId(built.handlers.executionEnded.function));
+    expect(rule.EventBusName).toBeUndefined();
+    expect(rule.EventPattern).toEqual({
+      source: ['aws.states'],
+      'detail-type': ['Step Functions Execution Status Change'],
+      detail: {
+        stateMachineArn: ['arn:aws:states:us-east-1:123456789012:stateMachine:trainyard-jobs'],
+        status: ['FAILED', 'TIMED_OUT', 'ABORTED'],
+      },
+    });
+    built.template.hasResourceProperties('AWS::Lambda::Function', {
+      Description: Match.stringLikeRegexp('^Trainyard: a job execution failed'),
+      Timeout: 600,
+    });
+  });
+
   it('runs budget-watch every 5 minutes, one run at a time, within the interval', () => {
     const rule = ruleFor(logicalId(built.handlers.budgetWatch.function));
     expect(rule.ScheduleExpression).toBe('rate(5 minutes)');
@@ -133,13 +150,14 @@ describe('EventHandlers rules', () => {
     const targets = resourcesOf(built.template, 'AWS::Events::Rule').map(
       ([, p]) => (p.Targets as Array<Record<string, unknown>>)[0] ?? {},
     );
-    expect(targets).toHaveLength(4);
+    expect(targets).toHaveLength(5);
     const queues = new Set(targets.map((t) => JSON.stringify(t.DeadLetterConfig)));
-    expect(queues.size).toBe(4);
+    expect(queues.size).toBe(5);
     expect(targets.map((t) => t.RetryPolicy)).toEqual([
       { MaximumRetryAttempts: 8, MaximumEventAgeInSeconds: 900 },
       { MaximumRetryAttempts: 185, MaximumEventAgeInSeconds: 86400 },
       { MaximumRetryAttempts: 2, MaximumEventAgeInSeconds: 240 },
+      { MaximumRetryAttempts: 185, MaximumEventAgeInSeconds: 86400 },
       { MaximumRetryAttempts: 8, MaximumEventAgeInSeconds: 21600 },
     ]);
   });
@@ -153,9 +171,10 @@ describe('EventHandlers function errors', () => {
       built.handlers.interruption,
       built.handlers.batchEvents,
       built.handlers.budgetWatch,
+      built.handlers.executionEnded,
       ...(built.handlers.reports ? [built.handlers.reports] : []),
     ];
-    expect(handlers).toHaveLength(4);
+    expect(handlers).toHaveLength(5);
     const functions = new Map(resourcesOf(built.template, 'AWS::Lambda::Function'));
     const invokeConfigs = resourcesOf(built.template, 'AWS::Lambda::EventInvokeConfig');
     const ages: number[] = [];
@@ -171,7 +190,7 @@ describe('EventHandlers function errors', () => {
       ages.push(config?.MaximumEventAgeInSeconds as number);
     }
     // Lambda keeps an event at most 6 hours: the rule targets' longer ages are capped there.
-    expect(ages).toEqual([900, 21_600, 240, 21_600]);
+    expect(ages).toEqual([900, 21_600, 240, 21_600, 21_600]);
     built.template.hasResourceProperties('AWS::IAM::Policy', {
       PolicyDocument: {
         Statement: Match.arrayWith([
@@ -192,7 +211,7 @@ describe('EventHandlers function errors', () => {
 
 describe('EventHandlers dead-letter queues and alarms', () => {
   it('encrypts every dead-letter queue and refuses non-TLS access', () => {
-    built.template.resourceCountIs('AWS::SQS::Queue', 4);
+    built.template.resourceCountIs('AWS::SQS::Queue', 5);
     for (const [, queue] of resourcesOf(built.template, 'AWS::SQS::Queue')) {
       expect(queue).toMatchObject({ SqsManagedSseEnabled: true, MessageRetentionPeriod: 1_209_600 });
     }
@@ -200,14 +219,14 @@ describe('EventHandlers dead-letter queues and alarms', () => {
     const denies = policies.filter(([, p]) =>
       JSON.stringify(p.PolicyDocument).includes('"aws:SecureTransport":"false"'),
     );
-    expect(denies).toHaveLength(4);
+    expect(denies).toHaveLength(5);
   });
 
   it('alarms on any message in a dead-letter queue, notifying the alert topic', () => {
     const alarms = resourcesOf(built.template, 'AWS::CloudWatch::Alarm').filter(
       ([, p]) => p.MetricName === 'ApproximateNumberOfMessagesVisible',
     );
-    expect(alarms).toHaveLength(4);
+    expect(alarms).toHaveLength(5);
     for (const [, alarm] of alarms) {
       expect(alarm).toMatchObject({
         Namespace: 'AWS/SQS',
@@ -222,7 +241,7 @@ describe('EventHandlers dead-letter queues and alarms', () => {
 
   it('alarms on each function’s errors, notifying the alert topic', () => {
     const alarms = resourcesOf(built.template, 'AWS::CloudWatch::Alarm').filter(([, p]) => p.MetricName === 'Errors');
-    expect(alarms).toHaveLength(4);
+    expect(alarms).toHaveLength(5);
     for (const [, alarm] of alarms) {
       expect(alarm).toMatchObject({
         Namespace: 'AWS/Lambda',
@@ -265,7 +284,7 @@ describe('EventHandlers dead-letter queues and alarms', () => {
     for (const [, alarm] of resourcesOf(template, 'AWS::CloudWatch::Alarm')) {
       expect(alarm.AlarmActions).toBeUndefined();
     }
-    template.resourceCountIs('AWS::CloudWatch::Alarm', 9);
+    template.resourceCountIs('AWS::CloudWatch::Alarm', 11);
   });
 });
 
@@ -281,6 +300,22 @@ describe('EventHandlers grants', () => {
       expect(statements).toContainEqual(terminate);
       expect(actionsOf(statements).filter((a) => a.startsWith('batch:'))).toEqual(['batch:TerminateJob']);
     }
+  });
+
+  it('lets execution-ended end attempts (terminate, describe, list Batch jobs) and finalize as Finalize does', () => {
+    const statements = policyOf(logicalId(built.handlers.executionEnded.function));
+    expect(statements).toContainEqual({ Action: 'batch:TerminateJob', Effect: 'Allow', Resource: BATCH_JOB_ARNS });
+    expect(
+      actionsOf(statements)
+        .filter((a) => a.startsWith('batch:'))
+        .sort(),
+    ).toEqual(['batch:DescribeJobs', 'batch:ListJobs', 'batch:TerminateJob']);
+    const s3 = statements.filter((st) => actionsOf([st]).some((a) => a.startsWith('s3:')));
+    const keys = JSON.stringify(s3);
+    for (const key of ['metrics/metrics.jsonl', 'summary.json', 'report.html']) expect(keys).toContain(key);
+    expect(actionsOf(s3).sort()).toEqual(['s3:GetObject', 's3:ListBucket', 's3:PutObject']);
+    expect(actionsOf(statements)).toEqual(expect.arrayContaining(['events:PutEvents', 'dynamodb:UpdateItem']));
+    expect(actionsOf(statements)).not.toContain('ec2:GetSpotPlacementScores');
   });
 
   it('lets only batch-events describe container instances, instances and spot prices', () => {
@@ -397,7 +432,7 @@ describe('EventHandlers reports', () => {
     const none = build({ config: parseConfig({ reports: { weekly: false } }, 'test config') });
     expect(none.handlers.reports).toBeUndefined();
     expect(reportRules(none.template)).toEqual([]);
-    none.template.resourceCountIs('AWS::Lambda::Function', 3);
+    none.template.resourceCountIs('AWS::Lambda::Function', 4);
   });
 
   it('lets reports read jobs, put only its records, write only under reports/ and put events', () => {

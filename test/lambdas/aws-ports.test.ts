@@ -2,7 +2,9 @@
  * The AWS adapters of the ports, against SDK mocks answering with the documented response shapes (Batch, Step
  * Functions, EventBridge, CloudWatch Logs, ECS and EC2 have no local engine).
  */
-import { BatchClient, TerminateJobCommand } from '@aws-sdk/client-batch';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { BatchClient, DescribeJobsCommand, ListJobsCommand, TerminateJobCommand } from '@aws-sdk/client-batch';
 import { CloudWatchLogsClient, GetLogEventsCommand, ResourceNotFoundException } from '@aws-sdk/client-cloudwatch-logs';
 import {
   DescribeInstancesCommand,
@@ -56,6 +58,55 @@ describe('Batch', () => {
       jobId: '4c7599ae',
       reason: 'Trainyard: cancelled by user',
     });
+  });
+
+  it('looks a job up by id with DescribeJobs, as the documented JobDetail', async () => {
+    const described = JSON.parse(
+      readFileSync(
+        fileURLToPath(new URL('../fixtures/batch/app-error-exit-1.describe-jobs.json', import.meta.url)),
+        'utf8',
+      ),
+    );
+    const id = described.jobs[0].jobId;
+    batch.on(DescribeJobsCommand).resolves(described);
+    const job = await awsBatchControl().lookupJob?.({ batchJobId: id, queue: 'q', jobName: 'n' });
+    expect(job).toMatchObject({
+      jobId: id,
+      status: 'FAILED',
+      attempts: [expect.objectContaining({ stoppedAt: 1763646122000 })],
+    });
+    expect(batch.commandCalls(ListJobsCommand)).toHaveLength(0);
+    expect(batch.commandCalls(DescribeJobsCommand)[0]?.args[0].input).toEqual({ jobs: [id] });
+  });
+
+  it('finds a job without a recorded id by name in its queue (the newest, over every page), or none', async () => {
+    const described = JSON.parse(
+      readFileSync(
+        fileURLToPath(new URL('../fixtures/batch/app-error-exit-1.describe-jobs.json', import.meta.url)),
+        'utf8',
+      ),
+    );
+    const id = described.jobs[0].jobId;
+    const name = described.jobs[0].jobName;
+    batch
+      .on(ListJobsCommand, { nextToken: undefined })
+      .resolves({ jobSummaryList: [{ jobId: 'older', jobName: name, createdAt: 1 }], nextToken: 'page-2' })
+      .on(ListJobsCommand, { nextToken: 'page-2' })
+      .resolves({ jobSummaryList: [{ jobId: id, jobName: name, createdAt: 2 }] });
+    batch.on(DescribeJobsCommand).resolves(described);
+    const job = await awsBatchControl().lookupJob?.({ queue: 'trainyard-gpu-small-spot', jobName: name });
+    expect(job?.jobId).toBe(id);
+    expect(batch.commandCalls(ListJobsCommand)[0]?.args[0].input).toEqual({
+      jobQueue: 'trainyard-gpu-small-spot',
+      filters: [{ name: 'JOB_NAME', values: [name] }],
+      nextToken: undefined,
+    });
+    expect(batch.commandCalls(DescribeJobsCommand)[0]?.args[0].input).toEqual({ jobs: [id] });
+
+    batch.reset();
+    batch.on(ListJobsCommand).resolves({ jobSummaryList: [] });
+    expect(await awsBatchControl().lookupJob?.({ queue: 'trainyard-gpu-small-spot', jobName: name })).toBeUndefined();
+    expect(batch.commandCalls(DescribeJobsCommand)).toHaveLength(0);
   });
 });
 

@@ -13,19 +13,22 @@ import { join } from 'node:path';
 import { createApiHandler } from '../../lambdas/api/app';
 import { createBatchEventsHandler } from '../../lambdas/batch-events/batch-events';
 import { createBudgetWatchHandler } from '../../lambdas/budget-watch/budget-watch';
+import { type BatchJob, parseBatchJob } from '../../lambdas/domain/batch-job';
 import { formatScope, periodOf } from '../../lambdas/domain/budgets';
 import type { EventEntry } from '../../lambdas/domain/events';
 import type { SubmitJobInput } from '../../lambdas/domain/submit-job';
 import { jobKeysFor } from '../../lambdas/domain/workspace-layout';
+import { createExecutionEndedHandler, type ExecutionEndedResult } from '../../lambdas/execution-ended/execution-ended';
 import { createInterruptionHandler } from '../../lambdas/interruption/interruption';
 import type { ControlPlane } from '../../lambdas/shared/control-plane';
 import { emfMetricPublisher } from '../../lambdas/shared/metrics';
-import type { BatchControl, FleetFacts } from '../../lambdas/shared/ports';
+import type { BatchControl, BatchJobRef, FleetFacts } from '../../lambdas/shared/ports';
 import { parseConfig, type TrainyardConfig } from '../../lib/config';
 import { ensureLocalTables, LOCAL_NAMES, lifecycleSteps, localControlPlane } from '../../lib/local/control-plane';
 import { synthesizeJobStateMachineDefinition } from '../../lib/local/definition';
 import { type RunningEngine, startDynalite, startS3rver } from '../../lib/local/engines';
 import { BatchTaskFailed, type LocalBatch } from '../../lib/local/local-batch';
+import { executionStatusChangeEvent } from '../../lib/local/local-mode';
 import { LocalStateMachine, type LocalStepHandlers } from '../../lib/local/state-machine-runner';
 import { apiEvent, projectBundle } from '../lambdas/api/support';
 
@@ -36,8 +39,11 @@ export const TEAM = 'nlp';
 
 /** How one scripted attempt ends. */
 export interface AttemptScript {
-  /** succeed; reclaim (host terminated); capacity (queue cancels it RUNNABLE); app-error (exit 1); hold (until TerminateJob). */
-  readonly result: 'succeed' | 'reclaim' | 'capacity' | 'app-error' | 'hold';
+  /**
+   * succeed; reclaim (host terminated); capacity (queue cancels it RUNNABLE); app-error (exit 1); hold (until
+   * TerminateJob); unsubmitted (SubmitJob never returns and Batch never hears of the job).
+   */
+  readonly result: 'succeed' | 'reclaim' | 'capacity' | 'app-error' | 'hold' | 'unsubmitted';
   /** Seconds the attempt runs (default 1800). */
   readonly seconds?: number;
   /** Training step reached: the harness writes progress.json and a complete checkpoint at this step. */
@@ -61,14 +67,31 @@ export class ScriptedBatch implements LocalBatch, BatchControl {
   readonly submissions: SubmitJobInput[] = [];
   readonly terminations: Array<{ batchJobId: string; reason: string }> = [];
   private readonly held = new Map<string, (reason: string) => void>();
+  /** Each Batch job as last reported (PascalCase, as Step Functions returns it), for DescribeJobs. */
+  private readonly reported = new Map<string, Record<string, unknown>>();
   bench!: LifecycleBench;
+
+  /** DescribeJobs by id, or ListJobs by name and queue: the job as last reported. */
+  async lookupJob(ref: BatchJobRef): Promise<BatchJob | undefined> {
+    const jobs = [...this.reported.values()];
+    const job =
+      ref.batchJobId !== undefined
+        ? this.reported.get(ref.batchJobId)
+        : jobs.filter((j) => j.JobName === ref.jobName && String(j.JobQueue).endsWith(`/${ref.queue}`)).at(-1);
+    return job ? parseBatchJob(job, 'DescribeJobs') : undefined;
+  }
 
   async runJob(input: SubmitJobInput): Promise<Record<string, unknown>> {
     const b = this.bench;
+    const report = async (job: Record<string, unknown>) => {
+      this.reported.set(String(job.JobId), job);
+      await b.deliverBatchEvent(job);
+    };
     this.submissions.push(input);
     const jobId = input.Tags?.['trainyard:job-id'] ?? '';
     const attempt = Number(input.Tags?.['trainyard:attempt'] ?? '1');
     const script = this.scripts.get(jobId)?.[attempt - 1] ?? { result: 'succeed' };
+    if (script.result === 'unsubmitted') return new Promise<never>(() => undefined);
     const batchJobId = randomUUID();
     const createdAt = b.clock.ms;
     const base = {
@@ -80,7 +103,7 @@ export class ScriptedBatch implements LocalBatch, BatchControl {
       CreatedAt: createdAt,
       Tags: input.Tags ?? {},
     };
-    await b.deliverBatchEvent({ ...base, Status: 'RUNNABLE', Attempts: [] });
+    await report({ ...base, Status: 'RUNNABLE', Attempts: [] });
 
     if (script.result === 'capacity') {
       b.clock.advance(b.config.spotPolicy.capacityWaitMinutes * 60);
@@ -91,7 +114,7 @@ export class ScriptedBatch implements LocalBatch, BatchControl {
         StoppedAt: b.clock.ms,
         Attempts: [],
       };
-      await b.deliverBatchEvent(failed);
+      await report(failed);
       throw new BatchTaskFailed(JSON.stringify(failed));
     }
 
@@ -105,7 +128,7 @@ export class ScriptedBatch implements LocalBatch, BatchControl {
       TaskArn: `arn:aws:ecs:task/${batchJobId}`,
       LogStreamName: logStreamName,
     };
-    await b.deliverBatchEvent({ ...base, Status: 'RUNNING', StartedAt: startedAt, Attempts: [], Container: container });
+    await report({ ...base, Status: 'RUNNING', StartedAt: startedAt, Attempts: [], Container: container });
     if (script.step !== undefined) await b.writeCheckpoint(jobId, attempt, script.step);
 
     let statusReason = 'Essential container in task exited';
@@ -145,7 +168,7 @@ export class ScriptedBatch implements LocalBatch, BatchControl {
         },
       ],
     };
-    await b.deliverBatchEvent(ended);
+    await report(ended);
     if (status === 'SUCCEEDED') return ended;
     throw new BatchTaskFailed(JSON.stringify(ended));
   }
@@ -176,6 +199,8 @@ export interface BenchOptions {
    * Task name and 1-based call number: `{ Finalize: [1, 2] }` fails the first two Finalize calls.
    */
   readonly failAfter?: Readonly<Record<string, readonly number[]>>;
+  /** Task invocations that fail before their handler runs (a step that cannot reach its table), as `failAfter`. */
+  readonly failBefore?: Readonly<Record<string, readonly number[]>>;
   /** Detail types whose first PutEvents is throttled, as EventBridge does under load. */
   readonly throttleOnce?: readonly string[];
   /** Batch statuses whose state-change events never reach batch-events (the lifecycle still sees the attempt end). */
@@ -194,6 +219,10 @@ export interface LifecycleBench {
   readonly metricLines: string[];
   /** Every Task invocation, in order, with its state name. */
   readonly taskCalls: string[];
+  /** What the execution-ended handler did for each execution that failed or was stopped (the EventBridge rule). */
+  readonly executionsEnded: ExecutionEndedResult[];
+  /** The execution-ended handler, as the rule invokes it (tests redeliver events with it). */
+  readonly executionEnded: (event: unknown) => Promise<ExecutionEndedResult>;
   submit(body: Record<string, unknown>): Promise<{ status: number; body: Record<string, unknown> }>;
   call(
     method: string,
@@ -277,6 +306,10 @@ export async function startLifecycleBench(options: BenchOptions = {}): Promise<L
     <T>(name: string, handler: (input: unknown) => Promise<T>) =>
     async (input: unknown) => {
       taskCalls.push(name);
+      const started = taskCalls.filter((n) => n === name).length;
+      if (options.failBefore?.[name]?.includes(started)) {
+        throw Object.assign(new Error(`${name} call ${started} could not reach its table`), { name: 'TimeoutError' });
+      }
       const first = await handler(input);
       const call = taskCalls.filter((n) => n === name).length;
       if (options.failAfter?.[name]?.includes(call)) {
@@ -295,12 +328,25 @@ export async function startLifecycleBench(options: BenchOptions = {}): Promise<L
     pause: twice('PausedForBudget', raw.pause),
     finalize: twice('Finalize', raw.finalize),
   };
+  const executionsEnded: ExecutionEndedResult[] = [];
+  // A stopped attempt is looked up again every 10 s of the bench's clock; the real time between is one turn of the
+  // event loop, in which the scripted Batch reports the end TerminateJob caused.
+  const executionEnded = createExecutionEndedHandler(plane, {
+    sleep: async (ms) => {
+      clock.advance(ms / 1000);
+      await new Promise((resolve) => setImmediate(resolve));
+    },
+  });
   machine = new LocalStateMachine({
     definition: synthesizeJobStateMachineDefinition(),
     steps,
     batch,
     backoffWaitMs: 0,
     retryIntervalMs: 0,
+    now: () => clock.ms,
+    onExecutionEnded: async (ended) => {
+      executionsEnded.push(await executionEnded(executionStatusChangeEvent(ended, clock.ms)));
+    },
   });
   const api = createApiHandler(plane);
   const batchEvents = createBatchEventsHandler(plane);
@@ -332,6 +378,8 @@ export async function startLifecycleBench(options: BenchOptions = {}): Promise<L
     published,
     metricLines,
     taskCalls,
+    executionsEnded,
+    executionEnded,
     async call(method, path, as = RESEARCHER, body) {
       const response = await api(apiEvent({ method, path, as, body }));
       return { status: response.statusCode ?? 500, body: JSON.parse(response.body ?? '{}') };

@@ -1,8 +1,12 @@
 import { execFileSync } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
+import { TERMINATE_REASONS } from '../../lambdas/domain/batch-reasons';
 import type { AttemptRecord } from '../../lambdas/domain/job';
 import { FLEET_SPOT_MODEL } from '../../lambdas/domain/spot-fleet-model';
 import type { TierSpotRecord } from '../../lambdas/domain/tier-spot';
+import { createExecutionEndedHandler } from '../../lambdas/execution-ended/execution-ended';
+import { FINALIZE_RETRY } from '../../lib/lifecycle/job-state-machine';
+import { executionStatusChangeEvent } from '../../lib/local/local-mode';
 import { extractMetrics } from '../support/emf';
 import {
   ADMIN,
@@ -168,6 +172,146 @@ describe('failures the state machine retries', () => {
       }),
     ]);
     expect(b.taskCalls.filter((t) => t === 'PrepareAttempt')).toHaveLength(3);
+  });
+});
+
+describe('executions that end without Finalize (the execution-ended rule)', () => {
+  /** Submits a job whose first attempt runs until TerminateJob, and waits until it runs. */
+  async function heldJob(b: LifecycleBench): Promise<{ jobId: string; batchJobId: string }> {
+    const jobId = await submit(b, [{ result: 'hold', step: 300 }]);
+    let batchJobId = '';
+    await b.until('the attempt to run', async () => {
+      const attempt = await b.plane.jobs.getAttempt(jobId, 1);
+      batchJobId = attempt?.batchJobId ?? '';
+      return attempt?.startedAt !== undefined && b.batch.isHeld(batchJobId);
+    });
+    return { jobId, batchJobId };
+  }
+
+  const ended = (name: string, status: 'FAILED' | 'ABORTED', at: number) =>
+    executionStatusChangeEvent({ name, status, startDate: at, stopDate: at }, at);
+
+  it('stops the running attempt of a stopped execution, bills it, fails the job and settles the ledger', async () => {
+    const b = await start();
+    const { jobId, batchJobId } = await heldJob(b);
+    b.clock.advance(1800);
+
+    expect(await b.machine.stopExecution(jobId, { error: 'Operator', cause: 'stopped from the console' })).toBe(true);
+    await b.finish(jobId);
+
+    expect(b.machine.execution(jobId)?.status).toBe('ABORTED');
+    expect(b.executionsEnded).toEqual([
+      { action: 'finalized', jobId, state: 'FAILED', costUsd: expect.any(Number), terminated: [batchJobId] },
+    ]);
+    expect(b.batch.terminations).toEqual([{ batchJobId, reason: TERMINATE_REASONS.jobEnded }]);
+    const job = await b.plane.jobs.requireJob(jobId);
+    expect(job.reason).toBe(
+      'its lifecycle execution was stopped before the job was finalized: Operator — stopped from the console',
+    );
+    const [attempt] = await b.plane.jobs.listAttempts(jobId);
+    expect(attempt?.outcome?.kind).toBe('infra-error');
+    expect(attempt?.stoppedAt).toBeGreaterThan(attempt?.startedAt ?? Number.POSITIVE_INFINITY);
+    const cents = await expectSettled(b, jobId);
+    expect(cents).toBeGreaterThan(0);
+    const failed = b.published.filter((e) => e.DetailType === 'Job Failed').map((e) => JSON.parse(e.Detail));
+    expect(failed).toEqual([expect.objectContaining({ jobId, outcome: 'infra-error', attempts: 1 })]);
+
+    // A redelivered event finds the job ended: no second TerminateJob, the same state and figures.
+    const again = await b.executionEnded(ended(jobId, 'ABORTED', b.clock.ms));
+    expect(again).toEqual({ action: 'finalized', jobId, state: 'FAILED', costUsd: job.costSoFarUsd, terminated: [] });
+    expect(b.batch.terminations).toHaveLength(1);
+    expect(await expectSettled(b, jobId)).toBe(cents);
+    expect((await b.plane.jobs.requireJob(jobId)).reason).toBe(job.reason);
+  });
+
+  it('finalizes as SUCCEEDED a job whose training succeeded but whose Finalize kept failing', async () => {
+    const tries = (FINALIZE_RETRY.maxAttempts ?? 0) + 1;
+    const b = await start({ failBefore: { Finalize: Array.from({ length: tries }, (_, i) => i + 1) } });
+    const jobId = await submit(b, [{ result: 'succeed', seconds: 1200 }]);
+    await b.finish(jobId);
+
+    expect(b.machine.execution(jobId)?.status).toBe('FAILED');
+    expect(b.taskCalls.filter((t) => t === 'Finalize')).toHaveLength(tries);
+    expect(b.executionsEnded).toEqual([
+      { action: 'finalized', jobId, state: 'SUCCEEDED', costUsd: expect.any(Number), terminated: [] },
+    ]);
+    const job = await b.plane.jobs.requireJob(jobId);
+    expect(job.state).toBe('SUCCEEDED');
+    expect(job.reason).toMatch(/^the attempt succeeded; its lifecycle execution failed before the job was finalized: /);
+    expect(b.published.filter((e) => e.DetailType === 'Job Succeeded')).toHaveLength(1);
+    expect(await expectSettled(b, jobId)).toBeGreaterThan(0);
+  });
+
+  it('records an attempt that never reached Batch as ended at no cost, and releases the reservation', async () => {
+    const b = await start();
+    const jobId = await submit(b, [{ result: 'unsubmitted' }]);
+    await b.until('the attempt to be handed to Batch', async () => b.batch.submissions.length === 1);
+    const { scope, period } = teamScope();
+    expect((await b.plane.ledger.usage(scope, period))?.reservedUsd).toBeGreaterThan(0);
+
+    await b.machine.stopExecution(jobId);
+    await b.finish(jobId);
+
+    expect(b.executionsEnded).toEqual([{ action: 'finalized', jobId, state: 'FAILED', costUsd: 0, terminated: [] }]);
+    const [attempt] = await b.plane.jobs.listAttempts(jobId);
+    expect(attempt).toMatchObject({ costUsd: 0, status: 'FAILED' });
+    expect(attempt?.outcome).toMatchObject({
+      kind: 'infra-error',
+      reason: expect.stringContaining('before it reached Batch'),
+    });
+    expect((await b.plane.jobs.requireJob(jobId)).reason).toBe(
+      'its lifecycle execution was stopped before the job was finalized',
+    );
+    expect(await expectSettled(b, jobId)).toBe(0);
+  });
+
+  it('leaves the job live and the reservation held while the attempt has not stopped, for Lambda to retry', async () => {
+    const b = await start();
+    const { jobId, batchJobId } = await heldJob(b);
+    const terminated: string[] = [];
+    const running = await b.batch.lookupJob({ batchJobId, queue: 'unused', jobName: 'unused' });
+    const stuck = createExecutionEndedHandler(
+      {
+        ...b.plane,
+        batch: {
+          terminateJob: async (id) => void terminated.push(id),
+          lookupJob: async () => running,
+        },
+      },
+      { waitMs: 30_000, pollMs: 10_000, sleep: async () => undefined },
+    );
+
+    await expect(stuck(ended(jobId, 'ABORTED', b.clock.ms))).rejects.toThrow(
+      new RegExp(`^job ${jobId}: Batch has not ended ${batchJobId} \\(attempt 1, RUNNING\\) 30 s after TerminateJob`),
+    );
+    expect(terminated).toEqual([batchJobId]);
+    const job = await b.plane.jobs.requireJob(jobId);
+    expect(job.state).toBe('RUNNING');
+    const { scope, period } = teamScope();
+    expect((await b.plane.ledger.usage(scope, period))?.reservedUsd).toBeGreaterThan(0);
+
+    await b.machine.stopExecution(jobId);
+    await b.finish(jobId);
+    await expectSettled(b, jobId);
+  });
+
+  it('ignores executions that succeeded, are not named by a job id, or name no job', async () => {
+    const b = await start();
+    const at = b.clock.ms;
+    const succeeded = ended('01JDA7Q6ZK3V8N2M4P5R6S7T8W', 'FAILED', at);
+    succeeded.detail.status = 'SUCCEEDED' as never;
+    expect(await b.executionEnded(succeeded)).toEqual({ action: 'ignored', why: 'not-ended' });
+    expect(await b.executionEnded(ended('not a job id!', 'FAILED', at))).toEqual({
+      action: 'ignored',
+      why: 'not-a-job',
+    });
+    expect(await b.executionEnded(ended('01JDA7Q6ZK3V8N2M4P5R6S7T8W', 'ABORTED', at))).toEqual({
+      action: 'ignored',
+      why: 'unknown-job',
+    });
+    await expect(b.executionEnded({ ...succeeded, source: 'aws.batch' })).rejects.toThrow(
+      'invalid "Step Functions Execution Status Change" event: source: must be "aws.states"',
+    );
   });
 });
 

@@ -449,6 +449,31 @@ describe('terminateJob and timeouts', () => {
     expect(classifyAttemptOutcome(job)).toMatchObject({ kind: 'budget-stopped', exitCode: 75, resumable: true });
   });
 
+  it('answers DescribeJobs by id and by queue and name: RUNNING, then the end it reported; nothing for unknown jobs', async () => {
+    const rec = makeRunner();
+    const input = await submission({ command: sleepForever });
+    const run = rec.runner.runJob(input);
+    const running = await rec.state('RUNNING');
+    await rec.line(/"event": "user_command_started"/);
+    const batchJobId = String(running.jobId);
+    const byName = { queue: input.JobQueue, jobName: input.JobName };
+
+    expect(await rec.runner.lookupJob({ batchJobId, ...byName })).toMatchObject({
+      jobId: batchJobId,
+      status: 'RUNNING',
+      startedAt: running.startedAt,
+    });
+    expect((await rec.runner.lookupJob(byName))?.jobId).toBe(batchJobId);
+    await rec.runner.terminateJob(batchJobId, TERMINATE_REASONS.jobEnded);
+    const ended = parseBatchFailureCause((await failureOf(run)).cause);
+    // The same end Step Functions got (its Cause spells environment entries PascalCase; DescribeJobs camelCase).
+    const { container: _, ...rest } = ended;
+    expect(await rec.runner.lookupJob({ batchJobId, ...byName })).toMatchObject(rest);
+    expect(ended).toMatchObject({ status: 'FAILED', statusReason: TERMINATE_REASONS.jobEnded });
+    expect(await rec.runner.lookupJob({ batchJobId: 'no-such-job', ...byName })).toBeUndefined();
+    expect(await rec.runner.lookupJob({ queue: input.JobQueue, jobName: 'other-a1' })).toBeUndefined();
+  });
+
   it('treats unknown and finished jobs as no-ops', async () => {
     const rec = makeRunner();
     const input = await submission({ command: ['python', '-c', 'pass'] });
