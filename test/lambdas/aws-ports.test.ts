@@ -50,6 +50,15 @@ const costReport = (n: number) =>
     occurredAt: '2026-11-21T00:00:00Z',
   });
 
+/** AWS's DescribeJobs answer for a failed Trainyard attempt (test/fixtures/batch). */
+const describeJobsFixture = () =>
+  JSON.parse(
+    readFileSync(
+      fileURLToPath(new URL('../fixtures/batch/app-error-exit-1.describe-jobs.json', import.meta.url)),
+      'utf8',
+    ),
+  );
+
 describe('Batch', () => {
   it('terminates a job with the given reason', async () => {
     batch.on(TerminateJobCommand).resolves({});
@@ -61,12 +70,7 @@ describe('Batch', () => {
   });
 
   it('looks a job up by id with DescribeJobs, as the documented JobDetail', async () => {
-    const described = JSON.parse(
-      readFileSync(
-        fileURLToPath(new URL('../fixtures/batch/app-error-exit-1.describe-jobs.json', import.meta.url)),
-        'utf8',
-      ),
-    );
+    const described = describeJobsFixture();
     const id = described.jobs[0].jobId;
     batch.on(DescribeJobsCommand).resolves(described);
     const job = await awsBatchControl().lookupJob?.({ batchJobId: id, queue: 'q', jobName: 'n' });
@@ -80,12 +84,7 @@ describe('Batch', () => {
   });
 
   it('finds a job without a recorded id by name in its queue (the newest, over every page), or none', async () => {
-    const described = JSON.parse(
-      readFileSync(
-        fileURLToPath(new URL('../fixtures/batch/app-error-exit-1.describe-jobs.json', import.meta.url)),
-        'utf8',
-      ),
-    );
+    const described = describeJobsFixture();
     const id = described.jobs[0].jobId;
     const name = described.jobs[0].jobName;
     batch
