@@ -31,7 +31,11 @@ import { recordAttemptEnd } from '../lifecycle/common';
 import { createFinalizeHandler, type FinalizeOutput } from '../lifecycle/finalize';
 import { attemptJobName } from '../lifecycle/prepare-attempt';
 import type { ControlPlane } from '../shared/control-plane';
-import { type ExecutionStatusChange, parseExecutionStatusChangeEvent } from '../shared/event-schemas';
+import {
+  EXECUTION_END_STATUSES,
+  type ExecutionStatusChange,
+  parseExecutionStatusChangeEvent,
+} from '../shared/event-schemas';
 import { logger } from '../shared/logger';
 
 /** How long one invocation waits for terminated attempts to end: under the function's 10-minute timeout. */
@@ -143,7 +147,7 @@ export function createExecutionEndedHandler(plane: Plane, options: ExecutionEnde
 
   return async function handleExecutionEnded(event: unknown): Promise<ExecutionEndedResult> {
     const ended = parseExecutionStatusChangeEvent(event);
-    if (!(['FAILED', 'TIMED_OUT', 'ABORTED'] as string[]).includes(ended.status)) {
+    if (!(EXECUTION_END_STATUSES as readonly string[]).includes(ended.status)) {
       return { action: 'ignored', why: 'not-ended' };
     }
     const keys = { execution: ended.executionArn, status: ended.status };

@@ -245,7 +245,11 @@ describe('executions that end without Finalize (the execution-ended rule)', () =
   it('records an attempt that never reached Batch as ended at no cost, and releases the reservation', async () => {
     const b = await start();
     const jobId = await submit(b, [{ result: 'unsubmitted' }]);
-    await b.until('the attempt to be handed to Batch', async () => b.batch.submissions.length === 1);
+    // Each poll reads the table, so the wait spans real time (a synchronous check would spin through it at once).
+    await b.until('the attempt to be handed to Batch', async () => {
+      const attempt = await b.plane.jobs.getAttempt(jobId, 1);
+      return attempt !== undefined && b.batch.submissions.length === 1;
+    });
     const { scope, period } = teamScope();
     expect((await b.plane.ledger.usage(scope, period))?.reservedUsd).toBeGreaterThan(0);
 
