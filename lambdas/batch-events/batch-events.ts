@@ -6,6 +6,14 @@
  *   `<jobId>-a<attempt>`) and has an attempt record that PrepareAttempt wrote; anything else is ignored, unwritten.
  *   So are the node jobs of a multi-node attempt (`<parent id>#<node>`, tags propagated): the parent is the attempt.
  * - RUNNABLE/STARTING/…: records the Batch job id once (so a cancel can terminate a job still waiting).
+ * - RUNNABLE/STARTING/RUNNING of an orphan, a Batch job the attempt does not own: the attempt belongs to another
+ *   Batch job, or its end is recorded without this one (AttemptOutcome or execution-ended found no job in Batch and
+ *   recorded "not run"; ListJobs had not caught up with a job SubmitJob created before answering with an error).
+ *   TerminateJob (`orphaned`, or `jobEnded` when the job is terminal), nothing recorded: two attempts of one job never
+ *   train at once. Both writers are exclusive (the Batch job id is recorded only while no end is, "not run" only while
+ *   no Batch job is), so when this handler's write is refused it reads the attempt again and terminates the orphan.
+ *   An orphan's SUCCEEDED/FAILED records nothing; its cost is logged (it is terminated at its first event, so it
+ *   has mostly not run).
  * - RUNNABLE/STARTING/RUNNING of a job whose cancel was requested: TerminateJob with the cancel reason, after the Batch
  *   job id is recorded and from a read of the job made after that write. A cancel that came before the id was
  *   recorded found nothing to terminate; this one closes that window (either the cancel saw the id or this read sees
@@ -28,7 +36,7 @@ import { attemptPrice, costOfAttempt } from '../domain/attempt-cost';
 import type { BatchJob } from '../domain/batch-job';
 import { TERMINATE_REASONS } from '../domain/batch-reasons';
 import { jobStartedEvent, startAnnouncedWithStop } from '../domain/events';
-import { type AttemptRecord, type JobRecord, tierOfJob } from '../domain/job';
+import { type AttemptRecord, isTerminal, type JobRecord, tierOfJob } from '../domain/job';
 import { attemptRefOf, recordedCost } from '../domain/watch';
 import type { ControlPlane } from '../shared/control-plane';
 import { parseBatchStateChangeEvent } from '../shared/event-schemas';
@@ -41,15 +49,13 @@ import { logger } from '../shared/logger';
 export type BatchEventResult =
   | {
       readonly action: 'ignored';
-      readonly why:
-        | 'not-trainyard'
-        | 'node-of-parallel-job'
-        | 'unknown-attempt'
-        | 'team-mismatch'
-        | 'other-batch-job'
-        | 'no-stop-time';
+      readonly why: 'not-trainyard' | 'node-of-parallel-job' | 'unknown-attempt' | 'team-mismatch' | 'no-stop-time';
     }
-  | { readonly action: 'queued' | 'started' | 'stopped'; readonly jobId: string; readonly attempt: number };
+  | {
+      readonly action: 'queued' | 'started' | 'stopped' | 'orphaned';
+      readonly jobId: string;
+      readonly attempt: number;
+    };
 
 type Plane = Pick<ControlPlane, 'config' | 'jobs' | 'events' | 'fleet' | 'batch'>;
 
@@ -69,9 +75,13 @@ async function startPrice(
 
 /** Builds the batch-events handler from the parts of the control plane it uses. */
 export function createBatchEventsHandler(plane: Plane) {
-  async function started(batchJob: BatchJob, job: JobRecord, attempt: AttemptRecord): Promise<BatchEventResult> {
-    const done = { action: 'started', jobId: job.jobId, attempt: attempt.attempt } as const;
-    if (attempt.startedAt !== undefined) return done;
+  /** Records the start once; returns the attempt as stored after (read again when the write was refused). */
+  async function started(
+    batchJob: BatchJob,
+    job: JobRecord,
+    attempt: AttemptRecord,
+  ): Promise<AttemptRecord | undefined> {
+    if (attempt.startedAt !== undefined) return attempt;
     const startedAt = batchJob.startedAt ?? batchJob.attempts.at(-1)?.startedAt ?? batchJob.createdAt;
     const tier = tierOfJob(plane.config, job);
     const containerInstanceArn = batchJob.container?.containerInstanceArn;
@@ -90,7 +100,7 @@ export function createBatchEventsHandler(plane: Plane) {
         ...(instance ? { instanceId: instance.instanceId } : {}),
         ...(logStreamName ? { logStreamName } : {}),
       },
-      'startedAt',
+      ['startedAt', 'stoppedAt'],
     );
     // Only the attempt that is still the job's live one moves the job to RUNNING (events can arrive late).
     if (recorded && recorded.stoppedAt === undefined && job.counters.attempts < attempt.attempt) {
@@ -105,7 +115,7 @@ export function createBatchEventsHandler(plane: Plane) {
         });
       }
     }
-    return done;
+    return recorded ?? plane.jobs.getAttempt(job.jobId, attempt.attempt);
   }
 
   async function stopped(batchJob: BatchJob, job: JobRecord, attempt: AttemptRecord): Promise<BatchEventResult> {
@@ -144,6 +154,29 @@ export function createBatchEventsHandler(plane: Plane) {
     return { action: 'stopped', jobId: job.jobId, attempt: attempt.attempt };
   }
 
+  /** Stops a Batch job its attempt does not own (see the module comment); records nothing. */
+  async function orphaned(batchJob: BatchJob, job: JobRecord, attempt: AttemptRecord): Promise<BatchEventResult> {
+    const keys = {
+      jobId: job.jobId,
+      attempt: attempt.attempt,
+      batchJobId: batchJob.jobId,
+      status: batchJob.status,
+      ...(attempt.batchJobId ? { attemptBatchJobId: attempt.batchJobId } : {}),
+    };
+    if (batchJob.status === 'SUCCEEDED' || batchJob.status === 'FAILED') {
+      const { costUsd } = costOfAttempt(attempt, batchJob, tierOfJob(plane.config, job));
+      logger.warn('a Batch job its attempt does not own ended; its cost is not in the job’s', { ...keys, costUsd });
+    } else {
+      const current = (await plane.jobs.getJob(job.jobId)) ?? job;
+      await plane.batch.terminateJob(
+        batchJob.jobId,
+        isTerminal(current.state) ? TERMINATE_REASONS.jobEnded : TERMINATE_REASONS.orphaned,
+      );
+      logger.warn('a Batch job its attempt does not own was running or queued; terminated', keys);
+    }
+    return { action: 'orphaned', jobId: job.jobId, attempt: attempt.attempt };
+  }
+
   /** Terminates a live attempt's Batch job when its job's cancel was requested (read after the id was recorded). */
   async function terminateIfCancelled(jobId: string, batchJobId: string): Promise<void> {
     const job = await plane.jobs.getJob(jobId);
@@ -171,30 +204,27 @@ export function createBatchEventsHandler(plane: Plane) {
       logger.warn('Batch job tagged with another team than its job; ignored', { ...keys, tagTeam: ref.team });
       return { action: 'ignored', why: 'team-mismatch' };
     }
-    if (attempt.batchJobId !== undefined && attempt.batchJobId !== batchJob.jobId) {
-      logger.warn('attempt already belongs to another Batch job; ignored', { ...keys, recorded: attempt.batchJobId });
-      return { action: 'ignored', why: 'other-batch-job' };
+    // The attempt owns this Batch job, or owns none and has not ended (then this job is about to be recorded).
+    const owns = (a: AttemptRecord) =>
+      a.batchJobId === batchJob.jobId || (a.batchJobId === undefined && a.stoppedAt === undefined);
+    if (!owns(attempt)) return orphaned(batchJob, job, attempt);
+    if (batchJob.status === 'SUCCEEDED' || batchJob.status === 'FAILED') return stopped(batchJob, job, attempt);
+
+    let recorded: AttemptRecord | undefined = attempt;
+    if (batchJob.status === 'RUNNING') {
+      recorded = await started(batchJob, job, attempt);
+    } else if (attempt.batchJobId === undefined) {
+      recorded = await plane.jobs.updateAttempt(
+        job.jobId,
+        attempt.attempt,
+        { batchJobId: batchJob.jobId, status: batchJob.status },
+        ['batchJobId', 'stoppedAt'],
+      );
+      // Refused: another Batch job was recorded, or "not run" was, since the read above.
+      if (!recorded) recorded = await plane.jobs.getAttempt(job.jobId, attempt.attempt);
     }
-    switch (batchJob.status) {
-      case 'RUNNING': {
-        const result = await started(batchJob, job, attempt);
-        await terminateIfCancelled(job.jobId, batchJob.jobId);
-        return result;
-      }
-      case 'SUCCEEDED':
-      case 'FAILED':
-        return stopped(batchJob, job, attempt);
-      default:
-        if (attempt.batchJobId === undefined) {
-          await plane.jobs.updateAttempt(
-            job.jobId,
-            attempt.attempt,
-            { batchJobId: batchJob.jobId, status: batchJob.status },
-            'batchJobId',
-          );
-        }
-        await terminateIfCancelled(job.jobId, batchJob.jobId);
-        return { action: 'queued', jobId: job.jobId, attempt: attempt.attempt };
-    }
+    if (recorded && !owns(recorded)) return orphaned(batchJob, job, recorded);
+    await terminateIfCancelled(job.jobId, batchJob.jobId);
+    return { action: batchJob.status === 'RUNNING' ? 'started' : 'queued', jobId: job.jobId, attempt: attempt.attempt };
   };
 }

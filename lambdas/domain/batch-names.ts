@@ -15,3 +15,8 @@ export function queueName(prefix: string, tierId: string, capacity: QueueCapacit
 export function jobDefinitionName(prefix: string, teamId: string, tierId: string): string {
   return `${prefix}-${teamId}-${tierId}`;
 }
+
+/** `<jobId>-a<attempt>`: the Batch job name of an attempt. */
+export function attemptJobName(jobId: string, attempt: number): string {
+  return `${jobId}-a${attempt}`;
+}

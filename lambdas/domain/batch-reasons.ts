@@ -16,6 +16,7 @@ export const TERMINATE_REASONS = {
   moveToSpot: `${TRAINYARD_REASON_PREFIX} moving back to spot`,
   deadline: `${TRAINYARD_REASON_PREFIX} deadline reached`,
   jobEnded: `${TRAINYARD_REASON_PREFIX} job ended, its lifecycle execution stopped`,
+  orphaned: `${TRAINYARD_REASON_PREFIX} orphaned attempt, its lifecycle had lost track of it`,
 } as const;
 
 /** Reason the spot queues' jobStateTimeLimitActions attach when they cancel a job stuck waiting for capacity. */

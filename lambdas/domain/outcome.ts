@@ -120,6 +120,7 @@ const TERMINATE_KINDS: Record<keyof typeof TERMINATE_REASONS, Omit<AttemptOutcom
   moveToSpot: { kind: 'moved', resumable: true, moveTo: 'spot' },
   deadline: { kind: 'timed-out', resumable: false },
   jobEnded: { kind: 'infra-error', resumable: false },
+  orphaned: { kind: 'infra-error', resumable: true },
 };
 
 const TERMINATE_EXPLANATIONS: Record<keyof typeof TERMINATE_REASONS, string> = {
@@ -130,6 +131,8 @@ const TERMINATE_EXPLANATIONS: Record<keyof typeof TERMINATE_REASONS, string> = {
   moveToSpot: 'Trainyard is moving it back to spot capacity',
   deadline: 'its deadline was reached',
   jobEnded: 'its job had already ended (the lifecycle execution failed or was stopped), so Trainyard stopped it',
+  orphaned:
+    'its submission seemed to fail (or its end was already recorded) while Batch ran it, so Trainyard stopped it; the job goes on from its last checkpoint',
 };
 
 const quote = (text: string) => JSON.stringify(text);

@@ -27,9 +27,8 @@
 import type { BatchJob } from '../domain/batch-job';
 import { TERMINATE_REASONS } from '../domain/batch-reasons';
 import { isTerminal, JOB_ID_PATTERN, type JobRecord, TRANSITIONS } from '../domain/job';
-import { recordAttemptEnd } from '../lifecycle/common';
+import { AttemptGotBatchJob, AttemptsStillRunning, lookUpAttempt, recordAttemptEnd } from '../lifecycle/common';
 import { createFinalizeHandler, type FinalizeOutput } from '../lifecycle/finalize';
-import { attemptJobName } from '../lifecycle/prepare-attempt';
 import type { ControlPlane } from '../shared/control-plane';
 import {
   EXECUTION_END_STATUSES,
@@ -42,16 +41,6 @@ import { logger } from '../shared/logger';
 export const ATTEMPT_STOP_WAIT_MS = 8 * 60_000;
 /** How often it looks a terminated attempt up again. */
 export const ATTEMPT_STOP_POLL_MS = 10_000;
-
-/** Raised when an attempt has not ended within the wait (Lambda retries the event). */
-export class AttemptsStillRunning extends Error {
-  override name = 'AttemptsStillRunning';
-}
-
-/** Raised when the Batch port cannot look jobs up (a wiring error: the AWS and local ports can). */
-export class BatchLookupUnavailable extends Error {
-  override name = 'BatchLookupUnavailable';
-}
 
 /** What one delivery did. */
 export type ExecutionEndedResult =
@@ -98,24 +87,21 @@ export function createExecutionEndedHandler(plane: Plane, options: ExecutionEnde
    * the newest attempt's Batch status.
    */
   async function endAttempts(job: JobRecord): Promise<{ terminated: string[]; newestStatus?: string }> {
-    const lookupJob = plane.batch.lookupJob?.bind(plane.batch);
-    if (!lookupJob) {
-      throw new BatchLookupUnavailable('the Batch port cannot look jobs up (lookupJob), so attempts cannot be ended');
-    }
     const terminated = new Set<string>();
     for (let waitedMs = 0; ; waitedMs += pollMs) {
       const attempts = await plane.jobs.listAttempts(job.jobId);
       const open = attempts.filter((a) => a.stoppedAt === undefined || a.outcome === undefined);
       const running: string[] = [];
       for (const attempt of open) {
-        const batchJob: BatchJob | undefined = await lookupJob({
-          ...(attempt.batchJobId ? { batchJobId: attempt.batchJobId } : {}),
-          queue: attempt.queue,
-          jobName: attemptJobName(job.jobId, attempt.attempt),
-        });
+        const batchJob: BatchJob | undefined = await lookUpAttempt(plane, job, attempt);
         const now = plane.clock();
         if (!batchJob) {
-          await recordAttemptEnd(plane, job, attempt, { notRun: 'the job ended before it reached Batch' }, now);
+          try {
+            await recordAttemptEnd(plane, job, attempt, { notRun: 'the job ended before it reached Batch' }, now);
+          } catch (error) {
+            if (!(error instanceof AttemptGotBatchJob)) throw error;
+            running.push(`attempt ${attempt.attempt} (its Batch job appeared; looked up again)`);
+          }
         } else if (batchJob.status === 'SUCCEEDED' || batchJob.status === 'FAILED') {
           await recordAttemptEnd(plane, job, attempt, batchJob, now);
         } else {

@@ -3,10 +3,19 @@
  * record its end and cost once, refresh progress, and decide what comes next — resume on spot, fall back to
  * on-demand, retry with backoff, pause for budget, or finalize — recording the decision and its reason.
  * Replay-safe: records are written once and counters are derived from the attempt records, never incremented.
+ *
+ * A caught failure without Batch's job in it (SubmitJob answered with an error, the task lost its job) does not prove
+ * that Batch has no job: a SubmitJob that failed on a 5xx may have created it. So the attempt is looked up in Batch
+ * first. An ended job is recorded as any other; a queued or running one is stopped (TerminateJob `orphaned`, the
+ * harness checkpoints) and this step throws {@link AttemptsStillRunning}, which the state machine retries for up to
+ * about 40 minutes, until Batch reports the job ended and its real cost is recorded. Only when Batch has no such job
+ * is the attempt recorded as not run, and never two attempts of one job train at once.
  */
 import { type BatchJob, parseBatchFailureCause, parseBatchJob } from '../domain/batch-job';
-import { type AttemptRecord, tierOfJob } from '../domain/job';
+import { TERMINATE_REASONS } from '../domain/batch-reasons';
+import { type AttemptRecord, type JobRecord, tierOfJob } from '../domain/job';
 import { decideNextStep } from '../domain/next-step';
+import type { AttemptOutcome } from '../domain/outcome';
 import { type Capacity, spotHistoryOf } from '../domain/placement';
 import { type TierSpotRecord, tierSpotAfterReclaim } from '../domain/tier-spot';
 import {
@@ -19,7 +28,17 @@ import {
 } from '../domain/watch';
 import { jobKeysFor } from '../domain/workspace-layout';
 import type { ControlPlane } from '../shared/control-plane';
-import { countersFrom, jobEvent, progressSeconds, recordAttemptEnd, secondsSince } from './common';
+import { logger } from '../shared/logger';
+import {
+  AttemptGotBatchJob,
+  AttemptsStillRunning,
+  countersFrom,
+  jobEvent,
+  lookUpAttempt,
+  progressSeconds,
+  recordAttemptEnd,
+  secondsSince,
+} from './common';
 import { type AttemptPlan, attemptOutcomeInputSchema, parseStep } from './steps';
 
 /** AttemptOutcome's output: the Choice after it routes on `next`. */
@@ -36,8 +55,28 @@ const INTERRUPTION_KINDS = ['reclaimed', 'capacity-starved', 'moved', 'budget-st
 
 /** Creates the AttemptOutcome step. */
 export function createAttemptOutcomeHandler(
-  plane: Pick<ControlPlane, 'config' | 'jobs' | 'workspace' | 'events' | 'clock'>,
+  plane: Pick<ControlPlane, 'config' | 'jobs' | 'workspace' | 'events' | 'batch' | 'clock'>,
 ) {
+  /**
+   * The attempt's task failed with no Batch job in its error: the job Batch has for it after all, ended, or undefined
+   * when it has none. One still queued or running is terminated, and this throws until Batch reports it ended.
+   */
+  async function findInBatch(job: JobRecord, attempt: AttemptRecord, error: string): Promise<BatchJob | undefined> {
+    const found = await lookUpAttempt(plane, job, attempt);
+    if (!found || found.status === 'SUCCEEDED' || found.status === 'FAILED') return found;
+    await plane.batch.terminateJob(found.jobId, TERMINATE_REASONS.orphaned);
+    logger.warn('attempt whose task failed is running in Batch; terminated', {
+      jobId: job.jobId,
+      attempt: attempt.attempt,
+      batchJobId: found.jobId,
+      status: found.status,
+      error,
+    });
+    throw new AttemptsStillRunning(
+      `job ${job.jobId} attempt ${attempt.attempt}: its task failed (${error}) but Batch has it as ${found.jobId}, ${found.status}; TerminateJob sent, and this step runs again until Batch reports it ended`,
+    );
+  }
+
   return async (input: unknown): Promise<AttemptOutcomeOutput> => {
     const { jobId, plan, batch, batchError } = parseStep(attemptOutcomeInputSchema, 'AttemptOutcome', input);
     const job = await plane.jobs.requireJob(jobId);
@@ -52,16 +91,16 @@ export function createAttemptOutcomeHandler(
     } else if (batchError?.Error === 'States.TaskFailed' && batchError.Cause?.trim().startsWith('{')) {
       batchJob = parseBatchFailureCause(batchError.Cause);
     }
-    const outcome = await recordAttemptEnd(
-      plane,
-      job,
-      attempt,
-      // The job never reached Batch (SubmitJob refused, a runtime error): an infrastructure failure to retry.
-      batchJob ?? {
-        notRun: `${batchError?.Error ?? 'unknown error'}${batchError?.Cause ? ` — ${batchError.Cause.slice(0, 400)}` : ''}`,
-      },
-      now,
-    );
+    const error = `${batchError?.Error ?? 'unknown error'}${batchError?.Cause ? ` — ${batchError.Cause.slice(0, 400)}` : ''}`;
+    if (!batchJob && attempt.outcome === undefined) batchJob = await findInBatch(job, attempt, error);
+    let outcome: AttemptOutcome;
+    try {
+      // Without a Batch job the attempt never ran (SubmitJob refused it): an infrastructure failure to retry.
+      outcome = await recordAttemptEnd(plane, job, attempt, batchJob ?? { notRun: error }, now);
+    } catch (failure) {
+      if (!(failure instanceof AttemptGotBatchJob)) throw failure;
+      throw new AttemptsStillRunning(`${failure.message} (the task failed: ${error})`);
+    }
 
     const attempts = await plane.jobs.listAttempts(jobId);
     const ended = attempts.find((a) => a.attempt === plan.attempt);

@@ -5,6 +5,7 @@
 
 import { costOfAttempt } from '../domain/attempt-cost';
 import type { BatchJob } from '../domain/batch-job';
+import { attemptJobName } from '../domain/batch-names';
 import {
   buildEvent,
   type DetailType,
@@ -17,6 +18,43 @@ import {
 import { type AttemptRecord, type JobCounters, type JobRecord, tierOfJob } from '../domain/job';
 import { type AttemptOutcome, classifyAttemptOutcome } from '../domain/outcome';
 import type { ControlPlane } from '../shared/control-plane';
+
+/**
+ * Raised when an attempt's Batch job is still queued or running where it should have ended (TerminateJob was sent):
+ * the caller is run again (Lambda's retries for execution-ended, the state machine's for AttemptOutcome).
+ */
+export class AttemptsStillRunning extends Error {
+  override name = 'AttemptsStillRunning';
+}
+
+/** Raised when the Batch port cannot look jobs up (a wiring error: the AWS and local ports can). */
+export class BatchLookupUnavailable extends Error {
+  override name = 'BatchLookupUnavailable';
+}
+
+/**
+ * Raised instead of recording "not run" when batch-events recorded a Batch job for the attempt after the caller
+ * looked it up and found none (ListJobs had not caught up): the caller looks it up again, by its id.
+ */
+export class AttemptGotBatchJob extends Error {
+  override name = 'AttemptGotBatchJob';
+}
+
+/** An attempt's Batch job: by its recorded id, else the newest of its name in its queue; undefined if Batch has none. */
+export async function lookUpAttempt(
+  plane: Pick<ControlPlane, 'batch'>,
+  job: Pick<JobRecord, 'jobId'>,
+  attempt: Pick<AttemptRecord, 'attempt' | 'batchJobId' | 'queue'>,
+): Promise<BatchJob | undefined> {
+  if (!plane.batch.lookupJob) {
+    throw new BatchLookupUnavailable('the Batch port cannot look jobs up (lookupJob), so attempts cannot be ended');
+  }
+  return plane.batch.lookupJob({
+    ...(attempt.batchJobId ? { batchJobId: attempt.batchJobId } : {}),
+    queue: attempt.queue,
+    jobName: attemptJobName(job.jobId, attempt.attempt),
+  });
+}
 
 /** A job event with the job's identity filled in. */
 export function jobEvent<T extends DetailType>(
@@ -61,6 +99,11 @@ export function progressSeconds(job: Pick<JobRecord, 'progress' | 'estimate'>): 
  * ended Batch job (the start too, announced with `Job Started`, when batch-events has not recorded it yet), or, for
  * an attempt that never ran, `notRun` says why (an infra-error to retry, no cost). A replay, or a second writer after
  * batch-events, writes nothing new: the figures are those of the same pure functions.
+ *
+ * "Not run" of an attempt that had no Batch job when the caller looked is written only while none is recorded:
+ * batch-events records a Batch job only while no end is (and stops one that comes after), so a job Batch did create
+ * is never both running and recorded as not run. When batch-events won that race this throws
+ * {@link AttemptGotBatchJob}, and the caller looks the attempt up again.
  */
 export async function recordAttemptEnd(
   plane: Pick<ControlPlane, 'config' | 'jobs' | 'events'>,
@@ -73,12 +116,20 @@ export async function recordAttemptEnd(
   let outcome: AttemptOutcome;
   if ('notRun' in ended) {
     outcome = { kind: 'infra-error', reason: `the attempt did not run: ${ended.notRun}`, resumable: true };
-    await plane.jobs.updateAttempt(
+    const written = await plane.jobs.updateAttempt(
       jobId,
       attempt.attempt,
       { status: 'FAILED', stoppedAt: now.getTime(), costUsd: 0 },
-      'stoppedAt',
+      attempt.batchJobId === undefined ? ['stoppedAt', 'batchJobId'] : 'stoppedAt',
     );
+    if (!written) {
+      const stored = await plane.jobs.getAttempt(jobId, attempt.attempt);
+      if (stored?.stoppedAt === undefined && stored?.batchJobId !== undefined) {
+        throw new AttemptGotBatchJob(
+          `job ${jobId} attempt ${attempt.attempt}: Batch reported job ${stored.batchJobId} for it after it was looked up and not found; it is looked up again`,
+        );
+      }
+    }
   } else {
     outcome = classifyAttemptOutcome(ended, { noticeRecorded: attempt.noticeAt !== undefined });
     const cost = costOfAttempt(attempt, ended, tierOfJob(plane.config, job));

@@ -5,7 +5,7 @@
  * and the request is a function of it; `Job Resumed` goes out on every try, as of the attempt's submission.
  */
 import { maxRuntimeSeconds } from '../../lib/config';
-import { jobDefinitionName, queueName } from '../domain/batch-names';
+import { attemptJobName, jobDefinitionName, queueName } from '../domain/batch-names';
 import { isTerminal, tierOfJob } from '../domain/job';
 import { type ContainerOverrides, type SubmitJobInput, shellJoin } from '../domain/submit-job';
 import { TRAINYARD_TAGS } from '../domain/watch';
@@ -26,11 +26,6 @@ export const STOP_GRACE_SECONDS = { gpu: 60, cpu: 15 } as const;
 export type PrepareOutput =
   | { jobId: string; next: 'run'; plan: AttemptPlan; multiNode: boolean; submit: SubmitJobInput }
   | { jobId: string; next: 'finalize'; finalState?: 'CANCELLED' | 'FAILED'; reason: string };
-
-/** Batch job name of an attempt. */
-export function attemptJobName(jobId: string, attempt: number): string {
-  return `${jobId}-a${attempt}`;
-}
 
 /** Creates the PrepareAttempt step. */
 export function createPrepareAttemptHandler(

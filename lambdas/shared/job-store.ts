@@ -286,14 +286,16 @@ export class JobStore {
   }
 
   /**
-   * Updates an attempt. `onlyIfUnset` names a field that must not be set yet (e.g. stoppedAt), which makes
+   * Updates an attempt. `onlyIfUnset` names the fields that must not be set yet (e.g. stoppedAt), which makes
    * "record the end of this attempt" happen once however often it is replayed; returns undefined when skipped.
+   * Several fields make two writers exclusive: "not run" is written only while no Batch job is recorded, and a Batch
+   * job only while no end is, so one of the two always sees the other.
    */
   async updateAttempt(
     jobId: string,
     attempt: number,
     patch: Partial<Omit<AttemptRecord, 'jobId' | 'attempt'>>,
-    onlyIfUnset?: keyof AttemptRecord,
+    onlyIfUnset?: keyof AttemptRecord | readonly (keyof AttemptRecord)[],
   ): Promise<AttemptRecord | undefined> {
     const names: Record<string, string> = {};
     const values: Record<string, unknown> = {};
@@ -307,10 +309,11 @@ export class JobStore {
       return `#s${i} = :s${i}`;
     });
     let condition = 'attribute_exists(pk)';
-    if (onlyIfUnset) {
-      names['#unset'] = onlyIfUnset;
-      condition += ' AND attribute_not_exists(#unset)';
-    }
+    const unset = onlyIfUnset === undefined ? [] : typeof onlyIfUnset === 'string' ? [onlyIfUnset] : onlyIfUnset;
+    unset.forEach((field, i) => {
+      names[`#unset${i}`] = field;
+      condition += ` AND attribute_not_exists(#unset${i})`;
+    });
     try {
       const { Attributes } = await this.client.send(
         new UpdateCommand({
@@ -326,7 +329,7 @@ export class JobStore {
       return parseAttemptRecord(stripKeys(Attributes ?? {}));
     } catch (error) {
       if (!isConditionFailure(error)) throw error;
-      if (onlyIfUnset && (await this.getAttempt(jobId, attempt))) return undefined;
+      if (unset.length > 0 && (await this.getAttempt(jobId, attempt))) return undefined;
       throw new JobNotFound(`${jobId} attempt ${attempt}`);
     }
   }

@@ -58,6 +58,20 @@ export const FINALIZE_RETRY: sfn.RetryProps = {
 };
 
 /**
+ * How AttemptOutcome waits for an attempt Batch ran although its task failed (SubmitJob's error after Batch created
+ * the job, a lost poll): it terminates the job and throws AttemptsStillRunning until Batch reports the job ended.
+ * 30 s growing 1.5× up to 5 minutes apart, 12 times: about 40 minutes, well past Batch's stop of a container that
+ * checkpoints on SIGTERM. Listed before STEP_RETRY, whose States.TaskFailed would otherwise match it first.
+ */
+export const ATTEMPT_STOP_RETRY: sfn.RetryProps = {
+  errors: ['AttemptsStillRunning'],
+  interval: Duration.seconds(30),
+  maxAttempts: 12,
+  backoffRate: 1.5,
+  maxDelay: Duration.minutes(5),
+};
+
+/**
  * State names are part of the contract: local mode binds its handlers to Tasks by name, and the API and tests read
  * execution histories by them.
  */
@@ -93,12 +107,15 @@ export class JobStateMachine extends Construct {
   constructor(scope: Construct, id: string, props: JobStateMachineProps) {
     super(scope, id);
     const n = STATE_NAMES;
-    const step = (name: string, fn: lambda.IFunction, retry = STEP_RETRY) =>
-      new tasks.LambdaInvoke(this, name, {
+    const step = (name: string, fn: lambda.IFunction, ...retries: sfn.RetryProps[]) => {
+      const task = new tasks.LambdaInvoke(this, name, {
         lambdaFunction: fn,
         payloadResponseOnly: true,
         retryOnServiceExceptions: true,
-      }).addRetry(retry);
+      });
+      for (const retry of retries.length > 0 ? retries : [STEP_RETRY]) task.addRetry(retry);
+      return task;
+    };
     const nextIs = (value: string) => sfn.Condition.stringEquals('$.next', value);
 
     const done = new sfn.Succeed(this, n.done);
@@ -109,7 +126,7 @@ export class JobStateMachine extends Construct {
     }).next(finalize);
     const guarded = (task: sfn.TaskStateBase) => task.addCatch(stepFailed, { resultPath: '$.failure' });
 
-    const attemptOutcome = guarded(step(n.attemptOutcome, props.steps.attemptOutcome));
+    const attemptOutcome = guarded(step(n.attemptOutcome, props.steps.attemptOutcome, ATTEMPT_STOP_RETRY, STEP_RETRY));
     const submitJob = (name: string, overrides: Record<string, string>) =>
       new sfn.CustomState(this, name, {
         stateJson: {

@@ -1,4 +1,5 @@
 import * as path from 'node:path';
+import { Stack } from 'aws-cdk-lib';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import type * as events from 'aws-cdk-lib/aws-events';
 import * as iam from 'aws-cdk-lib/aws-iam';
@@ -100,6 +101,16 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
       },
     );
     grantTeamFolders(this.attemptOutcome, props.workspace);
+    // An attempt whose task failed is looked up in Batch, and stopped if Batch runs it after all.
+    this.attemptOutcome.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['batch:TerminateJob'],
+        resources: [Stack.of(this).formatArn({ service: 'batch', resource: 'job', resourceName: '*' })],
+      }),
+    );
+    this.attemptOutcome.addToRolePolicy(
+      new iam.PolicyStatement({ actions: ['batch:DescribeJobs', 'batch:ListJobs'], resources: ['*'] }),
+    );
 
     this.pause = make('Pause', 'pause', 'Trainyard lifecycle: pause a job whose budget is exhausted', {
       ...budgets,
@@ -134,6 +145,16 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
       this.analyze,
       'IAM5[Resource::*]',
       'ec2:DescribeSpotPriceHistory has no resource-level permissions.',
+    );
+    acknowledgeFinding(
+      this.attemptOutcome,
+      'IAM5[Resource::arn:<AWS::Partition>:batch:<AWS::Region>:<AWS::AccountId>:job/*]',
+      'TerminateJob stops an attempt Batch ran although its task failed; Batch assigns job ids at submit, so job/* in this account and region is the narrowest ARN.',
+    );
+    acknowledgeFinding(
+      this.attemptOutcome,
+      'IAM5[Resource::*]',
+      'batch:DescribeJobs and batch:ListJobs (looking up an attempt whose task failed) have no resource-level permissions.',
     );
     acknowledgeFinding(
       this.pause,

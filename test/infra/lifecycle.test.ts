@@ -80,6 +80,36 @@ describe('job state machine', () => {
     expect(states[STATE_NAMES.pausedForBudget]?.Retry).toEqual(states[STATE_NAMES.prepareAttempt]?.Retry);
   });
 
+  it('retries AttemptOutcome for over 30 minutes while an attempt Batch ran after all is stopping, before any other retrier', () => {
+    const retry = synthesizeJobStateMachineDefinition().States[STATE_NAMES.attemptOutcome] as { Retry: Retrier[] };
+    const index = retry.Retry.findIndex((r) => r.ErrorEquals.includes('AttemptsStillRunning'));
+    const wildcard = retry.Retry.findIndex((r) => r.ErrorEquals.includes('States.TaskFailed'));
+    expect(index).toBeGreaterThanOrEqual(0);
+    // Step Functions uses the first retrier that matches, and States.TaskFailed matches every error.
+    expect(index).toBeLessThan(wildcard);
+    const stopping = retry.Retry[index] as Retrier;
+    let waited = 0;
+    for (let i = 0; i < stopping.MaxAttempts; i++) {
+      waited += Math.min(stopping.IntervalSeconds * stopping.BackoffRate ** i, stopping.MaxDelaySeconds ?? Infinity);
+    }
+    expect(waited).toBeGreaterThan(30 * 60);
+    expect(stopping.IntervalSeconds).toBeGreaterThanOrEqual(30);
+  });
+
+  it('lets AttemptOutcome look an attempt up in Batch and terminate it, and nothing else in Batch', () => {
+    const statements = roleStatements('LifecycleStepsAttemptOutcomeServiceRole');
+    expect(statements).toContainEqual({ Action: 'batch:TerminateJob', Effect: 'Allow', Resource: BATCH_JOB_ARNS });
+    expect(
+      actionsOf(statements)
+        .filter((a) => a.startsWith('batch:'))
+        .sort(),
+    ).toEqual(['batch:DescribeJobs', 'batch:ListJobs', 'batch:TerminateJob']);
+    for (const step of ['Analyze', 'CostGate', 'PrepareAttempt', 'Finalize']) {
+      const batch = actionsOf(roleStatements(`LifecycleSteps${step}ServiceRole`)).filter((a) => a.startsWith('batch:'));
+      expect(batch, step).toEqual([]);
+    }
+  });
+
   it('submits attempts only to the platform’s queues and job definitions', () => {
     const submit = roleStatements('LifecycleStateMachineRole').find((st) => st.Sid === 'SubmitAttempts');
     const resources = JSON.stringify(submit?.Resource);

@@ -4,7 +4,10 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createBatchEventsHandler } from '../../lambdas/batch-events/batch-events';
 import { costOfAttempt } from '../../lambdas/domain/attempt-cost';
 import { parseBatchJob } from '../../lambdas/domain/batch-job';
+import { TERMINATE_REASONS } from '../../lambdas/domain/batch-reasons';
+import { AttemptGotBatchJob, recordAttemptEnd } from '../../lambdas/lifecycle/common';
 import { InvalidEvent } from '../../lambdas/shared/event-schemas';
+import type { JobStore } from '../../lambdas/shared/job-store';
 import {
   attemptRecord,
   BATCH_JOB_ID,
@@ -96,16 +99,6 @@ describe('batch-events: not ours, unknown or malformed', () => {
     const result = await handle(fixture('batch-running'));
 
     expect(result).toEqual({ action: 'ignored', why: 'team-mismatch' });
-    expect(await bench.snapshot()).toEqual(before);
-  });
-
-  it('ignores a second Batch job claiming an attempt that already has a Batch job id', async () => {
-    await seed({}, { batchJobId: 'aaaaaaaa-0000-4000-8000-000000000000', status: 'RUNNABLE' });
-    const before = await bench.snapshot();
-
-    const result = await handle(fixture('batch-running'));
-
-    expect(result).toEqual({ action: 'ignored', why: 'other-batch-job' });
     expect(await bench.snapshot()).toEqual(before);
   });
 
@@ -384,6 +377,8 @@ describe('batch-events: SUCCEEDED and FAILED', () => {
 
     expect(await bench.snapshot()).toEqual(afterFirst);
     expect(bench.recorded.published).toHaveLength(published);
+    // The late RUNNING is this attempt's own Batch job: stale, not an orphan to stop.
+    expect(bench.recorded.terminated).toEqual([]);
   });
 
   it('announces the start when SUCCEEDED is handled before RUNNING, and the late RUNNING adds nothing', async () => {
@@ -426,5 +421,117 @@ describe('batch-events: SUCCEEDED and FAILED', () => {
 
     expect(await bench.jobs.getAttempt(JOB_ID, 1)).toEqual(attemptBefore);
     expect((await bench.jobs.requireJob(JOB_ID)).costSoFarUsd).toBe(0.13);
+  });
+});
+
+describe('batch-events: a Batch job its attempt does not own is stopped, never recorded', () => {
+  const OTHER_BATCH_JOB = 'aaaaaaaa-0000-4000-8000-000000000000';
+  // What AttemptOutcome or execution-ended writes for an attempt Batch had no job for when they looked.
+  const NOT_RUN = { status: 'FAILED', stoppedAt: T.created + 60_000, costUsd: 0 } as const;
+  const orphaned = { action: 'orphaned', jobId: JOB_ID, attempt: 1 };
+
+  it.each(['batch-runnable', 'batch-running'])(
+    'terminates, on %s, a second Batch job claiming an attempt that has one, and writes nothing',
+    async (name) => {
+      await seed({}, { batchJobId: OTHER_BATCH_JOB, status: 'RUNNING' });
+      const before = await bench.snapshot();
+
+      expect(await handle(fixture(name))).toEqual(orphaned);
+
+      expect(bench.recorded.terminated).toEqual([{ batchJobId: BATCH_JOB_ID, reason: TERMINATE_REASONS.orphaned }]);
+      expect(await bench.snapshot()).toEqual(before);
+      expect(bench.recorded.published).toEqual([]);
+    },
+  );
+
+  it.each(['batch-runnable', 'batch-running'])(
+    'terminates, on %s, the Batch job of an attempt recorded as not run, and writes nothing',
+    async (name) => {
+      await seed({}, NOT_RUN);
+      const before = await bench.snapshot();
+
+      expect(await handle(fixture(name))).toEqual(orphaned);
+
+      expect(bench.recorded.terminated).toEqual([{ batchJobId: BATCH_JOB_ID, reason: TERMINATE_REASONS.orphaned }]);
+      expect(await bench.snapshot()).toEqual(before);
+      expect(bench.recorded.published).toEqual([]);
+    },
+  );
+
+  it('says the job ended when the orphan’s job is already terminal', async () => {
+    await seed({ state: 'FAILED' }, NOT_RUN);
+
+    await handle(fixture('batch-running'));
+
+    expect(bench.recorded.terminated).toEqual([{ batchJobId: BATCH_JOB_ID, reason: TERMINATE_REASONS.jobEnded }]);
+  });
+
+  it('records nothing when an orphan ends, and does not terminate it again', async () => {
+    await seed({}, NOT_RUN);
+    const before = await bench.snapshot();
+
+    expect(await handle(fixture('batch-succeeded'))).toEqual(orphaned);
+    expect(await handle(fixture('batch-failed-reclaimed'))).toEqual(orphaned);
+
+    expect(await bench.snapshot()).toEqual(before);
+    expect(bench.recorded.terminated).toEqual([]);
+  });
+
+  /** The jobs port, with "not run" written right after the handler's first read of the attempt. */
+  function notRunAfterFirstRead(): JobStore {
+    let raced = false;
+    const jobs = Object.create(bench.jobs) as JobStore;
+    jobs.getAttempt = async (jobId, n) => {
+      const read = await bench.jobs.getAttempt(jobId, n);
+      if (!raced && read) {
+        raced = true;
+        const job = await bench.jobs.requireJob(jobId);
+        const plane = { config: CONFIG, jobs: bench.jobs, events: bench.ports.events };
+        await recordAttemptEnd(plane, job, read, { notRun: 'SubmitJob failed' }, new Date(T.created + 60_000));
+      }
+      return read;
+    };
+    return jobs;
+  }
+
+  it.each(['batch-runnable', 'batch-running'])(
+    'terminates, on %s, a Batch job whose attempt was recorded as not run after the handler read it',
+    async (name) => {
+      await seed();
+      const raced = createBatchEventsHandler({
+        config: CONFIG,
+        jobs: notRunAfterFirstRead(),
+        events: bench.ports.events,
+        fleet: bench.ports.fleet,
+        batch: bench.ports.batch,
+      });
+
+      expect(await raced(fixture(name))).toEqual(orphaned);
+
+      expect(bench.recorded.terminated).toEqual([{ batchJobId: BATCH_JOB_ID, reason: TERMINATE_REASONS.orphaned }]);
+      const attempt = await bench.jobs.getAttempt(JOB_ID, 1);
+      expect(attempt).toMatchObject({ status: 'FAILED', stoppedAt: T.created + 60_000, costUsd: 0 });
+      expect(attempt?.batchJobId).toBeUndefined();
+      expect(attempt?.startedAt).toBeUndefined();
+      expect((await bench.jobs.requireJob(JOB_ID)).state).toBe('WAITING');
+    },
+  );
+
+  it('refuses to record "not run" once batch-events recorded a Batch job for the attempt', async () => {
+    await seed();
+    const looked = await bench.jobs.getAttempt(JOB_ID, 1);
+    await handle(fixture('batch-runnable'));
+    const plane = { config: CONFIG, jobs: bench.jobs, events: bench.ports.events };
+    const job = await bench.jobs.requireJob(JOB_ID);
+
+    await expect(
+      recordAttemptEnd(plane, job, looked as NonNullable<typeof looked>, { notRun: 'not found' }, new Date(T.created)),
+    ).rejects.toThrow(AttemptGotBatchJob);
+
+    const attempt = await bench.jobs.getAttempt(JOB_ID, 1);
+    expect(attempt).toMatchObject({ batchJobId: BATCH_JOB_ID, status: 'RUNNABLE' });
+    expect(attempt?.stoppedAt).toBeUndefined();
+    expect(attempt?.outcome).toBeUndefined();
+    expect(bench.recorded.terminated).toEqual([]);
   });
 });

@@ -41,9 +41,11 @@ export const TEAM = 'nlp';
 export interface AttemptScript {
   /**
    * succeed; reclaim (host terminated); capacity (queue cancels it RUNNABLE); app-error (exit 1); hold (until
-   * TerminateJob); unsubmitted (SubmitJob never returns and Batch never hears of the job).
+   * TerminateJob); unsubmitted (SubmitJob never returns and Batch never hears of the job); lost (SubmitJob answers
+   * with a 5xx after Batch created the job, which runs until TerminateJob); lost-late (as lost, but ListJobs does not
+   * list the job yet and its state-change events reach batch-events only after the attempt was recorded as ended).
    */
-  readonly result: 'succeed' | 'reclaim' | 'capacity' | 'app-error' | 'hold' | 'unsubmitted';
+  readonly result: 'succeed' | 'reclaim' | 'capacity' | 'app-error' | 'hold' | 'unsubmitted' | 'lost' | 'lost-late';
   /** Seconds the attempt runs (default 1800). */
   readonly seconds?: number;
   /** Training step reached: the harness writes progress.json and a complete checkpoint at this step. */
@@ -69,11 +71,13 @@ export class ScriptedBatch implements LocalBatch, BatchControl {
   private readonly held = new Map<string, (reason: string) => void>();
   /** Each Batch job as last reported (PascalCase, as Step Functions returns it), for DescribeJobs. */
   private readonly reported = new Map<string, Record<string, unknown>>();
+  /** Batch jobs ListJobs does not list yet (DescribeJobs by id finds them). */
+  private readonly unlisted = new Set<string>();
   bench!: LifecycleBench;
 
   /** DescribeJobs by id, or ListJobs by name and queue: the job as last reported. */
   async lookupJob(ref: BatchJobRef): Promise<BatchJob | undefined> {
-    const jobs = [...this.reported.values()];
+    const jobs = [...this.reported.values()].filter((j) => !this.unlisted.has(String(j.JobId)));
     const job =
       ref.batchJobId !== undefined
         ? this.reported.get(ref.batchJobId)
@@ -103,6 +107,12 @@ export class ScriptedBatch implements LocalBatch, BatchControl {
       CreatedAt: createdAt,
       Tags: input.Tags ?? {},
     };
+    if (script.result === 'lost' || script.result === 'lost-late') {
+      await this.runLost(base, script, report);
+      throw Object.assign(new Error('Service Unavailable (Service: Batch, Status Code: 503)'), {
+        name: 'Batch.ServerException',
+      });
+    }
     await report({ ...base, Status: 'RUNNABLE', Attempts: [] });
 
     if (script.result === 'capacity') {
@@ -171,6 +181,62 @@ export class ScriptedBatch implements LocalBatch, BatchControl {
     await report(ended);
     if (status === 'SUCCEEDED') return ended;
     throw new BatchTaskFailed(JSON.stringify(ended));
+  }
+
+  /**
+   * A job Batch runs although its task failed. lost: RUNNABLE and RUNNING (with its checkpoint) are reported before
+   * the task fails; then, in the background, it is held until TerminateJob and ends FAILED with the reason 120 s later
+   * (the harness's final checkpoint). lost-late: unlisted, and its RUNNABLE reaches batch-events only after the
+   * attempt's end is recorded; TerminateJob then cancels it before it starts. Returns once the task may fail.
+   */
+  private async runLost(
+    base: Record<string, unknown>,
+    script: AttemptScript,
+    report: (job: Record<string, unknown>) => Promise<void>,
+  ): Promise<void> {
+    const b = this.bench;
+    const late = script.result === 'lost-late';
+    const batchJobId = String(base.JobId);
+    const tags = base.Tags as Record<string, string>;
+    const jobId = tags['trainyard:job-id'] ?? '';
+    const attempt = Number(tags['trainyard:attempt']);
+    const terminated = new Promise<string>((resolve) => this.held.set(batchJobId, resolve));
+    const runnable = { ...base, Status: 'RUNNABLE', Attempts: [] };
+    let started: Record<string, unknown> = {};
+    if (late) {
+      this.unlisted.add(batchJobId);
+      this.reported.set(batchJobId, runnable);
+    } else {
+      await report(runnable);
+      b.clock.advance(90);
+      started = { StartedAt: b.clock.ms, Container: { LogStreamName: `${TEAM}/default/${batchJobId.slice(0, 8)}` } };
+      await report({ ...base, ...started, Status: 'RUNNING', Attempts: [] });
+      if (script.step !== undefined) await b.writeCheckpoint(jobId, attempt, script.step);
+    }
+    void (async () => {
+      if (late) {
+        await b.until('the lost attempt to be recorded as ended', async () => {
+          return (await b.plane.jobs.getAttempt(jobId, attempt))?.stoppedAt !== undefined;
+        });
+        await report(runnable);
+      }
+      const reason = await terminated;
+      b.clock.advance(late ? 1 : 120);
+      const stoppedAt = b.clock.ms;
+      // The harness checkpoints on SIGTERM and exits 75; a job cancelled before it started has no container attempt.
+      const container = late ? undefined : { ...(started.Container as object), ExitCode: 75 };
+      await report({
+        ...base,
+        ...started,
+        ...(container ? { Container: container } : {}),
+        Status: 'FAILED',
+        StatusReason: reason,
+        StoppedAt: stoppedAt,
+        Attempts: container
+          ? [{ Container: container, StartedAt: started.StartedAt, StoppedAt: stoppedAt, StatusReason: reason }]
+          : [],
+      });
+    })();
   }
 
   async terminateJob(batchJobId: string, reason: string): Promise<void> {
