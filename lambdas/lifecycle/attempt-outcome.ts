@@ -8,8 +8,10 @@
  * that Batch has no job: a SubmitJob that failed on a 5xx may have created it. So the attempt is looked up in Batch
  * first. An ended job is recorded as any other; a queued or running one is stopped (TerminateJob `orphaned`, the
  * harness checkpoints) and this step throws {@link AttemptsStillRunning}, which the state machine retries for up to
- * about 40 minutes, until Batch reports the job ended and its real cost is recorded. Only when Batch has no such job
- * is the attempt recorded as not run, and never two attempts of one job train at once.
+ * about 40 minutes, until Batch reports the job ended and its real cost is recorded (a failed lookup of a recorded
+ * Batch job is retried the same way). Only when Batch has no such job, or none is recorded and the lookup fails, is the
+ * attempt recorded as not run; batch-events stops a Batch job that turns up for it later. Never two attempts of one
+ * job train at once.
  */
 import { type BatchJob, parseBatchFailureCause, parseBatchJob } from '../domain/batch-job';
 import { TERMINATE_REASONS } from '../domain/batch-reasons';
@@ -32,6 +34,7 @@ import { logger } from '../shared/logger';
 import {
   AttemptGotBatchJob,
   AttemptsStillRunning,
+  BatchLookupUnavailable,
   countersFrom,
   jobEvent,
   lookUpAttempt,
@@ -62,7 +65,26 @@ export function createAttemptOutcomeHandler(
    * when it has none. One still queued or running is terminated, and this throws until Batch reports it ended.
    */
   async function findInBatch(job: JobRecord, attempt: AttemptRecord, error: string): Promise<BatchJob | undefined> {
-    const found = await lookUpAttempt(plane, job, attempt);
+    let found: BatchJob | undefined;
+    try {
+      found = await lookUpAttempt(plane, job, attempt);
+    } catch (failure) {
+      if (failure instanceof BatchLookupUnavailable) throw failure;
+      const why = failure instanceof Error ? `${failure.name}: ${failure.message}` : String(failure);
+      if (attempt.batchJobId !== undefined) {
+        throw new AttemptsStillRunning(
+          `job ${job.jobId} attempt ${attempt.attempt}: its task failed (${error}) and its Batch job ${attempt.batchJobId} could not be looked up (${why}); this step runs again`,
+        );
+      }
+      // No Batch job recorded: "not run" it is; batch-events stops a Batch job that turns up for it after all.
+      logger.warn('attempt whose task failed could not be looked up in Batch; recorded as not run', {
+        jobId: job.jobId,
+        attempt: attempt.attempt,
+        error,
+        lookup: why,
+      });
+      return undefined;
+    }
     if (!found || found.status === 'SUCCEEDED' || found.status === 'FAILED') return found;
     await plane.batch.terminateJob(found.jobId, TERMINATE_REASONS.orphaned);
     logger.warn('attempt whose task failed is running in Batch; terminated', {

@@ -73,10 +73,16 @@ export class ScriptedBatch implements LocalBatch, BatchControl {
   private readonly reported = new Map<string, Record<string, unknown>>();
   /** Batch jobs ListJobs does not list yet (DescribeJobs by id finds them). */
   private readonly unlisted = new Set<string>();
+  /** How many of the next lookups Batch throttles. */
+  failLookups = 0;
   bench!: LifecycleBench;
 
   /** DescribeJobs by id, or ListJobs by name and queue: the job as last reported. */
   async lookupJob(ref: BatchJobRef): Promise<BatchJob | undefined> {
+    if (this.failLookups > 0) {
+      this.failLookups -= 1;
+      throw Object.assign(new Error('Too Many Requests'), { name: 'TooManyRequestsException' });
+    }
     const jobs = [...this.reported.values()].filter((j) => !this.unlisted.has(String(j.JobId)));
     const job =
       ref.batchJobId !== undefined

@@ -320,39 +320,51 @@ describe('executions that end without Finalize (the execution-ended rule)', () =
 });
 
 describe('an attempt whose task failed while Batch ran it (SubmitJob answered 5xx after creating the job)', () => {
-  it('stops it, waits for Batch to end it, bills it and resumes in a new attempt: never two at once', async () => {
-    const b = await start();
-    const r = await run(b, [{ result: 'lost', step: 300 }, { result: 'succeed' }]);
+  it.each([
+    ['', 0],
+    [', though its first 4 lookups fail (more than the other errors are retried)', 4],
+  ])(
+    'stops it, waits for Batch to end it, bills it and resumes in a new attempt: never two at once%s',
+    async (_, failLookups) => {
+      const b = await start();
+      b.batch.failLookups = failLookups;
+      const r = await run(b, [{ result: 'lost', step: 300 }, { result: 'succeed' }]);
 
-    expect(r.job.state, r.job.reason).toBe('SUCCEEDED');
-    const [lost, next] = r.attempts;
-    expect(lost).toMatchObject({ status: 'FAILED', outcome: { kind: 'infra-error', resumable: true } });
-    expect(lost?.outcome?.reason).toContain('its submission seemed to fail');
-    // Its real run, from Batch's times: stopped 120 s (the harness's final checkpoint) after TerminateJob.
-    expect((lost?.stoppedAt ?? 0) - (lost?.startedAt ?? 0)).toBe(120_000);
-    expect(lost?.costUsd).toBeGreaterThan(0);
-    const stops = b.batch.terminations.filter((t) => t.batchJobId === lost?.batchJobId);
-    expect(stops.length).toBeGreaterThanOrEqual(1);
-    expect(new Set(stops.map((t) => t.reason))).toEqual(new Set([TERMINATE_REASONS.orphaned]));
-    // AttemptOutcome ran again until Batch reported the job ended, and only then was the next attempt submitted.
-    expect(b.taskCalls.filter((n) => n === 'AttemptOutcome').length).toBeGreaterThanOrEqual(3);
-    expect(next?.submittedAt).toBeGreaterThanOrEqual(lost?.stoppedAt ?? Number.POSITIVE_INFINITY);
-    // From the checkpoint the lost attempt saved.
-    expect(b.batch.submissions[1]?.ContainerOverrides?.Environment).toContainEqual({
-      Name: 'TRAINYARD_RESUME_ARGS',
-      Value: '--init_from=resume',
-    });
-    expect(await expectSettled(b, r.jobId)).toBeGreaterThan(Math.round((lost?.costUsd ?? 0) * 100));
-  });
+      expect(r.job.state, r.job.reason).toBe('SUCCEEDED');
+      const [lost, next] = r.attempts;
+      expect(lost).toMatchObject({ status: 'FAILED', outcome: { kind: 'infra-error', resumable: true } });
+      expect(lost?.outcome?.reason).toContain('its submission seemed to fail');
+      // Its real run, from Batch's times: stopped 120 s (the harness's final checkpoint) after TerminateJob.
+      expect((lost?.stoppedAt ?? 0) - (lost?.startedAt ?? 0)).toBe(120_000);
+      expect(lost?.costUsd).toBeGreaterThan(0);
+      const stops = b.batch.terminations.filter((t) => t.batchJobId === lost?.batchJobId);
+      expect(stops.length).toBeGreaterThanOrEqual(1);
+      expect(new Set(stops.map((t) => t.reason))).toEqual(new Set([TERMINATE_REASONS.orphaned]));
+      // AttemptOutcome ran again until Batch reported the job ended, and only then was the next attempt submitted.
+      expect(b.taskCalls.filter((n) => n === 'AttemptOutcome').length).toBeGreaterThanOrEqual(3);
+      expect(next?.submittedAt).toBeGreaterThanOrEqual(lost?.stoppedAt ?? Number.POSITIVE_INFINITY);
+      // From the checkpoint the lost attempt saved.
+      expect(b.batch.submissions[1]?.ContainerOverrides?.Environment).toContainEqual({
+        Name: 'TRAINYARD_RESUME_ARGS',
+        Value: '--init_from=resume',
+      });
+      expect(await expectSettled(b, r.jobId)).toBeGreaterThan(Math.round((lost?.costUsd ?? 0) * 100));
+    },
+  );
 
-  it('records it as not run when Batch does not list it yet, and batch-events stops it when its events come', async () => {
+  it.each([
+    ['Batch does not list it yet', 0],
+    ['Batch cannot be asked (every lookup throttled)', 1000],
+  ])('records it as not run when %s, and batch-events stops it when its events come', async (_, failLookups) => {
     const b = await start();
+    b.batch.failLookups = failLookups;
     const jobId = await submit(b, [{ result: 'lost-late' }, { result: 'hold' }]);
     await b.until('the orphan to be stopped and the next attempt to run', async () => {
       const next = await b.plane.jobs.getAttempt(jobId, 2);
       return b.batch.terminations.length === 1 && next?.batchJobId !== undefined && b.batch.isHeld(next.batchJobId);
     });
 
+    b.batch.failLookups = 0;
     const [lost, next] = await b.plane.jobs.listAttempts(jobId);
     expect(lost).toMatchObject({ status: 'FAILED', costUsd: 0, outcome: { kind: 'infra-error' } });
     expect(lost?.outcome?.reason).toContain('the attempt did not run: Batch.ServerException');
