@@ -1,5 +1,6 @@
 """Checkpoint folders: manifest-last completeness, restore of the newest complete one, retention, torn uploads."""
 
+import errno
 import hashlib
 import io
 import json
@@ -56,6 +57,43 @@ def test_restores_the_newest_complete_checkpoint(tmp_path):
     assert manifest['step'] == 200 and manifest['checkpoint'] == 'ckpt-000002'
     assert (local / 'ckpt.pt').read_bytes() == b'newer'
     assert (local / 'extra' / 'meta.json').read_bytes() == b'{}'
+
+
+def test_restores_into_a_checkpoint_directory_that_is_a_mount_point(tmp_path, monkeypatch):
+    """A volume mounted at the checkpoint directory: staging beside it would need a rename across filesystems."""
+    storage, store = make_store(tmp_path)
+    write_checkpoint(storage, 1, {'ckpt.pt': b'saved', 'extra/meta.json': b'{}'}, step=100)
+    local = local_dir(tmp_path, {'stale.pt': b'x'})
+    mount = str(local)
+    real_stat, real_replace = os.stat, os.replace
+
+    def device(path):
+        path = os.path.abspath(path)
+        return 2 if path == mount or path.startswith(mount + os.sep) else 1
+
+    def stat(path, *args, **kwargs):
+        result = real_stat(path, *args, **kwargs)
+        if isinstance(path, int):
+            return result
+        fields = list(result[:10])
+        fields[2] = device(path)  # st_dev
+        return os.stat_result(fields)
+
+    def replace(src, dst, *args, **kwargs):
+        if device(src) != device(os.path.dirname(os.path.abspath(dst))):
+            raise OSError(errno.EXDEV, 'Invalid cross-device link', src)
+        return real_replace(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, 'stat', stat)
+    monkeypatch.setattr(os, 'replace', replace)
+
+    manifest = store.restore_newest(mount)
+
+    assert manifest['step'] == 100
+    assert sorted(p.name for p in local.iterdir()) == ['ckpt.pt', 'extra']
+    assert (local / 'ckpt.pt').read_bytes() == b'saved'
+    assert (local / 'extra' / 'meta.json').read_bytes() == b'{}'
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith('.restore-')]
 
 
 def test_never_restores_a_folder_whose_manifest_was_not_written(tmp_path):

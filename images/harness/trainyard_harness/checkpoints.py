@@ -114,11 +114,26 @@ def resume_failure_marker(attempt: int) -> str:
     return f'RESUME_FAILED-{attempt:06d}.json'
 
 
+def _staging_parent(local_dir: str) -> str:
+    """
+    Where a restore is staged: beside `local_dir`, or inside it when it is a mount point (a volume of its own). The
+    staged files are renamed into place, and a rename across filesystems fails with EXDEV.
+    """
+    local = local_dir.rstrip('/') or '/'
+    parent = os.path.dirname(local) or '/'
+    os.makedirs(parent, exist_ok=True)
+    if os.path.isdir(local) and os.stat(local).st_dev != os.stat(parent).st_dev:
+        return local
+    return parent
+
+
 def _replace_contents(local_dir: str, staging: str) -> None:
     """Makes `local_dir` hold exactly the staged files (the directory itself may be a mount point, so it stays)."""
     os.makedirs(local_dir, exist_ok=True)
     for name in os.listdir(local_dir):
         path = os.path.join(local_dir, name)
+        if os.path.samefile(path, staging):
+            continue
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path)
         else:
@@ -197,8 +212,7 @@ class CheckpointStore:
                 if folder.objects:
                     self.log.info('checkpoint_skipped_incomplete', checkpoint=folder_name(index))
                 continue
-            os.makedirs(os.path.dirname(local_dir.rstrip('/')) or '/', exist_ok=True)
-            staging = tempfile.mkdtemp(prefix='.restore-', dir=os.path.dirname(local_dir.rstrip('/')) or '/')
+            staging = tempfile.mkdtemp(prefix='.restore-', dir=_staging_parent(local_dir))
             try:
                 if self._download_verified(folder, manifest, staging):
                     _replace_contents(local_dir, staging)
