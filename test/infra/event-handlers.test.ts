@@ -15,7 +15,7 @@ import { JOBS_TABLE } from '../../lambdas/shared/table-design';
 import { createApp } from '../../lib/app';
 import { parseConfig } from '../../lib/config';
 import { EventHandlers, type EventHandlersProps } from '../../lib/lifecycle/event-handlers';
-import { BATCH_JOB_ARNS, resourcesOf } from './synth';
+import { actionsOf, BATCH_JOB_ARNS, batchActionsOf, resourcesOf } from './synth';
 
 const QUEUE_ARNS = [
   'arn:aws:batch:us-east-1:123456789012:job-queue/trainyard-gpu-small-spot',
@@ -92,12 +92,6 @@ function policyOf(fnLogicalId: string): unknown[] {
     .filter(([, p]) => JSON.stringify(p.Roles).includes(role))
     .flatMap(([, p]) => (p.PolicyDocument as { Statement: unknown[] }).Statement);
 }
-
-const actionsOf = (statements: unknown[]) =>
-  statements.flatMap((s) => {
-    const action = (s as { Action: string | string[] }).Action;
-    return Array.isArray(action) ? action : [action];
-  });
 
 describe('EventHandlers rules', () => {
   it('listens for EC2 spot interruption warnings on the default bus', () => {
@@ -298,18 +292,14 @@ describe('EventHandlers grants', () => {
     for (const handler of ['interruption', 'budgetWatch', 'batchEvents'] as const) {
       const statements = policyOf(logicalId(built.handlers[handler].function));
       expect(statements).toContainEqual(terminate);
-      expect(actionsOf(statements).filter((a) => a.startsWith('batch:'))).toEqual(['batch:TerminateJob']);
+      expect(batchActionsOf(statements)).toEqual(['batch:TerminateJob']);
     }
   });
 
   it('lets execution-ended end attempts (terminate, describe, list Batch jobs) and finalize as Finalize does', () => {
     const statements = policyOf(logicalId(built.handlers.executionEnded.function));
     expect(statements).toContainEqual({ Action: 'batch:TerminateJob', Effect: 'Allow', Resource: BATCH_JOB_ARNS });
-    expect(
-      actionsOf(statements)
-        .filter((a) => a.startsWith('batch:'))
-        .sort(),
-    ).toEqual(['batch:DescribeJobs', 'batch:ListJobs', 'batch:TerminateJob']);
+    expect(batchActionsOf(statements)).toEqual(['batch:DescribeJobs', 'batch:ListJobs', 'batch:TerminateJob']);
     const s3 = statements.filter((st) => actionsOf([st]).some((a) => a.startsWith('s3:')));
     const keys = JSON.stringify(s3);
     for (const key of ['metrics/metrics.jsonl', 'summary.json', 'report.html']) expect(keys).toContain(key);

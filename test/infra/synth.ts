@@ -65,3 +65,16 @@ export const BATCH_JOB_ARNS = {
     ['arn:', { Ref: 'AWS::Partition' }, ':batch:', { Ref: 'AWS::Region' }, ':', { Ref: 'AWS::AccountId' }, ':job/*'],
   ],
 };
+
+/** Every action of these IAM policy statements. */
+export const actionsOf = (statements: readonly unknown[]): string[] =>
+  statements.flatMap((s) => {
+    const action = (s as { Action: string | string[] }).Action;
+    return Array.isArray(action) ? action : [action];
+  });
+
+/** The Batch actions of these statements, sorted. */
+export const batchActionsOf = (statements: readonly unknown[]): string[] =>
+  actionsOf(statements)
+    .filter((a) => a.startsWith('batch:'))
+    .sort();
