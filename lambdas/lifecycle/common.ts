@@ -124,7 +124,8 @@ export async function recordAttemptEnd(
     );
     if (!written) {
       const stored = await plane.jobs.getAttempt(jobId, attempt.attempt);
-      if (stored?.stoppedAt === undefined && stored?.batchJobId !== undefined) {
+      // Refused for a Batch job the caller did not know of (whether or not its end is recorded too), not a replay.
+      if (stored?.batchJobId !== undefined && stored.batchJobId !== attempt.batchJobId) {
         throw new AttemptGotBatchJob(
           `job ${jobId} attempt ${attempt.attempt}: Batch reported job ${stored.batchJobId} for it after it was looked up and not found; it is looked up again`,
         );

@@ -517,10 +517,14 @@ describe('batch-events: a Batch job its attempt does not own is stopped, never r
     },
   );
 
-  it('refuses to record "not run" once batch-events recorded a Batch job for the attempt', async () => {
+  it.each([
+    { what: 'queued', events: ['batch-runnable'], status: 'RUNNABLE' },
+    { what: 'ended', events: ['batch-runnable', 'batch-running', 'batch-succeeded'], status: 'SUCCEEDED' },
+  ])('refuses to record "not run" once batch-events recorded a Batch job for the attempt ($what)', async (c) => {
     await seed();
     const looked = await bench.jobs.getAttempt(JOB_ID, 1);
-    await handle(fixture('batch-runnable'));
+    for (const name of c.events) await handle(fixture(name));
+    const before = await bench.jobs.getAttempt(JOB_ID, 1);
     const plane = { config: CONFIG, jobs: bench.jobs, events: bench.ports.events };
     const job = await bench.jobs.requireJob(JOB_ID);
 
@@ -529,8 +533,8 @@ describe('batch-events: a Batch job its attempt does not own is stopped, never r
     ).rejects.toThrow(AttemptGotBatchJob);
 
     const attempt = await bench.jobs.getAttempt(JOB_ID, 1);
-    expect(attempt).toMatchObject({ batchJobId: BATCH_JOB_ID, status: 'RUNNABLE' });
-    expect(attempt?.stoppedAt).toBeUndefined();
+    expect(attempt).toEqual(before);
+    expect(attempt).toMatchObject({ batchJobId: BATCH_JOB_ID, status: c.status });
     expect(attempt?.outcome).toBeUndefined();
     expect(bench.recorded.terminated).toEqual([]);
   });
