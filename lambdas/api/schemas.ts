@@ -5,7 +5,14 @@
 import * as z from 'zod/mini';
 import { CONFIG_ID_PATTERN, CONFIG_ID_RULE } from '../../lib/config';
 import { MAX_USD, PERIOD_PATTERN, PERIOD_RULE } from '../domain/budgets';
-import { JOB_STATES, type JobState, requirementsSchema, retriesSchema } from '../domain/job';
+import {
+  CHECKPOINT_DONE_FILE_RULE,
+  isCheckpointDoneFile,
+  JOB_STATES,
+  type JobState,
+  requirementsSchema,
+  retriesSchema,
+} from '../domain/job';
 import { InvalidLabel, labelsSchema, parseLabelSelectors } from '../domain/labels';
 import '../domain/zod-issues'; // zod's English issue messages
 import { badRequest } from './errors';
@@ -121,6 +128,7 @@ export function submitRequestSchema(maxEnvVars: number) {
           .array(z.string().check(z.maxLength(MAX_ARG_CHARS, `must be at most ${MAX_ARG_CHARS} characters`)))
           .check(z.maxLength(32, 'may hold at most 32 arguments')),
       ),
+      checkpointDoneFile: z.optional(z.string().check(z.refine(isCheckpointDoneFile, CHECKPOINT_DONE_FILE_RULE))),
       env: z.optional(env),
       project: z.optional(z.string().check(z.regex(SCOPE_ID_PATTERN, SCOPE_ID_RULE))),
       labels: z.optional(labelsSchema),

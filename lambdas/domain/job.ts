@@ -81,6 +81,28 @@ export function assertTransition(from: JobState, to: JobState): void {
   );
 }
 
+/**
+ * A job's `checkpointDoneFile`: a path inside its checkpoint directory, `/`-separated names of letters, digits, `.`,
+ * `_` and `-`, none starting with `.` (the harness skips dot-directories), at most 255 characters, and no name the
+ * harness takes for a file still being written (`*.tmp`, `*.part`, …, `MANIFEST.json`). The harness checks the same
+ * rule (images/harness/trainyard_harness/settings.py); a test holds the two together.
+ */
+export const CHECKPOINT_DONE_FILE_RULE =
+  "must be a path inside the checkpoint directory of at most 255 characters: '/'-separated names of letters, digits, '.', '_' and '-', none starting with '.', and not a temporary name (*.tmp, *.temp, *.part, *.partial, *.swp, *~, MANIFEST.json)";
+const CHECKPOINT_DONE_FILE_PATTERN = /^[A-Za-z0-9_-][A-Za-z0-9._-]*(\/[A-Za-z0-9_-][A-Za-z0-9._-]*)*$/;
+const TEMPORARY_SUFFIXES = ['.tmp', '.temp', '.part', '.partial', '.swp', '~'];
+
+/** Whether `path` may be a job's checkpointDoneFile ({@link CHECKPOINT_DONE_FILE_RULE}). */
+export function isCheckpointDoneFile(path: string): boolean {
+  const name = path.split('/').at(-1) ?? '';
+  return (
+    path.length <= 255 &&
+    CHECKPOINT_DONE_FILE_PATTERN.test(path) &&
+    name !== 'MANIFEST.json' &&
+    !TEMPORARY_SUFFIXES.some((suffix) => name.endsWith(suffix))
+  );
+}
+
 /** Job ids double as Step Functions execution names: 1-80 characters of A-Z a-z 0-9 _ -. */
 export const JOB_ID_PATTERN = /^[A-Za-z0-9_-]{1,80}$/;
 
@@ -165,6 +187,8 @@ export const jobRecordSchema = z.strictObject({
   retries: z.prefault(retriesSchema, {}),
   /** Arguments appended to the command when resuming from a checkpoint (e.g. nanoGPT's `--init_from=resume`). */
   resumeArgs: z.optional(z.array(z.string())),
+  /** The file the script writes after each finished save; the harness uploads only finished saves (see below). */
+  checkpointDoneFile: z.optional(z.string()),
   estimate: z.optional(estimateSummarySchema),
   counters: z.prefault(countersSchema, {}),
   costSoFarUsd: z._default(usd, 0),

@@ -85,6 +85,7 @@ export function createPrepareAttemptHandler(
       // The harness appends these only when it restored a checkpoint; a fresh attempt passes none.
       TRAINYARD_RESUME_ARGS: plan.resume ? shellJoin(job.resumeArgs ?? ['--init_from=resume']) : '',
       ...(job.progress?.totalSteps ? { TRAINYARD_TOTAL_STEPS: String(job.progress.totalSteps) } : {}),
+      ...(job.checkpointDoneFile ? { TRAINYARD_CHECKPOINT_DONE_FILE: job.checkpointDoneFile } : {}),
     };
     const overrides: ContainerOverrides = {
       Command: job.command,

@@ -8,6 +8,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import { MAX_JOBS_PAGE } from '../../lambdas/api/schemas';
+import { CHECKPOINT_DONE_FILE_RULE, isCheckpointDoneFile } from '../../lambdas/domain/job';
 import { MAX_LABELS } from '../../lambdas/domain/labels';
 import { checkpointToRestore } from '../../lambdas/domain/workspace-layout';
 import { mapConcurrently } from '../../lambdas/shared/concurrency';
@@ -133,6 +134,7 @@ interface JobOptions extends CommonOptions, RequirementOptions {
   env: string[];
   label: string[];
   project?: string;
+  checkpointDoneFile?: string;
   yes?: boolean;
   maxCost: string;
   idempotencyKey?: string;
@@ -159,6 +161,7 @@ interface JobSettings {
   readonly env: Record<string, string>;
   readonly labels: Record<string, string>;
   readonly project?: string;
+  readonly checkpointDoneFile?: string;
   readonly maxCost: number;
 }
 
@@ -260,6 +263,10 @@ function addJobOptions(command: Command, confirmed: string): Command {
     )
     .option('--project <name>', 'project the cost is booked to (a budget scope)')
     .option(
+      '--checkpoint-done-file <path>',
+      'a file your script writes in its checkpoint directory after every finished save; uploads wait for it',
+    )
+    .option(
       '--label <key=value>',
       'label the job, to find it again with `trainyard jobs --label` (repeatable)',
       (v: string, acc: string[]) => [...acc, v],
@@ -298,12 +305,20 @@ function jobSettingsFrom(options: JobOptions): JobSettings {
       'InvalidOption',
     );
   }
+  if (options.checkpointDoneFile !== undefined && !isCheckpointDoneFile(options.checkpointDoneFile)) {
+    throw new CliError(
+      `--checkpoint-done-file ${CHECKPOINT_DONE_FILE_RULE}, got "${options.checkpointDoneFile}"`,
+      EXIT_CODES.usage,
+      'InvalidOption',
+    );
+  }
   return {
     ...(requirements ? { requirements } : {}),
     ...(retries ? { retries } : {}),
     env,
     labels,
     ...(options.project ? { project: options.project } : {}),
+    ...(options.checkpointDoneFile !== undefined ? { checkpointDoneFile: options.checkpointDoneFile } : {}),
     maxCost,
   };
 }
@@ -346,6 +361,7 @@ function jobBody(
     ...(settings.retries ? { retries: settings.retries } : {}),
     ...(Object.keys(settings.env).length ? { env: settings.env } : {}),
     ...(settings.project ? { project: settings.project } : {}),
+    ...(settings.checkpointDoneFile !== undefined ? { checkpointDoneFile: settings.checkpointDoneFile } : {}),
     ...(Object.keys(settings.labels).length ? { labels: settings.labels } : {}),
   };
 }

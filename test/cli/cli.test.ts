@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { JobState } from '../../lambdas/domain/job';
+import { CHECKPOINT_DONE_FILE_RULE, type JobState } from '../../lambdas/domain/job';
 import { jobKeysFor } from '../../lambdas/domain/workspace-layout';
 import { type CliDeps, runCli } from '../../lib/cli/commands';
 import { EXIT_CODES } from '../../lib/cli/exit-codes';
@@ -125,7 +125,18 @@ async function seedJob(
 
 describe('submit', () => {
   it('estimates, then submits the packed project inline and prints the job id', async () => {
-    const run = await cli(['submit', CPU_TINY, '--yes', '--env', 'SEED=7', '--', 'python', 'train.py']);
+    const run = await cli([
+      'submit',
+      CPU_TINY,
+      '--yes',
+      '--env',
+      'SEED=7',
+      '--checkpoint-done-file',
+      'step/SAVED',
+      '--',
+      'python',
+      'train.py',
+    ]);
     expect(run.stderr).toBe('');
     expect(run.code).toBe(EXIT_CODES.ok);
     expect(requests).toEqual(['POST /estimate', 'POST /jobs']);
@@ -138,6 +149,7 @@ describe('submit', () => {
     expect(job?.team).toBe('nlp');
     expect(job?.command).toEqual(['python', 'train.py']);
     expect(job?.env).toEqual({ SEED: '7' });
+    expect(job?.checkpointDoneFile).toBe('step/SAVED');
     expect(job?.bundle.sha256).toBe(packDirectory(CPU_TINY, LIMITS).sha256);
     expect(bench.recorded.executions.get(jobId ?? '')).toEqual({ jobId });
   });
@@ -208,6 +220,10 @@ describe('submit', () => {
     ],
     [['--label', 'owner'], 'trainyard: --label "owner": a label is key=value, e.g. sweep=lr-grid\n'],
     [['--label', 'lr=0.1', '--label', 'lr=0.2'], 'trainyard: --label label lr is given twice (lr=0.1 and lr=0.2)\n'],
+    [
+      ['--checkpoint-done-file', '../SAVED'],
+      `trainyard: --checkpoint-done-file ${CHECKPOINT_DONE_FILE_RULE}, got "../SAVED"\n`,
+    ],
   ])('refuses %j with exit 2 before any request', async (labels, message) => {
     const run = await cli(['submit', CPU_TINY, '--yes', ...labels, '--', 'python', 'train.py']);
     expect(run.code).toBe(EXIT_CODES.usage);

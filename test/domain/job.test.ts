@@ -1,8 +1,11 @@
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
   assertTransition,
   IllegalTransition,
   InvalidJobRecord,
+  isCheckpointDoneFile,
   isTerminal,
   JOB_STATES,
   type JobState,
@@ -190,5 +193,60 @@ describe('attempt and decision record schemas', () => {
 
     expect(parseDecisionRecord(decision)).toEqual(decision);
     expect(() => parseDecisionRecord({ ...decision, reason: '' })).toThrow(/invalid decision record: reason: /);
+  });
+});
+
+describe('checkpointDoneFile', () => {
+  const SAMPLES = [
+    'SAVED',
+    'step/SAVED',
+    'checkpoint-500/done.json',
+    'a_b-c.1',
+    'x'.repeat(255),
+    'x'.repeat(256),
+    // Not '': the API refuses it, and the harness reads an empty variable as unset (PrepareAttempt sets none then).
+    '.done',
+    'dir/.done',
+    '../SAVED',
+    'a/../b',
+    '/abs',
+    'dir/',
+    'a//b',
+    'has space',
+    'SAVED.tmp',
+    'SAVED.part',
+    'SAVED~',
+    'MANIFEST.json',
+    'step/MANIFEST.json',
+    'MANIFEST.json.bak',
+    'ümlaut',
+  ];
+
+  it('is accepted by the API exactly when the harness accepts it', () => {
+    // The harness's own validation, run for each sample (images/harness/trainyard_harness/settings.py).
+    const program = [
+      'import json, sys',
+      'from trainyard_harness.settings import ConfigError, load_settings',
+      'base = {"TRAINYARD_JOB_ID": "j", "TRAINYARD_ATTEMPT": "1", "TRAINYARD_CHECKPOINT_URI": "file:///c", "TRAINYARD_METRICS_URI": "file:///m"}',
+      'def ok(path):',
+      '    try:',
+      '        load_settings({**base, "TRAINYARD_CHECKPOINT_DONE_FILE": path}, ["true"])',
+      '        return True',
+      '    except ConfigError:',
+      '        return False',
+      'print(json.dumps([ok(p) for p in json.load(sys.stdin)]))',
+    ].join('\n');
+    const harness = JSON.parse(
+      execFileSync('/usr/bin/python3', ['-c', program], {
+        input: JSON.stringify(SAMPLES),
+        env: { ...process.env, PYTHONPATH: join(import.meta.dirname, '..', '..', 'images', 'harness') },
+        encoding: 'utf8',
+      }),
+    ) as boolean[];
+    const api = SAMPLES.map(isCheckpointDoneFile);
+
+    expect(api).toEqual(harness);
+    // Neither side accepts everything, nor refuses everything.
+    expect(api.filter(Boolean)).toHaveLength(6);
   });
 });

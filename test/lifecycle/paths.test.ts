@@ -462,6 +462,20 @@ describe('job lifecycle on the synthesized state machine', () => {
     expect(pythonSplit(passed)).toEqual(resumeArgs);
   });
 
+  it('hands the harness the job’s checkpoint done file on every attempt, and none to a job without one', async () => {
+    const b = await start();
+    const r = await run(b, [{ result: 'reclaim', step: 800, seconds: 1200 }, { result: 'succeed' }], {
+      checkpointDoneFile: 'step/SAVED',
+    });
+    await run(b, [{ result: 'succeed', seconds: 60 }]);
+
+    expect(r.job.state).toBe('SUCCEEDED');
+    const doneFiles = b.batch.submissions.map(
+      (s) => s.ContainerOverrides?.Environment?.find((e) => e.Name === 'TRAINYARD_CHECKPOINT_DONE_FILE')?.Value,
+    );
+    expect(doneFiles).toEqual(['step/SAVED', 'step/SAVED', undefined]);
+  });
+
   it.each([
     ['gpu-small', 'EC2, 110 s before SIGKILL', '60'],
     ['cpu-small', 'Fargate, 30 s before SIGKILL', '15'],

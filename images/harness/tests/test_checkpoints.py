@@ -317,6 +317,85 @@ def test_syncer_treats_restored_files_as_already_uploaded(tmp_path):
     assert folders_in(tmp_path) == ['ckpt-000001']
 
 
+def test_with_a_done_file_only_a_save_the_trainer_finished_is_uploaded(tmp_path):
+    """A save that pauses between its files: the syncer waits for the trainer's done file, written last."""
+    storage, store = make_store(tmp_path, keep=5)
+    local = local_dir(tmp_path, {})
+    out = io.StringIO()
+    syncer = CheckpointSyncer(store, str(local), 'j', 1, 300, 0, lambda: 1, Logger(out), done_file='SAVED')
+
+    def write(name, data):
+        (local / name).write_bytes(data)
+        time.sleep(0.01)  # distinct modification times, as a save that takes a moment per file has
+
+    write('model.pt', b'model 1')
+    assert syncer.sync('settled') is None  # the first save has not said it is done
+    waiting = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [(r['level'], r['event'], r['reason']) for r in waiting] == [
+        ('warn', 'checkpoint_upload_waiting_for_done_file', 'SAVED has not been written')
+    ]
+    write('optim.pt', b'optim 1')
+    write('SAVED', b'1')
+    first = syncer.sync('settled')
+    assert first['checkpoint'] == 'ckpt-000001'
+    assert sorted(e['path'] for e in first['files']) == ['SAVED', 'model.pt', 'optim.pt']
+
+    write('model.pt', b'model 2')  # the second save, paused before its optimizer state
+    assert syncer.sync('interval') is None
+    assert 'a save in progress: model.pt' in out.getvalue()
+    write('optim.pt', b'optim 2')
+    assert syncer.sync('interval') is None  # both files new, but not yet said done
+    write('SAVED', b'2')
+    second = syncer.sync('settled')
+
+    assert second['checkpoint'] == 'ckpt-000002'
+    assert folders_in(tmp_path) == ['ckpt-000001', 'ckpt-000002']
+    restored = tmp_path / 'restored'
+    store.restore_newest(str(restored))
+    assert [(restored / n).read_bytes() for n in ('model.pt', 'optim.pt', 'SAVED')] == [b'model 2', b'optim 2', b'2']
+
+
+def test_with_a_done_file_a_trainer_stopped_mid_save_leaves_the_last_finished_save_newest(tmp_path):
+    _storage, store = make_store(tmp_path)
+    local = local_dir(tmp_path, {})
+    out = io.StringIO()
+    syncer = CheckpointSyncer(store, str(local), 'j', 1, 300, 0, lambda: 1, Logger(out), done_file='step/SAVED')
+    (local / 'model.pt').write_bytes(b'model 1')
+    (local / 'step').mkdir()
+    time.sleep(0.01)
+    (local / 'step' / 'SAVED').write_bytes(b'1')
+    assert syncer.sync('settled')['checkpoint'] == 'ckpt-000001'
+    time.sleep(0.01)
+    (local / 'model.pt').write_bytes(b'model 2, cut short')
+
+    assert syncer.sync('final') is None
+
+    assert folders_in(tmp_path) == ['ckpt-000001']
+    assert 'checkpoint_save_unfinished' in out.getvalue()
+    assert store.restore_newest(str(tmp_path / 'restored'))['checkpoint'] == 'ckpt-000001'
+    assert (tmp_path / 'restored' / 'model.pt').read_bytes() == b'model 1'
+
+
+def test_with_a_done_file_a_snapshot_scanned_mid_save_is_not_uploaded(tmp_path):
+    """The check holds on the files the upload itself scans, not only on the syncer's look before it."""
+    storage, store = make_store(tmp_path)
+    local = local_dir(tmp_path, {'model.pt': b'model 1'})
+    time.sleep(0.01)
+    (local / 'SAVED').write_bytes(b'1')
+    syncer = CheckpointSyncer(store, str(local), 'j', 1, 300, 0, lambda: 1, Logger(io.StringIO()), done_file='SAVED')
+    real_upload = store.upload_snapshot
+
+    def next_save_begins_first(*args, **kwargs):
+        time.sleep(0.01)
+        (local / 'model.pt').write_bytes(b'model 2, being written')
+        return real_upload(*args, **kwargs)
+
+    store.upload_snapshot = next_save_begins_first
+
+    assert syncer.sync('settled') is None
+    assert folders_in(tmp_path) == []
+
+
 def wait_for(predicate, limit=30.0):
     deadline = time.monotonic() + limit
     while not predicate():

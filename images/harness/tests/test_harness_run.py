@@ -113,6 +113,39 @@ def test_sigterm_stops_the_child_syncs_and_exits_75(tmp_path):
     assert progress['state'] == 'checkpointed' and progress['exit_code'] == 75 and progress['total_steps'] == 100000
 
 
+def test_with_a_done_file_a_save_cut_short_by_sigterm_is_not_uploaded(tmp_path):
+    """The trainer's second save is cut short before its done file: the final sync keeps the first save newest."""
+    body = """
+        import os, signal, sys, threading, time
+        folder = os.environ['TRAINYARD_CHECKPOINT_DIR']
+        def save(n, finished):
+            with open(os.path.join(folder, 'model.pt'), 'w') as f:
+                f.write(f'model {n}')
+            time.sleep(0.05)
+            if finished:
+                with open(os.path.join(folder, 'SAVED'), 'w') as f:
+                    f.write(str(n))
+        stopping = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+        save(1, True)
+        print('saved 1', flush=True)
+        stopping.wait(60)
+        save(2, False)
+        print('stopped mid-save', flush=True)
+    """
+    env = base_env(tmp_path, closed_port_endpoint(), TRAINYARD_CHECKPOINT_DONE_FILE='SAVED')
+    run = run_harness([PYTHON, script(tmp_path, body)], env)
+    run.wait_for_event('checkpoint_uploaded')
+    run.signal(signal.SIGTERM)
+
+    assert run.finish() == 75, run.output()
+    run.wait_for_stdout('stopped mid-save')
+    assert run.events('checkpoint_save_unfinished'), run.output()
+    store = stored_checkpoints(tmp_path)
+    assert store.restore_newest(str(tmp_path / 'check'))['checkpoint'] == 'ckpt-000001'
+    assert (tmp_path / 'check' / 'model.pt').read_text() == 'model 1'
+
+
 def test_sigusr1_dumps_every_thread_stack_to_stderr_and_the_run_goes_on(tmp_path):
     env = base_env(tmp_path, closed_port_endpoint())
     run = run_harness([PYTHON, HELLO, '--max_iters=100000', '--log_interval=5', '--step_delay=0.002'], env)

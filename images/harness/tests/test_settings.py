@@ -61,6 +61,7 @@ def test_reads_every_optional_setting():
             'TRAINYARD_METRICS_URI': 'file:///metrics/job-1/',
             'TRAINYARD_METRICS_PATTERNS': '["epoch (?P<step>\\\\d+)"]',
             'TRAINYARD_METRICS_FILE': 'metrics.jsonl',
+            'TRAINYARD_CHECKPOINT_DONE_FILE': 'step/SAVED',
             'TRAINYARD_TOTAL_STEPS': '5000',
             'TRAINYARD_IMDS_ENDPOINT': 'http://127.0.0.1:8111/',
             'TRAINYARD_IMDS_POLL_SECONDS': '0.5',
@@ -78,6 +79,7 @@ def test_reads_every_optional_setting():
     assert settings.metrics_uri == 'file:///metrics/job-1'
     assert [p.pattern for p in settings.metrics_patterns] == ['epoch (?P<step>\\d+)']
     assert settings.metrics_file == 'metrics.jsonl'
+    assert settings.checkpoint_done_file == 'step/SAVED'
     assert settings.total_steps == 5000
     assert settings.imds_endpoint == 'http://127.0.0.1:8111'
     assert settings.imds_poll_seconds == 0.5
@@ -219,6 +221,14 @@ def test_argv_command_wins_over_trainyard_command():
             None,
             'AWS_BATCH_JOB_MAIN_NODE_INDEX is required with AWS_BATCH_JOB_NODE_INDEX (a multi-node job)',
         ),
+        *[
+            (
+                {'TRAINYARD_CHECKPOINT_DONE_FILE': bad},
+                None,
+                f"not a temporary name (*.tmp, *.part, MANIFEST.json, …), got {bad!r}",
+            )
+            for bad in ['../SAVED', '/abs/SAVED', '.done', 'a//b', 'dir/', 'SAVED.tmp', 'MANIFEST.json', 'x' * 256]
+        ],
         (
             {'TRAINYARD_RESUME_FAILURE_WINDOW_SECONDS': '-1'},
             None,

@@ -35,6 +35,24 @@ _TEMPORARY_PREFIXES = ('.nfs', '.~lock.', '.#')
 Signature = dict[str, tuple[int, int, int]]
 
 
+def unfinished_save(signature: Signature, done_file: str, uploaded: Signature) -> str | None:
+    """
+    Why the directory does not hold a finished save by the trainer's own word, or None when it does. A trainer that
+    names a done file (TRAINYARD_CHECKPOINT_DONE_FILE) writes it after every file of a save: the directory holds a
+    finished save when that file was written since the last upload and nothing in it is newer. So a save that pauses
+    between files (gathering shards, computing the next state) is never uploaded half old, half new.
+    """
+    marker = signature.get(done_file)
+    if marker is None:
+        return f'{done_file} has not been written'
+    newer = sorted(path for path, (_, mtime_ns, _) in signature.items() if path != done_file and mtime_ns > marker[1])
+    if newer:
+        return f'{len(newer)} file(s) written after {done_file}, a save in progress: {", ".join(newer[:3])}'
+    if uploaded.get(done_file) == marker:
+        return f'{done_file} has not been written again since the last upload'
+    return None
+
+
 class DirectoryChanged(Exception):
     """A checkpoint file changed while it was being uploaded, so this snapshot is abandoned (no manifest)."""
 
@@ -253,14 +271,22 @@ class CheckpointStore:
         index = int(match.group(1))
         return folders.get(index, Folder(index, {})), bool(self.usable_indices(folders))
 
-    def upload_snapshot(self, local_dir: str, job_id: str, attempt: int, step: int | None) -> dict | None:
-        """Uploads every finished file of `local_dir` as a new folder, manifest last; None when there is nothing.
+    def upload_snapshot(
+        self,
+        local_dir: str,
+        job_id: str,
+        attempt: int,
+        step: int | None,
+        accept: Callable[[Signature], bool] = lambda _: True,
+    ) -> dict | None:
+        """Uploads every finished file of `local_dir` as a new folder, manifest last; None when there is nothing, or
+        when `accept` refuses the files as scanned.
 
         Each file is hashed, uploaded, then stat-ed again: if it changed meanwhile the snapshot is abandoned
         (DirectoryChanged) before any manifest is written, so storage never claims a torn checkpoint is complete.
         """
         signature = scan_directory(local_dir)
-        if not signature:
+        if not signature or not accept(signature):
             return None
         folders = self.folders()
         index = max(folders, default=0) + 1
@@ -322,6 +348,9 @@ class CheckpointSyncer:
     slow disk, descheduled, stopped) changes nothing for as long as it stalls. So a background upload waits while
     `open_for_writing` names files the training process holds open for writing, for at most one sync interval;
     after that it goes ahead (`checkpoint_upload_while_open`), since a script may keep a log open there for good.
+
+    With a `done_file`, every upload (the final one too) waits for the trainer to say a save is finished (see
+    `unfinished_save`); a trainer stopped mid-save leaves the previous checkpoint the newest.
     """
 
     def __init__(
@@ -335,8 +364,11 @@ class CheckpointSyncer:
         step_provider: Callable[[], int | None],
         log: Logger,
         open_for_writing: Callable[[], list[str]] = lambda: [],
+        done_file: str | None = None,
     ):
         self.store = store
+        self.done_file = done_file
+        self._waiting: str | None = None
         self.local_dir = local_dir
         self.job_id = job_id
         self.attempt = attempt
@@ -361,10 +393,18 @@ class CheckpointSyncer:
             current = scan_directory(self.local_dir)
             if not current or current == self.uploaded:
                 return None
+            if self.done_file is not None:
+                why = unfinished_save(current, self.done_file, self.uploaded)
+                if why is not None:
+                    self._note_waiting(reason, why, never_written=self.done_file not in current)
+                    return None
             started = time.monotonic()
-            manifest = self.store.upload_snapshot(self.local_dir, self.job_id, self.attempt, self.step_provider())
+            manifest = self.store.upload_snapshot(
+                self.local_dir, self.job_id, self.attempt, self.step_provider(), self._accepts
+            )
             if manifest is None:
                 return None
+            self._waiting = None
             self.uploaded = manifest.pop('signature')
             self.last_manifest = manifest
             total = sum(entry['size'] for entry in manifest['files'])
@@ -380,6 +420,22 @@ class CheckpointSyncer:
                 pruned=[folder_name(i) for i in deleted],
             )
             return manifest
+
+    def _accepts(self, signature: Signature) -> bool:
+        """Whether a snapshot of these files may be uploaded: always, or with a done file, a finished save."""
+        return self.done_file is None or unfinished_save(signature, self.done_file, self.uploaded) is None
+
+    def _note_waiting(self, reason: str, why: str, never_written: bool) -> None:
+        """
+        Logs why no upload was made: the final sync always (the trainer stopped mid-save), otherwise on change; a
+        warning while the done file was never written, since a script that never writes it is never checkpointed.
+        """
+        if reason == 'final':
+            self.log.warn('checkpoint_save_unfinished', done_file=self.done_file, reason=why)
+        elif why != self._waiting:
+            log = self.log.warn if never_written else self.log.info
+            log('checkpoint_upload_waiting_for_done_file', done_file=self.done_file, reason=why)
+        self._waiting = why
 
     def start(self) -> None:
         """Starts the background watcher thread."""

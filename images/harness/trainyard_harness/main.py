@@ -205,6 +205,7 @@ class Harness:
             lambda: recorder.step,
             self.log,
             lambda: self._checkpoint_files_open_for_writing(self.child),
+            s.checkpoint_done_file,
         )
         if restored is not None:
             command += s.resume_args

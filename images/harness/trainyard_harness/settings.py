@@ -9,12 +9,18 @@ import signal
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from trainyard_harness.checkpoints import is_temporary
+
 DEFAULT_CHECKPOINT_DIR = '/tmp/trainyard/checkpoints'
 DEFAULT_WORK_DIR = '/tmp/trainyard/code'
 DEFAULT_RESUME_ARGS = '--init_from=resume'
 DEFAULT_IMDS_ENDPOINT = 'http://169.254.169.254'
 
 _URI_SCHEMES = ('s3://', 'file://')
+# A path inside the checkpoint directory: '/'-separated names of letters, digits, '.', '_' and '-', none starting with
+# '.' (the checkpoint scan skips dot-directories). The API applies the same rule (lambdas/api/schemas.ts).
+DONE_FILE_PATTERN = re.compile(r'[A-Za-z0-9_-][A-Za-z0-9._-]*(/[A-Za-z0-9_-][A-Za-z0-9._-]*)*')
+DONE_FILE_MAX_CHARS = 255
 
 
 class ConfigError(Exception):
@@ -44,6 +50,7 @@ class Settings:
     keep_checkpoints: int = 3
     metrics_patterns: list[re.Pattern[str]] = field(default_factory=list)
     metrics_file: str | None = None
+    checkpoint_done_file: str | None = None
     total_steps: int | None = None
     imds_endpoint: str = DEFAULT_IMDS_ENDPOINT
     imds_poll_seconds: float = 5.0
@@ -198,6 +205,16 @@ def load_settings(env: Mapping[str, str], argv_command: Sequence[str]) -> Settin
             patterns.append(compiled)
 
     metrics_file = text('TRAINYARD_METRICS_FILE')
+    done_file = text('TRAINYARD_CHECKPOINT_DONE_FILE')
+    if done_file is not None and (
+        len(done_file) > DONE_FILE_MAX_CHARS or not DONE_FILE_PATTERN.fullmatch(done_file) or is_temporary(done_file)
+    ):
+        problems.append(
+            'TRAINYARD_CHECKPOINT_DONE_FILE must be a path inside the checkpoint directory of at most '
+            f"{DONE_FILE_MAX_CHARS} characters: '/'-separated names of letters, digits, '.', '_' and '-', none "
+            f'starting with \'.\', and not a temporary name (*.tmp, *.part, MANIFEST.json, …), got {done_file!r}'
+        )
+        done_file = None
 
     imds_endpoint = (text('TRAINYARD_IMDS_ENDPOINT') or DEFAULT_IMDS_ENDPOINT).rstrip('/')
     if not imds_endpoint.startswith(('http://', 'https://')):
@@ -258,6 +275,7 @@ def load_settings(env: Mapping[str, str], argv_command: Sequence[str]) -> Settin
         keep_checkpoints=keep,
         metrics_patterns=patterns,
         metrics_file=metrics_file,
+        checkpoint_done_file=done_file,
         total_steps=total_steps,
         imds_endpoint=imds_endpoint,
         imds_poll_seconds=poll,

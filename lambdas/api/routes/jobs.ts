@@ -138,6 +138,7 @@ async function submitJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
     requirements: body.requirements ?? {},
     retries: body.retries ?? { maxAppRetries: 0, backoffSeconds: 60 },
     resumeArgs: body.resumeArgs ?? DEFAULT_RESUME_ARGS,
+    ...(body.checkpointDoneFile !== undefined && { checkpointDoneFile: body.checkpointDoneFile }),
     estimate: estimateSummary(assessment),
     counters: { attempts: 0, reclaims: 0, capacityCancellations: 0, appErrors: 0, infraErrors: 0, resumeFailures: 0 },
     costSoFarUsd: 0,

@@ -4,6 +4,7 @@ import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { INTERNAL_MESSAGE } from '../../../lambdas/api/errors';
 import { analyzeWorkload } from '../../../lambdas/domain/analysis';
+import { CHECKPOINT_DONE_FILE_RULE } from '../../../lambdas/domain/job';
 import { uploadKey } from '../../../lambdas/domain/workspace-layout';
 import { parseConfig } from '../../../lib/config';
 import {
@@ -77,6 +78,7 @@ describe('POST /jobs accepts a valid submission', () => {
       env: { SEED: '1' },
       bundle: { key: `teams/nlp/jobs/${job.jobId}/code.tar.gz`, bytes: bundle.length, sha256: sha256(bundle) },
     });
+    expect(job).not.toHaveProperty('checkpointDoneFile');
     const stored = await bench.workspace.get(job.bundle.key);
     expect(stored?.equals(bundle)).toBe(true);
     expect(bench.recorded.executions.get(job.jobId)).toEqual({ jobId: job.jobId });
@@ -317,6 +319,15 @@ describe('POST /jobs refuses bad input with an exact status and message and writ
       code: 'invalid_request',
       message: 'body.labels: a job may carry at most 16 labels',
     },
+    ...['../SAVED', '/abs/SAVED', '.done', 'dir/', 'SAVED.tmp', 'step/MANIFEST.json', 'x'.repeat(256)].map(
+      (checkpointDoneFile) => ({
+        name: `checkpointDoneFile ${JSON.stringify(checkpointDoneFile.slice(0, 20))}`,
+        body: { bundle: bundleB64, command, checkpointDoneFile },
+        status: 400,
+        code: 'invalid_request',
+        message: `body.checkpointDoneFile: ${CHECKPOINT_DONE_FILE_RULE}`,
+      }),
+    ),
     {
       name: 'a bundle that is not base64',
       body: { bundle: 'not base64!', command },
