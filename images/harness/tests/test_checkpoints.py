@@ -376,6 +376,26 @@ def test_with_a_done_file_a_trainer_stopped_mid_save_leaves_the_last_finished_sa
     assert (tmp_path / 'restored' / 'model.pt').read_bytes() == b'model 1'
 
 
+def test_with_a_done_file_the_watcher_does_not_recheck_an_unfinished_save_on_every_tick(tmp_path):
+    """Between saves the directory is settled but unfinished: no /proc look per tick, until the done file comes."""
+    _storage, store = make_store(tmp_path)
+    local = local_dir(tmp_path, {'model.pt': b'model 1'})
+    looks = []
+    syncer = CheckpointSyncer(
+        store, str(local), 'j', 1, 300, 0.05, lambda: 1, Logger(io.StringIO()), lambda: looks.append(1) or [], 'SAVED'
+    )
+    syncer.start()
+    try:
+        time.sleep(0.5)  # many ticks with a settled directory whose save is not said done
+        assert looks == [] and folders_in(tmp_path) == []
+        time.sleep(0.01)
+        (local / 'SAVED').write_bytes(b'1')
+        wait_for(lambda: folders_in(tmp_path) == ['ckpt-000001'])
+    finally:
+        syncer.stop()
+    assert len(looks) == 1
+
+
 def test_with_a_done_file_a_snapshot_scanned_mid_save_is_not_uploaded(tmp_path):
     """The check holds on the files the upload itself scans, not only on the syncer's look before it."""
     storage, store = make_store(tmp_path)

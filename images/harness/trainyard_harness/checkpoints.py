@@ -461,7 +461,9 @@ class CheckpointSyncer:
                 if current != seen:
                     seen, changed_at = current, now
                 settled = now - changed_at >= self.settle_seconds
-                if current and current != self.uploaded and settled:
+                # A save the done file does not call finished waits for the interval (which logs why), rather than
+                # looking at /proc and scanning again on every tick.
+                if current and current != self.uploaded and settled and self._accepts(current):
                     reason = 'settled'
                 elif now - last_interval >= self.interval_seconds:
                     reason = 'interval'
