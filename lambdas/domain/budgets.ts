@@ -368,6 +368,22 @@ export function settlementChange(entry: JobEntry, actualMicros: number): EntryCh
   };
 }
 
+/**
+ * Cost recorded after a job's entry closed (settled or released), such as an orphaned Batch job that ended after
+ * Finalize: what the job is charged rises to `totalMicros`, the job's whole recorded cost. Monotonic and idempotent
+ * (the same or a lower total changes nothing). Null for an open entry: its settlement will charge the total.
+ */
+export function lateChargeChange(entry: JobEntry, totalMicros: number): EntryChange | null {
+  if (entry.state === 'open' || totalMicros <= entry.accrued) return null;
+  const increase = totalMicros - entry.accrued;
+  return {
+    entry: { reserved: entry.reserved, accrued: totalMicros, state: entry.state, version: entry.version + 1 },
+    spentDelta: increase,
+    reservedDelta: 0,
+    availableDelta: -increase,
+  };
+}
+
 /** Returns an open entry's remaining reservation (what was already accrued stays spent). Null unless open. */
 export function releaseChange(entry: JobEntry): EntryChange | null {
   if (entry.state !== 'open') return null;

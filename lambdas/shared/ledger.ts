@@ -35,6 +35,7 @@ import {
   InvalidScope,
   isBlocked,
   type JobEntry,
+  lateChargeChange,
   limitChange,
   microsToUsd,
   newBudgetFigures,
@@ -120,6 +121,14 @@ export interface AccrueResult {
 export interface SettleResult {
   readonly jobId: string;
   readonly actualUsd: number;
+  readonly crossings: ThresholdCrossing[];
+}
+
+/** What a late charge did. */
+export interface LateChargeResult {
+  readonly jobId: string;
+  /** The scopes whose spend rose (none when every entry already held the total, or is still open). */
+  readonly chargedScopes: string[];
   readonly crossings: ThresholdCrossing[];
 }
 
@@ -512,6 +521,36 @@ export class BudgetLedger {
       ExpressionAttributeValues: { ':settled': 'settled', ':settling': 'settling', ':result': result },
     });
     return done ? result : this.storedSettlement(id);
+  }
+
+  /**
+   * A cost recorded after the job was settled or released (an orphaned Batch job that ended after Finalize): raises
+   * what the job is charged in every scope to `totalUsd`, its whole recorded cost, and reports the crossings.
+   * Monotonic and idempotent like accrue; an entry still open changes nothing, since its settlement will charge the
+   * total (the settling caller reads the job's costs again after it settles). Throws UnknownBudgetJob for a job the
+   * ledger never saw.
+   */
+  async chargeLate(jobId: string, totalUsd: number): Promise<LateChargeResult> {
+    const id = parseJobId(jobId);
+    const totalMicros = usdToMicros(totalUsd, 'total cost');
+    const record = await this.readJob(id);
+    if (!record) {
+      throw new UnknownBudgetJob(`job ${id} has no record in the budget ledger; a late charge needs a prior reserve`);
+    }
+    const period = record.period;
+    if (period === undefined) return { jobId: id, chargedScopes: [], crossings: [] };
+    const outcomes = await Promise.all(
+      record.scopes.map(async (scope) => {
+        const applied = await this.applyToEntry(scope, period, id, (entry) => lateChargeChange(entry, totalMicros));
+        if (!applied?.changed) return { scope, charged: false, crossings: [] };
+        return { scope, charged: true, crossings: await this.recordCrossings(applied.item, id) };
+      }),
+    );
+    return {
+      jobId: id,
+      chargedScopes: outcomes.filter((o) => o.charged).map((o) => o.scope),
+      crossings: outcomes.flatMap((o) => o.crossings),
+    };
   }
 
   /**

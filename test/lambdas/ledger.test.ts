@@ -509,6 +509,69 @@ describe('settlement, accrual and release', () => {
     await expect(ledger.accrue('ghost-1', 1)).rejects.toBeInstanceOf(UnknownBudgetJob);
   });
 
+  it('a late charge raises a settled job to its new total in every scope, once, with the crossings it makes', async () => {
+    const team = freshTeam();
+    const [teamScope, projectScope] = [`team:${team}`, `project:${team}/nlp`];
+    const ledger = newLedger();
+    await ledger.ensureBudget(teamScope, PERIOD, 10);
+    await ledger.ensureBudget(projectScope, PERIOD, 100);
+    await ledger.reserve('late-1', [teamScope, projectScope], 5, PERIOD);
+    await ledger.settle('late-1', 6.5);
+    const afterSettle = await snapshot();
+
+    // An orphaned Batch job's $1.25 recorded after the settlement: the job's total is now $7.75.
+    const charged = await ledger.chargeLate('late-1', 7.75);
+
+    expect(charged.chargedScopes.sort()).toEqual([projectScope, teamScope].sort());
+    // $7.75 of $10 is 77.5 %: past the team's 70 % warning, which $6.50 (65 %) was not; the project is at 7.75 %.
+    expect(charged.crossings).toEqual([
+      expect.objectContaining({ scope: teamScope, threshold: 'warn', spentUsd: 7.75 }),
+    ]);
+    const team$ = await figures(ledger, teamScope);
+    expect([team$.spentUsd, team$.reservedUsd, team$.availableUsd]).toEqual([7.75, 0, 2.25]);
+    const project$ = await figures(ledger, projectScope);
+    expect([project$.spentUsd, project$.reservedUsd, project$.availableUsd]).toEqual([7.75, 0, 92.25]);
+    expect(await entryOf(teamScope, 'late-1')).toMatchObject({ reserved: 0, accrued: 7_750_000, state: 'settled' });
+
+    // The same total again, or an older one, changes nothing.
+    const settledAgain = await snapshot();
+    expect(await ledger.chargeLate('late-1', 7.75)).toEqual({ jobId: 'late-1', chargedScopes: [], crossings: [] });
+    expect(await ledger.chargeLate('late-1', 6.5)).toEqual({ jobId: 'late-1', chargedScopes: [], crossings: [] });
+    expect(await snapshot()).toEqual(settledAgain);
+    expect(settledAgain).not.toEqual(afterSettle);
+  });
+
+  it('a late charge on a released job adds to what it had accrued; on an open one it waits for the settlement', async () => {
+    const scope = `team:${freshTeam()}`;
+    const ledger = newLedger();
+    await ledger.ensureBudget(scope, PERIOD, 100);
+    await ledger.reserve('late-rel', [scope], 10, PERIOD);
+    await ledger.accrue('late-rel', 0.4);
+    await ledger.release('late-rel');
+    await ledger.reserve('late-open', [scope], 10, PERIOD);
+    const beforeOpen = await entryOf(scope, 'late-open');
+
+    await ledger.chargeLate('late-rel', 1.1);
+    const open = await ledger.chargeLate('late-open', 3);
+
+    expect(await entryOf(scope, 'late-rel')).toMatchObject({ reserved: 0, accrued: 1_100_000, state: 'released' });
+    expect(open.chargedScopes).toEqual([]);
+    expect(await entryOf(scope, 'late-open')).toEqual(beforeOpen);
+    // Spent: $1.10 of the released job; reserved: the open job's $10.
+    const usage = await figures(ledger, scope);
+    expect([usage.spentUsd, usage.reservedUsd, usage.availableUsd]).toEqual([1.1, 10, 88.9]);
+  });
+
+  it('a late charge for a job the ledger never saw throws UnknownBudgetJob and writes nothing', async () => {
+    const ledger = newLedger();
+    const before = await snapshot();
+
+    await expect(ledger.chargeLate('ghost-2', 1)).rejects.toThrow(
+      new UnknownBudgetJob('job ghost-2 has no record in the budget ledger; a late charge needs a prior reserve'),
+    );
+    expect(await snapshot()).toEqual(before);
+  });
+
   it('an accrual past the reservation that exhausts the budget reports the scope as blocked', async () => {
     const team = freshTeam();
     const scope = `team:${team}`;
