@@ -3,6 +3,7 @@
  * and the progress forecast. Pure: the route reads the records and the harness's metrics and passes them in.
  */
 
+import { orphanRunsOf } from '../domain/attempt-cost';
 import { type Forecast, forecast, type ProgressSample } from '../domain/forecast';
 import type { AttemptRecord, JobRecord } from '../domain/job';
 import { runningCostUsd, sumAttemptCosts } from '../domain/metering';
@@ -42,9 +43,17 @@ export function attemptView(attempt: AttemptRecord, nowMs: number): AttemptView 
   };
 }
 
-/** Sum of the attempts' costs (recorded or metered so far), exact, rounded to the cent. */
+/**
+ * Sum of the attempts' costs (recorded or metered so far) and of the orphaned Batch jobs recorded on them, exact,
+ * rounded to the cent.
+ */
 export function costSoFarUsd(attempts: readonly AttemptView[]): number {
-  return sumAttemptCosts(attempts.flatMap((a) => (a.costUsd !== undefined ? [a.costUsd] : [])));
+  return sumAttemptCosts(
+    attempts.flatMap((a) => [
+      ...(a.costUsd !== undefined ? [a.costUsd] : []),
+      ...orphanRunsOf(a).map((run) => run.costUsd),
+    ]),
+  );
 }
 
 /**

@@ -12,8 +12,10 @@
  *   TerminateJob (`orphaned`, or `jobEnded` when the job is terminal), nothing recorded: two attempts of one job never
  *   train at once. Both writers are exclusive (the Batch job id is recorded only while no end is, "not run" only while
  *   no Batch job is), so when this handler's write is refused it reads the attempt again and terminates the orphan.
- *   An orphan's SUCCEEDED/FAILED records nothing; its cost is logged (it is terminated at its first event, so it
- *   has mostly not run).
+ *   An orphan's SUCCEEDED/FAILED, when it had started, records what it cost on its attempt (`orphans`, once per
+ *   Batch job, priced as a start below), and the job pays for it: costSoFarUsd is recomputed with it, and when the
+ *   job's budget was already settled or released, the ledger is charged the new total (`chargeLate`; a settlement
+ *   still to come charges it, since Finalize reads the costs again after it settles).
  * - RUNNABLE/STARTING/RUNNING of a job whose cancel was requested: TerminateJob with the cancel reason, after the Batch
  *   job id is recorded and from a read of the job made after that write. A cancel that came before the id was
  *   recorded found nothing to terminate; this one closes that window (either the cancel saw the id or this read sees
@@ -35,9 +37,11 @@ import type { TierConfig } from '../../lib/config';
 import { attemptPrice, costOfAttempt } from '../domain/attempt-cost';
 import type { BatchJob } from '../domain/batch-job';
 import { TERMINATE_REASONS } from '../domain/batch-reasons';
+import { UnknownBudgetJob } from '../domain/budgets';
 import { jobStartedEvent, startAnnouncedWithStop } from '../domain/events';
 import { type AttemptRecord, isTerminal, type JobRecord, tierOfJob } from '../domain/job';
 import { attemptRefOf, recordedCost } from '../domain/watch';
+import { publishCrossings } from '../shared/budget-alerts';
 import type { ControlPlane } from '../shared/control-plane';
 import { parseBatchStateChangeEvent } from '../shared/event-schemas';
 import { JobStateConflict } from '../shared/job-store';
@@ -57,12 +61,12 @@ export type BatchEventResult =
       readonly attempt: number;
     };
 
-type Plane = Pick<ControlPlane, 'config' | 'jobs' | 'events' | 'fleet' | 'batch'>;
+type Plane = Pick<ControlPlane, 'config' | 'jobs' | 'events' | 'fleet' | 'batch' | 'ledger' | 'clock'>;
 
-/** Price per node-hour of an attempt that just started on this instance (see the module comment). */
+/** Price per node-hour of a Batch job that started on this instance (see the module comment). */
 async function startPrice(
   plane: Plane,
-  attempt: AttemptRecord,
+  attempt: Pick<AttemptRecord, 'capacity'>,
   tier: TierConfig,
   instance: Awaited<ReturnType<Plane['fleet']['instanceFor']>>,
   startedAt: number,
@@ -84,8 +88,7 @@ export function createBatchEventsHandler(plane: Plane) {
     if (attempt.startedAt !== undefined) return attempt;
     const startedAt = batchJob.startedAt ?? batchJob.attempts.at(-1)?.startedAt ?? batchJob.createdAt;
     const tier = tierOfJob(plane.config, job);
-    const containerInstanceArn = batchJob.container?.containerInstanceArn;
-    const instance = containerInstanceArn ? await plane.fleet.instanceFor(containerInstanceArn) : undefined;
+    const instance = await instanceOf(batchJob);
     const usdPerHour = await startPrice(plane, attempt, tier, instance, startedAt);
     const logStreamName = batchJob.container?.logStreamName ?? batchJob.attempts.at(-1)?.container?.logStreamName;
     await plane.events.publish([jobStartedEvent(job, attempt, { batchJobId: batchJob.jobId, startedAt, usdPerHour })]);
@@ -118,6 +121,37 @@ export function createBatchEventsHandler(plane: Plane) {
     return recorded ?? plane.jobs.getAttempt(job.jobId, attempt.attempt);
   }
 
+  /** The instance a Batch job ran on, when Batch names its container instance and the fleet still knows it. */
+  async function instanceOf(batchJob: BatchJob) {
+    const containerInstanceArn = batchJob.container?.containerInstanceArn;
+    return containerInstanceArn ? plane.fleet.instanceFor(containerInstanceArn) : undefined;
+  }
+
+  /**
+   * job.costSoFarUsd from the recorded costs, written only when it differs; and, when an orphan's cost was recorded
+   * after the job's budget was settled or released, the ledger charged the new total. Run on every delivery, so a
+   * crash between the writes is repaired by the redelivery.
+   */
+  async function costRecorded(job: JobRecord, lateCharge: boolean): Promise<void> {
+    const total = recordedCost(await plane.jobs.listAttempts(job.jobId));
+    if (total !== job.costSoFarUsd) await plane.jobs.patchJob(job.jobId, { costSoFarUsd: total });
+    if (!lateCharge) return;
+    try {
+      const charged = await plane.ledger.chargeLate(job.jobId, total);
+      if (charged.chargedScopes.length > 0) {
+        logger.warn('an orphaned Batch job’s cost was charged to a budget already settled', {
+          jobId: job.jobId,
+          totalUsd: total,
+          scopes: charged.chargedScopes,
+        });
+      }
+      await publishCrossings(plane, charged.crossings, plane.clock().toISOString());
+    } catch (error) {
+      if (!(error instanceof UnknownBudgetJob)) throw error;
+      logger.info('job has no budget record; its orphan’s cost is on the job only', { jobId: job.jobId });
+    }
+  }
+
   async function stopped(batchJob: BatchJob, job: JobRecord, attempt: AttemptRecord): Promise<BatchEventResult> {
     if (attempt.stoppedAt === undefined) {
       const cost = costOfAttempt(attempt, batchJob, tierOfJob(plane.config, job));
@@ -148,13 +182,43 @@ export function createBatchEventsHandler(plane: Plane) {
         'stoppedAt',
       );
     }
-    // Recomputed on every delivery: a crash between the two writes is repaired by the redelivery.
-    const total = recordedCost(await plane.jobs.listAttempts(job.jobId));
-    if (total !== job.costSoFarUsd) await plane.jobs.patchJob(job.jobId, { costSoFarUsd: total });
+    await costRecorded(job, false);
     return { action: 'stopped', jobId: job.jobId, attempt: attempt.attempt };
   }
 
-  /** Stops a Batch job its attempt does not own (see the module comment); records nothing. */
+  /** Records what an ended orphan cost on its attempt, once, and puts it on the job and its budget. */
+  async function billOrphan(batchJob: BatchJob, job: JobRecord, attempt: AttemptRecord): Promise<void> {
+    const keys = { jobId: job.jobId, attempt: attempt.attempt, batchJobId: batchJob.jobId, status: batchJob.status };
+    const tier = tierOfJob(plane.config, job);
+    const ran = costOfAttempt({ capacity: attempt.capacity, nodes: attempt.nodes }, batchJob, tier);
+    if (ran.startedAt === undefined || ran.stoppedAt === undefined) {
+      logger.info('a Batch job its attempt does not own ended before it started; it cost nothing', keys);
+      return;
+    }
+    const instance = await instanceOf(batchJob);
+    const usdPerHour = await startPrice(plane, attempt, tier, instance, ran.startedAt);
+    const cost = costOfAttempt({ capacity: attempt.capacity, nodes: attempt.nodes, usdPerHour }, batchJob, tier);
+    const run = {
+      capacity: instance?.lifecycle ?? attempt.capacity,
+      startedAt: ran.startedAt,
+      stoppedAt: ran.stoppedAt,
+      usdPerHour,
+      costUsd: cost.costUsd,
+    };
+    if (await plane.jobs.recordOrphanRun(job.jobId, attempt.attempt, batchJob.jobId, run)) {
+      logger.warn('a Batch job its attempt does not own ended; its cost is added to the job’s', {
+        ...keys,
+        costUsd: run.costUsd,
+      });
+    }
+    const current = (await plane.jobs.getJob(job.jobId)) ?? job;
+    await costRecorded(current, true);
+  }
+
+  /**
+   * Stops a Batch job its attempt does not own, or bills it when it has ended (see the module comment); records
+   * nothing else.
+   */
   async function orphaned(batchJob: BatchJob, job: JobRecord, attempt: AttemptRecord): Promise<BatchEventResult> {
     const keys = {
       jobId: job.jobId,
@@ -164,8 +228,7 @@ export function createBatchEventsHandler(plane: Plane) {
       ...(attempt.batchJobId ? { attemptBatchJobId: attempt.batchJobId } : {}),
     };
     if (batchJob.status === 'SUCCEEDED' || batchJob.status === 'FAILED') {
-      const { costUsd } = costOfAttempt(attempt, batchJob, tierOfJob(plane.config, job));
-      logger.warn('a Batch job its attempt does not own ended; its cost is not in the job’s', { ...keys, costUsd });
+      await billOrphan(batchJob, job, attempt);
     } else {
       const current = (await plane.jobs.getJob(job.jobId)) ?? job;
       await plane.batch.terminateJob(

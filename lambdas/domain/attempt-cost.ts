@@ -5,7 +5,7 @@
  */
 import type { TierConfig } from '../../lib/config';
 import type { BatchJob } from './batch-job';
-import type { AttemptRecord } from './job';
+import type { AttemptRecord, OrphanRun } from './job';
 import { attemptCostMicroUsd, microUsdToCents } from './metering';
 
 /** What an ended attempt cost and when it ran. */
@@ -66,4 +66,27 @@ export function costOfAttempt(
     usdPerHour,
     costUsd: microUsdToCents(micros),
   };
+}
+
+/** An orphaned Batch job's run with its Batch job id. */
+export type OrphanRunOf = OrphanRun & { readonly batchJobId: string };
+
+/** The orphaned Batch jobs recorded on an attempt, in the order they started. */
+export function orphanRunsOf(attempt: Pick<AttemptRecord, 'orphans'>): OrphanRunOf[] {
+  return Object.entries(attempt.orphans ?? {})
+    .map(([batchJobId, run]) => ({ batchJobId, ...run }))
+    .sort((a, b) => a.startedAt - b.startedAt || a.batchJobId.localeCompare(b.batchJobId));
+}
+
+/** What an attempt's orphaned Batch jobs cost, in integer micro-dollars (0 without any). */
+export function orphanCostMicros(attempt: Pick<AttemptRecord, 'orphans'>): number {
+  return orphanRunsOf(attempt).reduce((sum, run) => sum + Math.round(run.costUsd * 1_000_000), 0);
+}
+
+/**
+ * What an ended attempt put on its job, in integer micro-dollars: its own recorded cost and its orphans'. Nothing for
+ * its own Batch job while that has no recorded cost (running, or never started).
+ */
+export function recordedCostMicros(attempt: Pick<AttemptRecord, 'costUsd' | 'orphans'>): number {
+  return Math.round((attempt.costUsd ?? 0) * 1_000_000) + orphanCostMicros(attempt);
 }

@@ -6,6 +6,7 @@
  * Batch is HTML-escaped. A series longer than MAX_PLOT_POINTS is thinned (first, last and each bucket's extremes), so
  * a million samples still make a report of well under a megabyte. Pure: no I/O, never throws for valid records.
  */
+import { orphanRunsOf } from './attempt-cost';
 import type { AttemptRecord, DecisionRecord, JobRecord } from './job';
 import { labelsText } from './labels';
 import { attemptCostUsd, InvalidMeteringInput } from './metering';
@@ -69,9 +70,9 @@ function attemptMicroUsd(attempt: AttemptRecord, stopMs: number): number {
 }
 
 /**
- * The job's cumulative cost over time, from `fromMs` to `toMs`: each attempt accrues its cost linearly between its
- * start and stop (a running attempt until `toMs`; a cost without a start lands at once at the stop), so the curve
- * ends at the sum of the attempts' costs. Split into stretches by the capacity accruing, for colour and legend.
+ * The job's cumulative cost over time, from `fromMs` to `toMs`: each attempt, and each orphaned Batch job recorded on
+ * one, accrues its cost linearly between its start and stop (a running attempt until `toMs`; a cost without a start
+ * lands at once at the stop), so the curve ends at the sum of the recorded costs. Split into stretches by the capacity accruing, for colour and legend.
  */
 export function costCurve(
   attempts: readonly AttemptRecord[],
@@ -87,6 +88,16 @@ export function costCurve(
     // A zero-length accrual becomes a 1 ms ramp: a vertical step on the plot, no division by zero.
     return [{ startMs, stopMs: Math.max(stopMs, startMs + 1), microUsd, capacity: a.capacity }];
   });
+  for (const attempt of attempts) {
+    for (const run of orphanRunsOf(attempt)) {
+      accruals.push({
+        startMs: run.startedAt,
+        stopMs: Math.max(run.stoppedAt, run.startedAt + 1),
+        microUsd: Math.round(run.costUsd * 1_000_000),
+        capacity: run.capacity,
+      });
+    }
+  }
   const times = [fromMs, toMs, ...accruals.flatMap((a) => [a.startMs, a.stopMs])];
   const breakpoints = [...new Set(times)].sort((a, b) => a - b);
   const valueAt = (t: number): number =>
@@ -685,7 +696,12 @@ function attemptsTable(attempts: readonly AttemptRecord[]): Raw {
     const outcome = a.outcome
       ? html`<strong>${a.outcome.kind}</strong>${a.outcome.exitCode !== undefined ? ` (exit ${a.outcome.exitCode})` : ''}: ${a.outcome.reason}`
       : html`${a.status}`;
-    return html`<tr><td>${a.attempt}</td><td>${a.capacity}</td><td>${a.startedAt !== undefined ? utc(a.startedAt) : '—'}</td><td>${a.stoppedAt !== undefined ? utc(a.stoppedAt) : '—'}</td><td>${seconds !== undefined ? duration(seconds) : '—'}</td><td>${price}</td><td>${a.costUsd !== undefined ? usd(a.costUsd, 4) : '—'}</td><td>${outcome}</td></tr>`;
+    const own = html`<tr><td>${a.attempt}</td><td>${a.capacity}</td><td>${a.startedAt !== undefined ? utc(a.startedAt) : '—'}</td><td>${a.stoppedAt !== undefined ? utc(a.stoppedAt) : '—'}</td><td>${seconds !== undefined ? duration(seconds) : '—'}</td><td>${price}</td><td>${a.costUsd !== undefined ? usd(a.costUsd, 4) : '—'}</td><td>${outcome}</td></tr>`;
+    const orphans = orphanRunsOf(a).map(
+      (run) =>
+        html`<tr class="orphan"><td>${a.attempt}</td><td>${run.capacity}</td><td>${utc(run.startedAt)}</td><td>${utc(run.stoppedAt)}</td><td>${duration((run.stoppedAt - run.startedAt) / 1000)}</td><td>${usd(run.usdPerHour, 4)}/h</td><td>${usd(run.costUsd, 4)}</td><td><strong>orphaned Batch job</strong> ${run.batchJobId}: ran under this attempt’s name, stopped by Trainyard, billed to the job</td></tr>`,
+    );
+    return join([own, ...orphans], '\n');
   });
   return html`<table><thead><tr><th>#</th><th>capacity</th><th>start</th><th>stop</th><th>duration</th><th>price</th><th>cost</th><th>outcome</th></tr></thead><tbody>${join(rows, '\n')}</tbody></table>`;
 }

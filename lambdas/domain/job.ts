@@ -214,6 +214,24 @@ export const jobRecordSchema = z.strictObject({
 /** A job as stored and returned by the API. */
 export type JobRecord = z.output<typeof jobRecordSchema>;
 
+/**
+ * A Batch job that ran under an attempt's name without being its own (SubmitJob answered an error after Batch had
+ * created it, or the attempt's end was recorded before ListJobs showed it): batch-events stops it at its first event
+ * and, when it had started, records what it cost here, so that the job and its budget pay for it.
+ */
+export const orphanRunSchema = z.strictObject({
+  /** What it ran on: the instance's lifecycle, else the attempt's capacity. */
+  capacity: z.enum(['spot', 'on-demand']),
+  startedAt: epochMs,
+  stoppedAt: epochMs,
+  /** Price per node-hour it was billed at. */
+  usdPerHour: usd,
+  costUsd: usd,
+});
+
+/** An orphaned Batch job's run, as recorded on its attempt. */
+export type OrphanRun = z.output<typeof orphanRunSchema>;
+
 /** zod schema of one attempt (one Batch job). */
 export const attemptRecordSchema = z.strictObject({
   jobId: jobIdSchema,
@@ -238,7 +256,10 @@ export const attemptRecordSchema = z.strictObject({
   logStreamName: z.optional(z.string().check(z.minLength(1))),
   status: z.enum(BATCH_JOB_STATUSES),
   outcome: z.optional(attemptOutcomeSchema),
+  /** The attempt's own Batch job's cost; orphans' costs are apart, in `orphans`. */
   costUsd: z.optional(usd),
+  /** Orphaned Batch jobs that ran under this attempt's name, by Batch job id (each recorded once). */
+  orphans: z.optional(z.record(z.string().check(z.minLength(1)), orphanRunSchema)),
 });
 
 /** An attempt as stored and returned by the API. */
@@ -281,6 +302,11 @@ export function parseJobRecord(value: unknown): JobRecord {
 /** Validates an attempt record; throws {@link InvalidJobRecord}. */
 export function parseAttemptRecord(value: unknown): AttemptRecord {
   return parseWith(attemptRecordSchema, 'attempt record', value);
+}
+
+/** Validates an orphaned Batch job's run; throws {@link InvalidJobRecord}. */
+export function parseOrphanRun(value: unknown): OrphanRun {
+  return parseWith(orphanRunSchema, 'orphaned Batch job run', value);
 }
 
 /** Validates a decision record; throws {@link InvalidJobRecord}. */

@@ -6,7 +6,7 @@
 import * as z from 'zod/mini';
 import './zod-issues'; // zod's English issue messages
 import type { TierConfig } from '../../lib/config';
-import { attemptPrice } from './attempt-cost';
+import { attemptPrice, orphanCostMicros, recordedCostMicros } from './attempt-cost';
 import type { BatchJob } from './batch-job';
 import { formatScope, InvalidScope, periodOf } from './budgets';
 import type { AttemptRecord, DecisionRecord, JobRecord } from './job';
@@ -87,12 +87,14 @@ export function queuedSpotAttempt(attempts: readonly AttemptRecord[]): AttemptRe
 }
 
 /**
- * A job's cost so far in USD, rounded to the cent: the recorded cost of every ended attempt, plus the running attempt
- * from its start to `nowMs` at its price (per second, 60 s minimum, times its nodes). Summed in micro-dollars.
+ * A job's cost so far in USD, rounded to the cent: the recorded cost of every ended attempt and of every orphaned Batch
+ * job, plus the running attempt from its start to `nowMs` at its price (per second, 60 s minimum, times its nodes).
+ * Summed in micro-dollars.
  */
 export function jobCostSoFar(attempts: readonly AttemptRecord[], tier: TierConfig, nowMs: number): number {
   let micros = 0;
   for (const attempt of attempts) {
+    micros += orphanCostMicros(attempt);
     if (attempt.costUsd !== undefined) {
       micros += Math.round(attempt.costUsd * 1_000_000);
     } else if (attempt.startedAt !== undefined && attempt.stoppedAt === undefined) {
@@ -108,9 +110,12 @@ export function jobCostSoFar(attempts: readonly AttemptRecord[], tier: TierConfi
   return microUsdToCents(micros);
 }
 
-/** Sum of recorded attempt costs (ended attempts only), rounded to the cent: what job.costSoFarUsd holds. */
+/**
+ * Sum of recorded costs (ended attempts and their orphaned Batch jobs), rounded to the cent: what job.costSoFarUsd
+ * holds and the ledger settles.
+ */
 export function recordedCost(attempts: readonly AttemptRecord[]): number {
-  return microUsdToCents(attempts.reduce((sum, a) => sum + Math.round((a.costUsd ?? 0) * 1_000_000), 0));
+  return microUsdToCents(attempts.reduce((sum, a) => sum + recordedCostMicros(a), 0));
 }
 
 /** The harness's progress.json (images/harness: metrics.py `progress()`); extra keys are tolerated. */

@@ -3,6 +3,10 @@
  * reservation), set the final state, write the job summary (JSON) and report (HTML, with the harness's metric samples)
  * to the workspace and announce it. Replay-safe: settle and release return their first result, the state change
  * accepts a job already in its final state, summary and report are rewritten whole, events carry deterministic ids.
+ *
+ * The costs are read again once the ledger is settled and the state is final: an orphaned Batch job's cost that
+ * batch-events recorded meanwhile is charged to the ledger (`chargeLate`) and counted in the job's cost. batch-events
+ * charges what it records after that read itself, as it finds the ledger settled then, so no cost is left out.
  */
 import { UnknownBudgetJob } from '../domain/budgets';
 import { isTerminal, type JobState, TRANSITIONS } from '../domain/job';
@@ -59,8 +63,8 @@ export function createFinalizeHandler(
     const { jobId } = parsed;
     let job = await plane.jobs.requireJob(jobId);
     const now = plane.clock();
-    const attempts = await plane.jobs.listAttempts(jobId);
-    const costUsd = recordedCost(attempts);
+    const firstRead = await plane.jobs.listAttempts(jobId);
+    const firstCostUsd = recordedCost(firstRead);
     const finalState: JobState =
       job.state === 'REJECTED'
         ? 'REJECTED'
@@ -69,12 +73,12 @@ export function createFinalizeHandler(
           : (parsed.finalState ?? (job.cancelRequested ? 'CANCELLED' : 'FAILED'));
     const reason = parsed.reason ?? job.reason ?? finalState.toLowerCase();
 
-    if (finalState === 'REJECTED' || costUsd === 0) {
+    if (finalState === 'REJECTED' || firstCostUsd === 0) {
       await plane.ledger.release(jobId);
     } else {
       try {
         // The final cost can cross a threshold the running cost had not; a replay reports the same crossings.
-        const settled = await plane.ledger.settle(jobId, costUsd);
+        const settled = await plane.ledger.settle(jobId, firstCostUsd);
         await publishCrossings(plane, settled.crossings, now.toISOString());
       } catch (error) {
         if (!(error instanceof UnknownBudgetJob)) throw error;
@@ -83,9 +87,19 @@ export function createFinalizeHandler(
     }
     if (!isTerminal(job.state)) {
       const from = LIVE_STATES.filter((state) => TRANSITIONS[state].includes(finalState));
-      job = await plane.jobs.transition(jobId, from, finalState, { costSoFarUsd: costUsd, reason });
+      job = await plane.jobs.transition(jobId, from, finalState, { costSoFarUsd: firstCostUsd, reason });
       await plane.jobs.patchJob(jobId, {}, ['pauseToken']);
     }
+    // Read again after the settlement and the final state (see the module comment).
+    const attempts = await plane.jobs.listAttempts(jobId);
+    const costUsd = recordedCost(attempts);
+    if (costUsd > 0) {
+      // Monotonic: charges nothing unless a cost was recorded after the figure the ledger was settled to (by this
+      // call, or by a first run of it that a replay finishes).
+      const charged = await plane.ledger.chargeLate(jobId, costUsd);
+      await publishCrossings(plane, charged.crossings, now.toISOString());
+    }
+    if (costUsd !== job.costSoFarUsd) job = await plane.jobs.patchJob(jobId, { costSoFarUsd: costUsd });
 
     const keys = jobKeysFor(job.team, jobId);
     const decisions = await plane.jobs.listDecisions(jobId);

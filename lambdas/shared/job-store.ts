@@ -11,9 +11,11 @@ import {
   type DecisionRecord,
   type JobRecord,
   type JobState,
+  type OrphanRun,
   parseAttemptRecord,
   parseDecisionRecord,
   parseJobRecord,
+  parseOrphanRun,
 } from '../domain/job';
 import { type LabelSelector, matchesLabels } from '../domain/labels';
 import { type JobWithAttempts, mayHaveRunIn, type ReportPeriod } from '../domain/showback';
@@ -331,6 +333,48 @@ export class JobStore {
       if (!isConditionFailure(error)) throw error;
       if (unset.length > 0 && (await this.getAttempt(jobId, attempt))) return undefined;
       throw new JobNotFound(`${jobId} attempt ${attempt}`);
+    }
+  }
+
+  /**
+   * Records what an orphaned Batch job of this attempt cost (see {@link OrphanRun}), once per Batch job: a repeated
+   * delivery changes nothing and returns false, as does a run already recorded with other figures. Two writes, each
+   * safe to repeat: the attempt's `orphans` map is created if missing (a document path needs its map), then the
+   * run is set where its Batch job id is not yet a key. Throws JobNotFound when the attempt does not exist.
+   */
+  async recordOrphanRun(jobId: string, attempt: number, batchJobId: string, run: OrphanRun): Promise<boolean> {
+    const parsed = parseOrphanRun(run);
+    const key = jobKeys.attempt(jobId, attempt);
+    try {
+      await this.client.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: key,
+          UpdateExpression: 'SET #orphans = if_not_exists(#orphans, :none)',
+          ConditionExpression: 'attribute_exists(pk)',
+          ExpressionAttributeNames: { '#orphans': 'orphans' },
+          ExpressionAttributeValues: { ':none': {} },
+        }),
+      );
+    } catch (error) {
+      if (isConditionFailure(error)) throw new JobNotFound(`${jobId} attempt ${attempt}`);
+      throw error;
+    }
+    try {
+      await this.client.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: key,
+          UpdateExpression: 'SET #orphans.#batchJob = :run',
+          ConditionExpression: 'attribute_not_exists(#orphans.#batchJob)',
+          ExpressionAttributeNames: { '#orphans': 'orphans', '#batchJob': batchJobId },
+          ExpressionAttributeValues: { ':run': parsed },
+        }),
+      );
+      return true;
+    } catch (error) {
+      if (isConditionFailure(error)) return false;
+      throw error;
     }
   }
 

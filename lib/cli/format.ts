@@ -407,6 +407,19 @@ export function formatJobStatus(response: unknown): string {
           .filter((p) => p !== undefined)
           .join('  ')}`,
       );
+      const orphans = at(attempt, 'orphans');
+      for (const [batchJobId, run] of Object.entries(orphans !== null && typeof orphans === 'object' ? orphans : {})) {
+        const [start, stop, orphanCost] = [num(run, 'startedAt'), num(run, 'stoppedAt'), num(run, 'costUsd')];
+        lines.push(
+          `      orphaned Batch job ${batchJobId}  ${[
+            str(run, 'capacity'),
+            start !== undefined && stop !== undefined ? formatDuration((stop - start) / 1000) : undefined,
+            orphanCost === undefined ? undefined : formatMoney(orphanCost),
+          ]
+            .filter((p) => p !== undefined)
+            .join('  ')}  (stopped by Trainyard, billed to the job)`,
+        );
+      }
     }
   }
   const decisions = list(response, 'decisions');

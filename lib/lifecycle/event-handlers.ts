@@ -150,7 +150,11 @@ export class EventHandlers extends Construct {
     this.batchEvents = this.handler('BatchEvents', props, {
       entry: 'lambdas/batch-events/handler.ts',
       description: 'Trainyard: Batch job state change → attempt start/stop, instance, price, cost, Job Started',
-      environment: { [ENV.jobsTable]: props.jobsTable.tableName, [ENV.eventBus]: props.eventBus.eventBusName },
+      environment: {
+        [ENV.jobsTable]: props.jobsTable.tableName,
+        [ENV.budgetsTable]: props.budgetsTable.tableName,
+        [ENV.eventBus]: props.eventBus.eventBusName,
+      },
       config: props.config,
       rules: [
         {
@@ -379,6 +383,10 @@ export class EventHandlers extends Construct {
       new iam.PolicyStatement({ actions: ['ec2:DescribeInstances', 'ec2:DescribeSpotPriceHistory'], resources: ['*'] }),
     );
     props.budgetsTable.grantReadWriteData(budgetWatch);
+    // An orphaned Batch job that ends after its job was settled is charged to the job's budgets (ledger chargeLate):
+    // reads and updates of existing items, never a new one.
+    props.budgetsTable.grantReadData(batchEvents);
+    props.budgetsTable.grant(batchEvents, 'dynamodb:UpdateItem');
     props.workspace.grantRead(budgetWatch, 'teams/*/jobs/*/metrics/progress.json');
     props.stateMachine.grant(budgetWatch, 'states:SendTaskSuccess');
     budgetWatch.addToRolePolicy(new iam.PolicyStatement({ actions: ['ec2:GetSpotPlacementScores'], resources: ['*'] }));

@@ -6,6 +6,7 @@ import {
   estimateCostForConfirmation,
   formatBudgets,
   formatDuration,
+  formatJobStatus,
   formatJobsTable,
   formatMoney,
   formatRate,
@@ -132,6 +133,37 @@ describe('jobView and statusLine read the GET /jobs/{id} answer', () => {
     });
     expect([view.step, view.totalSteps, view.fraction, view.etaSeconds]).toEqual([30, 120, 0.25, undefined]);
     expect(statusLine(view)).toBe('RUNNING        [#####---------------]  25%  step 30/120  cost $0.00');
+  });
+
+  it('lists an orphaned Batch job under the attempt it ran for, with what it cost the job', () => {
+    const text = formatJobStatus({
+      job: { jobId: 'j4', state: 'RUNNING', tier: 'gpu-small' },
+      attempts: [
+        {
+          attempt: 1,
+          capacity: 'spot',
+          status: 'FAILED',
+          outcome: { kind: 'infra-error' },
+          costUsd: 0,
+          orphans: {
+            'b-7f3a': {
+              capacity: 'on-demand',
+              startedAt: 1_000_000,
+              stoppedAt: 1_725_000,
+              usdPerHour: 3.06,
+              costUsd: 0.62,
+            },
+          },
+        },
+      ],
+      costSoFarUsd: 0.62,
+    });
+    const lines = text.split('\n');
+    const attempt = lines.findIndex((line) => line.startsWith('  #1  spot  FAILED  infra-error'));
+    expect(attempt).toBeGreaterThan(-1);
+    expect(lines[attempt + 1]).toBe(
+      '      orphaned Batch job b-7f3a  on-demand  12m 05s  $0.62  (stopped by Trainyard, billed to the job)',
+    );
   });
 
   it('shows only the state when nothing else is known', () => {

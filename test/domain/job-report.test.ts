@@ -227,6 +227,31 @@ describe('costCurve', () => {
     expect(costCurve(unrecorded, from, to).totalUsd).toBe(1.264);
   });
 
+  it('accrues an orphaned Batch job over its own run, on its own capacity', () => {
+    // Attempt 2's orphan ran on on-demand in the wait before attempt 3 (2.8 h → 2.9 h) for $0.05.
+    const run = { capacity: 'on-demand', startedAt: T0 + 2.8 * H, stoppedAt: T0 + 2.9 * H, usdPerHour: 0.5 } as const;
+    const withOrphan = ATTEMPTS.map((a) =>
+      a.attempt === 2 ? { ...a, orphans: { 'b-9': { ...run, costUsd: 0.05 } } } : a,
+    );
+
+    const curve = costCurve(withOrphan, from, to);
+
+    expect(curve.totalUsd).toBeCloseTo(1.314, 12);
+    expect(curve.stretches.map((s) => s.kind)).toEqual([
+      'none',
+      'spot',
+      'none',
+      'spot',
+      'on-demand',
+      'none',
+      'on-demand',
+      'none',
+    ]);
+    const points = curve.stretches.flatMap((s) => s.points);
+    expect(points.find((p) => p.atMs === T0 + 2.85 * H)).toBeUndefined();
+    expect(points.find((p) => p.atMs === T0 + 2.9 * H)?.usd).toBeCloseTo(0.525, 12);
+  });
+
   it('leaves out an attempt that never started and cost nothing', () => {
     const starved = attempt(4, { stoppedAt: T0 + 4.55 * H, outcome: undefined });
 

@@ -166,6 +166,24 @@ describe('buildTeamShowback', () => {
     expect(report.byTier).toEqual([{ tier: 'gpu-small', ...report.totals }]);
   });
 
+  it('counts an orphaned Batch job as one more run, on its own capacity and times', () => {
+    // Attempt 1 recorded as not run ($0), and its orphan ran on on-demand from 23:00 the day before to 01:00: half of
+    // its $1.00 in the day.
+    const orphan = { capacity: 'on-demand' as const, startedAt: D - HOUR, stoppedAt: D + HOUR, usdPerHour: 0.5 };
+    const notRun = attempt('o', 1, { status: 'FAILED', stoppedAt: D - HOUR, costUsd: 0 });
+    const withOrphan = { ...notRun, orphans: { 'b-9': { ...orphan, costUsd: 1 } } };
+    const day = buildTeamShowback(config, 'nlp', DAY, [{ job: job('o'), attempts: [withOrphan] }], new Date(D + HOUR));
+    expect(day.totals).toEqual({
+      costUsd: 0.5,
+      spotUsd: 0,
+      onDemandUsd: 0.5,
+      instanceHours: 1,
+      onDemandEquivalentUsd: 0.5,
+      savedBySpotUsd: 0,
+      jobs: 1,
+    });
+  });
+
   it('makes a week the exact sum of its seven days', () => {
     const week = customPeriod('2026-11-16', '2026-11-22');
     const asOf = new Date(D + 25 * HOUR);

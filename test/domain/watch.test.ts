@@ -118,6 +118,25 @@ describe('jobCostSoFar and recordedCost', () => {
     expect(jobCostSoFar(attempts, tier, now)).toBe(usd);
   });
 
+  it('counts the orphaned Batch jobs recorded on an attempt, in the recorded cost and the cost so far', () => {
+    const orphans = {
+      'b-1': { capacity: 'spot' as const, startedAt: T0, stoppedAt: T0 + 600_000, usdPerHour: 0.2, costUsd: 0.034 },
+      'b-2': {
+        capacity: 'on-demand' as const,
+        startedAt: T0,
+        stoppedAt: T0 + 60_000,
+        usdPerHour: 3.06,
+        costUsd: 0.051,
+      },
+    };
+    // "Not run" ($0 of its own) with two orphans: 0.034 + 0.051 = 0.085 → 0.09.
+    const notRun = attempt(1, { stoppedAt: T0 + 1000, costUsd: 0, status: 'FAILED', orphans });
+    expect(recordedCost([notRun])).toBe(0.09);
+    // Plus a running on-demand attempt: 0.526 × 1800 ÷ 3600 = 0.263; 0.085 + 0.263 = 0.348 → 0.35.
+    const running = attempt(2, { capacity: 'on-demand', startedAt: T0 + 60_000 });
+    expect(jobCostSoFar([notRun, running], tier, T0 + 60_000 + 1_800_000)).toBe(0.35);
+  });
+
   it('sums recorded costs exactly (three half cents make two cents, not one)', () => {
     const attempts = [0.005, 0.005, 0.005].map((c, i) => attempt(i + 1, { costUsd: c }));
     expect(recordedCost(attempts)).toBe(0.02);

@@ -366,12 +366,18 @@ describe('EventHandlers grants', () => {
     );
   });
 
-  it('gives the budgets table and the workspace to budget-watch only', () => {
+  it('gives the budgets table to budget-watch and, to update what exists, batch-events; the workspace to budget-watch only', () => {
     const budgetsTable = 'Trainyard-Test-BudgetsTableArn';
     expect(JSON.stringify(policyOf(logicalId(built.handlers.budgetWatch.function)))).toContain(String(budgetsTable));
+    const batchEvents = policyOf(logicalId(built.handlers.batchEvents.function));
+    const onBudgets = batchEvents.filter((s) => JSON.stringify(s).includes(budgetsTable));
+    expect(actionsOf(onBudgets)).toContain('dynamodb:UpdateItem');
+    expect(actionsOf(onBudgets)).toContain('dynamodb:GetItem');
+    expect(actionsOf(onBudgets)).not.toContain('dynamodb:PutItem');
+    expect(actionsOf(onBudgets)).not.toContain('dynamodb:DeleteItem');
+    expect(JSON.stringify(policyOf(logicalId(built.handlers.interruption.function)))).not.toContain(budgetsTable);
     for (const fn of [built.handlers.interruption.function, built.handlers.batchEvents.function]) {
       const statements = JSON.stringify(policyOf(logicalId(fn)));
-      expect(statements).not.toContain(String(budgetsTable));
       expect(statements).not.toContain('s3:');
       expect(statements).not.toContain('states:');
     }

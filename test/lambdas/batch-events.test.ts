@@ -5,9 +5,10 @@ import { createBatchEventsHandler } from '../../lambdas/batch-events/batch-event
 import { costOfAttempt } from '../../lambdas/domain/attempt-cost';
 import { parseBatchJob } from '../../lambdas/domain/batch-job';
 import { TERMINATE_REASONS } from '../../lambdas/domain/batch-reasons';
+import { InvalidJobRecord } from '../../lambdas/domain/job';
 import { AttemptGotBatchJob, recordAttemptEnd } from '../../lambdas/lifecycle/common';
 import { InvalidEvent } from '../../lambdas/shared/event-schemas';
-import type { JobStore } from '../../lambdas/shared/job-store';
+import { JobNotFound, type JobStore } from '../../lambdas/shared/job-store';
 import {
   attemptRecord,
   BATCH_JOB_ID,
@@ -36,14 +37,14 @@ let handle: ReturnType<typeof createBatchEventsHandler>;
 
 beforeEach(async () => {
   bench = await startEventBench();
-  handle = createBatchEventsHandler({
-    config: CONFIG,
-    jobs: bench.jobs,
-    events: bench.ports.events,
-    fleet: bench.ports.fleet,
-    batch: bench.ports.batch,
-  });
+  handle = createBatchEventsHandler(planeOf(bench.jobs));
 });
+
+/** The handler's plane: the bench's stores and recorders, with `jobs` replaceable. */
+function planeOf(jobs: JobStore) {
+  const { events, fleet, batch } = bench.ports;
+  return { config: CONFIG, jobs, ledger: bench.ledger, clock: bench.clock, events, fleet, batch };
+}
 
 afterEach(async () => {
   await bench.stop();
@@ -424,7 +425,7 @@ describe('batch-events: SUCCEEDED and FAILED', () => {
   });
 });
 
-describe('batch-events: a Batch job its attempt does not own is stopped, never recorded', () => {
+describe('batch-events: a Batch job its attempt does not own is stopped, and billed if it ran', () => {
   const OTHER_BATCH_JOB = 'aaaaaaaa-0000-4000-8000-000000000000';
   // What AttemptOutcome or execution-ended writes for an attempt Batch had no job for when they looked.
   const NOT_RUN = { status: 'FAILED', stoppedAt: T.created + 60_000, costUsd: 0 } as const;
@@ -466,15 +467,85 @@ describe('batch-events: a Batch job its attempt does not own is stopped, never r
     expect(bench.recorded.terminated).toEqual([{ batchJobId: BATCH_JOB_ID, reason: TERMINATE_REASONS.jobEnded }]);
   });
 
-  it('records nothing when an orphan ends, and does not terminate it again', async () => {
+  // The fixtures' orphan: 2403 billed seconds at the spot price history's $0.25 an hour, $0.166875, $0.17 to the cent.
+  const ORPHAN_RUN = { capacity: 'spot', startedAt: T.started, stoppedAt: T.stopped, usdPerHour: 0.25, costUsd: 0.17 };
+  const PERIOD = new Date(T.created).toISOString().slice(0, 7);
+
+  function onSpotAt(usdPerHour: number) {
+    bench.instance = SPOT_INSTANCE;
+    bench.spotPrice = usdPerHour;
+  }
+
+  it('bills an orphan that ran, once: its cost on its attempt and in the job’s, without terminating it', async () => {
     await seed({}, NOT_RUN);
-    const before = await bench.snapshot();
+    onSpotAt(0.25);
+    const attemptBefore = await bench.jobs.getAttempt(JOB_ID, 1);
 
     expect(await handle(fixture('batch-succeeded'))).toEqual(orphaned);
+
+    expect(await bench.jobs.getAttempt(JOB_ID, 1)).toEqual({
+      ...attemptBefore,
+      orphans: { [BATCH_JOB_ID]: ORPHAN_RUN },
+    });
+    expect((await bench.jobs.requireJob(JOB_ID)).costSoFarUsd).toBe(0.17);
+    expect(bench.recorded.priceLookups).toEqual([{ instanceType: 'g4dn.xlarge', az: 'us-east-1a', atMs: T.started }]);
+    const billed = await bench.snapshot();
+    // Redelivered, or another end state of the same Batch job: recorded once.
+    expect(await handle(fixture('batch-succeeded'))).toEqual(orphaned);
     expect(await handle(fixture('batch-failed-reclaimed'))).toEqual(orphaned);
+    expect(await bench.snapshot()).toEqual(billed);
+    expect(bench.recorded.terminated).toEqual([]);
+    expect(bench.recorded.published).toEqual([]);
+  });
+
+  it('records nothing for an orphan that ended before it started', async () => {
+    await seed({}, NOT_RUN);
+    const before = await bench.snapshot();
+    const neverStarted = fixtureWith('batch-failed-reclaimed', (event) => {
+      delete event.detail.startedAt;
+      for (const a of event.detail.attempts as Array<Record<string, unknown>>) delete a.startedAt;
+    });
+
+    expect(await handle(neverStarted)).toEqual(orphaned);
 
     expect(await bench.snapshot()).toEqual(before);
     expect(bench.recorded.terminated).toEqual([]);
+  });
+
+  it('leaves an open reservation to the settlement to come', async () => {
+    await seed({}, NOT_RUN);
+    await bench.ledger.ensureBudget('team:vision', PERIOD, 10);
+    await bench.ledger.reserve(JOB_ID, ['team:vision'], 0.5, PERIOD);
+    onSpotAt(0.25);
+
+    await handle(fixture('batch-succeeded'));
+
+    expect((await bench.jobs.requireJob(JOB_ID)).costSoFarUsd).toBe(0.17);
+    expect(await bench.ledger.usage('team:vision', PERIOD)).toMatchObject({ spentUsd: 0, reservedUsd: 0.5 });
+  });
+
+  it('charges an orphan that ends after its job was settled to the budget, with the alert it crosses', async () => {
+    // Attempt 1 cost $0.30 on its own Batch job and the job was settled so; a second Batch job for it ends now.
+    await seed(
+      { state: 'FAILED', costSoFarUsd: 0.3 },
+      { batchJobId: OTHER_BATCH_JOB, status: 'FAILED', startedAt: T.created, stoppedAt: T.started, costUsd: 0.3 },
+    );
+    await bench.ledger.ensureBudget('team:vision', PERIOD, 0.6);
+    await bench.ledger.reserve(JOB_ID, ['team:vision'], 0.2, PERIOD);
+    await bench.ledger.settle(JOB_ID, 0.3);
+    onSpotAt(0.25);
+
+    expect(await handle(fixture('batch-succeeded'))).toEqual(orphaned);
+
+    // $0.30 + $0.17 = $0.47 of $0.60 is 78 %: past the 70 % warning, which $0.30 (50 %) was not.
+    expect((await bench.jobs.requireJob(JOB_ID)).costSoFarUsd).toBe(0.47);
+    expect(await bench.ledger.usage('team:vision', PERIOD)).toMatchObject({ spentUsd: 0.47, reservedUsd: 0 });
+    const alert = expect.objectContaining({ scope: 'team:vision', thresholdPercent: 70, spentUsd: 0.47 });
+    expect(publishedOf(bench.recorded, 'Budget Threshold Crossed')).toEqual([alert]);
+    const charged = await bench.snapshot();
+    await handle(fixture('batch-succeeded'));
+    expect(await bench.snapshot()).toEqual(charged);
+    expect(publishedOf(bench.recorded, 'Budget Threshold Crossed')).toEqual([alert]);
   });
 
   /** The jobs port, with "not run" written right after the handler's first read of the attempt. */
@@ -498,13 +569,7 @@ describe('batch-events: a Batch job its attempt does not own is stopped, never r
     'terminates, on %s, a Batch job whose attempt was recorded as not run after the handler read it',
     async (name) => {
       await seed();
-      const raced = createBatchEventsHandler({
-        config: CONFIG,
-        jobs: notRunAfterFirstRead(),
-        events: bench.ports.events,
-        fleet: bench.ports.fleet,
-        batch: bench.ports.batch,
-      });
+      const raced = createBatchEventsHandler(planeOf(notRunAfterFirstRead()));
 
       expect(await raced(fixture(name))).toEqual(orphaned);
 
@@ -537,5 +602,41 @@ describe('batch-events: a Batch job its attempt does not own is stopped, never r
     expect(attempt).toMatchObject({ batchJobId: BATCH_JOB_ID, status: c.status });
     expect(attempt?.outcome).toBeUndefined();
     expect(bench.recorded.terminated).toEqual([]);
+  });
+});
+
+describe('JobStore.recordOrphanRun', () => {
+  const RUN = {
+    capacity: 'spot',
+    startedAt: T.started,
+    stoppedAt: T.stopped,
+    usdPerHour: 0.25,
+    costUsd: 0.17,
+  } as const;
+
+  it('records each Batch job once: the first figures stay, and a second Batch job is added beside them', async () => {
+    await seed();
+
+    expect(await bench.jobs.recordOrphanRun(JOB_ID, 1, 'b-1', RUN)).toBe(true);
+    expect(await bench.jobs.recordOrphanRun(JOB_ID, 1, 'b-1', { ...RUN, costUsd: 9 })).toBe(false);
+    expect(await bench.jobs.recordOrphanRun(JOB_ID, 1, 'b-2', { ...RUN, capacity: 'on-demand' })).toBe(true);
+
+    expect((await bench.jobs.getAttempt(JOB_ID, 1))?.orphans).toEqual({
+      'b-1': RUN,
+      'b-2': { ...RUN, capacity: 'on-demand' },
+    });
+  });
+
+  it('refuses an attempt that does not exist and a malformed run, writing nothing', async () => {
+    await seed();
+    const before = await bench.snapshot();
+
+    await expect(bench.jobs.recordOrphanRun(JOB_ID, 2, 'b-1', RUN)).rejects.toThrow(
+      new JobNotFound(`${JOB_ID} attempt 2`),
+    );
+    await expect(bench.jobs.recordOrphanRun(JOB_ID, 1, 'b-1', { ...RUN, costUsd: -1 })).rejects.toBeInstanceOf(
+      InvalidJobRecord,
+    );
+    expect(await bench.snapshot()).toEqual(before);
   });
 });

@@ -92,6 +92,8 @@ export interface EventBench {
     };
     metrics: MetricPublisher;
   };
+  /** The time the stores, the ledger and the handlers' planes read. */
+  readonly clock: () => Date;
   /** Every item of both tables. */
   snapshot(): Promise<{ jobs: unknown[]; budgets: unknown[] }>;
   /** Clears the recorders. */
@@ -143,6 +145,7 @@ export async function startEventBench(options: { withS3?: boolean; now?: Date } 
     }),
     workspace,
     recorded,
+    clock: () => now,
     instance: undefined,
     spotPrice: undefined,
     failTerminations: 0,

@@ -7,6 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { AttemptRecord } from '../../lambdas/domain/job';
 import { jobKeysFor } from '../../lambdas/domain/workspace-layout';
 import { createFinalizeHandler, MAX_REPORT_METRICS_BYTES } from '../../lambdas/lifecycle/finalize';
+import type { JobStore } from '../../lambdas/shared/job-store';
 import { Workspace } from '../../lambdas/shared/workspace';
 import { localS3Client } from '../../lib/local/control-plane';
 import { type RunningEngine, startS3rver } from '../../lib/local/engines';
@@ -213,5 +214,53 @@ describe('Finalize: the job report', () => {
       }),
     ]);
     expect((await bench.ledger.unpublishedAlerts('vision', period)).crossings).toEqual([]);
+  });
+});
+
+describe('Finalize: an orphaned Batch job’s cost', () => {
+  it('charges an orphan recorded while it settled to the ledger, the job, the summary, the report and the event', async () => {
+    await seed();
+    const period = new Date(T.started - 4_000_000).toISOString().slice(0, 7);
+    await bench.ledger.ensureBudget('team:vision', period, 10);
+    await bench.ledger.reserve(JOB_ID, ['team:vision'], 1, period);
+    // batch-events records an orphan of attempt 1 right after Finalize's first read of the attempts.
+    const orphan = { capacity: 'spot', startedAt: T.started - 1_700_000, stoppedAt: T.started - 1_000_000 } as const;
+    const jobs = Object.create(bench.jobs) as JobStore;
+    let reads = 0;
+    jobs.listAttempts = async (jobId) => {
+      const read = await bench.jobs.listAttempts(jobId);
+      reads += 1;
+      if (reads === 1) {
+        await bench.jobs.recordOrphanRun(JOB_ID, 1, 'orphan-b1', { ...orphan, usdPerHour: 0.19, costUsd: 0.04 });
+      }
+      return read;
+    };
+    const raced = createFinalizeHandler({
+      config: CONFIG,
+      jobs,
+      ledger: bench.ledger,
+      workspace,
+      events: bench.ports.events,
+      clock: () => NOW,
+    });
+
+    const output = await raced({ jobId: JOB_ID, finalState: 'SUCCEEDED' });
+
+    // Settled first to $0.095 + $0.351 = $0.446, $0.45; with the orphan's $0.04, $0.486 is $0.49.
+    expect(output.costUsd).toBe(0.49);
+    expect(await bench.ledger.usage('team:vision', period)).toMatchObject({ spentUsd: 0.49, reservedUsd: 0 });
+    expect(await bench.jobs.requireJob(JOB_ID)).toMatchObject({ state: 'SUCCEEDED', costSoFarUsd: 0.49 });
+    expect(publishedOf(bench.recorded, 'Job Succeeded')).toEqual([expect.objectContaining({ costUsd: 0.49 })]);
+    const summary = JSON.parse((await workspace.get(KEYS.summary))?.toString('utf8') ?? '{}');
+    expect(summary.costUsd).toBe(0.49);
+    expect(summary.attempts[0].orphans).toEqual({ 'orphan-b1': { ...orphan, usdPerHour: 0.19, costUsd: 0.04 } });
+    const html = await report();
+    expect(html).toContain('<tr class="orphan"><td>1</td><td>spot</td>');
+    expect(html).toContain('orphan-b1');
+
+    // A replay changes nothing in the ledger.
+    const ledgerAfter = (await bench.snapshot()).budgets;
+    await raced({ jobId: JOB_ID, finalState: 'SUCCEEDED' });
+    expect((await bench.snapshot()).budgets).toEqual(ledgerAfter);
   });
 });

@@ -384,6 +384,28 @@ describe('GET /jobs/{id}', () => {
     expect(body.progress).toEqual(shown);
   });
 
+  it('shows an attempt’s orphaned Batch jobs apart from its own cost, and counts them in the cost so far', async () => {
+    const job = await seedJob('nlp', 'RUNNING');
+    const orphan = {
+      capacity: 'on-demand',
+      startedAt: NOW - 900_000,
+      stoppedAt: NOW - 840_000,
+      usdPerHour: 3.06,
+    } as const;
+    // Attempt 1 was recorded as not run; the Batch job SubmitJob had created ran 60 s on on-demand: $0.051, $0.05.
+    await seedAttempt(job.jobId, 1, { status: 'FAILED', stoppedAt: NOW - 950_000, costUsd: 0 });
+    await bench.jobs.recordOrphanRun(job.jobId, 1, 'b-orphan', { ...orphan, costUsd: 0.05 });
+    await seedAttempt(job.jobId, 2, { batchJobId: 'b-2', startedAt: NOW - 600_000, usdPerHour: 0.3 });
+
+    const { body } = await bench.call({ method: 'GET', path: `/jobs/${job.jobId}` });
+
+    const [first] = body.attempts as Array<AttemptRecord & { running: boolean }>;
+    expect(first?.costUsd).toBe(0);
+    expect(first?.orphans).toEqual({ 'b-orphan': { ...orphan, costUsd: 0.05 } });
+    // $0.05 + attempt 2's 600 s at $0.30/h ($0.05).
+    expect(body.costSoFarUsd).toBe(0.1);
+  });
+
   it('gives a finished job no forecast, with the reason', async () => {
     const job = await seedJob('nlp', 'SUCCEEDED');
     const { body } = await bench.call({ method: 'GET', path: `/jobs/${job.jobId}` });
