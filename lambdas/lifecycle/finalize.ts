@@ -73,12 +73,15 @@ export function createFinalizeHandler(
           : (parsed.finalState ?? (job.cancelRequested ? 'CANCELLED' : 'FAILED'));
     const reason = parsed.reason ?? job.reason ?? finalState.toLowerCase();
 
+    // What the ledger charges the job once it is settled (a release charges what was accrued, at most).
+    let settledUsd = 0;
     if (finalState === 'REJECTED' || firstCostUsd === 0) {
       await plane.ledger.release(jobId);
     } else {
       try {
         // The final cost can cross a threshold the running cost had not; a replay reports the same crossings.
         const settled = await plane.ledger.settle(jobId, firstCostUsd);
+        settledUsd = settled.actualUsd;
         await publishCrossings(plane, settled.crossings, now.toISOString());
       } catch (error) {
         if (!(error instanceof UnknownBudgetJob)) throw error;
@@ -93,9 +96,9 @@ export function createFinalizeHandler(
     // Read again after the settlement and the final state (see the module comment).
     const attempts = await plane.jobs.listAttempts(jobId);
     const costUsd = recordedCost(attempts);
-    if (costUsd > 0) {
-      // Monotonic: charges nothing unless a cost was recorded after the figure the ledger was settled to (by this
-      // call, or by a first run of it that a replay finishes).
+    if (costUsd > settledUsd) {
+      // Recorded after the figure the ledger was settled to (by this call, or by a first run of it that a replay
+      // finishes: the first settlement's amount stands). Monotonic: what batch-events charged already is not again.
       const charged = await plane.ledger.chargeLate(jobId, costUsd);
       await publishCrossings(plane, charged.crossings, now.toISOString());
     }

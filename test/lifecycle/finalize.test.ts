@@ -263,4 +263,22 @@ describe('Finalize: an orphaned Batch job’s cost', () => {
     await raced({ jobId: JOB_ID, finalState: 'SUCCEEDED' });
     expect((await bench.snapshot()).budgets).toEqual(ledgerAfter);
   });
+
+  it('charges, in a replay, an orphan recorded after a first run settled the ledger and failed', async () => {
+    await seed();
+    const period = new Date(T.started - 4_000_000).toISOString().slice(0, 7);
+    await bench.ledger.ensureBudget('team:vision', period, 10);
+    await bench.ledger.reserve(JOB_ID, ['team:vision'], 1, period);
+    // The first run settled $0.45 and failed before its state change; an orphan's $0.04 is recorded; then the replay.
+    await bench.ledger.settle(JOB_ID, 0.45);
+    const run = { capacity: 'spot', startedAt: T.started - 1_700_000, stoppedAt: T.started - 1_000_000 } as const;
+    await bench.jobs.recordOrphanRun(JOB_ID, 1, 'orphan-b2', { ...run, usdPerHour: 0.19, costUsd: 0.04 });
+
+    const output = await finalize({ jobId: JOB_ID, finalState: 'SUCCEEDED' });
+
+    // The settlement stands at its first amount, $0.45; the late charge brings the ledger to the job's $0.49.
+    expect(output.costUsd).toBe(0.49);
+    expect(await bench.ledger.usage('team:vision', period)).toMatchObject({ spentUsd: 0.49, reservedUsd: 0 });
+    expect(await bench.jobs.requireJob(JOB_ID)).toMatchObject({ state: 'SUCCEEDED', costSoFarUsd: 0.49 });
+  });
 });
