@@ -78,8 +78,18 @@ export function orphanRunsOf(attempt: Pick<AttemptRecord, 'orphans'>): OrphanRun
     .sort((a, b) => a.startedAt - b.startedAt || a.batchJobId.localeCompare(b.batchJobId));
 }
 
+/**
+ * What an attempt billed, as attempt records: its own Batch job, then each orphaned Batch job recorded on it as an
+ * ended run with its own Batch job id, capacity, times, price and cost. Showback and the report's cost curve spread
+ * these runs over time the way they spread attempts.
+ */
+export function billedRunsOf(attempt: AttemptRecord): AttemptRecord[] {
+  const { orphans: _orphans, ...own } = attempt;
+  return [own, ...orphanRunsOf(attempt).map(({ batchJobId, ...run }) => ({ ...own, batchJobId, ...run }))];
+}
+
 /** What an attempt's orphaned Batch jobs cost, in integer micro-dollars (0 without any). */
-export function orphanCostMicros(attempt: Pick<AttemptRecord, 'orphans'>): number {
+function orphanCostMicros(attempt: Pick<AttemptRecord, 'orphans'>): number {
   return orphanRunsOf(attempt).reduce((sum, run) => sum + Math.round(run.costUsd * 1_000_000), 0);
 }
 

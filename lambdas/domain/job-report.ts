@@ -6,7 +6,7 @@
  * Batch is HTML-escaped. A series longer than MAX_PLOT_POINTS is thinned (first, last and each bucket's extremes), so
  * a million samples still make a report of well under a megabyte. Pure: no I/O, never throws for valid records.
  */
-import { orphanRunsOf } from './attempt-cost';
+import { billedRunsOf, orphanRunsOf } from './attempt-cost';
 import type { AttemptRecord, DecisionRecord, JobRecord } from './job';
 import { labelsText } from './labels';
 import { attemptCostUsd, InvalidMeteringInput } from './metering';
@@ -71,15 +71,16 @@ function attemptMicroUsd(attempt: AttemptRecord, stopMs: number): number {
 
 /**
  * The job's cumulative cost over time, from `fromMs` to `toMs`: each attempt, and each orphaned Batch job recorded on
- * one, accrues its cost linearly between its start and stop (a running attempt until `toMs`; a cost without a start
- * lands at once at the stop), so the curve ends at the sum of the recorded costs. Split into stretches by the capacity accruing, for colour and legend.
+ * one ({@link billedRunsOf}), accrues its cost linearly between its start and stop (a running attempt until `toMs`; a
+ * cost without a start lands at once at the stop), so the curve ends at the sum of the recorded costs. Split into
+ * stretches by the capacity accruing, for colour and legend.
  */
 export function costCurve(
   attempts: readonly AttemptRecord[],
   fromMs: number,
   toMs: number,
 ): { stretches: CostStretch[]; totalUsd: number } {
-  const accruals: Accrual[] = attempts.flatMap((a) => {
+  const accruals: Accrual[] = attempts.flatMap(billedRunsOf).flatMap((a) => {
     const stopMs = a.stoppedAt ?? (a.startedAt !== undefined ? Math.max(toMs, a.startedAt) : undefined);
     const startMs = a.startedAt ?? stopMs;
     if (startMs === undefined || stopMs === undefined) return [];
@@ -88,16 +89,6 @@ export function costCurve(
     // A zero-length accrual becomes a 1 ms ramp: a vertical step on the plot, no division by zero.
     return [{ startMs, stopMs: Math.max(stopMs, startMs + 1), microUsd, capacity: a.capacity }];
   });
-  for (const attempt of attempts) {
-    for (const run of orphanRunsOf(attempt)) {
-      accruals.push({
-        startMs: run.startedAt,
-        stopMs: Math.max(run.stoppedAt, run.startedAt + 1),
-        microUsd: Math.round(run.costUsd * 1_000_000),
-        capacity: run.capacity,
-      });
-    }
-  }
   const times = [fromMs, toMs, ...accruals.flatMap((a) => [a.startMs, a.stopMs])];
   const breakpoints = [...new Set(times)].sort((a, b) => a - b);
   const valueAt = (t: number): number =>

@@ -21,7 +21,7 @@
  * Money is integer micro-dollars inside and USD (exact to the micro-dollar) in the report, so rows add up to totals.
  */
 import type { TierConfig, TrainyardConfig } from '../../lib/config';
-import { attemptPrice, orphanRunsOf } from './attempt-cost';
+import { attemptPrice, billedRunsOf } from './attempt-cost';
 import { MICROS_PER_USD, microsToUsd } from './budgets';
 import { type AttemptRecord, isTerminal, type JobRecord } from './job';
 import { labelsText } from './labels';
@@ -293,19 +293,10 @@ function figures(sums: Sums): ShowbackFigures {
   };
 }
 
-/**
- * What an attempt billed, as attempt records: its own Batch job, then each orphaned Batch job recorded on it (an ended
- * run with its own capacity, times, price and cost).
- */
-function billedRuns(attempt: AttemptRecord): AttemptRecord[] {
-  const { orphans: _orphans, ...own } = attempt;
-  return [own, ...orphanRunsOf(attempt).map(({ batchJobId, ...run }) => ({ ...own, batchJobId, ...run }))];
-}
-
 /** What a job put into the period; jobs === 1 when it ran (or cost anything) in it. */
 function jobSums(entry: JobWithAttempts, tier: TierConfig | undefined, period: ReportPeriod, asOfMs: number): Sums {
   const sums = zero();
-  for (const attempt of entry.attempts.flatMap(billedRuns)) {
+  for (const attempt of entry.attempts.flatMap(billedRunsOf)) {
     const share = attemptShare(attempt, tier, period.fromMs, period.toMs, asOfMs);
     if (share.costMicros === 0 && share.instanceSeconds === 0) continue;
     sums.cost += share.costMicros;

@@ -6,7 +6,7 @@
 import * as z from 'zod/mini';
 import './zod-issues'; // zod's English issue messages
 import type { TierConfig } from '../../lib/config';
-import { attemptPrice, orphanCostMicros, recordedCostMicros } from './attempt-cost';
+import { attemptPrice, recordedCostMicros } from './attempt-cost';
 import type { BatchJob } from './batch-job';
 import { formatScope, InvalidScope, periodOf } from './budgets';
 import type { AttemptRecord, DecisionRecord, JobRecord } from './job';
@@ -94,10 +94,8 @@ export function queuedSpotAttempt(attempts: readonly AttemptRecord[]): AttemptRe
 export function jobCostSoFar(attempts: readonly AttemptRecord[], tier: TierConfig, nowMs: number): number {
   let micros = 0;
   for (const attempt of attempts) {
-    micros += orphanCostMicros(attempt);
-    if (attempt.costUsd !== undefined) {
-      micros += Math.round(attempt.costUsd * 1_000_000);
-    } else if (attempt.startedAt !== undefined && attempt.stoppedAt === undefined) {
+    micros += recordedCostMicros(attempt);
+    if (attempt.costUsd === undefined && attempt.startedAt !== undefined && attempt.stoppedAt === undefined) {
       micros += attemptCostMicroUsd({
         startedAtMs: attempt.startedAt,
         // A clock behind the recorded start (skew) must not make a negative span.
