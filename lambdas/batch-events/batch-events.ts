@@ -25,12 +25,14 @@
  *   byInstance the interruption handler reads) and the price per node-hour: the spot price in effect at the start
  *   for a spot instance (EC2 history; the tier's configured spot price when history is unavailable), the tier's
  *   on-demand price for an on-demand instance; without an instance (Fargate) the tier's price for the attempt's
- *   capacity. Moves the job WAITING → RUNNING. Emits `Job Started` before recording, so a failed delivery is
- *   retried whole; the deterministic eventId makes a duplicate harmless. A RUNNING that comes after the attempt's
- *   stop was recorded finds startedAt set and does nothing: the stop's writer announced the start.
+ *   capacity. Moves the job WAITING → RUNNING. Announces the start (`Job Started`) after the write, from the attempt
+ *   as stored, and marks it announced (lambdas/shared/start-announcement.ts): a start whose write was refused is
+ *   never announced, and a delivery that fails between the write and the mark is retried and announces it. A RUNNING
+ *   that comes after the attempt's stop was recorded finds startedAt set and records nothing.
  * - SUCCEEDED/FAILED: records stoppedAt and costUsd once (record-once on stoppedAt) with costOfAttempt — the same
  *   pure function AttemptOutcome uses, so whichever records first, the figure is the same. When it also records the
- *   start (RUNNING not handled yet), it emits `Job Started` first. Then job.costSoFarUsd is
+ *   start (RUNNING not handled yet), it announces it after the write. When the write is refused because the attempt
+ *   was recorded as "not run" since the read, the Batch job is an orphan and billed as one. Then job.costSoFarUsd is
  *   recomputed from the recorded attempt costs and written only when it differs.
  */
 import type { TierConfig } from '../../lib/config';
@@ -38,7 +40,6 @@ import { attemptPrice, costOfAttempt } from '../domain/attempt-cost';
 import type { BatchJob } from '../domain/batch-job';
 import { TERMINATE_REASONS } from '../domain/batch-reasons';
 import { UnknownBudgetJob } from '../domain/budgets';
-import { jobStartedEvent, startAnnouncedWithStop } from '../domain/events';
 import { type AttemptRecord, isTerminal, type JobRecord, tierOfJob } from '../domain/job';
 import { attemptRefOf, recordedCost } from '../domain/watch';
 import { publishCrossings } from '../shared/budget-alerts';
@@ -46,6 +47,7 @@ import type { ControlPlane } from '../shared/control-plane';
 import { parseBatchStateChangeEvent } from '../shared/event-schemas';
 import { JobStateConflict } from '../shared/job-store';
 import { logger } from '../shared/logger';
+import { announceStart } from '../shared/start-announcement';
 
 /** Raised when a job names a tier the deployed configuration does not define. */
 
@@ -79,34 +81,43 @@ async function startPrice(
 
 /** Builds the batch-events handler from the parts of the control plane it uses. */
 export function createBatchEventsHandler(plane: Plane) {
-  /** Records the start once; returns the attempt as stored after (read again when the write was refused). */
+  /**
+   * Records the start once; then, for the attempt as stored after (read again when the write was refused), announces
+   * it and moves the job to RUNNING. Both are done again on a replay that finds the start recorded, so a delivery that
+   * failed after its write is completed by the retry.
+   */
   async function started(
     batchJob: BatchJob,
     job: JobRecord,
     attempt: AttemptRecord,
   ): Promise<AttemptRecord | undefined> {
-    if (attempt.startedAt !== undefined) return attempt;
-    const startedAt = batchJob.startedAt ?? batchJob.attempts.at(-1)?.startedAt ?? batchJob.createdAt;
-    const tier = tierOfJob(plane.config, job);
-    const instance = await instanceOf(batchJob);
-    const usdPerHour = await startPrice(plane, attempt, tier, instance, startedAt);
-    const logStreamName = batchJob.container?.logStreamName ?? batchJob.attempts.at(-1)?.container?.logStreamName;
-    await plane.events.publish([jobStartedEvent(job, attempt, { batchJobId: batchJob.jobId, startedAt, usdPerHour })]);
-    const recorded = await plane.jobs.updateAttempt(
-      job.jobId,
-      attempt.attempt,
-      {
-        batchJobId: batchJob.jobId,
-        startedAt,
-        status: 'RUNNING',
-        usdPerHour,
-        ...(instance ? { instanceId: instance.instanceId } : {}),
-        ...(logStreamName ? { logStreamName } : {}),
-      },
-      ['startedAt', 'stoppedAt'],
-    );
+    let stored: AttemptRecord | undefined = attempt;
+    if (attempt.startedAt === undefined) {
+      const startedAt = batchJob.startedAt ?? batchJob.attempts.at(-1)?.startedAt ?? batchJob.createdAt;
+      const tier = tierOfJob(plane.config, job);
+      const instance = await instanceOf(batchJob);
+      const usdPerHour = await startPrice(plane, attempt, tier, instance, startedAt);
+      const logStreamName = batchJob.container?.logStreamName ?? batchJob.attempts.at(-1)?.container?.logStreamName;
+      stored =
+        (await plane.jobs.updateAttempt(
+          job.jobId,
+          attempt.attempt,
+          {
+            batchJobId: batchJob.jobId,
+            startedAt,
+            status: 'RUNNING',
+            usdPerHour,
+            ...(instance ? { instanceId: instance.instanceId } : {}),
+            ...(logStreamName ? { logStreamName } : {}),
+          },
+          ['startedAt', 'stoppedAt'],
+        )) ?? (await plane.jobs.getAttempt(job.jobId, attempt.attempt));
+    }
+    if (stored?.batchJobId !== batchJob.jobId) return stored;
+    await announceStart(plane, job, stored, batchJob.jobId);
     // Only the attempt that is still the job's live one moves the job to RUNNING (events can arrive late).
-    if (recorded && recorded.stoppedAt === undefined && job.counters.attempts < attempt.attempt) {
+    const live = stored.stoppedAt === undefined && job.counters.attempts < attempt.attempt;
+    if (live && job.state === 'WAITING') {
       try {
         await plane.jobs.transition(job.jobId, ['WAITING'], 'RUNNING');
       } catch (error) {
@@ -118,7 +129,7 @@ export function createBatchEventsHandler(plane: Plane) {
         });
       }
     }
-    return recorded ?? plane.jobs.getAttempt(job.jobId, attempt.attempt);
+    return stored;
   }
 
   /** The instance a Batch job ran on, when Batch names its container instance and the fleet still knows it. */
@@ -152,7 +163,13 @@ export function createBatchEventsHandler(plane: Plane) {
     }
   }
 
+  /**
+   * Records the stop once (and the start with it when RUNNING was not handled), announces a start recorded but not
+   * announced, and puts the cost on the job. A write refused because "not run" was recorded since the read makes this
+   * Batch job an orphan, billed as one.
+   */
   async function stopped(batchJob: BatchJob, job: JobRecord, attempt: AttemptRecord): Promise<BatchEventResult> {
+    let stored: AttemptRecord | undefined = attempt;
     if (attempt.stoppedAt === undefined) {
       const cost = costOfAttempt(attempt, batchJob, tierOfJob(plane.config, job));
       const logStreamName = batchJob.container?.logStreamName ?? batchJob.attempts.at(-1)?.container?.logStreamName;
@@ -164,24 +181,24 @@ export function createBatchEventsHandler(plane: Plane) {
         });
         return { action: 'ignored', why: 'no-stop-time' };
       }
-      // Batch's RUNNING not handled yet (it comes late, or never for an attempt this short): announce the start.
-      const start = startAnnouncedWithStop(job, attempt, batchJob.jobId, cost);
-      if (start.length > 0) await plane.events.publish(start);
-      await plane.jobs.updateAttempt(
-        job.jobId,
-        attempt.attempt,
-        {
-          batchJobId: batchJob.jobId,
-          status: batchJob.status,
-          ...(cost.startedAt !== undefined && attempt.startedAt === undefined ? { startedAt: cost.startedAt } : {}),
-          stoppedAt: cost.stoppedAt,
-          ...(logStreamName && attempt.logStreamName === undefined ? { logStreamName } : {}),
-          usdPerHour: cost.usdPerHour,
-          costUsd: cost.costUsd,
-        },
-        'stoppedAt',
-      );
+      stored =
+        (await plane.jobs.updateAttempt(
+          job.jobId,
+          attempt.attempt,
+          {
+            batchJobId: batchJob.jobId,
+            status: batchJob.status,
+            ...(cost.startedAt !== undefined && attempt.startedAt === undefined ? { startedAt: cost.startedAt } : {}),
+            stoppedAt: cost.stoppedAt,
+            ...(logStreamName && attempt.logStreamName === undefined ? { logStreamName } : {}),
+            usdPerHour: cost.usdPerHour,
+            costUsd: cost.costUsd,
+          },
+          'stoppedAt',
+        )) ?? (await plane.jobs.getAttempt(job.jobId, attempt.attempt));
+      if (stored && stored.batchJobId !== batchJob.jobId) return orphaned(batchJob, job, stored);
     }
+    await announceStart(plane, job, stored, batchJob.jobId);
     await costRecorded(job, false);
     return { action: 'stopped', jobId: job.jobId, attempt: attempt.attempt };
   }

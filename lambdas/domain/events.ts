@@ -364,10 +364,10 @@ export function buildEvent<T extends DetailType>(
 }
 
 /**
- * The `Job Started` of an attempt, as of its start. Whoever first records an attempt's `startedAt` publishes it just
- * before: batch-events on Batch's RUNNING, or, when that comes late (EventBridge does not order deliveries) or an
- * attempt is too short to be seen running, batch-events or AttemptOutcome recording the stop. So every attempt that
- * started is announced at least once.
+ * The `Job Started` of an attempt, as of its start. Whoever records an attempt's `startedAt` publishes it just after,
+ * from the stored record (lambdas/shared/start-announcement.ts): batch-events on Batch's RUNNING, or, when that comes
+ * late (EventBridge does not order deliveries) or an attempt is too short to be seen running, batch-events or
+ * AttemptOutcome recording the stop. So every attempt that started is announced at least once, and none that did not.
  */
 export function jobStartedEvent(
   job: JobIdentity,
@@ -383,20 +383,6 @@ export function jobStartedEvent(
     batchJobId: start.batchJobId,
     usdPerHour: start.usdPerHour,
   });
-}
-
-/**
- * What a write recording an attempt's stop must publish before it: the attempt's `Job Started` when the write records
- * its start too (the attempt has no `startedAt`: Batch's RUNNING was not handled), else nothing.
- */
-export function startAnnouncedWithStop(
-  job: JobIdentity,
-  attempt: Pick<AttemptRecord, 'attempt' | 'capacity' | 'queue' | 'startedAt'>,
-  batchJobId: string,
-  cost: { startedAt?: number; usdPerHour: number },
-): Array<EventEntry<'Job Started'>> {
-  if (attempt.startedAt !== undefined || cost.startedAt === undefined) return [];
-  return [jobStartedEvent(job, attempt, { batchJobId, startedAt: cost.startedAt, usdPerHour: cost.usdPerHour })];
 }
 
 /** A threshold a ledger write crossed, as the ledger reports it (shared/ledger.ts `ThresholdCrossing`). */

@@ -249,6 +249,8 @@ export const attemptRecordSchema = z.strictObject({
   /** When the attempt was handed to Batch. */
   submittedAt: z.optional(epochMs),
   startedAt: z.optional(epochMs),
+  /** True once `Job Started` was published for this start (lambdas/shared/start-announcement.ts). */
+  startAnnounced: z.optional(z.boolean()),
   stoppedAt: z.optional(epochMs),
   /** When a spot interruption notice for its instance was recorded. */
   noticeAt: z.optional(epochMs),

@@ -13,11 +13,11 @@ import {
   type EventEntry,
   type JobIdentity,
   jobIdentity,
-  startAnnouncedWithStop,
 } from '../domain/events';
 import { type AttemptRecord, type JobCounters, type JobRecord, tierOfJob } from '../domain/job';
 import { type AttemptOutcome, classifyAttemptOutcome } from '../domain/outcome';
 import type { ControlPlane } from '../shared/control-plane';
+import { announceStart } from '../shared/start-announcement';
 
 /**
  * Raised when an attempt's Batch job is still queued or running where it should have ended (TerminateJob was sent):
@@ -134,10 +134,7 @@ export async function recordAttemptEnd(
   } else {
     outcome = classifyAttemptOutcome(ended, { noticeRecorded: attempt.noticeAt !== undefined });
     const cost = costOfAttempt(attempt, ended, tierOfJob(plane.config, job));
-    // Batch's RUNNING has not reached batch-events yet: this write records the start, so it announces it.
-    const start = startAnnouncedWithStop(job, attempt, ended.jobId, cost);
-    if (start.length > 0) await plane.events.publish(start);
-    await plane.jobs.updateAttempt(
+    const written = await plane.jobs.updateAttempt(
       jobId,
       attempt.attempt,
       {
@@ -151,6 +148,9 @@ export async function recordAttemptEnd(
       },
       'stoppedAt',
     );
+    // When Batch's RUNNING has not reached batch-events, this write recorded the start too; announce it (a replay
+    // announces what a failed first run recorded and did not).
+    await announceStart(plane, job, written ?? (await plane.jobs.getAttempt(jobId, attempt.attempt)), ended.jobId);
   }
   await plane.jobs.updateAttempt(jobId, attempt.attempt, { outcome }, 'outcome');
   return outcome;

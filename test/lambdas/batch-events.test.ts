@@ -291,6 +291,28 @@ describe('batch-events: RUNNABLE and RUNNING', () => {
     expect(publishedOf(bench.recorded, 'Job Started')).toHaveLength(1);
   });
 
+  it('completes, on the retry, a delivery that recorded the start and failed to publish: announced once, job RUNNING', async () => {
+    await seed();
+    bench.instance = SPOT_INSTANCE;
+    bench.spotPrice = 0.1897;
+    bench.failPublishes = 1;
+
+    await expect(handle(fixture('batch-running'))).rejects.toThrow('Rate exceeded');
+    const recorded = await bench.jobs.getAttempt(JOB_ID, 1);
+    expect(recorded).toMatchObject({ startedAt: T.started, usdPerHour: 0.1897 });
+    expect(recorded?.startAnnounced).toBeUndefined();
+    expect((await bench.jobs.requireJob(JOB_ID)).state).toBe('WAITING');
+
+    expect(await handle(fixture('batch-running'))).toEqual({ action: 'started', jobId: JOB_ID, attempt: 1 });
+    await handle(fixture('batch-running'));
+
+    expect(publishedOf(bench.recorded, 'Job Started')).toEqual([
+      expect.objectContaining({ eventId: `${JOB_ID}/started/1`, batchJobId: BATCH_JOB_ID, usdPerHour: 0.1897 }),
+    ]);
+    expect((await bench.jobs.getAttempt(JOB_ID, 1))?.startAnnounced).toBe(true);
+    expect((await bench.jobs.requireJob(JOB_ID)).state).toBe('RUNNING');
+  });
+
   it('leaves a job that was cancelled meanwhile CANCELLED', async () => {
     await seed({ state: 'CANCELLED' });
     bench.instance = SPOT_INSTANCE;
@@ -402,8 +424,34 @@ describe('batch-events: SUCCEEDED and FAILED', () => {
     expect(await bench.snapshot()).toEqual(afterStop);
   });
 
+  it('announces, on AttemptOutcome’s retry, the start its first run recorded with the stop and failed to publish', async () => {
+    await seed();
+    const job = await bench.jobs.requireJob(JOB_ID);
+    const looked = await bench.jobs.getAttempt(JOB_ID, 1);
+    if (!looked) throw new Error('seeded attempt missing');
+    const ended = parseBatchJob(fixture('batch-succeeded').detail);
+    const plane = { config: CONFIG, jobs: bench.jobs, events: bench.ports.events };
+    bench.failPublishes = 1;
+
+    await expect(recordAttemptEnd(plane, job, looked, ended, new Date(T.stopped))).rejects.toThrow('Rate exceeded');
+    expect(await bench.jobs.getAttempt(JOB_ID, 1)).toMatchObject({ startedAt: T.started, stoppedAt: T.stopped });
+    expect(publishedOf(bench.recorded, 'Job Started')).toEqual([]);
+
+    await recordAttemptEnd(plane, job, looked, ended, new Date(T.stopped));
+    await handle(fixture('batch-succeeded'));
+
+    expect(publishedOf(bench.recorded, 'Job Started')).toEqual([
+      expect.objectContaining({ eventId: `${JOB_ID}/started/1`, occurredAt: '2026-11-20T14:01:05.000Z' }),
+    ]);
+    expect(await bench.jobs.getAttempt(JOB_ID, 1)).toMatchObject({
+      startAnnounced: true,
+      outcome: { kind: 'succeeded' },
+    });
+  });
+
   it('changes no attempt field when AttemptOutcome recorded the stop first with the shared cost function', async () => {
-    await seed({}, { status: 'RUNNING', batchJobId: BATCH_JOB_ID, startedAt: T.started, usdPerHour: 0.1897 });
+    const running = { batchJobId: BATCH_JOB_ID, startedAt: T.started, usdPerHour: 0.1897, startAnnounced: true };
+    await seed({}, { status: 'RUNNING', ...running });
     const stored = await bench.jobs.getAttempt(JOB_ID, 1);
     if (!stored) throw new Error('seeded attempt missing');
     const batchJob = parseBatchJob(fixture('batch-succeeded').detail);
@@ -579,8 +627,26 @@ describe('batch-events: a Batch job its attempt does not own is stopped, and bil
       expect(attempt?.batchJobId).toBeUndefined();
       expect(attempt?.startedAt).toBeUndefined();
       expect((await bench.jobs.requireJob(JOB_ID)).state).toBe('WAITING');
+      // Its start was never recorded, so it is never announced.
+      expect(publishedOf(bench.recorded, 'Job Started')).toEqual([]);
     },
   );
+
+  it('bills, on SUCCEEDED, a Batch job whose attempt was recorded as not run after the handler read it', async () => {
+    await seed();
+    onSpotAt(0.25);
+    const raced = createBatchEventsHandler(planeOf(notRunAfterFirstRead()));
+
+    expect(await raced(fixture('batch-succeeded'))).toEqual(orphaned);
+
+    const attempt = await bench.jobs.getAttempt(JOB_ID, 1);
+    expect(attempt).toMatchObject({ status: 'FAILED', stoppedAt: T.created + 60_000, costUsd: 0 });
+    expect(attempt?.startedAt).toBeUndefined();
+    expect(attempt?.orphans).toEqual({ [BATCH_JOB_ID]: ORPHAN_RUN });
+    expect((await bench.jobs.requireJob(JOB_ID)).costSoFarUsd).toBe(0.17);
+    expect(publishedOf(bench.recorded, 'Job Started')).toEqual([]);
+    expect(bench.recorded.terminated).toEqual([]);
+  });
 
   it.each([
     { what: 'queued', events: ['batch-runnable'], status: 'RUNNABLE' },

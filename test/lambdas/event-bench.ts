@@ -77,6 +77,8 @@ export interface EventBench {
   spotPrice: number | undefined;
   /** Fails the next TerminateJob calls with a throttling error (count). */
   failTerminations: number;
+  /** Fails the next PutEvents calls with a throttling error, publishing nothing (count). */
+  failPublishes: number;
   /** Token Step Functions no longer knows (sendTaskSuccess fails with TaskTimedOut). */
   readonly spentTokens: Set<string>;
   readonly ports: {
@@ -149,6 +151,7 @@ export async function startEventBench(options: { withS3?: boolean; now?: Date } 
     instance: undefined,
     spotPrice: undefined,
     failTerminations: 0,
+    failPublishes: 0,
     spentTokens: new Set<string>(),
   } as unknown as EventBench;
   const mutable = bench as { -readonly [K in keyof EventBench]: EventBench[K] };
@@ -164,6 +167,10 @@ export async function startEventBench(options: { withS3?: boolean; now?: Date } 
     },
     events: {
       async publish(entries) {
+        if (bench.failPublishes > 0) {
+          bench.failPublishes -= 1;
+          throw Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' });
+        }
         recorded.published.push(...entries);
       },
     },
