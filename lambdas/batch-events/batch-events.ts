@@ -15,7 +15,9 @@
  *   An orphan's SUCCEEDED/FAILED, when it had started, records what it cost on its attempt (`orphans`, once per
  *   Batch job, priced as a start below), and the job pays for it: costSoFarUsd is recomputed with it, and when the
  *   job's budget was already settled or released, the ledger is charged the new total (`chargeLate`; a settlement
- *   still to come charges it, since Finalize reads the costs again after it settles).
+ *   still to come charges it, since Finalize reads the costs again after it settles). When the job had already
+ *   ended (its final event went out with the cost it had then), `Job Cost Amended` announces the new cost, on every
+ *   delivery of the orphan's end (its eventId is the same).
  * - RUNNABLE/STARTING/RUNNING of a job whose cancel was requested: TerminateJob with the cancel reason, after the Batch
  *   job id is recorded and from a read of the job made after that write. A cancel that came before the id was
  *   recorded found nothing to terminate; this one closes that window (either the cancel saw the id or this read sees
@@ -40,6 +42,7 @@ import { attemptPrice, costOfAttempt } from '../domain/attempt-cost';
 import type { BatchJob } from '../domain/batch-job';
 import { TERMINATE_REASONS } from '../domain/batch-reasons';
 import { UnknownBudgetJob } from '../domain/budgets';
+import { buildEvent, jobIdentity } from '../domain/events';
 import { type AttemptRecord, isTerminal, type JobRecord, tierOfJob } from '../domain/job';
 import { attemptRefOf, recordedCost } from '../domain/watch';
 import { publishCrossings } from '../shared/budget-alerts';
@@ -143,10 +146,14 @@ export function createBatchEventsHandler(plane: Plane) {
    * after the job's budget was settled or released, the ledger charged the new total. Run on every delivery, so a
    * crash between the writes is repaired by the redelivery.
    */
-  async function costRecorded(job: JobRecord, lateCharge: boolean): Promise<void> {
-    const total = recordedCost(await plane.jobs.listAttempts(job.jobId));
+  async function costRecorded(
+    job: JobRecord,
+    lateCharge: boolean,
+  ): Promise<{ attempts: AttemptRecord[]; total: number }> {
+    const attempts = await plane.jobs.listAttempts(job.jobId);
+    const total = recordedCost(attempts);
     if (total !== job.costSoFarUsd) await plane.jobs.patchJob(job.jobId, { costSoFarUsd: total });
-    if (!lateCharge) return;
+    if (!lateCharge) return { attempts, total };
     try {
       const charged = await plane.ledger.chargeLate(job.jobId, total);
       if (charged.chargedScopes.length > 0) {
@@ -161,6 +168,7 @@ export function createBatchEventsHandler(plane: Plane) {
       if (!(error instanceof UnknownBudgetJob)) throw error;
       logger.info('job has no budget record; its orphan’s cost is on the job only', { jobId: job.jobId });
     }
+    return { attempts, total };
   }
 
   /**
@@ -229,7 +237,24 @@ export function createBatchEventsHandler(plane: Plane) {
       });
     }
     const current = (await plane.jobs.getJob(job.jobId)) ?? job;
-    await costRecorded(current, true);
+    const { attempts, total } = await costRecorded(current, true);
+    // The job's final event went out with the cost it had then: announce the new one.
+    const { state } = current;
+    const stored = attempts.find((a) => a.attempt === attempt.attempt)?.orphans?.[batchJob.jobId];
+    if ((state === 'SUCCEEDED' || state === 'FAILED' || state === 'CANCELLED') && stored) {
+      await plane.events.publish([
+        buildEvent('Job Cost Amended', {
+          ...jobIdentity(current),
+          occurredAt: new Date(stored.stoppedAt).toISOString(),
+          state,
+          attempt: attempt.attempt,
+          batchJobId: batchJob.jobId,
+          capacity: stored.capacity,
+          addedUsd: stored.costUsd,
+          costUsd: total,
+        }),
+      ]);
+    }
   }
 
   /**

@@ -172,6 +172,19 @@ export const EVENT_SCHEMAS = {
     costUsd: usd,
     reason,
   }),
+  'Job Cost Amended': z.strictObject({
+    ...jobHeader,
+    /** The state the job ended in. */
+    state: z.enum(['SUCCEEDED', 'FAILED', 'CANCELLED']),
+    /** The attempt the orphaned Batch job ran under. */
+    attempt,
+    batchJobId: z.string().check(z.minLength(1)),
+    capacity,
+    /** What the orphaned Batch job cost, added to the job's cost. */
+    addedUsd: usd,
+    /** The job's cost with it, to the cent: the figure its budget is charged. */
+    costUsd: usd,
+  }),
   'Job PausedForBudget': z.strictObject({
     ...jobHeader,
     attempt,
@@ -251,6 +264,7 @@ const EVENT_IDS: Record<DetailType, (d: AnyInput) => string> = {
   'Job Succeeded': (d) => `${str(d.jobId)}/succeeded`,
   'Job Failed': (d) => `${str(d.jobId)}/failed`,
   'Job Cancelled': (d) => `${str(d.jobId)}/cancelled`,
+  'Job Cost Amended': (d) => `${str(d.jobId)}/cost-amended/${str(d.batchJobId)}`,
   'Job PausedForBudget': (d) => `${str(d.jobId)}/paused-for-budget/${str(d.attempt)}`,
   'Budget Threshold Crossed': (d) => `budget/${str(d.scope)}/${str(d.period)}/threshold/${str(d.thresholdPercent)}`,
   // The limit is part of the id: raising the budget and exhausting it again in the same month is a new event.
@@ -281,6 +295,8 @@ const SUMMARIES: Record<DetailType, (d: AnyInput) => string> = {
     `Job ${str(d.jobId)} (${teamText(d)}) failed on ${str(d.tier)} after ${attemptsText(d.attempts)} (${str(d.outcome)}${d.exitCode === undefined ? '' : `, exit code ${str(d.exitCode)}`}), having cost ${usdText(d.costUsd)}. ${str(d.reason)}`,
   'Job Cancelled': (d) =>
     `Job ${str(d.jobId)} (${teamText(d)}) was cancelled after ${attemptsText(d.attempts)}, having cost ${usdText(d.costUsd)}. ${str(d.reason)}`,
+  'Job Cost Amended': (d) =>
+    `Job ${str(d.jobId)} (${teamText(d)}) cost ${usdText(d.addedUsd)} more after it ended ${str(d.state)}: orphaned Batch job ${str(d.batchJobId)} of attempt ${str(d.attempt)} ran on ${str(d.capacity)} until Trainyard stopped it. The job's cost is now ${usdText(d.costUsd)}, charged to its budget.`,
   'Job PausedForBudget': (d) =>
     `Job ${str(d.jobId)} (${teamText(d)}) paused at attempt ${str(d.attempt)}: budget ${str(d.scope)} is exhausted (${usdText(d.costSoFarUsd)} spent on the job so far). ${str(d.reason)}`,
   'Budget Threshold Crossed': (d) =>

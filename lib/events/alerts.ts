@@ -16,6 +16,7 @@ export const ALERTING_DETAIL_TYPES = [
   'Budget Threshold Crossed',
   'Budget Exhausted',
   'Job Failed',
+  'Job Cost Amended',
   'Job PausedForBudget',
   'Cost Report Ready',
 ] as const;

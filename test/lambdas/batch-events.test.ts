@@ -590,10 +590,39 @@ describe('batch-events: a Batch job its attempt does not own is stopped, and bil
     expect(await bench.ledger.usage('team:vision', PERIOD)).toMatchObject({ spentUsd: 0.47, reservedUsd: 0 });
     const alert = expect.objectContaining({ scope: 'team:vision', thresholdPercent: 70, spentUsd: 0.47 });
     expect(publishedOf(bench.recorded, 'Budget Threshold Crossed')).toEqual([alert]);
+    // The job's Job Failed went out at $0.30: the amendment says what was added and what the job costs now.
+    const amended = expect.objectContaining({
+      eventId: `${JOB_ID}/cost-amended/${BATCH_JOB_ID}`,
+      occurredAt: '2026-11-20T14:41:07.250Z',
+      jobId: JOB_ID,
+      team: 'vision',
+      state: 'FAILED',
+      attempt: 1,
+      batchJobId: BATCH_JOB_ID,
+      capacity: 'spot',
+      addedUsd: 0.17,
+      costUsd: 0.47,
+    });
+    expect(publishedOf(bench.recorded, 'Job Cost Amended')).toEqual([amended]);
     const charged = await bench.snapshot();
     await handle(fixture('batch-succeeded'));
     expect(await bench.snapshot()).toEqual(charged);
     expect(publishedOf(bench.recorded, 'Budget Threshold Crossed')).toEqual([alert]);
+    // A redelivery announces it again, with the same id and figures, for consumers to drop.
+    expect(publishedOf(bench.recorded, 'Job Cost Amended')).toEqual([amended, amended]);
+  });
+
+  it('announces no amendment for a job still running: its final event will carry the orphan’s cost', async () => {
+    await seed(
+      { state: 'RUNNING' },
+      { batchJobId: OTHER_BATCH_JOB, status: 'RUNNING', startedAt: T.created, usdPerHour: 0.19, startAnnounced: true },
+    );
+    onSpotAt(0.25);
+
+    expect(await handle(fixture('batch-succeeded'))).toEqual(orphaned);
+
+    expect((await bench.jobs.getAttempt(JOB_ID, 1))?.orphans).toEqual({ [BATCH_JOB_ID]: ORPHAN_RUN });
+    expect(bench.recorded.published).toEqual([]);
   });
 
   /** The jobs port, with "not run" written right after the handler's first read of the attempt. */
