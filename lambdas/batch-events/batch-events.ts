@@ -16,8 +16,9 @@
  *   Batch job, priced as a start below), and the job pays for it: costSoFarUsd is recomputed with it, and when the
  *   job's budget was already settled or released, the ledger is charged the new total (`chargeLate`; a settlement
  *   still to come charges it, since Finalize reads the costs again after it settles). When the job had already
- *   ended (its final event went out with the cost it had then), `Job Cost Amended` announces the new cost, on every
- *   delivery of the orphan's end (its eventId is the same).
+ *   ended (its final event, summary and report went out with the cost it had then), its summary.json and report.html
+ *   are written again (lambdas/shared/job-files.ts, keeping when it finished) and `Job Cost Amended` announces the new
+ *   cost, on every delivery of the orphan's end (its eventId is the same).
  * - RUNNABLE/STARTING/RUNNING of a job whose cancel was requested: TerminateJob with the cancel reason, after the Batch
  *   job id is recorded and from a read of the job made after that write. A cancel that came before the id was
  *   recorded found nothing to terminate; this one closes that window (either the cancel saw the id or this read sees
@@ -48,6 +49,7 @@ import { attemptRefOf, recordedCost } from '../domain/watch';
 import { publishCrossings } from '../shared/budget-alerts';
 import type { ControlPlane } from '../shared/control-plane';
 import { parseBatchStateChangeEvent } from '../shared/event-schemas';
+import { rewriteJobFiles } from '../shared/job-files';
 import { JobStateConflict } from '../shared/job-store';
 import { logger } from '../shared/logger';
 import { announceStart } from '../shared/start-announcement';
@@ -66,7 +68,7 @@ export type BatchEventResult =
       readonly attempt: number;
     };
 
-type Plane = Pick<ControlPlane, 'config' | 'jobs' | 'events' | 'fleet' | 'batch' | 'ledger' | 'clock'>;
+type Plane = Pick<ControlPlane, 'config' | 'jobs' | 'events' | 'fleet' | 'batch' | 'ledger' | 'workspace' | 'clock'>;
 
 /** Price per node-hour of a Batch job that started on this instance (see the module comment). */
 async function startPrice(
@@ -238,10 +240,12 @@ export function createBatchEventsHandler(plane: Plane) {
     }
     const current = (await plane.jobs.getJob(job.jobId)) ?? job;
     const { attempts, total } = await costRecorded(current, true);
-    // The job's final event went out with the cost it had then: announce the new one.
     const { state } = current;
     const stored = attempts.find((a) => a.attempt === attempt.attempt)?.orphans?.[batchJob.jobId];
     if ((state === 'SUCCEEDED' || state === 'FAILED' || state === 'CANCELLED') && stored) {
+      // The job's summary and report were written with the cost it had then: write them with the new one.
+      await rewriteJobFiles(plane, job.jobId);
+      // Its final event went out with that cost too: announce the new one.
       await plane.events.publish([
         buildEvent('Job Cost Amended', {
           ...jobIdentity(current),

@@ -542,6 +542,15 @@ export function renderJobReport(input: JobReportInput): string {
   sections.push(costSection(attempts, t0, t1, time));
   sections.push(gpuSection(samples, time, input.metricsOmitted));
 
+  // An orphaned Batch job that stopped after the job finished was billed, and the report rewritten, after Finalize.
+  const lateStopMs = Math.max(
+    ...attempts.flatMap((a) => Object.values(a.orphans ?? {}).map((run) => run.stoppedAt)),
+    Number.NEGATIVE_INFINITY,
+  );
+  const written =
+    lateStopMs > finishedMs
+      ? html`Written by Trainyard when the job finished (${utc(finishedMs)}), and again with the cost of an orphaned Batch job that stopped at ${utc(lateStopMs)}`
+      : html`Written by Trainyard when the job finished (${utc(finishedMs)})`;
   const metricsLine =
     input.metricsOmitted !== undefined
       ? html`metrics.jsonl not read: ${input.metricsOmitted}`
@@ -574,7 +583,7 @@ ${attemptsTable(attempts)}
 <h2>Decisions</h2>
 ${decisionsTable(input.decisions)}
 </section>
-<footer>Written by Trainyard's Finalize step at ${utc(finishedMs)}. ${metricsLine}.</footer>
+<footer>${written}. ${metricsLine}.</footer>
 </body>
 </html>
 `.text;

@@ -6,27 +6,20 @@
  *
  * The costs are read again once the ledger is settled and the state is final: an orphaned Batch job's cost that
  * batch-events recorded meanwhile is charged to the ledger (`chargeLate`) and counted in the job's cost. batch-events
- * charges what it records after that read itself, as it finds the ledger settled then, so no cost is left out.
+ * charges what it records after that read itself, as it finds the ledger settled then, so no cost is left out. The
+ * files are written with lambdas/shared/job-files.ts, which writes them again when an orphan's cost is recorded while
+ * they are written; batch-events rewrites them for one recorded later, so they always say what the job was charged.
  */
 import { UnknownBudgetJob } from '../domain/budgets';
 import { isTerminal, type JobState, TRANSITIONS } from '../domain/job';
-import { renderJobReport } from '../domain/job-report';
 import { recordedCost } from '../domain/watch';
-import { jobKeysFor, s3Uri } from '../domain/workspace-layout';
 import { publishCrossings } from '../shared/budget-alerts';
 import type { ControlPlane } from '../shared/control-plane';
-import { ObjectTooLarge, type Workspace } from '../shared/workspace';
+import { writeJobFiles } from '../shared/job-files';
 import { jobEvent } from './common';
 import { finalizeInputSchema, parseStep } from './steps';
 
 const LIVE_STATES: JobState[] = ['SUBMITTED', 'ANALYZING', 'WAITING', 'RUNNING', 'PAUSED_BUDGET'];
-
-/**
- * The largest metrics.jsonl the report reads: about 440,000 samples of the harness's usual 150 bytes. The object is
- * held whole (twice while the SDK assembles it) and its series take about as much again, in a 512 MiB function; a
- * larger log leaves the sample plots out of the report, saying why, rather than run out of memory on every retry.
- */
-export const MAX_REPORT_METRICS_BYTES = 64 * 1024 * 1024;
 
 /** Finalize's output (the execution's output). */
 export interface FinalizeOutput {
@@ -35,23 +28,6 @@ export interface FinalizeOutput {
   costUsd: number;
   summaryUri: string;
   reportUri: string;
-}
-
-/** The harness's metrics log for the report: its bytes, nothing when there is none, or why it is left out. */
-async function metricsForReport(
-  workspace: Pick<Workspace, 'getAtMost'>,
-  key: string,
-): Promise<{ metricsLog?: Uint8Array; metricsOmitted?: string }> {
-  try {
-    const log = await workspace.getAtMost(key, MAX_REPORT_METRICS_BYTES);
-    return log === undefined ? {} : { metricsLog: log };
-  } catch (error) {
-    if (!(error instanceof ObjectTooLarge)) throw error;
-    const mib = (bytes: number) => (bytes / 1024 / 1024).toFixed(1);
-    return {
-      metricsOmitted: `it holds ${error.bytes} bytes (${mib(error.bytes)} MiB), more than the ${mib(error.limitBytes)} MiB a report reads`,
-    };
-  }
 }
 
 /** Creates the Finalize step. */
@@ -94,26 +70,18 @@ export function createFinalizeHandler(
       await plane.jobs.patchJob(jobId, {}, ['pauseToken']);
     }
     // Read again after the settlement and the final state (see the module comment).
-    const attempts = await plane.jobs.listAttempts(jobId);
-    const costUsd = recordedCost(attempts);
-    if (costUsd > settledUsd) {
+    const ended = await plane.jobs.listAttempts(jobId);
+    const recordedUsd = recordedCost(ended);
+    if (recordedUsd > settledUsd) {
       // Recorded after the figure the ledger was settled to (by this call, or by a first run of it that a replay
       // finishes: the first settlement's amount stands). Monotonic: what batch-events charged already is not again.
-      const charged = await plane.ledger.chargeLate(jobId, costUsd);
+      const charged = await plane.ledger.chargeLate(jobId, recordedUsd);
       await publishCrossings(plane, charged.crossings, now.toISOString());
     }
-    if (costUsd !== job.costSoFarUsd) job = await plane.jobs.patchJob(jobId, { costSoFarUsd: costUsd });
-
-    const keys = jobKeysFor(job.team, jobId);
-    const decisions = await plane.jobs.listDecisions(jobId);
-    const finishedAt = now.toISOString();
-    const summary = { job: { ...job, pauseToken: undefined }, attempts, decisions, costUsd, finishedAt };
-    await plane.workspace.put(keys.summary, JSON.stringify(summary, null, 2), 'application/json');
-    const summaryUri = s3Uri(plane.workspace.bucket, keys.summary);
-    const metrics = await metricsForReport(plane.workspace, keys.metricsLog);
-    const report = renderJobReport({ job, attempts, decisions, costUsd, finishedAt, ...metrics });
-    await plane.workspace.put(keys.report, report, 'text/html; charset=utf-8');
-    const reportUri = s3Uri(plane.workspace.bucket, keys.report);
+    // The files and the job's cost, from these attempts or from any recorded while they are written (job-files.ts).
+    const written = await writeJobFiles(plane, job, ended, now.toISOString());
+    job = written.job;
+    const { attempts, costUsd, reportUri, summaryUri } = written;
 
     const runtimeSeconds = attempts.reduce(
       (sum, a) => sum + (a.startedAt && a.stoppedAt ? (a.stoppedAt - a.startedAt) / 1000 : 0),

@@ -101,6 +101,8 @@ export const REPORTS_TIMEOUT = Duration.minutes(10);
  * Grants, and why each is as wide as it is:
  * - jobs table read/write for all three (the L2 grant includes the table's indexes: byInstance, byTeam);
  *   budgets table read/write and workspace read of `teams/<team>/jobs/<job>/metrics/progress.json` for budget-watch;
+ *   for batch-events, budgets read and UpdateItem (an orphan's late charge), and each job's summary.json and
+ *   metrics.jsonl read and summary.json and report.html written (an ended job's files rewritten with that cost);
  * - events:PutEvents on the platform bus only; states:SendTaskSuccess on the job state machine only;
  * - batch:TerminateJob on this account and region's job ARNs: Batch assigns job ids at submit (acknowledged);
  * - ecs:DescribeContainerInstances on this account and region's container instances (Batch names the clusters);
@@ -153,6 +155,7 @@ export class EventHandlers extends Construct {
       environment: {
         [ENV.jobsTable]: props.jobsTable.tableName,
         [ENV.budgetsTable]: props.budgetsTable.tableName,
+        [ENV.workspaceBucket]: props.workspace.bucketName,
         [ENV.eventBus]: props.eventBus.eventBusName,
       },
       config: props.config,
@@ -387,6 +390,14 @@ export class EventHandlers extends Construct {
     // reads and updates of existing items, never a new one.
     props.budgetsTable.grantReadData(batchEvents);
     props.budgetsTable.grant(batchEvents, 'dynamodb:UpdateItem');
+    // ...and its job's summary.json and report.html are written again with the new cost (lambdas/shared/job-files.ts).
+    const anyJob = jobKeysFor('*', '*');
+    grantJobObjects(
+      batchEvents,
+      props.workspace,
+      { read: [anyJob.summary, anyJob.metricsLog], write: [anyJob.summary, anyJob.report] },
+      'Rewrites an ended job’s summary.json and report.html when an orphaned Batch job’s cost is added to it: reads the summary (when the job finished) and metrics.jsonl, writes those two files, nothing else in the workspace.',
+    );
     props.workspace.grantRead(budgetWatch, 'teams/*/jobs/*/metrics/progress.json');
     props.stateMachine.grant(budgetWatch, 'states:SendTaskSuccess');
     budgetWatch.addToRolePolicy(new iam.PolicyStatement({ actions: ['ec2:GetSpotPlacementScores'], resources: ['*'] }));

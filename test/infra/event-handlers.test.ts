@@ -366,7 +366,7 @@ describe('EventHandlers grants', () => {
     );
   });
 
-  it('gives the budgets table to budget-watch and, to update what exists, batch-events; the workspace to budget-watch only', () => {
+  it('gives the budgets table to budget-watch and, to update what exists, batch-events; no workspace to interruption', () => {
     const budgetsTable = 'Trainyard-Test-BudgetsTableArn';
     expect(JSON.stringify(policyOf(logicalId(built.handlers.budgetWatch.function)))).toContain(String(budgetsTable));
     const batchEvents = policyOf(logicalId(built.handlers.batchEvents.function));
@@ -377,10 +377,26 @@ describe('EventHandlers grants', () => {
     expect(actionsOf(onBudgets)).not.toContain('dynamodb:DeleteItem');
     expect(JSON.stringify(policyOf(logicalId(built.handlers.interruption.function)))).not.toContain(budgetsTable);
     for (const fn of [built.handlers.interruption.function, built.handlers.batchEvents.function]) {
-      const statements = JSON.stringify(policyOf(logicalId(fn)));
-      expect(statements).not.toContain('s3:');
-      expect(statements).not.toContain('states:');
+      expect(JSON.stringify(policyOf(logicalId(fn)))).not.toContain('states:');
     }
+    expect(JSON.stringify(policyOf(logicalId(built.handlers.interruption.function)))).not.toContain('s3:');
+  });
+
+  it('lets batch-events read an ended job’s summary and metrics and write its summary and report, nothing else', () => {
+    const statements = policyOf(logicalId(built.handlers.batchEvents.function));
+    const s3 = statements.filter((st) => actionsOf([st]).some((a) => a.startsWith('s3:')));
+    const keysOf = (action: string) =>
+      JSON.stringify(
+        s3.filter((st) => actionsOf([st]).includes(action)).map((st) => (st as { Resource: unknown }).Resource),
+      );
+    expect(actionsOf(s3).sort()).toEqual(['s3:GetObject', 's3:ListBucket', 's3:PutObject']);
+    expect(keysOf('s3:GetObject')).toContain('/teams/*/jobs/*/summary.json');
+    expect(keysOf('s3:GetObject')).toContain('/teams/*/jobs/*/metrics/metrics.jsonl');
+    expect(keysOf('s3:GetObject')).not.toContain('report.html');
+    expect(keysOf('s3:PutObject')).toContain('/teams/*/jobs/*/summary.json');
+    expect(keysOf('s3:PutObject')).toContain('/teams/*/jobs/*/report.html');
+    expect(keysOf('s3:PutObject')).not.toContain('metrics');
+    expect(keysOf('s3:PutObject')).not.toContain('checkpoints');
   });
 
   it('names the resources each function uses in its environment', () => {

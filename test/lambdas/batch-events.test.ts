@@ -6,7 +6,9 @@ import { costOfAttempt } from '../../lambdas/domain/attempt-cost';
 import { parseBatchJob } from '../../lambdas/domain/batch-job';
 import { TERMINATE_REASONS } from '../../lambdas/domain/batch-reasons';
 import { InvalidJobRecord } from '../../lambdas/domain/job';
+import { jobKeysFor } from '../../lambdas/domain/workspace-layout';
 import { AttemptGotBatchJob, recordAttemptEnd } from '../../lambdas/lifecycle/common';
+import { createFinalizeHandler } from '../../lambdas/lifecycle/finalize';
 import { InvalidEvent } from '../../lambdas/shared/event-schemas';
 import { JobNotFound, type JobStore } from '../../lambdas/shared/job-store';
 import {
@@ -43,12 +45,28 @@ beforeEach(async () => {
 /** The handler's plane: the bench's stores and recorders, with `jobs` replaceable. */
 function planeOf(jobs: JobStore) {
   const { events, fleet, batch } = bench.ports;
-  return { config: CONFIG, jobs, ledger: bench.ledger, clock: bench.clock, events, fleet, batch };
+  return {
+    config: CONFIG,
+    jobs,
+    ledger: bench.ledger,
+    workspace: bench.workspace,
+    clock: bench.clock,
+    events,
+    fleet,
+    batch,
+  };
 }
 
 afterEach(async () => {
   await bench.stop();
 });
+
+/** The job's summary.json (parsed) and report.html as the workspace holds them. */
+async function filesOf() {
+  const keys = jobKeysFor('vision', JOB_ID);
+  const [summary, report] = await Promise.all([bench.workspace.get(keys.summary), bench.workspace.get(keys.report)]);
+  return { summary: summary && JSON.parse(summary.toString('utf8')), report: report?.toString('utf8') };
+}
 
 async function seed(job = {}, attempt = {}) {
   await bench.jobs.createJob(jobRecord({ state: 'WAITING', ...job }));
@@ -519,6 +537,13 @@ describe('batch-events: a Batch job its attempt does not own is stopped, and bil
   const ORPHAN_RUN = { capacity: 'spot', startedAt: T.started, stoppedAt: T.stopped, usdPerHour: 0.25, costUsd: 0.17 };
   const PERIOD = new Date(T.created).toISOString().slice(0, 7);
 
+  /** Restarts the bench with a workspace (s3rver), for the tests of a job that ended, whose files are rewritten. */
+  async function withWorkspace() {
+    await bench.stop();
+    bench = await startEventBench({ withS3: true });
+    handle = createBatchEventsHandler(planeOf(bench.jobs));
+  }
+
   function onSpotAt(usdPerHour: number) {
     bench.instance = SPOT_INSTANCE;
     bench.spotPrice = usdPerHour;
@@ -573,6 +598,7 @@ describe('batch-events: a Batch job its attempt does not own is stopped, and bil
   });
 
   it('charges an orphan that ends after its job was settled to the budget, with the alert it crosses', async () => {
+    await withWorkspace();
     // Attempt 1 cost $0.30 on its own Batch job and the job was settled so; a second Batch job for it ends now.
     await seed(
       { state: 'FAILED', costSoFarUsd: 0.3 },
@@ -610,6 +636,58 @@ describe('batch-events: a Batch job its attempt does not own is stopped, and bil
     expect(publishedOf(bench.recorded, 'Budget Threshold Crossed')).toEqual([alert]);
     // A redelivery announces it again, with the same id and figures, for consumers to drop.
     expect(publishedOf(bench.recorded, 'Job Cost Amended')).toEqual([amended, amended]);
+  });
+
+  it('rewrites the ended job’s summary and report with the orphan’s cost, keeping when the job finished', async () => {
+    await withWorkspace();
+    // Finalize ends the job at $0.30 and writes its files; then a second Batch job of attempt 1 ends.
+    await seed(
+      { state: 'RUNNING' },
+      { batchJobId: OTHER_BATCH_JOB, status: 'FAILED', startedAt: T.created, stoppedAt: T.started, costUsd: 0.3 },
+    );
+    const { events } = bench.ports;
+    const finalize = createFinalizeHandler({ ...planeOf(bench.jobs), events });
+    const finalized = await finalize({ jobId: JOB_ID, finalState: 'FAILED', reason: 'exit 1' });
+    expect(finalized.costUsd).toBe(0.3);
+    const before = await filesOf();
+    expect(before.summary).toMatchObject({ costUsd: 0.3, finishedAt: bench.clock().toISOString() });
+    expect(before.report).toContain('<dt>Total cost</dt><dd>$0.30</dd>');
+    expect(before.report).not.toContain('orphaned Batch job');
+    expect(before.report).toContain('<footer>Written by Trainyard when the job finished (2026-11-20 14:02:05 UTC).');
+    onSpotAt(0.25);
+
+    expect(await handle(fixture('batch-succeeded'))).toEqual(orphaned);
+
+    // $0.30 + the orphan's $0.17: the files say what the job and its budget were charged.
+    const after = await filesOf();
+    expect(after.summary).toMatchObject({
+      job: { state: 'FAILED', costSoFarUsd: 0.47 },
+      costUsd: 0.47,
+      finishedAt: before.summary.finishedAt,
+    });
+    expect(after.summary.attempts[0].orphans).toEqual({ [BATCH_JOB_ID]: ORPHAN_RUN });
+    expect(after.report).toContain('<dt>Total cost</dt><dd>$0.47</dd>');
+    expect(after.report).toContain(`<strong>orphaned Batch job</strong> ${BATCH_JOB_ID}`);
+    expect(after.report).toContain(
+      '<footer>Written by Trainyard when the job finished (2026-11-20 14:02:05 UTC), and again with the cost of an orphaned Batch job that stopped at 2026-11-20 14:41:07 UTC.',
+    );
+    // A redelivery writes the same files again.
+    await handle(fixture('batch-succeeded'));
+    expect(await filesOf()).toEqual(after);
+  });
+
+  it('writes no files for an ended job whose Finalize has not written them: its read after writing sees the orphan', async () => {
+    await withWorkspace();
+    await seed(
+      { state: 'FAILED', costSoFarUsd: 0.3 },
+      { batchJobId: OTHER_BATCH_JOB, status: 'FAILED', startedAt: T.created, stoppedAt: T.started, costUsd: 0.3 },
+    );
+    onSpotAt(0.25);
+
+    expect(await handle(fixture('batch-succeeded'))).toEqual(orphaned);
+
+    expect((await bench.jobs.requireJob(JOB_ID)).costSoFarUsd).toBe(0.47);
+    expect(await filesOf()).toEqual({ summary: undefined, report: undefined });
   });
 
   it('announces no amendment for a job still running: its final event will carry the orphan’s cost', async () => {

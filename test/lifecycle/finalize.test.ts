@@ -6,7 +6,8 @@ import { HeadObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { AttemptRecord } from '../../lambdas/domain/job';
 import { jobKeysFor } from '../../lambdas/domain/workspace-layout';
-import { createFinalizeHandler, MAX_REPORT_METRICS_BYTES } from '../../lambdas/lifecycle/finalize';
+import { createFinalizeHandler } from '../../lambdas/lifecycle/finalize';
+import { MAX_REPORT_METRICS_BYTES } from '../../lambdas/shared/job-files';
 import type { JobStore } from '../../lambdas/shared/job-store';
 import { Workspace } from '../../lambdas/shared/workspace';
 import { localS3Client } from '../../lib/local/control-plane';
@@ -262,6 +263,44 @@ describe('Finalize: an orphaned Batch job’s cost', () => {
     const ledgerAfter = (await bench.snapshot()).budgets;
     await raced({ jobId: JOB_ID, finalState: 'SUCCEEDED' });
     expect((await bench.snapshot()).budgets).toEqual(ledgerAfter);
+  });
+
+  it('writes its files again when an orphan is recorded after it read the attempts it writes them from', async () => {
+    await seed();
+    // batch-events records an orphan of attempt 1 right after Finalize's second read (the one the files come from),
+    // and charges the ledger itself, finding it settled; here only what Finalize writes is looked at.
+    const orphan = { capacity: 'spot', startedAt: T.started - 1_700_000, stoppedAt: T.started - 1_000_000 } as const;
+    const jobs = Object.create(bench.jobs) as JobStore;
+    let reads = 0;
+    jobs.listAttempts = async (jobId) => {
+      const read = await bench.jobs.listAttempts(jobId);
+      reads += 1;
+      if (reads === 2) {
+        await bench.jobs.recordOrphanRun(JOB_ID, 1, 'orphan-b3', { ...orphan, usdPerHour: 0.19, costUsd: 0.04 });
+      }
+      return read;
+    };
+    const raced = createFinalizeHandler({
+      config: CONFIG,
+      jobs,
+      ledger: bench.ledger,
+      workspace,
+      events: bench.ports.events,
+      clock: () => NOW,
+    });
+
+    const output = await raced({ jobId: JOB_ID, finalState: 'SUCCEEDED' });
+
+    // Written first at $0.45 without the orphan, then again at $0.49 with it.
+    expect(output.costUsd).toBe(0.49);
+    expect(await bench.jobs.requireJob(JOB_ID)).toMatchObject({ state: 'SUCCEEDED', costSoFarUsd: 0.49 });
+    expect(publishedOf(bench.recorded, 'Job Succeeded')).toEqual([expect.objectContaining({ costUsd: 0.49 })]);
+    const summary = JSON.parse((await workspace.get(KEYS.summary))?.toString('utf8') ?? '{}');
+    expect(summary).toMatchObject({ costUsd: 0.49, job: { costSoFarUsd: 0.49 } });
+    expect(summary.attempts[0].orphans).toEqual({ 'orphan-b3': { ...orphan, usdPerHour: 0.19, costUsd: 0.04 } });
+    const html = await report();
+    expect(html).toContain('<dt>Total cost</dt><dd>$0.49</dd>');
+    expect(html).toContain('orphan-b3');
   });
 
   it('charges, in a replay, an orphan recorded after a first run settled the ledger and failed', async () => {
