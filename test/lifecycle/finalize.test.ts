@@ -219,31 +219,31 @@ describe('Finalize: the job report', () => {
 });
 
 describe('Finalize: an orphaned Batch job’s cost', () => {
+  // An orphan of attempt 1 (a second Batch job that ran under its name) and what batch-events records for it.
+  const ORPHAN = { capacity: 'spot', startedAt: T.started - 1_700_000, stoppedAt: T.started - 1_000_000 } as const;
+  const ORPHAN_RUN = { ...ORPHAN, usdPerHour: 0.19, costUsd: 0.04 };
+
+  /** Finalize, with batch-events recording the orphan `batchJobId` right after Finalize's `read`-th attempts read. */
+  function finalizeRacedAtRead(read: number, batchJobId: string) {
+    const jobs = Object.create(bench.jobs) as JobStore;
+    let reads = 0;
+    jobs.listAttempts = async (jobId) => {
+      const attempts = await bench.jobs.listAttempts(jobId);
+      reads += 1;
+      if (reads === read) await bench.jobs.recordOrphanRun(JOB_ID, 1, batchJobId, ORPHAN_RUN);
+      return attempts;
+    };
+    const { events } = bench.ports;
+    return createFinalizeHandler({ config: CONFIG, jobs, ledger: bench.ledger, workspace, events, clock: () => NOW });
+  }
+
   it('charges an orphan recorded while it settled to the ledger, the job, the summary, the report and the event', async () => {
     await seed();
     const period = new Date(T.started - 4_000_000).toISOString().slice(0, 7);
     await bench.ledger.ensureBudget('team:vision', period, 10);
     await bench.ledger.reserve(JOB_ID, ['team:vision'], 1, period);
     // batch-events records an orphan of attempt 1 right after Finalize's first read of the attempts.
-    const orphan = { capacity: 'spot', startedAt: T.started - 1_700_000, stoppedAt: T.started - 1_000_000 } as const;
-    const jobs = Object.create(bench.jobs) as JobStore;
-    let reads = 0;
-    jobs.listAttempts = async (jobId) => {
-      const read = await bench.jobs.listAttempts(jobId);
-      reads += 1;
-      if (reads === 1) {
-        await bench.jobs.recordOrphanRun(JOB_ID, 1, 'orphan-b1', { ...orphan, usdPerHour: 0.19, costUsd: 0.04 });
-      }
-      return read;
-    };
-    const raced = createFinalizeHandler({
-      config: CONFIG,
-      jobs,
-      ledger: bench.ledger,
-      workspace,
-      events: bench.ports.events,
-      clock: () => NOW,
-    });
+    const raced = finalizeRacedAtRead(1, 'orphan-b1');
 
     const output = await raced({ jobId: JOB_ID, finalState: 'SUCCEEDED' });
 
@@ -254,7 +254,7 @@ describe('Finalize: an orphaned Batch job’s cost', () => {
     expect(publishedOf(bench.recorded, 'Job Succeeded')).toEqual([expect.objectContaining({ costUsd: 0.49 })]);
     const summary = JSON.parse((await workspace.get(KEYS.summary))?.toString('utf8') ?? '{}');
     expect(summary.costUsd).toBe(0.49);
-    expect(summary.attempts[0].orphans).toEqual({ 'orphan-b1': { ...orphan, usdPerHour: 0.19, costUsd: 0.04 } });
+    expect(summary.attempts[0].orphans).toEqual({ 'orphan-b1': ORPHAN_RUN });
     const html = await report();
     expect(html).toContain('<tr class="orphan"><td>1</td><td>spot</td>');
     expect(html).toContain('orphan-b1');
@@ -269,25 +269,7 @@ describe('Finalize: an orphaned Batch job’s cost', () => {
     await seed();
     // batch-events records an orphan of attempt 1 right after Finalize's second read (the one the files come from),
     // and charges the ledger itself, finding it settled; here only what Finalize writes is looked at.
-    const orphan = { capacity: 'spot', startedAt: T.started - 1_700_000, stoppedAt: T.started - 1_000_000 } as const;
-    const jobs = Object.create(bench.jobs) as JobStore;
-    let reads = 0;
-    jobs.listAttempts = async (jobId) => {
-      const read = await bench.jobs.listAttempts(jobId);
-      reads += 1;
-      if (reads === 2) {
-        await bench.jobs.recordOrphanRun(JOB_ID, 1, 'orphan-b3', { ...orphan, usdPerHour: 0.19, costUsd: 0.04 });
-      }
-      return read;
-    };
-    const raced = createFinalizeHandler({
-      config: CONFIG,
-      jobs,
-      ledger: bench.ledger,
-      workspace,
-      events: bench.ports.events,
-      clock: () => NOW,
-    });
+    const raced = finalizeRacedAtRead(2, 'orphan-b3');
 
     const output = await raced({ jobId: JOB_ID, finalState: 'SUCCEEDED' });
 
@@ -297,7 +279,7 @@ describe('Finalize: an orphaned Batch job’s cost', () => {
     expect(publishedOf(bench.recorded, 'Job Succeeded')).toEqual([expect.objectContaining({ costUsd: 0.49 })]);
     const summary = JSON.parse((await workspace.get(KEYS.summary))?.toString('utf8') ?? '{}');
     expect(summary).toMatchObject({ costUsd: 0.49, job: { costSoFarUsd: 0.49 } });
-    expect(summary.attempts[0].orphans).toEqual({ 'orphan-b3': { ...orphan, usdPerHour: 0.19, costUsd: 0.04 } });
+    expect(summary.attempts[0].orphans).toEqual({ 'orphan-b3': ORPHAN_RUN });
     const html = await report();
     expect(html).toContain('<dt>Total cost</dt><dd>$0.49</dd>');
     expect(html).toContain('orphan-b3');
@@ -310,8 +292,7 @@ describe('Finalize: an orphaned Batch job’s cost', () => {
     await bench.ledger.reserve(JOB_ID, ['team:vision'], 1, period);
     // The first run settled $0.45 and failed before its state change; an orphan's $0.04 is recorded; then the replay.
     await bench.ledger.settle(JOB_ID, 0.45);
-    const run = { capacity: 'spot', startedAt: T.started - 1_700_000, stoppedAt: T.started - 1_000_000 } as const;
-    await bench.jobs.recordOrphanRun(JOB_ID, 1, 'orphan-b2', { ...run, usdPerHour: 0.19, costUsd: 0.04 });
+    await bench.jobs.recordOrphanRun(JOB_ID, 1, 'orphan-b2', ORPHAN_RUN);
 
     const output = await finalize({ jobId: JOB_ID, finalState: 'SUCCEEDED' });
 
