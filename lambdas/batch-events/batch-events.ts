@@ -20,7 +20,8 @@
  *   are written again (lambdas/shared/job-files.ts, keeping when it finished) and `Job Cost Amended` announces the new
  *   cost, on every delivery of the orphan's end (its eventId is the same).
  * - RUNNABLE/STARTING/RUNNING of a job whose cancel was requested: TerminateJob with the cancel reason, after the Batch
- *   job id is recorded and from a read of the job made after that write. A cancel that came before the id was
+ *   job id is recorded and from a read of the job made after that write; of a job that has already ended (Finalize ran
+ *   while the attempt was still in Batch, after AttemptOutcome failed), TerminateJob with the `jobEnded` reason. A cancel that came before the id was
  *   recorded found nothing to terminate; this one closes that window (either the cancel saw the id or this read sees
  *   the cancel). TerminateJob of a job already stopping changes nothing, so every such delivery may send it.
  * - RUNNING: records, once (record-once on startedAt), the Batch job id, startedAt, status, the container's log
@@ -36,7 +37,11 @@
  *   pure function AttemptOutcome uses, so whichever records first, the figure is the same. When it also records the
  *   start (RUNNING not handled yet), it announces it after the write. When the write is refused because the attempt
  *   was recorded as "not run" since the read, the Batch job is an orphan and billed as one. Then job.costSoFarUsd is
- *   recomputed from the recorded attempt costs and written only when it differs.
+ *   recomputed from the recorded attempt costs and written only when it differs. When the job had already ended
+ *   (Finalize ran while the attempt was still stopping), its cost was not in the settlement: the attempt is marked
+ *   `endedAfterJob` (in the stop's write, or right after it when the job ended in between), the ledger is charged the
+ *   new total (`chargeLate`, monotonic, so a stop Finalize did count changes nothing), and, as for an orphan, the job's
+ *   files are written again and `Job Cost Amended` is sent, on every delivery of a stop so marked.
  */
 import type { TierConfig } from '../../lib/config';
 import { attemptPrice, costOfAttempt } from '../domain/attempt-cost';
@@ -67,6 +72,11 @@ export type BatchEventResult =
       readonly jobId: string;
       readonly attempt: number;
     };
+
+/** Whether the job has ended with its final event sent: SUCCEEDED, FAILED or CANCELLED (a rejected job never ran). */
+function hasEnded(job: JobRecord): job is JobRecord & { state: 'SUCCEEDED' | 'FAILED' | 'CANCELLED' } {
+  return job.state === 'SUCCEEDED' || job.state === 'FAILED' || job.state === 'CANCELLED';
+}
 
 type Plane = Pick<ControlPlane, 'config' | 'jobs' | 'events' | 'fleet' | 'batch' | 'ledger' | 'workspace' | 'clock'>;
 
@@ -159,7 +169,7 @@ export function createBatchEventsHandler(plane: Plane) {
     try {
       const charged = await plane.ledger.chargeLate(job.jobId, total);
       if (charged.chargedScopes.length > 0) {
-        logger.warn('an orphaned Batch job’s cost was charged to a budget already settled', {
+        logger.warn('a cost recorded after the job was settled was charged to its budget', {
           jobId: job.jobId,
           totalUsd: total,
           scopes: charged.chargedScopes,
@@ -180,6 +190,7 @@ export function createBatchEventsHandler(plane: Plane) {
    */
   async function stopped(batchJob: BatchJob, job: JobRecord, attempt: AttemptRecord): Promise<BatchEventResult> {
     let stored: AttemptRecord | undefined = attempt;
+    let recordedHere = false;
     if (attempt.stoppedAt === undefined) {
       const cost = costOfAttempt(attempt, batchJob, tierOfJob(plane.config, job));
       const logStreamName = batchJob.container?.logStreamName ?? batchJob.attempts.at(-1)?.container?.logStreamName;
@@ -191,26 +202,72 @@ export function createBatchEventsHandler(plane: Plane) {
         });
         return { action: 'ignored', why: 'no-stop-time' };
       }
-      stored =
-        (await plane.jobs.updateAttempt(
-          job.jobId,
-          attempt.attempt,
-          {
-            batchJobId: batchJob.jobId,
-            status: batchJob.status,
-            ...(cost.startedAt !== undefined && attempt.startedAt === undefined ? { startedAt: cost.startedAt } : {}),
-            stoppedAt: cost.stoppedAt,
-            ...(logStreamName && attempt.logStreamName === undefined ? { logStreamName } : {}),
-            usdPerHour: cost.usdPerHour,
-            costUsd: cost.costUsd,
-          },
-          'stoppedAt',
-        )) ?? (await plane.jobs.getAttempt(job.jobId, attempt.attempt));
+      const written = await plane.jobs.updateAttempt(
+        job.jobId,
+        attempt.attempt,
+        {
+          batchJobId: batchJob.jobId,
+          status: batchJob.status,
+          ...(cost.startedAt !== undefined && attempt.startedAt === undefined ? { startedAt: cost.startedAt } : {}),
+          stoppedAt: cost.stoppedAt,
+          ...(logStreamName && attempt.logStreamName === undefined ? { logStreamName } : {}),
+          usdPerHour: cost.usdPerHour,
+          costUsd: cost.costUsd,
+          ...(hasEnded(job) ? { endedAfterJob: true } : {}),
+        },
+        'stoppedAt',
+      );
+      recordedHere = written !== undefined;
+      stored = written ?? (await plane.jobs.getAttempt(job.jobId, attempt.attempt));
       if (stored && stored.batchJobId !== batchJob.jobId) return orphaned(batchJob, job, stored);
     }
     await announceStart(plane, job, stored, batchJob.jobId);
-    await costRecorded(job, false);
+    // Read after the write: a job that ended before it was settled without this attempt's cost.
+    const current = (await plane.jobs.getJob(job.jobId)) ?? job;
+    if (!hasEnded(current)) {
+      await costRecorded(current, false);
+      return { action: 'stopped', jobId: job.jobId, attempt: attempt.attempt };
+    }
+    if (recordedHere && stored && !stored.endedAfterJob) {
+      // The job ended between the first read and the write (Finalize may have read the costs before it or after).
+      stored = (await plane.jobs.updateAttempt(job.jobId, attempt.attempt, { endedAfterJob: true })) ?? stored;
+    }
+    // Charged whenever the job has ended: monotonic, so a stop Finalize had counted changes nothing.
+    const { total } = await costRecorded(current, true);
+    if (stored?.endedAfterJob && stored.stoppedAt !== undefined && stored.costUsd !== undefined) {
+      const run = { capacity: stored.capacity, stoppedAt: stored.stoppedAt, costUsd: stored.costUsd };
+      await amendEndedJob(current, 'late-stop', attempt.attempt, batchJob.jobId, run, total);
+    }
     return { action: 'stopped', jobId: job.jobId, attempt: attempt.attempt };
+  }
+
+  /**
+   * A cost recorded after the job ended (an orphan's, or its own attempt's end): the job's summary and report are
+   * written again with it, and `Job Cost Amended` announces it, since the job's final event went out without it.
+   */
+  async function amendEndedJob(
+    job: JobRecord,
+    cause: 'orphan' | 'late-stop',
+    attempt: number,
+    batchJobId: string,
+    run: { capacity: AttemptRecord['capacity']; stoppedAt: number; costUsd: number },
+    total: number,
+  ): Promise<void> {
+    if (!hasEnded(job)) return;
+    await rewriteJobFiles(plane, job.jobId);
+    await plane.events.publish([
+      buildEvent('Job Cost Amended', {
+        ...jobIdentity(job),
+        occurredAt: new Date(run.stoppedAt).toISOString(),
+        state: job.state,
+        cause,
+        attempt,
+        batchJobId,
+        capacity: run.capacity,
+        addedUsd: run.costUsd,
+        costUsd: total,
+      }),
+    ]);
   }
 
   /** Records what an ended orphan cost on its attempt, once, and puts it on the job and its budget. */
@@ -240,25 +297,8 @@ export function createBatchEventsHandler(plane: Plane) {
     }
     const current = (await plane.jobs.getJob(job.jobId)) ?? job;
     const { attempts, total } = await costRecorded(current, true);
-    const { state } = current;
     const stored = attempts.find((a) => a.attempt === attempt.attempt)?.orphans?.[batchJob.jobId];
-    if ((state === 'SUCCEEDED' || state === 'FAILED' || state === 'CANCELLED') && stored) {
-      // The job's summary and report were written with the cost it had then: write them with the new one.
-      await rewriteJobFiles(plane, job.jobId);
-      // Its final event went out with that cost too: announce the new one.
-      await plane.events.publish([
-        buildEvent('Job Cost Amended', {
-          ...jobIdentity(current),
-          occurredAt: new Date(stored.stoppedAt).toISOString(),
-          state,
-          attempt: attempt.attempt,
-          batchJobId: batchJob.jobId,
-          capacity: stored.capacity,
-          addedUsd: stored.costUsd,
-          costUsd: total,
-        }),
-      ]);
-    }
+    if (stored) await amendEndedJob(current, 'orphan', attempt.attempt, batchJob.jobId, stored, total);
   }
 
   /**
@@ -286,12 +326,19 @@ export function createBatchEventsHandler(plane: Plane) {
     return { action: 'orphaned', jobId: job.jobId, attempt: attempt.attempt };
   }
 
-  /** Terminates a live attempt's Batch job when its job's cancel was requested (read after the id was recorded). */
-  async function terminateIfCancelled(jobId: string, batchJobId: string): Promise<void> {
+  /**
+   * Terminates a live attempt's Batch job when its job's cancel was requested, or its job has already ended (Finalize
+   * ran while the attempt was still in Batch); the job is read after the Batch job id was recorded.
+   */
+  async function terminateIfUnwanted(jobId: string, batchJobId: string): Promise<void> {
     const job = await plane.jobs.getJob(jobId);
-    if (!job?.cancelRequested) return;
-    await plane.batch.terminateJob(batchJobId, TERMINATE_REASONS.cancel);
-    logger.info('attempt of a cancelled job terminated as Batch reported it', { jobId, batchJobId });
+    if (job && isTerminal(job.state)) {
+      await plane.batch.terminateJob(batchJobId, TERMINATE_REASONS.jobEnded);
+      logger.warn('attempt of a job that has ended terminated as Batch reported it', { jobId, batchJobId });
+    } else if (job?.cancelRequested) {
+      await plane.batch.terminateJob(batchJobId, TERMINATE_REASONS.cancel);
+      logger.info('attempt of a cancelled job terminated as Batch reported it', { jobId, batchJobId });
+    }
   }
 
   return async function handleBatchStateChange(event: unknown): Promise<BatchEventResult> {
@@ -333,7 +380,7 @@ export function createBatchEventsHandler(plane: Plane) {
       if (!recorded) recorded = await plane.jobs.getAttempt(job.jobId, attempt.attempt);
     }
     if (recorded && !owns(recorded)) return orphaned(batchJob, job, recorded);
-    await terminateIfCancelled(job.jobId, batchJob.jobId);
+    await terminateIfUnwanted(job.jobId, batchJob.jobId);
     return { action: batchJob.status === 'RUNNING' ? 'started' : 'queued', jobId: job.jobId, attempt: attempt.attempt };
   };
 }

@@ -176,11 +176,16 @@ export const EVENT_SCHEMAS = {
     ...jobHeader,
     /** The state the job ended in. */
     state: z.enum(['SUCCEEDED', 'FAILED', 'CANCELLED']),
-    /** The attempt the orphaned Batch job ran under. */
+    /**
+     * What was billed late: `orphan`, a Batch job that ran under the attempt's name without being its own; `late-stop`,
+     * the attempt's own Batch job, still in Batch when the job ended (its end was recorded after).
+     */
+    cause: z.enum(['orphan', 'late-stop']),
+    /** The attempt the Batch job ran under. */
     attempt,
     batchJobId: z.string().check(z.minLength(1)),
     capacity,
-    /** What the orphaned Batch job cost, added to the job's cost. */
+    /** What the Batch job cost, added to the job's cost. */
     addedUsd: usd,
     /** The job's cost with it, to the cent: the figure its budget is charged. */
     costUsd: usd,
@@ -296,7 +301,11 @@ const SUMMARIES: Record<DetailType, (d: AnyInput) => string> = {
   'Job Cancelled': (d) =>
     `Job ${str(d.jobId)} (${teamText(d)}) was cancelled after ${attemptsText(d.attempts)}, having cost ${usdText(d.costUsd)}. ${str(d.reason)}`,
   'Job Cost Amended': (d) =>
-    `Job ${str(d.jobId)} (${teamText(d)}) cost ${usdText(d.addedUsd)} more after it ended ${str(d.state)}: orphaned Batch job ${str(d.batchJobId)} of attempt ${str(d.attempt)} ran on ${str(d.capacity)} until Trainyard stopped it. The job's cost is now ${usdText(d.costUsd)}, charged to its budget.`,
+    `Job ${str(d.jobId)} (${teamText(d)}) cost ${usdText(d.addedUsd)} more after it ended ${str(d.state)}: ${
+      d.cause === 'late-stop'
+        ? `attempt ${str(d.attempt)}'s Batch job ${str(d.batchJobId)} on ${str(d.capacity)} was still running when the job ended, until Trainyard stopped it`
+        : `orphaned Batch job ${str(d.batchJobId)} of attempt ${str(d.attempt)} ran on ${str(d.capacity)} until Trainyard stopped it`
+    }. The job's cost is now ${usdText(d.costUsd)}, charged to its budget.`,
   'Job PausedForBudget': (d) =>
     `Job ${str(d.jobId)} (${teamText(d)}) paused at attempt ${str(d.attempt)}: budget ${str(d.scope)} is exhausted (${usdText(d.costSoFarUsd)} spent on the job so far). ${str(d.reason)}`,
   'Budget Threshold Crossed': (d) =>

@@ -252,6 +252,11 @@ export const attemptRecordSchema = z.strictObject({
   /** True once `Job Started` was published for this start (lambdas/shared/start-announcement.ts). */
   startAnnounced: z.optional(z.boolean()),
   stoppedAt: z.optional(epochMs),
+  /**
+   * True when the attempt's end, and so its cost, was recorded after its job had ended: Finalize settled the job
+   * without it (batch-events charges it late, writes the job's files again and sends `Job Cost Amended`).
+   */
+  endedAfterJob: z.optional(z.boolean()),
   /** When a spot interruption notice for its instance was recorded. */
   noticeAt: z.optional(epochMs),
   /** CloudWatch Logs stream of the attempt's container (Batch's container.logStreamName). */

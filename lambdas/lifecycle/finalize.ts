@@ -1,7 +1,7 @@
 /**
  * Finalize: the job is over. Settle the budget ledger to the sum of its metered attempt costs (or release an unused
- * reservation), set the final state, write the job summary (JSON) and report (HTML, with the harness's metric samples)
- * to the workspace and announce it. Replay-safe: settle and release return their first result, the state change
+ * reservation), set the final state, stop any attempt still in Batch, write the job summary (JSON) and report (HTML,
+ * with the harness's metric samples) to the workspace and announce it. Replay-safe: settle and release return their first result, the state change
  * accepts a job already in its final state, summary and report are rewritten whole, events carry deterministic ids.
  *
  * The costs are read again once the ledger is settled and the state is final: an orphaned Batch job's cost that
@@ -10,12 +10,15 @@
  * files are written with lambdas/shared/job-files.ts, which writes them again when an orphan's cost is recorded while
  * they are written; batch-events rewrites them for one recorded later, so they always say what the job was charged.
  */
+
+import { TERMINATE_REASONS } from '../domain/batch-reasons';
 import { UnknownBudgetJob } from '../domain/budgets';
-import { isTerminal, type JobState, TRANSITIONS } from '../domain/job';
+import { type AttemptRecord, isTerminal, type JobState, TRANSITIONS } from '../domain/job';
 import { recordedCost } from '../domain/watch';
 import { publishCrossings } from '../shared/budget-alerts';
 import type { ControlPlane } from '../shared/control-plane';
 import { writeJobFiles } from '../shared/job-files';
+import { logger } from '../shared/logger';
 import { jobEvent } from './common';
 import { finalizeInputSchema, parseStep } from './steps';
 
@@ -30,9 +33,32 @@ export interface FinalizeOutput {
   reportUri: string;
 }
 
+/**
+ * Stops the Batch job of every attempt whose end is not recorded: Finalize also runs when AttemptOutcome failed (a
+ * Batch job that would not stop, or TerminateJob throttled through its retries), and nothing else would stop a job's
+ * training once the job has ended. Its end, when Batch reports it, is recorded and charged by batch-events, which finds
+ * the job ended (a Batch job whose id is not recorded yet is terminated there too, at its first event). TerminateJob
+ * of a job already stopping or ended changes nothing, so a replay sends it again harmlessly.
+ */
+async function terminateOpenAttempts(
+  plane: Pick<ControlPlane, 'batch'>,
+  jobId: string,
+  attempts: readonly AttemptRecord[],
+): Promise<void> {
+  for (const attempt of attempts) {
+    if (attempt.stoppedAt !== undefined || attempt.batchJobId === undefined) continue;
+    await plane.batch.terminateJob(attempt.batchJobId, TERMINATE_REASONS.jobEnded);
+    logger.warn('the job ended with an attempt still in Batch; its Batch job is terminated', {
+      jobId,
+      attempt: attempt.attempt,
+      batchJobId: attempt.batchJobId,
+    });
+  }
+}
+
 /** Creates the Finalize step. */
 export function createFinalizeHandler(
-  plane: Pick<ControlPlane, 'config' | 'jobs' | 'ledger' | 'workspace' | 'events' | 'clock'>,
+  plane: Pick<ControlPlane, 'config' | 'jobs' | 'ledger' | 'workspace' | 'events' | 'batch' | 'clock'>,
 ) {
   return async (input: unknown): Promise<FinalizeOutput> => {
     const parsed = parseStep(finalizeInputSchema, 'Finalize', input);
@@ -71,6 +97,7 @@ export function createFinalizeHandler(
     }
     // Read again after the settlement and the final state (see the module comment).
     const ended = await plane.jobs.listAttempts(jobId);
+    await terminateOpenAttempts(plane, jobId, ended);
     const recordedUsd = recordedCost(ended);
     if (recordedUsd > settledUsd) {
       // Recorded after the figure the ledger was settled to (by this call, or by a first run of it that a replay

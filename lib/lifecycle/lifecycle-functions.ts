@@ -138,6 +138,14 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
       'Finalize serves every team: it reads each job’s metrics.jsonl and writes its summary.json and report.html, nothing else in the workspace.',
     );
 
+    // A job can end with an attempt still in Batch (AttemptOutcome failed): Finalize stops it.
+    this.finalize.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['batch:TerminateJob'],
+        resources: [Stack.of(this).formatArn({ service: 'batch', resource: 'job', resourceName: '*' })],
+      }),
+    );
+
     for (const fn of [this.costGate, this.prepareAttempt, this.attemptOutcome, this.pause, this.finalize]) {
       props.eventBus.grantPutEventsTo(fn);
     }
@@ -155,6 +163,11 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
       this.attemptOutcome,
       'IAM5[Resource::*]',
       'batch:DescribeJobs and batch:ListJobs (looking up an attempt whose task failed) have no resource-level permissions.',
+    );
+    acknowledgeFinding(
+      this.finalize,
+      'IAM5[Resource::arn:<AWS::Partition>:batch:<AWS::Region>:<AWS::AccountId>:job/*]',
+      'TerminateJob stops an attempt still in Batch when its job ends; Batch assigns job ids at submit, so job/* in this account and region is the narrowest ARN.',
     );
     acknowledgeFinding(
       this.pause,

@@ -98,9 +98,15 @@ describe('job state machine', () => {
     const statements = roleStatements('LifecycleStepsAttemptOutcomeServiceRole');
     expect(statements).toContainEqual({ Action: 'batch:TerminateJob', Effect: 'Allow', Resource: BATCH_JOB_ARNS });
     expect(batchActionsOf(statements)).toEqual(['batch:DescribeJobs', 'batch:ListJobs', 'batch:TerminateJob']);
-    for (const step of ['Analyze', 'CostGate', 'PrepareAttempt', 'Finalize']) {
+    for (const step of ['Analyze', 'CostGate', 'PrepareAttempt']) {
       expect(batchActionsOf(roleStatements(`LifecycleSteps${step}ServiceRole`)), step).toEqual([]);
     }
+  });
+
+  it('lets Finalize terminate an attempt still in Batch when its job ends, and nothing else in Batch', () => {
+    const statements = roleStatements('LifecycleStepsFinalizeServiceRole');
+    expect(statements).toContainEqual({ Action: 'batch:TerminateJob', Effect: 'Allow', Resource: BATCH_JOB_ARNS });
+    expect(batchActionsOf(statements)).toEqual(['batch:TerminateJob']);
   });
 
   it('submits attempts only to the platform’s queues and job definitions', () => {

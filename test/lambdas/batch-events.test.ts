@@ -61,6 +61,13 @@ afterEach(async () => {
   await bench.stop();
 });
 
+/** Restarts the bench with a workspace (s3rver), for the tests of a job that ended, whose files are rewritten. */
+async function withWorkspace() {
+  await bench.stop();
+  bench = await startEventBench({ withS3: true });
+  handle = createBatchEventsHandler(planeOf(bench.jobs));
+}
+
 /** The job's summary.json (parsed) and report.html as the workspace holds them. */
 async function filesOf() {
   const keys = jobKeysFor('vision', JOB_ID);
@@ -537,13 +544,6 @@ describe('batch-events: a Batch job its attempt does not own is stopped, and bil
   const ORPHAN_RUN = { capacity: 'spot', startedAt: T.started, stoppedAt: T.stopped, usdPerHour: 0.25, costUsd: 0.17 };
   const PERIOD = new Date(T.created).toISOString().slice(0, 7);
 
-  /** Restarts the bench with a workspace (s3rver), for the tests of a job that ended, whose files are rewritten. */
-  async function withWorkspace() {
-    await bench.stop();
-    bench = await startEventBench({ withS3: true });
-    handle = createBatchEventsHandler(planeOf(bench.jobs));
-  }
-
   function onSpotAt(usdPerHour: number) {
     bench.instance = SPOT_INSTANCE;
     bench.spotPrice = usdPerHour;
@@ -623,6 +623,7 @@ describe('batch-events: a Batch job its attempt does not own is stopped, and bil
       jobId: JOB_ID,
       team: 'vision',
       state: 'FAILED',
+      cause: 'orphan',
       attempt: 1,
       batchJobId: BATCH_JOB_ID,
       capacity: 'spot',
@@ -775,6 +776,103 @@ describe('batch-events: a Batch job its attempt does not own is stopped, and bil
     expect(attempt).toMatchObject({ batchJobId: BATCH_JOB_ID, status: c.status });
     expect(attempt?.outcome).toBeUndefined();
     expect(bench.recorded.terminated).toEqual([]);
+  });
+});
+
+describe('batch-events: an attempt whose end comes after its job ended', () => {
+  const PERIOD = new Date(T.created).toISOString().slice(0, 7);
+  const OWN_BATCH_JOB_1 = 'bbbbbbbb-0000-4000-8000-000000000000';
+  /** Attempt 1 reclaimed at $0.30 on its own Batch job. */
+  const RECLAIMED = attemptRecord({
+    attempt: 1,
+    status: 'FAILED',
+    batchJobId: OWN_BATCH_JOB_1,
+    startedAt: T.created - 3_600_000,
+    stoppedAt: T.created - 1_800_000,
+    costUsd: 0.3,
+    outcome: { kind: 'reclaimed', reason: 'Host EC2 (instance i-0f2b6a4c9d8e7f123) terminated.', resumable: true },
+  });
+  /** The fixtures' Batch job, as attempt 2's. */
+  const asAttempt2 = (name: string) =>
+    fixtureWith(name, (e) => {
+      (e.detail.tags as Record<string, string>)['trainyard:attempt'] = '2';
+      e.detail.jobName = `${JOB_ID}-a2`;
+    });
+
+  it('stops, bills and announces an attempt Finalize left running (AttemptOutcome had failed)', async () => {
+    await withWorkspace();
+    // Attempt 2 runs at $0.19 an hour; budget-watch accrued $0.42; then AttemptOutcome failed, and Finalize ran.
+    await bench.jobs.createJob(jobRecord({ state: 'RUNNING', costSoFarUsd: 0.3 }));
+    await bench.jobs.putAttempt(RECLAIMED);
+    const running = { attempt: 2, status: 'RUNNING', batchJobId: BATCH_JOB_ID, startedAt: T.started } as const;
+    await bench.jobs.putAttempt(attemptRecord({ ...running, usdPerHour: 0.19, startAnnounced: true }));
+    await bench.ledger.ensureBudget('team:vision', PERIOD, 400);
+    await bench.ledger.reserve(JOB_ID, ['team:vision'], 1, PERIOD);
+    await bench.ledger.accrue(JOB_ID, 0.42);
+    const finalize = createFinalizeHandler(planeOf(bench.jobs));
+
+    expect(await finalize({ jobId: JOB_ID, finalState: 'FAILED', reason: 'a step failed' })).toMatchObject({
+      costUsd: 0.3,
+    });
+    // Nothing else would stop it: Finalize does.
+    expect(bench.recorded.terminated).toEqual([{ batchJobId: BATCH_JOB_ID, reason: TERMINATE_REASONS.jobEnded }]);
+    expect(await bench.ledger.usage('team:vision', PERIOD)).toMatchObject({ spentUsd: 0.3 });
+
+    expect(await handle(asAttempt2('batch-succeeded'))).toEqual({ action: 'stopped', jobId: JOB_ID, attempt: 2 });
+
+    // 2403 billed seconds at $0.19 an hour: $0.126825, $0.13; the job, its budget and its files say $0.43.
+    expect(await bench.jobs.getAttempt(JOB_ID, 2)).toMatchObject({ costUsd: 0.13, endedAfterJob: true });
+    expect(await bench.jobs.requireJob(JOB_ID)).toMatchObject({ state: 'FAILED', costSoFarUsd: 0.43 });
+    expect(await bench.ledger.usage('team:vision', PERIOD)).toMatchObject({ spentUsd: 0.43, reservedUsd: 0 });
+    const amended = expect.objectContaining({
+      eventId: `${JOB_ID}/cost-amended/${BATCH_JOB_ID}`,
+      state: 'FAILED',
+      cause: 'late-stop',
+      attempt: 2,
+      batchJobId: BATCH_JOB_ID,
+      capacity: 'spot',
+      addedUsd: 0.13,
+      costUsd: 0.43,
+      summary: `Job ${JOB_ID} (team vision) cost $0.13 more after it ended FAILED: attempt 2's Batch job ${BATCH_JOB_ID} on spot was still running when the job ended, until Trainyard stopped it. The job's cost is now $0.43, charged to its budget.`,
+    });
+    expect(publishedOf(bench.recorded, 'Job Cost Amended')).toEqual([amended]);
+    const files = await filesOf();
+    expect(files.summary).toMatchObject({ costUsd: 0.43, job: { costSoFarUsd: 0.43 } });
+    expect(files.report).toContain('<dt>Total cost</dt><dd>$0.43</dd>');
+    // A redelivery changes nothing and announces it again, with the same id.
+    const after = await bench.snapshot();
+    await handle(asAttempt2('batch-succeeded'));
+    expect(await bench.snapshot()).toEqual(after);
+    expect(publishedOf(bench.recorded, 'Job Cost Amended')).toEqual([amended, amended]);
+  });
+
+  it('terminates an ended job’s attempt when Batch reports it queued or running', async () => {
+    await seed({ state: 'FAILED' }, {});
+
+    await handle(fixture('batch-running'));
+
+    expect(bench.recorded.terminated).toEqual([{ batchJobId: BATCH_JOB_ID, reason: TERMINATE_REASONS.jobEnded }]);
+    expect(await bench.jobs.getAttempt(JOB_ID, 1)).toMatchObject({ batchJobId: BATCH_JOB_ID, status: 'RUNNING' });
+  });
+
+  it('amends nothing for a stop recorded before the job ended, when its SUCCEEDED comes after', async () => {
+    await withWorkspace();
+    // AttemptOutcome recorded the stop and Finalize settled the job with it; Batch's event arrives afterwards.
+    const stop = { batchJobId: BATCH_JOB_ID, status: 'SUCCEEDED', startedAt: T.started, stoppedAt: T.stopped };
+    await seed(
+      { state: 'SUCCEEDED', costSoFarUsd: 0.13 },
+      { ...stop, usdPerHour: 0.19, costUsd: 0.13, startAnnounced: true },
+    );
+    await bench.ledger.ensureBudget('team:vision', PERIOD, 400);
+    await bench.ledger.reserve(JOB_ID, ['team:vision'], 1, PERIOD);
+    await bench.ledger.settle(JOB_ID, 0.13);
+    const before = await bench.snapshot();
+
+    expect(await handle(fixture('batch-succeeded'))).toEqual({ action: 'stopped', jobId: JOB_ID, attempt: 1 });
+
+    expect(await bench.snapshot()).toEqual(before);
+    expect(bench.recorded.published).toEqual([]);
+    expect(await filesOf()).toEqual({ summary: undefined, report: undefined });
   });
 });
 

@@ -46,6 +46,7 @@ beforeEach(async () => {
     ledger: bench.ledger,
     workspace,
     events: bench.ports.events,
+    batch: bench.ports.batch,
     clock: () => NOW,
   });
 });
@@ -233,8 +234,16 @@ describe('Finalize: an orphaned Batch job’s cost', () => {
       if (reads === read) await bench.jobs.recordOrphanRun(JOB_ID, 1, batchJobId, ORPHAN_RUN);
       return attempts;
     };
-    const { events } = bench.ports;
-    return createFinalizeHandler({ config: CONFIG, jobs, ledger: bench.ledger, workspace, events, clock: () => NOW });
+    const { events, batch } = bench.ports;
+    return createFinalizeHandler({
+      config: CONFIG,
+      jobs,
+      ledger: bench.ledger,
+      workspace,
+      events,
+      batch,
+      clock: () => NOW,
+    });
   }
 
   it('charges an orphan recorded while it settled to the ledger, the job, the summary, the report and the event', async () => {
