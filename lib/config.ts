@@ -574,21 +574,31 @@ export function findTier(config: TrainyardConfig, tierId: string): TierConfig | 
   return config.tiers.find((t) => t.id === tierId);
 }
 
-/** The team whose principal list contains this ARN (assumed-role sessions match their role ARN too). */
+/**
+ * Whether a configured principal names the caller: the same ARN, or the role of the caller's assumed-role session.
+ * A session ARN names its role without the role's path (`assumed-role/Name/session`) while the role's ARN carries it
+ * (`role/aws-reserved/sso.amazonaws.com/…/Name`, as for every IAM Identity Center role), so a role matches its sessions
+ * by partition, account and name; role names are unique in an account whatever their path.
+ */
+export function principalMatches(configured: string, callerArn: string): boolean {
+  if (configured === callerArn) return true;
+  const session = roleOfAssumedRole(callerArn);
+  const role = /^arn:(aws[a-z-]*):iam::(\d{12}):role\/(?:[^/]+\/)*([^/]+)$/.exec(configured);
+  return session !== undefined && role !== null && `${role[1]}:${role[2]}:${role[3]}` === session;
+}
+
+/** The team whose principal list names this caller ({@link principalMatches}). */
 export function teamForPrincipal(config: TrainyardConfig, principalArn: string): TeamConfig | undefined {
-  const candidates = [principalArn, roleArnOfAssumedRole(principalArn)].filter((a): a is string => a !== undefined);
-  return config.teams.find((team) => team.principals.some((p) => candidates.includes(p)));
+  return config.teams.find((team) => team.principals.some((p) => principalMatches(p, principalArn)));
 }
 
-/** Whether this principal is a configured admin (assumed-role sessions match their role ARN). */
+/** Whether this caller is a configured admin ({@link principalMatches}). */
 export function isAdmin(config: TrainyardConfig, principalArn: string): boolean {
-  const role = roleArnOfAssumedRole(principalArn);
-  return config.admins.some((a) => a === principalArn || a === role);
+  return config.admins.some((a) => principalMatches(a, principalArn));
 }
 
-/** `arn:aws:sts::1:assumed-role/Role/session` → `arn:aws:iam::1:role/Role`; undefined for other ARNs. */
-export function roleArnOfAssumedRole(arn: string): string | undefined {
+/** `arn:aws:sts::1:assumed-role/Role/session` → `aws:1:Role` (partition, account, role name); undefined otherwise. */
+function roleOfAssumedRole(arn: string): string | undefined {
   const match = /^arn:(aws[a-z-]*):sts::(\d{12}):assumed-role\/([^/]+)\/[^/]+$/.exec(arn);
-  if (!match) return undefined;
-  return `arn:${match[1]}:iam::${match[2]}:role/${match[3]}`;
+  return match ? `${match[1]}:${match[2]}:${match[3]}` : undefined;
 }

@@ -3,7 +3,15 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, DEFAULT_TIERS, loadConfig, parseConfig, parseDuration, teamForPrincipal } from '../../lib/config';
+import {
+  ConfigError,
+  DEFAULT_TIERS,
+  isAdmin,
+  loadConfig,
+  parseConfig,
+  parseDuration,
+  teamForPrincipal,
+} from '../../lib/config';
 import { gpuTier as gpu } from './synth';
 
 const team = (overrides: Record<string, unknown> = {}) => ({ id: 'nlp', monthlyBudgetUsd: 100, ...overrides });
@@ -47,6 +55,44 @@ describe('configuration defaults', () => {
     const config = parseConfig({ teams: [team({ principals: ['arn:aws:iam::123456789012:role/nlp'] })] });
     expect(teamForPrincipal(config, 'arn:aws:sts::123456789012:assumed-role/nlp/alice')?.id).toBe('nlp');
     expect(teamForPrincipal(config, 'arn:aws:sts::123456789012:assumed-role/other/alice')).toBeUndefined();
+  });
+
+  it('maps the sessions of a role with a path (every IAM Identity Center role) to its team, by account and name', () => {
+    const sso =
+      'arn:aws:iam::123456789012:role/aws-reserved/sso.amazonaws.com/eu-west-1/AWSReservedSSO_Researchers_0123abcd';
+    const config = parseConfig({ teams: [team({ principals: [sso] })], admins: [sso] });
+    // STS names the session's role without its path.
+    const session = 'arn:aws:sts::123456789012:assumed-role/AWSReservedSSO_Researchers_0123abcd/alice@example.com';
+    expect(teamForPrincipal(config, session)?.id).toBe('nlp');
+    expect(isAdmin(config, session)).toBe(true);
+    // Another account, another partition, another role, or a name that only ends the same: not the role.
+    for (const other of [
+      'arn:aws:sts::210987654321:assumed-role/AWSReservedSSO_Researchers_0123abcd/alice@example.com',
+      'arn:aws-cn:sts::123456789012:assumed-role/AWSReservedSSO_Researchers_0123abcd/alice@example.com',
+      'arn:aws:sts::123456789012:assumed-role/AWSReservedSSO_Admins_0123abcd/alice@example.com',
+      'arn:aws:sts::123456789012:assumed-role/Researchers_0123abcd/alice@example.com',
+      'arn:aws:iam::123456789012:user/AWSReservedSSO_Researchers_0123abcd',
+    ]) {
+      expect(teamForPrincipal(config, other), other).toBeUndefined();
+      expect(isAdmin(config, other), other).toBe(false);
+    }
+  });
+
+  it('matches an IAM user by its whole ARN, path included, and an assumed-role session listed as such exactly', () => {
+    const config = parseConfig({
+      teams: [
+        team({
+          principals: [
+            'arn:aws:iam::123456789012:user/division/bob',
+            'arn:aws:sts::123456789012:assumed-role/shared/carol',
+          ],
+        }),
+      ],
+    });
+    expect(teamForPrincipal(config, 'arn:aws:iam::123456789012:user/division/bob')?.id).toBe('nlp');
+    expect(teamForPrincipal(config, 'arn:aws:iam::123456789012:user/bob')).toBeUndefined();
+    expect(teamForPrincipal(config, 'arn:aws:sts::123456789012:assumed-role/shared/carol')?.id).toBe('nlp');
+    expect(teamForPrincipal(config, 'arn:aws:sts::123456789012:assumed-role/shared/dave')).toBeUndefined();
   });
 });
 
