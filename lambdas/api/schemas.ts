@@ -37,6 +37,36 @@ const SCOPE_ID_RULE = "must be 1-64 characters of a-z, 0-9, '-', '_' and '.', st
 export const MAX_COMMAND_ARGS = 256;
 /** Longest single argument or environment value, characters. */
 export const MAX_ARG_CHARS = 4096;
+/**
+ * Most bytes a job's command, environment and resume arguments may take together, as JSON (UTF-8): every attempt
+ * sends them to AWS Batch, whose SubmitJob takes at most 30 KiB, and the platform's own environment variables, tags
+ * and names need the rest. Checked before anything is written: a larger job could be stored but never run.
+ */
+export const MAX_SUBMIT_OVERRIDE_BYTES = 24 * 1024;
+
+/** The JSON bytes {@link MAX_SUBMIT_OVERRIDE_BYTES} counts for these fields. */
+export function submitOverrideBytes(fields: {
+  command: readonly string[];
+  env?: Readonly<Record<string, string>>;
+  resumeArgs?: readonly string[];
+}): number {
+  const { command, env, resumeArgs } = fields;
+  return Buffer.byteLength(JSON.stringify({ command, env: env ?? {}, resumeArgs: resumeArgs ?? [] }), 'utf8');
+}
+
+/** Refuses a body whose command, env and resume arguments would not fit a Batch SubmitJob. */
+function fitsSubmitJob(
+  value: { command: string[]; env?: Record<string, string>; resumeArgs?: string[] },
+  ctx: z.core.$RefinementCtx,
+): void {
+  const bytes = submitOverrideBytes(value);
+  if (bytes <= MAX_SUBMIT_OVERRIDE_BYTES) return;
+  ctx.addIssue({
+    code: 'custom',
+    path: [],
+    message: `command, env and resumeArgs take ${bytes} bytes together (as JSON), more than the ${MAX_SUBMIT_OVERRIDE_BYTES} allowed: AWS Batch takes at most 30 KiB per job submission and the platform's own settings need the rest; put large values in a file in the bundle instead`,
+  });
+}
 
 const base64Text = z
   .string()
@@ -134,7 +164,7 @@ export function submitRequestSchema(maxEnvVars: number) {
       labels: z.optional(labelsSchema),
       user: z.optional(z.string().check(z.regex(SCOPE_ID_PATTERN, SCOPE_ID_RULE))),
     })
-    .check(z.superRefine(exactlyOne(['bundle', 'uploadId'])));
+    .check(z.superRefine(exactlyOne(['bundle', 'uploadId'])), z.superRefine(fitsSubmitJob));
 }
 
 /** POST /jobs body, parsed. */

@@ -305,11 +305,7 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
   /** Resumes a paused job when none of its scopes is blocked; true when it sent the resume. */
   async function resumeIfAllowed(job: JobRecord): Promise<boolean> {
     if (!job.pauseToken) return false;
-    const period = budgetPeriodOf(job);
-    for (const scope of jobScopes(job)) {
-      const usage = await plane.ledger.usage(scope, period);
-      if (usage?.blocked) return false;
-    }
+    if (await plane.ledger.firstBlockedScope(jobScopes(job), budgetPeriodOf(job))) return false;
     try {
       await plane.lifecycle.sendTaskSuccess(job.pauseToken, { action: 'resume' });
     } catch (error) {

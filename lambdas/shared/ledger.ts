@@ -615,6 +615,12 @@ export class BudgetLedger {
     return item ? this.toUsage(item) : undefined;
   }
 
+  /** The first of `scopes` whose budget for `period` is blocked (at or over its block threshold), if any. */
+  async firstBlockedScope(scopes: readonly string[], period: string): Promise<string | undefined> {
+    for (const scope of scopes) if ((await this.usage(scope, period))?.blocked) return scope;
+    return undefined;
+  }
+
   /** Every budgeted scope of a team for a period (team, users, projects), sorted by scope. */
   async listScopes(team: string, period: string): Promise<BudgetUsage[]> {
     const usages = (await this.scopeItems(team, period)).map((item) => this.toUsage(item));

@@ -11,6 +11,7 @@ import { createHash } from 'node:crypto';
 import { TERMINATE_REASONS } from '../../domain/batch-reasons';
 import { buildEvent, jobIdentity } from '../../domain/events';
 import { isTerminal, JOB_ID_PATTERN, type JobRecord } from '../../domain/job';
+import { budgetPeriodOf, jobScopes } from '../../domain/watch';
 import { jobKeysFor } from '../../domain/workspace-layout';
 import { JobNotFound } from '../../shared/job-store';
 import { logger } from '../../shared/logger';
@@ -178,10 +179,28 @@ function checkCursor(cursor: string, team: string): void {
   } catch {
     decoded = undefined;
   }
-  const owner = (decoded as { gsi1pk?: unknown } | undefined)?.gsi1pk;
-  if (typeof decoded !== 'object' || decoded === null || owner !== `TEAM#${team}`) {
+  if (!isTeamCursor(decoded, team)) {
     throw badRequest('query.cursor: is not a cursor GET /jobs returned to this team; start again without it');
   }
+}
+
+/**
+ * Whether a decoded cursor has the shape of the keys GET /jobs hands out for this team: a job item's table keys and
+ * its byTeam index keys, nothing else (anything else would reach DynamoDB as a start key and fail as a server error).
+ */
+function isTeamCursor(decoded: unknown, team: string): boolean {
+  if (typeof decoded !== 'object' || decoded === null || Array.isArray(decoded)) return false;
+  const keys = decoded as Record<string, unknown>;
+  const { pk, sk, gsi1pk, gsi1sk } = keys;
+  return (
+    Object.keys(keys).length === 4 &&
+    gsi1pk === `TEAM#${team}` &&
+    sk === 'META' &&
+    typeof pk === 'string' &&
+    pk.startsWith('JOB#') &&
+    typeof gsi1sk === 'string' &&
+    gsi1sk.endsWith(`#${pk.slice('JOB#'.length)}`)
+  );
 }
 
 async function listJobs(plane: ApiPlane, request: ApiRequest): Promise<ApiResponse> {
@@ -302,6 +321,16 @@ async function resumeJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
       'job_pausing',
       `job ${job.jobId} is PAUSED_BUDGET but its pause has not been recorded yet; retry in a few seconds`,
       { state: job.state },
+    );
+  }
+  // As budget-watch resumes it: only once no budget the job is charged to is blocked any more.
+  const period = budgetPeriodOf(job);
+  const blocked = await plane.ledger.firstBlockedScope(jobScopes(job), period);
+  if (blocked !== undefined) {
+    throw conflict(
+      'budget_blocked',
+      `job ${job.jobId} cannot resume: budget ${blocked} for ${period} is still at or over its limit; an admin raises it with PUT /budgets/{scope}, then resume (budget-watch also resumes it within 5 minutes of the raise)`,
+      { state: job.state, scope: blocked, period },
     );
   }
   const sent = await sendToPausedTask(plane, job.pauseToken, 'resume');

@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { logStreamOf } from '../../../lambdas/api/routes/artifacts';
 import type { AttemptRecord, JobRecord, JobState } from '../../../lambdas/domain/job';
+import { budgetPeriodOf } from '../../../lambdas/domain/watch';
 import { jobKeysFor } from '../../../lambdas/domain/workspace-layout';
 import { type ApiBench, errorOf, PRINCIPALS, startApiBench, TEST_CONFIG_INPUT } from './support';
 
@@ -136,6 +137,39 @@ describe('GET /jobs', () => {
     expect(errorOf(stolen.body).message).toBe(
       'query.cursor: is not a cursor GET /jobs returned to this team; start again without it',
     );
+  });
+
+  it('refuses, as 400, a cursor crafted with this team’s index key but not the keys GET /jobs hands out', async () => {
+    const job = await seedJob('audio', 'SUBMITTED');
+    const genuine = {
+      pk: `JOB#${job.jobId}`,
+      sk: 'META',
+      gsi1pk: 'TEAM#audio',
+      gsi1sk: `${job.createdAt}#${job.jobId}`,
+    };
+    const crafted = [
+      { gsi1pk: 'TEAM#audio' },
+      { ...genuine, gsi1sk: 1 },
+      { ...genuine, sk: 'ATTEMPT#001' },
+      { ...genuine, pk: 'IDEMPOTENCY#audio#k1' },
+      { ...genuine, gsi1sk: `${job.createdAt}#another-job` },
+      { ...genuine, extra: 'x' },
+    ];
+    for (const keys of crafted) {
+      const cursor = Buffer.from(JSON.stringify(keys)).toString('base64url');
+      const response = await bench.call({ method: 'GET', path: '/jobs', as: AUDIO, query: { cursor } });
+      expect(response.status, JSON.stringify(keys)).toBe(400);
+      expect(errorOf(response.body).message).toBe(
+        'query.cursor: is not a cursor GET /jobs returned to this team; start again without it',
+      );
+    }
+    // The keys as GET /jobs hands them out are a cursor: the page after this job holds only the team's older jobs.
+    const cursor = Buffer.from(JSON.stringify(genuine)).toString('base64url');
+    const after = await bench.call({ method: 'GET', path: '/jobs', as: AUDIO, query: { cursor } });
+    expect(after.status).toBe(200);
+    for (const older of after.body.jobs as JobRecord[]) {
+      expect(`${older.createdAt}#${older.jobId}` < genuine.gsi1sk).toBe(true);
+    }
   });
 
   describe('?label=', () => {
@@ -548,6 +582,34 @@ describe('POST /jobs/{id}/resume', () => {
       `job ${cancelling.jobId} is being cancelled; it cannot be resumed`,
     ]);
     expect(bench.recorded.taskSuccesses.some((t) => t.token === 'token-x')).toBe(false);
+  });
+});
+
+describe('POST /jobs/{id}/resume while a budget is still blocked', () => {
+  it('refuses with 409 naming the blocked budget, sends nothing, and resumes once the limit is raised', async () => {
+    const job = await seedJob('nlp', 'PAUSED_BUDGET', { user: 'carol', pauseToken: 'token-blocked' });
+    // Carol's $1 budget for the job's month is spent by another of her jobs: $1.20 accrued.
+    const period = budgetPeriodOf(job);
+    await bench.ledger.ensureBudget('user:nlp/carol', period, 1);
+    await bench.ledger.reserve('seedblocker', ['user:nlp/carol'], 0.5, period);
+    await bench.ledger.accrue('seedblocker', 1.2);
+
+    const refused = await bench.call({ method: 'POST', path: `/jobs/${job.jobId}/resume` });
+
+    expect(refused.status).toBe(409);
+    expect(errorOf(refused.body)).toEqual({
+      code: 'budget_blocked',
+      message: `job ${job.jobId} cannot resume: budget user:nlp/carol for ${period} is still at or over its limit; an admin raises it with PUT /budgets/{scope}, then resume (budget-watch also resumes it within 5 minutes of the raise)`,
+      details: { state: 'PAUSED_BUDGET', scope: 'user:nlp/carol', period },
+    });
+    expect(bench.recorded.taskSuccesses.some((t) => t.token === 'token-blocked')).toBe(false);
+
+    await bench.ledger.setLimit('user:nlp/carol', period, 5);
+    const resumed = await bench.call({ method: 'POST', path: `/jobs/${job.jobId}/resume` });
+    expect(resumed.status).toBe(202);
+    expect(bench.recorded.taskSuccesses.filter((t) => t.token === 'token-blocked')).toEqual([
+      { token: 'token-blocked', output: { action: 'resume' } },
+    ]);
   });
 });
 

@@ -208,6 +208,30 @@ describe('POST /jobs refuses bad input with an exact status and message and writ
       message: 'body.command: must hold the program and its arguments, e.g. ["python", "train.py"]',
     },
     {
+      // {"command":["python","train.py",7 × "x…" of 4000],"env":{},"resumeArgs":[]}: 12 + 8 + 11 + 7 × 4003 + 2 + 8 + 1
+      // + 15 + 1 = 28079 bytes; AWS Batch takes 30 KiB per SubmitJob, and the platform's own settings need 6 of them.
+      name: 'a command too large for a Batch submission though each argument is within the limit',
+      body: { bundle: bundleB64, command: ['python', 'train.py', ...Array(7).fill('x'.repeat(4000))] },
+      status: 400,
+      code: 'invalid_request',
+      message:
+        "body: command, env and resumeArgs take 28079 bytes together (as JSON), more than the 24576 allowed: AWS Batch takes at most 30 KiB per job submission and the platform's own settings need the rest; put large values in a file in the bundle instead",
+    },
+    {
+      // Bytes, not characters: 3 × 4000 + 300 "é" (each value within 4096 characters) are 24,600 bytes; with the
+      // names, the command and the other resume argument, 24,701.
+      name: 'an environment and resume arguments too many bytes together',
+      body: {
+        bundle: bundleB64,
+        command,
+        env: { A: 'é'.repeat(4000), B: 'é'.repeat(4000), C: 'é'.repeat(4000) },
+        resumeArgs: ['--init_from=resume', 'é'.repeat(300)],
+      },
+      status: 400,
+      code: 'invalid_request',
+      message: /^body: command, env and resumeArgs take 24701 bytes together \(as JSON\), more than the 24576 allowed/,
+    },
+    {
       name: 'a command whose program is blank',
       body: { bundle: bundleB64, command: ['  ', 'train.py'] },
       status: 400,
