@@ -8,7 +8,8 @@
  *    forward: written only over the record it was computed from, and not at all for a tick the record already holds,
  *    so a replayed tick writes nothing. Placement decisions read it for the age of spot's state, which a job cannot
  *    see from its own attempts.
- * 2. Running jobs (capped per run, oldest first; the rest are logged and wait for the next tick): patch
+ * 2. Running jobs (capped per run; past the cap they take turns, oldest first from where the last tick stopped, the
+ *    rest logged as deferred: {@link turnOf}): patch
  *    job.progress from the harness's progress.json (only when it changed); accrue the running cost — recorded costs
  *    of ended attempts plus the running attempt from its start to the tick's time at its price — with
  *    `ledger.accrue`, and emit `Budget Threshold Crossed` for each crossing the ledger reports (once per scope,
@@ -45,7 +46,7 @@ import { attemptPrice } from '../domain/attempt-cost';
 import { TERMINATE_REASONS } from '../domain/batch-reasons';
 import { formatScope, periodBefore, periodOf } from '../domain/budgets';
 import { type AttemptRecord, type DecisionRecord, type JobRecord, tierOfJob } from '../domain/job';
-import { decidePlacement } from '../domain/placement';
+import { DEFAULT_PLACEMENT_CONFIG, decidePlacement } from '../domain/placement';
 import type { MetricDatum } from '../domain/platform-metrics';
 import { nextTierSpot, type TierSpotRecord } from '../domain/tier-spot';
 import {
@@ -136,6 +137,23 @@ const GONE_TOKEN_ERRORS = ['TaskDoesNotExist', 'TaskTimedOut', 'InvalidToken'];
 
 function byAge(a: JobRecord, b: JobRecord): number {
   return a.createdAt === b.createdAt ? (a.jobId < b.jobId ? -1 : 1) : a.createdAt < b.createdAt ? -1 : 1;
+}
+
+/** How often the watch runs (its schedule, lib/lifecycle/event-handlers.ts BUDGET_WATCH_INTERVAL: the periodic check). */
+const WATCH_PERIOD_MS = DEFAULT_PLACEMENT_CONFIG.checkIntervalSeconds * 1000;
+
+/**
+ * The jobs this tick handles when there are more than `cap`: oldest first, from where the previous tick stopped, so
+ * they take turns and each is handled at least once every ceil(n / cap) ticks (the oldest `cap` every time would leave
+ * the others unmetered, unstopped and unchecked for as long as the oldest run). The turn follows from the tick's time,
+ * so a replayed tick handles the same jobs.
+ */
+export function turnOf<T extends JobRecord>(jobs: readonly T[], cap: number, nowMs: number): { now: T[]; later: T[] } {
+  const sorted = [...jobs].sort(byAge);
+  if (sorted.length <= cap) return { now: sorted, later: [] };
+  const start = (Math.floor(nowMs / WATCH_PERIOD_MS) * cap) % sorted.length;
+  const rotated = [...sorted.slice(start), ...sorted.slice(0, start)];
+  return { now: rotated.slice(0, cap), later: rotated.slice(cap) };
 }
 
 /** Builds the budget watch from the parts of the control plane it uses. */
@@ -354,10 +372,10 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
       });
     }
 
-    const running = (await plane.jobs.listJobsInStates(teams, ['RUNNING'])).sort(byAge);
-    result.deferred.push(...running.slice(cap).map((j) => j.jobId));
+    const running = turnOf(await plane.jobs.listJobsInStates(teams, ['RUNNING']), cap, nowMs);
+    result.deferred.push(...running.later.map((j) => j.jobId));
     const metered: Metered[] = [];
-    for (const job of running.slice(0, cap)) {
+    for (const job of running.now) {
       await attempt(job.jobId, async () => {
         metered.push(await meter(job, nowMs, at, result));
       });
@@ -409,11 +427,13 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
 
     // Deadline jobs waiting in the spot queue: the check may move them to on-demand before the capacity wait ends.
     const allWaiting = await plane.jobs.listJobsInStates(teams, ['WAITING']);
-    const waiting = allWaiting
-      .filter((job) => job.requirements.deadlineSeconds !== undefined && job.estimate !== undefined)
-      .sort(byAge);
-    result.deferred.push(...waiting.slice(cap).map((j) => j.jobId));
-    for (const job of waiting.slice(0, cap)) {
+    const waiting = turnOf(
+      allWaiting.filter((job) => job.requirements.deadlineSeconds !== undefined && job.estimate !== undefined),
+      cap,
+      nowMs,
+    );
+    result.deferred.push(...waiting.later.map((j) => j.jobId));
+    for (const job of waiting.now) {
       await attempt(job.jobId, async () => {
         const attempts = await plane.jobs.listAttempts(job.jobId);
         if (!queuedSpotAttempt(attempts)) return;
@@ -423,9 +443,9 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
       });
     }
 
-    const paused = (await plane.jobs.listJobsInStates(teams, ['PAUSED_BUDGET'])).sort(byAge);
-    result.deferred.push(...paused.slice(cap).map((j) => j.jobId));
-    for (const job of paused.slice(0, cap)) {
+    const paused = turnOf(await plane.jobs.listJobsInStates(teams, ['PAUSED_BUDGET']), cap, nowMs);
+    result.deferred.push(...paused.later.map((j) => j.jobId));
+    for (const job of paused.now) {
       await attempt(job.jobId, async () => {
         if (await resumeIfAllowed(job)) result.resumed.push(job.jobId);
       });

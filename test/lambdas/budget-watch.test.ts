@@ -303,15 +303,37 @@ describe('budget watch: metering and progress', () => {
     expect(result.metered).toEqual([id('reserved')]);
   });
 
-  it('handles at most maxJobsPerRun running jobs, oldest first, and names the rest', async () => {
+  it('handles at most maxJobsPerRun running jobs per run, in turns, and names the rest', async () => {
     await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 400);
     await runningJob(id('newer'), { reserveUsd: 1, createdAt: '2026-11-20T14:00:05.000Z' });
     await runningJob(id('older'), { reserveUsd: 1, createdAt: '2026-11-20T14:00:01.000Z' });
+    const capped = watch({ maxJobsPerRun: 1 });
 
-    const result = await watch({ maxJobsPerRun: 1 })(fixture('scheduled-event'));
+    const first = await capped(tickAt(0));
+    const second = await capped(tickAt(5));
 
-    expect(result.metered).toEqual([id('older')]);
-    expect(result.deferred).toEqual([id('newer')]);
+    // One job each run, the other named; over two runs, each job once.
+    expect(first.metered).toHaveLength(1);
+    expect(first.deferred).toEqual([id('newer'), id('older')].filter((j) => !first.metered.includes(j)));
+    expect(second.metered).toEqual(first.deferred);
+    expect(second.deferred).toEqual(first.metered);
+    // A replayed tick handles the jobs it handled the first time.
+    expect((await capped(tickAt(0))).metered).toEqual(first.metered);
+  });
+
+  it('stops a job over its budget even when more jobs run than one run handles', async () => {
+    // Alice's older job is never over budget; Bob's newer one is past his $0.05 (both have run 29 minutes at $0.19/h).
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 400);
+    await bench.ledger.setLimit(`user:${currentTeam}/bob`, PERIOD, 0.05);
+    await runningJob(id('alice-old'), { createdAt: '2026-11-20T14:00:01.000Z' });
+    await bench.ledger.reserve(id('alice-old'), [`team:${currentTeam}`, `user:${currentTeam}/alice`], 0.01, PERIOD);
+    await runningJob(id('bob-new'), { user: 'bob', createdAt: '2026-11-20T14:00:05.000Z' });
+    await bench.ledger.reserve(id('bob-new'), [`team:${currentTeam}`, `user:${currentTeam}/bob`], 0.01, PERIOD);
+    const capped = watch({ maxJobsPerRun: 1 });
+
+    const stopped = [...(await capped(tickAt(0))).budgetStopped, ...(await capped(tickAt(5))).budgetStopped];
+
+    expect(stopped).toEqual([id('bob-new')]);
   });
 
   it('fails the run naming a job it could not handle, after handling the others', async () => {
