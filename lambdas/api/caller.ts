@@ -3,6 +3,9 @@ import { isAdmin, type TrainyardConfig, teamForPrincipal } from '../../lib/confi
 import { forbidden } from './errors';
 import type { Caller } from './router';
 
+/** What the refusal of a caller in no team says (the CLI tells it from a refusal of what was asked by this). */
+export const NOT_A_MEMBER = 'is not a member of any Trainyard team';
+
 /**
  * The caller behind a principal ARN. A principal that is neither in a team nor an admin is refused with 403 on every
  * route, so an unknown account learns nothing about what exists.
@@ -12,7 +15,7 @@ export function resolveCaller(config: TrainyardConfig, arn: string | undefined):
   const team = teamForPrincipal(config, arn);
   const admin = isAdmin(config, arn);
   if (!team && !admin) {
-    throw forbidden(`principal ${arn} is not a member of any Trainyard team; ask an admin to add it to the config`);
+    throw forbidden(`principal ${arn} ${NOT_A_MEMBER}; ask an admin to add it to the config`);
   }
   return { arn, ...(team && { team }), admin, userName: userNameOf(arn) };
 }

@@ -4,6 +4,7 @@
  */
 import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
+import { NOT_A_MEMBER } from '../../lambdas/api/caller';
 import {
   LOCAL_DIR,
   type LocalState,
@@ -270,10 +271,14 @@ export class ApiClient {
       typeof apiMessage === 'string' && apiMessage !== ''
         ? apiMessage
         : `${request.method} ${request.path} failed with HTTP ${status}${text ? `: ${text.slice(0, 200)}` : ''}`;
+    // The IAM hint is for a 403 about who is calling: API Gateway's own (no Trainyard error body) or the API's "not a
+    // member of any team". A 403 about what the caller asked (a tier, another team's budget) says so itself.
+    const aboutCaller =
+      body?.error === undefined || (typeof apiMessage === 'string' && apiMessage.includes(NOT_A_MEMBER));
     const hint =
       status === 401 && this.target.kind === 'local'
         ? ' — the token in .trainyard/local-token is not the running server’s; restart `trainyard local`'
-        : status === 403 && this.target.kind === 'remote'
+        : status === 403 && this.target.kind === 'remote' && aboutCaller
           ? ' — your AWS principal is not mapped to a team (trainyard.config.json teams[].principals) or lacks execute-api:Invoke'
           : '';
     return new CliError(`${message}${hint}`, exitCodeForStatus(status), code, { status, ...(details ?? {}) });

@@ -1228,6 +1228,32 @@ describe('a deployed stack (--api)', () => {
     }
   });
 
+  it('gives the IAM hint for the API’s 403 about the caller, not for one about what was asked', async () => {
+    const refusals = [
+      {
+        code: 'forbidden',
+        message:
+          'principal arn:aws:sts::123456789012:assumed-role/x/alice is not a member of any Trainyard team; ask an admin to add it to the config',
+      },
+      { code: 'forbidden', message: 'team vision may not use tier cpu-large; its tiers: cpu-small, gpu-small' },
+    ];
+    let next = 0;
+    const api = await scriptedApi(() => ({ status: 403, body: { error: refusals[next++] } }));
+    try {
+      const credentials = async () => ({ accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'secret' });
+      const outsider = await cli(['budgets', '--api', api.url, '--region', 'us-east-1'], { credentials });
+      expect(outsider.code).toBe(EXIT_CODES.auth);
+      expect(outsider.stderr).toMatch(
+        /is not a member of any Trainyard team; ask an admin to add it to the config — your AWS principal is not mapped to a team/,
+      );
+      const tier = await cli(['budgets', '--api', api.url, '--region', 'us-east-1'], { credentials });
+      expect(tier.code).toBe(EXIT_CODES.auth);
+      expect(tier.stderr).toBe('trainyard: team vision may not use tier cpu-large; its tiers: cpu-small, gpu-small\n');
+    } finally {
+      await api.close();
+    }
+  });
+
   it('reports an unreachable API with exit 6 and an unknown region with exit 2', async () => {
     const api = await scriptedApi(() => ({}));
     await api.close();
