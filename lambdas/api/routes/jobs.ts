@@ -17,7 +17,7 @@ import { JobNotFound } from '../../shared/job-store';
 import { logger } from '../../shared/logger';
 import { textFilesOf } from '../../shared/tarball';
 import { resolveBundle } from '../bundle';
-import { badRequest, conflict } from '../errors';
+import { badRequest, conflict, forbidden } from '../errors';
 import { attemptView, costSoFarUsd, currentProgress, forecastView, progressSamples, publicJob } from '../job-view';
 import type { ApiPlane } from '../plane';
 import { type ApiRequest, type ApiResponse, type Route, requiredJsonBody, requireTeam } from '../router';
@@ -85,6 +85,13 @@ async function submitJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
   const team = requireTeam(request.caller);
   const key = idempotencyKeyOf(request);
   const body = parseRequest(submitRequestSchema(plane.config.limits.maxEnvVars), requiredJsonBody(request), 'body');
+  // The user is a budget scope: charging another user's budget (or an unbudgeted name, to get round one's own) is an
+  // admin's call only.
+  if (body.user !== undefined && body.user !== request.caller.userName && !request.caller.admin) {
+    throw forbidden(
+      `body.user: "${body.user}" is not the caller (${request.caller.userName}); only an admin may submit a job for another user, since it is charged to that user's budget`,
+    );
+  }
   const bundle = await resolveBundle(plane, team.id, { bundle: body.bundle, uploadId: body.uploadId });
   const assessment = await assessWorkload(plane, team, {
     files: textFilesOf(bundle.files),

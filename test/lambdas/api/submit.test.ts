@@ -94,6 +94,16 @@ describe('POST /jobs accepts a valid submission', () => {
     expect(body.analysis).toMatchObject({ recommendedTier: expectedTier });
   });
 
+  it('accepts the caller’s own name as user', async () => {
+    const { status, body } = await bench.call({
+      method: 'POST',
+      path: '/jobs',
+      body: { bundle: bundleB64, command, user: 'nlp-researchers' },
+    });
+    expect(status).toBe(202);
+    expect((body.job as JobBody).user).toBe('nlp-researchers');
+  });
+
   it('records the reservation of an overridden tier as the estimate (2 nodes × $5.672/h × 1 h = $11.344 → $11.35)', async () => {
     const { status, body } = await bench.call({
       method: 'POST',
@@ -413,6 +423,15 @@ describe('POST /jobs refuses bad input with an exact status and message and writ
       status: 400,
       code: 'invalid_request',
       message: /^Idempotency-Key must be 1-128 characters/,
+    },
+    {
+      // Bob has a budget of his own; the role's session would be charged to it without spending its own.
+      name: 'a user other than the caller, from a caller who is not an admin',
+      body: { bundle: bundleB64, command, user: 'bob' },
+      status: 403,
+      code: 'forbidden',
+      message:
+        'body.user: "bob" is not the caller (nlp-researchers); only an admin may submit a job for another user, since it is charged to that user\'s budget',
     },
     {
       name: 'a principal in no team',
