@@ -333,7 +333,12 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
         error: (error as Error).name,
       });
     }
-    await plane.jobs.patchJob(job.jobId, {}, ['pauseToken']);
+    // Only the token it sent: one the pause step stored since (a retry) is what the execution now waits on.
+    if (!(await plane.jobs.removePauseToken(job.jobId, job.pauseToken))) {
+      logger.warn('the job’s pause token changed while it was resumed; the new one is kept for the next run', {
+        jobId: job.jobId,
+      });
+    }
     return true;
   }
 

@@ -254,6 +254,30 @@ export class JobStore {
     }
   }
 
+  /**
+   * Removes the job's pause task token if it is still `token`: a pause step that failed after storing one and was
+   * retried stores another, which a resume sent with the first must not erase (the execution waits on the second).
+   * Returns whether it was removed.
+   */
+  async removePauseToken(jobId: string, token: string): Promise<boolean> {
+    try {
+      await this.client.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: jobKeys.job(jobId),
+          UpdateExpression: 'SET #updatedAt = :now REMOVE #token',
+          ConditionExpression: '#token = :token',
+          ExpressionAttributeNames: { '#updatedAt': 'updatedAt', '#token': 'pauseToken' },
+          ExpressionAttributeValues: { ':now': this.now().toISOString(), ':token': token },
+        }),
+      );
+      return true;
+    } catch (error) {
+      if (isConditionFailure(error)) return false;
+      throw error;
+    }
+  }
+
   /** Records an attempt; a replay with the same number returns the stored one unchanged. */
   async putAttempt(attempt: AttemptRecord): Promise<AttemptRecord> {
     const record = parseAttemptRecord(attempt);

@@ -101,7 +101,13 @@ beforeEach(async () => {
     );
 });
 
-function watch(options = {}, config = configForCurrentTeam(), events = bench.ports.events, batch = bench.ports.batch) {
+function watch(
+  options = {},
+  config = configForCurrentTeam(),
+  events = bench.ports.events,
+  batch = bench.ports.batch,
+  lifecycle = bench.ports.lifecycle,
+) {
   return createBudgetWatchHandler(
     {
       config,
@@ -110,7 +116,7 @@ function watch(options = {}, config = configForCurrentTeam(), events = bench.por
       workspace: bench.workspace,
       batch,
       events,
-      lifecycle: bench.ports.lifecycle,
+      lifecycle,
       metrics: bench.ports.metrics,
       fleet: {
         ...bench.ports.fleet,
@@ -990,6 +996,34 @@ describe('budget watch: auto-resume', () => {
     expect(result.resumed).toEqual([id('paused')]);
     expect(bench.recorded.taskSuccesses).toEqual([{ token: `token-${team}`, output: { action: 'resume' } }]);
     expect((await bench.jobs.requireJob(id('paused'))).pauseToken).toBeUndefined();
+  });
+
+  it('keeps a token the pause step stored while it resumed with an older one', async () => {
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 400);
+    await pausedJob(id('repaused'), `first-${team}`);
+    // The pause step's first try stored the first token and failed; its retry stores a second one while the watch
+    // resumes with the first, which Step Functions no longer knows.
+    const lifecycle = {
+      ...bench.ports.lifecycle,
+      async sendTaskSuccess(token: string) {
+        await bench.jobs.patchJob(id('repaused'), { pauseToken: `second-${team}` });
+        throw Object.assign(new Error(`task ${token} timed out`), { name: 'TaskTimedOut' });
+      },
+    };
+
+    await watch(
+      {},
+      configForCurrentTeam(),
+      bench.ports.events,
+      bench.ports.batch,
+      lifecycle,
+    )(fixture('scheduled-event'));
+
+    // The execution waits on the second token: it stays, for the next run to resume with.
+    expect((await bench.jobs.requireJob(id('repaused'))).pauseToken).toBe(`second-${team}`);
+    await watch()(fixture('scheduled-event'));
+    expect(bench.recorded.taskSuccesses).toEqual([{ token: `second-${team}`, output: { action: 'resume' } }]);
+    expect((await bench.jobs.requireJob(id('repaused'))).pauseToken).toBeUndefined();
   });
 
   it('keeps a paused job paused while its team scope is blocked', async () => {
