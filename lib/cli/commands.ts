@@ -325,6 +325,11 @@ function jobSettingsFrom(options: JobOptions): JobSettings {
 
 /** Estimates a sweep asks for at once (each is one POST /estimate; the API analyses the code for each). */
 const SWEEP_ESTIMATES_IN_FLIGHT = 4;
+/**
+ * Most bytes of text files (as JSON) an estimate sends as they are; a project with more sends its bundle instead. A
+ * deployed API takes 6 MB per request (Lambda's limit; API Gateway's is 10 MB), and text files are sent uncompressed.
+ */
+export const MAX_ESTIMATE_TEXT_BYTES = 4 * 1024 * 1024;
 
 /** The label every job of a sweep carries, valued with the sweep's key. */
 const SWEEP_LABEL = 'sweep';
@@ -422,17 +427,26 @@ export function createProgram(
     .configureOutput({ writeOut: io.stdout, writeErr: io.stderr })
     .showHelpAfterError('(run with --help for usage)');
 
+  /**
+   * POST /estimate: with the project's text files when they are small (no upload before the user has seen the cost),
+   * else with the bundle as POST /jobs takes it, which a submit then reuses.
+   */
   const estimateFor = async (
     client: ApiClient,
     packed: PackedProject,
     command: readonly string[],
     options: RequirementOptions,
+    limits: BundleLimits,
   ) => {
     const requirements = requirementsFrom(options);
+    const project =
+      Buffer.byteLength(JSON.stringify(packed.textFiles), 'utf8') <= MAX_ESTIMATE_TEXT_BYTES
+        ? { files: packed.textFiles }
+        : await bundleFields(client, packed, limits);
     const response = await client.send({
       method: 'POST',
       path: '/estimate',
-      body: { files: packed.textFiles, command, ...(requirements ? { requirements } : {}) },
+      body: { ...project, command, ...(requirements ? { requirements } : {}) },
     });
     return response.body;
   };
@@ -454,15 +468,26 @@ export function createProgram(
     if (!yes) throw new CliError('not submitted: you declined the confirmation', EXIT_CODES.usage, 'NotConfirmed');
   };
 
-  /** The bundle as POST /jobs takes it: inline when small enough, else uploaded (once) and named by its id. */
-  const bundleFields = async (
+  /**
+   * The bundle as POST /jobs takes it: inline when small enough, else uploaded and named by its id; once per packed
+   * project, so an estimate that sent it and the submit after it share one upload.
+   */
+  const bundles = new WeakMap<PackedProject, Promise<{ bundle: string } | { uploadId: string }>>();
+  const bundleFields = (
     client: ApiClient,
     packed: PackedProject,
     limits: BundleLimits,
-  ): Promise<{ bundle: string } | { uploadId: string }> =>
-    packed.bytes <= limits.maxInlineBytes
-      ? { bundle: packed.archive.toString('base64') }
-      : { uploadId: await uploadBundle(client, fetchImpl, packed) };
+  ): Promise<{ bundle: string } | { uploadId: string }> => {
+    let fields = bundles.get(packed);
+    if (fields === undefined) {
+      fields =
+        packed.bytes <= limits.maxInlineBytes
+          ? Promise.resolve({ bundle: packed.archive.toString('base64') })
+          : uploadBundle(client, fetchImpl, packed).then((uploadId) => ({ uploadId }));
+      bundles.set(packed, fields);
+    }
+    return fields;
+  };
 
   /** Checks `--interval` and `--timeout` (before anything is sent: callers parse first); returns milliseconds. */
   type WatchTiming = { intervalMs: number; timeoutMs?: number };
@@ -609,7 +634,7 @@ export function createProgram(
       const packed = packDirectory(dir, { maxBundleBytes: limits.maxBundleBytes });
       const client = clientFor(options);
 
-      const estimate = await estimateFor(client, packed, command, options);
+      const estimate = await estimateFor(client, packed, command, options, limits);
       if (!options.json) {
         println(
           `Packed ${packed.files.length} files from ${packed.root} (${packed.bytes} bytes, sha256 ${packed.sha256.slice(0, 12)})`,
@@ -704,7 +729,7 @@ export function createProgram(
       };
       progress();
       const estimates = await mapConcurrently(jobs, SWEEP_ESTIMATES_IN_FLIGHT, async (job) => {
-        const estimate = await estimateFor(client, packed, job.command, options);
+        const estimate = await estimateFor(client, packed, job.command, options, limits);
         estimated += 1;
         progress();
         return estimate;
@@ -802,8 +827,9 @@ export function createProgram(
   ).action(async (dir: string, commandArgs: string[], options: CommonOptions & RequirementOptions) => {
     const command = requireCommand(commandArgs);
     requirementsFrom(options);
-    const packed = packDirectory(dir, { maxBundleBytes: limitsFrom(deps).maxBundleBytes });
-    const estimate = await estimateFor(clientFor(options), packed, command, options);
+    const limits = limitsFrom(deps);
+    const packed = packDirectory(dir, { maxBundleBytes: limits.maxBundleBytes });
+    const estimate = await estimateFor(clientFor(options), packed, command, options, limits);
     if (options.json) printJson(estimate);
     else println(formatEstimate(estimate));
   });

@@ -168,6 +168,29 @@ describe('submit', () => {
     expect(stored?.equals(packed.archive)).toBe(true);
   });
 
+  it('estimates a project with more text than a request carries from its bundle, uploaded once for the submit', async () => {
+    // 24 text files of 500,000 bytes: 12 MB sent as text would pass every request limit; they compress to little,
+    // with 20 KiB of random bytes keeping the bundle over the 8 KiB inline limit.
+    const parts = Object.fromEntries(
+      Array.from({ length: 24 }, (_, i) => [`part${i}.txt`, `${i % 10}`.repeat(500_000)]),
+    );
+    const dir = project({ ...parts, 'weights.bin': randomBytes(20 * 1024) });
+    const packed = packDirectory(dir, LIMITS);
+    expect(packed.bytes).toBeGreaterThan(LIMITS.maxInlineBytes);
+
+    const run = await cli(['submit', dir, '--yes', '--json', '--', 'python', 'train.py']);
+
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(EXIT_CODES.ok);
+    expect(requests).toEqual(['POST /uploads', 'POST /estimate', 'POST /jobs']);
+    const body = JSON.parse(run.stdout) as { job: { bundle: { sha256: string } } };
+    expect(body.job.bundle.sha256).toBe(packed.sha256);
+    // A project whose text is small still estimates from its text files, uploading nothing it might not submit.
+    requests = [];
+    expect((await cli(['estimate', project(), '--json', '--', 'python', 'train.py'])).code).toBe(EXIT_CODES.ok);
+    expect(requests).toEqual(['POST /estimate']);
+  });
+
   it('returns the same job for a retried submit with the same --idempotency-key', async () => {
     const args = [
       'submit',
