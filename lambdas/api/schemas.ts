@@ -178,9 +178,12 @@ const teamParam = z.string().check(z.regex(CONFIG_ID_PATTERN, `must be a team id
 
 /** PUT /budgets/{scope} body. */
 export const setBudgetRequestSchema = z.strictObject({
-  limitUsd: z
-    .number({ error: 'must be a number of USD' })
-    .check(z.gte(0, 'must not be negative'), z.lte(MAX_USD, `must be at most ${MAX_USD}`)),
+  limitUsd: z.number({ error: 'must be a number of USD' }).check(
+    z.gte(0, 'must not be negative'),
+    z.lte(MAX_USD, `must be at most ${MAX_USD}`),
+    // A limit is money people set: whole cents (a sub-cent limit would be stored rounded, $0 for 1e-7).
+    z.refine((usd) => Math.abs(usd * 100 - Math.round(usd * 100)) < 1e-6, 'must be whole cents, e.g. 250 or 12.5'),
+  ),
   period: z.optional(periodParam),
 });
 

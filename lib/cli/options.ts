@@ -35,6 +35,9 @@ export function parseUsd(option: string, text: string): number {
 export function parseBudgetLimit(option: string, text: string): number {
   const value = parseUsd(option, text);
   if (value > MAX_USD) throw usage(`${option} must be at most $${MAX_USD.toLocaleString('en-US')}, got "${text}"`);
+  if (Math.abs(value * 100 - Math.round(value * 100)) >= 1e-6) {
+    throw usage(`${option} must be whole cents, like 250 or 12.50, got "${text}"`);
+  }
   return value;
 }
 

@@ -1547,6 +1547,11 @@ describe('budgets --team/--month, budgets set', () => {
     },
     {
       admin: true,
+      args: ['budgets', 'set', 'team:nlp', '12.345'],
+      message: '<usd> must be whole cents, like 250 or 12.50, got "12.345"',
+    },
+    {
+      admin: true,
       args: ['budgets', 'set', 'team:nlp', '5', '--month', '2026-13'],
       message: '--month must be a calendar month like 2026-01 (YYYY-MM), got "2026-13"',
     },

@@ -301,6 +301,13 @@ describe('PUT /budgets/{scope}', () => {
         message: 'body.limitUsd: must not be negative',
       },
       {
+        name: 'a limit finer than a cent, which would be stored rounded ($0 for 1e-7)',
+        path: '/budgets/team:nlp',
+        body: { limitUsd: 1e-7 },
+        status: 400,
+        message: 'body.limitUsd: must be whole cents, e.g. 250 or 12.5',
+      },
+      {
         name: 'a limit that is not a number',
         path: '/budgets/team:nlp',
         body: { limitUsd: 'NaN' },
