@@ -19,7 +19,9 @@ async function showback(plane: ApiPlane, request: ApiRequest): Promise<ApiRespon
   const query = parseRequest(showbackQuerySchema, request.query, 'query');
   const now = plane.clock();
   const today = now.toISOString().slice(0, 10);
-  const period = customPeriod(query.from ?? `${today.slice(0, 8)}01`, query.to ?? today);
+  // Without `from`, the month `to` falls in (this month without either): `to` alone names the month it ends.
+  const to = query.to ?? today;
+  const period = customPeriod(query.from ?? `${to.slice(0, 8)}01`, to);
   const team = teamInView(plane.config.teams, request.caller, query.team, 'showback').id;
   const label = query.label;
   const jobs = await plane.jobs.jobsThatMayHaveRunIn(team, period, label && { labels: label.selectors });

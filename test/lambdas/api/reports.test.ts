@@ -79,6 +79,13 @@ describe('GET /reports/showback', () => {
     expect(body.totals).toMatchObject({ costUsd: 0.2, jobs: 1 });
   });
 
+  it('reports, for `to` alone, the month it ends: from its first day', async () => {
+    const { status, body } = await showbackAs(PRINCIPALS.nlp, { to: '2026-02-28' });
+    expect(status).toBe(200);
+    expect(body).toMatchObject({ periodStart: '2026-02-01', periodEnd: '2026-02-28' });
+    expect(body.totals).toMatchObject({ costUsd: 0.2, jobs: 1 });
+  });
+
   it('counts only the jobs with the labels when asked (what a sweep cost), and says which', async () => {
     const nlpShowback = (query?: Record<string, string>) => showbackAs(PRINCIPALS.nlp, query);
     const sweep = await nlpShowback({ label: 'sweep=s1' });
