@@ -22,7 +22,8 @@ export function resolveCaller(config: TrainyardConfig, arn: string | undefined):
 
 /**
  * A user id usable in budget scopes (`user:<team>/<id>`): the session name of an assumed role, else the user or role
- * name, lower-cased, with characters outside a-z 0-9 . _ - replaced by '-'. `alice@example.com` → `alice-example.com`.
+ * name, lower-cased, with characters outside a-z 0-9 . _ - replaced by '-' and runs of dots by one (a scope never holds
+ * '..'). `alice@example.com` → `alice-example.com`, `J..Doe` → `j.doe`.
  */
 export function userNameOf(arn: string): string {
   const assumed = /:assumed-role\/[^/]+\/([^/]+)$/.exec(arn)?.[1];
@@ -30,6 +31,7 @@ export function userNameOf(arn: string): string {
   const raw = (assumed ?? named ?? arn).toLowerCase();
   const safe = raw
     .replace(/[^a-z0-9._-]/g, '-')
+    .replace(/\.{2,}/g, '.') // '..' is never in a budget scope
     .replace(/^[^a-z0-9]+/, '')
     .slice(0, 64);
   return safe.length > 0 ? safe : 'unknown';

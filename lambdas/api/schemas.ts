@@ -4,7 +4,7 @@
  */
 import * as z from 'zod/mini';
 import { CONFIG_ID_PATTERN, CONFIG_ID_RULE } from '../../lib/config';
-import { MAX_USD, PERIOD_PATTERN, PERIOD_RULE } from '../domain/budgets';
+import { isWholeCents, MAX_USD, PERIOD_PATTERN, PERIOD_RULE } from '../domain/budgets';
 import {
   CHECKPOINT_DONE_FILE_RULE,
   isCheckpointDoneFile,
@@ -32,6 +32,11 @@ export const RESERVED_ENV_PREFIXES = ['TRAINYARD_', 'AWS_'] as const;
 /** User and project ids are budget scope ids (domain/budgets.ts), so budgets can name them. */
 export const SCOPE_ID_PATTERN = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 const SCOPE_ID_RULE = "must be 1-64 characters of a-z, 0-9, '-', '_' and '.', starting with a letter or digit";
+/** A user or project id: what a budget scope can name (domain/budgets.ts parseScope also refuses '..'). */
+const scopeId = z.string().check(
+  z.regex(SCOPE_ID_PATTERN, SCOPE_ID_RULE),
+  z.refine((id) => !id.includes('..'), "must not contain '..' (a budget scope never may)"),
+);
 
 /** Longest command: arguments and characters per argument (Batch container overrides are size-limited). */
 export const MAX_COMMAND_ARGS = 256;
@@ -160,9 +165,9 @@ export function submitRequestSchema(maxEnvVars: number) {
       ),
       checkpointDoneFile: z.optional(z.string().check(z.refine(isCheckpointDoneFile, CHECKPOINT_DONE_FILE_RULE))),
       env: z.optional(env),
-      project: z.optional(z.string().check(z.regex(SCOPE_ID_PATTERN, SCOPE_ID_RULE))),
+      project: z.optional(scopeId),
       labels: z.optional(labelsSchema),
-      user: z.optional(z.string().check(z.regex(SCOPE_ID_PATTERN, SCOPE_ID_RULE))),
+      user: z.optional(scopeId),
     })
     .check(z.superRefine(exactlyOne(['bundle', 'uploadId'])), z.superRefine(fitsSubmitJob));
 }
@@ -182,7 +187,7 @@ export const setBudgetRequestSchema = z.strictObject({
     z.gte(0, 'must not be negative'),
     z.lte(MAX_USD, `must be at most ${MAX_USD}`),
     // A limit is money people set: whole cents (a sub-cent limit would be stored rounded, $0 for 1e-7).
-    z.refine((usd) => Math.abs(usd * 100 - Math.round(usd * 100)) < 1e-6, 'must be whole cents, e.g. 250 or 12.5'),
+    z.refine(isWholeCents, 'must be whole cents, e.g. 250 or 12.5'),
   ),
   period: z.optional(periodParam),
 });

@@ -241,6 +241,16 @@ export function usdToMicros(usd: unknown, what = 'amount'): number {
   return Math.round(usd * MICROS_PER_USD);
 }
 
+/**
+ * Whether an amount of USD is whole cents, as a budget limit must be (a finer one would be stored rounded: $0 for
+ * 1e-9). Decimal amounts that binary floating point cannot hold exactly (0.1 + 0.2) count as the cents they mean.
+ */
+export function isWholeCents(usd: number): boolean {
+  const cents = usd * 100;
+  const whole = Math.round(cents);
+  return Math.abs(cents - whole) < 1e-6 && (whole !== 0 || usd === 0);
+}
+
 /** Converts micro-dollars back to USD for callers and JSON. */
 export function microsToUsd(micros: number): number {
   return micros / MICROS_PER_USD;

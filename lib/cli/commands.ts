@@ -1103,7 +1103,9 @@ export function createProgram(
       const common = { ...(budgets.opts() as CommonOptions), ...options };
       const scope = parseBudgetScope(scopeText);
       const limitUsd = parseBudgetLimit('<usd>', usdText);
-      const period = options.month === undefined ? undefined : parseMonth('--month', options.month);
+      // `budgets --month M set …` names the month as surely as `budgets set … --month M`: never this month instead.
+      const month = options.month ?? (budgets.opts() as { month?: string }).month;
+      const period = month === undefined ? undefined : parseMonth('--month', month);
       const { body } = await clientFor(common).send({
         method: 'PUT',
         path: `/budgets/${encodeURIComponent(scope)}`,

@@ -3,7 +3,14 @@
  * names the option, what it got and what is allowed. Every failure is a CliError with exit code 2.
  */
 
-import { InvalidScope, MAX_USD, PERIOD_PATTERN, PERIOD_RULE, parseScope } from '../../lambdas/domain/budgets';
+import {
+  InvalidScope,
+  isWholeCents,
+  MAX_USD,
+  PERIOD_PATTERN,
+  PERIOD_RULE,
+  parseScope,
+} from '../../lambdas/domain/budgets';
 import { JOB_ID_PATTERN, JOB_STATES, type JobState } from '../../lambdas/domain/job';
 import { InvalidLabel, labelsFrom, parseLabelSelectors } from '../../lambdas/domain/labels';
 import { CONFIG_ID_PATTERN, CONFIG_ID_RULE, parseDuration } from '../../lib/config';
@@ -22,10 +29,15 @@ export function parsePositiveNumber(option: string, text: string): number {
   return value;
 }
 
+/** A non-negative decimal number: `250`, `2.50`, `.5`, `2e3`. */
+const DECIMAL_AMOUNT = /^(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$/;
+
 /** A non-negative amount of dollars (`--max-cost 2.50`, a leading `$` allowed). */
 export function parseUsd(option: string, text: string): number {
-  const value = Number(text.replace(/^\$/, ''));
-  if (text.trim() === '' || !Number.isFinite(value) || value < 0) {
+  const digits = text.replace(/^\$/, '');
+  const value = Number(digits);
+  // Decimal only: Number() also reads 0x50, 0b101 and 0o17, which are no way to write an amount of money.
+  if (!DECIMAL_AMOUNT.test(digits) || !Number.isFinite(value)) {
     throw usage(`${option} must be an amount of US dollars like 2.50, got "${text}"`);
   }
   return value;
@@ -35,7 +47,7 @@ export function parseUsd(option: string, text: string): number {
 export function parseBudgetLimit(option: string, text: string): number {
   const value = parseUsd(option, text);
   if (value > MAX_USD) throw usage(`${option} must be at most $${MAX_USD.toLocaleString('en-US')}, got "${text}"`);
-  if (Math.abs(value * 100 - Math.round(value * 100)) >= 1e-6) {
+  if (!isWholeCents(value)) {
     throw usage(`${option} must be whole cents, like 250 or 12.50, got "${text}"`);
   }
   return value;

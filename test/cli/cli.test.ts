@@ -1488,6 +1488,15 @@ describe('budgets --team/--month, budgets set', () => {
     expect((JSON.parse(april.stdout) as { budgets: Array<{ scope: string }> }).budgets.map((b) => b.scope)).toEqual([
       'project:nlp/gpt',
     ]);
+    // --month before the subcommand names the month as surely: April's budget is set, not this month's.
+    const before = await asAdmin(['budgets', '--json', '--month', '2026-04', 'set', 'project:nlp/early', '60']);
+    expect((JSON.parse(before.stdout) as { budget: Record<string, unknown> }).budget).toMatchObject({
+      scope: 'project:nlp/early',
+      period: '2026-04',
+      limitUsd: 60,
+    });
+    const march = (await bench.call({ method: 'GET', path: '/budgets' })).body as { budgets: Array<{ scope: string }> };
+    expect(march.budgets.map((b) => b.scope)).not.toContain('project:nlp/early');
   });
 
   it('says which thresholds a lower limit crossed and what follows', async () => {
@@ -1549,6 +1558,16 @@ describe('budgets --team/--month, budgets set', () => {
       admin: true,
       args: ['budgets', 'set', 'team:nlp', '12.345'],
       message: '<usd> must be whole cents, like 250 or 12.50, got "12.345"',
+    },
+    {
+      admin: true,
+      args: ['budgets', 'set', 'team:nlp', '1e-9'],
+      message: '<usd> must be whole cents, like 250 or 12.50, got "1e-9"',
+    },
+    {
+      admin: true,
+      args: ['budgets', 'set', 'team:nlp', '0x50'],
+      message: '<usd> must be an amount of US dollars like 2.50, got "0x50"',
     },
     {
       admin: true,

@@ -5,7 +5,7 @@
  * configured team with `team`. With `label`, only the jobs that match it count (what a sweep cost), and the report
  * says which label it was.
  */
-import { buildTeamShowback, customPeriod } from '../../domain/showback';
+import { buildTeamShowback, customPeriod, InvalidReportPeriod, parseDay } from '../../domain/showback';
 import type { ApiPlane } from '../plane';
 import { type ApiRequest, type ApiResponse, type Route, teamInView } from '../router';
 import { parseRequest, showbackQuerySchema } from '../schemas';
@@ -19,9 +19,15 @@ async function showback(plane: ApiPlane, request: ApiRequest): Promise<ApiRespon
   const query = parseRequest(showbackQuerySchema, request.query, 'query');
   const now = plane.clock();
   const today = now.toISOString().slice(0, 10);
-  // Without `from`, the month `to` falls in (this month without either): `to` alone names the month it ends.
+  // Without `from`, the month `to` falls in (this month without either): `to` alone names the month it ends. `to` is
+  // checked first, so an error names what was given, and a `from` after today says that `to` was today by default.
   const to = query.to ?? today;
-  const period = customPeriod(query.from ?? `${to.slice(0, 8)}01`, to);
+  const toMs = parseDay(to, 'to');
+  const from = query.from ?? `${to.slice(0, 8)}01`;
+  if (query.to === undefined && parseDay(from, 'from') > toMs) {
+    throw new InvalidReportPeriod(`from (${from}) is after today (${today}), which to defaults to; give to as well`);
+  }
+  const period = customPeriod(from, to);
   const team = teamInView(plane.config.teams, request.caller, query.team, 'showback').id;
   const label = query.label;
   const jobs = await plane.jobs.jobsThatMayHaveRunIn(team, period, label && { labels: label.selectors });

@@ -308,6 +308,13 @@ describe('PUT /budgets/{scope}', () => {
         message: 'body.limitUsd: must be whole cents, e.g. 250 or 12.5',
       },
       {
+        name: 'a positive limit under a cent, which would be stored as $0',
+        path: '/budgets/team:nlp',
+        body: { limitUsd: 1e-9 },
+        status: 400,
+        message: 'body.limitUsd: must be whole cents, e.g. 250 or 12.5',
+      },
+      {
         name: 'a limit that is not a number',
         path: '/budgets/team:nlp',
         body: { limitUsd: 'NaN' },

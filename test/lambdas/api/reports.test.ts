@@ -79,6 +79,20 @@ describe('GET /reports/showback', () => {
     expect(body.totals).toMatchObject({ costUsd: 0.2, jobs: 1 });
   });
 
+  it('names the parameter that was given when the period is wrong', async () => {
+    const badTo = await showbackAs(PRINCIPALS.nlp, { to: '2026-3-5' });
+    expect([badTo.status, errorOf(badTo.body).message]).toEqual([
+      400,
+      'to must be a date as YYYY-MM-DD (UTC), got "2026-3-5"',
+    ]);
+    // Today is 2026-03-20 on the bench.
+    const future = await showbackAs(PRINCIPALS.nlp, { from: '2026-04-10' });
+    expect([future.status, errorOf(future.body).message]).toEqual([
+      400,
+      'from (2026-04-10) is after today (2026-03-20), which to defaults to; give to as well',
+    ]);
+  });
+
   it('reports, for `to` alone, the month it ends: from its first day', async () => {
     const { status, body } = await showbackAs(PRINCIPALS.nlp, { to: '2026-02-28' });
     expect(status).toBe(200);

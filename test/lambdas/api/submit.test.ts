@@ -2,6 +2,7 @@
 // written on a refused request", the write order, idempotency and crash recovery with the same Idempotency-Key.
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { userNameOf } from '../../../lambdas/api/caller';
 import { INTERNAL_MESSAGE } from '../../../lambdas/api/errors';
 import { analyzeWorkload } from '../../../lambdas/domain/analysis';
 import { CHECKPOINT_DONE_FILE_RULE } from '../../../lambdas/domain/job';
@@ -49,6 +50,16 @@ interface JobBody {
   bundle: { key: string; bytes: number; sha256: string };
   pauseToken?: string;
 }
+
+describe('userNameOf: the user a caller’s jobs are booked to', () => {
+  it('is a budget scope id: lower case, other characters as -, never two dots together', () => {
+    const session = (name: string) => userNameOf(`arn:aws:sts::123456789012:assumed-role/nlp-researchers/${name}`);
+    expect(session('Alice.Smith@example.com')).toBe('alice.smith-example.com');
+    expect(session('J..Doe')).toBe('j.doe');
+    expect(session('a...b')).toBe('a.b');
+    expect(userNameOf('arn:aws:iam::123456789012:user/division/Bob')).toBe('bob');
+  });
+});
 
 describe('POST /jobs accepts a valid submission', () => {
   it('stores the bundle, creates the SUBMITTED job on the recommended tier, announces it and starts its execution', async () => {
@@ -240,6 +251,14 @@ describe('POST /jobs refuses bad input with an exact status and message and writ
       status: 400,
       code: 'invalid_request',
       message: /^body: command, env and resumeArgs take 24701 bytes together \(as JSON\), more than the 24576 allowed/,
+    },
+    {
+      // A budget scope never holds '..', so the job would be booked to no project budget.
+      name: "a project with '..'",
+      body: { bundle: bundleB64, command, project: 'gpt..small' },
+      status: 400,
+      code: 'invalid_request',
+      message: "body.project: must not contain '..' (a budget scope never may)",
     },
     {
       name: 'a command whose program is blank',
