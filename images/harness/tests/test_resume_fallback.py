@@ -13,11 +13,15 @@ from trainyard_harness.storage import FileStorage
 
 # Loads state.json if there is one (exit 3 when it cannot), reports two steps, saves, exits 0; with
 # `crash-after-a-step` it reports one step and exits 4; with `crash-silently-later` it loads, then exits 5 a second
-# later without a word.
+# later without a word; with `writes-config-first` it first writes its run config beside the checkpoint.
 RESUMER = """
 import json, os, sys, time
 directory = os.environ['TRAINYARD_CHECKPOINT_DIR']
 path = os.path.join(directory, 'state.json')
+if 'writes-config-first' in sys.argv:
+    os.makedirs(directory, exist_ok=True)
+    json.dump({'argv': sys.argv[1:]}, open(os.path.join(directory, 'config.json'), 'w'))
+    time.sleep(0.5)  # past the settle time: the background sync sees the new file before the load fails
 step = 0
 if os.path.exists(path):
     try:
@@ -98,6 +102,22 @@ def test_an_unloadable_checkpoint_is_retried_once_then_set_aside_and_the_one_bef
     assert (restored['checkpoint'], restored['set_aside_newer']) == ('ckpt-000001', ['ckpt-000002'])
     assert fourth.stdout[:2] == ['step=3 loss=0.5', 'step=4 loss=0.5']
     assert not fourth.events('resume_failed')
+    assert store.restore_newest(str(tmp_path / 'check'))['checkpoint'] == 'ckpt-000003'
+    assert json.loads((tmp_path / 'check' / 'state.json').read_text()) == {'step': 4}
+
+
+def test_a_file_written_beside_an_unloadable_checkpoint_is_not_uploaded_as_progress(tmp_path, resumer):
+    # Uploaded, the config beside the garbage would be a new checkpoint each attempt: no fallback, and after three
+    # attempts the good checkpoint pruned (keep 3).
+    store = seed(tmp_path, b'{"step": 2}', b'garbage: a script wrote this')
+    command = [PYTHON, resumer, 'writes-config-first']
+    codes = [attempt(tmp_path, number, command, TRAINYARD_SETTLE_SECONDS='0.1').code for number in (2, 3)]
+    assert codes == [76, 76]
+    assert sorted(store.folders()) == [1, 2], 'the failed attempts uploaded nothing'
+
+    fourth = attempt(tmp_path, 4, command, TRAINYARD_SETTLE_SECONDS='0.1')
+    assert fourth.code == 0, fourth.output()
+    assert fourth.events('checkpoint_restored')[0]['checkpoint'] == 'ckpt-000001'
     assert store.restore_newest(str(tmp_path / 'check'))['checkpoint'] == 'ckpt-000003'
     assert json.loads((tmp_path / 'check' / 'state.json').read_text()) == {'step': 4}
 

@@ -379,6 +379,8 @@ class CheckpointSyncer:
         self.open_for_writing = open_for_writing
         self.uploaded: Signature = {}
         self.last_manifest: dict | None = None
+        self._hold: Callable[[Signature], bool] = lambda _current: False
+        self._held = False
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -387,11 +389,25 @@ class CheckpointSyncer:
         """Marks the directory's current contents as already in storage (after a restore)."""
         self.uploaded = dict(signature)
 
-    def sync(self, reason: str) -> dict | None:
+    def hold_while(self, hold: Callable[[Signature], bool]) -> None:
+        """Uploads nothing while `hold(directory)` is true, except a final sync that does not honour it."""
+        self._hold = hold
+
+    def held(self, current: Signature) -> bool:
+        """Whether uploads are held for this directory; logs when a hold begins."""
+        held = self._hold(current)
+        if held and not self._held:
+            self.log.info('checkpoint_upload_held', reason='the restored checkpoint is unchanged and nothing ran yet')
+        self._held = held
+        return held
+
+    def sync(self, reason: str, honour_hold: bool = True) -> dict | None:
         """Uploads a new checkpoint if the directory differs from the last upload; None when unchanged or empty."""
         with self._lock:
             current = scan_directory(self.local_dir)
             if not current or current == self.uploaded:
+                return None
+            if honour_hold and self.held(current):
                 return None
             if self.done_file is not None:
                 why = unfinished_save(current, self.done_file, self.uploaded)
@@ -463,7 +479,7 @@ class CheckpointSyncer:
                 settled = now - changed_at >= self.settle_seconds
                 # A save the done file does not call finished waits for the interval (which logs why), rather than
                 # looking at /proc and scanning again on every tick.
-                if current and current != self.uploaded and settled and self._accepts(current):
+                if current and current != self.uploaded and settled and self._accepts(current) and not self.held(current):
                     reason = 'settled'
                 elif now - last_interval >= self.interval_seconds:
                     reason = 'interval'

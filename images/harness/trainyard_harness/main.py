@@ -210,7 +210,18 @@ class Harness:
         if restored is not None:
             command += s.resume_args
             recorder.resumed_from_step = restored.get('step')
-            syncer.set_baseline(scan_directory(s.checkpoint_dir))
+            baseline = scan_directory(s.checkpoint_dir)
+            syncer.set_baseline(baseline)
+            # Until the command reports a step or saves over what was restored (within the window a silent failure
+            # is judged in), a snapshot is the restored checkpoint plus whatever the script wrote beside it (its
+            # config, a log): uploaded, it would count as progress, hide a checkpoint that cannot be loaded from
+            # the fallback, and in a few attempts prune the good ones. A stop the harness sent still uploads it.
+            hold_until = time.monotonic() + s.resume_failure_window_seconds
+            syncer.hold_while(
+                lambda current: recorder.step is None
+                and time.monotonic() < hold_until
+                and all(current.get(path) == entry for path, entry in baseline.items())
+            )
             self.log.info(
                 'checkpoint_restored',
                 checkpoint=restored['checkpoint'],
@@ -330,7 +341,7 @@ class Harness:
         uploads = s.is_main_node and not unsafe
         for attempt in range(1, FINAL_SYNC_ATTEMPTS + 1 if uploads else 0):
             try:
-                manifest = syncer.sync('final')
+                manifest = syncer.sync('final', honour_hold=signal_sent_at is None)
                 sync_error = None
                 break
             except DirectoryChanged as error:
