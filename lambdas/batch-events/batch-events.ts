@@ -21,9 +21,10 @@
  *   cost, on every delivery of the orphan's end (its eventId is the same).
  * - RUNNABLE/STARTING/RUNNING of a job whose cancel was requested: TerminateJob with the cancel reason, after the Batch
  *   job id is recorded and from a read of the job made after that write; of a job that has already ended (Finalize ran
- *   while the attempt was still in Batch, after AttemptOutcome failed), TerminateJob with the `jobEnded` reason. A cancel that came before the id was
- *   recorded found nothing to terminate; this one closes that window (either the cancel saw the id or this read sees
- *   the cancel). TerminateJob of a job already stopping changes nothing, so every such delivery may send it.
+ *   while the attempt was still in Batch, after AttemptOutcome failed), TerminateJob with the `jobEnded` reason. A
+ *   cancel that came before the id was recorded found nothing to terminate; this one closes that window (either the
+ *   cancel saw the id or this read sees the cancel). TerminateJob of a job already stopping changes nothing, so every
+ *   such delivery may send it.
  * - RUNNING: records, once (record-once on startedAt), the Batch job id, startedAt, status, the container's log
  *   stream (GET /jobs/{id}/logs reads it), the instance (the GSI
  *   byInstance the interruption handler reads) and the price per node-hour: the spot price in effect at the start

@@ -139,7 +139,7 @@ function byAge(a: JobRecord, b: JobRecord): number {
   return a.createdAt === b.createdAt ? (a.jobId < b.jobId ? -1 : 1) : a.createdAt < b.createdAt ? -1 : 1;
 }
 
-/** How often the watch runs (its schedule, lib/lifecycle/event-handlers.ts BUDGET_WATCH_INTERVAL: the periodic check). */
+/** How often the watch runs: its schedule (lib/lifecycle/event-handlers.ts BUDGET_WATCH_INTERVAL), the periodic check. */
 const WATCH_PERIOD_MS = DEFAULT_PLACEMENT_CONFIG.checkIntervalSeconds * 1000;
 
 /**

@@ -1,8 +1,9 @@
 /**
  * Finalize: the job is over. Settle the budget ledger to the sum of its metered attempt costs (or release an unused
  * reservation), set the final state, stop any attempt still in Batch, write the job summary (JSON) and report (HTML,
- * with the harness's metric samples) to the workspace and announce it. Replay-safe: settle and release return their first result, the state change
- * accepts a job already in its final state, summary and report are rewritten whole, events carry deterministic ids.
+ * with the harness's metric samples) to the workspace and announce it. Replay-safe: settle and release return their
+ * first result, the state change accepts a job already in its final state, TerminateJob of a job already ended changes
+ * nothing, summary and report are rewritten whole, events carry deterministic ids.
  *
  * The costs are read again once the ledger is settled and the state is final: an orphaned Batch job's cost that
  * batch-events recorded meanwhile is charged to the ledger (`chargeLate`) and counted in the job's cost. batch-events

@@ -479,7 +479,8 @@ class CheckpointSyncer:
                 settled = now - changed_at >= self.settle_seconds
                 # A save the done file does not call finished waits for the interval (which logs why), rather than
                 # looking at /proc and scanning again on every tick.
-                if current and current != self.uploaded and settled and self._accepts(current) and not self.held(current):
+                fresh = current and current != self.uploaded
+                if fresh and settled and self._accepts(current) and not self.held(current):
                     reason = 'settled'
                 elif now - last_interval >= self.interval_seconds:
                     reason = 'interval'
