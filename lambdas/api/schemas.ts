@@ -47,24 +47,15 @@ export const MAX_ARG_CHARS = 4096;
  * sends them to AWS Batch, whose SubmitJob takes at most 30 KiB, and the platform's own environment variables, tags
  * and names need the rest. Checked before anything is written: a larger job could be stored but never run.
  */
-export const MAX_SUBMIT_OVERRIDE_BYTES = 24 * 1024;
+const MAX_SUBMIT_OVERRIDE_BYTES = 24 * 1024;
 
-/** The JSON bytes {@link MAX_SUBMIT_OVERRIDE_BYTES} counts for these fields. */
-export function submitOverrideBytes(fields: {
-  command: readonly string[];
-  env?: Readonly<Record<string, string>>;
-  resumeArgs?: readonly string[];
-}): number {
-  const { command, env, resumeArgs } = fields;
-  return Buffer.byteLength(JSON.stringify({ command, env: env ?? {}, resumeArgs: resumeArgs ?? [] }), 'utf8');
-}
-
-/** Refuses a body whose command, env and resume arguments would not fit a Batch SubmitJob. */
+/** Refuses a body whose command, env and resume arguments would not fit a Batch SubmitJob (as JSON, UTF-8). */
 function fitsSubmitJob(
-  value: { command: string[]; env?: Record<string, string>; resumeArgs?: string[] },
+  { command, env, resumeArgs }: { command: string[]; env?: Record<string, string>; resumeArgs?: string[] },
   ctx: z.core.$RefinementCtx,
 ): void {
-  const bytes = submitOverrideBytes(value);
+  const json = JSON.stringify({ command, env: env ?? {}, resumeArgs: resumeArgs ?? [] });
+  const bytes = Buffer.byteLength(json, 'utf8');
   if (bytes <= MAX_SUBMIT_OVERRIDE_BYTES) return;
   ctx.addIssue({
     code: 'custom',

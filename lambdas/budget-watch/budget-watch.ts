@@ -148,7 +148,7 @@ const WATCH_PERIOD_MS = DEFAULT_PLACEMENT_CONFIG.checkIntervalSeconds * 1000;
  * the others unmetered, unstopped and unchecked for as long as the oldest run). The turn follows from the tick's time,
  * so a replayed tick handles the same jobs.
  */
-export function turnOf<T extends JobRecord>(jobs: readonly T[], cap: number, nowMs: number): { now: T[]; later: T[] } {
+function turnOf<T extends JobRecord>(jobs: readonly T[], cap: number, nowMs: number): { now: T[]; later: T[] } {
   const sorted = [...jobs].sort(byAge);
   if (sorted.length <= cap) return { now: sorted, later: [] };
   const start = (Math.floor(nowMs / WATCH_PERIOD_MS) * cap) % sorted.length;

@@ -542,15 +542,16 @@ export function renderJobReport(input: JobReportInput): string {
   sections.push(costSection(attempts, t0, t1, time));
   sections.push(gpuSection(samples, time, input.metricsOmitted));
 
-  // An orphaned Batch job that stopped after the job finished was billed, and the report rewritten, after Finalize.
-  const lateStopMs = Math.max(
-    ...attempts.flatMap((a) => Object.values(a.orphans ?? {}).map((run) => run.stoppedAt)),
-    Number.NEGATIVE_INFINITY,
-  );
-  const written =
-    lateStopMs > finishedMs
-      ? html`Written by Trainyard when the job finished (${utc(finishedMs)}), and again with the cost of an orphaned Batch job that stopped at ${utc(lateStopMs)}`
-      : html`Written by Trainyard when the job finished (${utc(finishedMs)})`;
+  // A Batch job that stopped after the job finished (an orphan, or an attempt's own that was still running) was billed,
+  // and the report rewritten, after Finalize: the footer names the latest.
+  const lateStops = attempts.flatMap((a) => [
+    ...Object.values(a.orphans ?? {}).map((run) => ({ ms: run.stoppedAt, what: 'an orphaned Batch job' })),
+    ...(a.endedAfterJob && a.stoppedAt !== undefined ? [{ ms: a.stoppedAt, what: `attempt ${a.attempt}` }] : []),
+  ]);
+  const late = lateStops.filter((s) => s.ms > finishedMs).sort((a, b) => b.ms - a.ms)[0];
+  const written = late
+    ? html`Written by Trainyard when the job finished (${utc(finishedMs)}), and again with the cost of ${late.what} that stopped at ${utc(late.ms)}`
+    : html`Written by Trainyard when the job finished (${utc(finishedMs)})`;
   const metricsLine =
     input.metricsOmitted !== undefined
       ? html`metrics.jsonl not read: ${input.metricsOmitted}`

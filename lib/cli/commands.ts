@@ -329,7 +329,7 @@ const SWEEP_ESTIMATES_IN_FLIGHT = 4;
  * Most bytes of text files (as JSON) an estimate sends as they are; a project with more sends its bundle instead. A
  * deployed API takes 6 MB per request (Lambda's limit; API Gateway's is 10 MB), and text files are sent uncompressed.
  */
-export const MAX_ESTIMATE_TEXT_BYTES = 4 * 1024 * 1024;
+const MAX_ESTIMATE_TEXT_BYTES = 4 * 1024 * 1024;
 
 /** The label every job of a sweep carries, valued with the sweep's key. */
 const SWEEP_LABEL = 'sweep';
@@ -440,7 +440,7 @@ export function createProgram(
   ) => {
     const requirements = requirementsFrom(options);
     const project =
-      Buffer.byteLength(JSON.stringify(packed.textFiles), 'utf8') <= MAX_ESTIMATE_TEXT_BYTES
+      packed.textFilesBytes <= MAX_ESTIMATE_TEXT_BYTES
         ? { files: packed.textFiles }
         : await bundleFields(client, packed, limits);
     const response = await client.send({

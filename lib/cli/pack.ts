@@ -24,6 +24,8 @@ export interface PackedProject {
   readonly files: ReadonlyArray<{ readonly path: string; readonly size: number }>;
   /** Python sources and configs by path, for POST /estimate. */
   readonly textFiles: Record<string, string>;
+  /** `textFiles` as JSON, in UTF-8 bytes: what sending them would take. */
+  readonly textFilesBytes: number;
   /** Entries left out that are not ignore-file matches: symbolic links and special files. */
   readonly skipped: readonly string[];
 }
@@ -132,13 +134,15 @@ export function packDirectory(directory: string, limits: PackLimits): PackedProj
       { bytes: archive.length, maxBundleBytes: limits.maxBundleBytes },
     );
   }
+  const textFiles = textFilesOf(files);
   return {
     root,
     archive,
     bytes: archive.length,
     sha256: sha256Hex(archive),
     files: files.map((f) => ({ path: f.path, size: f.content.length })).sort((a, b) => a.path.localeCompare(b.path)),
-    textFiles: textFilesOf(files),
+    textFiles,
+    textFilesBytes: Buffer.byteLength(JSON.stringify(textFiles), 'utf8'),
     skipped,
   };
 }

@@ -839,6 +839,7 @@ describe('batch-events: an attempt whose end comes after its job ended', () => {
     const files = await filesOf();
     expect(files.summary).toMatchObject({ costUsd: 0.43, job: { costSoFarUsd: 0.43 } });
     expect(files.report).toContain('<dt>Total cost</dt><dd>$0.43</dd>');
+    expect(files.report).toContain('and again with the cost of attempt 2 that stopped at 2026-11-20 14:41:07 UTC.');
     // A redelivery changes nothing and announces it again, with the same id.
     const after = await bench.snapshot();
     await handle(asAttempt2('batch-succeeded'));
