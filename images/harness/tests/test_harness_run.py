@@ -171,7 +171,7 @@ def test_a_spot_notice_stops_the_child_and_exits_75(tmp_path, fake_imds):
     assert stored_checkpoints(tmp_path).restore_newest(str(tmp_path / 'check')) is not None
 
 
-def test_a_child_that_fails_for_its_own_reason_after_the_signal_keeps_its_code(tmp_path):
+def test_a_child_that_fails_after_the_signal_still_means_resume_and_its_status_is_logged(tmp_path):
     job = script(
         tmp_path,
         """
@@ -187,7 +187,8 @@ def test_a_child_that_fails_for_its_own_reason_after_the_signal_keeps_its_code(t
     run = run_harness([PYTHON, job], base_env(tmp_path, closed_port_endpoint()))
     run.wait_for_stdout('^ready$')
     run.signal(signal.SIGTERM)
-    assert run.finish() == 5
+    assert run.finish() == 75, run.output()
+    assert run.events('stopped_command_failed')[0]['returncode'] == 5
 
 
 def test_a_child_that_dies_of_the_stop_signal_still_means_resume(tmp_path):

@@ -24,70 +24,13 @@ from trainyard_harness.checkpoints import CheckpointStore, CheckpointSyncer, Dir
 from trainyard_harness.imds import ImdsClient, InstanceAction, InterruptionPoller
 from trainyard_harness.logs import Logger
 from trainyard_harness.metrics import MetricsFileTail, MetricsLoop, MetricsRecorder, resolve_metrics_file
+from trainyard_harness.processes import files_open_for_writing, group_stopped, live_group_pids, stop_targets
 from trainyard_harness.settings import ConfigError, Settings, load_settings
 from trainyard_harness.storage import StorageError, open_storage
 
 FINAL_SYNC_ATTEMPTS = 3
 OUTPUT_DRAIN_SECONDS = 5.0
 KILL_WRITE_WAIT_SECONDS = 5.0
-
-
-def group_pids(pgid: int) -> list[int]:
-    """The processes of group `pgid` (Linux /proc); empty when /proc cannot be read."""
-    try:
-        names = os.listdir('/proc')
-    except OSError:
-        return []
-    pids = []
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            if os.getpgid(int(name)) == pgid:
-                pids.append(int(name))
-        except OSError:
-            continue  # the process exited while we looked
-    return pids
-
-
-def group_stopped(pgid: int) -> bool:
-    """Whether every thread of every process of group `pgid` is stopped or dead (Linux /proc).
-
-    kill(SIGSTOP) only queues the signal: a thread running on another core, or inside a system call, stops a
-    moment later, and until it has, it can still open (and truncate) a checkpoint file.
-    """
-    for pid in group_pids(pgid):
-        try:
-            tids = os.listdir(f'/proc/{pid}/task')
-        except OSError:
-            continue
-        for tid in tids:
-            try:
-                with open(f'/proc/{pid}/task/{tid}/stat', encoding='ascii', errors='replace') as stat:
-                    state = stat.read().rpartition(')')[2].split()[0]
-            except (OSError, IndexError):
-                continue  # the thread exited while we looked
-            if state not in ('T', 't', 'Z', 'X', 'x'):
-                return False
-    return True
-
-
-def files_open_for_writing(pgid: int, directory: str) -> list[str]:
-    """Files under `directory` that a process of group `pgid` has open for writing (Linux /proc)."""
-    found: list[str] = []
-    for pid in group_pids(pgid):
-        try:
-            for fd in os.listdir(f'/proc/{pid}/fd'):
-                target = os.readlink(f'/proc/{pid}/fd/{fd}')
-                if not target.startswith(directory + os.sep):
-                    continue
-                with open(f'/proc/{pid}/fdinfo/{fd}', encoding='ascii') as info:
-                    flags = next((int(line.split()[1], 8) for line in info if line.startswith('flags:')), 0)
-                if flags & (os.O_WRONLY | os.O_RDWR):
-                    found.append(target)
-        except (OSError, ValueError):
-            continue  # the process exited while we looked
-    return sorted(set(found))
 
 
 def split_command(argv: Sequence[str]) -> list[str]:
@@ -307,22 +250,38 @@ class Harness:
         poller.start()
 
         signal_sent_at: float | None = None
+        signalled: set[int] = set()
         killed = False
         torn_files: list[str] = []
+        returncode: int | None = None
+        leader_exited_at: float | None = None
         while True:
-            try:
-                returncode = child.wait(timeout=0.1)
+            if returncode is None:
+                try:
+                    returncode = child.wait(timeout=0.1)
+                    leader_exited_at = time.monotonic()
+                except subprocess.TimeoutExpired:
+                    pass
+            if returncode is not None and (signal_sent_at is None or killed or not live_group_pids(child.pid)):
+                # While stopping, wait for the last process of the group: a trainer run by a shell or a launcher
+                # may still be saving after the process the harness started has exited.
                 break
-            except subprocess.TimeoutExpired:
-                pass
-            if self.stop_event.is_set() and signal_sent_at is None:
-                signal_sent_at = time.monotonic()
-                self._signal_group(child, s.stop_signal)
-                self.log.info('stop_signal_sent', signal=s.stop_signal.name, reason=self.stop_reason)
+            if self.stop_event.is_set() and not killed:
+                if signal_sent_at is None:
+                    signal_sent_at = time.monotonic()
+                    targets = self._pass_stop_on(child, signalled)
+                    self.log.info('stop_signal_sent', signal=s.stop_signal.name, reason=self.stop_reason, pids=targets)
+                else:
+                    # Commands a shell starts after the signal (`train && evaluate`), orphans of a launcher that exited.
+                    targets = self._pass_stop_on(child, signalled)
+                    if targets:
+                        self.log.info('stop_signal_passed_on', signal=s.stop_signal.name, pids=targets)
             if signal_sent_at is not None and not killed and time.monotonic() - signal_sent_at > s.stop_grace_seconds:
                 killed = True
                 torn_files = self._kill_between_writes(child)
                 self.log.warn('stop_grace_expired', grace_s=s.stop_grace_seconds, action='SIGKILL', torn_files=torn_files)
+            if returncode is not None:
+                time.sleep(0.1)
         child_exited_at = time.monotonic()
         if not killed:
             # Processes that outlive the leader (dataloader workers, daemons) would keep the pipes open.
@@ -332,7 +291,13 @@ class Harness:
         poller.stop()
         syncer.stop()
         metrics_loop.stop()
-        self.log.info('user_command_exited', returncode=returncode, stop_requested=self.stop_event.is_set())
+        assert returncode is not None and leader_exited_at is not None
+        self.log.info(
+            'user_command_exited',
+            returncode=returncode,
+            stop_requested=self.stop_event.is_set(),
+            group_outlived_leader_s=round(child_exited_at - leader_exited_at, 3),
+        )
 
         sync_started = time.monotonic()
         sync_error: str | None = None
@@ -390,16 +355,23 @@ class Harness:
     def _exit_code(self, returncode: int, stopped_by_us: bool, killed_by_us: bool) -> int:
         """The documented rule (README "Finished or stopped early?").
 
-        If the harness sent the stop signal, the attempt is "checkpointed, resume me" (75) when the child exited 0,
-        died of the stop signal or of our SIGKILL after the grace period, or exited 128+stop signal; any other
-        non-zero exit is the child failing for its own reasons and is reported as such. If the harness never sent
-        a signal, the child's own status is reported (0 stays 0 even if a notice arrived after it finished).
+        If the harness sent the stop signal, the attempt is "checkpointed, resume me" (75) however the command ended:
+        its status then says how it took the stop, not whether it can train. torchrun exits 1 after its workers have
+        saved, and a script whose shutdown code fails still has its last checkpoint. A failure of the
+        command's own shows again in the next attempt, which no stop interrupts. A status other than the ones a
+        stop explains (0, death by the stop signal or by the harness's SIGKILL, 128 + either from a shell) is
+        logged as `stopped_command_failed`. If the harness never sent a signal, the child's own status is reported
+        (0 stays 0 even if a notice arrived after it finished).
         """
-        if stopped_by_us:
-            stop = int(self.settings.stop_signal)
-            if returncode in (0, -stop, 128 + stop) or (killed_by_us and returncode == -int(signal.SIGKILL)):
-                return EXIT_CHECKPOINTED
-        return user_exit_code(returncode, self.log)
+        if not stopped_by_us:
+            return user_exit_code(returncode, self.log)
+        stop = int(self.settings.stop_signal)
+        explained = {0, -stop, 128 + stop}
+        if killed_by_us:
+            explained |= {-int(signal.SIGKILL), 128 + int(signal.SIGKILL)}
+        if returncode not in explained:
+            self.log.warn('stopped_command_failed', returncode=returncode, exit_code=EXIT_CHECKPOINTED)
+        return EXIT_CHECKPOINTED
 
     def _judge_resume(
         self, code: int, restored: dict, recorder: MetricsRecorder, syncer: CheckpointSyncer, ran_s: float
@@ -475,12 +447,15 @@ class Harness:
 
         A child killed by SIGKILL while holding a checkpoint file open, or one that died of a signal within the
         settle window of its last checkpoint write (it may have died mid-write, e.g. nanoGPT writes ckpt.pt in
-        place), leaves files that cannot be trusted; the last upload made while it ran stays the newest.
+        place; a shell reports its command's death by signal N as 128 + N), leaves files that cannot be trusted;
+        the last upload made while it ran stays the newest. With a done file the second rule is not needed: the
+        final sync then uploads only a save whose done file was written after every other file of it.
         """
         if killed and torn_files:
             self.log.warn('final_sync_skipped', reason='checkpoint file open for writing at SIGKILL', files=torn_files)
             return True
-        if returncode < 0 and not killed:
+        died_of_signal = returncode < 0 or 128 < returncode <= 128 + 64
+        if died_of_signal and not killed and self.settings.checkpoint_done_file is None:
             signature = scan_directory(self.settings.checkpoint_dir)
             newest = max((mtime for _size, mtime, _ino in signature.values()), default=0) / 1e9
             age = time.time() - (time.monotonic() - exited_at) - newest
@@ -488,10 +463,25 @@ class Harness:
                 self.log.warn(
                     'final_sync_skipped',
                     reason='child died of a signal right after writing its checkpoint (it may be torn)',
+                    returncode=returncode,
                     seconds_since_write=round(age, 3),
                 )
                 return True
         return False
+
+    def _pass_stop_on(self, child: subprocess.Popen[bytes], signalled: set[int]) -> list[int]:
+        """Sends the stop signal to the group's processes that should get it (`stop_targets`) and have not yet."""
+        sent = []
+        for pid in stop_targets(child.pid):
+            if pid in signalled:
+                continue
+            signalled.add(pid)
+            try:
+                os.kill(pid, self.settings.stop_signal)
+                sent.append(pid)
+            except ProcessLookupError:
+                pass  # it exited while we looked
+        return sent
 
     def _signal_group(self, child: subprocess.Popen[bytes], sig: signal.Signals) -> None:
         try:

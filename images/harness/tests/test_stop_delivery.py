@@ -1,0 +1,242 @@
+"""Where the stop signal goes, and how long the harness waits: data-loader workers, shells, launchers."""
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+from conftest import PYTHON, base_env, closed_port_endpoint, run_harness
+
+from trainyard_harness.checkpoints import CheckpointStore
+from trainyard_harness.logs import Logger
+from trainyard_harness.processes import live_group_pids, stop_targets
+from trainyard_harness.storage import FileStorage
+
+# Saves on SIGTERM, slowly (half a second, as a real save takes a while), then says so and exits 0.
+SAVE_ON_STOP = """
+    import os, signal, sys, time
+    folder = os.environ['TRAINYARD_CHECKPOINT_DIR']
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
+
+    def save(step):
+        time.sleep(0.5)
+        with open(os.path.join(folder, 'model.pt'), 'w') as f:
+            f.write(f'stopped at {step}')
+        with open(os.path.join(folder, 'SAVED'), 'w') as f:
+            f.write(str(step))
+        print(f'saved at {step}', flush=True)
+"""
+
+
+def script(tmp_path, body: str, name: str) -> str:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body))
+    return str(path)
+
+
+def trainer(tmp_path) -> str:
+    return script(
+        tmp_path,
+        SAVE_ON_STOP
+        + """
+    print('trainer', os.getpid(), 'ready', flush=True)
+    step = 0
+    while not stopping:
+        time.sleep(0.01)
+        step += 1
+    save(step)
+    """,
+        'trainer.py',
+    )
+
+
+def newest_saved_model(tmp_path) -> str:
+    store = CheckpointStore(FileStorage(f'file://{tmp_path}/store/checkpoints'), 3, Logger(io.StringIO()))
+    assert store.restore_newest(str(tmp_path / 'restored')) is not None
+    return (tmp_path / 'restored' / 'model.pt').read_text()
+
+
+def test_data_loader_workers_do_not_get_the_signal_so_the_trainer_saves(tmp_path):
+    """Signalled too, the workers die and the trainer's next batch raises before it can save (exit 1, no save)."""
+    job = script(
+        tmp_path,
+        SAVE_ON_STOP
+        + """
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    class Slow(Dataset):
+        def __len__(self):
+            return 10**6
+
+        def __getitem__(self, index):
+            time.sleep(0.005)
+            return torch.tensor([index])
+
+    torch.set_num_threads(1)
+    for step, batch in enumerate(DataLoader(Slow(), batch_size=4, num_workers=2)):
+        if step == 5:
+            print('ready', flush=True)
+        if stopping:
+            break
+    save(step)
+    """,
+        'loader.py',
+    )
+    run = run_harness([PYTHON, job], base_env(tmp_path, closed_port_endpoint()))
+    run.wait_for_stdout('^ready$')
+    run.signal(signal.SIGTERM)
+
+    assert run.finish() == 75, run.output()
+    saved = run.wait_for_stdout(r'^saved at (\d+)$')
+    assert newest_saved_model(tmp_path) == f'stopped at {saved.group(1)}'
+    assert not run.events('stopped_command_failed'), run.output()
+    assert len(run.events('stop_signal_sent')[0]['pids']) == 1
+
+
+def test_a_shell_passes_the_signal_on_to_each_command_it_runs(tmp_path):
+    """bash sits on SIGTERM while a command runs; signalled as a group, it died at once and the save was killed."""
+    second = script(
+        tmp_path,
+        """
+        import signal, sys
+        signal.signal(signal.SIGTERM, lambda *_: (print('second stopped', flush=True), sys.exit(0)))
+        print('second ready', flush=True)
+        while True:
+            signal.pause()
+        """,
+        'second.py',
+    )
+    command = ['bash', '-c', f'{PYTHON} {trainer(tmp_path)} && {PYTHON} {second}']
+    env = base_env(tmp_path, closed_port_endpoint(), TRAINYARD_CHECKPOINT_DONE_FILE='SAVED')
+    run = run_harness(command, env)
+    pid = int(run.wait_for_stdout(r'^trainer (\d+) ready$').group(1))
+    run.signal(signal.SIGTERM)
+
+    assert run.finish() == 75, run.output()
+    assert run.events('stop_signal_sent')[0]['pids'] == [pid]
+    saved = run.wait_for_stdout(r'^saved at (\d+)$')
+    assert newest_saved_model(tmp_path) == f'stopped at {saved.group(1)}'
+    # The command the shell ran after the stop got the signal too, and nothing ran after it.
+    assert run.events('stop_signal_passed_on'), run.output()
+
+
+def test_the_orphans_of_a_launcher_that_dies_of_the_signal_get_it_and_are_waited_for(tmp_path):
+    """The launcher dies without passing the signal on; the harness then signals its orphaned trainer and waits."""
+    launcher = script(
+        tmp_path,
+        f"""
+        import subprocess, sys
+        sys.exit(subprocess.call([sys.executable, {trainer(tmp_path)!r}]))
+        """,
+        'launcher.py',
+    )
+    env = base_env(tmp_path, closed_port_endpoint(), TRAINYARD_CHECKPOINT_DONE_FILE='SAVED')
+    run = run_harness([PYTHON, launcher], env)
+    pid = int(run.wait_for_stdout(r'^trainer (\d+) ready$').group(1))
+    run.signal(signal.SIGTERM)
+
+    assert run.finish() == 75, run.output()
+    assert pid not in run.events('stop_signal_sent')[0]['pids']
+    assert pid in run.events('stop_signal_passed_on')[0]['pids']
+    assert run.events('user_command_exited')[0]['returncode'] == -signal.SIGTERM
+    saved = run.wait_for_stdout(r'^saved at (\d+)$')
+    # The launcher died of the signal within the settle window of the save: only the done file vouches for it.
+    assert newest_saved_model(tmp_path) == f'stopped at {saved.group(1)}'
+
+
+def test_a_launcher_that_passes_the_signal_on_and_exits_1_still_means_resume(tmp_path):
+    """torchrun shuts its workers down with the signal it got, then raises: exit 1 after a good save."""
+    launcher = script(
+        tmp_path,
+        f"""
+        import signal, subprocess, sys, time
+        worker = subprocess.Popen([sys.executable, {trainer(tmp_path)!r}])
+        stopping = []
+        signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
+        while worker.poll() is None:
+            if stopping and len(stopping) == 1:
+                worker.send_signal(signal.SIGTERM)
+                stopping.append(2)
+            time.sleep(0.02)
+        sys.exit(1 if stopping else worker.returncode)
+        """,
+        'torchrun_like.py',
+    )
+    run = run_harness([PYTHON, launcher], base_env(tmp_path, closed_port_endpoint()))
+    run.wait_for_stdout(r'^trainer (\d+) ready$')
+    run.signal(signal.SIGTERM)
+
+    assert run.finish() == 75, run.output()
+    assert run.events('stopped_command_failed')[0]['returncode'] == 1
+    saved = run.wait_for_stdout(r'^saved at (\d+)$')
+    assert newest_saved_model(tmp_path) == f'stopped at {saved.group(1)}'
+
+
+def test_a_shell_whose_command_died_of_the_signal_right_after_a_write_has_nothing_uploaded_at_the_end(tmp_path):
+    """bash reports its command's death by SIGTERM as 143: the write may be torn, as if the command were the leader."""
+    writer = script(
+        tmp_path,
+        """
+        import os, signal, time
+        folder = os.environ['TRAINYARD_CHECKPOINT_DIR']
+        with open(os.path.join(folder, 'ckpt.pt'), 'w') as f:
+            f.write('first')
+        print('ready', flush=True)
+        signal.pause()
+        """,
+        'writer.py',
+    )
+    env = base_env(tmp_path, closed_port_endpoint(), TRAINYARD_SETTLE_SECONDS='30', TRAINYARD_SYNC_INTERVAL_SECONDS='60')
+    run = run_harness(['bash', '-c', f'{PYTHON} {writer}; exit $?'], env)
+    run.wait_for_stdout('^ready$')
+    run.signal(signal.SIGTERM)
+
+    assert run.finish() == 75, run.output()
+    assert run.events('user_command_exited')[0]['returncode'] == 128 + signal.SIGTERM
+    assert run.events('final_sync_skipped')[0]['returncode'] == 128 + signal.SIGTERM
+    assert not (tmp_path / 'store' / 'checkpoints').exists() or not any((tmp_path / 'store' / 'checkpoints').iterdir())
+
+
+def wait_until(condition, what: str, limit: float = 10.0):
+    deadline = time.monotonic() + limit
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f'{what} not within {limit}s')
+        time.sleep(0.01)
+
+
+def test_stop_targets_are_the_tree_roots_past_any_shell():
+    forker = textwrap.dedent(
+        """
+        import os, subprocess, sys, time
+        for _ in range(2):
+            if os.fork() == 0:
+                time.sleep(60)
+                os._exit(0)
+        shell = subprocess.Popen(['bash', '-c', 'sleep 60; :'])
+        print(shell.pid, flush=True)
+        time.sleep(60)
+        """
+    )
+    leader = subprocess.Popen([sys.executable, '-c', forker], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        shell = int(leader.stdout.readline())
+        wait_until(lambda: len(live_group_pids(leader.pid)) == 5, 'leader, 2 forks, bash and sleep')
+        # The leader only: its forked workers and the shell it runs are its own business.
+        assert stop_targets(leader.pid) == [leader.pid]
+        os.kill(leader.pid, signal.SIGKILL)
+        leader.wait()
+        # Orphaned, each is a root now; the shell is passed through to the sleep it waits on.
+        roots = stop_targets(leader.pid)
+        assert len(roots) == 3 and leader.pid not in roots
+        assert [pid for pid in live_group_pids(leader.pid) if pid not in roots] == [shell]
+    finally:
+        os.killpg(leader.pid, signal.SIGKILL)

@@ -1,0 +1,133 @@
+"""The training command's processes, read from Linux /proc: who is in its group, who runs whom, who writes what.
+
+The harness starts the command in a process group of its own. These helpers answer what the stop needs to know:
+which processes the stop signal must reach (`stop_targets`), whether any is still alive (`live_group_pids`), whether
+all are frozen (`group_stopped`) and which checkpoint files they hold open for writing (`files_open_for_writing`).
+Every helper tolerates processes that exit while it looks, and returns nothing when /proc cannot be read.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+# A POSIX shell waiting on a command neither acts on SIGTERM until that command has ended nor passes it on (bash(1),
+# SIGNALS: "the trap will not be executed until the command completes"), so a stop signal sent to it reaches nobody
+# in time. `busybox` is the shell of small images (its `sh` applet).
+SHELLS = frozenset({'sh', 'bash', 'dash', 'zsh', 'ksh', 'mksh', 'ash', 'busybox'})
+
+# States in /proc/<pid>/stat of a thread that runs no more: stopped, traced, zombie, dead.
+_HALTED = frozenset({'T', 't', 'Z', 'X', 'x'})
+_GONE = frozenset({'Z', 'X', 'x'})
+
+
+class ProcessInfo(NamedTuple):
+    state: str
+    ppid: int
+
+
+def _stat(path: str) -> tuple[str, int, int] | None:
+    """(state, ppid, pgrp) from a /proc stat file; None when it cannot be read (the process or thread is gone)."""
+    try:
+        with open(path, encoding='ascii', errors='replace') as stat:
+            # The command name, in parentheses, may itself hold spaces and parentheses: fields follow the last ')'.
+            fields = stat.read().rpartition(')')[2].split()
+        return fields[0], int(fields[1]), int(fields[2])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def group_processes(pgid: int) -> dict[int, ProcessInfo]:
+    """Every process of group `pgid`, zombies included, with its state and parent."""
+    try:
+        names = os.listdir('/proc')
+    except OSError:
+        return {}
+    found: dict[int, ProcessInfo] = {}
+    for name in names:
+        if not name.isdigit():
+            continue
+        stat = _stat(f'/proc/{name}/stat')
+        if stat is not None and stat[2] == pgid:
+            found[int(name)] = ProcessInfo(stat[0], stat[1])
+    return found
+
+
+def group_pids(pgid: int) -> list[int]:
+    """The processes of group `pgid`, zombies included."""
+    return sorted(group_processes(pgid))
+
+
+def live_group_pids(pgid: int) -> list[int]:
+    """The processes of group `pgid` that have not exited (a zombie has: it only waits for its parent to reap it)."""
+    return sorted(pid for pid, info in group_processes(pgid).items() if info.state not in _GONE)
+
+
+def group_stopped(pgid: int) -> bool:
+    """Whether every thread of every process of group `pgid` is stopped or dead.
+
+    kill(SIGSTOP) only queues the signal: a thread running on another core, or inside a system call, stops a
+    moment later, and until it has, it can still open (and truncate) a checkpoint file.
+    """
+    for pid in group_pids(pgid):
+        try:
+            tids = os.listdir(f'/proc/{pid}/task')
+        except OSError:
+            continue
+        for tid in tids:
+            stat = _stat(f'/proc/{pid}/task/{tid}/stat')
+            if stat is not None and stat[0] not in _HALTED:
+                return False
+    return True
+
+
+def is_shell(pid: int) -> bool:
+    """Whether process `pid` runs a shell (by its executable, so a `#!/bin/bash` script named run.sh is one too)."""
+    try:
+        return os.path.basename(os.readlink(f'/proc/{pid}/exe')) in SHELLS
+    except OSError:
+        return False
+
+
+def stop_targets(pgid: int) -> list[int]:
+    """The processes of group `pgid` that a stop signal should go to, as `docker stop` would, past any shell.
+
+    The roots of the group's process trees get it: the command's first process, and any process whose parent is
+    outside the group (one orphaned when the process that ran it exited, with nobody left to pass the signal on).
+    Their children do not: a trainer's data-loader workers die of SIGTERM, and the trainer then fails fetching its
+    next batch instead of saving; a launcher such as torchrun passes the signal on to its workers itself. A shell
+    with children is passed through to them (it would sit on the signal until they ended), recursively; a shell
+    between two commands gets it itself.
+    """
+    processes = {pid: info for pid, info in group_processes(pgid).items() if info.state not in _GONE}
+    children: dict[int, list[int]] = {}
+    for pid, info in processes.items():
+        children.setdefault(info.ppid, []).append(pid)
+    pending = [pid for pid, info in processes.items() if info.ppid not in processes]
+    targets: list[int] = []
+    while pending:
+        pid = pending.pop()
+        below = children.get(pid)
+        if below and is_shell(pid):
+            pending.extend(below)
+        else:
+            targets.append(pid)
+    return sorted(targets)
+
+
+def files_open_for_writing(pgid: int, directory: str) -> list[str]:
+    """Files under `directory` that a process of group `pgid` has open for writing."""
+    found: list[str] = []
+    for pid in group_pids(pgid):
+        try:
+            for fd in os.listdir(f'/proc/{pid}/fd'):
+                target = os.readlink(f'/proc/{pid}/fd/{fd}')
+                if not target.startswith(directory + os.sep):
+                    continue
+                with open(f'/proc/{pid}/fdinfo/{fd}', encoding='ascii') as info:
+                    flags = next((int(line.split()[1], 8) for line in info if line.startswith('flags:')), 0)
+                if flags & (os.O_WRONLY | os.O_RDWR):
+                    found.append(target)
+        except (OSError, ValueError):
+            continue  # the process exited while we looked
+    return sorted(set(found))
