@@ -210,14 +210,14 @@ export function periodBefore(period: string): string {
   return month === 1 ? `${String(year - 1).padStart(4, '0')}-12` : `${year}-${String(month - 1).padStart(2, '0')}`;
 }
 
-/** A budget period's shape: a calendar month, `YYYY-MM`. */
-export const PERIOD_PATTERN = /^\d{4}-(0[1-9]|1[0-2])$/;
+/** A budget period's shape: a calendar month, `YYYY-MM`, of the years 1000-9999 that {@link periodOf} covers. */
+export const PERIOD_PATTERN = /^[1-9]\d{3}-(0[1-9]|1[0-2])$/;
 /** PERIOD_PATTERN in words, for messages. */
-export const PERIOD_RULE = 'a calendar month like 2026-01 (YYYY-MM)';
+export const PERIOD_RULE = 'a calendar month like 2026-01 (YYYY-MM, year 1000 or later)';
 
 /** Validates a `YYYY-MM` period string and returns it. */
 export function parsePeriod(text: unknown): string {
-  if (typeof text !== 'string' || !PERIOD_PATTERN.test(text) || text < '1000') {
+  if (typeof text !== 'string' || !PERIOD_PATTERN.test(text)) {
     throw new InvalidBudgetInput(`period must be ${PERIOD_RULE}, got ${describe(text)}`);
   }
   return text;

@@ -13,7 +13,7 @@
 import * as z from 'zod/mini';
 import { CONFIG_ID_PATTERN, CONFIG_ID_RULE, type TrainyardConfig } from '../../lib/config';
 import { formatDuration, formatUsd } from './analysis/format';
-import { parseScope, type ThresholdName } from './budgets';
+import { PERIOD_PATTERN, PERIOD_RULE, parseScope, type ThresholdName } from './budgets';
 import type { AttemptRecord } from './job';
 import { type JobLabels, labelsSchema } from './labels';
 import { describeIssues } from './zod-issues';
@@ -48,7 +48,7 @@ const scope = z
       'must be a budget scope: team:<team>, user:<team>/<user> or project:<team>/<project>',
     ),
   );
-const period = z.string().check(z.regex(/^\d{4}-(0[1-9]|1[0-2])$/, 'must be a calendar month like 2026-11'));
+const period = z.string().check(z.regex(PERIOD_PATTERN, `must be ${PERIOD_RULE}`));
 const day = z.iso.date();
 const occurredAt = z.iso.datetime({ offset: false });
 const usd = z.number().check(z.nonnegative());

@@ -1572,7 +1572,7 @@ describe('budgets --team/--month, budgets set', () => {
     {
       admin: true,
       args: ['budgets', 'set', 'team:nlp', '5', '--month', '2026-13'],
-      message: '--month must be a calendar month like 2026-01 (YYYY-MM), got "2026-13"',
+      message: '--month must be a calendar month like 2026-01 (YYYY-MM, year 1000 or later), got "2026-13"',
     },
     {
       admin: false,
@@ -1581,8 +1581,13 @@ describe('budgets --team/--month, budgets set', () => {
     },
     {
       admin: false,
+      args: ['budgets', '--month', '0999-04'],
+      message: '--month must be a calendar month like 2026-01 (YYYY-MM, year 1000 or later), got "0999-04"',
+    },
+    {
+      admin: false,
       args: ['budgets', '--month', 'march'],
-      message: '--month must be a calendar month like 2026-01 (YYYY-MM), got "march"',
+      message: '--month must be a calendar month like 2026-01 (YYYY-MM, year 1000 or later), got "march"',
     },
   ])('refuses $args before any request (exit 2)', async ({ admin, args, message }) => {
     requests = [];

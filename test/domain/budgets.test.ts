@@ -183,6 +183,7 @@ describe('parsePeriod', () => {
 
   it.each([
     { text: '2026-13', got: '"2026-13"' },
+    { text: '0999-04', got: '"0999-04"' },
     { text: '2026-00', got: '"2026-00"' },
     { text: '2026-1', got: '"2026-1"' },
     { text: '2026-01-01', got: '"2026-01-01"' },
@@ -190,7 +191,7 @@ describe('parsePeriod', () => {
     { text: 202601, got: '202601' },
   ])('rejects $text', ({ text, got }) => {
     expect(() => parsePeriod(text)).toThrow(
-      new InvalidBudgetInput(`period must be a calendar month like 2026-01 (YYYY-MM), got ${got}`),
+      new InvalidBudgetInput(`period must be a calendar month like 2026-01 (YYYY-MM, year 1000 or later), got ${got}`),
     );
   });
 });
@@ -206,7 +207,7 @@ describe('periodBefore', () => {
 
   it('refuses what is not a period', () => {
     expect(() => periodBefore('2026-13')).toThrow(
-      'period must be a calendar month like 2026-01 (YYYY-MM), got "2026-13"',
+      'period must be a calendar month like 2026-01 (YYYY-MM, year 1000 or later), got "2026-13"',
     );
   });
 });

@@ -144,7 +144,14 @@ describe('GET /budgets', () => {
       as: PRINCIPALS.nlp,
       query: { period: '2026-3' },
       status: 400,
-      message: 'query.period: must be a calendar month like 2026-01 (YYYY-MM)',
+      message: 'query.period: must be a calendar month like 2026-01 (YYYY-MM, year 1000 or later)',
+    },
+    {
+      name: 'a month before the year 1000, which no budget period covers',
+      as: PRINCIPALS.nlp,
+      query: { period: '0999-04' },
+      status: 400,
+      message: 'query.period: must be a calendar month like 2026-01 (YYYY-MM, year 1000 or later)',
     },
     {
       name: 'an unknown parameter',
@@ -333,7 +340,7 @@ describe('PUT /budgets/{scope}', () => {
         path: '/budgets/team:nlp',
         body: { limitUsd: 10, period: '2026-13' },
         status: 400,
-        message: 'body.period: must be a calendar month like 2026-01 (YYYY-MM)',
+        message: 'body.period: must be a calendar month like 2026-01 (YYYY-MM, year 1000 or later)',
       },
       {
         name: 'no body',
