@@ -114,6 +114,18 @@ export type IdempotencyClaim =
   | { readonly claimed: true }
   | { readonly claimed: false; readonly jobId: string; readonly sameRequest: boolean };
 
+/** What a claim of an Idempotency-Key records. */
+export interface IdempotencyRecord {
+  /** The job the key stands for. */
+  readonly jobId: string;
+  /** Hash of the request as understood (the bundle by its content, however it travelled). */
+  readonly requestHash: string;
+  /** Hash of the request as sent (the bundle by its base64 text or upload id); absent on claims made before it was kept. */
+  readonly bodyHash?: string;
+  /** The first answer's body parts a replay repeats (JSON), when they were small enough to keep. */
+  readonly answer?: string;
+}
+
 /** Fields of a job a lifecycle step may change without a state transition. */
 export type JobPatch = Partial<
   Pick<
@@ -486,23 +498,35 @@ export class JobStore {
   }
 
   /** Claims an Idempotency-Key for a team: the first claim wins; later ones learn the job and whether it matches. */
-  async claimIdempotencyKey(team: string, key: string, requestHash: string, jobId: string): Promise<IdempotencyClaim> {
+  async claimIdempotencyKey(team: string, key: string, claim: IdempotencyRecord): Promise<IdempotencyClaim> {
     try {
       await this.client.send(
         new PutCommand({
           TableName: this.tableName,
-          Item: { ...jobKeys.idempotency(team, key), kind: 'idempotency', requestHash, jobId },
+          Item: { ...jobKeys.idempotency(team, key), kind: 'idempotency', ...claim },
           ConditionExpression: 'attribute_not_exists(pk)',
         }),
       );
       return { claimed: true };
     } catch (error) {
       if (!isConditionFailure(error)) throw error;
-      const { Item } = await this.client.send(
-        new GetCommand({ TableName: this.tableName, Key: jobKeys.idempotency(team, key), ConsistentRead: true }),
-      );
-      return { claimed: false, jobId: String(Item?.jobId), sameRequest: Item?.requestHash === requestHash };
+      const found = await this.findIdempotencyKey(team, key);
+      return { claimed: false, jobId: String(found?.jobId), sameRequest: found?.requestHash === claim.requestHash };
     }
+  }
+
+  /** A team's claim of an Idempotency-Key, if there is one (read consistently: a claim just made is seen). */
+  async findIdempotencyKey(team: string, key: string): Promise<IdempotencyRecord | undefined> {
+    const { Item } = await this.client.send(
+      new GetCommand({ TableName: this.tableName, Key: jobKeys.idempotency(team, key), ConsistentRead: true }),
+    );
+    if (!Item) return undefined;
+    return {
+      jobId: String(Item.jobId),
+      requestHash: String(Item.requestHash),
+      ...(typeof Item.bodyHash === 'string' && { bodyHash: Item.bodyHash }),
+      ...(typeof Item.answer === 'string' && { answer: Item.answer }),
+    };
   }
 
   /**

@@ -6,7 +6,7 @@
  *   pk = JOB#<jobId>   sk = META                 the job record (state, tier, team, progress, cost)
  *   pk = JOB#<jobId>   sk = ATTEMPT#<nnn>        one Batch attempt (queue, instance, price, start/stop, cost)
  *   pk = JOB#<jobId>   sk = DECISION#<nnn>       one lifecycle decision and its reason
- *   pk = IDEMPOTENCY#<team>#<key>  sk = META     an Idempotency-Key claim (request hash → job id)
+ *   pk = IDEMPOTENCY#<team>#<key>  sk = META     an Idempotency-Key claim (request hashes → job id, first answer)
  *   pk = TIERSPOT#<tier>  sk = META              the budget watch's record of the tier's spot capacity (tier-spot.ts)
  *   pk = REPORT#<kind>#<first day>  sk = <team>|ALL-TEAMS   a scheduled showback report that was announced
  *   GSI byTeam:      gsi1pk = TEAM#<team>, gsi1sk = <createdAt ISO>#<jobId>   (job records only)

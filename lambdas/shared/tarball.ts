@@ -108,8 +108,8 @@ export function unpackTarGz(archive: Buffer, maxBytes = 1024 * 1024 * 1024): Bun
   return files;
 }
 
-/** Hex sha256 of a buffer. */
-export function sha256Hex(data: Buffer): string {
+/** Hex sha256 of bytes, or of a string's UTF-8. */
+export function sha256Hex(data: Buffer | string): string {
   return createHash('sha256').update(data).digest('hex');
 }
 

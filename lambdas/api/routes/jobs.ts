@@ -5,9 +5,10 @@
  * Idempotency-Key can always finish: (1) claim the key → (2) store the bundle → (3) create the job record →
  * (4) publish `Job Submitted` → (5) StartExecution named by the job id. Every step is idempotent (conditional put,
  * same object bytes, conditional create, deterministic event id, execution name), and a replay that finds the job
- * still SUBMITTED repeats (4) and (5), so a crash between any two writes is recovered by retrying the request.
+ * still SUBMITTED repeats (4) and (5), so a crash between any two writes is recovered by retrying the request. A
+ * replay sent the same way as the request that claimed the key is answered from the claim (the job as it is now,
+ * the first answer's analysis and estimate) before its bundle is read: it may have expired since.
  */
-import { createHash } from 'node:crypto';
 import { TERMINATE_REASONS } from '../../domain/batch-reasons';
 import { buildEvent, jobIdentity } from '../../domain/events';
 import { isTerminal, JOB_ID_PATTERN, type JobRecord } from '../../domain/job';
@@ -15,7 +16,7 @@ import { budgetPeriodOf, jobScopes } from '../../domain/watch';
 import { jobKeysFor } from '../../domain/workspace-layout';
 import { JobNotFound } from '../../shared/job-store';
 import { logger } from '../../shared/logger';
-import { textFilesOf } from '../../shared/tarball';
+import { sha256Hex, textFilesOf } from '../../shared/tarball';
 import { resolveBundle } from '../bundle';
 import { badRequest, conflict, forbidden } from '../errors';
 import { attemptView, costSoFarUsd, currentProgress, forecastView, progressSamples, publicJob } from '../job-view';
@@ -29,6 +30,15 @@ import {
   submitRequestSchema,
 } from '../schemas';
 import { assessWorkload, estimateSummary } from '../workload';
+
+/** Largest first answer (analysis and estimate, as JSON) an Idempotency-Key's claim keeps for its replays. */
+export const MAX_KEPT_ANSWER_BYTES = 64 * 1024;
+
+/** The first answer's parts a claim keeps for replays, as JSON; undefined when over MAX_KEPT_ANSWER_BYTES. */
+export function keptAnswer(answer: { analysis: unknown; estimate: unknown }): string | undefined {
+  const text = JSON.stringify(answer);
+  return Buffer.byteLength(text) <= MAX_KEPT_ANSWER_BYTES ? text : undefined;
+}
 
 /** What a resume continues with when a job does not say (nanoGPT's flag). */
 export const DEFAULT_RESUME_ARGS = ['--init_from=resume'];
@@ -92,6 +102,13 @@ async function submitJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
       `body.user: "${body.user}" is not the caller (${request.caller.userName}); only an admin may submit a job for another user, since it is charged to that user's budget`,
     );
   }
+  // A replay is answered from what the first try recorded, without reading its bundle or assessing it again: an
+  // upload may have expired since, or the tiers changed, and the job exists whatever they say now.
+  const bodyHash = sha256Hex(canonicalJson({ team: team.id, body }));
+  if (key !== undefined) {
+    const replay = await replayOf(plane, team.id, key, bodyHash);
+    if (replay) return replay;
+  }
   const bundle = await resolveBundle(plane, team.id, { bundle: body.bundle, uploadId: body.uploadId });
   const assessment = await assessWorkload(plane, team, {
     files: textFilesOf(bundle.files),
@@ -100,18 +117,23 @@ async function submitJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
   });
   const { bundle: _inline, uploadId: _upload, ...rest } = body;
   // The bundle counts by content, not by how it travelled (inline or upload).
-  const requestHash = createHash('sha256')
-    .update(canonicalJson({ team: team.id, body: rest, bundleSha256: bundle.sha256 }))
-    .digest('hex');
+  const requestHash = sha256Hex(canonicalJson({ team: team.id, body: rest, bundleSha256: bundle.sha256 }));
+  const answer = { analysis: assessment.analysis, estimate: assessment.estimate };
   const respond = (status: number, job: JobRecord, replayed: boolean): ApiResponse => ({
     status,
-    body: { job: publicJob(job), analysis: assessment.analysis, estimate: assessment.estimate, replayed },
+    body: { job: publicJob(job), ...answer, replayed },
   });
 
   // 2. Claim the key. A replay of the same request returns that job (finishing its submission if a crash cut it).
   let jobId = plane.newId();
   if (key !== undefined) {
-    const claim = await plane.jobs.claimIdempotencyKey(team.id, key, requestHash, jobId);
+    const kept = keptAnswer(answer);
+    const claim = await plane.jobs.claimIdempotencyKey(team.id, key, {
+      jobId,
+      requestHash,
+      bodyHash,
+      ...(kept !== undefined && { answer: kept }),
+    });
     if (!claim.claimed) {
       if (!claim.sameRequest) {
         throw conflict(
@@ -161,6 +183,26 @@ async function submitJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
   await announceAndStart(plane, job);
   logger.info('job submitted', { jobId, team: team.id, tier: job.tier });
   return respond(202, job, false);
+}
+
+/**
+ * The answer to a replay of a request an Idempotency-Key has already taken, sent the same way (same body, same
+ * bundle text or upload id): the job as it is now, with the analysis and estimate the first answer gave. Undefined
+ * when the full path must run: the key is new, the body differs (a different request, or the same bundle sent
+ * another way), the claim kept no answer, or the try that claimed it stopped before creating the job.
+ */
+async function replayOf(
+  plane: ApiPlane,
+  team: string,
+  key: string,
+  bodyHash: string,
+): Promise<ApiResponse | undefined> {
+  const claim = await plane.jobs.findIdempotencyKey(team, key);
+  if (claim?.bodyHash !== bodyHash || claim.answer === undefined) return undefined;
+  const job = await plane.jobs.getJob(claim.jobId);
+  if (!job) return undefined;
+  if (job.state === 'SUBMITTED') await announceAndStart(plane, job);
+  return { status: 200, body: { job: publicJob(job), ...JSON.parse(claim.answer), replayed: true } };
 }
 
 async function announceAndStart(plane: ApiPlane, job: JobRecord): Promise<void> {

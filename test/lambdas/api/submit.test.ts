@@ -1,9 +1,11 @@
 // POST /jobs and POST /uploads against real engines (dynalite, s3rver): validation with exact messages, "nothing
 // written on a refused request", the write order, idempotency and crash recovery with the same Idempotency-Key.
 import { createHash } from 'node:crypto';
+import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { userNameOf } from '../../../lambdas/api/caller';
 import { INTERNAL_MESSAGE } from '../../../lambdas/api/errors';
+import { keptAnswer } from '../../../lambdas/api/routes/jobs';
 import { analyzeWorkload } from '../../../lambdas/domain/analysis';
 import { CHECKPOINT_DONE_FILE_RULE } from '../../../lambdas/domain/job';
 import { uploadKey } from '../../../lambdas/domain/workspace-layout';
@@ -636,6 +638,86 @@ describe('Idempotency-Key', () => {
     expect((retried.body.job as JobBody).jobId).toBe(claimedId);
     expect((await bench.workspace.get(`teams/nlp/jobs/${claimedId}/code.tar.gz`))?.equals(bundle)).toBe(true);
     expect(bench.recorded.executions.get(claimedId)).toEqual({ jobId: claimedId });
+  });
+});
+
+describe('Idempotency-Key replays answered from the claim', () => {
+  const claimOf = async (key: string) =>
+    (await bench.dynamo.scanAll(bench.dynamo.tables.jobs)).find(
+      (i) => i.kind === 'idempotency' && String(i.pk).endsWith(`#${key}`),
+    );
+
+  it('answers a replay whose upload has expired with the job and the first answer, writing nothing', async () => {
+    const upload = await bench.call({ method: 'POST', path: '/uploads' });
+    const { uploadId } = upload.body as { uploadId: string };
+    await bench.workspace.put(uploadKey('nlp', uploadId), bundle);
+    const request = {
+      method: 'POST',
+      path: '/jobs',
+      headers: { 'Idempotency-Key': freshKey() },
+      body: { uploadId, command },
+    } as const;
+    const first = await bench.call(request);
+    expect(first.status).toBe(202);
+    // The scratch prefix expires after 30 days; the job keeps its own copy of the bundle.
+    await bench.workspace.delete(uploadKey('nlp', uploadId));
+    const before = await bench.snapshot();
+
+    const replay = await bench.call(request);
+    expect(replay.status, JSON.stringify(replay.body)).toBe(200);
+    expect(replay.body).toEqual({ ...first.body, replayed: true });
+    expect(await bench.snapshot()).toEqual(before);
+  });
+
+  it('answers a replay of a claim made before answers were kept through the full path, as before', async () => {
+    const key = freshKey();
+    const request = {
+      method: 'POST',
+      path: '/jobs',
+      headers: { 'Idempotency-Key': key },
+      body: { bundle: bundleB64, command },
+    } as const;
+    const first = await bench.call(request);
+    const { bodyHash: _hash, answer: _answer, ...older } = (await claimOf(key)) as Record<string, unknown>;
+    await bench.dynamo.doc.send(new PutCommand({ TableName: bench.dynamo.tables.jobs, Item: older }));
+    const findClaim = vi.spyOn(bench.jobs, 'findIdempotencyKey');
+    const replay = await bench.call(request);
+    expect(replay.status).toBe(200);
+    expect(replay.body).toEqual({ ...first.body, replayed: true });
+    // Looked up once for the short answer (nothing to answer from), then again by the claim that found it taken.
+    expect(findClaim).toHaveBeenCalledTimes(2);
+    findClaim.mockRestore();
+  });
+
+  it('sends the same bundle another way through the full path: the same request, the same job', async () => {
+    const key = freshKey();
+    const first = await bench.call({
+      method: 'POST',
+      path: '/jobs',
+      headers: { 'Idempotency-Key': key },
+      body: { bundle: bundleB64, command },
+    });
+    const upload = await bench.call({ method: 'POST', path: '/uploads' });
+    const { uploadId } = upload.body as { uploadId: string };
+    await bench.workspace.put(uploadKey('nlp', uploadId), bundle);
+    const replay = await bench.call({
+      method: 'POST',
+      path: '/jobs',
+      headers: { 'Idempotency-Key': key },
+      body: { uploadId, command },
+    });
+    expect(replay.status).toBe(200);
+    expect((replay.body.job as JobBody).jobId).toBe((first.body.job as JobBody).jobId);
+  });
+
+  it('keeps the first answer up to MAX_KEPT_ANSWER_BYTES (64 KiB) of JSON, and no larger one', () => {
+    const frame = '{"analysis":"","estimate":{}}'.length;
+    const fits = { analysis: 'a'.repeat(64 * 1024 - frame), estimate: {} };
+    expect(JSON.stringify(fits).length).toBe(64 * 1024);
+    expect(keptAnswer(fits)).toBe(JSON.stringify(fits));
+    expect(keptAnswer({ ...fits, analysis: `${fits.analysis}a` })).toBeUndefined();
+    // Bytes, not characters: each é is two.
+    expect(keptAnswer({ analysis: 'é'.repeat(32 * 1024), estimate: {} })).toBeUndefined();
   });
 });
 
