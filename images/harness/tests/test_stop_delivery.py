@@ -22,13 +22,16 @@ SAVE_ON_STOP = """
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
 
+    def say(line):
+        os.write(1, (line + '\\n').encode())  # one write: other processes of the command share its stdout
+
     def save(step):
         time.sleep(0.5)
         with open(os.path.join(folder, 'model.pt'), 'w') as f:
             f.write(f'stopped at {step}')
         with open(os.path.join(folder, 'SAVED'), 'w') as f:
             f.write(str(step))
-        print(f'saved at {step}', flush=True)
+        say(f'saved at {step}')
 """
 
 
@@ -43,7 +46,7 @@ def trainer(tmp_path) -> str:
         tmp_path,
         SAVE_ON_STOP
         + """
-    print('trainer', os.getpid(), 'ready', flush=True)
+    say(f'trainer {os.getpid()} ready')
     step = 0
     while not stopping:
         time.sleep(0.01)
@@ -240,3 +243,114 @@ def test_stop_targets_are_the_tree_roots_past_any_shell():
         assert [pid for pid in live_group_pids(leader.pid) if pid not in roots] == [shell]
     finally:
         os.killpg(leader.pid, signal.SIGKILL)
+
+
+# Rewrites its checkpoint in place without pause (as nanoGPT's torch.save does) and has no SIGTERM handler.
+REWRITER = """
+    import os
+    path = os.path.join(os.environ['TRAINYARD_CHECKPOINT_DIR'], 'ckpt.pt')
+    print('ready', flush=True)
+    while True:
+        with open(path, 'w') as f:
+            f.write('TORN')
+            f.flush()
+            f.write('.' * 100000)
+"""
+
+
+def uploaded_checkpoints(tmp_path) -> list[str]:
+    folder = tmp_path / 'store' / 'checkpoints'
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
+def test_a_command_a_shell_ran_that_died_mid_write_is_not_uploaded_though_the_shell_exits_0(tmp_path):
+    """The shell's status says nothing about how its command ended: without a done file the window applies."""
+    writer = script(tmp_path, REWRITER, 'rewriter.py')
+    env = base_env(tmp_path, closed_port_endpoint(), TRAINYARD_SETTLE_SECONDS='30', TRAINYARD_SYNC_INTERVAL_SECONDS='60')
+    run = run_harness(['bash', '-c', f'{PYTHON} {writer}; echo the shell goes on'], env)
+    run.wait_for_stdout('^ready$')
+    run.signal(signal.SIGTERM)
+
+    assert run.finish() == 75, run.output()
+    assert run.events('user_command_exited')[0]['returncode'] == 0
+    skipped = run.events('final_sync_skipped')[0]
+    assert skipped['unseen_pids'] == run.events('stop_signal_sent')[0]['pids']
+    assert 'exec' in skipped['reason']
+    assert uploaded_checkpoints(tmp_path) == []
+
+
+def test_a_trainer_that_saves_and_exits_143_itself_has_its_save_uploaded(tmp_path):
+    """128 + N means death by signal N only from a shell; a trainer may choose that status after a good save."""
+    job = script(
+        tmp_path,
+        SAVE_ON_STOP
+        + """
+    say(f'trainer {os.getpid()} ready')
+    while not stopping:
+        time.sleep(0.01)
+    save(7)
+    sys.exit(143)
+    """,
+        'exits_143.py',
+    )
+    run = run_harness([PYTHON, job], base_env(tmp_path, closed_port_endpoint()))
+    run.wait_for_stdout(r'^trainer \d+ ready$')
+    run.signal(signal.SIGTERM)
+
+    assert run.finish() == 75, run.output()
+    assert not run.events('final_sync_skipped'), run.output()
+    assert newest_saved_model(tmp_path) == 'stopped at 7'
+
+
+def test_a_process_that_ignores_the_stop_signal_is_not_waited_for(tmp_path):
+    """A monitor started with SIG_IGN for SIGTERM would hold the stop for the whole grace period (30 s here)."""
+    monitor = script(
+        tmp_path,
+        """
+        import os, signal, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        os.write(1, b'monitor ready\\n')
+        while True:
+            time.sleep(1)
+        """,
+        'monitor.py',
+    )
+    command = ['bash', '-c', f'{PYTHON} {monitor} & {PYTHON} {trainer(tmp_path)}']
+    env = base_env(tmp_path, closed_port_endpoint(), TRAINYARD_CHECKPOINT_DONE_FILE='SAVED')
+    run = run_harness(command, env)
+    run.wait_for_stdout('^monitor ready$')
+    run.wait_for_stdout(r'^trainer \d+ ready$')
+    run.signal(signal.SIGTERM)
+
+    assert run.finish() == 75, run.output()
+    assert len(run.events('stop_signal_sent')[0]['pids']) == 2
+    assert run.events('stop_phases')[0]['signal_to_exit_s'] < 15, run.output()
+    assert not run.events('stop_grace_expired')
+    saved = run.wait_for_stdout(r'^saved at (\d+)$')
+    assert newest_saved_model(tmp_path) == f'stopped at {saved.group(1)}'
+
+
+def test_the_reader_of_a_pipeline_is_left_to_end_with_its_input(tmp_path):
+    """Signalled, `tee` dies and the trainer's next print (nanoGPT says it is saving) raises BrokenPipeError."""
+    job = script(
+        tmp_path,
+        SAVE_ON_STOP
+        + """
+    say(f'trainer {os.getpid()} ready')
+    while not stopping:
+        time.sleep(0.01)
+    time.sleep(0.3)
+    print('saving checkpoint', flush=True)
+    save(3)
+    """,
+        'prints_then_saves.py',
+    )
+    env = base_env(tmp_path, closed_port_endpoint(), TRAINYARD_CHECKPOINT_DONE_FILE='SAVED')
+    run = run_harness(['bash', '-c', f'{PYTHON} {job} | tee {tmp_path / "train.log"}'], env)
+    pid = int(run.wait_for_stdout(r'^trainer (\d+) ready$').group(1))
+    run.signal(signal.SIGTERM)
+
+    assert run.finish() == 75, run.output()
+    assert run.events('stop_signal_sent')[0]['pids'] == [pid]
+    assert newest_saved_model(tmp_path) == 'stopped at 3'
+    assert 'saved at 3' in (tmp_path / 'train.log').read_text()

@@ -24,7 +24,14 @@ from trainyard_harness.checkpoints import CheckpointStore, CheckpointSyncer, Dir
 from trainyard_harness.imds import ImdsClient, InstanceAction, InterruptionPoller
 from trainyard_harness.logs import Logger
 from trainyard_harness.metrics import MetricsFileTail, MetricsLoop, MetricsRecorder, resolve_metrics_file
-from trainyard_harness.processes import files_open_for_writing, group_stopped, live_group_pids, stop_targets
+from trainyard_harness.processes import (
+    files_open_for_writing,
+    group_stopped,
+    ignores_signal,
+    is_shell,
+    live_group_pids,
+    stop_targets,
+)
 from trainyard_harness.settings import ConfigError, Settings, load_settings
 from trainyard_harness.storage import StorageError, open_storage
 
@@ -61,6 +68,7 @@ class Harness:
         self.stop_reason: str | None = None
         self.stop_requested_at: float | None = None
         self.child: subprocess.Popen[bytes] | None = None
+        self.leader_is_shell = False
 
     # Called from the signal handler (main thread) or the IMDS poller thread.
     def request_stop(self, reason: str) -> None:
@@ -231,6 +239,8 @@ class Harness:
             self._final_metrics(recorder)
             return code
         self.child = child
+        # Read now: once the process is gone its executable cannot be. Popen returns after the exec.
+        self.leader_is_shell = is_shell(child.pid)
         recorder.state = 'running'
         self.log.info('user_command_started', pid=child.pid, command=command, cwd=cwd)
 
@@ -251,6 +261,7 @@ class Harness:
 
         signal_sent_at: float | None = None
         signalled: set[int] = set()
+        awaited: set[int] = {child.pid}
         killed = False
         torn_files: list[str] = []
         returncode: int | None = None
@@ -262,20 +273,24 @@ class Harness:
                     leader_exited_at = time.monotonic()
                 except subprocess.TimeoutExpired:
                     pass
-            if returncode is not None and (signal_sent_at is None or killed or not live_group_pids(child.pid)):
-                # While stopping, wait for the last process of the group: a trainer run by a shell or a launcher
-                # may still be saving after the process the harness started has exited.
-                break
-            if self.stop_event.is_set() and not killed:
+            # A leader that ended before the signal was due keeps its own status (see _exit_code).
+            if self.stop_event.is_set() and not killed and (returncode is None or signal_sent_at is not None):
                 if signal_sent_at is None:
                     signal_sent_at = time.monotonic()
-                    targets = self._pass_stop_on(child, signalled)
+                    targets = self._pass_stop_on(child, signalled, awaited)
                     self.log.info('stop_signal_sent', signal=s.stop_signal.name, reason=self.stop_reason, pids=targets)
                 else:
                     # Commands a shell starts after the signal (`train && evaluate`), orphans of a launcher that exited.
-                    targets = self._pass_stop_on(child, signalled)
+                    targets = self._pass_stop_on(child, signalled, awaited)
                     if targets:
                         self.log.info('stop_signal_passed_on', signal=s.stop_signal.name, pids=targets)
+            if returncode is not None and (
+                signal_sent_at is None or killed or not awaited.intersection(live_group_pids(child.pid))
+            ):
+                # While stopping, wait for every process the stop signal reached and that can act on it: a trainer
+                # run by a shell or a launcher may still be saving after the process the harness started has exited.
+                # The rest (workers, a monitor that ignores the signal) is killed below, as after any exit.
+                break
             if signal_sent_at is not None and not killed and time.monotonic() - signal_sent_at > s.stop_grace_seconds:
                 killed = True
                 torn_files = self._kill_between_writes(child)
@@ -302,7 +317,10 @@ class Harness:
         sync_started = time.monotonic()
         sync_error: str | None = None
         manifest = None
-        unsafe = self._unsafe_to_upload(returncode, killed, torn_files, child_exited_at)
+        # The stop reached processes whose exit the harness cannot see (a shell's commands, orphans): the status of
+        # the one it started says nothing about how they ended.
+        unseen = sorted(signalled - {child.pid})
+        unsafe = self._unsafe_to_upload(returncode, killed, torn_files, child_exited_at, unseen)
         uploads = s.is_main_node and not unsafe
         for attempt in range(1, FINAL_SYNC_ATTEMPTS + 1 if uploads else 0):
             try:
@@ -441,46 +459,64 @@ class Harness:
         return files_open_for_writing(child.pid, os.path.realpath(self.settings.checkpoint_dir))
 
     def _unsafe_to_upload(
-        self, returncode: int, killed: bool, torn_files: list[str], exited_at: float
+        self, returncode: int, killed: bool, torn_files: list[str], exited_at: float, unseen: list[int]
     ) -> bool:
         """Whether the final upload must be skipped because the local checkpoint may be half written.
 
-        A child killed by SIGKILL while holding a checkpoint file open, or one that died of a signal within the
-        settle window of its last checkpoint write (it may have died mid-write, e.g. nanoGPT writes ckpt.pt in
-        place; a shell reports its command's death by signal N as 128 + N), leaves files that cannot be trusted;
-        the last upload made while it ran stays the newest. With a done file the second rule is not needed: the
-        final sync then uploads only a save whose done file was written after every other file of it.
+        A child killed by SIGKILL while holding a checkpoint file open may have been mid-write, and so may one that
+        died of a signal within the settle window of its last checkpoint write (nanoGPT writes ckpt.pt in place; a
+        shell reports its command's death by signal N as 128 + N). When the stop signal went to processes the
+        harness does not see end (`unseen`: the commands a shell runs, orphans), any of them may have died so: the
+        window applies whatever the status. The last upload made while the child ran stays the newest. With a done
+        file the window is not needed: the final sync then uploads only a save whose done file was written after
+        every other file of it.
         """
         if killed and torn_files:
             self.log.warn('final_sync_skipped', reason='checkpoint file open for writing at SIGKILL', files=torn_files)
             return True
-        died_of_signal = returncode < 0 or 128 < returncode <= 128 + 64
-        if died_of_signal and not killed and self.settings.checkpoint_done_file is None:
-            signature = scan_directory(self.settings.checkpoint_dir)
-            newest = max((mtime for _size, mtime, _ino in signature.values()), default=0) / 1e9
-            age = time.time() - (time.monotonic() - exited_at) - newest
-            if signature and age < self.settings.settle_seconds:
-                self.log.warn(
-                    'final_sync_skipped',
-                    reason='child died of a signal right after writing its checkpoint (it may be torn)',
-                    returncode=returncode,
-                    seconds_since_write=round(age, 3),
-                )
-                return True
+        if killed or self.settings.checkpoint_done_file is not None:
+            return False
+        died_of_signal = returncode < 0 or (self.leader_is_shell and 128 < returncode <= 128 + 64)
+        if not died_of_signal and not unseen:
+            return False
+        signature = scan_directory(self.settings.checkpoint_dir)
+        newest = max((mtime for _size, mtime, _ino in signature.values()), default=0) / 1e9
+        age = time.time() - (time.monotonic() - exited_at) - newest
+        if signature and age < self.settings.settle_seconds:
+            self.log.warn(
+                'final_sync_skipped',
+                reason=(
+                    'child died of a signal right after writing its checkpoint (it may be torn)'
+                    if died_of_signal
+                    else 'processes the stop reached through a shell or as orphans ended right after a checkpoint '
+                    'write, and how they ended cannot be seen (it may be torn): run the trainer with exec, or set '
+                    'a done file'
+                ),
+                returncode=returncode,
+                unseen_pids=unseen,
+                seconds_since_write=round(age, 3),
+            )
+            return True
         return False
 
-    def _pass_stop_on(self, child: subprocess.Popen[bytes], signalled: set[int]) -> list[int]:
-        """Sends the stop signal to the group's processes that should get it (`stop_targets`) and have not yet."""
+    def _pass_stop_on(self, child: subprocess.Popen[bytes], signalled: set[int], awaited: set[int]) -> list[int]:
+        """Sends the stop signal to the group's processes that should get it (`stop_targets`) and have not yet.
+
+        Each one that can act on it (does not ignore it) joins `awaited`: the stop waits for it to exit.
+        """
         sent = []
+        stop = self.settings.stop_signal
         for pid in stop_targets(child.pid):
             if pid in signalled:
                 continue
             signalled.add(pid)
             try:
-                os.kill(pid, self.settings.stop_signal)
+                os.kill(pid, stop)
                 sent.append(pid)
             except ProcessLookupError:
-                pass  # it exited while we looked
+                continue  # it exited while we looked
+            if not ignores_signal(pid, stop):
+                awaited.add(pid)
         return sent
 
     def _signal_group(self, child: subprocess.Popen[bytes], sig: signal.Signals) -> None:

@@ -89,6 +89,42 @@ def is_shell(pid: int) -> bool:
         return False
 
 
+def ignores_signal(pid: int, signum: int) -> bool:
+    """Whether process `pid` ignores signal `signum` (SIG_IGN; e.g. SIGINT for what a shell starts with `&`)."""
+    try:
+        with open(f'/proc/{pid}/status', encoding='ascii', errors='replace') as status:
+            mask = next((int(line.split()[1], 16) for line in status if line.startswith('SigIgn:')), 0)
+    except (OSError, ValueError, IndexError):
+        return False
+    return bool(mask >> (signum - 1) & 1)
+
+
+def _pipe_ends(pids: list[int]) -> tuple[dict[int, int], dict[int, set[int]]]:
+    """Each process's stdin pipe (by inode), and for each pipe the processes holding its write end."""
+    stdin: dict[int, int] = {}
+    writers: dict[int, set[int]] = {}
+    for pid in pids:
+        try:
+            fds = os.listdir(f'/proc/{pid}/fd')
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f'/proc/{pid}/fd/{fd}')
+                if not target.startswith('pipe:['):
+                    continue
+                inode = int(target[6:-1])
+                if fd == '0':
+                    stdin[pid] = inode
+                with open(f'/proc/{pid}/fdinfo/{fd}', encoding='ascii') as info:
+                    flags = next((int(line.split()[1], 8) for line in info if line.startswith('flags:')), 0)
+                if flags & os.O_WRONLY:
+                    writers.setdefault(inode, set()).add(pid)
+            except (OSError, ValueError):
+                continue  # the process or descriptor went away while we looked
+    return stdin, writers
+
+
 def stop_targets(pgid: int) -> list[int]:
     """The processes of group `pgid` that a stop signal should go to, as `docker stop` would, past any shell.
 
@@ -97,22 +133,27 @@ def stop_targets(pgid: int) -> list[int]:
     Their children do not: a trainer's data-loader workers die of SIGTERM, and the trainer then fails fetching its
     next batch instead of saving; a launcher such as torchrun passes the signal on to its workers itself. A shell
     with children is passed through to them (it would sit on the signal until they ended), recursively; a shell
-    between two commands gets it itself.
+    between two commands gets it itself. A process reading a pipe that another process of the group writes to
+    (`train.py | tee log`) is left out: it ends when its input does, and dying first it would break the writer's
+    next print.
     """
     processes = {pid: info for pid, info in group_processes(pgid).items() if info.state not in _GONE}
     children: dict[int, list[int]] = {}
     for pid, info in processes.items():
         children.setdefault(info.ppid, []).append(pid)
     pending = [pid for pid, info in processes.items() if info.ppid not in processes]
-    targets: list[int] = []
+    found: list[int] = []
     while pending:
         pid = pending.pop()
         below = children.get(pid)
         if below and is_shell(pid):
             pending.extend(below)
         else:
-            targets.append(pid)
-    return sorted(targets)
+            found.append(pid)
+    if len(found) > 1:
+        stdin, writers = _pipe_ends(list(processes))
+        found = [pid for pid in found if not writers.get(stdin.get(pid, -1), set()) - {pid}]
+    return sorted(found)
 
 
 def files_open_for_writing(pgid: int, directory: str) -> list[str]:
