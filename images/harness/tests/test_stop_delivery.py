@@ -101,19 +101,9 @@ def test_data_loader_workers_do_not_get_the_signal_so_the_trainer_saves(tmp_path
     assert len(run.events('stop_signal_sent')[0]['pids']) == 1
 
 
-def test_a_shell_passes_the_signal_on_to_each_command_it_runs(tmp_path):
-    """bash sits on SIGTERM while a command runs; signalled as a group, it died at once and the save was killed."""
-    second = script(
-        tmp_path,
-        """
-        import signal, sys
-        signal.signal(signal.SIGTERM, lambda *_: (print('second stopped', flush=True), sys.exit(0)))
-        print('second ready', flush=True)
-        while True:
-            signal.pause()
-        """,
-        'second.py',
-    )
+def test_a_shell_and_its_command_both_get_the_signal_and_nothing_after_it_runs(tmp_path):
+    """bash passes nothing on; signalled as a group, it died at once and the harness killed the trainer mid-save."""
+    second = script(tmp_path, "print('second ran', flush=True)", 'second.py')
     command = ['bash', '-c', f'{PYTHON} {trainer(tmp_path)} && {PYTHON} {second}']
     env = base_env(tmp_path, closed_port_endpoint(), TRAINYARD_CHECKPOINT_DONE_FILE='SAVED')
     run = run_harness(command, env)
@@ -121,11 +111,53 @@ def test_a_shell_passes_the_signal_on_to_each_command_it_runs(tmp_path):
     run.signal(signal.SIGTERM)
 
     assert run.finish() == 75, run.output()
-    assert run.events('stop_signal_sent')[0]['pids'] == [pid]
+    shell = run.events('user_command_started')[0]['pid']
+    assert run.events('stop_signal_sent')[0]['pids'] == sorted([shell, pid])
+    assert run.events('user_command_exited')[0]['returncode'] == -signal.SIGTERM
     saved = run.wait_for_stdout(r'^saved at (\d+)$')
     assert newest_saved_model(tmp_path) == f'stopped at {saved.group(1)}'
-    # The command the shell ran after the stop got the signal too, and nothing ran after it.
-    assert run.events('stop_signal_passed_on'), run.output()
+    assert 'second ran' not in run.stdout
+
+
+def test_a_shell_loop_starts_no_new_command_after_the_stop(tmp_path):
+    env = base_env(tmp_path, closed_port_endpoint(), TRAINYARD_CHECKPOINT_DONE_FILE='SAVED')
+    run = run_harness(['bash', '-c', f'while true; do {PYTHON} {trainer(tmp_path)}; done'], env)
+    run.wait_for_stdout(r'^trainer \d+ ready$')
+    run.signal(signal.SIGTERM)
+
+    assert run.finish() == 75, run.output()
+    assert len([line for line in run.stdout if line.startswith('trainer ')]) == 1, run.output()
+    saved = run.wait_for_stdout(r'^saved at (\d+)$')
+    assert newest_saved_model(tmp_path) == f'stopped at {saved.group(1)}'
+
+
+def test_the_children_a_trainer_leaves_when_it_exits_after_saving_do_not_get_the_signal(tmp_path):
+    """Orphans get it only from a leader that died of it: a helper left by a clean exit cannot void the save."""
+    job = script(
+        tmp_path,
+        SAVE_ON_STOP
+        + """
+    import subprocess
+    helper = subprocess.Popen(['sleep', '300'])
+    say(f'helper {helper.pid}')
+    say(f'trainer {os.getpid()} ready')
+    while not stopping:
+        time.sleep(0.01)
+    save(9)
+    """,
+        'leaves_a_helper.py',
+    )
+    env = base_env(tmp_path, closed_port_endpoint(), TRAINYARD_SETTLE_SECONDS='2')
+    run = run_harness([PYTHON, job], env)
+    helper = int(run.wait_for_stdout(r'^helper (\d+)$').group(1))
+    run.wait_for_stdout(r'^trainer \d+ ready$')
+    run.signal(signal.SIGTERM)
+
+    assert run.finish() == 75, run.output()
+    assert not run.events('stop_signal_passed_on'), run.output()
+    assert not run.events('final_sync_skipped'), run.output()
+    assert newest_saved_model(tmp_path) == 'stopped at 9'
+    assert helper not in live_group_pids(run.events('user_command_started')[0]['pid'])  # killed with the group
 
 
 def test_the_orphans_of_a_launcher_that_dies_of_the_signal_get_it_and_are_waited_for(tmp_path):
@@ -195,7 +227,8 @@ def test_a_shell_whose_command_died_of_the_signal_right_after_a_write_has_nothin
         'writer.py',
     )
     env = base_env(tmp_path, closed_port_endpoint(), TRAINYARD_SETTLE_SECONDS='30', TRAINYARD_SYNC_INTERVAL_SECONDS='60')
-    run = run_harness(['bash', '-c', f'{PYTHON} {writer}; exit $?'], env)
+    # The trap makes bash wait for the writer and go on; without one it would die of the signal itself.
+    run = run_harness(['bash', '-c', f'trap : TERM; {PYTHON} {writer}; exit $?'], env)
     run.wait_for_stdout('^ready$')
     run.signal(signal.SIGTERM)
 
@@ -216,7 +249,7 @@ def wait_until(condition, what: str, limit: float = 10.0):
         time.sleep(0.01)
 
 
-def test_stop_targets_are_the_tree_roots_past_any_shell():
+def test_stop_targets_are_the_leader_and_after_its_death_by_signal_the_orphans_past_any_shell():
     forker = textwrap.dedent(
         """
         import os, subprocess, sys, time
@@ -234,13 +267,15 @@ def test_stop_targets_are_the_tree_roots_past_any_shell():
         shell = int(leader.stdout.readline())
         wait_until(lambda: len(live_group_pids(leader.pid)) == 5, 'leader, 2 forks, bash and sleep')
         # The leader only: its forked workers and the shell it runs are its own business.
-        assert stop_targets(leader.pid) == [leader.pid]
+        assert stop_targets(leader.pid, orphans=True) == [leader.pid]
         os.kill(leader.pid, signal.SIGKILL)
         leader.wait()
-        # Orphaned, each is a root now; the shell is passed through to the sleep it waits on.
-        roots = stop_targets(leader.pid)
-        assert len(roots) == 3 and leader.pid not in roots
-        assert [pid for pid in live_group_pids(leader.pid) if pid not in roots] == [shell]
+        # Left behind by a leader that exited on its own, they are nobody's to stop.
+        assert stop_targets(leader.pid, orphans=False) == []
+        # Left by one that died of the signal, every orphan gets it, and the shell's command too.
+        orphans = live_group_pids(leader.pid)
+        assert len(orphans) == 4 and shell in orphans
+        assert stop_targets(leader.pid, orphans=True) == orphans
     finally:
         os.killpg(leader.pid, signal.SIGKILL)
 
@@ -272,10 +307,9 @@ def test_a_command_a_shell_ran_that_died_mid_write_is_not_uploaded_though_the_sh
     run.signal(signal.SIGTERM)
 
     assert run.finish() == 75, run.output()
-    assert run.events('user_command_exited')[0]['returncode'] == 0
-    skipped = run.events('final_sync_skipped')[0]
-    assert skipped['unseen_pids'] == run.events('stop_signal_sent')[0]['pids']
-    assert 'exec' in skipped['reason']
+    shell = run.events('user_command_started')[0]['pid']
+    writer_pid = [pid for pid in run.events('stop_signal_sent')[0]['pids'] if pid != shell]
+    assert run.events('final_sync_skipped')[0]['unseen_pids'] == writer_pid
     assert uploaded_checkpoints(tmp_path) == []
 
 
@@ -323,7 +357,7 @@ def test_a_process_that_ignores_the_stop_signal_is_not_waited_for(tmp_path):
     run.signal(signal.SIGTERM)
 
     assert run.finish() == 75, run.output()
-    assert len(run.events('stop_signal_sent')[0]['pids']) == 2
+    assert len(run.events('stop_signal_sent')[0]['pids']) == 3  # bash, the monitor and the trainer
     assert run.events('stop_phases')[0]['signal_to_exit_s'] < 15, run.output()
     assert not run.events('stop_grace_expired')
     saved = run.wait_for_stdout(r'^saved at (\d+)$')
@@ -351,6 +385,7 @@ def test_the_reader_of_a_pipeline_is_left_to_end_with_its_input(tmp_path):
     run.signal(signal.SIGTERM)
 
     assert run.finish() == 75, run.output()
-    assert run.events('stop_signal_sent')[0]['pids'] == [pid]
+    shell = run.events('user_command_started')[0]['pid']
+    assert run.events('stop_signal_sent')[0]['pids'] == sorted([shell, pid])
     assert newest_saved_model(tmp_path) == 'stopped at 3'
     assert 'saved at 3' in (tmp_path / 'train.log').read_text()

@@ -261,6 +261,7 @@ class Harness:
 
         signal_sent_at: float | None = None
         signalled: set[int] = set()
+        reached: set[int] = set()
         awaited: set[int] = {child.pid}
         killed = False
         torn_files: list[str] = []
@@ -277,11 +278,11 @@ class Harness:
             if self.stop_event.is_set() and not killed and (returncode is None or signal_sent_at is not None):
                 if signal_sent_at is None:
                     signal_sent_at = time.monotonic()
-                    targets = self._pass_stop_on(child, signalled, awaited)
+                    targets = self._pass_stop_on(child, returncode, signalled, reached, awaited)
                     self.log.info('stop_signal_sent', signal=s.stop_signal.name, reason=self.stop_reason, pids=targets)
                 else:
-                    # Commands a shell starts after the signal (`train && evaluate`), orphans of a launcher that exited.
-                    targets = self._pass_stop_on(child, signalled, awaited)
+                    # Commands a trapping shell starts after the signal, orphans of a launcher that died of it.
+                    targets = self._pass_stop_on(child, returncode, signalled, reached, awaited)
                     if targets:
                         self.log.info('stop_signal_passed_on', signal=s.stop_signal.name, pids=targets)
             if returncode is not None and (
@@ -319,7 +320,7 @@ class Harness:
         manifest = None
         # The stop reached processes whose exit the harness cannot see (a shell's commands, orphans): the status of
         # the one it started says nothing about how they ended.
-        unseen = sorted(signalled - {child.pid})
+        unseen = sorted(reached - {child.pid})
         unsafe = self._unsafe_to_upload(returncode, killed, torn_files, child_exited_at, unseen)
         uploads = s.is_main_node and not unsafe
         for attempt in range(1, FINAL_SYNC_ATTEMPTS + 1 if uploads else 0):
@@ -377,7 +378,7 @@ class Harness:
         its status then says how it took the stop, not whether it can train. torchrun exits 1 after its workers have
         saved, and a script whose shutdown code fails still has its last checkpoint. A failure of the
         command's own shows again in the next attempt, which no stop interrupts. A status other than the ones a
-        stop explains (0, death by the stop signal or by the harness's SIGKILL, 128 + either from a shell) is
+        stop explains (0, death by the stop signal or by the harness's SIGKILL, 128 + either) is
         logged as `stopped_command_failed`. If the harness never sent a signal, the child's own status is reported
         (0 stays 0 even if a notice arrived after it finished).
         """
@@ -499,22 +500,32 @@ class Harness:
             return True
         return False
 
-    def _pass_stop_on(self, child: subprocess.Popen[bytes], signalled: set[int], awaited: set[int]) -> list[int]:
+    def _pass_stop_on(
+        self,
+        child: subprocess.Popen[bytes],
+        returncode: int | None,
+        signalled: set[int],
+        reached: set[int],
+        awaited: set[int],
+    ) -> list[int]:
         """Sends the stop signal to the group's processes that should get it (`stop_targets`) and have not yet.
 
-        Each one that can act on it (does not ignore it) joins `awaited`: the stop waits for it to exit.
+        Orphans get it only once the leader has died of a signal. Each process reached joins `reached`, and each one
+        that can act on it (does not ignore it) `awaited`: the stop waits for it to exit.
         """
-        sent = []
         stop = self.settings.stop_signal
-        for pid in stop_targets(child.pid):
+        orphans = returncode is not None and returncode < 0
+        sent = []
+        for pid in stop_targets(child.pid, orphans):
             if pid in signalled:
                 continue
             signalled.add(pid)
             try:
                 os.kill(pid, stop)
-                sent.append(pid)
             except ProcessLookupError:
                 continue  # it exited while we looked
+            reached.add(pid)
+            sent.append(pid)
             if not ignores_signal(pid, stop):
                 awaited.add(pid)
         return sent

@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-# A POSIX shell waiting on a command neither acts on SIGTERM until that command has ended nor passes it on (bash(1),
-# SIGNALS: "the trap will not be executed until the command completes"), so a stop signal sent to it reaches nobody
-# in time. `busybox` is the shell of small images (its `sh` applet).
+# A POSIX shell never passes a signal on to the command it runs: without a trap it dies at once and leaves the command
+# running, with one it runs the trap only once the command has ended (bash(1), SIGNALS). `busybox` is the shell of
+# small images (its `sh` applet).
 SHELLS = frozenset({'sh', 'bash', 'dash', 'zsh', 'ksh', 'mksh', 'ash', 'busybox'})
 
 # States in /proc/<pid>/stat of a thread that runs no more: stopped, traced, zombie, dead.
@@ -125,31 +125,35 @@ def _pipe_ends(pids: list[int]) -> tuple[dict[int, int], dict[int, set[int]]]:
     return stdin, writers
 
 
-def stop_targets(pgid: int) -> list[int]:
-    """The processes of group `pgid` that a stop signal should go to, as `docker stop` would, past any shell.
+def stop_targets(pgid: int, orphans: bool) -> list[int]:
+    """The processes of group `pgid` (led by process `pgid`) that a stop signal should go to.
 
-    The roots of the group's process trees get it: the command's first process, and any process whose parent is
-    outside the group (one orphaned when the process that ran it exited, with nobody left to pass the signal on).
-    Their children do not: a trainer's data-loader workers die of SIGTERM, and the trainer then fails fetching its
-    next batch instead of saving; a launcher such as torchrun passes the signal on to its workers itself. A shell
-    with children is passed through to them (it would sit on the signal until they ended), recursively; a shell
-    between two commands gets it itself. A process reading a pipe that another process of the group writes to
-    (`train.py | tee log`) is left out: it ends when its input does, and dying first it would break the writer's
-    next print.
+    The leader gets it, as `docker stop` sends it to a container's first process; its children do not: a trainer's
+    data-loader workers die of SIGTERM, and the trainer then fails fetching its next batch instead of saving; a
+    launcher such as torchrun passes the signal on to its workers itself. A shell passes nothing on, so the commands
+    it runs get it too, recursively, and so does the shell, so that it starts nothing more (`train && evaluate`, a
+    loop). Once the leader has gone, and only if `orphans` (it died of a signal, leaving its work unattended), the
+    processes whose parent is outside the group get it: those it left behind. A process reading a pipe that another
+    process of the group writes to (`train.py | tee log`) is left out: it ends when its input does, and dying first
+    it would break the writer's next print.
     """
     processes = {pid: info for pid, info in group_processes(pgid).items() if info.state not in _GONE}
     children: dict[int, list[int]] = {}
     for pid, info in processes.items():
         children.setdefault(info.ppid, []).append(pid)
-    pending = [pid for pid, info in processes.items() if info.ppid not in processes]
+    if pgid in processes:
+        pending = [pgid]
+    elif orphans:
+        pending = [pid for pid, info in processes.items() if info.ppid not in processes]
+    else:
+        pending = []
     found: list[int] = []
     while pending:
         pid = pending.pop()
         below = children.get(pid)
         if below and is_shell(pid):
             pending.extend(below)
-        else:
-            found.append(pid)
+        found.append(pid)
     if len(found) > 1:
         stdin, writers = _pipe_ends(list(processes))
         found = [pid for pid in found if not writers.get(stdin.get(pid, -1), set()) - {pid}]
