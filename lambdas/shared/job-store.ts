@@ -498,7 +498,11 @@ export class JobStore {
   }
 
   /** Claims an Idempotency-Key for a team: the first claim wins; later ones learn the job and whether it matches. */
-  async claimIdempotencyKey(team: string, key: string, claim: IdempotencyRecord): Promise<IdempotencyClaim> {
+  async claimIdempotencyKey(
+    team: string,
+    key: string,
+    claim: Omit<IdempotencyRecord, 'answer'>,
+  ): Promise<IdempotencyClaim> {
     try {
       await this.client.send(
         new PutCommand({
@@ -513,6 +517,22 @@ export class JobStore {
       const found = await this.findIdempotencyKey(team, key);
       return { claimed: false, jobId: String(found?.jobId), sameRequest: found?.requestHash === claim.requestHash };
     }
+  }
+
+  /**
+   * Keeps on a key's claim the answer of the try that created its job, for replays to repeat; only while the claim
+   * names that job (it always does: a claim is never rewritten, so the condition only guards against misuse).
+   */
+  async keepIdempotencyAnswer(team: string, key: string, jobId: string, answer: string): Promise<void> {
+    await this.client.send(
+      new UpdateCommand({
+        TableName: this.tableName,
+        Key: jobKeys.idempotency(team, key),
+        UpdateExpression: 'SET answer = :answer',
+        ConditionExpression: 'jobId = :jobId',
+        ExpressionAttributeValues: { ':answer': answer, ':jobId': jobId },
+      }),
+    );
   }
 
   /** A team's claim of an Idempotency-Key, if there is one (read consistently: a claim just made is seen). */

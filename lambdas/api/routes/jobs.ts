@@ -13,7 +13,7 @@ import { TERMINATE_REASONS } from '../../domain/batch-reasons';
 import { buildEvent, jobIdentity } from '../../domain/events';
 import { isTerminal, JOB_ID_PATTERN, type JobRecord } from '../../domain/job';
 import { budgetPeriodOf, jobScopes } from '../../domain/watch';
-import { jobKeysFor } from '../../domain/workspace-layout';
+import { jobKeysFor, uploadKey } from '../../domain/workspace-layout';
 import { JobNotFound } from '../../shared/job-store';
 import { logger } from '../../shared/logger';
 import { sha256Hex, textFilesOf } from '../../shared/tarball';
@@ -106,7 +106,7 @@ async function submitJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
   // upload may have expired since, or the tiers changed, and the job exists whatever they say now.
   const bodyHash = sha256Hex(canonicalJson({ team: team.id, body }));
   if (key !== undefined) {
-    const replay = await replayOf(plane, team.id, key, bodyHash);
+    const replay = await replayOf(plane, team.id, key, bodyHash, body.uploadId);
     if (replay) return replay;
   }
   const bundle = await resolveBundle(plane, team.id, { bundle: body.bundle, uploadId: body.uploadId });
@@ -127,13 +127,7 @@ async function submitJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
   // 2. Claim the key. A replay of the same request returns that job (finishing its submission if a crash cut it).
   let jobId = plane.newId();
   if (key !== undefined) {
-    const kept = keptAnswer(answer);
-    const claim = await plane.jobs.claimIdempotencyKey(team.id, key, {
-      jobId,
-      requestHash,
-      bodyHash,
-      ...(kept !== undefined && { answer: kept }),
-    });
+    const claim = await plane.jobs.claimIdempotencyKey(team.id, key, { jobId, requestHash, bodyHash });
     if (!claim.claimed) {
       if (!claim.sameRequest) {
         throw conflict(
@@ -176,8 +170,11 @@ async function submitJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
     env: body.env ?? {},
   };
   // false when a concurrent try with the same key created it first: either way the stored record is the job.
-  await plane.jobs.createJob(record);
+  const created = await plane.jobs.createJob(record);
   const job = await plane.jobs.requireJob(jobId);
+  // The answer replays repeat is the one of the try that created the job, which may not be the one that claimed it.
+  const kept = key !== undefined && created ? keptAnswer(answer) : undefined;
+  if (key !== undefined && kept !== undefined) await plane.jobs.keepIdempotencyAnswer(team.id, key, jobId, kept);
 
   // 4-5. Announce and start; both are safe to repeat.
   await announceAndStart(plane, job);
@@ -187,20 +184,26 @@ async function submitJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
 
 /**
  * The answer to a replay of a request an Idempotency-Key has already taken, sent the same way (same body, same
- * bundle text or upload id): the job as it is now, with the analysis and estimate the first answer gave. Undefined
- * when the full path must run: the key is new, the body differs (a different request, or the same bundle sent
- * another way), the claim kept no answer, or the try that claimed it stopped before creating the job.
+ * inline bundle, or the same upload id once that upload has gone): the job as it is now, with the analysis and
+ * estimate the answer that created it gave. Undefined when the full path must run: the key is new, the body differs
+ * (a different request, or the same bundle sent another way), the upload is still there (its content is compared:
+ * it may have been replaced), the claim kept no answer, or the try that claimed it stopped before creating the job.
  */
 async function replayOf(
   plane: ApiPlane,
   team: string,
   key: string,
   bodyHash: string,
+  uploadId: string | undefined,
 ): Promise<ApiResponse | undefined> {
   const claim = await plane.jobs.findIdempotencyKey(team, key);
   if (claim?.bodyHash !== bodyHash || claim.answer === undefined) return undefined;
+  if (uploadId !== undefined) {
+    const upload = uploadKey(team, uploadId);
+    if ((await plane.workspace.list(upload)).some((o) => o.key === upload)) return undefined;
+  }
   const job = await plane.jobs.getJob(claim.jobId);
-  if (!job) return undefined;
+  if (!job || job.team !== team) return undefined;
   if (job.state === 'SUBMITTED') await announceAndStart(plane, job);
   return { status: 200, body: { job: publicJob(job), ...JSON.parse(claim.answer), replayed: true } };
 }

@@ -9,6 +9,7 @@ import { keptAnswer } from '../../../lambdas/api/routes/jobs';
 import { analyzeWorkload } from '../../../lambdas/domain/analysis';
 import { CHECKPOINT_DONE_FILE_RULE } from '../../../lambdas/domain/job';
 import { uploadKey } from '../../../lambdas/domain/workspace-layout';
+import { packTarGz } from '../../../lambdas/shared/tarball';
 import { parseConfig } from '../../../lib/config';
 import {
   type ApiBench,
@@ -667,6 +668,47 @@ describe('Idempotency-Key replays answered from the claim', () => {
     expect(replay.status, JSON.stringify(replay.body)).toBe(200);
     expect(replay.body).toEqual({ ...first.body, replayed: true });
     expect(await bench.snapshot()).toEqual(before);
+  });
+
+  it('compares the content of an upload that is still there: replaced since, it is a different request (409)', async () => {
+    const upload = await bench.call({ method: 'POST', path: '/uploads' });
+    const { uploadId } = upload.body as { uploadId: string };
+    await bench.workspace.put(uploadKey('nlp', uploadId), bundle);
+    const key = freshKey();
+    const request = { method: 'POST', path: '/jobs', headers: { 'Idempotency-Key': key }, body: { uploadId, command } };
+    const first = await bench.call(request);
+    expect(first.status).toBe(202);
+    // The upload URL stays valid for a while: the same id can hold another bundle.
+    const files = Object.entries(projectFiles('cpu-tiny')).map(([path, text]) => ({
+      path,
+      content: Buffer.from(text),
+    }));
+    const changed = packTarGz([...files, { path: 'NOTES.md', content: Buffer.from('another bundle') }]);
+    await bench.workspace.put(uploadKey('nlp', uploadId), changed);
+    const replay = await bench.call(request);
+    expect(replay.status).toBe(409);
+    expect(errorOf(replay.body).code).toBe('idempotency_key_reused');
+  });
+
+  it('keeps the answer of the try that created the job, not of one that claimed the key and stopped', async () => {
+    const key = freshKey();
+    const request = {
+      method: 'POST',
+      path: '/jobs',
+      headers: { 'Idempotency-Key': key },
+      body: { bundle: bundleB64, command },
+    } as const;
+    const put = vi
+      .spyOn(bench.workspace, 'put')
+      .mockRejectedValueOnce(Object.assign(new Error('reset'), { name: 'TimeoutError' }));
+    expect((await bench.call(request)).status).toBe(500);
+    put.mockRestore();
+    expect((await claimOf(key))?.answer).toBeUndefined();
+
+    const created = await bench.call(request);
+    expect(created.status).toBe(202);
+    const { job: _job, replayed: _replayed, ...answer } = created.body;
+    expect(JSON.parse(String((await claimOf(key))?.answer))).toEqual(answer);
   });
 
   it('answers a replay of a claim made before answers were kept through the full path, as before', async () => {
