@@ -63,6 +63,11 @@ def newest_saved_model(tmp_path) -> str:
     return (tmp_path / 'restored' / 'model.pt').read_text()
 
 
+def assert_the_stop_save_is_the_newest_checkpoint(run, tmp_path) -> None:
+    saved = run.wait_for_stdout(r'^saved at (\d+)$')
+    assert newest_saved_model(tmp_path) == f'stopped at {saved.group(1)}'
+
+
 def test_data_loader_workers_do_not_get_the_signal_so_the_trainer_saves(tmp_path):
     """Signalled too, the workers die and the trainer's next batch raises before it can save (exit 1, no save)."""
     job = script(
@@ -95,8 +100,7 @@ def test_data_loader_workers_do_not_get_the_signal_so_the_trainer_saves(tmp_path
     run.signal(signal.SIGTERM)
 
     assert run.finish() == 75, run.output()
-    saved = run.wait_for_stdout(r'^saved at (\d+)$')
-    assert newest_saved_model(tmp_path) == f'stopped at {saved.group(1)}'
+    assert_the_stop_save_is_the_newest_checkpoint(run, tmp_path)
     assert not run.events('stopped_command_failed'), run.output()
     assert len(run.events('stop_signal_sent')[0]['pids']) == 1
 
@@ -114,8 +118,7 @@ def test_a_shell_and_its_command_both_get_the_signal_and_nothing_after_it_runs(t
     shell = run.events('user_command_started')[0]['pid']
     assert run.events('stop_signal_sent')[0]['pids'] == sorted([shell, pid])
     assert run.events('user_command_exited')[0]['returncode'] == -signal.SIGTERM
-    saved = run.wait_for_stdout(r'^saved at (\d+)$')
-    assert newest_saved_model(tmp_path) == f'stopped at {saved.group(1)}'
+    assert_the_stop_save_is_the_newest_checkpoint(run, tmp_path)
     assert 'second ran' not in run.stdout
 
 
@@ -127,8 +130,7 @@ def test_a_shell_loop_starts_no_new_command_after_the_stop(tmp_path):
 
     assert run.finish() == 75, run.output()
     assert len([line for line in run.stdout if line.startswith('trainer ')]) == 1, run.output()
-    saved = run.wait_for_stdout(r'^saved at (\d+)$')
-    assert newest_saved_model(tmp_path) == f'stopped at {saved.group(1)}'
+    assert_the_stop_save_is_the_newest_checkpoint(run, tmp_path)
 
 
 def test_the_children_a_trainer_leaves_when_it_exits_after_saving_do_not_get_the_signal(tmp_path):
@@ -208,8 +210,7 @@ def test_a_launcher_that_passes_the_signal_on_and_exits_1_still_means_resume(tmp
 
     assert run.finish() == 75, run.output()
     assert run.events('stopped_command_failed')[0]['returncode'] == 1
-    saved = run.wait_for_stdout(r'^saved at (\d+)$')
-    assert newest_saved_model(tmp_path) == f'stopped at {saved.group(1)}'
+    assert_the_stop_save_is_the_newest_checkpoint(run, tmp_path)
 
 
 def test_a_shell_whose_command_died_of_the_signal_right_after_a_write_has_nothing_uploaded_at_the_end(tmp_path):
@@ -360,8 +361,7 @@ def test_a_process_that_ignores_the_stop_signal_is_not_waited_for(tmp_path):
     assert len(run.events('stop_signal_sent')[0]['pids']) == 3  # bash, the monitor and the trainer
     assert run.events('stop_phases')[0]['signal_to_exit_s'] < 15, run.output()
     assert not run.events('stop_grace_expired')
-    saved = run.wait_for_stdout(r'^saved at (\d+)$')
-    assert newest_saved_model(tmp_path) == f'stopped at {saved.group(1)}'
+    assert_the_stop_save_is_the_newest_checkpoint(run, tmp_path)
 
 
 def test_the_reader_of_a_pipeline_is_left_to_end_with_its_input(tmp_path):

@@ -36,6 +36,9 @@ const bundle = projectBundle('cpu-tiny');
 const bundleB64 = bundle.toString('base64');
 const command = ['python', 'train.py'];
 const sha256 = (data: Buffer) => createHash('sha256').update(data).digest('hex');
+/** The next workspace write (the job's bundle, step 2 of a submission) fails as a connection reset would. */
+const failNextBundleWrite = () =>
+  vi.spyOn(bench.workspace, 'put').mockRejectedValueOnce(Object.assign(new Error('reset'), { name: 'TimeoutError' }));
 let keySeq = 0;
 const freshKey = () => `key-${++keySeq}-${Date.now()}`;
 
@@ -622,9 +625,7 @@ describe('Idempotency-Key', () => {
       headers: { 'Idempotency-Key': key },
       body: { bundle: bundleB64, command },
     } as const;
-    const put = vi
-      .spyOn(bench.workspace, 'put')
-      .mockRejectedValueOnce(Object.assign(new Error('reset'), { name: 'TimeoutError' }));
+    const put = failNextBundleWrite();
     const crashed = await bench.call(request);
     put.mockRestore();
     expect(crashed.status).toBe(500);
@@ -698,9 +699,7 @@ describe('Idempotency-Key replays answered from the claim', () => {
       headers: { 'Idempotency-Key': key },
       body: { bundle: bundleB64, command },
     } as const;
-    const put = vi
-      .spyOn(bench.workspace, 'put')
-      .mockRejectedValueOnce(Object.assign(new Error('reset'), { name: 'TimeoutError' }));
+    const put = failNextBundleWrite();
     expect((await bench.call(request)).status).toBe(500);
     put.mockRestore();
     expect((await claimOf(key))?.answer).toBeUndefined();
