@@ -200,6 +200,28 @@ def _json_or_none(line: str) -> dict | None:
     return record if isinstance(record, dict) and record.get('source') == 'trainyard-harness' else None
 
 
+_RUNS: list[HarnessRun] = []
+
+
 def run_harness(command: list[str], env: dict[str, str], cwd: Path | str | None = None) -> HarnessRun:
     """Starts the harness; call .finish() for the exit code."""
-    return HarnessRun(command, env, cwd)
+    run = HarnessRun(command, env, cwd)
+    _RUNS.append(run)
+    return run
+
+
+@pytest.fixture(autouse=True)
+def _no_harness_outlives_its_test():
+    """A test that failed before .finish() leaves nothing running: the harness and its command's process group."""
+    yield
+    while _RUNS:
+        run = _RUNS.pop()
+        if run.process.poll() is not None:
+            continue
+        run.process.kill()
+        run.process.wait()
+        for started in run.events('user_command_started'):
+            try:
+                os.killpg(started['pid'], signal.SIGKILL)
+            except ProcessLookupError:
+                pass  # the command's group is gone already
