@@ -8,6 +8,8 @@ import sys
 import textwrap
 import time
 
+import pytest
+
 from conftest import PYTHON, base_env, closed_port_endpoint, run_harness
 
 from trainyard_harness.checkpoints import CheckpointStore
@@ -314,8 +316,12 @@ def test_a_command_a_shell_ran_that_died_mid_write_is_not_uploaded_though_the_sh
     assert uploaded_checkpoints(tmp_path) == []
 
 
-def test_a_trainer_that_saves_and_exits_143_itself_has_its_save_uploaded(tmp_path):
-    """128 + N means death by signal N only from a shell; a trainer may choose that status after a good save."""
+@pytest.mark.parametrize('through_bash', [False, True])
+def test_a_trainer_that_saves_and_exits_143_itself_has_its_save_uploaded(tmp_path, through_bash):
+    """128 + N means death by signal N only from a shell; a trainer may choose that status after a good save.
+
+    `bash -c` with one command execs it: the process the harness started is a shell no longer when the stop comes.
+    """
     job = script(
         tmp_path,
         SAVE_ON_STOP
@@ -328,11 +334,13 @@ def test_a_trainer_that_saves_and_exits_143_itself_has_its_save_uploaded(tmp_pat
     """,
         'exits_143.py',
     )
-    run = run_harness([PYTHON, job], base_env(tmp_path, closed_port_endpoint()))
-    run.wait_for_stdout(r'^trainer \d+ ready$')
+    command = ['bash', '-c', f'{PYTHON} {job}'] if through_bash else [PYTHON, job]
+    run = run_harness(command, base_env(tmp_path, closed_port_endpoint()))
+    pid = int(run.wait_for_stdout(r'^trainer (\d+) ready$').group(1))
     run.signal(signal.SIGTERM)
 
     assert run.finish() == 75, run.output()
+    assert run.events('user_command_started')[0]['pid'] == pid
     assert not run.events('final_sync_skipped'), run.output()
     assert newest_saved_model(tmp_path) == 'stopped at 7'
 

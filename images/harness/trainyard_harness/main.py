@@ -239,8 +239,9 @@ class Harness:
             self._final_metrics(recorder)
             return code
         self.child = child
-        # Read now: once the process is gone its executable cannot be. Popen returns after the exec.
-        self.leader_is_shell = is_shell(child.pid)
+        # Read now, and again at the stop (`bash -c 'python train.py'` execs python): once the process is gone its
+        # executable cannot be read. Popen returns after the exec.
+        self.leader_is_shell = bool(is_shell(child.pid))
         recorder.state = 'running'
         self.log.info('user_command_started', pid=child.pid, command=command, cwd=cwd)
 
@@ -278,6 +279,9 @@ class Harness:
             if self.stop_event.is_set() and not killed and (returncode is None or signal_sent_at is not None):
                 if signal_sent_at is None:
                     signal_sent_at = time.monotonic()
+                    leader_runs = is_shell(child.pid) if returncode is None else None
+                    if leader_runs is not None:
+                        self.leader_is_shell = leader_runs
                     targets = self._pass_stop_on(child, returncode, signalled, reached, awaited)
                     self.log.info('stop_signal_sent', signal=s.stop_signal.name, reason=self.stop_reason, pids=targets)
                 else:

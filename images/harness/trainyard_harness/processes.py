@@ -81,12 +81,15 @@ def group_stopped(pgid: int) -> bool:
     return True
 
 
-def is_shell(pid: int) -> bool:
-    """Whether process `pid` runs a shell (by its executable, so a `#!/bin/bash` script named run.sh is one too)."""
+def is_shell(pid: int) -> bool | None:
+    """Whether process `pid` runs a shell (by its executable, so a `#!/bin/bash` script named run.sh is one too).
+
+    None when it cannot be told: the process has gone.
+    """
     try:
         return os.path.basename(os.readlink(f'/proc/{pid}/exe')) in SHELLS
     except OSError:
-        return False
+        return None
 
 
 def ignores_signal(pid: int, signum: int) -> bool:
