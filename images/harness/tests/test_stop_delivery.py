@@ -17,7 +17,8 @@ from trainyard_harness.logs import Logger
 from trainyard_harness.processes import live_group_pids, stop_targets
 from trainyard_harness.storage import FileStorage
 
-# Saves on SIGTERM, slowly (half a second, as a real save takes a while), then says so and exits 0.
+# Saves on SIGTERM, slowly (half a second, as a real save takes a while), then says so; `train_until_stopped` steps
+# until the signal and returns the step.
 SAVE_ON_STOP = """
     import os, signal, sys, time
     folder = os.environ['TRAINYARD_CHECKPOINT_DIR']
@@ -34,6 +35,14 @@ SAVE_ON_STOP = """
         with open(os.path.join(folder, 'SAVED'), 'w') as f:
             f.write(str(step))
         say(f'saved at {step}')
+
+    def train_until_stopped():
+        say(f'trainer {os.getpid()} ready')
+        step = 0
+        while not stopping:
+            time.sleep(0.01)
+            step += 1
+        return step
 """
 
 
@@ -48,12 +57,7 @@ def trainer(tmp_path) -> str:
         tmp_path,
         SAVE_ON_STOP
         + """
-    say(f'trainer {os.getpid()} ready')
-    step = 0
-    while not stopping:
-        time.sleep(0.01)
-        step += 1
-    save(step)
+    save(train_until_stopped())
     """,
         'trainer.py',
     )
@@ -144,9 +148,7 @@ def test_the_children_a_trainer_leaves_when_it_exits_after_saving_do_not_get_the
     import subprocess
     helper = subprocess.Popen(['sleep', '300'])
     say(f'helper {helper.pid}')
-    say(f'trainer {os.getpid()} ready')
-    while not stopping:
-        time.sleep(0.01)
+    train_until_stopped()
     save(9)
     """,
         'leaves_a_helper.py',
@@ -326,9 +328,7 @@ def test_a_trainer_that_saves_and_exits_143_itself_has_its_save_uploaded(tmp_pat
         tmp_path,
         SAVE_ON_STOP
         + """
-    say(f'trainer {os.getpid()} ready')
-    while not stopping:
-        time.sleep(0.01)
+    train_until_stopped()
     save(7)
     sys.exit(143)
     """,
@@ -378,9 +378,7 @@ def test_the_reader_of_a_pipeline_is_left_to_end_with_its_input(tmp_path):
         tmp_path,
         SAVE_ON_STOP
         + """
-    say(f'trainer {os.getpid()} ready')
-    while not stopping:
-        time.sleep(0.01)
+    train_until_stopped()
     time.sleep(0.3)
     print('saving checkpoint', flush=True)
     save(3)

@@ -36,6 +36,9 @@ const bundle = projectBundle('cpu-tiny');
 const bundleB64 = bundle.toString('base64');
 const command = ['python', 'train.py'];
 const sha256 = (data: Buffer) => createHash('sha256').update(data).digest('hex');
+/** POST /jobs with an Idempotency-Key, the way a client sends it again to have it replayed. */
+const keyedSubmit = (key: string, body: Record<string, unknown>) =>
+  ({ method: 'POST', path: '/jobs', headers: { 'Idempotency-Key': key }, body }) as const;
 /** The next workspace write (the job's bundle, step 2 of a submission) fails as a connection reset would. */
 const failNextBundleWrite = () =>
   vi.spyOn(bench.workspace, 'put').mockRejectedValueOnce(Object.assign(new Error('reset'), { name: 'TimeoutError' }));
@@ -550,20 +553,12 @@ describe('Idempotency-Key', () => {
 
   it('refuses the same key with a different body with 409 and writes nothing', async () => {
     const key = freshKey();
-    const first = await bench.call({
-      method: 'POST',
-      path: '/jobs',
-      headers: { 'Idempotency-Key': key },
-      body: { bundle: bundleB64, command },
-    });
+    const first = await bench.call(keyedSubmit(key, { bundle: bundleB64, command }));
     const jobId = (first.body.job as JobBody).jobId;
     const before = await bench.snapshot();
-    const { status, body } = await bench.call({
-      method: 'POST',
-      path: '/jobs',
-      headers: { 'Idempotency-Key': key },
-      body: { bundle: bundleB64, command: ['python', 'train.py', '--max_iters=5'] },
-    });
+    const { status, body } = await bench.call(
+      keyedSubmit(key, { bundle: bundleB64, command: ['python', 'train.py', '--max_iters=5'] }),
+    );
     expect(status).toBe(409);
     expect(errorOf(body)).toEqual({
       code: 'idempotency_key_reused',
@@ -575,12 +570,7 @@ describe('Idempotency-Key', () => {
 
   it('keeps keys per team: the same key from another team is a new job', async () => {
     const key = freshKey();
-    const a = await bench.call({
-      method: 'POST',
-      path: '/jobs',
-      headers: { 'Idempotency-Key': key },
-      body: { bundle: bundleB64, command },
-    });
+    const a = await bench.call(keyedSubmit(key, { bundle: bundleB64, command }));
     const b = await bench.call({
       method: 'POST',
       path: '/jobs',
@@ -594,12 +584,7 @@ describe('Idempotency-Key', () => {
 
   it('recovers a submission cut after the job record: the retry starts the execution once', async () => {
     const key = freshKey();
-    const request = {
-      method: 'POST',
-      path: '/jobs',
-      headers: { 'Idempotency-Key': key },
-      body: { bundle: bundleB64, command },
-    } as const;
+    const request = keyedSubmit(key, { bundle: bundleB64, command });
     bench.recorded.failNextStart = true;
     const crashed = await bench.call(request);
     expect(crashed.status).toBe(500);
@@ -619,12 +604,7 @@ describe('Idempotency-Key', () => {
 
   it('recovers a submission cut after the claim, before the bundle: the retry creates the job under the claimed id', async () => {
     const key = freshKey();
-    const request = {
-      method: 'POST',
-      path: '/jobs',
-      headers: { 'Idempotency-Key': key },
-      body: { bundle: bundleB64, command },
-    } as const;
+    const request = keyedSubmit(key, { bundle: bundleB64, command });
     const put = failNextBundleWrite();
     const crashed = await bench.call(request);
     put.mockRestore();
@@ -676,7 +656,7 @@ describe('Idempotency-Key replays answered from the claim', () => {
     const { uploadId } = upload.body as { uploadId: string };
     await bench.workspace.put(uploadKey('nlp', uploadId), bundle);
     const key = freshKey();
-    const request = { method: 'POST', path: '/jobs', headers: { 'Idempotency-Key': key }, body: { uploadId, command } };
+    const request = keyedSubmit(key, { uploadId, command });
     const first = await bench.call(request);
     expect(first.status).toBe(202);
     // The upload URL stays valid for a while: the same id can hold another bundle.
@@ -693,12 +673,7 @@ describe('Idempotency-Key replays answered from the claim', () => {
 
   it('keeps the answer of the try that created the job, not of one that claimed the key and stopped', async () => {
     const key = freshKey();
-    const request = {
-      method: 'POST',
-      path: '/jobs',
-      headers: { 'Idempotency-Key': key },
-      body: { bundle: bundleB64, command },
-    } as const;
+    const request = keyedSubmit(key, { bundle: bundleB64, command });
     const put = failNextBundleWrite();
     expect((await bench.call(request)).status).toBe(500);
     put.mockRestore();
@@ -712,12 +687,7 @@ describe('Idempotency-Key replays answered from the claim', () => {
 
   it('answers a replay of a claim made before answers were kept through the full path, as before', async () => {
     const key = freshKey();
-    const request = {
-      method: 'POST',
-      path: '/jobs',
-      headers: { 'Idempotency-Key': key },
-      body: { bundle: bundleB64, command },
-    } as const;
+    const request = keyedSubmit(key, { bundle: bundleB64, command });
     const first = await bench.call(request);
     const { bodyHash: _hash, answer: _answer, ...older } = (await claimOf(key)) as Record<string, unknown>;
     await bench.dynamo.doc.send(new PutCommand({ TableName: bench.dynamo.tables.jobs, Item: older }));
@@ -732,21 +702,11 @@ describe('Idempotency-Key replays answered from the claim', () => {
 
   it('sends the same bundle another way through the full path: the same request, the same job', async () => {
     const key = freshKey();
-    const first = await bench.call({
-      method: 'POST',
-      path: '/jobs',
-      headers: { 'Idempotency-Key': key },
-      body: { bundle: bundleB64, command },
-    });
+    const first = await bench.call(keyedSubmit(key, { bundle: bundleB64, command }));
     const upload = await bench.call({ method: 'POST', path: '/uploads' });
     const { uploadId } = upload.body as { uploadId: string };
     await bench.workspace.put(uploadKey('nlp', uploadId), bundle);
-    const replay = await bench.call({
-      method: 'POST',
-      path: '/jobs',
-      headers: { 'Idempotency-Key': key },
-      body: { uploadId, command },
-    });
+    const replay = await bench.call(keyedSubmit(key, { uploadId, command }));
     expect(replay.status).toBe(200);
     expect((replay.body.job as JobBody).jobId).toBe((first.body.job as JobBody).jobId);
   });
