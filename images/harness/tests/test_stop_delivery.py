@@ -303,19 +303,73 @@ def uploaded_checkpoints(tmp_path) -> list[str]:
     return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
 
 
-def test_a_command_a_shell_ran_that_died_mid_write_is_not_uploaded_though_the_shell_exits_0(tmp_path):
-    """The shell's status says nothing about how its command ended: without a done file the window applies."""
+@pytest.mark.parametrize('trap', [False, True])
+def test_a_command_a_shell_ran_that_died_mid_write_is_not_uploaded_whatever_the_shell_says(tmp_path, trap):
+    """Without a trap the shell dies of the signal, its command comes to the harness, and its death by the signal is
+    seen. With one the shell waits for the command, runs `echo` and exits 0: how the command ended cannot be seen."""
     writer = script(tmp_path, REWRITER, 'rewriter.py')
     env = base_env(tmp_path, closed_port_endpoint(), TRAINYARD_SETTLE_SECONDS='30', TRAINYARD_SYNC_INTERVAL_SECONDS='60')
-    run = run_harness(['bash', '-c', f'{PYTHON} {writer}; echo the shell goes on'], env)
+    run = run_harness(['bash', '-c', f'{"trap : TERM; " if trap else ""}{PYTHON} {writer}; echo the shell goes on'], env)
     run.wait_for_stdout('^ready$')
     run.signal(signal.SIGTERM)
 
     assert run.finish() == 75, run.output()
     shell = run.events('user_command_started')[0]['pid']
     writer_pid = [pid for pid in run.events('stop_signal_sent')[0]['pids'] if pid != shell]
-    assert run.events('final_sync_skipped')[0]['unseen_pids'] == writer_pid
+    skipped = run.events('final_sync_skipped')[0]
+    assert run.events('user_command_exited')[0]['returncode'] == (0 if trap else -signal.SIGTERM)
+    assert (skipped['unseen_pids'], skipped['died_of_signal_pids']) == ((writer_pid, []) if trap else ([], writer_pid))
     assert uploaded_checkpoints(tmp_path) == []
+
+
+def test_a_wrapper_script_without_exec_has_its_trainers_save_uploaded(tmp_path):
+    """The shell dies of the signal at once; its trainer, re-parented to the harness, saves and exits 0, which the
+    harness sees: no done file is needed to trust the save."""
+    wrapper = tmp_path / 'run.sh'
+    wrapper.write_text(f'#!/bin/bash\n{PYTHON} {trainer(tmp_path)} "$@"\necho the wrapper goes on\n')
+    wrapper.chmod(0o755)
+    env = base_env(tmp_path, closed_port_endpoint(), TRAINYARD_SETTLE_SECONDS='30', TRAINYARD_SYNC_INTERVAL_SECONDS='60')
+    run = run_harness([str(wrapper)], env)
+    pid = int(run.wait_for_stdout(r'^trainer (\d+) ready$').group(1))
+    run.signal(signal.SIGTERM)
+
+    assert run.finish() == 75, run.output()
+    started = run.events('user_command_started')[0]
+    assert run.events('stop_signal_sent')[0]['pids'] == sorted([started['pid'], pid])
+    assert run.events('user_command_exited')[0]['returncode'] == -signal.SIGTERM
+    assert not run.events('final_sync_skipped'), run.output()
+    assert_the_stop_save_is_the_newest_checkpoint(run, tmp_path)
+    assert 'the wrapper goes on' not in run.stdout
+    assert started['subreaper'] is True
+
+
+def children_of(parent: int) -> dict[int, tuple[str, str]]:
+    """{pid: (state, command name)} of the processes whose parent is `parent`."""
+    found = {}
+    for name in filter(str.isdigit, os.listdir('/proc')):
+        try:
+            with open(f'/proc/{name}/stat') as stat:
+                text = stat.read()
+        except OSError:
+            continue  # exited while we looked
+        fields = text.rpartition(')')[2].split()
+        if int(fields[1]) == parent:
+            found[int(name)] = (fields[0], text[text.index('(') + 1 : text.rindex(')')])
+    return found
+
+
+def test_the_orphans_a_command_leaves_while_it_trains_come_to_the_harness_and_are_reaped(tmp_path):
+    """Re-parented to the harness, each would stay a zombie (a pid taken) until the harness exits if not reaped."""
+    command = ['bash', '-c', 'for i in $(seq 20); do (sleep 2 &); done; echo spawned; exec sleep 60']
+    run = run_harness(command, base_env(tmp_path, closed_port_endpoint()))
+    run.wait_for_stdout('^spawned$')
+    harness = run.process.pid
+    wait_until(lambda: sum(name == 'sleep' for _state, name in children_of(harness).values()) == 21, '20 orphans adopted')
+    # They exit after 2 s; reaped within a second or so, none is left a zombie.
+    leader = run.events('user_command_started')[0]['pid']
+    wait_until(lambda: list(children_of(harness)) == [leader], 'the orphans reaped', limit=15)
+    run.signal(signal.SIGTERM)
+    assert run.finish() == 75, run.output()
 
 
 @pytest.mark.parametrize('through_bash', [False, True])

@@ -25,11 +25,13 @@ from trainyard_harness.imds import ImdsClient, InstanceAction, InterruptionPolle
 from trainyard_harness.logs import Logger
 from trainyard_harness.metrics import MetricsFileTail, MetricsLoop, MetricsRecorder, resolve_metrics_file
 from trainyard_harness.processes import (
+    become_subreaper,
     files_open_for_writing,
     group_stopped,
     ignores_signal,
     is_shell,
     live_group_pids,
+    reap_adopted,
     stop_targets,
 )
 from trainyard_harness.settings import ConfigError, Settings, load_settings
@@ -223,6 +225,8 @@ class Harness:
             recorder.state, recorder.exit_code = 'checkpointed', EXIT_CHECKPOINTED
             self._final_metrics(recorder)
             return EXIT_CHECKPOINTED
+        # Before the command starts, so that every process it orphans, however early, comes to the harness.
+        subreaper = become_subreaper()
         try:
             child = subprocess.Popen(
                 command,
@@ -243,7 +247,7 @@ class Harness:
         # executable cannot be read. Popen returns after the exec.
         self.leader_is_shell = bool(is_shell(child.pid))
         recorder.state = 'running'
-        self.log.info('user_command_started', pid=child.pid, command=command, cwd=cwd)
+        self.log.info('user_command_started', pid=child.pid, command=command, cwd=cwd, subreaper=subreaper)
 
         assert child.stdout is not None and child.stderr is not None
         pumps = [
@@ -264,6 +268,8 @@ class Harness:
         signalled: set[int] = set()
         reached: set[int] = set()
         awaited: set[int] = {child.pid}
+        shells: set[int] = set()
+        adopted: dict[int, int] = {}
         killed = False
         torn_files: list[str] = []
         returncode: int | None = None
@@ -282,13 +288,15 @@ class Harness:
                     leader_runs = is_shell(child.pid) if returncode is None else None
                     if leader_runs is not None:
                         self.leader_is_shell = leader_runs
-                    targets = self._pass_stop_on(child, returncode, signalled, reached, awaited)
+                    targets = self._pass_stop_on(child, returncode, signalled, reached, awaited, shells)
                     self.log.info('stop_signal_sent', signal=s.stop_signal.name, reason=self.stop_reason, pids=targets)
                 else:
                     # Commands a trapping shell starts after the signal, orphans of a launcher that died of it.
-                    targets = self._pass_stop_on(child, returncode, signalled, reached, awaited)
+                    targets = self._pass_stop_on(child, returncode, signalled, reached, awaited, shells)
                     if targets:
                         self.log.info('stop_signal_passed_on', signal=s.stop_signal.name, pids=targets)
+            # Orphans of the command that have exited: each is a zombie, holding a pid, until reaped.
+            adopted.update(reap_adopted(child.pid))
             if returncode is not None and (
                 signal_sent_at is None or killed or not awaited.intersection(live_group_pids(child.pid))
             ):
@@ -306,6 +314,7 @@ class Harness:
         if not killed:
             # Processes that outlive the leader (dataloader workers, daemons) would keep the pipes open.
             self._signal_group(child, signal.SIGKILL)
+        adopted.update(reap_adopted(child.pid))
         for pump in pumps:
             pump.join(OUTPUT_DRAIN_SECONDS)
         poller.stop()
@@ -322,10 +331,9 @@ class Harness:
         sync_started = time.monotonic()
         sync_error: str | None = None
         manifest = None
-        # The stop reached processes whose exit the harness cannot see (a shell's commands, orphans): the status of
-        # the one it started says nothing about how they ended.
-        unseen = sorted(reached - {child.pid})
-        unsafe = self._unsafe_to_upload(returncode, killed, torn_files, child_exited_at, unseen)
+        unsafe = self._unsafe_to_upload(
+            child.pid, returncode, killed, torn_files, child_exited_at, reached, shells, adopted
+        )
         uploads = s.is_main_node and not unsafe
         for attempt in range(1, FINAL_SYNC_ATTEMPTS + 1 if uploads else 0):
             try:
@@ -464,24 +472,41 @@ class Harness:
         return files_open_for_writing(child.pid, os.path.realpath(self.settings.checkpoint_dir))
 
     def _unsafe_to_upload(
-        self, returncode: int, killed: bool, torn_files: list[str], exited_at: float, unseen: list[int]
+        self,
+        leader: int,
+        returncode: int,
+        killed: bool,
+        torn_files: list[str],
+        exited_at: float,
+        reached: set[int],
+        shells: set[int],
+        adopted: dict[int, int],
     ) -> bool:
         """Whether the final upload must be skipped because the local checkpoint may be half written.
 
         A child killed by SIGKILL while holding a checkpoint file open may have been mid-write, and so may one that
-        died of a signal within the settle window of its last checkpoint write (nanoGPT writes ckpt.pt in place; a
-        shell reports its command's death by signal N as 128 + N). When the stop signal went to processes the
-        harness does not see end (`unseen`: the commands a shell runs, orphans), any of them may have died so: the
-        window applies whatever the status. The last upload made while the child ran stays the newest. With a done
-        file the window is not needed: the final sync then uploads only a save whose done file was written after
-        every other file of it.
+        died of a signal within the settle window of its last checkpoint write (nanoGPT writes ckpt.pt in place).
+        The same holds for each process the stop signal `reached`: one seen dying of a signal, and one whose end the
+        harness did not see (`adopted` holds the statuses it reaped: a shell's command re-parented to it when the shell
+        died; one a trapping shell waited for itself is not there). A shell writes no checkpoint: its own death by a
+        signal is harmless once the stop has reached its commands, but its 128 + N reports a command's death by
+        signal N. The last upload made while the child ran stays the newest. With a done file the window is not
+        needed: the final sync then uploads only a save whose done file was written after every other file of it.
         """
         if killed and torn_files:
             self.log.warn('final_sync_skipped', reason='checkpoint file open for writing at SIGKILL', files=torn_files)
             return True
         if killed or self.settings.checkpoint_done_file is not None:
             return False
-        died_of_signal = returncode < 0 or (self.leader_is_shell and 128 < returncode <= 128 + 64)
+        died_of_signal: list[int] = []
+        unseen: list[int] = []
+        for pid in sorted(reached | {leader}):
+            status = returncode if pid == leader else adopted.get(pid)
+            shell = self.leader_is_shell if pid == leader else pid in shells
+            if status is None:
+                unseen.append(pid)
+            elif (status < 0 and not (shell and pid in reached)) or (shell and 128 < status <= 128 + 64):
+                died_of_signal.append(pid)
         if not died_of_signal and not unseen:
             return False
         signature = scan_directory(self.settings.checkpoint_dir)
@@ -491,13 +516,14 @@ class Harness:
             self.log.warn(
                 'final_sync_skipped',
                 reason=(
-                    'child died of a signal right after writing its checkpoint (it may be torn)'
+                    'a process of the command died of a signal right after a checkpoint write (it may be torn)'
                     if died_of_signal
-                    else 'processes the stop reached through a shell or as orphans ended right after a checkpoint '
-                    'write, and how they ended cannot be seen (it may be torn): run the trainer with exec, or set '
-                    'a done file'
+                    else 'the stop reached processes whose end the harness cannot see (the commands of a shell that '
+                    'waits for them), right after a checkpoint write (it may be torn): run the trainer with exec, '
+                    'or set a done file'
                 ),
                 returncode=returncode,
+                died_of_signal_pids=died_of_signal,
                 unseen_pids=unseen,
                 seconds_since_write=round(age, 3),
             )
@@ -511,11 +537,13 @@ class Harness:
         signalled: set[int],
         reached: set[int],
         awaited: set[int],
+        shells: set[int],
     ) -> list[int]:
         """Sends the stop signal to the group's processes that should get it (`stop_targets`) and have not yet.
 
-        Orphans get it only once the leader has died of a signal. Each process reached joins `reached`, and each one
-        that can act on it (does not ignore it) `awaited`: the stop waits for it to exit.
+        Orphans get it only once the leader has died of a signal. Each process reached joins `reached`, the shells
+        among them `shells`, and each one that can act on it (does not ignore it) `awaited`: the stop waits for it to
+        exit.
         """
         stop = self.settings.stop_signal
         orphans = returncode is not None and returncode < 0
@@ -530,6 +558,8 @@ class Harness:
                 continue  # it exited while we looked
             reached.add(pid)
             sent.append(pid)
+            if is_shell(pid):
+                shells.add(pid)
             if not ignores_signal(pid, stop):
                 awaited.add(pid)
         return sent

@@ -3,13 +3,19 @@
 The harness starts the command in a process group of its own. These helpers answer what the stop needs to know:
 which processes the stop signal must reach (`stop_targets`), whether any is still alive (`live_group_pids`), whether
 all are frozen (`group_stopped`) and which checkpoint files they hold open for writing (`files_open_for_writing`).
-Every helper tolerates processes that exit while it looks, and returns nothing when /proc cannot be read.
+As a child subreaper (`become_subreaper`) the harness is also the parent of every process the command orphans, and
+`reap_adopted` collects how they ended (from wait(2), not /proc). Every helper tolerates processes that exit while it
+looks, and returns nothing when /proc cannot be read.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 from typing import NamedTuple
+
+# prctl(2): the orphans of this process's descendants are re-parented to it, not to the namespace's init (Linux 3.4).
+PR_SET_CHILD_SUBREAPER = 36
 
 # A POSIX shell never passes a signal on to the command it runs: without a trap it dies at once and leaves the command
 # running, with one it runs the trap only once the command has ended (bash(1), SIGNALS). `busybox` is the shell of
@@ -79,6 +85,44 @@ def group_stopped(pgid: int) -> bool:
             if stat is not None and stat[0] not in _HALTED:
                 return False
     return True
+
+
+def become_subreaper() -> bool:
+    """Makes this process the child subreaper of its descendants; whether that worked (Linux only).
+
+    A process whose parent exits is then re-parented to this one instead of to init, so its exit status comes here:
+    the trainer a wrapper shell leaves when it dies of the stop signal, the workers of a launcher that died. They
+    must then be reaped here too (`reap_adopted`), or each stays a zombie until this process exits.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False  # no prctl (not Linux): orphans go to init, as before
+
+
+def reap_adopted(leader: int) -> dict[int, int]:
+    """Reaps this process's children that have exited, except `leader` (subprocess.Popen waits for it itself).
+
+    Returns how each ended, as Popen reports it: the exit status, or minus the signal it died of. One system call when
+    none has exited; none is reaped while `leader` waits to be (each call after Popen's wait gets them).
+    """
+    ended: dict[int, int] = {}
+    while True:
+        try:
+            # WNOWAIT: look without reaping, so that the leader's status is left for Popen.
+            waitable = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return ended  # no children at all
+        if waitable is None or waitable.si_pid == leader:
+            return ended
+        try:
+            pid, status = os.waitpid(waitable.si_pid, os.WNOHANG)
+        except ChildProcessError:
+            continue  # reaped meanwhile
+        if pid != waitable.si_pid:
+            return ended  # not waitable after all: look again on the next call
+        ended[pid] = os.waitstatus_to_exitcode(status)
 
 
 def is_shell(pid: int) -> bool | None:
