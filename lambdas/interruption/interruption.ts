@@ -1,6 +1,8 @@
 /**
- * The interruption handler: EventBridge "EC2 Spot Instance Interruption Warning" → stop the attempt on that
- * instance early so the container gets SIGTERM (and checkpoints) well inside the two-minute warning.
+ * The interruption handler: EventBridge "EC2 Spot Instance Interruption Warning" → stop every attempt still running
+ * on that instance early so its container gets SIGTERM (and checkpoints) well inside the two-minute warning. Batch
+ * reuses warm instances and packs jobs onto large ones: the instance's other attempts, of this job or others, have
+ * ended or run beside it.
  *
  * Order and idempotency (EventBridge delivers at least once): the attempt's `noticeAt` is the record-once marker.
  * A delivery that finds it set changes nothing and calls nothing. Otherwise the handler calls TerminateJob, emits
@@ -13,13 +15,13 @@
  */
 import { TERMINATE_REASONS } from '../domain/batch-reasons';
 import { buildEvent, jobIdentity } from '../domain/events';
+import type { AttemptRecord } from '../domain/job';
 import type { ControlPlane } from '../shared/control-plane';
-import { parseSpotInterruptionEvent } from '../shared/event-schemas';
+import { parseSpotInterruptionEvent, type SpotInterruption } from '../shared/event-schemas';
 import { logger } from '../shared/logger';
 
-/** What one delivery did. */
-export type InterruptionResult =
-  | { readonly action: 'ignored'; readonly why: 'unknown-instance' | 'attempt-ended' }
+/** What one delivery did to one attempt running on the warned instance. */
+export type AttemptNotice =
   | { readonly action: 'replay'; readonly jobId: string; readonly attempt: number }
   | {
       readonly action: 'stopped';
@@ -29,28 +31,21 @@ export type InterruptionResult =
       readonly terminated: boolean;
     };
 
+/** What one delivery did. */
+export type InterruptionResult =
+  | { readonly action: 'ignored'; readonly why: 'unknown-instance' | 'attempt-ended' }
+  | { readonly action: 'handled'; readonly attempts: readonly AttemptNotice[] };
+
 /** Builds the interruption handler from the parts of the control plane it uses. */
 export function createInterruptionHandler(
   plane: Pick<ControlPlane, 'config' | 'jobs' | 'batch' | 'events' | 'metrics'>,
 ) {
-  return async function handleSpotInterruption(event: unknown): Promise<InterruptionResult> {
-    const notice = parseSpotInterruptionEvent(event);
-    const attempt = await plane.jobs.findAttemptByInstance(notice.instanceId);
-    if (!attempt) {
-      // Any spot instance in the account raises this event; most are not ours.
-      logger.info('spot interruption warning for an instance no attempt ran on', { instanceId: notice.instanceId });
-      return { action: 'ignored', why: 'unknown-instance' };
-    }
+  /** Stops one attempt running on the warned instance, or finds that a delivery before this one did. */
+  async function noticeAttempt(notice: SpotInterruption, attempt: AttemptRecord): Promise<AttemptNotice> {
     const keys = { jobId: attempt.jobId, attempt: attempt.attempt, instanceId: notice.instanceId };
     if (attempt.noticeAt !== undefined) {
       logger.info('spot interruption warning already handled', keys);
       return { action: 'replay', jobId: attempt.jobId, attempt: attempt.attempt };
-    }
-    if (attempt.stoppedAt !== undefined) {
-      // The instance outlived the attempt (Batch reuses warm instances); the next attempt's RUNNING event will
-      // record its own instance, and its notice then finds that attempt.
-      logger.info('spot interruption warning for an instance whose attempt already ended', keys);
-      return { action: 'ignored', why: 'attempt-ended' };
     }
     const job = await plane.jobs.requireJob(attempt.jobId);
     let terminated = false;
@@ -81,5 +76,31 @@ export function createInterruptionHandler(
     }
     logger.info('spot interruption warning handled', { ...keys, terminated });
     return { action: 'stopped', jobId: attempt.jobId, attempt: attempt.attempt, terminated };
+  }
+
+  return async function handleSpotInterruption(event: unknown): Promise<InterruptionResult> {
+    const notice = parseSpotInterruptionEvent(event);
+    const attempts = await plane.jobs.findAttemptsByInstance(notice.instanceId);
+    if (attempts.length === 0) {
+      // Any spot instance in the account raises this event; most are not ours.
+      logger.info('spot interruption warning for an instance no attempt ran on', { instanceId: notice.instanceId });
+      return { action: 'ignored', why: 'unknown-instance' };
+    }
+    // The attempts of other jobs that ran there before, on a warm instance Batch reused, have ended; every attempt
+    // still running there (Batch may pack several onto one instance) loses the instance.
+    const running = attempts.filter((attempt) => attempt.stoppedAt === undefined);
+    if (running.length === 0) {
+      // The next attempt to land there records the instance with its RUNNING event, and its notice then finds it.
+      logger.info('spot interruption warning for an instance whose attempts have all ended', {
+        instanceId: notice.instanceId,
+        attempts: attempts.length,
+      });
+      return { action: 'ignored', why: 'attempt-ended' };
+    }
+    // One by one: a failure part-way fails the delivery, and EventBridge's retry finds the attempts already
+    // stopped recorded (replays) and stops the rest.
+    const handled: AttemptNotice[] = [];
+    for (const attempt of running) handled.push(await noticeAttempt(notice, attempt));
+    return { action: 'handled', attempts: handled };
   };
 }

@@ -688,22 +688,30 @@ export class JobStore {
     return Item !== undefined;
   }
 
-  /** The attempt that ran (or runs) on an EC2 instance, newest first; undefined when none. */
-  async findAttemptByInstance(instanceId: string): Promise<AttemptRecord | undefined> {
+  /**
+   * Every attempt that ran (or runs) on an EC2 instance, in index order. Batch reuses warm instances and packs
+   * several jobs onto a large one, so an instance has held the attempts of many jobs, and the index's order (by job id,
+   * then attempt number) says nothing about which of them runs there now.
+   */
+  async findAttemptsByInstance(instanceId: string): Promise<AttemptRecord[]> {
     const index = JOBS_INDEXES.byInstance;
-    const { Items } = await this.client.send(
-      new QueryCommand({
-        TableName: this.tableName,
-        IndexName: index.name,
-        KeyConditionExpression: '#pk = :pk',
-        ExpressionAttributeNames: { '#pk': index.partition },
-        ExpressionAttributeValues: { ':pk': `INSTANCE#${instanceId}` },
-        ScanIndexForward: false,
-        Limit: 1,
-      }),
-    );
-    const item = Items?.[0];
-    return item ? parseAttemptRecord(stripKeys(item)) : undefined;
+    const attempts: AttemptRecord[] = [];
+    let start: Record<string, unknown> | undefined;
+    do {
+      const page = await this.client.send(
+        new QueryCommand({
+          TableName: this.tableName,
+          IndexName: index.name,
+          KeyConditionExpression: '#pk = :pk',
+          ExpressionAttributeNames: { '#pk': index.partition },
+          ExpressionAttributeValues: { ':pk': `INSTANCE#${instanceId}` },
+          ExclusiveStartKey: start,
+        }),
+      );
+      for (const item of page.Items ?? []) attempts.push(parseAttemptRecord(stripKeys(item)));
+      start = page.LastEvaluatedKey;
+    } while (start);
+    return attempts;
   }
 
   /** Jobs in the given states across teams (budget-watch and the periodic check), oldest first per team. */

@@ -243,7 +243,7 @@ describe('batch-events: RUNNABLE and RUNNING', () => {
       usdPerHour: 0.1897,
       logStreamName: 'trainyard-gpu-small/default/4c7599aec0ffee11aa22bb33cc44',
     });
-    expect((await bench.jobs.findAttemptByInstance(INSTANCE_ID))?.attempt).toBe(1);
+    expect((await bench.jobs.findAttemptsByInstance(INSTANCE_ID)).map((a) => a.attempt)).toEqual([1]);
     expect((await bench.jobs.requireJob(JOB_ID)).state).toBe('RUNNING');
     expect(publishedOf(bench.recorded, 'Job Started')).toEqual([
       {

@@ -54,13 +54,22 @@ async function seedRunningSpotAttempt(overrides: Parameters<typeof attemptRecord
   );
 }
 
+/** The result of a delivery that found attempts running on the instance. */
+function handled(...attempts: object[]) {
+  return { action: 'handled', attempts };
+}
+
+// Job ids are time-ordered: EARLIER was submitted before JOB_ID, LATER after it.
+const EARLIER = '01JDA7Q6ZK0000000000000000';
+const LATER = '01JDA7Q6ZKZZZZZZZZZZZZZZZZ';
+
 describe('interruption handler', () => {
   it('terminates the attempt on the warned instance, emits Job Interrupted and records the notice', async () => {
     await seedRunningSpotAttempt();
 
     const result = await handle(fixture('spot-interruption-warning'));
 
-    expect(result).toEqual({ action: 'stopped', jobId: JOB_ID, attempt: 1, terminated: true });
+    expect(result).toEqual(handled({ action: 'stopped', jobId: JOB_ID, attempt: 1, terminated: true }));
     expect(bench.recorded.terminated).toEqual([{ batchJobId: BATCH_JOB_ID, reason: TERMINATE_REASONS.spotNotice }]);
     const [interrupted, ...others] = publishedOf(bench.recorded, 'Job Interrupted');
     expect(others).toEqual([]);
@@ -101,7 +110,7 @@ describe('interruption handler', () => {
       metrics: bench.ports.metrics,
     });
 
-    expect(await quiet(fixture('spot-interruption-warning'))).toMatchObject({ action: 'stopped' });
+    expect(await quiet(fixture('spot-interruption-warning'))).toMatchObject(handled({ action: 'stopped' }));
     expect(bench.recorded.metricLines).toEqual([]);
   });
 
@@ -116,8 +125,8 @@ describe('interruption handler', () => {
     ];
 
     expect(replays).toEqual([
-      { action: 'replay', jobId: JOB_ID, attempt: 1 },
-      { action: 'replay', jobId: JOB_ID, attempt: 1 },
+      handled({ action: 'replay', jobId: JOB_ID, attempt: 1 }),
+      handled({ action: 'replay', jobId: JOB_ID, attempt: 1 }),
     ]);
     expect(await bench.snapshot()).toEqual(afterFirst);
     expect(bench.recorded.terminated).toHaveLength(1);
@@ -150,6 +159,73 @@ describe('interruption handler', () => {
     expect(bench.recorded.published).toEqual([]);
   });
 
+  it('stops the attempt running on a reused instance, not the newer job whose attempt ended there', async () => {
+    // LATER's attempt ran on the warm instance first and ended; JOB_ID, submitted earlier, resumed onto it.
+    await seedRunningSpotAttempt({ attempt: 2 });
+    await bench.jobs.createJob(jobRecord({ jobId: LATER }));
+    await bench.jobs.putAttempt(
+      attemptRecord({
+        jobId: LATER,
+        status: 'SUCCEEDED',
+        batchJobId: 'ended-batch-job',
+        instanceId: INSTANCE_ID,
+        startedAt: T.created,
+        stoppedAt: T.started - 1000,
+        costUsd: 0.01,
+      }),
+    );
+
+    const result = await handle(fixture('spot-interruption-warning'));
+
+    expect(result).toEqual(handled({ action: 'stopped', jobId: JOB_ID, attempt: 2, terminated: true }));
+    expect(bench.recorded.terminated).toEqual([{ batchJobId: BATCH_JOB_ID, reason: TERMINATE_REASONS.spotNotice }]);
+    expect((await bench.jobs.getAttempt(JOB_ID, 2))?.noticeAt).toBe(NOTICE_MS);
+    expect((await bench.jobs.getAttempt(LATER, 1))?.noticeAt).toBeUndefined();
+  });
+
+  it('stops every attempt Batch packed onto the warned instance, and after a failure part-way the rest', async () => {
+    await seedRunningSpotAttempt();
+    await bench.jobs.createJob(jobRecord({ jobId: EARLIER, user: 'bob' }));
+    await bench.jobs.putAttempt(
+      attemptRecord({
+        jobId: EARLIER,
+        status: 'RUNNING',
+        batchJobId: 'packed-batch-job',
+        instanceId: INSTANCE_ID,
+        startedAt: T.started,
+      }),
+    );
+    // The first TerminateJob goes through; the second is throttled, failing the delivery.
+    const terminate = bench.ports.batch.terminateJob;
+    let calls = 0;
+    bench.ports.batch.terminateJob = async (batchJobId, reason) => {
+      calls += 1;
+      if (calls === 2) throw Object.assign(new Error('Rate exceeded'), { name: 'TooManyRequestsException' });
+      return terminate(batchJobId, reason);
+    };
+
+    await expect(handle(fixture('spot-interruption-warning'))).rejects.toThrow('Rate exceeded');
+    const [first, second] = [EARLIER, JOB_ID];
+    expect((await bench.jobs.getAttempt(first, 1))?.noticeAt).toBe(NOTICE_MS);
+    expect((await bench.jobs.getAttempt(second, 1))?.noticeAt).toBeUndefined();
+
+    const retried = await handle(fixture('spot-interruption-warning'));
+
+    expect(retried).toEqual(
+      handled(
+        { action: 'replay', jobId: first, attempt: 1 },
+        { action: 'stopped', jobId: second, attempt: 1, terminated: true },
+      ),
+    );
+    expect(bench.recorded.terminated.map((t) => t.batchJobId)).toEqual(['packed-batch-job', BATCH_JOB_ID]);
+    expect(publishedOf(bench.recorded, 'Job Interrupted').map((e) => [e.jobId, e.user])).toEqual([
+      [first, 'bob'],
+      [second, 'alice'],
+    ]);
+    expect((await bench.jobs.getAttempt(second, 1))?.noticeAt).toBe(NOTICE_MS);
+    expect(extractMetrics(bench.recorded.metricLines).map((m) => m.value)).toEqual([1, 1]);
+  });
+
   it('records nothing when TerminateJob fails, so EventBridge retries the whole warning', async () => {
     await seedRunningSpotAttempt();
     bench.failTerminations = 1;
@@ -158,7 +234,7 @@ describe('interruption handler', () => {
     expect((await bench.jobs.getAttempt(JOB_ID, 1))?.noticeAt).toBeUndefined();
 
     const retried = await handle(fixture('spot-interruption-warning'));
-    expect(retried).toEqual({ action: 'stopped', jobId: JOB_ID, attempt: 1, terminated: true });
+    expect(retried).toEqual(handled({ action: 'stopped', jobId: JOB_ID, attempt: 1, terminated: true }));
     expect(bench.recorded.terminated).toHaveLength(1);
     expect(extractMetrics(bench.recorded.metricLines)).toHaveLength(1);
     expect((await bench.jobs.getAttempt(JOB_ID, 1))?.noticeAt).toBe(NOTICE_MS);
@@ -171,7 +247,7 @@ describe('interruption handler', () => {
 
     const result = await handle(fixture('spot-interruption-warning'));
 
-    expect(result).toEqual({ action: 'stopped', jobId: JOB_ID, attempt: 1, terminated: false });
+    expect(result).toEqual(handled({ action: 'stopped', jobId: JOB_ID, attempt: 1, terminated: false }));
     expect(bench.recorded.terminated).toEqual([]);
     expect(publishedOf(bench.recorded, 'Job Interrupted')).toHaveLength(1);
     expect((await bench.jobs.getAttempt(JOB_ID, 1))?.noticeAt).toBe(NOTICE_MS);
