@@ -16,6 +16,10 @@
  * anything but settled → settling → settled. A reserve saga that finds the record moved on while it ran
  * (released, settled, refused by a concurrent duplicate) compensates what it reserved.
  *
+ * A user or project scope given a budget after a job reserved (it was unlimited then) holds no entry for the job:
+ * accrue, settle and chargeLate create one (`adoptedEntry`), so the budget is charged all the job costs and can
+ * block it; release writes nothing there.
+ *
  * Money is integer micro-dollars inside (see domain/budgets.ts); USD numbers at this module's edges.
  * Known limit: job entries stay in the scope item for the period (they are the idempotency record), so one scope
  * holds roughly 3,000 jobs per month within DynamoDB's 400 KB item size.
@@ -25,6 +29,7 @@ import * as z from 'zod/mini';
 import '../domain/zod-issues'; // zod's English issue messages
 import {
   accrualChange,
+  adoptedEntry,
   BudgetExceeded,
   type BudgetExceededDetails,
   BudgetJobConflict,
@@ -463,7 +468,13 @@ export class BudgetLedger {
     if (period === undefined) return { crossings: [], blockedScopes: [] };
     const outcomes = await Promise.all(
       record.scopes.map(async (scope) => {
-        const applied = await this.applyToEntry(scope, period, id, (entry) => accrualChange(entry, spentMicros));
+        const applied = await this.applyToEntry(
+          scope,
+          period,
+          id,
+          (entry) => accrualChange(entry, spentMicros),
+          adoptedEntry('open'),
+        );
         if (!applied) return { crossings: [], blocked: false, scope };
         const crossings = applied.changed ? await this.recordCrossings(applied.item, id) : [];
         return { crossings, blocked: isBlocked(applied.item), scope };
@@ -504,8 +515,12 @@ export class BudgetLedger {
     if (period !== undefined) {
       const perScope = await Promise.all(
         moving.scopes.map(async (scope) => {
-          const applied = await this.applyToEntry(scope, period, id, (entry) =>
-            settlementChange(entry, recordedMicros),
+          const applied = await this.applyToEntry(
+            scope,
+            period,
+            id,
+            (entry) => settlementChange(entry, recordedMicros),
+            adoptedEntry('open'),
           );
           return applied?.changed ? this.recordCrossings(applied.item, id) : [];
         }),
@@ -541,7 +556,14 @@ export class BudgetLedger {
     if (period === undefined) return { jobId: id, chargedScopes: [], crossings: [] };
     const outcomes = await Promise.all(
       record.scopes.map(async (scope) => {
-        const applied = await this.applyToEntry(scope, period, id, (entry) => lateChargeChange(entry, totalMicros));
+        const applied = await this.applyToEntry(
+          scope,
+          period,
+          id,
+          (entry) => lateChargeChange(entry, totalMicros),
+          // Past its settlement or release: the job was charged there what it had cost, had the budget existed.
+          record.state === 'settled' || record.state === 'released' ? adoptedEntry(record.state) : undefined,
+        );
         if (!applied?.changed) return { scope, charged: false, crossings: [] };
         return { scope, charged: true, crossings: await this.recordCrossings(applied.item, id) };
       }),
@@ -940,19 +962,23 @@ export class BudgetLedger {
   /**
    * Applies a change to one job's entry in one scope item: read the entry, compute the change, write it with the
    * totals' deltas on the condition that the entry's version is still the one read (optimistic, per job entry).
-   * Undefined when the scope has no item or the job no entry there.
+   * Undefined when the scope has no item, or the job no entry there and no `adopt` is given. With `adopt`, a job
+   * without an entry in a scope that has a budget (set after the job reserved, when the scope was unlimited) is
+   * charged there from that entry, written on the condition that no entry appeared meanwhile.
    */
   private async applyToEntry(
     scope: string,
     period: string,
     jobId: string,
     compute: (entry: JobEntry) => EntryChange | null,
+    adopt?: JobEntry,
   ): Promise<
     { changed: true; item: ScopeItem; change: EntryChange } | { changed: false; item: ScopeItem } | undefined
   > {
     for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
       const current = await this.readScopeItem(scope, period, jobId);
-      const entry = current?.jobs?.[jobId];
+      const found = current?.jobs?.[jobId];
+      const entry = found ?? adopt;
       if (!current || !entry) return undefined;
       const change = compute(entry);
       if (!change) return { changed: false, item: current };
@@ -960,14 +986,14 @@ export class BudgetLedger {
         Key: budgetKeys.period(scope, period),
         UpdateExpression:
           'SET #jobs.#job = :entry, #spent = #spent + :spent, #reserved = #reserved + :reserved, #available = #available + :available',
-        ConditionExpression: '#jobs.#job.version = :version',
+        ConditionExpression: found ? '#jobs.#job.version = :version' : 'attribute_not_exists(#jobs.#job)',
         ExpressionAttributeNames: { ...names('#jobs', '#spent', '#reserved', '#available'), '#job': jobId },
         ExpressionAttributeValues: {
           ':entry': change.entry,
           ':spent': change.spentDelta,
           ':reserved': change.reservedDelta,
           ':available': change.availableDelta,
-          ':version': entry.version,
+          ...(found ? { ':version': entry.version } : {}),
         },
       });
       if (updated) return { changed: true, item: scopeItemSchema.parse(updated), change };

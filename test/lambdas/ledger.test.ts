@@ -572,6 +572,81 @@ describe('settlement, accrual and release', () => {
     expect(await snapshot()).toEqual(before);
   });
 
+  it('a budget set on a scope after a job reserved there (unlimited then) is charged all the job costs, and blocks it', async () => {
+    const team = freshTeam();
+    const [teamScope, userScope] = [`team:${team}`, `user:${team}/alice`];
+    const ledger = newLedger();
+    await ledger.ensureBudget(teamScope, PERIOD, 1000);
+    expect((await ledger.reserve('adopt-1', [teamScope, userScope], 50, PERIOD)).unlimitedScopes).toEqual([userScope]);
+    // Alice's job is running away: an admin caps her at $20.
+    await ledger.setLimit(userScope, PERIOD, 20);
+
+    const within = await ledger.accrue('adopt-1', 12);
+    expect(within.blockedScopes).toEqual([]);
+    let alice = await figures(ledger, userScope);
+    expect([alice.spentUsd, alice.reservedUsd, alice.availableUsd]).toEqual([12, 0, 8]);
+
+    const beyond = await ledger.accrue('adopt-1', 25);
+    expect(beyond.blockedScopes).toEqual([userScope]);
+    expect(beyond.crossings.map((c) => [c.scope, c.threshold])).toEqual([
+      [userScope, 'warn'],
+      [userScope, 'block'],
+    ]);
+    alice = await figures(ledger, userScope);
+    expect([alice.spentUsd, alice.availableUsd, alice.blocked]).toEqual([25, -5, true]);
+
+    await ledger.settle('adopt-1', 30);
+    alice = await figures(ledger, userScope);
+    expect([alice.spentUsd, alice.reservedUsd, alice.availableUsd]).toEqual([30, 0, -10]);
+    expect(await entryOf(userScope, 'adopt-1')).toMatchObject({ reserved: 0, accrued: 30_000_000, state: 'settled' });
+    // The team scope held the reservation all along: $50 reserved, $30 spent, the rest returned.
+    const team$ = await figures(ledger, teamScope);
+    expect([team$.spentUsd, team$.reservedUsd, team$.availableUsd]).toEqual([30, 0, 970]);
+    // Settled: a late accrual changes nothing.
+    const settled = await snapshot();
+    await ledger.accrue('adopt-1', 40);
+    expect(await snapshot()).toEqual(settled);
+  });
+
+  it('concurrent first charges of a job in a scope budgeted after it reserved write its entry once', async () => {
+    const team = freshTeam();
+    const [teamScope, projectScope] = [`team:${team}`, `project:${team}/nlp`];
+    const ledger = newLedger();
+    await ledger.ensureBudget(teamScope, PERIOD, 1000);
+    await ledger.reserve('adopt-2', [teamScope, projectScope], 100, PERIOD);
+    await ledger.setLimit(projectScope, PERIOD, 500);
+
+    await Promise.all([1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map((usd) => ledger.accrue('adopt-2', usd)));
+
+    const project = await figures(ledger, projectScope);
+    expect([project.spentUsd, project.reservedUsd, project.availableUsd]).toEqual([10, 0, 490]);
+    expect(await entryOf(projectScope, 'adopt-2')).toMatchObject({ reserved: 0, accrued: 10_000_000, state: 'open' });
+  });
+
+  it('a late charge reaches a budget set after the job was settled, with all the job cost', async () => {
+    const team = freshTeam();
+    const [teamScope, userScope] = [`team:${team}`, `user:${team}/bob`];
+    const ledger = newLedger();
+    await ledger.ensureBudget(teamScope, PERIOD, 1000);
+    await ledger.reserve('adopt-3', [teamScope, userScope], 10, PERIOD);
+    await ledger.settle('adopt-3', 4);
+    await ledger.setLimit(userScope, PERIOD, 100);
+
+    const charged = await ledger.chargeLate('adopt-3', 6);
+
+    expect(charged.chargedScopes.sort()).toEqual([teamScope, userScope].sort());
+    const bob = await figures(ledger, userScope);
+    expect([bob.spentUsd, bob.reservedUsd, bob.availableUsd]).toEqual([6, 0, 94]);
+    expect(await entryOf(userScope, 'adopt-3')).toMatchObject({ reserved: 0, accrued: 6_000_000, state: 'settled' });
+    expect((await figures(ledger, teamScope)).spentUsd).toBe(6);
+    // A release charges nothing, so it writes nothing into a scope the job holds nothing in.
+    const carol = `user:${team}/carol`;
+    await ledger.reserve('adopt-4', [teamScope, carol], 10, PERIOD);
+    await ledger.setLimit(carol, PERIOD, 200);
+    await ledger.release('adopt-4');
+    expect(await entryOf(carol, 'adopt-4')).toBeUndefined();
+  });
+
   it('an accrual past the reservation that exhausts the budget reports the scope as blocked', async () => {
     const team = freshTeam();
     const scope = `team:${team}`;
