@@ -28,7 +28,7 @@ export interface TrainyardHttpApiProps {
   readonly workspace: s3.IBucket;
   /** The job lifecycle; executions are started by name (the job id) and paused jobs resumed by task token. */
   readonly stateMachine: sfn.IStateMachine;
-  /** Platform bus (`Job Submitted`). */
+  /** Platform bus (budget threshold crossings a limit change makes). */
   readonly eventBus: events.IEventBus;
   /** Log group of the training containers (GET /jobs/{id}/logs). */
   readonly trainingLogGroup: logs.ILogGroup;

@@ -3,14 +3,14 @@
  *
  * Submission validates everything before it writes anything, then writes in an order a retry with the same
  * Idempotency-Key can always finish: (1) claim the key → (2) store the bundle → (3) create the job record →
- * (4) publish `Job Submitted` → (5) StartExecution named by the job id. Every step is idempotent (conditional put,
- * same object bytes, conditional create, deterministic event id, execution name), and a replay that finds the job
- * still SUBMITTED repeats (4) and (5), so a crash between any two writes is recovered by retrying the request. A
+ * (4) StartExecution named by the job id. Every step is idempotent (conditional put, same object bytes, conditional
+ * create, execution name), and a replay that finds the job still SUBMITTED repeats (4), so a crash between any two
+ * writes is recovered by retrying the request. `Job Submitted` is the cost gate's to publish, once the job has passed
+ * analysis and its reservation is made. A
  * replay sent the same way as the request that claimed the key is answered from the claim (the job as it is now,
  * the first answer's analysis and estimate) before its bundle is read: it may have expired since.
  */
 import { TERMINATE_REASONS } from '../../domain/batch-reasons';
-import { buildEvent, jobIdentity } from '../../domain/events';
 import { isTerminal, JOB_ID_PATTERN, type JobRecord } from '../../domain/job';
 import { budgetPeriodOf, jobScopes } from '../../domain/watch';
 import { jobKeysFor, uploadKey } from '../../domain/workspace-layout';
@@ -138,7 +138,7 @@ async function submitJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
       }
       const existing = await plane.jobs.getJob(claim.jobId);
       if (existing) {
-        if (existing.state === 'SUBMITTED') await announceAndStart(plane, existing);
+        if (existing.state === 'SUBMITTED') await startLifecycle(plane, existing);
         return respond(200, existing, true);
       }
       // Claimed by an earlier try that stopped before creating the job: finish it under the claimed id.
@@ -177,7 +177,7 @@ async function submitJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
   if (key !== undefined && kept !== undefined) await plane.jobs.keepIdempotencyAnswer(team.id, key, jobId, kept);
 
   // 4-5. Announce and start; both are safe to repeat.
-  await announceAndStart(plane, job);
+  await startLifecycle(plane, job);
   logger.info('job submitted', { jobId, team: team.id, tier: job.tier });
   return respond(202, job, false);
 }
@@ -204,23 +204,12 @@ async function replayOf(
   }
   const job = await plane.jobs.getJob(claim.jobId);
   if (!job || job.team !== team) return undefined;
-  if (job.state === 'SUBMITTED') await announceAndStart(plane, job);
+  if (job.state === 'SUBMITTED') await startLifecycle(plane, job);
   return { status: 200, body: { job: publicJob(job), ...JSON.parse(claim.answer), replayed: true } };
 }
 
-async function announceAndStart(plane: ApiPlane, job: JobRecord): Promise<void> {
-  const deadlineSeconds = job.requirements.deadlineSeconds;
-  await plane.events.publish([
-    buildEvent('Job Submitted', {
-      ...jobIdentity(job),
-      // The submission time, not now: a replayed announcement says the same thing.
-      occurredAt: job.createdAt,
-      tier: job.tier,
-      estimatedCostUsd: job.estimate?.costUsd ?? 0,
-      estimatedRuntimeSeconds: job.estimate?.runtimeSeconds ?? 0,
-      ...(deadlineSeconds !== undefined && { deadlineSeconds }),
-    }),
-  ]);
+/** Starts the job's execution; named by the job id, so a replay that finds it started changes nothing. */
+async function startLifecycle(plane: ApiPlane, job: JobRecord): Promise<void> {
   await plane.lifecycle.startExecution(job.jobId, { jobId: job.jobId });
 }
 
