@@ -585,6 +585,32 @@ describe('job lifecycle on the synthesized state machine', () => {
     await expectSettled(b, jobId);
   });
 
+  it('cancels a job whose execution never started (StartExecution failed and the submission was not retried)', async () => {
+    const b = await start();
+    const startExecution = b.machine.startExecution.bind(b.machine);
+    let failures = 1;
+    b.machine.startExecution = async (name, input) => {
+      if (failures-- > 0) throw Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' });
+      return startExecution(name, input);
+    };
+    expect((await b.submit({})).status).toBe(500);
+    const { jobs } = (await b.call('GET', '/jobs')).body as { jobs: { jobId: string; state: string }[] };
+    expect(jobs.map((j) => j.state)).toEqual(['SUBMITTED']);
+    const jobId = jobs[0]?.jobId as string;
+    expect(b.machine.execution(jobId)).toBeUndefined();
+
+    expect((await b.call('DELETE', `/jobs/${jobId}`)).status).toBe(202);
+    await b.finish(jobId);
+    const r = await outcome(b, jobId);
+
+    expect([r.job.state, r.job.reason]).toEqual(['CANCELLED', 'cancelled before it ran']);
+    expect(r.attempts).toEqual([]);
+    expect(r.events).toEqual(['Job Cancelled']);
+    // Nothing was reserved: the team's budget for the month was never even needed.
+    const { scope, period } = teamScope();
+    expect(await b.plane.ledger.usage(scope, period)).toBeUndefined();
+  });
+
   it('pauses a running job when its budget is exhausted, and resumes it once the budget is raised', async () => {
     const { b, jobId } = await pausedJob({});
 

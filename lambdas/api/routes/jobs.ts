@@ -338,6 +338,10 @@ async function cancelJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
     flagged.state === 'PAUSED_BUDGET' && flagged.pauseToken !== undefined
       ? await sendToPausedTask(plane, flagged.pauseToken, 'cancel')
       : false;
+  // Still SUBMITTED: its execution may never have started (StartExecution failed and the submission was not retried).
+  // Nothing would act on the flag then; started now (by name: a running one is left as it is), Analyze finds the
+  // flag and the job ends CANCELLED with nothing reserved.
+  if (flagged.state === 'SUBMITTED') await startLifecycle(plane, flagged);
   logger.info('job cancel requested', { jobId: job.jobId, team: team.id, state: job.state });
   return {
     status: 202,
