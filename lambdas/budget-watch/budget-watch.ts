@@ -25,6 +25,9 @@
  * 5. WAITING deadline jobs whose attempt waits in the spot queue (queuedSpotAttempt) get the same check, with spot
  *    unavailable since the attempt was queued: the policy may move them to on-demand before the queue's capacity
  *    wait runs out (TerminateJob cancels the queued Batch job; nothing accrues while it waits).
+ *    Before 3–5, a deadline job whose deadline has passed with an attempt still queued (an on-demand queue never
+ *    cancels a wait) or running (Batch's timeout counts from the start, not the queueing) has it stopped with the
+ *    deadline reason (`stop-attempt <n> deadline`, once); the lifecycle ends the job timed out.
  * 6. PAUSED_BUDGET jobs whose scopes are no longer blocked: SendTaskSuccess(pauseToken, { action: 'resume' }), then
  *    the token is removed from the job.
  * 7. Budget alerts left behind: crossings of this month or the last that a writer (cost gate, finalize, the API,
@@ -50,8 +53,10 @@ import { DEFAULT_PLACEMENT_CONFIG, decidePlacement } from '../domain/placement';
 import type { MetricDatum } from '../domain/platform-metrics';
 import { nextTierSpot, type TierSpotRecord } from '../domain/tier-spot';
 import {
+  attemptPastDeadline,
   budgetPauseDecision,
   budgetPeriodOf,
+  deadlineDecision,
   hasDecision,
   jobCostSoFar,
   jobScopes,
@@ -96,6 +101,8 @@ export interface BudgetWatchResult {
   readonly metered: string[];
   readonly progressUpdated: string[];
   readonly budgetStopped: string[];
+  /** Jobs whose queued or running attempt was stopped because their deadline had passed. */
+  readonly deadlineStopped: string[];
   readonly moved: Array<{ jobId: string; to: 'spot' | 'on-demand' }>;
   readonly resumed: string[];
   /** Jobs left for the next run because of the cap. */
@@ -225,6 +232,26 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     });
   }
 
+  /**
+   * Stops the attempt a job's deadline has outlived (`attemptPastDeadline`) with the deadline reason, once: the
+   * lifecycle classifies the attempt as timed out and ends the job. Whether it stopped one.
+   */
+  async function stopAtDeadline(job: JobRecord, attempts: readonly AttemptRecord[], nowMs: number, at: string) {
+    const attempt = attemptPastDeadline(job, attempts, nowMs);
+    if (!attempt?.batchJobId) return false;
+    const decisions = await plane.jobs.listDecisions(job.jobId);
+    const decision = deadlineDecision(attempt.attempt);
+    if (hasDecision(decisions, decision)) return false;
+    await plane.batch.terminateJob(attempt.batchJobId, TERMINATE_REASONS.deadline);
+    await recordDecision(job.jobId, decisions, {
+      at,
+      moment: 'periodic-check',
+      decision,
+      reason: `The deadline (${job.requirements.deadlineSeconds} s after submission) has passed: attempt ${attempt.attempt} is stopped, ${attempt.startedAt === undefined ? 'still queued' : 'still running'}.`,
+    });
+    return true;
+  }
+
   /** Whether spot capacity for the tier's instance types is available now, asked once per run and set of types. */
   function probeSpot(tier: TierConfig, probes: SpotProbes): Promise<boolean | undefined> {
     const types = [...new Set(tier.instanceTypes)].sort();
@@ -352,6 +379,7 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
       metered: [],
       progressUpdated: [],
       budgetStopped: [],
+      deadlineStopped: [],
       moved: [],
       resumed: [],
       deferred: [],
@@ -393,6 +421,10 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     for (const m of metered) {
       const scope = [...m.blockedScopes, ...jobScopes(m.job)].find((s) => blocked.has(scopeMonth(s, m.job)));
       await attempt(m.job.jobId, async () => {
+        if (await stopAtDeadline(m.job, m.attempts, nowMs, at)) {
+          result.deadlineStopped.push(m.job.jobId);
+          return;
+        }
         if (scope !== undefined) {
           const stop = await pendingBudgetStop(m);
           if (!stop) return;
@@ -441,6 +473,10 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     for (const job of waiting.now) {
       await attempt(job.jobId, async () => {
         const attempts = await plane.jobs.listAttempts(job.jobId);
+        if (await stopAtDeadline(job, attempts, nowMs, at)) {
+          result.deadlineStopped.push(job.jobId);
+          return;
+        }
         if (!queuedSpotAttempt(attempts)) return;
         const queued: Metered = { job, attempts, tier: tierOfJob(plane.config, job), blockedScopes: [] };
         const to = await checkPlacement(queued, nowMs, at, tierSpots);
@@ -474,6 +510,7 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     logger.info('budget watch run', {
       metered: result.metered.length,
       budgetStopped: result.budgetStopped,
+      deadlineStopped: result.deadlineStopped,
       moved: result.moved,
       resumed: result.resumed,
     });

@@ -329,6 +329,29 @@ export function budgetPauseDecision(attempt: number): string {
   return `stop-attempt ${attempt} budget-pause`;
 }
 
+/** Decision text for stopping a job's attempt because its deadline has passed. */
+export function deadlineDecision(attempt: number): string {
+  return `stop-attempt ${attempt} deadline`;
+}
+
+/**
+ * The attempt a job has in Batch, queued or running, that its deadline has outlived at `nowMs`; undefined when the
+ * job has no deadline, it has not passed, or no attempt is in Batch. A queue may hold an attempt past the deadline
+ * (on-demand queues have no capacity wait, and Batch's attempt timeout counts from the start), and nothing else
+ * would end it.
+ */
+export function attemptPastDeadline(
+  job: JobRecord,
+  attempts: readonly AttemptRecord[],
+  nowMs: number,
+): AttemptRecord | undefined {
+  const deadline = job.requirements.deadlineSeconds;
+  if (deadline === undefined || nowMs < Date.parse(job.createdAt) + deadline * 1000) return undefined;
+  return [...attempts]
+    .filter((a) => a.batchJobId !== undefined && a.stoppedAt === undefined)
+    .sort((a, b) => b.attempt - a.attempt)[0];
+}
+
 /** Decision text for moving a running attempt to other capacity. */
 export function moveDecision(attempt: number, to: Capacity): string {
   return `move-attempt ${attempt} to ${to}`;

@@ -41,11 +41,20 @@ export const TEAM = 'nlp';
 export interface AttemptScript {
   /**
    * succeed; reclaim (host terminated); capacity (queue cancels it RUNNABLE); app-error (exit 1); hold (until
-   * TerminateJob); unsubmitted (SubmitJob never returns and Batch never hears of the job); lost (SubmitJob answers
+   * TerminateJob); queued (RUNNABLE until TerminateJob: no capacity comes, and the queue has no wait limit); unsubmitted (SubmitJob never returns and Batch never hears of the job); lost (SubmitJob answers
    * with a 5xx after Batch created the job, which runs until TerminateJob); lost-late (as lost, but ListJobs does not
    * list the job yet and its state-change events reach batch-events only after the attempt was recorded as ended).
    */
-  readonly result: 'succeed' | 'reclaim' | 'capacity' | 'app-error' | 'hold' | 'unsubmitted' | 'lost' | 'lost-late';
+  readonly result:
+    | 'succeed'
+    | 'reclaim'
+    | 'capacity'
+    | 'app-error'
+    | 'hold'
+    | 'queued'
+    | 'unsubmitted'
+    | 'lost'
+    | 'lost-late';
   /** Seconds the attempt runs (default 1800). */
   readonly seconds?: number;
   /** Training step reached: the harness writes progress.json and a complete checkpoint at this step. */
@@ -121,6 +130,13 @@ export class ScriptedBatch implements LocalBatch, BatchControl {
     }
     await report({ ...base, Status: 'RUNNABLE', Attempts: [] });
 
+    if (script.result === 'queued') {
+      // TerminateJob cancels a job that never started: FAILED with the reason, no container attempt.
+      const reason = await new Promise<string>((resolve) => this.held.set(batchJobId, resolve));
+      const cancelled = { ...base, Status: 'FAILED', StatusReason: reason, StoppedAt: b.clock.ms, Attempts: [] };
+      await report(cancelled);
+      throw new BatchTaskFailed(JSON.stringify(cancelled));
+    }
     if (script.result === 'capacity') {
       b.clock.advance(b.config.spotPolicy.capacityWaitMinutes * 60);
       const failed = {

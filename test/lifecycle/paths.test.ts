@@ -611,6 +611,36 @@ describe('job lifecycle on the synthesized state machine', () => {
     expect(await b.plane.ledger.usage(scope, period)).toBeUndefined();
   });
 
+  it('ends a deadline job whose on-demand attempt is still queued when the deadline passes', async () => {
+    const b = await start();
+    // No on-demand capacity comes (a quota, a shortage), and the on-demand queue never gives up on its own.
+    const jobId = await submit(b, [{ result: 'queued' }], {
+      requirements: { runtimeSeconds: 3000, deadlineSeconds: 3300 },
+    });
+    await b.until('the attempt to be queued', async () => {
+      const attempt = await b.plane.jobs.getAttempt(jobId, 1);
+      return attempt?.batchJobId !== undefined && b.batch.isHeld(attempt.batchJobId);
+    });
+    expect(b.batch.submissions.map((s) => s.JobQueue)).toEqual(['trainyard-gpu-small-on-demand']);
+    for (let minute = 5; minute < 55; minute += 5) {
+      b.clock.advance(300);
+      await b.runBudgetWatch();
+    }
+    expect(b.batch.terminations).toEqual([]);
+
+    b.clock.advance(300); // 55 minutes: the deadline has passed
+    await b.runBudgetWatch();
+    await b.runBudgetWatch(); // a second tick (or a replayed one) does not stop it again
+    expect(b.batch.terminations.map((t) => t.reason)).toEqual(['Trainyard: deadline reached']);
+    await b.finish(jobId);
+    const r = await outcome(b, jobId);
+
+    expect(r.job.state).toBe('FAILED');
+    expect(r.attempts.map((a) => [a.capacity, a.outcome?.kind])).toEqual([['on-demand', 'timed-out']]);
+    expect(r.decisions.map((d) => d.decision)).toContain('stop-attempt 1 deadline');
+    await expectSettled(b, jobId);
+  });
+
   it('pauses a running job when its budget is exhausted, and resumes it once the budget is raised', async () => {
     const { b, jobId } = await pausedJob({});
 
