@@ -71,6 +71,11 @@ export interface NextStepInput {
   spotUnavailableForSeconds?: number;
   /** What the budget watch's record of the tier says of spot now (tier-spot.ts tierSpotAt); undefined = no fresh record. */
   tierSpot?: TierSpot;
+  /**
+   * A budget the job is charged to that is at or over its limit now (ledger.firstBlockedScope); undefined = none.
+   * The job then pauses instead of starting another attempt, as budget-watch would stop it at its next tick.
+   */
+  blockedScope?: string;
 }
 
 /** The decision. */
@@ -119,6 +124,17 @@ export function decideNextStep(input: NextStepInput): NextStep {
         'FAILED',
         `The deadline (${deadline} s after submission) has passed or would pass before the next attempt starts; ${outcome.reason}`,
       );
+    }
+    if (input.blockedScope !== undefined) {
+      return {
+        action: 'pause-budget',
+        capacity,
+        delaySeconds: 0,
+        counters,
+        resume: false, // a paused job always resumes from its newest checkpoint (AttemptOutcome's plan)
+        fellBackToOnDemand: false,
+        reason: `Paused until the budget is raised: budget ${input.blockedScope} is at or over its limit, so the next attempt (${capacity}) does not start; ${outcome.reason}`,
+      };
     }
     return {
       action: 'run-attempt',

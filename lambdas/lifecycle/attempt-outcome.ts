@@ -21,6 +21,8 @@ import type { AttemptOutcome } from '../domain/outcome';
 import { type Capacity, spotHistoryOf } from '../domain/placement';
 import { type TierSpotRecord, tierSpotAfterReclaim } from '../domain/tier-spot';
 import {
+  budgetPeriodOf,
+  jobScopes,
   keepsTierSpotRecord,
   progressFromHarness,
   recordedCost,
@@ -58,7 +60,7 @@ const INTERRUPTION_KINDS = ['reclaimed', 'capacity-starved', 'moved', 'budget-st
 
 /** Creates the AttemptOutcome step. */
 export function createAttemptOutcomeHandler(
-  plane: Pick<ControlPlane, 'config' | 'jobs' | 'workspace' | 'events' | 'batch' | 'clock'>,
+  plane: Pick<ControlPlane, 'config' | 'jobs' | 'workspace' | 'events' | 'batch' | 'clock' | 'ledger'>,
 ) {
   /**
    * The attempt's task failed with no Batch job in its error: the job Batch has for it after all, ended, or undefined
@@ -145,6 +147,8 @@ export function createAttemptOutcomeHandler(
             );
     }
     const { policy, tierSpot } = tierPlacementInputs(plane.config.spotPolicy, tier, tierSpotRecord, now.getTime());
+    // A budget blocked since the attempt started (budget-watch stops running jobs only at its next tick).
+    const blockedScope = await plane.ledger.firstBlockedScope(jobScopes(job), budgetPeriodOf(job));
     const next = decideNextStep({
       job: current,
       outcome: recorded,
@@ -157,6 +161,7 @@ export function createAttemptOutcomeHandler(
       sinceLastSpotMove: spotTroublesSinceLastMove(attempts.filter((a) => a.attempt !== plan.attempt)),
       spotHistory: spotHistoryOf(attempts, now.getTime()),
       ...(tierSpot ? { tierSpot } : {}),
+      ...(blockedScope !== undefined ? { blockedScope } : {}),
       ...queueWait(ended, now.getTime()),
     });
 

@@ -97,10 +97,13 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
       'Trainyard lifecycle: classify an ended attempt and decide what next',
       {
         ...bucket,
+        ...budgets,
         ...bus,
       },
     );
     grantTeamFolders(this.attemptOutcome, props.workspace);
+    // Whether a budget the job is charged to is blocked: the job then pauses instead of starting another attempt.
+    props.budgetsTable.grantReadData(this.attemptOutcome);
     // An attempt whose task failed is looked up in Batch, and stopped if Batch runs it after all.
     this.attemptOutcome.addToRolePolicy(
       new iam.PolicyStatement({

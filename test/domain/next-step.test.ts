@@ -143,6 +143,33 @@ const TABLE: Row[] = [
     },
   },
   {
+    name: 'a reclaim while a budget of the job is blocked pauses, keeping where the next attempt would run',
+    input: input(OUTCOMES.reclaimed, { blockedScope: 'user:vision/alice' }),
+    expected: {
+      action: 'pause-budget',
+      capacity: 'spot',
+      delaySeconds: 0,
+      fellBackToOnDemand: false,
+      counters: { ...zero, attempts: 1, reclaims: 1 },
+    },
+    reasonMentions: ['user:vision/alice', 'at or over its limit'],
+  },
+  {
+    name: 'an app error retried while a budget is blocked pauses instead of waiting out the backoff',
+    input: input(
+      OUTCOMES.exit1,
+      { blockedScope: 'team:vision' },
+      { retries: { maxAppRetries: 3, backoffSeconds: 45 } },
+    ),
+    expected: { action: 'pause-budget', delaySeconds: 0, counters: { ...zero, attempts: 1, appErrors: 1 } },
+    reasonMentions: ['team:vision'],
+  },
+  {
+    name: 'a success while a budget is blocked still finalizes SUCCEEDED',
+    input: input(OUTCOMES.succeeded, { blockedScope: 'team:vision' }),
+    expected: { action: 'finalize', finalState: 'SUCCEEDED' },
+  },
+  {
     name: 'the second reclaim falls back to on-demand',
     input: input(OUTCOMES.reclaimed, {}, { counters: { attempts: 1, reclaims: 1 } }),
     expected: {

@@ -130,12 +130,24 @@ describe('job state machine', () => {
     ]);
   });
 
-  it('lets only the steps that touch budgets use the budgets table', () => {
-    const budgetWriters = ['CostGate', 'Finalize'];
-    for (const step of ['Analyze', 'PrepareAttempt', 'AttemptOutcome', 'CostGate', 'Finalize']) {
-      const statements = roleStatements(`LifecycleSteps${step}ServiceRole`);
-      const touchesBudgets = JSON.stringify(statements).includes('BudgetsTableArn');
-      expect(touchesBudgets, step).toBe(budgetWriters.includes(step));
+  it('lets only the steps that touch budgets use the budgets table, and only CostGate and Finalize write it', () => {
+    // AttemptOutcome reads whether a budget is blocked (the job then pauses instead of starting another attempt).
+    const access: Record<string, 'none' | 'read' | 'write'> = {
+      Analyze: 'none',
+      PrepareAttempt: 'none',
+      AttemptOutcome: 'read',
+      CostGate: 'write',
+      Finalize: 'write',
+    };
+    for (const [step, expected] of Object.entries(access)) {
+      const onBudgets = roleStatements(`LifecycleSteps${step}ServiceRole`).filter((st) =>
+        JSON.stringify(st.Resource).includes('BudgetsTableArn'),
+      );
+      const actions = actionsOf(onBudgets);
+      const writes = actions.some((a) => /^dynamodb:(PutItem|UpdateItem|DeleteItem|BatchWriteItem)$/.test(a));
+      const got = onBudgets.length === 0 ? 'none' : writes ? 'write' : 'read';
+      expect(got, step).toBe(expected);
+      if (expected === 'read') expect(actions, step).toContain('dynamodb:GetItem');
     }
   });
 

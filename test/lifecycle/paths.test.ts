@@ -641,6 +641,40 @@ describe('job lifecycle on the synthesized state machine', () => {
     await expectSettled(b, jobId);
   });
 
+  it('pauses, instead of starting another attempt, a job reclaimed while its budget is blocked', async () => {
+    const b = await start({
+      config: { teams: [{ id: 'nlp', principals: [RESEARCHER], monthlyBudgetUsd: 1 }] },
+    });
+    const jobId = await submit(b, [{ result: 'hold', step: 500 }, { result: 'succeed' }]);
+    await b.until('the attempt to run', async () => {
+      const attempt = await b.plane.jobs.getAttempt(jobId, 1);
+      return attempt?.batchJobId !== undefined && b.batch.isHeld(attempt.batchJobId);
+    });
+    // An admin lowers the budget below what the job holds: blocked, before budget-watch's next tick stops the job.
+    expect((await b.call('PUT', '/budgets/team:nlp', ADMIN, { limitUsd: 0.01 })).status).toBe(200);
+    b.clock.advance(600);
+    await b.deliverSpotNotice((await b.plane.jobs.getAttempt(jobId, 1))?.instanceId as string);
+    await b.until('the pause', async () => {
+      const job = await b.plane.jobs.requireJob(jobId);
+      return job.state === 'PAUSED_BUDGET' && job.pauseToken !== undefined;
+    });
+
+    expect(b.batch.submissions).toHaveLength(1);
+    const decisions = (await b.plane.jobs.listDecisions(jobId)).map((d) => d.decision);
+    expect(decisions.at(-1)).toBe('pause-budget');
+    const raised = await b.call('PUT', '/budgets/team:nlp', ADMIN, { limitUsd: 20 });
+    expect(raised.status).toBe(200);
+    await b.runBudgetWatch();
+    await b.finish(jobId);
+    const r = await outcome(b, jobId);
+    expect(r.job.state).toBe('SUCCEEDED');
+    expect(r.attempts.map((a) => [a.capacity, a.outcome?.kind])).toEqual([
+      ['spot', 'reclaimed'],
+      ['spot', 'succeeded'],
+    ]);
+    await expectSettled(b, jobId);
+  });
+
   it('pauses a running job when its budget is exhausted, and resumes it once the budget is raised', async () => {
     const { b, jobId } = await pausedJob({});
 
