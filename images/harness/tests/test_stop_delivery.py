@@ -1,6 +1,7 @@
 """Where the stop signal goes, and how long the harness waits: data-loader workers, shells, launchers."""
 
 import io
+import json
 import os
 import signal
 import subprocess
@@ -10,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import PYTHON, base_env, closed_port_endpoint, run_harness
+from conftest import HARNESS_SRC, PYTHON, base_env, closed_port_endpoint, run_harness
 
 from trainyard_harness.checkpoints import CheckpointStore
 from trainyard_harness.logs import Logger
@@ -326,12 +327,17 @@ def test_a_command_a_shell_ran_that_died_mid_write_is_not_uploaded_whatever_the_
     assert uploaded_checkpoints(tmp_path) == []
 
 
-def test_a_wrapper_script_without_exec_has_its_trainers_save_uploaded(tmp_path):
-    """The shell dies of the signal at once; its trainer, re-parented to the harness, saves and exits 0, which the
-    harness sees: no done file is needed to trust the save."""
-    wrapper = tmp_path / 'run.sh'
-    wrapper.write_text(f'#!/bin/bash\n{PYTHON} {trainer(tmp_path)} "$@"\necho the wrapper goes on\n')
-    wrapper.chmod(0o755)
+@pytest.mark.parametrize('levels', [1, 2])
+def test_a_wrapper_script_without_exec_has_its_trainers_save_uploaded(tmp_path, levels):
+    """The shells die of the signal at once; the trainer, re-parented to the harness, saves and exits 0, which the
+    harness sees: no done file is needed to trust the save. A wrapper calling another (`bash inner.sh`) must not void
+    it: the inner shell dies as fast as it is signalled, and the outer one may reap it."""
+    command = f'{PYTHON} {trainer(tmp_path)} "$@"'
+    for level in range(levels):
+        wrapper = tmp_path / f'run{level}.sh'
+        wrapper.write_text(f'#!/bin/bash\n{command}\necho the wrapper goes on\n')
+        wrapper.chmod(0o755)
+        command = f'bash {wrapper}'
     env = base_env(tmp_path, closed_port_endpoint(), TRAINYARD_SETTLE_SECONDS='30', TRAINYARD_SYNC_INTERVAL_SECONDS='60')
     run = run_harness([str(wrapper)], env)
     pid = int(run.wait_for_stdout(r'^trainer (\d+) ready$').group(1))
@@ -339,7 +345,8 @@ def test_a_wrapper_script_without_exec_has_its_trainers_save_uploaded(tmp_path):
 
     assert run.finish() == 75, run.output()
     started = run.events('user_command_started')[0]
-    assert run.events('stop_signal_sent')[0]['pids'] == sorted([started['pid'], pid])
+    assert len(run.events('stop_signal_sent')[0]['pids']) == levels + 1
+    assert {started['pid'], pid} <= set(run.events('stop_signal_sent')[0]['pids'])
     assert run.events('user_command_exited')[0]['returncode'] == -signal.SIGTERM
     assert not run.events('final_sync_skipped'), run.output()
     assert_the_stop_save_is_the_newest_checkpoint(run, tmp_path)
@@ -453,3 +460,33 @@ def test_the_reader_of_a_pipeline_is_left_to_end_with_its_input(tmp_path):
     assert run.events('stop_signal_sent')[0]['pids'] == sorted([shell, pid])
     assert newest_saved_model(tmp_path) == 'stopped at 3'
     assert 'saved at 3' in (tmp_path / 'train.log').read_text()
+
+
+def test_reaping_orphans_leaves_the_harness_own_subprocesses_to_whoever_waits_for_them():
+    """nvidia-smi, run by the metrics thread, is the harness's child as much as an orphan is: its status is not ours."""
+    program = textwrap.dedent(
+        """
+        import json, os, signal, subprocess, threading
+        from trainyard_harness.processes import become_subreaper, reap_adopted
+        become_subreaper()
+        # The subshell starts `sh` in the background and exits at once: that `sh` is an orphan.
+        leader = subprocess.Popen(['sh', '-c', '(sh -c "sleep 0.3; exit 4" &); sleep 5'], start_new_session=True)
+        codes = []
+        def metrics():
+            for _ in range(40):
+                codes.append(subprocess.run(['sh', '-c', 'exit 3']).returncode)
+        thread = threading.Thread(target=metrics)
+        thread.start()
+        reaped = {}
+        while thread.is_alive() or not reaped:
+            reaped.update(reap_adopted(leader.pid))  # as often as it can: the race is the point
+        os.killpg(leader.pid, signal.SIGKILL)
+        leader.wait()
+        print(json.dumps({'codes': codes, 'reaped': list(reaped.values())}))
+        """
+    )
+    env = {**os.environ, 'PYTHONPATH': str(HARNESS_SRC)}
+    done = subprocess.run([PYTHON, '-c', program], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    # Each subprocess.run saw its own status; the orphan the command left (`exit 4`) was reaped.
+    assert json.loads(done.stdout) == {'codes': [3] * 40, 'reaped': [4]}

@@ -295,8 +295,9 @@ class Harness:
                     targets = self._pass_stop_on(child, returncode, signalled, reached, awaited, shells)
                     if targets:
                         self.log.info('stop_signal_passed_on', signal=s.stop_signal.name, pids=targets)
-            # Orphans of the command that have exited: each is a zombie, holding a pid, until reaped.
-            adopted.update(reap_adopted(child.pid))
+            # Orphans of the command that have exited: each is a zombie, holding a pid, until reaped. Only the statuses
+            # of processes the stop reached are kept: a pid reaped before it was signalled may have been reused since.
+            adopted.update(self._reached_statuses(reap_adopted(child.pid), reached))
             if returncode is not None and (
                 signal_sent_at is None or killed or not awaited.intersection(live_group_pids(child.pid))
             ):
@@ -314,7 +315,7 @@ class Harness:
         if not killed:
             # Processes that outlive the leader (dataloader workers, daemons) would keep the pipes open.
             self._signal_group(child, signal.SIGKILL)
-        adopted.update(reap_adopted(child.pid))
+        adopted.update(self._reached_statuses(reap_adopted(child.pid), reached))
         for pump in pumps:
             pump.join(OUTPUT_DRAIN_SECONDS)
         poller.stop()
@@ -489,8 +490,8 @@ class Harness:
         The same holds for each process the stop signal `reached`: one seen dying of a signal, and one whose end the
         harness did not see (`adopted` holds the statuses it reaped: a shell's command re-parented to it when the shell
         died; one a trapping shell waited for itself is not there). A shell writes no checkpoint: its own death by a
-        signal is harmless once the stop has reached its commands, but its 128 + N reports a command's death by
-        signal N. The last upload made while the child ran stays the newest. With a done file the window is not
+        signal is harmless once the stop has reached its commands (and so is its end unseen: a shell that died of the
+        signal may be reaped by the shell that ran it), but its 128 + N reports a command's death by signal N. The last upload made while the child ran stays the newest. With a done file the window is not
         needed: the final sync then uploads only a save whose done file was written after every other file of it.
         """
         if killed and torn_files:
@@ -504,7 +505,8 @@ class Harness:
             status = returncode if pid == leader else adopted.get(pid)
             shell = self.leader_is_shell if pid == leader else pid in shells
             if status is None:
-                unseen.append(pid)
+                if not shell:  # a shell's commands were reached with it and are judged on their own
+                    unseen.append(pid)
             elif (status < 0 and not (shell and pid in reached)) or (shell and 128 < status <= 128 + 64):
                 died_of_signal.append(pid)
         if not died_of_signal and not unseen:
@@ -552,17 +554,23 @@ class Harness:
             if pid in signalled:
                 continue
             signalled.add(pid)
+            # Read before the signal: a shell without a trap dies at once, and then /proc no longer tells.
+            shell, ignoring = is_shell(pid), ignores_signal(pid, stop)
             try:
                 os.kill(pid, stop)
             except ProcessLookupError:
                 continue  # it exited while we looked
             reached.add(pid)
             sent.append(pid)
-            if is_shell(pid):
+            if shell:
                 shells.add(pid)
-            if not ignores_signal(pid, stop):
+            if not ignoring:
                 awaited.add(pid)
         return sent
+
+    @staticmethod
+    def _reached_statuses(reaped: dict[int, int], reached: set[int]) -> dict[int, int]:
+        return {pid: status for pid, status in reaped.items() if pid in reached}
 
     def _signal_group(self, child: subprocess.Popen[bytes], sig: signal.Signals) -> None:
         try:

@@ -102,19 +102,25 @@ def become_subreaper() -> bool:
 
 
 def reap_adopted(leader: int) -> dict[int, int]:
-    """Reaps this process's children that have exited, except `leader` (subprocess.Popen waits for it itself).
+    """Reaps the orphans re-parented to this process that have exited: its children outside its own process group,
+    except `leader` (subprocess.Popen waits for it). This process's own subprocesses (`nvidia-smi` run by a thread,
+    in this process's group) are left to whoever waits for them.
 
     Returns how each ended, as Popen reports it: the exit status, or minus the signal it died of. One system call when
-    none has exited; none is reaped while `leader` waits to be (each call after Popen's wait gets them).
+    none has exited; none is reaped while a child that is not an orphan waits to be (a later call gets them).
     """
     ended: dict[int, int] = {}
+    own_group = os.getpgrp()
     while True:
         try:
-            # WNOWAIT: look without reaping, so that the leader's status is left for Popen.
+            # WNOWAIT: look without reaping, so that a status that is not ours to take stays where it is.
             waitable = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:
             return ended  # no children at all
         if waitable is None or waitable.si_pid == leader:
+            return ended
+        stat = _stat(f'/proc/{waitable.si_pid}/stat')
+        if stat is None or stat[2] == own_group:
             return ended
         try:
             pid, status = os.waitpid(waitable.si_pid, os.WNOHANG)
