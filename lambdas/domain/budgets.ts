@@ -340,13 +340,13 @@ export function reservationEntry(amountMicros: number): JobEntry {
 }
 
 /**
- * The entry a job is charged from in a scope whose budget was set after the job reserved (the scope was unlimited
- * then, so the job holds nothing there): nothing reserved, nothing charged yet, open while the job runs and closed
- * (`settled`, `released`) once it has ended. The job's next charge there counts all it has cost, as the scope's
- * other jobs' charges do; jobs that ended before the budget was set are not charged to it.
+ * The entry a running job is charged from in a scope whose budget was set after the job reserved (the scope was
+ * unlimited then, so the job holds nothing there): nothing reserved, nothing charged yet. The job's next accrual or
+ * settlement there counts all it has cost, as the scope's other jobs' charges do; jobs that ended before the budget
+ * was set are not charged to it.
  */
-export function adoptedEntry(state: JobEntry['state']): JobEntry {
-  return { reserved: 0, accrued: 0, state, version: 0 };
+export function adoptedEntry(): JobEntry {
+  return { reserved: 0, accrued: 0, state: 'open', version: 0 };
 }
 
 /**

@@ -17,8 +17,8 @@
  * (released, settled, refused by a concurrent duplicate) compensates what it reserved.
  *
  * A user or project scope given a budget after a job reserved (it was unlimited then) holds no entry for the job:
- * accrue, settle and chargeLate create one (`adoptedEntry`), so the budget is charged all the job costs and can
- * block it; release writes nothing there.
+ * accrue and settle create one (`adoptedEntry`), so the budget is charged all the job costs and can block it. Release
+ * and chargeLate write nothing there: a job that ended before the budget was set is not charged to it.
  *
  * Money is integer micro-dollars inside (see domain/budgets.ts); USD numbers at this module's edges.
  * Known limit: job entries stay in the scope item for the period (they are the idempotency record), so one scope
@@ -473,7 +473,7 @@ export class BudgetLedger {
           period,
           id,
           (entry) => accrualChange(entry, spentMicros),
-          adoptedEntry('open'),
+          adoptedEntry(),
         );
         if (!applied) return { crossings: [], blocked: false, scope };
         const crossings = applied.changed ? await this.recordCrossings(applied.item, id) : [];
@@ -520,7 +520,7 @@ export class BudgetLedger {
             period,
             id,
             (entry) => settlementChange(entry, recordedMicros),
-            adoptedEntry('open'),
+            adoptedEntry(),
           );
           return applied?.changed ? this.recordCrossings(applied.item, id) : [];
         }),
@@ -556,14 +556,8 @@ export class BudgetLedger {
     if (period === undefined) return { jobId: id, chargedScopes: [], crossings: [] };
     const outcomes = await Promise.all(
       record.scopes.map(async (scope) => {
-        const applied = await this.applyToEntry(
-          scope,
-          period,
-          id,
-          (entry) => lateChargeChange(entry, totalMicros),
-          // Past its settlement or release: the job was charged there what it had cost, had the budget existed.
-          record.state === 'settled' || record.state === 'released' ? adoptedEntry(record.state) : undefined,
-        );
+        // No entry: the job ended before the scope had a budget, and a job that ended before is not charged to it.
+        const applied = await this.applyToEntry(scope, period, id, (entry) => lateChargeChange(entry, totalMicros));
         if (!applied?.changed) return { scope, charged: false, crossings: [] };
         return { scope, charged: true, crossings: await this.recordCrossings(applied.item, id) };
       }),
