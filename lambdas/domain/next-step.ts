@@ -91,7 +91,10 @@ export interface NextStep {
   finalState?: 'SUCCEEDED' | 'FAILED' | 'CANCELLED';
   /** For run-attempt: resume from the newest complete checkpoint (append the job's resumeArgs). */
   resume: boolean;
-  /** For run-attempt: the job leaves spot for on-demand (reclaims, capacity wait or a move); emit `Job FellBackToOnDemand`. */
+  /**
+   * For run-attempt, and a pause that holds the attempt back: the job leaves spot for on-demand (reclaims, capacity
+   * wait or a move); emit `Job FellBackToOnDemand`.
+   */
   fellBackToOnDemand: boolean;
   /** One sentence, recorded in the job's decision log. */
   reason: string;
@@ -132,7 +135,8 @@ export function decideNextStep(input: NextStepInput): NextStep {
         delaySeconds: 0,
         counters,
         resume: false, // a paused job always resumes from its newest checkpoint (AttemptOutcome's plan)
-        fellBackToOnDemand: false,
+        // The move to on-demand is decided now, whenever the attempt runs: AttemptOutcome announces it with the pause.
+        fellBackToOnDemand: fellBack,
         reason: `Paused until the budget is raised: budget ${input.blockedScope} is at or over its limit, so the next attempt (${capacity}) does not start; ${outcome.reason}`,
       };
     }

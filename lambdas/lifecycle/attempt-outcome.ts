@@ -207,7 +207,7 @@ export function createAttemptOutcomeHandler(
         ),
       );
     }
-    if (next.action === 'run-attempt' && next.fellBackToOnDemand) {
+    if (next.action !== 'finalize' && next.fellBackToOnDemand) {
       events.push(
         jobEvent(
           'Job FellBackToOnDemand',

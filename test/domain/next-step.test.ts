@@ -155,6 +155,12 @@ const TABLE: Row[] = [
     reasonMentions: ['user:vision/alice', 'at or over its limit'],
   },
   {
+    name: 'the second reclaim while a budget is blocked pauses, and the fall-back to on-demand is announced now',
+    input: input(OUTCOMES.reclaimed, { blockedScope: 'team:vision' }, { counters: { attempts: 1, reclaims: 1 } }),
+    expected: { action: 'pause-budget', capacity: 'on-demand', fellBackToOnDemand: true },
+    reasonMentions: ['team:vision'],
+  },
+  {
     name: 'an app error retried while a budget is blocked pauses instead of waiting out the backoff',
     input: input(
       OUTCOMES.exit1,

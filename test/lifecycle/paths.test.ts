@@ -645,23 +645,29 @@ describe('job lifecycle on the synthesized state machine', () => {
     const b = await start({
       config: { teams: [{ id: 'nlp', principals: [RESEARCHER], monthlyBudgetUsd: 1 }] },
     });
-    const jobId = await submit(b, [{ result: 'hold', step: 500 }, { result: 'succeed' }]);
-    await b.until('the attempt to run', async () => {
-      const attempt = await b.plane.jobs.getAttempt(jobId, 1);
+    const jobId = await submit(b, [
+      { result: 'reclaim', step: 300, seconds: 600 },
+      { result: 'hold', step: 500 },
+      { result: 'succeed' },
+    ]);
+    await b.until('the second attempt to run', async () => {
+      const attempt = await b.plane.jobs.getAttempt(jobId, 2);
       return attempt?.batchJobId !== undefined && b.batch.isHeld(attempt.batchJobId);
     });
     // An admin lowers the budget below what the job holds: blocked, before budget-watch's next tick stops the job.
     expect((await b.call('PUT', '/budgets/team:nlp', ADMIN, { limitUsd: 0.01 })).status).toBe(200);
     b.clock.advance(600);
-    await b.deliverSpotNotice((await b.plane.jobs.getAttempt(jobId, 1))?.instanceId as string);
+    await b.deliverSpotNotice((await b.plane.jobs.getAttempt(jobId, 2))?.instanceId as string);
     await b.until('the pause', async () => {
       const job = await b.plane.jobs.requireJob(jobId);
       return job.state === 'PAUSED_BUDGET' && job.pauseToken !== undefined;
     });
 
-    expect(b.batch.submissions).toHaveLength(1);
+    expect(b.batch.submissions).toHaveLength(2);
     const decisions = (await b.plane.jobs.listDecisions(jobId)).map((d) => d.decision);
     expect(decisions.at(-1)).toBe('pause-budget');
+    // The second reclaim moves the job to on-demand: announced with the pause, not lost with the attempt it held back.
+    expect((await outcome(b, jobId)).events).toContain('Job FellBackToOnDemand');
     const raised = await b.call('PUT', '/budgets/team:nlp', ADMIN, { limitUsd: 20 });
     expect(raised.status).toBe(200);
     await b.runBudgetWatch();
@@ -670,7 +676,8 @@ describe('job lifecycle on the synthesized state machine', () => {
     expect(r.job.state).toBe('SUCCEEDED');
     expect(r.attempts.map((a) => [a.capacity, a.outcome?.kind])).toEqual([
       ['spot', 'reclaimed'],
-      ['spot', 'succeeded'],
+      ['spot', 'reclaimed'],
+      ['on-demand', 'succeeded'],
     ]);
     await expectSettled(b, jobId);
   });
