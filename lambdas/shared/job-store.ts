@@ -607,24 +607,16 @@ export class JobStore {
   async *teamJobs(team: string, options: { createdBeforeMs?: number } = {}): AsyncGenerator<JobRecord> {
     const index = JOBS_INDEXES.byTeam;
     const bounded = options.createdBeforeMs !== undefined;
-    let start: Record<string, unknown> | undefined;
-    do {
-      const page = await this.client.send(
-        new QueryCommand({
-          TableName: this.tableName,
-          IndexName: index.name,
-          KeyConditionExpression: bounded ? '#pk = :pk AND #sk < :before' : '#pk = :pk',
-          ExpressionAttributeNames: { '#pk': index.partition, ...(bounded ? { '#sk': index.sort } : {}) },
-          ExpressionAttributeValues: {
-            ':pk': `TEAM#${team}`,
-            ...(bounded ? { ':before': new Date(options.createdBeforeMs as number).toISOString() } : {}),
-          },
-          ExclusiveStartKey: start,
-        }),
-      );
-      for (const item of page.Items ?? []) yield parseJobRecord(stripKeys(item));
-      start = page.LastEvaluatedKey;
-    } while (start);
+    const items = this.queryAll({
+      IndexName: index.name,
+      KeyConditionExpression: bounded ? '#pk = :pk AND #sk < :before' : '#pk = :pk',
+      ExpressionAttributeNames: { '#pk': index.partition, ...(bounded ? { '#sk': index.sort } : {}) },
+      ExpressionAttributeValues: {
+        ':pk': `TEAM#${team}`,
+        ...(bounded ? { ':before': new Date(options.createdBeforeMs as number).toISOString() } : {}),
+      },
+    });
+    for await (const item of items) yield parseJobRecord(stripKeys(item));
   }
 
   /**
@@ -696,21 +688,13 @@ export class JobStore {
   async findAttemptsByInstance(instanceId: string): Promise<AttemptRecord[]> {
     const index = JOBS_INDEXES.byInstance;
     const attempts: AttemptRecord[] = [];
-    let start: Record<string, unknown> | undefined;
-    do {
-      const page = await this.client.send(
-        new QueryCommand({
-          TableName: this.tableName,
-          IndexName: index.name,
-          KeyConditionExpression: '#pk = :pk',
-          ExpressionAttributeNames: { '#pk': index.partition },
-          ExpressionAttributeValues: { ':pk': `INSTANCE#${instanceId}` },
-          ExclusiveStartKey: start,
-        }),
-      );
-      for (const item of page.Items ?? []) attempts.push(parseAttemptRecord(stripKeys(item)));
-      start = page.LastEvaluatedKey;
-    } while (start);
+    const items = this.queryAll({
+      IndexName: index.name,
+      KeyConditionExpression: '#pk = :pk',
+      ExpressionAttributeNames: { '#pk': index.partition },
+      ExpressionAttributeValues: { ':pk': `INSTANCE#${instanceId}` },
+    });
+    for await (const item of items) attempts.push(parseAttemptRecord(stripKeys(item)));
     return attempts;
   }
 
@@ -725,20 +709,26 @@ export class JobStore {
 
   private async queryPrefix(jobId: string, prefix: string): Promise<Record<string, unknown>[]> {
     const items: Record<string, unknown>[] = [];
+    const query = this.queryAll({
+      KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+      ExpressionAttributeValues: { ':pk': jobKeys.job(jobId).pk, ':prefix': prefix },
+      ConsistentRead: true,
+    });
+    for await (const item of query) items.push(item);
+    return items;
+  }
+
+  /** Every item a query of the jobs table returns, page after page. */
+  private async *queryAll(
+    input: Omit<ConstructorParameters<typeof QueryCommand>[0], 'TableName' | 'ExclusiveStartKey'>,
+  ): AsyncGenerator<Record<string, unknown>> {
     let start: Record<string, unknown> | undefined;
     do {
       const page = await this.client.send(
-        new QueryCommand({
-          TableName: this.tableName,
-          KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
-          ExpressionAttributeValues: { ':pk': jobKeys.job(jobId).pk, ':prefix': prefix },
-          ConsistentRead: true,
-          ExclusiveStartKey: start,
-        }),
+        new QueryCommand({ ...input, TableName: this.tableName, ExclusiveStartKey: start }),
       );
-      items.push(...(page.Items ?? []));
+      yield* page.Items ?? [];
       start = page.LastEvaluatedKey;
     } while (start);
-    return items;
   }
 }
