@@ -14,8 +14,9 @@
  *    of ended attempts plus the running attempt from its start to the tick's time at its price — with
  *    `ledger.accrue`, and emit `Budget Threshold Crossed` for each crossing the ledger reports (once per scope,
  *    period and threshold: the ledger records each crossing once; shared/budget-alerts.ts).
- * 3. Every running job charged to a blocked scope and month is stopped gracefully: TerminateJob with the budget-pause
- *    reason (the harness checkpoints on SIGTERM; the lifecycle then pauses the job). Before the stops the ledger
+ * 3. Every running job charged to a blocked scope and month is stopped gracefully, those the cap left unmetered
+ *    included: TerminateJob with the budget-pause reason (the harness checkpoints on SIGTERM; the lifecycle then
+ *    pauses the job). Before the stops the ledger
  *    records the exhaustion and the jobs it pauses (`recordExhaustion`); after them `Budget Exhausted` names them
  *    and the exhaustion is marked published (shared/budget-alerts.ts).
  * 4. Other running jobs with an estimate get the periodic placement check (domain/watch.ts placementStateFor says
@@ -417,8 +418,18 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     // A scope's month blocked by any job's accrual stops every running job charged to it, including jobs metered
     // before it tipped; the others get the placement check.
     const blocked = new Set(metered.flatMap((m) => m.blockedScopes.map((scope) => scopeMonth(scope, m.job))));
+    // Running jobs the cap leaves unmetered this run are stopped all the same when a blocked scope charges them: the
+    // cap bounds the metering, not how long a blocked budget keeps paying.
+    const unmetered: Metered[] = [];
+    for (const job of running.later) {
+      if (!jobScopes(job).some((scope) => blocked.has(scopeMonth(scope, job)))) continue;
+      await attempt(job.jobId, async () => {
+        const attempts = await plane.jobs.listAttempts(job.jobId);
+        unmetered.push({ job, attempts, tier: tierOfJob(plane.config, job), blockedScopes: [] });
+      });
+    }
     const stops = new Map<string, { scope: string; period: string; pending: BudgetStop[] }>();
-    for (const m of metered) {
+    for (const m of [...metered, ...unmetered]) {
       const scope = [...m.blockedScopes, ...jobScopes(m.job)].find((s) => blocked.has(scopeMonth(s, m.job)));
       await attempt(m.job.jobId, async () => {
         if (await stopAtDeadline(m.job, m.attempts, nowMs, at)) {

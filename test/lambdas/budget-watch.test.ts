@@ -342,6 +342,24 @@ describe('budget watch: metering and progress', () => {
     expect(stopped).toEqual([id('bob-new')]);
   });
 
+  it('stops in the same run the jobs of a blocked scope that the cap leaves unmetered', async () => {
+    // Bob is over his $0.05 with any of his jobs; one run meters only one of the three.
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 400);
+    await bench.ledger.setLimit(`user:${currentTeam}/bob`, PERIOD, 0.05);
+    const jobs = [id('bob-1'), id('bob-2'), id('bob-3')];
+    for (const [i, jobId] of jobs.entries()) {
+      await runningJob(jobId, { user: 'bob', createdAt: `2026-11-20T14:00:0${i}.000Z` });
+      await bench.ledger.reserve(jobId, [`team:${currentTeam}`, `user:${currentTeam}/bob`], 0.01, PERIOD);
+    }
+
+    const result = await watch({ maxJobsPerRun: 1 })(tickAt(0));
+
+    expect(result.metered).toHaveLength(1);
+    expect(result.deferred).toHaveLength(2);
+    expect([...result.budgetStopped].sort()).toEqual([...jobs].sort());
+    expect(bench.recorded.terminated.map((t) => t.reason)).toEqual(Array(3).fill(TERMINATE_REASONS.budgetPause));
+  });
+
   it('fails the run naming a job it could not handle, after handling the others', async () => {
     await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 400);
     await runningJob(id('lost-tier'), { job: { tier: 'gpu-gone' } });
