@@ -62,11 +62,19 @@ export function attemptRefOf(job: Pick<BatchJob, 'jobName' | 'tags'>): AttemptRe
   return { jobId: named[1], attempt: Number(named[2]), ...(team ? { team } : {}) };
 }
 
+/** The highest-numbered attempt that `matches`. */
+function newestAttempt(
+  attempts: readonly AttemptRecord[],
+  matches: (attempt: AttemptRecord) => boolean,
+): AttemptRecord | undefined {
+  return attempts
+    .filter(matches)
+    .reduce<AttemptRecord | undefined>((a, b) => (a && a.attempt > b.attempt ? a : b), undefined);
+}
+
 /** The attempt that is running now: started, not stopped, highest number. */
 export function runningAttempt(attempts: readonly AttemptRecord[]): AttemptRecord | undefined {
-  return [...attempts]
-    .filter((a) => a.startedAt !== undefined && a.stoppedAt === undefined)
-    .sort((a, b) => b.attempt - a.attempt)[0];
+  return newestAttempt(attempts, (a) => a.startedAt !== undefined && a.stoppedAt === undefined);
 }
 
 /**
@@ -74,16 +82,15 @@ export function runningAttempt(attempts: readonly AttemptRecord[]): AttemptRecor
  * started nor stopped. The periodic check may move such a job to on-demand (its wait is an observed outage).
  */
 export function queuedSpotAttempt(attempts: readonly AttemptRecord[]): AttemptRecord | undefined {
-  return [...attempts]
-    .filter(
-      (a) =>
-        a.capacity === 'spot' &&
-        a.batchJobId !== undefined &&
-        a.submittedAt !== undefined &&
-        a.startedAt === undefined &&
-        a.stoppedAt === undefined,
-    )
-    .sort((a, b) => b.attempt - a.attempt)[0];
+  return newestAttempt(
+    attempts,
+    (a) =>
+      a.capacity === 'spot' &&
+      a.batchJobId !== undefined &&
+      a.submittedAt !== undefined &&
+      a.startedAt === undefined &&
+      a.stoppedAt === undefined,
+  );
 }
 
 /**
@@ -347,9 +354,7 @@ export function attemptPastDeadline(
 ): AttemptRecord | undefined {
   const deadline = job.requirements.deadlineSeconds;
   if (deadline === undefined || nowMs < Date.parse(job.createdAt) + deadline * 1000) return undefined;
-  return [...attempts]
-    .filter((a) => a.batchJobId !== undefined && a.stoppedAt === undefined)
-    .sort((a, b) => b.attempt - a.attempt)[0];
+  return newestAttempt(attempts, (a) => a.batchJobId !== undefined && a.stoppedAt === undefined);
 }
 
 /** Decision text for moving a running attempt to other capacity. */

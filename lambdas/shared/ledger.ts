@@ -468,13 +468,7 @@ export class BudgetLedger {
     if (period === undefined) return { crossings: [], blockedScopes: [] };
     const outcomes = await Promise.all(
       record.scopes.map(async (scope) => {
-        const applied = await this.applyToEntry(
-          scope,
-          period,
-          id,
-          (entry) => accrualChange(entry, spentMicros),
-          adoptedEntry(),
-        );
+        const applied = await this.applyToEntry(scope, period, id, (entry) => accrualChange(entry, spentMicros), true);
         if (!applied) return { crossings: [], blocked: false, scope };
         const crossings = applied.changed ? await this.recordCrossings(applied.item, id) : [];
         return { crossings, blocked: isBlocked(applied.item), scope };
@@ -515,13 +509,7 @@ export class BudgetLedger {
     if (period !== undefined) {
       const perScope = await Promise.all(
         moving.scopes.map(async (scope) => {
-          const applied = await this.applyToEntry(
-            scope,
-            period,
-            id,
-            (entry) => settlementChange(entry, recordedMicros),
-            adoptedEntry(),
-          );
+          const applied = await this.applyToEntry(scope, period, id, (e) => settlementChange(e, recordedMicros), true);
           return applied?.changed ? this.recordCrossings(applied.item, id) : [];
         }),
       );
@@ -956,23 +944,23 @@ export class BudgetLedger {
   /**
    * Applies a change to one job's entry in one scope item: read the entry, compute the change, write it with the
    * totals' deltas on the condition that the entry's version is still the one read (optimistic, per job entry).
-   * Undefined when the scope has no item, or the job no entry there and no `adopt` is given. With `adopt`, a job
-   * without an entry in a scope that has a budget (set after the job reserved, when the scope was unlimited) is
-   * charged there from that entry, written on the condition that no entry appeared meanwhile.
+   * Undefined when the scope has no item, or the job no entry there and not `adopt`. With `adopt`, a job without an
+   * entry in a scope that has a budget (set after the job reserved, when the scope was unlimited) is charged there
+   * from `adoptedEntry()`, written on the condition that no entry appeared meanwhile.
    */
   private async applyToEntry(
     scope: string,
     period: string,
     jobId: string,
     compute: (entry: JobEntry) => EntryChange | null,
-    adopt?: JobEntry,
+    adopt = false,
   ): Promise<
     { changed: true; item: ScopeItem; change: EntryChange } | { changed: false; item: ScopeItem } | undefined
   > {
     for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
       const current = await this.readScopeItem(scope, period, jobId);
       const found = current?.jobs?.[jobId];
-      const entry = found ?? adopt;
+      const entry = found ?? (adopt ? adoptedEntry() : undefined);
       if (!current || !entry) return undefined;
       const change = compute(entry);
       if (!change) return { changed: false, item: current };

@@ -491,8 +491,9 @@ class Harness:
         harness did not see (`adopted` holds the statuses it reaped: a shell's command re-parented to it when the shell
         died; one a trapping shell waited for itself is not there). A shell writes no checkpoint: its own death by a
         signal is harmless once the stop has reached its commands (and so is its end unseen: a shell that died of the
-        signal may be reaped by the shell that ran it), but its 128 + N reports a command's death by signal N. The last upload made while the child ran stays the newest. With a done file the window is not
-        needed: the final sync then uploads only a save whose done file was written after every other file of it.
+        signal may be reaped by the shell that ran it), but its 128 + N reports a command's death by signal N. The last
+        upload made while the child ran stays the newest. With a done file the window is not needed: the final sync
+        then uploads only a save whose done file was written after every other file of it.
         """
         if killed and torn_files:
             self.log.warn('final_sync_skipped', reason='checkpoint file open for writing at SIGKILL', files=torn_files)
