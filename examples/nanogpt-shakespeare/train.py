@@ -135,6 +135,24 @@ def atomic_save(state: dict, path: str) -> None:
         os.close(directory)
 
 
+# The checkpoint holds tensors and plain Python values only, so torch 2 loads it weights_only (no pickled code runs;
+# the default from torch 2.6). torch 1.13's weights-only loader rejects floats, so there it loads as it always did.
+WEIGHTS_ONLY_LOAD = int(torch.__version__.split('.')[0]) >= 2
+
+
+def numpy_rng_state() -> tuple:
+    """numpy's global RNG state with its key array as a list, so the checkpoint loads with weights_only."""
+    kind, keys, position, has_gauss, cached_gaussian = np.random.get_state()
+    return (kind, keys.tolist(), position, has_gauss, cached_gaussian)
+
+
+def gradient_scaler(enabled: bool):
+    """The float16 loss scaler: torch.amp's from torch 2.3 (torch.cuda.amp's is deprecated there), else torch 1.13's."""
+    if hasattr(torch.amp, 'GradScaler'):
+        return torch.amp.GradScaler('cuda', enabled=enabled)
+    return torch.cuda.amp.GradScaler(enabled=enabled)
+
+
 stop_signal_name: str | None = None
 
 
@@ -195,13 +213,13 @@ def main(argv: list[str]) -> int:
         if not os.path.exists(ckpt_path):
             print(f'cannot resume: {ckpt_path} does not exist', file=sys.stderr)
             return 2
-        checkpoint = torch.load(ckpt_path, map_location='cpu')
+        checkpoint = torch.load(ckpt_path, map_location='cpu', weights_only=WEIGHTS_ONLY_LOAD)
         args = ModelArgs(**checkpoint['model_args'])
     else:
         args = ModelArgs(len(chars), block_size, n_layer, n_head, n_embd, dropout)
     model = CharGPT(args).to(device)
     optimizer = model.optimizer(weight_decay, learning_rate, (beta1, beta2))
-    scaler = torch.cuda.amp.GradScaler(enabled=(dtype == 'float16'))
+    scaler = gradient_scaler(dtype == 'float16')
     if checkpoint is not None:
         model.load_state_dict(checkpoint['model'])
         optimizer.load_state_dict(checkpoint['optimizer'])
@@ -213,7 +231,8 @@ def main(argv: list[str]) -> int:
         if rng.get('cuda') is not None and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(rng['cuda'])
         random.setstate(rng['python'])
-        np.random.set_state(rng['numpy'])
+        kind, keys, position, has_gauss, cached_gaussian = rng['numpy']
+        np.random.set_state((kind, np.array(keys, dtype=np.uint32), position, has_gauss, cached_gaussian))
         sampler.set_state(rng['sampler'])
         print(f'resuming from iter {iter_num} ({ckpt_path})')
         checkpoint = None
@@ -232,7 +251,7 @@ def main(argv: list[str]) -> int:
                 'torch': torch.get_rng_state(),
                 'cuda': torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
                 'python': random.getstate(),
-                'numpy': np.random.get_state(),
+                'numpy': numpy_rng_state(),
                 'sampler': sampler.get_state(),
             },
         }
