@@ -16,7 +16,8 @@ import pytest
 TESTS = Path(__file__).resolve().parent
 HARNESS_SRC = TESTS.parent
 REPO = HARNESS_SRC.parent.parent
-PYTHON = '/usr/bin/python3'
+# The interpreter the harness and the trainers run under; another one (with CUDA torch, say) by TRAINYARD_TEST_PYTHON.
+PYTHON = os.environ.get('TRAINYARD_TEST_PYTHON', '/usr/bin/python3')
 WAIT_LIMIT = 60.0  # upper bound on every event wait: a hung process fails the test instead of hanging the suite
 
 sys.path.insert(0, str(HARNESS_SRC))
