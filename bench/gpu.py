@@ -116,6 +116,22 @@ def throughput(dtype: str, gpu: str, iters: int) -> dict:
     }
 
 
+def save_uploaded(run: HarnessRun) -> bool:
+    """Whether the checkpoint the final sync settled on is in storage: uploaded by the final sync itself, or before
+    it by the watcher that uploads a save once it has stayed unchanged for TRAINYARD_SETTLE_SECONDS."""
+    sync = (run.events('final_sync') or [{}])[0]
+    name = sync.get('checkpoint')
+    earlier = any(event.get('checkpoint') == name for event in run.events('checkpoint_uploaded'))
+    return bool(sync.get('ok')) and name is not None and (bool(sync.get('uploaded')) or earlier)
+
+
+def upload_seconds(run: HarnessRun) -> float | None:
+    """How long the upload of the final checkpoint took, whichever path uploaded it."""
+    name = (run.events('final_sync') or [{}])[0].get('checkpoint')
+    durations = [e['duration_s'] for e in run.events('checkpoint_uploaded') if e.get('checkpoint') == name]
+    return durations[-1] if durations else None
+
+
 def resume_check(launcher: str, iters: int, notice_after: int) -> dict:
     """Uninterrupted run against a run stopped by a spot notice and resumed: same losses, same final weights?"""
     work = Path(tempfile.mkdtemp(prefix=f'trainyard-gpu-{launcher}-'))
@@ -170,7 +186,6 @@ def resume_check(launcher: str, iters: int, notice_after: int) -> dict:
         exits = first.events('user_command_exited')
         notice, finished = first.events('spot_notice'), first.events('harness_exit')
         phases = (first.events('stop_phases') or [{}])[0]
-        sync = (first.events('final_sync') or [{}])[0]
         return {
             'launcher': launcher,
             'iters': iters,
@@ -178,7 +193,7 @@ def resume_check(launcher: str, iters: int, notice_after: int) -> dict:
             'attempt1_command_status': exits[0]['returncode'] if exits else None,
             'stop_signal': stop.group(2) if stop else None,
             'stopped_at_iter': stopped_at,
-            'save_uploaded': bool(sync.get('uploaded')),
+            'save_uploaded': save_uploaded(first),
             'notice_to_complete_s': round(parse_time(finished[0]['time']) - parse_time(notice[0]['time']), 3)
             if notice and finished
             else None,
@@ -227,16 +242,15 @@ def big_checkpoint(runs: int, poll_seconds: float) -> dict:
             code = run.finish()
             finished = parse_time(run.events('harness_exit')[0]['time'])
             phases = run.events('stop_phases')[0]
-            sync = run.events('final_sync')[0]
-            stored = sum(f.stat().st_size for f in (work / 'store').rglob('*') if f.is_file())
-            if code != 75 or not sync.get('uploaded'):
-                raise RuntimeError(f'harness exited {code}, uploaded={sync.get("uploaded")}:\n{run.output()}')
+            stored = sum(f.stat().st_size for f in (work / 'store' / 'checkpoints').rglob('*') if f.is_file())
+            if code != 75 or not save_uploaded(run):
+                raise RuntimeError(f'harness exited {code}, save uploaded: {save_uploaded(run)}:\n{run.output()}')
             results.append({
                 'notice_to_complete_s': round(finished - served, 3),
                 'detect_s': round(parse_time(run.events('spot_notice')[0]['time']) - served, 3),
                 'signal_s': phases['request_to_signal_s'],
                 'child_save_s': phases['signal_to_exit_s'],
-                'upload_s': phases['final_sync_s'],
+                'upload_s': upload_seconds(run),
                 'stored_bytes': stored,
             })  # fmt: skip
         finally:
@@ -319,15 +333,19 @@ def markdown(report: dict) -> str:
             f'(weights and AdamW state in float32) to `file://` storage on local disk; IMDS polled every '
             f'{b["imds_poll_seconds"]} s as on EC2; median of {b["runs"]} runs.',
             '',
-            '| notice → complete | detect | signal | trainer finishes its iteration and saves | upload | worst run | '
-            'within the 120 s warning |',
+            'Detect: notice served until the harness saw it. Signal: until SIGTERM was sent. Save: SIGTERM until the '
+            'trainer, having finished its iteration and written the file, exited. Upload: the copy of the save to '
+            'storage, which starts once the file has been unchanged for 1 s (TRAINYARD_SETTLE_SECONDS) and may overlap '
+            'the exit.',
+            '',
+            '| notice → complete | detect | signal | save | upload | worst run | within the 120 s warning |',
             '|---|---|---|---|---|---|---|',
             f'| {b["median_notice_to_complete_s"]} s | {b["median_detect_s"]} s | {b["median_signal_s"]} s | '
             f'{b["median_child_save_s"]} s | {b["median_upload_s"]} s | {b["max_notice_to_complete_s"]} s | '
             f'{"yes" if b["within_spot_warning"] else "no"} |',
         ]
     if report['errors']:
-        lines += ['', '## Errors', ''] + [f'- {part}: {error}' for part, error in report['errors'].items()]
+        lines += ['', '## Errors', ''] + [f'- {part}: {error[:600]}' for part, error in report['errors'].items()]
     return '\n'.join(lines) + '\n'
 
 

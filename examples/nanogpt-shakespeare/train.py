@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import gzip
 import hashlib
+import math
 import os
 import random
 import signal
@@ -281,7 +282,7 @@ def main(argv: list[str]) -> int:
         if it > lr_decay_iters:
             return min_lr
         ratio = (it - warmup_iters) / max(1, lr_decay_iters - warmup_iters)
-        return min_lr + 0.5 * (1.0 + np.cos(np.pi * ratio)) * (learning_rate - min_lr)
+        return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (learning_rate - min_lr)
 
     def evaluate() -> None:
         nonlocal best_val_loss
