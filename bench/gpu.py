@@ -81,13 +81,13 @@ def train_command(launcher: str, *args: str) -> list[str]:
     return [sys.executable, 'train.py', *args]
 
 
-def throughput(dtype: str, gpu: str, iters: int) -> dict:
+def throughput(dtype: str, gpu: str, iters: int, deterministic: bool = False) -> dict:
     """Wall time per iteration between two log lines (each log line reads the loss, which waits for the GPU)."""
     out = tempfile.mkdtemp(prefix='trainyard-gpu-')
     warm = iters // 4
     command = train_command(
         'python', 'config/g4dn_xlarge.py', f'--dtype={dtype}', f'--max_iters={iters}', f'--log_interval={warm}',
-        '--eval_interval=0', '--checkpoint_interval=0', f'--out_dir={out}',
+        '--eval_interval=0', '--checkpoint_interval=0', f'--deterministic={deterministic}', f'--out_dir={out}',
     )  # fmt: skip
     process = subprocess.Popen(command, cwd=EXAMPLE, stdout=subprocess.PIPE, text=True, env=_unbuffered())
     seen: dict[int, float] = {}
@@ -107,6 +107,7 @@ def throughput(dtype: str, gpu: str, iters: int) -> dict:
     peak = peak_flops(gpu)
     return {
         'dtype': dtype,
+        'deterministic': deterministic,
         'params_m': round(model.num_params() / 1e6, 2),
         'ms_per_iter': round(seconds * 1000, 2),
         'tokens_per_s': round(tokens / seconds),
@@ -132,12 +133,13 @@ def upload_seconds(run: HarnessRun) -> float | None:
     return durations[-1] if durations else None
 
 
-def resume_check(launcher: str, iters: int, notice_after: int) -> dict:
+def resume_check(launcher: str, iters: int, notice_after: int, deterministic: bool) -> dict:
     """Uninterrupted run against a run stopped by a spot notice and resumed: same losses, same final weights?"""
     work = Path(tempfile.mkdtemp(prefix=f'trainyard-gpu-{launcher}-'))
     args = [
         'config/g4dn_xlarge.py', f'--max_iters={iters}', f'--lr_decay_iters={iters}', f'--warmup_iters={iters // 10}',
         '--log_interval=1', f'--eval_interval={iters // 3}', '--eval_iters=10', f'--checkpoint_interval={iters // 3}',
+        f'--deterministic={deterministic}',
     ]  # fmt: skip
     try:
         reference = subprocess.run(
@@ -188,6 +190,7 @@ def resume_check(launcher: str, iters: int, notice_after: int) -> dict:
         phases = (first.events('stop_phases') or [{}])[0]
         return {
             'launcher': launcher,
+            'deterministic': deterministic,
             'iters': iters,
             'attempt1_exit': first_code,
             'attempt1_command_status': exits[0]['returncode'] if exits else None,
@@ -288,6 +291,13 @@ def _unbuffered() -> dict:
     return {**os.environ, 'PYTHONUNBUFFERED': '1'}
 
 
+KERNELS = {False: 'default', True: 'deterministic'}
+
+
+def _yes(value: bool) -> str:
+    return 'yes' if value else 'no'
+
+
 def markdown(report: dict) -> str:
     m = report['machine']
     lines = [
@@ -298,29 +308,32 @@ def markdown(report: dict) -> str:
         '',
         '## Throughput of `config/g4dn_xlarge.py`',
         '',
-        '| dtype | parameters | ms / iteration | tokens / s | MFU | hours for the config\'s iterations |',
-        '|---|---|---|---|---|---|',
+        '| dtype | kernels | parameters | ms / iteration | tokens / s | MFU | hours for the config\'s iterations |',
+        '|---|---|---|---|---|---|---|',
     ]
     for t in report['throughput']:
         mfu = f'{t["mfu"] * 100:.1f} %' if t['mfu'] is not None else 'n/a'
         lines.append(
-            f'| {t["dtype"]} | {t["params_m"]} M | {t["ms_per_iter"]} | {t["tokens_per_s"]:,} | {mfu} | '
+            f'| {t["dtype"]} | {KERNELS[t["deterministic"]]} | {t["params_m"]} M | {t["ms_per_iter"]} | {t["tokens_per_s"]:,} | {mfu} | '
             f'{t["hours_for_config_iters"]} |'
         )
     lines += [
         '',
         '## Exact resume after a spot notice',
         '',
-        '| launcher | attempt 1 exit (command status) | stopped at | save uploaded | notice → complete | attempt 2 exit '
-        '| resumed from | losses match | weights bitwise equal |',
-        '|---|---|---|---|---|---|---|---|---|',
+        'Losses are compared as printed (4 decimals) at every iteration and evaluation; "before the stop" compares '
+        'attempt 1 with the uninterrupted run, so a mismatch there is run-to-run variation, not the resume.',
+        '',
+        '| launcher | kernels | attempt 1 exit (command status) | stopped at | save uploaded | notice → complete | attempt 2 exit '
+        '| resumed from | losses match before the stop / after | weights bitwise equal |',
+        '|---|---|---|---|---|---|---|---|---|---|',
     ]
     for r in report['resume']:
-        losses = r['losses_before_stop_match'] and r['losses_after_resume_match']
+        losses = f'{_yes(r["losses_before_stop_match"])} / {_yes(r["losses_after_resume_match"])}'
         lines.append(
-            f'| {r["launcher"]} | {r["attempt1_exit"]} ({r["attempt1_command_status"]}) | iter {r["stopped_at_iter"]} '
+            f'| {r["launcher"]} | {KERNELS[r["deterministic"]]} | {r["attempt1_exit"]} ({r["attempt1_command_status"]}) | iter {r["stopped_at_iter"]} '
             f'({r["stop_signal"]}) | {"yes" if r["save_uploaded"] else "no"} | {r["notice_to_complete_s"]} s | '
-            f'{r["attempt2_exit"]} | iter {r["resumed_from_iter"]} | {"yes" if losses else "no"} | '
+            f'{r["attempt2_exit"]} | iter {r["resumed_from_iter"]} | {losses} | '
             f'{"yes" if r["weights_bitwise_equal"] else "no (max |Δ| " + str(r["max_abs_weight_difference"]) + ")"} |'
         )
     b = report['big_checkpoint']
@@ -363,10 +376,10 @@ def main() -> int:
     report['errors'] = {}
     print(json.dumps(report['machine']), flush=True)
     parts = [
-        *((f'throughput {d}', 'throughput', lambda d=d: throughput(d, report['machine']['gpu'], 400))
-          for d in ('float16', 'bfloat16')),
-        *((f'resume {launcher}', 'resume', lambda launcher=launcher: resume_check(launcher, 300, 100))
-          for launcher in ('python', 'torchrun')),
+        *((f'throughput {d} {KERNELS[k]}', 'throughput', lambda d=d, k=k: throughput(d, report['machine']['gpu'], 400, k))
+          for d, k in (('float16', False), ('bfloat16', False), ('bfloat16', True))),
+        *((f'resume {launcher} {KERNELS[k]}', 'resume', lambda launcher=launcher, k=k: resume_check(launcher, 300, 100, k))
+          for launcher, k in (('python', False), ('python', True), ('torchrun', True))),
         ('big checkpoint', 'big_checkpoint', lambda: big_checkpoint(args.runs, args.poll_seconds)),
     ]  # fmt: skip
     for label, key, measure in parts:

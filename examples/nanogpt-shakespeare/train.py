@@ -67,6 +67,9 @@ checkpoint_interval = 250
 device = 'cuda' if torch.cuda.is_available() else 'cpu'
 dtype = 'float32'  # 'float32', 'bfloat16' or 'float16' (float16 only on CUDA, with a gradient scaler)
 threads = 1  # CPU intra-op threads; one is fastest for small models
+# Deterministic kernels only (slower on CUDA): runs repeat bit for bit, so a resumed run ends with the same weights as
+# an uninterrupted one. CPU runs do anyway; CUDA's default kernels differ from run to run.
+deterministic = False
 peak_flops = 65e12  # denominator of the MFU figure (T4 fp16 tensor-core peak)
 # ----------------------------------------------------------------------
 
@@ -178,6 +181,10 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, _request_stop)
 
     device_type = 'cuda' if device.startswith('cuda') else 'cpu'
+    if deterministic:
+        os.environ.setdefault('CUBLAS_WORKSPACE_CONFIG', ':4096:8')  # cuBLAS's reproducible mode; read at its first use
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.benchmark = False
     if device_type == 'cpu':
         torch.set_num_threads(threads)
     if dtype == 'float16' and device_type != 'cuda':
