@@ -39,7 +39,8 @@
  *   start (RUNNING not handled yet), it announces it after the write. When the write is refused because the attempt
  *   was recorded as "not run" since the read, the Batch job is an orphan and billed as one. Then job.costSoFarUsd is
  *   recomputed from the recorded attempt costs and written only when it differs. When the job had already ended
- *   (Finalize ran while the attempt was still stopping), its cost was not in the settlement: the attempt is marked
+ *   (finalized by an earlier release, whose Finalize did not wait for the attempt to stop, as Finalize does now), its
+ *   cost was not in the settlement: the attempt is marked
  *   `endedAfterJob` (in the stop's write, or right after it when the job ended in between), the ledger is charged the
  *   new total (`chargeLate`, monotonic, so a stop Finalize did count changes nothing), and, as for an orphan, the job's
  *   files are written again and `Job Cost Amended` is sent, on every delivery of a stop so marked.

@@ -24,10 +24,8 @@
  * Finalize is replay-safe; a redelivered event, or an execution an operator later redrives, finds the job as it is.
  */
 
-import type { BatchJob } from '../domain/batch-job';
-import { TERMINATE_REASONS } from '../domain/batch-reasons';
 import { isTerminal, JOB_ID_PATTERN, type JobRecord, TRANSITIONS } from '../domain/job';
-import { AttemptGotBatchJob, AttemptsStillRunning, lookUpAttempt, recordAttemptEnd } from '../lifecycle/common';
+import { AttemptsStillRunning, endOpenAttempts } from '../lifecycle/common';
 import { createFinalizeHandler, type FinalizeOutput } from '../lifecycle/finalize';
 import type { ControlPlane } from '../shared/control-plane';
 import {
@@ -89,35 +87,7 @@ export function createExecutionEndedHandler(plane: Plane, options: ExecutionEnde
   async function endAttempts(job: JobRecord): Promise<{ terminated: string[]; newestStatus?: string }> {
     const terminated = new Set<string>();
     for (let waitedMs = 0; ; waitedMs += pollMs) {
-      const attempts = await plane.jobs.listAttempts(job.jobId);
-      const open = attempts.filter((a) => a.stoppedAt === undefined || a.outcome === undefined);
-      const running: string[] = [];
-      for (const attempt of open) {
-        const batchJob: BatchJob | undefined = await lookUpAttempt(plane, job, attempt);
-        const now = plane.clock();
-        if (!batchJob) {
-          try {
-            await recordAttemptEnd(plane, job, attempt, { notRun: 'the job ended before it reached Batch' }, now);
-          } catch (error) {
-            if (!(error instanceof AttemptGotBatchJob)) throw error;
-            running.push(`attempt ${attempt.attempt} (its Batch job appeared; looked up again)`);
-          }
-        } else if (batchJob.status === 'SUCCEEDED' || batchJob.status === 'FAILED') {
-          await recordAttemptEnd(plane, job, attempt, batchJob, now);
-        } else {
-          if (!terminated.has(batchJob.jobId)) {
-            await plane.batch.terminateJob(batchJob.jobId, TERMINATE_REASONS.jobEnded);
-            terminated.add(batchJob.jobId);
-            logger.info('attempt of a job whose execution ended terminated', {
-              jobId: job.jobId,
-              attempt: attempt.attempt,
-              batchJobId: batchJob.jobId,
-              status: batchJob.status,
-            });
-          }
-          running.push(`${batchJob.jobId} (attempt ${attempt.attempt}, ${batchJob.status})`);
-        }
-      }
+      const running = await endOpenAttempts(plane, job, terminated);
       if (running.length === 0) {
         const newest = (await plane.jobs.listAttempts(job.jobId)).at(-1);
         return { terminated: [...terminated], ...(newest ? { newestStatus: newest.status } : {}) };

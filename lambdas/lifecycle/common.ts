@@ -6,6 +6,7 @@
 import { costOfAttempt } from '../domain/attempt-cost';
 import type { BatchJob } from '../domain/batch-job';
 import { attemptJobName } from '../domain/batch-names';
+import { TERMINATE_REASONS } from '../domain/batch-reasons';
 import {
   buildEvent,
   type DetailType,
@@ -17,6 +18,7 @@ import {
 import { type AttemptRecord, type JobCounters, type JobRecord, tierOfJob } from '../domain/job';
 import { type AttemptOutcome, classifyAttemptOutcome } from '../domain/outcome';
 import type { ControlPlane } from '../shared/control-plane';
+import { logger } from '../shared/logger';
 import { announceStart } from '../shared/start-announcement';
 
 /**
@@ -154,4 +156,47 @@ export async function recordAttemptEnd(
   }
   await plane.jobs.updateAttempt(jobId, attempt.attempt, { outcome }, 'outcome');
   return outcome;
+}
+
+/**
+ * One pass over the attempts of a job that is ending whose end is not recorded: each is looked up in Batch; one Batch
+ * has no job for never ran (recorded as such, at no cost), one Batch ended is recorded as AttemptOutcome records it,
+ * and one still queued or running gets TerminateJob (`Trainyard: job ended…`; the harness checkpoints on SIGTERM),
+ * once per Batch job in `terminated`, which the caller keeps across passes. Returns the attempts still in Batch, as
+ * text for the caller's AttemptsStillRunning; none left means every attempt's end and cost are recorded.
+ */
+export async function endOpenAttempts(
+  plane: Pick<ControlPlane, 'config' | 'jobs' | 'events' | 'batch' | 'clock'>,
+  job: JobRecord,
+  terminated: Set<string>,
+): Promise<string[]> {
+  const attempts = await plane.jobs.listAttempts(job.jobId);
+  const running: string[] = [];
+  for (const attempt of attempts.filter((a) => a.stoppedAt === undefined || a.outcome === undefined)) {
+    const batchJob = await lookUpAttempt(plane, job, attempt);
+    const now = plane.clock();
+    if (!batchJob) {
+      try {
+        await recordAttemptEnd(plane, job, attempt, { notRun: 'the job ended before it reached Batch' }, now);
+      } catch (error) {
+        if (!(error instanceof AttemptGotBatchJob)) throw error;
+        running.push(`attempt ${attempt.attempt} (its Batch job appeared; looked up again)`);
+      }
+    } else if (batchJob.status === 'SUCCEEDED' || batchJob.status === 'FAILED') {
+      await recordAttemptEnd(plane, job, attempt, batchJob, now);
+    } else {
+      if (!terminated.has(batchJob.jobId)) {
+        await plane.batch.terminateJob(batchJob.jobId, TERMINATE_REASONS.jobEnded);
+        terminated.add(batchJob.jobId);
+        logger.warn('the job is ending with an attempt still in Batch; its Batch job is terminated', {
+          jobId: job.jobId,
+          attempt: attempt.attempt,
+          batchJobId: batchJob.jobId,
+          status: batchJob.status,
+        });
+      }
+      running.push(`${batchJob.jobId} (attempt ${attempt.attempt}, ${batchJob.status})`);
+    }
+  }
+  return running;
 }

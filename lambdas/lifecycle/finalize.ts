@@ -1,9 +1,14 @@
 /**
- * Finalize: the job is over. Settle the budget ledger to the sum of its metered attempt costs (or release an unused
- * reservation), set the final state, stop any attempt still in Batch, write the job summary (JSON) and report (HTML,
- * with the harness's metric samples) to the workspace and announce it. Replay-safe: settle and release return their
- * first result, the state change accepts a job already in its final state, TerminateJob of a job already ended changes
- * nothing, summary and report are rewritten whole, events carry deterministic ids.
+ * Finalize: the job is over. First every attempt whose end is not recorded is ended: Finalize also runs when
+ * AttemptOutcome failed (a Batch job that would not stop, TerminateJob throttled through its retries), and nothing
+ * else would stop that training. Each is looked up in Batch, recorded if Batch has ended it, else sent TerminateJob,
+ * and Finalize throws AttemptsStillRunning, which the state machine retries (ATTEMPT_STOP_RETRY) until Batch ends
+ * them: the reservation stays held while the job can still spend, and the settlement counts what they cost.
+ * Then: settle the budget ledger to the sum of the metered attempt costs (or release an unused reservation), set the
+ * final state, write the job summary (JSON) and report (HTML, with the harness's metric samples) to the workspace and
+ * announce it. Replay-safe: attempt ends are record-once, TerminateJob of a job already stopping changes nothing,
+ * settle and release return their first result, the state change accepts a job already in its final state, summary
+ * and report are rewritten whole, events carry deterministic ids.
  *
  * The costs are read again once the ledger is settled and the state is final: an orphaned Batch job's cost that
  * batch-events recorded meanwhile is charged to the ledger (`chargeLate`) and counted in the job's cost. batch-events
@@ -12,15 +17,13 @@
  * they are written; batch-events rewrites them for one recorded later, so they always say what the job was charged.
  */
 
-import { TERMINATE_REASONS } from '../domain/batch-reasons';
 import { UnknownBudgetJob } from '../domain/budgets';
-import { type AttemptRecord, isTerminal, type JobState, TRANSITIONS } from '../domain/job';
+import { isTerminal, type JobState, TRANSITIONS } from '../domain/job';
 import { recordedCost } from '../domain/watch';
 import { publishCrossings } from '../shared/budget-alerts';
 import type { ControlPlane } from '../shared/control-plane';
 import { writeJobFiles } from '../shared/job-files';
-import { logger } from '../shared/logger';
-import { jobEvent } from './common';
+import { AttemptsStillRunning, endOpenAttempts, jobEvent } from './common';
 import { finalizeInputSchema, parseStep } from './steps';
 
 const LIVE_STATES: JobState[] = ['SUBMITTED', 'ANALYZING', 'WAITING', 'RUNNING', 'PAUSED_BUDGET'];
@@ -34,29 +37,6 @@ export interface FinalizeOutput {
   reportUri: string;
 }
 
-/**
- * Stops the Batch job of every attempt whose end is not recorded: Finalize also runs when AttemptOutcome failed (a
- * Batch job that would not stop, or TerminateJob throttled through its retries), and nothing else would stop a job's
- * training once the job has ended. Its end, when Batch reports it, is recorded and charged by batch-events, which finds
- * the job ended (a Batch job whose id is not recorded yet is terminated there too, at its first event). TerminateJob
- * of a job already stopping or ended changes nothing, so a replay sends it again harmlessly.
- */
-async function terminateOpenAttempts(
-  plane: Pick<ControlPlane, 'batch'>,
-  jobId: string,
-  attempts: readonly AttemptRecord[],
-): Promise<void> {
-  for (const attempt of attempts) {
-    if (attempt.stoppedAt !== undefined || attempt.batchJobId === undefined) continue;
-    await plane.batch.terminateJob(attempt.batchJobId, TERMINATE_REASONS.jobEnded);
-    logger.warn('the job ended with an attempt still in Batch; its Batch job is terminated', {
-      jobId,
-      attempt: attempt.attempt,
-      batchJobId: attempt.batchJobId,
-    });
-  }
-}
-
 /** Creates the Finalize step. */
 export function createFinalizeHandler(
   plane: Pick<ControlPlane, 'config' | 'jobs' | 'ledger' | 'workspace' | 'events' | 'batch' | 'clock'>,
@@ -65,6 +45,13 @@ export function createFinalizeHandler(
     const parsed = parseStep(finalizeInputSchema, 'Finalize', input);
     const { jobId } = parsed;
     let job = await plane.jobs.requireJob(jobId);
+    // Nothing is settled while an attempt may still run: its reservation would be freed for money it goes on spending.
+    const running = await endOpenAttempts(plane, job, new Set());
+    if (running.length > 0) {
+      throw new AttemptsStillRunning(
+        `job ${jobId}: ${running.join(', ')} still in Batch after TerminateJob; Finalize runs again once Batch ends it`,
+      );
+    }
     const now = plane.clock();
     const firstRead = await plane.jobs.listAttempts(jobId);
     const firstCostUsd = recordedCost(firstRead);
@@ -98,7 +85,6 @@ export function createFinalizeHandler(
     }
     // Read again after the settlement and the final state (see the module comment).
     const ended = await plane.jobs.listAttempts(jobId);
-    await terminateOpenAttempts(plane, jobId, ended);
     const recordedUsd = recordedCost(ended);
     if (recordedUsd > settledUsd) {
       // Recorded after the figure the ledger was settled to (by this call, or by a first run of it that a replay

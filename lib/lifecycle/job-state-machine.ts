@@ -59,9 +59,10 @@ export const FINALIZE_RETRY: sfn.RetryProps = {
 
 /**
  * How AttemptOutcome waits for an attempt Batch ran although its task failed (SubmitJob's error after Batch created
- * the job, a lost poll): it terminates the job and throws AttemptsStillRunning until Batch reports the job ended.
- * 30 s growing 1.5× up to 5 minutes apart, 12 times: about 40 minutes, well past Batch's stop of a container that
- * checkpoints on SIGTERM. Listed before STEP_RETRY, whose States.TaskFailed would otherwise match it first.
+ * the job, a lost poll), and Finalize for an attempt still in Batch when the job ends (AttemptOutcome failed): each
+ * terminates the job and throws AttemptsStillRunning until Batch reports the job ended. 30 s growing 1.5× up to 5
+ * minutes apart, 12 times: about 40 minutes, well past Batch's stop of a container that checkpoints on SIGTERM.
+ * Listed before STEP_RETRY and FINALIZE_RETRY, whose States.TaskFailed and States.ALL would otherwise match it first.
  */
 export const ATTEMPT_STOP_RETRY: sfn.RetryProps = {
   errors: ['AttemptsStillRunning'],
@@ -119,7 +120,7 @@ export class JobStateMachine extends Construct {
     const nextIs = (value: string) => sfn.Condition.stringEquals('$.next', value);
 
     const done = new sfn.Succeed(this, n.done);
-    const finalize = step(n.finalize, props.steps.finalize, FINALIZE_RETRY).next(done);
+    const finalize = step(n.finalize, props.steps.finalize, ATTEMPT_STOP_RETRY, FINALIZE_RETRY).next(done);
     // A step that keeps failing ends the job as FAILED, with the ledger settled, rather than leaving it dangling.
     const stepFailed = new sfn.Pass(this, n.stepFailed, {
       parameters: { 'jobId.$': '$.jobId', finalState: 'FAILED', 'reason.$': '$.failure.Cause' },

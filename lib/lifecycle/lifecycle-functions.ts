@@ -141,12 +141,15 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
       'Finalize serves every team: it reads each job’s metrics.jsonl and writes its summary.json and report.html, nothing else in the workspace.',
     );
 
-    // A job can end with an attempt still in Batch (AttemptOutcome failed): Finalize stops it.
+    // A job can end with an attempt still in Batch (AttemptOutcome failed): Finalize looks it up, stops it and waits.
     this.finalize.addToRolePolicy(
       new iam.PolicyStatement({
         actions: ['batch:TerminateJob'],
         resources: [Stack.of(this).formatArn({ service: 'batch', resource: 'job', resourceName: '*' })],
       }),
+    );
+    this.finalize.addToRolePolicy(
+      new iam.PolicyStatement({ actions: ['batch:DescribeJobs', 'batch:ListJobs'], resources: ['*'] }),
     );
 
     for (const fn of [this.costGate, this.prepareAttempt, this.attemptOutcome, this.pause, this.finalize]) {
@@ -171,6 +174,11 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
       this.finalize,
       'IAM5[Resource::arn:<AWS::Partition>:batch:<AWS::Region>:<AWS::AccountId>:job/*]',
       'TerminateJob stops an attempt still in Batch when its job ends; Batch assigns job ids at submit, so job/* in this account and region is the narrowest ARN.',
+    );
+    acknowledgeFinding(
+      this.finalize,
+      'IAM5[Resource::*]',
+      'batch:DescribeJobs and batch:ListJobs (looking up an attempt still in Batch when its job ends) have no resource-level permissions.',
     );
     acknowledgeFinding(
       this.pause,

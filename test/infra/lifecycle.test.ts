@@ -78,21 +78,27 @@ describe('job state machine', () => {
     expect(states[STATE_NAMES.pausedForBudget]?.Retry).toEqual(states[STATE_NAMES.prepareAttempt]?.Retry);
   });
 
-  it('retries AttemptOutcome for over 30 minutes while an attempt Batch ran after all is stopping, before any other retrier', () => {
-    const retry = synthesizeJobStateMachineDefinition().States[STATE_NAMES.attemptOutcome] as { Retry: Retrier[] };
-    const index = retry.Retry.findIndex((r) => r.ErrorEquals.includes('AttemptsStillRunning'));
-    const wildcard = retry.Retry.findIndex((r) => r.ErrorEquals.includes('States.TaskFailed'));
-    expect(index).toBeGreaterThanOrEqual(0);
-    // Step Functions uses the first retrier that matches, and States.TaskFailed matches every error.
-    expect(index).toBeLessThan(wildcard);
-    const stopping = retry.Retry[index] as Retrier;
-    let waited = 0;
-    for (let i = 0; i < stopping.MaxAttempts; i++) {
-      waited += Math.min(stopping.IntervalSeconds * stopping.BackoffRate ** i, stopping.MaxDelaySeconds ?? Infinity);
-    }
-    expect(waited).toBeGreaterThan(30 * 60);
-    expect(stopping.IntervalSeconds).toBeGreaterThanOrEqual(30);
-  });
+  it.each([
+    ['AttemptOutcome', STATE_NAMES.attemptOutcome, 'States.TaskFailed'],
+    ['Finalize', STATE_NAMES.finalize, 'States.ALL'],
+  ])(
+    'retries %s for over 30 minutes while an attempt still in Batch is stopping, before any other retrier',
+    (_, name, catchAll) => {
+      const retry = synthesizeJobStateMachineDefinition().States[name] as { Retry: Retrier[] };
+      const index = retry.Retry.findIndex((r) => r.ErrorEquals.includes('AttemptsStillRunning'));
+      const wildcard = retry.Retry.findIndex((r) => r.ErrorEquals.includes(catchAll));
+      expect(index).toBeGreaterThanOrEqual(0);
+      // Step Functions uses the first retrier that matches, and States.TaskFailed and States.ALL match every error.
+      expect(index).toBeLessThan(wildcard);
+      const stopping = retry.Retry[index] as Retrier;
+      let waited = 0;
+      for (let i = 0; i < stopping.MaxAttempts; i++) {
+        waited += Math.min(stopping.IntervalSeconds * stopping.BackoffRate ** i, stopping.MaxDelaySeconds ?? Infinity);
+      }
+      expect(waited).toBeGreaterThan(30 * 60);
+      expect(stopping.IntervalSeconds).toBeGreaterThanOrEqual(30);
+    },
+  );
 
   it('lets AttemptOutcome look an attempt up in Batch and terminate it, and nothing else in Batch', () => {
     const statements = roleStatements('LifecycleStepsAttemptOutcomeServiceRole');
@@ -103,10 +109,10 @@ describe('job state machine', () => {
     }
   });
 
-  it('lets Finalize terminate an attempt still in Batch when its job ends, and nothing else in Batch', () => {
+  it('lets Finalize look up and terminate an attempt still in Batch when its job ends, and nothing else in Batch', () => {
     const statements = roleStatements('LifecycleStepsFinalizeServiceRole');
     expect(statements).toContainEqual({ Action: 'batch:TerminateJob', Effect: 'Allow', Resource: BATCH_JOB_ARNS });
-    expect(batchActionsOf(statements)).toEqual(['batch:TerminateJob']);
+    expect(batchActionsOf(statements)).toEqual(['batch:DescribeJobs', 'batch:ListJobs', 'batch:TerminateJob']);
   });
 
   it('submits attempts only to the platform’s queues and job definitions', () => {

@@ -642,9 +642,17 @@ describe('batch-events: a Batch job its attempt does not own is stopped, and bil
   it('rewrites the ended job’s summary and report with the orphan’s cost, keeping when the job finished', async () => {
     await withWorkspace();
     // Finalize ends the job at $0.30 and writes its files; then a second Batch job of attempt 1 ends.
+    const failed = { kind: 'app-error', reason: 'exit 1', resumable: false } as const;
     await seed(
       { state: 'RUNNING' },
-      { batchJobId: OTHER_BATCH_JOB, status: 'FAILED', startedAt: T.created, stoppedAt: T.started, costUsd: 0.3 },
+      {
+        batchJobId: OTHER_BATCH_JOB,
+        status: 'FAILED',
+        startedAt: T.created,
+        stoppedAt: T.started,
+        costUsd: 0.3,
+        outcome: failed,
+      },
     );
     const { events } = bench.ports;
     const finalize = createFinalizeHandler({ ...planeOf(bench.jobs), events });
@@ -799,23 +807,22 @@ describe('batch-events: an attempt whose end comes after its job ended', () => {
       e.detail.jobName = `${JOB_ID}-a2`;
     });
 
-  it('stops, bills and announces an attempt Finalize left running (AttemptOutcome had failed)', async () => {
+  it('stops, bills and announces an attempt still running when its job ended (finalized by an earlier release)', async () => {
     await withWorkspace();
-    // Attempt 2 runs at $0.19 an hour; budget-watch accrued $0.42; then AttemptOutcome failed, and Finalize ran.
+    // Budget-watch accrued $0.42; the job ended at $0.30 and its files were written; attempt 2, at $0.19 an hour, ran
+    // on. Finalize now waits for every attempt to end before it settles: a job it settled before this release did
+    // not, and its attempt's end is charged here.
     await bench.jobs.createJob(jobRecord({ state: 'RUNNING', costSoFarUsd: 0.3 }));
     await bench.jobs.putAttempt(RECLAIMED);
-    const running = { attempt: 2, status: 'RUNNING', batchJobId: BATCH_JOB_ID, startedAt: T.started } as const;
-    await bench.jobs.putAttempt(attemptRecord({ ...running, usdPerHour: 0.19, startAnnounced: true }));
     await bench.ledger.ensureBudget('team:vision', PERIOD, 400);
     await bench.ledger.reserve(JOB_ID, ['team:vision'], 1, PERIOD);
     await bench.ledger.accrue(JOB_ID, 0.42);
     const finalize = createFinalizeHandler(planeOf(bench.jobs));
-
     expect(await finalize({ jobId: JOB_ID, finalState: 'FAILED', reason: 'a step failed' })).toMatchObject({
       costUsd: 0.3,
     });
-    // Nothing else would stop it: Finalize does.
-    expect(bench.recorded.terminated).toEqual([{ batchJobId: BATCH_JOB_ID, reason: TERMINATE_REASONS.jobEnded }]);
+    const running = { attempt: 2, status: 'RUNNING', batchJobId: BATCH_JOB_ID, startedAt: T.started } as const;
+    await bench.jobs.putAttempt(attemptRecord({ ...running, usdPerHour: 0.19, startAnnounced: true }));
     expect(await bench.ledger.usage('team:vision', PERIOD)).toMatchObject({ spentUsd: 0.3 });
 
     expect(await handle(asAttempt2('batch-succeeded'))).toEqual({ action: 'stopped', jobId: JOB_ID, attempt: 2 });

@@ -5,7 +5,7 @@ import type { AttemptRecord } from '../../lambdas/domain/job';
 import { FLEET_SPOT_MODEL } from '../../lambdas/domain/spot-fleet-model';
 import type { TierSpotRecord } from '../../lambdas/domain/tier-spot';
 import { createExecutionEndedHandler } from '../../lambdas/execution-ended/execution-ended';
-import { FINALIZE_RETRY } from '../../lib/lifecycle/job-state-machine';
+import { FINALIZE_RETRY, STEP_RETRY } from '../../lib/lifecycle/job-state-machine';
 import { executionStatusChangeEvent } from '../../lib/local/local-mode';
 import { extractMetrics } from '../support/emf';
 import {
@@ -351,6 +351,27 @@ describe('an attempt whose task failed while Batch ran it (SubmitJob answered 5x
       expect(await expectSettled(b, r.jobId)).toBeGreaterThan(Math.round((lost?.costUsd ?? 0) * 100));
     },
   );
+
+  it('keeps the reservation when AttemptOutcome keeps failing: Finalize stops the attempt, waits, then settles its whole cost', async () => {
+    const tries = (STEP_RETRY.maxAttempts ?? 0) + 1;
+    const b = await start({ failBefore: { AttemptOutcome: Array.from({ length: tries }, (_, i) => i + 1) } });
+    const r = await run(b, [{ result: 'lost', step: 300 }]);
+
+    expect(b.taskCalls.filter((n) => n === 'AttemptOutcome')).toHaveLength(tries);
+    expect(r.job.state).toBe('FAILED');
+    const [lost] = r.attempts;
+    // Batch ended it 120 s after Finalize's TerminateJob (the harness's final checkpoint), and Finalize recorded it.
+    expect(b.batch.terminations).toEqual([{ batchJobId: lost?.batchJobId, reason: TERMINATE_REASONS.jobEnded }]);
+    expect((lost?.stoppedAt ?? 0) - (lost?.startedAt ?? 0)).toBe(120_000);
+    expect(lost?.costUsd).toBeGreaterThan(0);
+    // The first Finalize found it still running and ran again; only then was anything settled.
+    expect(b.taskCalls.filter((n) => n === 'Finalize').length).toBeGreaterThanOrEqual(2);
+    const cents = await expectSettled(b, r.jobId);
+    expect(cents).toBe(Math.round((lost?.costUsd ?? 0) * 100));
+    // The settlement is the first one's figure whatever a replay passes: it counted the attempt's whole run, where
+    // settling before the attempt ended released the reservation and left its cost to a late charge.
+    expect((await b.plane.ledger.settle(r.jobId, 0)).actualUsd).toBe(lost?.costUsd);
+  });
 
   it.each([
     ['Batch does not list it yet', 0],
