@@ -29,8 +29,9 @@
  *    Before 3–5, a deadline job whose deadline has passed with an attempt still queued (an on-demand queue never
  *    cancels a wait) or running (Batch's timeout counts from the start, not the queueing) has it stopped with the
  *    deadline reason (`stop-attempt <n> deadline`, once); the lifecycle ends the job timed out.
- * 6. PAUSED_BUDGET jobs whose scopes are no longer blocked: SendTaskSuccess(pauseToken, { action: 'resume' }), then
- *    the token is removed from the job.
+ * 6. PAUSED_BUDGET jobs whose scopes are no longer blocked and can hold what the job is forecast to cost to finish
+ *    (its reservation is raised to that first, `reserveToFinish`; a job a scope cannot cover stays paused, nothing
+ *    raised): SendTaskSuccess(pauseToken, { action: 'resume' }), then the token is removed from the job.
  * 7. Budget alerts left behind: crossings of this month or the last that a writer (cost gate, finalize, the API,
  *    an earlier tick) recorded over a minute ago and never marked published are published now, and so are
  *    exhaustions an earlier tick recorded and did not announce (budget-alerts.ts).
@@ -48,7 +49,7 @@
 import type { TierConfig } from '../../lib/config';
 import { attemptPrice } from '../domain/attempt-cost';
 import { TERMINATE_REASONS } from '../domain/batch-reasons';
-import { formatScope, periodBefore, periodOf } from '../domain/budgets';
+import { BudgetExceeded, formatScope, periodBefore, periodOf } from '../domain/budgets';
 import { type AttemptRecord, type DecisionRecord, type JobRecord, tierOfJob } from '../domain/job';
 import { DEFAULT_PLACEMENT_CONFIG, decidePlacement } from '../domain/placement';
 import type { MetricDatum } from '../domain/platform-metrics';
@@ -73,7 +74,7 @@ import {
   tierPlacementInputs,
 } from '../domain/watch';
 import { jobKeysFor } from '../domain/workspace-layout';
-import { publishCrossings, publishExhaustion, publishLeftBehind } from '../shared/budget-alerts';
+import { publishCrossings, publishExhaustion, publishLeftBehind, reserveToFinish } from '../shared/budget-alerts';
 import type { ControlPlane } from '../shared/control-plane';
 import { parseScheduledEvent } from '../shared/event-schemas';
 import { UnknownBudgetJob } from '../shared/ledger';
@@ -349,9 +350,22 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
   }
 
   /** Resumes a paused job when none of its scopes is blocked; true when it sent the resume. */
-  async function resumeIfAllowed(job: JobRecord): Promise<boolean> {
+  async function resumeIfAllowed(job: JobRecord, at: string): Promise<boolean> {
     if (!job.pauseToken) return false;
     if (await plane.ledger.firstBlockedScope(jobScopes(job), budgetPeriodOf(job))) return false;
+    try {
+      await reserveToFinish(plane, job, at);
+    } catch (error) {
+      if (!(error instanceof BudgetExceeded)) throw error;
+      const { scope, requestedUsd, availableUsd } = error.details;
+      logger.info('a paused job stays paused: a budget cannot hold what it is forecast to cost to finish', {
+        jobId: job.jobId,
+        scope,
+        requestedUsd,
+        availableUsd,
+      });
+      return false;
+    }
     try {
       await plane.lifecycle.sendTaskSuccess(job.pauseToken, { action: 'resume' });
     } catch (error) {
@@ -499,7 +513,7 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     result.deferred.push(...paused.later.map((j) => j.jobId));
     for (const job of paused.now) {
       await attempt(job.jobId, async () => {
-        if (await resumeIfAllowed(job)) result.resumed.push(job.jobId);
+        if (await resumeIfAllowed(job, at)) result.resumed.push(job.jobId);
       });
     }
 

@@ -404,6 +404,37 @@ export function lateChargeChange(entry: JobEntry, totalMicros: number): EntryCha
   };
 }
 
+/**
+ * A paused job about to resume: its reservation raised to `targetMicros`, what it is forecast to cost from here, so
+ * that money is held from other jobs as its cost gate held the estimate. The increase comes out of available. Null
+ * unless open, or when the entry already holds as much: a reservation is never lowered here.
+ */
+export function topUpChange(entry: JobEntry, targetMicros: number): EntryChange | null {
+  if (entry.state !== 'open' || entry.reserved >= targetMicros) return null;
+  const increase = targetMicros - entry.reserved;
+  return {
+    entry: { reserved: targetMicros, accrued: entry.accrued, state: 'open', version: entry.version + 1 },
+    spentDelta: 0,
+    reservedDelta: increase,
+    availableDelta: -increase,
+  };
+}
+
+/**
+ * Takes back a top-up that another scope refused: the reservation drops by `increaseMicros`, or to zero when accruals
+ * have used some of it since. Null unless open, or when nothing is left to take back.
+ */
+export function topUpTakenBack(entry: JobEntry, increaseMicros: number): EntryChange | null {
+  const back = Math.min(increaseMicros, entry.reserved);
+  if (entry.state !== 'open' || back <= 0) return null;
+  return {
+    entry: { reserved: entry.reserved - back, accrued: entry.accrued, state: 'open', version: entry.version + 1 },
+    spentDelta: 0,
+    reservedDelta: -back,
+    availableDelta: back,
+  };
+}
+
 /** Returns an open entry's remaining reservation (what was already accrued stays spent). Null unless open. */
 export function releaseChange(entry: JobEntry): EntryChange | null {
   if (entry.state !== 'open') return null;

@@ -286,7 +286,8 @@ function validate(
   }
 }
 
-function ceilCents(usd: number): number {
+/** Rounds a dollar amount up to the cent. */
+export function ceilCents(usd: number): number {
   // Guard against binary noise (0.1 + 0.2) pushing an exact cent amount up by one.
   return Math.ceil(Number((usd * 100).toFixed(6))) / 100;
 }

@@ -9,6 +9,7 @@ import type { TierConfig } from '../../lib/config';
 import { attemptPrice, recordedCostMicros } from './attempt-cost';
 import type { BatchJob } from './batch-job';
 import { formatScope, InvalidScope, periodOf } from './budgets';
+import { ceilCents } from './estimator';
 import type { AttemptRecord, DecisionRecord, JobRecord } from './job';
 import { attemptCostMicroUsd, microUsdToCents } from './metering';
 import {
@@ -166,6 +167,20 @@ export function sameProgress(a: JobProgress | undefined, b: JobProgress | undefi
     a.loss === b.loss &&
     a.updatedAt === b.updatedAt
   );
+}
+
+/**
+ * What a paused job is forecast to cost from here, the reservation it takes again before it resumes: the work left
+ * (1 − the harness's progress fraction) priced at the larger of its estimate's rate and the rate its work so far
+ * cost (a job that overran its estimate is expected to go on doing so). The whole estimate while no progress is
+ * reported; nothing once it reports all done. Rounded up to the cent.
+ */
+export function costToFinishUsd(job: Pick<JobRecord, 'estimate' | 'progress' | 'costSoFarUsd'>): number {
+  const done = job.progress?.fraction ?? 0;
+  if (done >= 1) return 0;
+  const byEstimate = (job.estimate?.costUsd ?? 0) * (1 - done);
+  const byRate = done > 0 ? (job.costSoFarUsd * (1 - done)) / done : 0;
+  return ceilCents(Math.max(byEstimate, byRate));
 }
 
 /**

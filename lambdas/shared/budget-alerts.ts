@@ -9,9 +9,13 @@
  * unpublished, and budget-watch publishes it on a later tick, as of when it was recorded and with the event id it
  * would have had, so a consumer that keeps ids drops the rare duplicate.
  */
+import { UnknownBudgetJob } from '../domain/budgets';
 import { buildEvent, thresholdCrossedEvents } from '../domain/events';
+import type { JobRecord } from '../domain/job';
+import { costToFinishUsd } from '../domain/watch';
 import type { ControlPlane } from './control-plane';
-import type { Exhaustion, ThresholdCrossing } from './ledger';
+import type { Exhaustion, ThresholdCrossing, TopUpResult } from './ledger';
+import { logger } from './logger';
 
 type AlertPlane = Pick<ControlPlane, 'config' | 'ledger' | 'events'>;
 
@@ -69,4 +73,27 @@ export async function publishLeftBehind(
     }
   }
   return published;
+}
+
+/**
+ * Before a paused job resumes (POST /jobs/{id}/resume, or budget-watch once its budget allows): its reservation is
+ * raised to what it is forecast to cost from here (`costToFinishUsd`), in every scope, with the crossings that
+ * raises published. Throws BudgetExceeded, having raised nothing, when a scope cannot cover it: the job stays paused.
+ */
+export async function reserveToFinish(
+  plane: AlertPlane,
+  job: Pick<JobRecord, 'jobId' | 'estimate' | 'progress' | 'costSoFarUsd'>,
+  occurredAt: string,
+): Promise<TopUpResult> {
+  let topUp: TopUpResult;
+  try {
+    topUp = await plane.ledger.reserveTo(job.jobId, costToFinishUsd(job));
+  } catch (error) {
+    if (!(error instanceof UnknownBudgetJob)) throw error;
+    // Never reserved (its cost gate did not run): nothing is held for it, so there is nothing to raise either.
+    logger.warn('a paused job without a reservation resumes with none', { jobId: job.jobId });
+    return { jobId: job.jobId, raised: [], crossings: [] };
+  }
+  await publishCrossings(plane, topUp.crossings, occurredAt);
+  return topUp;
 }

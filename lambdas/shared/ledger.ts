@@ -55,6 +55,8 @@ import {
   type ThresholdName,
   type Thresholds,
   thresholdsReached,
+  topUpChange,
+  topUpTakenBack,
   UnknownBudgetJob,
   usdToMicros,
   validateThresholds,
@@ -138,6 +140,14 @@ export interface LateChargeResult {
 }
 
 /** What a release returned, per scope (a replay returns the first release's result). */
+/** What a top-up before a resume added to the job's reservation in each scope. */
+export interface TopUpResult {
+  readonly jobId: string;
+  /** Scopes whose reservation rose, and by how much (none when each already held the target). */
+  readonly raised: ReadonlyArray<{ readonly scope: string; readonly addedUsd: number }>;
+  readonly crossings: ThresholdCrossing[];
+}
+
 export interface ReleaseResult {
   readonly jobId: string;
   readonly returned: ReadonlyArray<{ readonly scope: string; readonly returnedUsd: number }>;
@@ -558,6 +568,44 @@ export class BudgetLedger {
   }
 
   /**
+   * Before a paused job resumes: raises its reservation in every scope to `targetUsd`, what it is forecast to cost
+   * from here, so that no other job is admitted against money it is about to spend. All or nothing: when a scope's
+   * available cannot cover its increase, what was raised in the others is taken back and BudgetExceeded gives that
+   * scope's figures (requested = its increase). Idempotent: an entry holding the target already changes nothing. A
+   * scope where the job holds no entry (its budget came later) is left alone; the job's accruals are charged there. A
+   * job whose entry is closed (released, settled) changes nothing. Throws UnknownBudgetJob for a job never reserved.
+   */
+  async reserveTo(jobId: string, targetUsd: number): Promise<TopUpResult> {
+    const id = parseJobId(jobId);
+    const targetMicros = usdToMicros(targetUsd, 'reservation');
+    const record = await this.readJob(id);
+    if (!record) {
+      throw new UnknownBudgetJob(`job ${id} has no reservation in the budget ledger; a top-up needs a prior reserve`);
+    }
+    const period = record.period;
+    if (period === undefined || record.state !== 'reserved') return { jobId: id, raised: [], crossings: [] };
+    const raised: Array<{ scope: string; increase: number; item: ScopeItem }> = [];
+    for (const scope of record.scopes) {
+      const outcome = await this.raiseInScope(scope, period, id, targetMicros);
+      if (outcome.kind === 'exceeded') {
+        for (const done of raised) {
+          await this.applyToEntry(done.scope, period, id, (entry) => topUpTakenBack(entry, done.increase));
+        }
+        throw new BudgetExceeded(outcome.details);
+      }
+      if (outcome.kind === 'raised') raised.push({ scope, increase: outcome.increase, item: outcome.item });
+    }
+    // Crossings only once every scope took its share: a top-up taken back leaves no alert behind.
+    const crossings: ThresholdCrossing[] = [];
+    for (const done of raised) crossings.push(...(await this.recordCrossings(done.item, id)));
+    return {
+      jobId: id,
+      raised: raised.map((done) => ({ scope: done.scope, addedUsd: microsToUsd(done.increase) })),
+      crossings,
+    };
+  }
+
+  /**
    * Cancel before (or without further) spend: returns the job's remaining reservation in every scope; what was
    * already accrued stays spent. Idempotent: a replay returns the first result. Releasing a job the ledger never
    * saw leaves a tombstone, so a reserve arriving later (a cancel racing the cost gate) is refused, not leaked.
@@ -922,22 +970,45 @@ export class BudgetLedger {
         }
         continue;
       }
-      return {
-        kind: 'exceeded',
-        details: {
-          scope: scope.text,
-          period,
-          limitUsd: microsToUsd(current.limitMicros),
-          spentUsd: microsToUsd(current.spentMicros),
-          reservedUsd: microsToUsd(current.reservedMicros),
-          requestedUsd: microsToUsd(amountMicros),
-          availableUsd: microsToUsd(current.availableMicros),
-          blockThreshold: current.blockThreshold,
-        },
-      };
+      return { kind: 'exceeded', details: exceededDetails(current, amountMicros) };
     }
     throw new ConcurrentUpdate(
       `gave up reserving job ${jobId} in ${scope.text} for ${period} after ${this.maxAttempts} attempts: available kept changing`,
+    );
+  }
+
+  /** One scope's share of reserveTo: the entry raised to the target, on the condition that available covers it. */
+  private async raiseInScope(
+    scope: string,
+    period: string,
+    jobId: string,
+    targetMicros: number,
+  ): Promise<
+    | { kind: 'raised'; increase: number; item: ScopeItem }
+    | { kind: 'unchanged' }
+    | { kind: 'exceeded'; details: BudgetExceededDetails }
+  > {
+    for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
+      const current = await this.readScopeItem(scope, period, jobId);
+      const entry = current?.jobs?.[jobId];
+      const change = entry && topUpChange(entry, targetMicros);
+      if (!current || !entry || !change) return { kind: 'unchanged' };
+      const increase = change.reservedDelta;
+      if (current.availableMicros < increase) {
+        return { kind: 'exceeded', details: exceededDetails(current, increase) };
+      }
+      const updated = await this.conditionalUpdate({
+        Key: budgetKeys.period(scope, period),
+        UpdateExpression:
+          'SET #jobs.#job = :entry, #reserved = #reserved + :increase, #available = #available - :increase',
+        ConditionExpression: '#jobs.#job.version = :version AND #available >= :increase',
+        ExpressionAttributeNames: { ...names('#jobs', '#reserved', '#available'), '#job': jobId },
+        ExpressionAttributeValues: { ':entry': change.entry, ':increase': increase, ':version': entry.version },
+      });
+      if (updated) return { kind: 'raised', increase, item: scopeItemSchema.parse(updated) };
+    }
+    throw new ConcurrentUpdate(
+      `gave up raising job ${jobId}'s reservation in ${scope} for ${period} after ${this.maxAttempts} attempts: its entry or available kept changing`,
     );
   }
 
@@ -1120,6 +1191,20 @@ export class BudgetLedger {
       throw error;
     }
   }
+}
+
+/** A scope's figures, in USD, as BudgetExceeded reports them for a request of `requestedMicros`. */
+function exceededDetails(item: ScopeItem, requestedMicros: number): BudgetExceededDetails {
+  return {
+    scope: item.scope,
+    period: item.period,
+    limitUsd: microsToUsd(item.limitMicros),
+    spentUsd: microsToUsd(item.spentMicros),
+    reservedUsd: microsToUsd(item.reservedMicros),
+    requestedUsd: microsToUsd(requestedMicros),
+    availableUsd: microsToUsd(item.availableMicros),
+    blockThreshold: item.blockThreshold,
+  };
 }
 
 function isConditionFailure(error: unknown): boolean {

@@ -7,6 +7,7 @@ import { FLEET_SPOT_MODEL } from '../../lambdas/domain/spot-fleet-model';
 import {
   attemptRefOf,
   budgetPeriodOf,
+  costToFinishUsd,
   hasDecision,
   jobCostSoFar,
   jobScopes,
@@ -199,6 +200,20 @@ describe('progressFromHarness', () => {
     expect(sameProgress(p, { ...p, loss: 1 })).toBe(false);
     expect(sameProgress(p, undefined)).toBe(false);
     expect(sameProgress(undefined, undefined)).toBe(true);
+  });
+});
+
+describe('costToFinishUsd', () => {
+  const estimate = { costUsd: 10, runtimeSeconds: 36_000, confidence: 'medium', basis: 'test' } as const;
+  const at = (fraction: number) => ({ fraction, step: 0, updatedAt: '2026-11-20T12:00:00.000Z' });
+  it.each([
+    ['no progress reported: the whole estimate', undefined, 0, 10],
+    ['on its estimate: the estimate for the work left', at(0.25), 2, 7.5],
+    ['overran its estimate: its own rate for the work left', at(0.25), 4, 12],
+    ['a third done for nothing spent: 6.666… rounded up', at(1 / 3), 0, 6.67],
+    ['all done: nothing', at(1), 11, 0],
+  ])('%s', (_, progress, costSoFarUsd, expected) => {
+    expect(costToFinishUsd({ estimate, costSoFarUsd, ...(progress ? { progress } : {}) })).toBe(expected);
   });
 });
 

@@ -1057,6 +1057,40 @@ describe('budget watch: auto-resume', () => {
     expect((await bench.jobs.requireJob(id('paused'))).pauseToken).toBe(`token-${team}`);
   });
 
+  it('keeps a paused job paused until its budget can hold what it is forecast to cost to finish, then holds it', async () => {
+    const team = `team:${currentTeam}`;
+    await bench.ledger.ensureBudget(team, PERIOD, 3);
+    const jobId = id('overran');
+    // A quarter done for its whole $1 estimate: $3 more to finish at its own rate; $2 of the $3 budget is available.
+    await bench.jobs.createJob(
+      jobRecord({
+        jobId,
+        team: currentTeam,
+        state: 'PAUSED_BUDGET',
+        pauseToken: `token-${jobId}`,
+        estimate: { costUsd: 1, runtimeSeconds: 3600, confidence: 'medium', basis: 'seeded' },
+        progress: { fraction: 0.25, updatedAt: '2026-11-20T12:00:00.000Z' },
+        costSoFarUsd: 1,
+        bundle: { key: `teams/${currentTeam}/jobs/${jobId}/code.tar.gz`, bytes: 1, sha256: 'd'.repeat(64) },
+      }),
+    );
+    await bench.ledger.reserve(jobId, [team], 1, PERIOD);
+    await bench.ledger.accrue(jobId, 1);
+
+    const waiting = await watch()(fixture('scheduled-event'));
+
+    expect(waiting.resumed).toEqual([]);
+    expect(bench.recorded.taskSuccesses).toEqual([]);
+    expect(await bench.ledger.usage(team, PERIOD)).toMatchObject({ spentUsd: 1, reservedUsd: 0, availableUsd: 2 });
+
+    await bench.ledger.setLimit(team, PERIOD, 10);
+    const resumed = await watch()(fixture('scheduled-event'));
+
+    expect(resumed.resumed).toEqual([jobId]);
+    expect(bench.recorded.taskSuccesses).toEqual([{ token: `token-${jobId}`, output: { action: 'resume' } }]);
+    expect(await bench.ledger.usage(team, PERIOD)).toMatchObject({ spentUsd: 1, reservedUsd: 3, availableUsd: 6 });
+  });
+
   it('clears a token Step Functions no longer knows without failing', async () => {
     await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 400);
     await pausedJob(id('stale'), `stale-${team}`);

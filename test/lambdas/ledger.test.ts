@@ -665,6 +665,89 @@ describe('settlement, accrual and release', () => {
   });
 });
 
+describe('top-up before a paused job resumes', () => {
+  it('raises the reservation to the target in every scope, out of available, and a replay changes nothing', async () => {
+    const team = freshTeam();
+    const [teamScope, userScope] = [`team:${team}`, `user:${team}/ada`];
+    const ledger = newLedger();
+    await ledger.ensureBudget(teamScope, PERIOD, 100);
+    await ledger.ensureBudget(userScope, PERIOD, 20);
+    await ledger.reserve('up-1', [teamScope, userScope], 10, PERIOD);
+    await ledger.accrue('up-1', 12.5); // past its $10: reserved 0, spent 12.50 in each scope
+
+    const raised = await ledger.reserveTo('up-1', 6.25);
+
+    expect(raised).toEqual({
+      jobId: 'up-1',
+      raised: [
+        { scope: teamScope, addedUsd: 6.25 },
+        { scope: userScope, addedUsd: 6.25 },
+      ],
+      crossings: [expect.objectContaining({ scope: userScope, threshold: 'warn' })],
+    });
+    // $100: 12.50 spent + 6.25 reserved; $20: 12.50 + 6.25 of 20, 1.25 available (93.75 %, past the 70 % warning).
+    const team_ = await figures(ledger, teamScope);
+    expect([team_.spentUsd, team_.reservedUsd, team_.availableUsd]).toEqual([12.5, 6.25, 81.25]);
+    const user = await figures(ledger, userScope);
+    expect([user.spentUsd, user.reservedUsd, user.availableUsd]).toEqual([12.5, 6.25, 1.25]);
+    expect(await entryOf(userScope, 'up-1')).toMatchObject({ reserved: 6_250_000, accrued: 12_500_000 });
+
+    const before = await snapshot();
+    expect(await ledger.reserveTo('up-1', 6.25)).toEqual({ jobId: 'up-1', raised: [], crossings: [] });
+    expect(await ledger.reserveTo('up-1', 3)).toEqual({ jobId: 'up-1', raised: [], crossings: [] });
+    expect(await snapshot()).toEqual(before);
+
+    // Settling returns what the top-up held, as any reservation.
+    await ledger.settle('up-1', 15);
+    const settled = await figures(ledger, userScope);
+    expect([settled.spentUsd, settled.reservedUsd, settled.availableUsd]).toEqual([15, 0, 5]);
+  });
+
+  it('raises nothing when one scope cannot cover its increase: what the others took is given back', async () => {
+    const team = freshTeam();
+    const [teamScope, userScope] = [`team:${team}`, `user:${team}/bo`];
+    const ledger = newLedger();
+    await ledger.ensureBudget(teamScope, PERIOD, 30);
+    await ledger.ensureBudget(userScope, PERIOD, 20);
+    await ledger.reserve('up-2', [teamScope, userScope], 10, PERIOD);
+    // The user's $20 has $4 available and the top-up asks $8; the team's $30 could take it (to 80 %, past its warning).
+    await ledger.accrue('up-2', 16);
+    const before = await Promise.all([figures(ledger, teamScope), figures(ledger, userScope)]);
+
+    const refused = await ledger.reserveTo('up-2', 8).catch((error: unknown) => error);
+
+    expect(refused).toBeInstanceOf(BudgetExceeded);
+    expect((refused as BudgetExceeded).details).toEqual({
+      scope: userScope,
+      period: PERIOD,
+      limitUsd: 20,
+      spentUsd: 16,
+      reservedUsd: 0,
+      requestedUsd: 8,
+      availableUsd: 4,
+      blockThreshold: 1,
+    });
+    // The team scope, raised first, is back where it was, and its warning was not recorded for the raise.
+    expect(await Promise.all([figures(ledger, teamScope), figures(ledger, userScope)])).toEqual(before);
+    expect(await entryOf(teamScope, 'up-2')).toMatchObject({ reserved: 0, accrued: 16_000_000, state: 'open' });
+    const { crossings } = await ledger.unpublishedAlerts(team, PERIOD);
+    expect(crossings.map((c) => `${c.crossing.scope} ${c.crossing.threshold}`)).toEqual([`${userScope} warn`]);
+  });
+
+  it('leaves a closed job as it is, and refuses a job it never reserved', async () => {
+    const scope = `team:${freshTeam()}`;
+    const ledger = newLedger();
+    await ledger.ensureBudget(scope, PERIOD, 100);
+    await ledger.reserve('up-3', [scope], 10, PERIOD);
+    await ledger.settle('up-3', 4);
+    const before = await snapshot();
+
+    expect(await ledger.reserveTo('up-3', 50)).toEqual({ jobId: 'up-3', raised: [], crossings: [] });
+    expect(await snapshot()).toEqual(before);
+    await expect(ledger.reserveTo('up-never', 5)).rejects.toBeInstanceOf(UnknownBudgetJob);
+  });
+});
+
 describe('limits and thresholds', () => {
   it('reports each threshold once per scope and period even under 20 concurrent accruals', async () => {
     const scope = `team:${freshTeam()}`;

@@ -10,10 +10,13 @@
  * replay sent the same way as the request that claimed the key is answered from the claim (the job as it is now,
  * the first answer's analysis and estimate) before its bundle is read: it may have expired since.
  */
+import { formatUsd } from '../../domain/analysis/format';
 import { TERMINATE_REASONS } from '../../domain/batch-reasons';
+import { BudgetExceeded } from '../../domain/budgets';
 import { isTerminal, JOB_ID_PATTERN, type JobRecord } from '../../domain/job';
 import { budgetPeriodOf, jobScopes } from '../../domain/watch';
 import { jobKeysFor, uploadKey } from '../../domain/workspace-layout';
+import { reserveToFinish } from '../../shared/budget-alerts';
 import { JobNotFound } from '../../shared/job-store';
 import { logger } from '../../shared/logger';
 import { sha256Hex, textFilesOf } from '../../shared/tarball';
@@ -376,6 +379,18 @@ async function resumeJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
       'budget_blocked',
       `job ${job.jobId} cannot resume: budget ${blocked} for ${period} is still at or over its limit; an admin raises it with PUT /budgets/{scope}, then resume (budget-watch also resumes it within 5 minutes of the raise)`,
       { state: job.state, scope: blocked, period },
+    );
+  }
+  // The money it is about to spend is held from other jobs again, as its cost gate held the estimate.
+  try {
+    await reserveToFinish(plane, job, plane.clock().toISOString());
+  } catch (error) {
+    if (!(error instanceof BudgetExceeded)) throw error;
+    const { scope, requestedUsd, availableUsd } = error.details;
+    throw conflict(
+      'budget_insufficient',
+      `job ${job.jobId} cannot resume: it is forecast to cost ${formatUsd(requestedUsd)} more than it holds, and budget ${scope} for ${period} has ${formatUsd(availableUsd)} available; an admin raises it with PUT /budgets/{scope}, then resume`,
+      { state: job.state, scope, period, requestedUsd, availableUsd },
     );
   }
   const sent = await sendToPausedTask(plane, job.pauseToken, 'resume');

@@ -613,6 +613,48 @@ describe('POST /jobs/{id}/resume while a budget is still blocked', () => {
   });
 });
 
+describe('POST /jobs/{id}/resume holds what the job is forecast to cost to finish', () => {
+  it('refuses with 409 when a budget cannot hold it, raising nothing, and reserves it once the limit allows', async () => {
+    // Half done for $4, its whole $4 estimate: $4 more to finish at its own rate, none of it still reserved.
+    const job = await seedJob('nlp', 'PAUSED_BUDGET', {
+      user: 'dana',
+      pauseToken: 'token-short',
+      estimate: { costUsd: 4, runtimeSeconds: 7200, confidence: 'medium', basis: 'seeded' },
+      progress: { fraction: 0.5, updatedAt: new Date(NOW).toISOString() },
+      costSoFarUsd: 4,
+    });
+    const period = budgetPeriodOf(job);
+    const scopes = ['team:nlp', 'user:nlp/dana'];
+    await bench.ledger.ensureBudget('team:nlp', period, 1000);
+    await bench.ledger.ensureBudget('user:nlp/dana', period, 5);
+    await bench.ledger.reserve(job.jobId, scopes, 4, period);
+    await bench.ledger.accrue(job.jobId, 4);
+    const before = await Promise.all(scopes.map((scope) => bench.ledger.usage(scope, period)));
+
+    // Dana's $5 is not blocked ($4 spent), but its $1 available cannot hold the $4 the job is about to spend.
+    const refused = await bench.call({ method: 'POST', path: `/jobs/${job.jobId}/resume` });
+
+    expect(refused.status).toBe(409);
+    expect(errorOf(refused.body)).toEqual({
+      code: 'budget_insufficient',
+      message: `job ${job.jobId} cannot resume: it is forecast to cost $4.00 more than it holds, and budget user:nlp/dana for ${period} has $1.00 available; an admin raises it with PUT /budgets/{scope}, then resume`,
+      details: { state: 'PAUSED_BUDGET', scope: 'user:nlp/dana', period, requestedUsd: 4, availableUsd: 1 },
+    });
+    expect(bench.recorded.taskSuccesses.some((t) => t.token === 'token-short')).toBe(false);
+    expect(await Promise.all(scopes.map((scope) => bench.ledger.usage(scope, period)))).toEqual(before);
+
+    await bench.ledger.setLimit('user:nlp/dana', period, 8);
+    const resumed = await bench.call({ method: 'POST', path: `/jobs/${job.jobId}/resume` });
+
+    expect(resumed.status).toBe(202);
+    expect(bench.recorded.taskSuccesses.filter((t) => t.token === 'token-short')).toHaveLength(1);
+    const [team, user] = await Promise.all(scopes.map((scope) => bench.ledger.usage(scope, period)));
+    expect([team?.spentUsd, team?.reservedUsd, user?.spentUsd, user?.reservedUsd, user?.availableUsd]).toEqual([
+      4, 4, 4, 4, 0,
+    ]);
+  });
+});
+
 describe('GET /jobs/{id}/checkpoints', () => {
   it('lists only complete checkpoints (manifest present), newest first, with working download URLs', async () => {
     const job = await seedJob('nlp', 'RUNNING');
