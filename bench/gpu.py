@@ -38,6 +38,7 @@ sys.path.insert(0, str(EXAMPLE))
 import torch  # noqa: E402
 from conftest import HarnessRun, base_env, closed_port_endpoint  # noqa: E402
 from fake_imds import FakeImds  # noqa: E402
+from test_e2e_torch import progress_lines  # noqa: E402
 from model import CharGPT, ModelArgs  # noqa: E402
 
 VOCAB = 65  # tinyshakespeare's characters
@@ -148,7 +149,7 @@ def resume_check(launcher: str, iters: int, notice_after: int, deterministic: bo
         )  # fmt: skip
         if reference.returncode != 0:
             raise RuntimeError(f'reference run exited {reference.returncode}:\n{reference.stderr[-3000:]}')
-        expected = _progress(reference.stdout.splitlines())
+        expected = progress_lines(reference.stdout.splitlines())
 
         imds = FakeImds()
         try:
@@ -167,8 +168,10 @@ def resume_check(launcher: str, iters: int, notice_after: int, deterministic: bo
         second = HarnessRun(train_command(launcher, *args), env2, cwd=EXAMPLE)
         second_code = second.finish()
 
-        before = {k: v for k, v in _progress(first.stdout).items() if stopped_at is not None and k[1] <= stopped_at}
-        after = _progress(second.stdout)
+        before = {
+            k: v for k, v in progress_lines(first.stdout).items() if stopped_at is not None and k[1] <= stopped_at
+        }
+        after = progress_lines(second.stdout)
         resumed = re.search(r'^resuming from iter (\d+)', '\n'.join(second.stdout), re.MULTILINE)
         final_ref = torch.load(work / 'reference' / 'ckpt.pt', map_location='cpu', weights_only=True)
         final_resumed = (
@@ -275,16 +278,6 @@ def _config(path: Path) -> dict:
     scope: dict = {}
     exec(compile(path.read_text(), str(path), 'exec'), scope)
     return {k: v for k, v in scope.items() if not k.startswith('_')}
-
-
-def _progress(lines: list[str]) -> dict:
-    """`iter N: loss X` and `step N: ...` by N, without the wall-clock fields."""
-    result = {}
-    for line in lines:
-        match = re.match(r'^(iter (\d+): loss [\d.]+)', line) or re.match(r'^(step (\d+): train loss .*)$', line)
-        if match:
-            result[(line.split()[0], int(match.group(2)))] = match.group(1)
-    return result
 
 
 def _unbuffered() -> dict:
