@@ -170,16 +170,23 @@ export function sameProgress(a: JobProgress | undefined, b: JobProgress | undefi
 }
 
 /**
+ * Progress from which a job's own cost rate is trusted for its cost to finish: below it, the cost so far is mostly
+ * start-up (data, compile, a restore after a reclaim) and its rate would ask for many times the estimate.
+ */
+export const RATE_TRUSTED_FRACTION = 0.1;
+
+/**
  * What a paused job is forecast to cost from here, the reservation it takes again before it resumes: the work left
- * (1 − the harness's progress fraction) priced at the larger of its estimate's rate and the rate its work so far
- * cost (a job that overran its estimate is expected to go on doing so). The whole estimate while no progress is
- * reported; nothing once it reports all done. Rounded up to the cent.
+ * (1 − the harness's progress fraction) priced at its estimate's rate, or, from RATE_TRUSTED_FRACTION of the work
+ * done, at the rate its work so far cost when that is higher (a job that overran its estimate is expected to go on
+ * doing so). The whole estimate while no progress is reported; nothing once it reports all done. Rounded up to the
+ * cent.
  */
 export function costToFinishUsd(job: Pick<JobRecord, 'estimate' | 'progress' | 'costSoFarUsd'>): number {
   const done = job.progress?.fraction ?? 0;
   if (done >= 1) return 0;
   const byEstimate = (job.estimate?.costUsd ?? 0) * (1 - done);
-  const byRate = done > 0 ? (job.costSoFarUsd * (1 - done)) / done : 0;
+  const byRate = done >= RATE_TRUSTED_FRACTION ? (job.costSoFarUsd * (1 - done)) / done : 0;
   return ceilCents(Math.max(byEstimate, byRate));
 }
 

@@ -3,7 +3,8 @@
  * status FAILED, TIMED_OUT or ABORTED → the job ends as Finalize would have ended it.
  *
  * Every failing step of the state machine is caught and routed to Finalize, so an execution ends this way only when
- * Finalize itself kept failing (its retries last about 28 minutes) or Step Functions stopped it: an operator's
+ * Finalize itself kept failing (its retries last about 28 minutes, or about 40 while an attempt Batch will not end
+ * keeps it waiting) or Step Functions stopped it: an operator's
  * StopExecution, a timeout. Left there, the job shows a live state, its budget reservation stays held and, when it
  * was stopped mid-attempt, its container may still be running and billing with nobody left to watch it. So:
  *

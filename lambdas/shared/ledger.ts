@@ -571,9 +571,16 @@ export class BudgetLedger {
    * Before a paused job resumes: raises its reservation in every scope to `targetUsd`, what it is forecast to cost
    * from here, so that no other job is admitted against money it is about to spend. All or nothing: when a scope's
    * available cannot cover its increase, what was raised in the others is taken back and BudgetExceeded gives that
-   * scope's figures (requested = its increase). Idempotent: an entry holding the target already changes nothing. A
-   * scope where the job holds no entry (its budget came later) is left alone; the job's accruals are charged there. A
-   * job whose entry is closed (released, settled) changes nothing. Throws UnknownBudgetJob for a job never reserved.
+   * scope's figures (requested = its increase); any other error takes them back too. Idempotent: an entry holding the
+   * target already changes nothing. A scope where the job holds no entry (its budget came later) is left alone; the
+   * job's accruals are charged there. A job whose entry is closed (released, settled) changes nothing. Throws
+   * UnknownBudgetJob for a job never reserved.
+   *
+   * Without a transaction across scope items (one item per scope) two limits remain, both on the safe side of
+   * admission or short-lived: a call cut off between its raises (the function timed out) leaves the scopes it raised
+   * holding more until the job resumes or ends (settle and release return every reservation); and of two resumers
+   * at once, one whose refusal takes back a raise the other counted as already made leaves the resumed job holding
+   * less in that scope, which its accruals then charge as they would any job's spend past its reservation.
    */
   async reserveTo(jobId: string, targetUsd: number): Promise<TopUpResult> {
     const id = parseJobId(jobId);
@@ -584,16 +591,28 @@ export class BudgetLedger {
     }
     const period = record.period;
     if (period === undefined || record.state !== 'reserved') return { jobId: id, raised: [], crossings: [] };
-    const raised: Array<{ scope: string; increase: number; item: ScopeItem }> = [];
+    // A scope short now refuses before anything is written; the raises below check each scope again as they write.
     for (const scope of record.scopes) {
-      const outcome = await this.raiseInScope(scope, period, id, targetMicros);
-      if (outcome.kind === 'exceeded') {
-        for (const done of raised) {
-          await this.applyToEntry(done.scope, period, id, (entry) => topUpTakenBack(entry, done.increase));
-        }
-        throw new BudgetExceeded(outcome.details);
+      const item = await this.readScopeItem(scope, period, id);
+      const entry = item?.jobs?.[id];
+      const change = entry && topUpChange(entry, targetMicros);
+      if (item && change && item.availableMicros < change.reservedDelta) {
+        throw new BudgetExceeded(exceededDetails(item, change.reservedDelta));
       }
-      if (outcome.kind === 'raised') raised.push({ scope, increase: outcome.increase, item: outcome.item });
+    }
+    const raised: Array<{ scope: string; increase: number; item: ScopeItem }> = [];
+    try {
+      for (const scope of record.scopes) {
+        const outcome = await this.raiseInScope(scope, period, id, targetMicros);
+        if (outcome.kind === 'exceeded') throw new BudgetExceeded(outcome.details);
+        if (outcome.kind === 'raised') raised.push({ scope, increase: outcome.increase, item: outcome.item });
+      }
+    } catch (error) {
+      // Whatever stopped it (a scope short meanwhile, contention, the wire), what this call raised is taken back.
+      await Promise.allSettled(
+        raised.map((done) => this.applyToEntry(done.scope, period, id, (e) => topUpTakenBack(e, done.increase))),
+      );
+      throw error;
     }
     // Crossings only once every scope took its share: a top-up taken back leaves no alert behind.
     const crossings: ThresholdCrossing[] = [];

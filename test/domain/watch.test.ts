@@ -211,6 +211,8 @@ describe('costToFinishUsd', () => {
     ['on its estimate: the estimate for the work left', at(0.25), 2, 7.5],
     ['overran its estimate: its own rate for the work left', at(0.25), 4, 12],
     ['a third done for nothing spent: 6.666… rounded up', at(1 / 3), 0, 6.67],
+    ['0.25 % done for $0.50 (start-up): its rate is not trusted yet, the estimate is', at(0.0025), 0.5, 9.98],
+    ['10 % done for $5: its own rate from there', at(0.1), 5, 45],
     ['all done: nothing', at(1), 11, 0],
   ])('%s', (_, progress, costSoFarUsd, expected) => {
     expect(costToFinishUsd({ estimate, costSoFarUsd, ...(progress ? { progress } : {}) })).toBe(expected);

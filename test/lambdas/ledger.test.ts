@@ -46,16 +46,17 @@ function newLedger(thresholds = { warn: 0.7, block: 1 }): BudgetLedger {
 
 /**
  * A ledger whose connection to dynalite drops for good after `writes` successful writes, the way a Lambda dies
- * mid-saga: the engine is real, only the wire is cut (an SDK middleware fails every later write).
+ * mid-saga: the engine is real, only the wire is cut (an SDK middleware fails every later write, or those up to the
+ * `until`-th, after which it is back).
  */
-function ledgerThatCrashesAfter(writes: number): BudgetLedger {
+function ledgerThatCrashesAfter(writes: number, until = Number.POSITIVE_INFINITY): BudgetLedger {
   const doc = createDocumentClient({ endpoint: dynamo.endpoint });
   let seen = 0;
   doc.middlewareStack.add(
     (next, context) => async (args) => {
       if (/^(Put|Update)Item/.test(context.commandName ?? '')) {
         seen += 1;
-        if (seen > writes) throw Object.assign(new Error('socket hang up'), { name: 'TimeoutError' });
+        if (seen > writes && seen <= until) throw Object.assign(new Error('socket hang up'), { name: 'TimeoutError' });
       }
       return next(args);
     },
@@ -732,6 +733,27 @@ describe('top-up before a paused job resumes', () => {
     expect(await entryOf(teamScope, 'up-2')).toMatchObject({ reserved: 0, accrued: 16_000_000, state: 'open' });
     const { crossings } = await ledger.unpublishedAlerts(team, PERIOD);
     expect(crossings.map((c) => `${c.crossing.scope} ${c.crossing.threshold}`)).toEqual([`${userScope} warn`]);
+  });
+
+  it('takes back what it raised when a later scope’s raise fails on the wire, and rethrows', async () => {
+    const team = freshTeam();
+    const [teamScope, userScope] = [`team:${team}`, `user:${team}/cy`];
+    const setup = newLedger();
+    await setup.ensureBudget(teamScope, PERIOD, 100);
+    await setup.ensureBudget(userScope, PERIOD, 100);
+    await setup.reserve('up-4', [teamScope, userScope], 10, PERIOD);
+    await setup.accrue('up-4', 10);
+    const scopes = [teamScope, userScope];
+    const before = await Promise.all(scopes.map((scope) => figures(setup, scope)));
+
+    // Write 1 raises the team scope, write 2 (the user scope) is lost, write 3 takes the team's raise back.
+    const flaky = ledgerThatCrashesAfter(1, 2);
+    await expect(flaky.reserveTo('up-4', 5)).rejects.toMatchObject({ name: 'TimeoutError' });
+
+    expect(await Promise.all(scopes.map((scope) => figures(setup, scope)))).toEqual(before);
+    for (const scope of scopes) {
+      expect(await entryOf(scope, 'up-4')).toMatchObject({ reserved: 0, accrued: 10_000_000, state: 'open' });
+    }
   });
 
   it('leaves a closed job as it is, and refuses a job it never reserved', async () => {
