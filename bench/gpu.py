@@ -180,7 +180,7 @@ def resume_check(launcher: str, iters: int, notice_after: int, deterministic: bo
             else None
         )
         differing = (
-            [name for name, tensor in final_ref['model'].items() if not torch.equal(tensor, final_resumed['model'][name])]
+            [name for name, t in final_ref['model'].items() if not torch.equal(t, final_resumed['model'][name])]
             if final_resumed
             else list(final_ref['model'])
         )
@@ -307,7 +307,8 @@ def markdown(report: dict) -> str:
     for t in report['throughput']:
         mfu = f'{t["mfu"] * 100:.1f} %' if t['mfu'] is not None else 'n/a'
         lines.append(
-            f'| {t["dtype"]} | {KERNELS[t["deterministic"]]} | {t["params_m"]} M | {t["ms_per_iter"]} | {t["tokens_per_s"]:,} | {mfu} | '
+            f'| {t["dtype"]} | {KERNELS[t["deterministic"]]} | {t["params_m"]} M | {t["ms_per_iter"]} | '
+            f'{t["tokens_per_s"]:,} | {mfu} | '
             f'{t["hours_for_config_iters"]} |'
         )
     lines += [
@@ -317,14 +318,16 @@ def markdown(report: dict) -> str:
         'Losses are compared as printed (4 decimals) at every iteration and evaluation; "before the stop" compares '
         'attempt 1 with the uninterrupted run, so a mismatch there is run-to-run variation, not the resume.',
         '',
-        '| launcher | kernels | attempt 1 exit (command status) | stopped at | save uploaded | notice → complete | attempt 2 exit '
+        '| launcher | kernels | attempt 1 exit (command status) | stopped at | save uploaded | notice → complete '
+        '| attempt 2 exit '
         '| resumed from | losses match before the stop / after | weights bitwise equal |',
         '|---|---|---|---|---|---|---|---|---|---|',
     ]
     for r in report['resume']:
         losses = f'{_yes(r["losses_before_stop_match"])} / {_yes(r["losses_after_resume_match"])}'
         lines.append(
-            f'| {r["launcher"]} | {KERNELS[r["deterministic"]]} | {r["attempt1_exit"]} ({r["attempt1_command_status"]}) | iter {r["stopped_at_iter"]} '
+            f'| {r["launcher"]} | {KERNELS[r["deterministic"]]} | {r["attempt1_exit"]} '
+            f'({r["attempt1_command_status"]}) | iter {r["stopped_at_iter"]} '
             f'({r["stop_signal"]}) | {"yes" if r["save_uploaded"] else "no"} | {r["notice_to_complete_s"]} s | '
             f'{r["attempt2_exit"]} | iter {r["resumed_from_iter"]} | {losses} | '
             f'{"yes" if r["weights_bitwise_equal"] else "no (max |Δ| " + str(r["max_abs_weight_difference"]) + ")"} |'
@@ -369,9 +372,11 @@ def main() -> int:
     report['errors'] = {}
     print(json.dumps(report['machine']), flush=True)
     parts = [
-        *((f'throughput {d} {KERNELS[k]}', 'throughput', lambda d=d, k=k: throughput(d, report['machine']['gpu'], 400, k))
+        *((f'throughput {d} {KERNELS[k]}', 'throughput',
+           lambda d=d, k=k: throughput(d, report['machine']['gpu'], 400, k))
           for d, k in (('float16', False), ('bfloat16', False), ('bfloat16', True))),
-        *((f'resume {launcher} {KERNELS[k]}', 'resume', lambda launcher=launcher, k=k: resume_check(launcher, 300, 100, k))
+        *((f'resume {launcher} {KERNELS[k]}', 'resume',
+           lambda launcher=launcher, k=k: resume_check(launcher, 300, 100, k))
           for launcher, k in (('python', False), ('python', True), ('torchrun', True))),
         ('big checkpoint', 'big_checkpoint', lambda: big_checkpoint(args.runs, args.poll_seconds)),
     ]  # fmt: skip
