@@ -8,6 +8,8 @@
  * A writer that fails between recording and marking (PutEvents throttled, the function timed out) leaves the marker
  * unpublished, and budget-watch publishes it on a later tick, as of when it was recorded and with the event id it
  * would have had, so a consumer that keeps ids drops the rare duplicate.
+ * Also here, as a ledger write whose crossings it publishes: the top-up a paused job takes before it resumes
+ * (`reserveToFinish`), which the API and budget-watch share.
  */
 import { UnknownBudgetJob } from '../domain/budgets';
 import { buildEvent, thresholdCrossedEvents } from '../domain/events';
