@@ -118,6 +118,19 @@ def throughput(dtype: str, gpu: str, iters: int, deterministic: bool = False) ->
     }
 
 
+def stop_if_running(run: HarnessRun | None) -> None:
+    """A part that failed mid-run leaves no trainer going: SIGTERM to the harness, which stops the trainer as it would
+    at a spot notice, then SIGKILL if it has not ended once its stop grace (110 s here) has passed."""
+    if run is None or run.process.poll() is not None:
+        return
+    run.process.terminate()
+    try:
+        run.process.wait(timeout=150)
+    except subprocess.TimeoutExpired:
+        run.process.kill()
+        run.process.wait()
+
+
 def save_uploaded(run: HarnessRun) -> bool:
     """Whether the checkpoint the final sync settled on is in storage: uploaded by the final sync itself, or before
     it by the watcher that uploads a save once it has stayed unchanged for TRAINYARD_SETTLE_SECONDS."""
@@ -142,6 +155,7 @@ def resume_check(launcher: str, iters: int, notice_after: int, deterministic: bo
         '--log_interval=1', f'--eval_interval={iters // 3}', '--eval_iters=10', f'--checkpoint_interval={iters // 3}',
         f'--deterministic={deterministic}',
     ]  # fmt: skip
+    first = second = None
     try:
         reference = subprocess.run(
             train_command('python', *args, f'--out_dir={work / "reference"}'),
@@ -215,6 +229,8 @@ def resume_check(launcher: str, iters: int, notice_after: int, deterministic: bo
             'max_abs_weight_difference': max_difference,
         }
     finally:
+        stop_if_running(first)
+        stop_if_running(second)
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -228,6 +244,7 @@ def big_checkpoint(runs: int, poll_seconds: float) -> dict:
     for _ in range(runs):
         work = Path(tempfile.mkdtemp(prefix='trainyard-gpu-big-'))
         imds = FakeImds()
+        run = None
         try:
             env = base_env(
                 work, imds.endpoint, TRAINYARD_IMDS_POLL_SECONDS=str(poll_seconds),
@@ -260,6 +277,7 @@ def big_checkpoint(runs: int, poll_seconds: float) -> dict:
                 'stored_bytes': stored,
             })  # fmt: skip
         finally:
+            stop_if_running(run)
             imds.close()
             shutil.rmtree(work, ignore_errors=True)
     keys = ('notice_to_complete_s', 'detect_s', 'signal_s', 'child_save_s', 'upload_s')
