@@ -3,8 +3,10 @@
 import io
 import json
 import signal
+import subprocess
 import tarfile
 import textwrap
+from pathlib import Path
 
 import pytest
 from conftest import PYTHON, REPO, base_env, closed_port_endpoint, run_harness
@@ -556,3 +558,40 @@ def test_a_node_other_than_the_main_one_restores_and_runs_but_writes_nothing_to_
     restored = stored_checkpoints(tmp_path).restore_newest(str(tmp_path / 'check'))
     assert restored['checkpoint'] == 'ckpt-000002'
     assert (tmp_path / 'check' / 'state.txt').read_text() == 'written by node 0'
+
+
+def test_outlives_a_reader_of_its_output_that_goes_away(tmp_path):
+    """Whoever reads the harness's output may stop reading (a local-mode runner stopped, a log pipe closed): the
+    harness goes on supervising and draining the command's output, uploads the final checkpoint and exits with the
+    command's status. Before, its first write failed with BrokenPipeError: the harness died, and the trainer it left
+    blocked on a full pipe."""
+    script = tmp_path / 'chatty.py'
+    script.write_text(
+        textwrap.dedent(
+            """
+            import os, time
+            time.sleep(0.5)  # the reader has gone by now
+            for i in range(5000):
+                print('x' * 100, flush=True)  # 500 KB, far past a pipe's buffer
+            with open(os.path.join(os.environ['TRAINYARD_CHECKPOINT_DIR'], 'model.bin'), 'wb') as f:
+                f.write(b'w' * 1000)
+            """
+        )
+    )
+    env = base_env(tmp_path, closed_port_endpoint())
+    process = subprocess.Popen(
+        [PYTHON, '-m', 'trainyard_harness', '--', PYTHON, str(script)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()
+    process.stderr.close()
+    try:
+        assert process.wait(timeout=60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+    uploaded = [p.relative_to(tmp_path / 'store') for p in (tmp_path / 'store').rglob('model.bin')]
+    assert uploaded == [Path('checkpoints/ckpt-000001/model.bin')]

@@ -3,10 +3,30 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 from datetime import datetime, timezone
-from typing import Any, TextIO
+from typing import IO, Any, TextIO
+
+
+def write_or_drop(stream: IO[Any], data: Any) -> None:
+    """Writes and flushes `data`. When nobody reads the stream any more (a closed pipe: EPIPE; a lost terminal: EIO),
+    its file descriptor is pointed at /dev/null, so this write and every later one, the interpreter's flush at exit
+    included, succeed unheard: what the harness does must not depend on being heard."""
+    try:
+        stream.write(data)
+        stream.flush()
+    except OSError:
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(null, stream.fileno())
+            finally:
+                os.close(null)
+            stream.flush()  # what the failed write left buffered goes to /dev/null
+        except (OSError, ValueError):
+            pass  # a stream without a descriptor: this line is lost, and the next write tries again
 
 
 class Logger:
@@ -32,9 +52,7 @@ class Logger:
         }
         line = json.dumps(record, default=str)
         with self._lock:
-            stream = self.stream or sys.stderr
-            stream.write(line + '\n')
-            stream.flush()
+            write_or_drop(self.stream or sys.stderr, line + '\n')
 
     def info(self, event: str, **fields: Any) -> None:
         """Logs a normal event."""

@@ -22,7 +22,7 @@ from trainyard_harness import (
 from trainyard_harness.bundle import BundleError, fetch_bundle
 from trainyard_harness.checkpoints import CheckpointStore, CheckpointSyncer, DirectoryChanged, scan_directory
 from trainyard_harness.imds import ImdsClient, InstanceAction, InterruptionPoller
-from trainyard_harness.logs import Logger
+from trainyard_harness.logs import Logger, write_or_drop
 from trainyard_harness.metrics import MetricsFileTail, MetricsLoop, MetricsRecorder, resolve_metrics_file
 from trainyard_harness.processes import (
     become_subreaper,
@@ -89,9 +89,9 @@ class Harness:
         self.request_stop(f'spot-notice:{notice.action}')
 
     def _pump(self, source: IO[bytes], sink: IO[bytes], recorder: MetricsRecorder) -> None:
+        # Drained to the end even when nobody reads the sink any more: a command whose output pipe fills up blocks.
         for raw in iter(source.readline, b''):
-            sink.write(raw)
-            sink.flush()
+            write_or_drop(sink, raw)
             recorder.observe_line(raw.decode('utf-8', 'replace'))
         source.close()
 
