@@ -158,11 +158,6 @@ export async function recordAttemptEnd(
   return outcome;
 }
 
-/** Whether an attempt's end (its stop, cost and outcome) is still to be recorded. */
-export function endUnrecorded(attempt: Pick<AttemptRecord, 'stoppedAt' | 'outcome'>): boolean {
-  return attempt.stoppedAt === undefined || attempt.outcome === undefined;
-}
-
 /**
  * One pass over the attempts of a job that is ending whose end is not recorded: each is looked up in Batch; one Batch
  * has no job for never ran (recorded as such, at no cost), one Batch ended is recorded as AttemptOutcome records it,
@@ -177,7 +172,7 @@ export async function endOpenAttempts(
 ): Promise<string[]> {
   const attempts = await plane.jobs.listAttempts(job.jobId);
   const running: string[] = [];
-  for (const attempt of attempts.filter(endUnrecorded)) {
+  for (const attempt of attempts.filter((a) => a.stoppedAt === undefined || a.outcome === undefined)) {
     const batchJob = await lookUpAttempt(plane, job, attempt);
     const now = plane.clock();
     if (!batchJob) {
