@@ -135,6 +135,16 @@ export const harnessProgressSchema = z.looseObject({
   resumed_from_step: z.optional(z.nullable(z.int().check(z.nonnegative()))),
 });
 
+/**
+ * When the harness last reported from one attempt (epoch ms): progress.json's `updated_at` when the document is that
+ * attempt's, else undefined (missing, malformed, another job's, or a later attempt's).
+ */
+export function attemptReportedAt(raw: unknown, jobId: string, attempt: number): number | undefined {
+  const parsed = harnessProgressSchema.safeParse(raw);
+  if (!parsed.success || parsed.data.job_id !== jobId || parsed.data.attempt !== attempt) return undefined;
+  return Date.parse(parsed.data.updated_at);
+}
+
 /** The job record's progress field. */
 export type JobProgress = NonNullable<JobRecord['progress']>;
 

@@ -120,7 +120,7 @@ export function createAttemptOutcomeHandler(
     let outcome: AttemptOutcome;
     try {
       // Without a Batch job the attempt never ran (SubmitJob refused it): an infrastructure failure to retry.
-      outcome = await recordAttemptEnd(plane, job, attempt, batchJob ?? { notRun: error }, now);
+      outcome = await recordAttemptEnd(plane, job, attempt, batchJob ?? { missing: error }, now);
     } catch (failure) {
       if (!(failure instanceof AttemptGotBatchJob)) throw failure;
       throw new AttemptsStillRunning(`${failure.message} (the task failed: ${error})`);

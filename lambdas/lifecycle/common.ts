@@ -3,7 +3,7 @@
  * attempt records every time rather than incremented, so a replayed step cannot count an attempt twice.
  */
 
-import { costOfAttempt } from '../domain/attempt-cost';
+import { costOfAttempt, costOfUnseenEnd } from '../domain/attempt-cost';
 import type { BatchJob } from '../domain/batch-job';
 import { attemptJobName } from '../domain/batch-names';
 import { TERMINATE_REASONS } from '../domain/batch-reasons';
@@ -17,6 +17,8 @@ import {
 } from '../domain/events';
 import { type AttemptRecord, type JobCounters, type JobRecord, tierOfJob } from '../domain/job';
 import { type AttemptOutcome, classifyAttemptOutcome } from '../domain/outcome';
+import { attemptReportedAt } from '../domain/watch';
+import { jobKeysFor } from '../domain/workspace-layout';
 import type { ControlPlane } from '../shared/control-plane';
 import { logger } from '../shared/logger';
 import { announceStart } from '../shared/start-announcement';
@@ -98,9 +100,12 @@ export function progressSeconds(job: Pick<JobRecord, 'progress' | 'estimate'>): 
 
 /**
  * Records how an attempt ended, once (record-once on stoppedAt, then on outcome), and returns its outcome: from its
- * ended Batch job (the start too, announced with `Job Started`, when batch-events has not recorded it yet), or, for
- * an attempt that never ran, `notRun` says why (an infra-error to retry, no cost). A replay, or a second writer after
- * batch-events, writes nothing new: the figures are those of the same pure functions.
+ * ended Batch job (the start too, announced with `Job Started`, when batch-events has not recorded it yet), or, when
+ * Batch has no job for it (`missing` says where the caller looked and why), from what is recorded. An attempt with no
+ * Batch job recorded did not run: an infra-error to retry, at no cost. One whose recorded Batch job Batch no longer
+ * reports ran, and stopped at a moment no one can now tell: it is billed from its start to the last sign of it
+ * running ({@link lastSignOf}, {@link costOfUnseenEnd}), an infra-error whose reason says so. A replay, or a second
+ * writer after batch-events, writes nothing new: the figures are those of the same pure functions.
  *
  * "Not run" of an attempt that had no Batch job when the caller looked is written only while none is recorded:
  * batch-events records a Batch job only while no end is (and stops one that comes after), so a job Batch did create
@@ -108,26 +113,41 @@ export function progressSeconds(job: Pick<JobRecord, 'progress' | 'estimate'>): 
  * {@link AttemptGotBatchJob}, and the caller looks the attempt up again.
  */
 export async function recordAttemptEnd(
-  plane: Pick<ControlPlane, 'config' | 'jobs' | 'events'>,
+  plane: Pick<ControlPlane, 'config' | 'jobs' | 'events' | 'workspace'>,
   job: JobRecord,
   attempt: AttemptRecord,
-  ended: BatchJob | { notRun: string },
+  ended: BatchJob | { missing: string },
   now: Date,
 ): Promise<AttemptOutcome> {
   const { jobId } = job;
   let outcome: AttemptOutcome;
-  if ('notRun' in ended) {
-    outcome = { kind: 'infra-error', reason: `the attempt did not run: ${ended.notRun}`, resumable: true };
+  if ('missing' in ended && attempt.batchJobId !== undefined) {
+    const sign = await lastSignOf(plane, job, attempt);
+    const cost = costOfUnseenEnd(attempt, sign?.at, tierOfJob(plane.config, job));
+    outcome = { kind: 'infra-error', reason: unseenEndReason(attempt.batchJobId, attempt, sign), resumable: true };
+    await plane.jobs.updateAttempt(
+      jobId,
+      attempt.attempt,
+      {
+        status: 'FAILED',
+        stoppedAt: cost.stoppedAt ?? now.getTime(),
+        usdPerHour: cost.usdPerHour,
+        costUsd: cost.costUsd,
+      },
+      'stoppedAt',
+    );
+  } else if ('missing' in ended) {
+    outcome = { kind: 'infra-error', reason: `the attempt did not run: ${ended.missing}`, resumable: true };
     const written = await plane.jobs.updateAttempt(
       jobId,
       attempt.attempt,
       { status: 'FAILED', stoppedAt: now.getTime(), costUsd: 0 },
-      attempt.batchJobId === undefined ? ['stoppedAt', 'batchJobId'] : 'stoppedAt',
+      ['stoppedAt', 'batchJobId'],
     );
     if (!written) {
       const stored = await plane.jobs.getAttempt(jobId, attempt.attempt);
       // Refused for a Batch job the caller did not know of (whether or not its end is recorded too), not a replay.
-      if (stored?.batchJobId !== undefined && stored.batchJobId !== attempt.batchJobId) {
+      if (stored?.batchJobId !== undefined) {
         throw new AttemptGotBatchJob(
           `job ${jobId} attempt ${attempt.attempt}: Batch reported job ${stored.batchJobId} for it after it was looked up and not found; it is looked up again`,
         );
@@ -158,15 +178,54 @@ export async function recordAttemptEnd(
   return outcome;
 }
 
+/** The last sign of an attempt running that the platform holds, and what it is. */
+export interface SignOfLife {
+  /** Epoch ms. */
+  readonly at: number;
+  readonly what: string;
+}
+
+/**
+ * The last sign of an attempt running: its harness's last report (progress.json, while it is that attempt's; the
+ * harness writes it at least once a minute on a GPU and as its command exits) or its spot notice, whichever is later.
+ */
+export async function lastSignOf(
+  plane: Pick<ControlPlane, 'workspace'>,
+  job: Pick<JobRecord, 'jobId' | 'team'>,
+  attempt: Pick<AttemptRecord, 'attempt' | 'noticeAt'>,
+): Promise<SignOfLife | undefined> {
+  const progress = await plane.workspace.getJson(jobKeysFor(job.team, job.jobId).progress);
+  const reported = attemptReportedAt(progress, job.jobId, attempt.attempt);
+  const signs: SignOfLife[] = [];
+  if (reported !== undefined) signs.push({ at: reported, what: "the harness's last progress report" });
+  if (attempt.noticeAt !== undefined) signs.push({ at: attempt.noticeAt, what: 'its spot interruption notice' });
+  return signs.sort((a, b) => b.at - a.at)[0];
+}
+
+/** Why an attempt whose Batch job Batch no longer reports is recorded as it is, and what it is billed for. */
+function unseenEndReason(
+  batchJobId: string,
+  attempt: Pick<AttemptRecord, 'startedAt'>,
+  sign: SignOfLife | undefined,
+): string {
+  const unseen = `Batch no longer reports its job ${batchJobId} (it keeps an ended job for about 7 days), so when and how the attempt ended is unknown`;
+  if (attempt.startedAt === undefined) return `${unseen}; no start was recorded, so nothing is billed`;
+  if (sign === undefined || sign.at <= attempt.startedAt) {
+    return `${unseen}; billed for its start only (AWS's 60 s minimum): nothing recorded shows it running after its start`;
+  }
+  return `${unseen}; billed from its start to the last sign of it running, ${sign.what} at ${new Date(sign.at).toISOString()}`;
+}
+
 /**
  * One pass over the attempts of a job that is ending whose end is not recorded: each is looked up in Batch; one Batch
- * has no job for never ran (recorded as such, at no cost), one Batch ended is recorded as AttemptOutcome records it,
+ * has no job for is recorded by {@link recordAttemptEnd} (not run, at no cost, or, with a Batch job recorded that Batch
+ * no longer reports, billed to the last sign of it running), one Batch ended is recorded as AttemptOutcome records it,
  * and one still queued or running gets TerminateJob (`Trainyard: job ended…`; the harness checkpoints on SIGTERM),
  * once per Batch job in `terminated`, which the caller keeps across passes. Returns the attempts still in Batch, as
  * text for the caller's AttemptsStillRunning; none left means every attempt's end and cost are recorded.
  */
 export async function endOpenAttempts(
-  plane: Pick<ControlPlane, 'config' | 'jobs' | 'events' | 'batch' | 'clock'>,
+  plane: Pick<ControlPlane, 'config' | 'jobs' | 'events' | 'batch' | 'clock' | 'workspace'>,
   job: JobRecord,
   terminated: Set<string>,
 ): Promise<string[]> {
@@ -177,7 +236,7 @@ export async function endOpenAttempts(
     const now = plane.clock();
     if (!batchJob) {
       try {
-        await recordAttemptEnd(plane, job, attempt, { notRun: 'the job ended before it reached Batch' }, now);
+        await recordAttemptEnd(plane, job, attempt, { missing: 'the job ended before it reached Batch' }, now);
       } catch (error) {
         if (!(error instanceof AttemptGotBatchJob)) throw error;
         running.push(`attempt ${attempt.attempt} (its Batch job appeared; looked up again)`);

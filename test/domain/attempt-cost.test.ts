@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { attemptPrice, costOfAttempt } from '../../lambdas/domain/attempt-cost';
+import { attemptPrice, costOfAttempt, costOfUnseenEnd } from '../../lambdas/domain/attempt-cost';
 import { parseConfig } from '../../lib/config';
 
 const gpuSmall = parseConfig({}).tiers.find((t) => t.id === 'gpu-small');
@@ -68,6 +68,45 @@ describe('costOfAttempt', () => {
       { attempts: [{ startedAt: T0, stoppedAt: T0 + 3_600_000 }] },
       gpuSmall,
     );
+    expect(cost.costUsd).toBe(11.34);
+  });
+});
+
+describe('costOfUnseenEnd (Batch no longer reports the job)', () => {
+  const spot = { capacity: 'spot' as const, nodes: 1, usdPerHour: 0.1897 };
+
+  it('bills from the recorded start to the last sign of it running: 2404 s at $0.1897/h = $0.126677 → $0.13', () => {
+    expect(costOfUnseenEnd({ ...spot, startedAt: T0 }, T0 + 2_404_000, gpuSmall)).toEqual({
+      startedAt: T0,
+      stoppedAt: T0 + 2_404_000,
+      usdPerHour: 0.1897,
+      costUsd: 0.13,
+    });
+  });
+
+  it('bills the start alone (AWS’s 60 s minimum) without a later sign: 60 s at $0.526/h = $0.00877 → $0.01', () => {
+    const started = { capacity: 'on-demand' as const, nodes: 1, startedAt: T0 };
+    for (const sign of [undefined, T0 - 5_000, T0]) {
+      expect(costOfUnseenEnd(started, sign, gpuSmall)).toEqual({
+        startedAt: T0,
+        stoppedAt: T0,
+        usdPerHour: 0.526,
+        costUsd: 0.01,
+      });
+    }
+  });
+
+  it('bills nothing for an attempt with no recorded start, stopped at its last sign when there is one', () => {
+    expect(costOfUnseenEnd(spot, T0 + 60_000, gpuSmall)).toEqual({
+      usdPerHour: 0.1897,
+      costUsd: 0,
+      stoppedAt: T0 + 60_000,
+    });
+    expect(costOfUnseenEnd(spot, undefined, gpuSmall)).toEqual({ usdPerHour: 0.1897, costUsd: 0 });
+  });
+
+  it('multiplies by nodes: 2 nodes × 1 h at $5.672/h = $11.344 → $11.34', () => {
+    const cost = costOfUnseenEnd({ ...spot, nodes: 2, usdPerHour: 5.672, startedAt: T0 }, T0 + 3_600_000, gpuSmall);
     expect(cost.costUsd).toBe(11.34);
   });
 });

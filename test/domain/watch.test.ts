@@ -6,6 +6,7 @@ import { DEFAULT_PLACEMENT_CONFIG } from '../../lambdas/domain/placement';
 import { FLEET_SPOT_MODEL } from '../../lambdas/domain/spot-fleet-model';
 import {
   attemptRefOf,
+  attemptReportedAt,
   budgetPeriodOf,
   costToFinishUsd,
   hasDecision,
@@ -200,6 +201,20 @@ describe('progressFromHarness', () => {
     expect(sameProgress(p, { ...p, loss: 1 })).toBe(false);
     expect(sameProgress(p, undefined)).toBe(false);
     expect(sameProgress(undefined, undefined)).toBe(true);
+  });
+});
+
+describe('attemptReportedAt', () => {
+  const doc = { job_id: JOB, attempt: 2, step: null, total_steps: null, updated_at: '2026-11-20T15:29:40.123+01:00' };
+  it.each([
+    // The harness's time, even before any step was reported (a report is a sign of life, not of progress).
+    { what: 'the attempt’s own document, at its time', raw: doc, at: Date.UTC(2026, 10, 20, 14, 29, 40, 123) },
+    { what: 'a later attempt’s document', raw: { ...doc, attempt: 3 }, at: undefined },
+    { what: 'another job’s document', raw: { ...doc, job_id: 'someone-else' }, at: undefined },
+    { what: 'no document', raw: undefined, at: undefined },
+    { what: 'a document without a time', raw: { ...doc, updated_at: undefined }, at: undefined },
+  ])('$what', ({ raw, at }) => {
+    expect(attemptReportedAt(raw, JOB, 2)).toBe(at);
   });
 });
 

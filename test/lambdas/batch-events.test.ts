@@ -455,7 +455,7 @@ describe('batch-events: SUCCEEDED and FAILED', () => {
     const looked = await bench.jobs.getAttempt(JOB_ID, 1);
     if (!looked) throw new Error('seeded attempt missing');
     const ended = parseBatchJob(fixture('batch-succeeded').detail);
-    const plane = { config: CONFIG, jobs: bench.jobs, events: bench.ports.events };
+    const plane = planeOf(bench.jobs);
     bench.failPublishes = 1;
 
     await expect(recordAttemptEnd(plane, job, looked, ended, new Date(T.stopped))).rejects.toThrow('Rate exceeded');
@@ -721,8 +721,8 @@ describe('batch-events: a Batch job its attempt does not own is stopped, and bil
       if (!raced && read) {
         raced = true;
         const job = await bench.jobs.requireJob(jobId);
-        const plane = { config: CONFIG, jobs: bench.jobs, events: bench.ports.events };
-        await recordAttemptEnd(plane, job, read, { notRun: 'SubmitJob failed' }, new Date(T.created + 60_000));
+        const plane = planeOf(bench.jobs);
+        await recordAttemptEnd(plane, job, read, { missing: 'SubmitJob failed' }, new Date(T.created + 60_000));
       }
       return read;
     };
@@ -772,11 +772,11 @@ describe('batch-events: a Batch job its attempt does not own is stopped, and bil
     const looked = await bench.jobs.getAttempt(JOB_ID, 1);
     for (const name of c.events) await handle(fixture(name));
     const before = await bench.jobs.getAttempt(JOB_ID, 1);
-    const plane = { config: CONFIG, jobs: bench.jobs, events: bench.ports.events };
+    const plane = planeOf(bench.jobs);
     const job = await bench.jobs.requireJob(JOB_ID);
 
     await expect(
-      recordAttemptEnd(plane, job, looked as NonNullable<typeof looked>, { notRun: 'not found' }, new Date(T.created)),
+      recordAttemptEnd(plane, job, looked as NonNullable<typeof looked>, { missing: 'not found' }, new Date(T.created)),
     ).rejects.toThrow(AttemptGotBatchJob);
 
     const attempt = await bench.jobs.getAttempt(JOB_ID, 1);

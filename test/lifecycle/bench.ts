@@ -270,6 +270,15 @@ export class ScriptedBatch implements LocalBatch, BatchControl {
     }
   }
 
+  /**
+   * Batch forgets a job, as AWS does about 7 days after it ended and local mode's Batch on a restart: DescribeJobs and
+   * ListJobs no longer find it, and a TerminateJob for it changes nothing.
+   */
+  forget(batchJobId: string): void {
+    this.reported.delete(batchJobId);
+    this.held.delete(batchJobId);
+  }
+
   /** Whether an attempt is held running (waiting for TerminateJob). */
   isHeld(batchJobId: string): boolean {
     return this.held.has(batchJobId);

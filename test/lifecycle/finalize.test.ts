@@ -6,6 +6,7 @@ import { HeadObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { AttemptRecord } from '../../lambdas/domain/job';
 import { jobKeysFor } from '../../lambdas/domain/workspace-layout';
+import { lastSignOf } from '../../lambdas/lifecycle/common';
 import { createFinalizeHandler } from '../../lambdas/lifecycle/finalize';
 import { MAX_REPORT_METRICS_BYTES } from '../../lambdas/shared/job-files';
 import type { JobStore } from '../../lambdas/shared/job-store';
@@ -309,5 +310,42 @@ describe('Finalize: an orphaned Batch job’s cost', () => {
     expect(output.costUsd).toBe(0.49);
     expect(await bench.ledger.usage('team:vision', period)).toMatchObject({ spentUsd: 0.49, reservedUsd: 0 });
     expect(await bench.jobs.requireJob(JOB_ID)).toMatchObject({ state: 'SUCCEEDED', costSoFarUsd: 0.49 });
+  });
+});
+
+describe('lastSignOf (an attempt whose Batch job Batch no longer reports)', () => {
+  const job = { jobId: JOB_ID, team: 'vision' };
+  const report = (attempt: number, at: number) =>
+    workspace.put(
+      KEYS.progress,
+      JSON.stringify({ job_id: JOB_ID, attempt, step: 10, updated_at: new Date(at).toISOString() }),
+    );
+  const REPORT = "the harness's last progress report";
+  const NOTICE = 'its spot interruption notice';
+
+  it.each([
+    {
+      what: 'the report, later than the notice',
+      reported: 2,
+      notice: T.started + 1_000,
+      sign: { at: T.stopped, what: REPORT },
+    },
+    {
+      what: 'the notice, later than the report',
+      reported: 2,
+      notice: T.stopped + 1_000,
+      sign: { at: T.stopped + 1_000, what: NOTICE },
+    },
+    {
+      what: 'the notice, when the report is a later attempt’s',
+      reported: 3,
+      notice: T.started + 1_000,
+      sign: { at: T.started + 1_000, what: NOTICE },
+    },
+    { what: 'the report, without a notice', reported: 2, notice: undefined, sign: { at: T.stopped, what: REPORT } },
+    { what: 'nothing, without either', reported: undefined, notice: undefined, sign: undefined },
+  ])('is $what', async ({ reported, notice, sign }) => {
+    if (reported !== undefined) await report(reported, T.stopped);
+    expect(await lastSignOf({ workspace }, job, { attempt: 2, noticeAt: notice })).toEqual(sign);
   });
 });

@@ -242,6 +242,33 @@ describe('executions that end without Finalize (the execution-ended rule)', () =
     expect(await expectSettled(b, jobId)).toBeGreaterThan(0);
   });
 
+  it('bills an attempt whose Batch job Batch no longer reports up to the last sign of it running, not $0', async () => {
+    const b = await start();
+    const { jobId, batchJobId } = await heldJob(b);
+    const startedAt = (await b.plane.jobs.getAttempt(jobId, 1))?.startedAt;
+    b.clock.advance(2 * 3600);
+    await b.writeCheckpoint(jobId, 1, 900); // the harness's last progress report, 2 h after the start
+    const lastReport = b.clock.ms;
+    // Its end never reached Trainyard, and 8 days later Batch has forgotten the job.
+    b.clock.advance(8 * 24 * 3600);
+    b.batch.forget(batchJobId);
+
+    await b.machine.stopExecution(jobId);
+    await b.finish(jobId);
+
+    expect(b.batch.terminations).toEqual([]);
+    const [attempt] = await b.plane.jobs.listAttempts(jobId);
+    expect(attempt).toMatchObject({ batchJobId, startedAt, stoppedAt: lastReport, usdPerHour: 0.2, status: 'FAILED' });
+    expect(attempt?.outcome).toEqual({
+      kind: 'infra-error',
+      resumable: true,
+      reason: `Batch no longer reports its job ${batchJobId} (it keeps an ended job for about 7 days), so when and how the attempt ended is unknown; billed from its start to the last sign of it running, the harness's last progress report at ${new Date(lastReport).toISOString()}`,
+    });
+    // 2 h at the $0.20/h spot price its instance started at = $0.40, charged to the team, nothing left reserved.
+    expect(attempt?.costUsd).toBe(0.4);
+    expect(await expectSettled(b, jobId)).toBe(40);
+  });
+
   it('records an attempt that never reached Batch as ended at no cost, and releases the reservation', async () => {
     const b = await start();
     const jobId = await submit(b, [{ result: 'unsubmitted' }]);
