@@ -2,7 +2,7 @@
  * Helpers for the local-mode end-to-end tests: a priced test configuration, the CLI driven in-process (the real
  * program, the real local server over loopback), condition polling, and an independent cost calculation.
  */
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'vitest';
@@ -122,6 +122,7 @@ export async function watchToEnd(
   const status = await trainyard(['status', jobId, '--json'], localDir);
   // The running attempt's harness writes its threads' stacks to that attempt's log on SIGUSR1 (its faulthandler).
   const stuck = runner?.runningAttempts().find((a) => a.trainyardJobId === jobId && a.harnessPid !== undefined);
+  const kernelSide = stuck?.harnessPid === undefined ? '' : whereProcessWaits(stuck.harnessPid);
   if (stuck?.harnessPid !== undefined) {
     try {
       process.kill(stuck.harnessPid, 'SIGUSR1');
@@ -139,8 +140,38 @@ export async function watchToEnd(
         .filter((line) => line.includes(jobId))
     : [];
   return expect.fail(
-    `watch ${jobId} exited ${run.code}, expected ${expected}: ${run.stderr}\nstatus: ${status.stdout}\nevents:\n${events.join('\n')}\nlogs:\n${logs.stdout}${logs.stderr}`,
+    `watch ${jobId} exited ${run.code}, expected ${expected}: ${run.stderr}\nstatus: ${status.stdout}\nevents:\n${events.join('\n')}\nlogs:\n${logs.stdout}${logs.stderr}${kernelSide}`,
   );
+}
+
+/**
+ * Where a process and its threads wait, as Linux's /proc shows it (each thread's wait channel and system call, and
+ * the process's open descriptors): what a stack dump cannot show of a process stuck in C code. Empty elsewhere.
+ */
+function whereProcessWaits(pid: number): string {
+  const read = (path: string) => {
+    try {
+      return readFileSync(path, 'utf8').trim();
+    } catch {
+      return '?';
+    }
+  };
+  try {
+    const threads = readdirSync(`/proc/${pid}/task`).map(
+      (tid) =>
+        `  thread ${tid} (${read(`/proc/${pid}/task/${tid}/comm`)}): wchan ${read(`/proc/${pid}/task/${tid}/wchan`)}, syscall ${read(`/proc/${pid}/task/${tid}/syscall`)}`,
+    );
+    const fds = readdirSync(`/proc/${pid}/fd`).map((fd) => {
+      try {
+        return `  fd ${fd} → ${readlinkSync(`/proc/${pid}/fd/${fd}`)}`;
+      } catch {
+        return `  fd ${fd}`;
+      }
+    });
+    return `\nharness process ${pid} (${read(`/proc/${pid}/stat`).split(' ')[2] ?? '?'}):\n${[...threads, ...fds].join('\n')}`;
+  } catch {
+    return '';
+  }
 }
 
 /** Parses a `--json` run's stdout, failing with the run's output when it is not JSON. */

@@ -70,5 +70,5 @@ def test_harness_package_declares_boto3_only_and_the_console_script():
 
     project = tomllib.loads((IMAGES / 'harness' / 'pyproject.toml').read_text())['project']
     assert project['dependencies'] == ['boto3']
-    assert project['scripts'] == {'trainyard-harness': 'trainyard_harness.main:main'}
+    assert project['scripts'] == {'trainyard-harness': 'trainyard_harness.main:entry_point'}
     assert project['requires-python'] == '>=3.10'

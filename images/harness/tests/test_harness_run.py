@@ -595,3 +595,35 @@ def test_outlives_a_reader_of_its_output_that_goes_away(tmp_path):
             process.kill()
     uploaded = [p.relative_to(tmp_path / 'store') for p in (tmp_path / 'store').rglob('model.bin')]
     assert uploaded == [Path('checkpoints/ckpt-000001/model.bin')]
+
+
+def test_ends_when_its_run_does_whatever_the_interpreter_has_left_to_tear_down(tmp_path):
+    """Once the harness has logged `harness_exit`, its process ends with that code: the interpreter's own shutdown
+    (collecting what is left, finalizers, the daemon threads' leftovers) is not run, so nothing there can keep the
+    attempt RUNNING, and billed, after its work is done. A harness was seen in local mode alive after `harness_exit`,
+    its one thread in the garbage collector. Here an object with a finalizer that blocks for ever is left, in a
+    reference cycle, for the shutdown's collection to find (sitecustomize, which every interpreter imports at start)."""
+    site = tmp_path / 'site'
+    site.mkdir()
+    (site / 'sitecustomize.py').write_text(
+        textwrap.dedent(
+            """
+            import threading
+
+            class BlocksWhenCollected:
+                def __del__(self):
+                    threading.Event().wait()  # for ever
+
+            left = BlocksWhenCollected()
+            left.cycle = left
+            del left
+            import gc
+            gc.disable()  # so that only the shutdown's own collection finds it
+            """
+        )
+    )
+    env = base_env(tmp_path, closed_port_endpoint())
+    env['PYTHONPATH'] = f'{site}:{env["PYTHONPATH"]}'
+    run = run_harness(['sh', '-c', 'exit 3'], env)
+    assert run.finish() == 3
+    assert [line for line in run.stdout + run.stderr if '"harness_exit"' in line]

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import IO, Sequence
+from typing import IO, NoReturn, Sequence
 
 from trainyard_harness import (
     EXIT_BAD_CONFIG,
@@ -610,5 +610,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     return Harness(settings, log).run()
 
 
+def entry_point() -> NoReturn:
+    """The process's entry (`trainyard-harness`, `python -m trainyard_harness`): runs `main` and ends the process with
+    its code at once, without the interpreter's shutdown. Everything the harness writes is flushed as it is written
+    and the final upload is done when `main` returns, so the shutdown has nothing left to do for the attempt; but it
+    can hang (collecting what is left, running finalizers, tearing down daemon threads that may still be in a system
+    call), and a harness that does not end keeps its attempt RUNNING, and billed, until Batch's timeout. One was seen
+    in local mode alive after `harness_exit`, its one thread in the garbage collector."""
+    os._exit(main())
+
+
 if __name__ == '__main__':
-    sys.exit(main())
+    entry_point()
