@@ -216,6 +216,11 @@ function unseenEndReason(
   return `${unseen}; billed from its start to the last sign of it running, ${sign.what} at ${new Date(sign.at).toISOString()}`;
 }
 
+/** Whether an attempt's end (its stop, cost and outcome) is still to be recorded. */
+export function endUnrecorded(attempt: Pick<AttemptRecord, 'stoppedAt' | 'outcome'>): boolean {
+  return attempt.stoppedAt === undefined || attempt.outcome === undefined;
+}
+
 /**
  * One pass over the attempts of a job that is ending whose end is not recorded: each is looked up in Batch; one Batch
  * has no job for is recorded by {@link recordAttemptEnd} (not run, at no cost, or, with a Batch job recorded that Batch
@@ -231,7 +236,7 @@ export async function endOpenAttempts(
 ): Promise<string[]> {
   const attempts = await plane.jobs.listAttempts(job.jobId);
   const running: string[] = [];
-  for (const attempt of attempts.filter((a) => a.stoppedAt === undefined || a.outcome === undefined)) {
+  for (const attempt of attempts.filter(endUnrecorded)) {
     const batchJob = await lookUpAttempt(plane, job, attempt);
     const now = plane.clock();
     if (!batchJob) {

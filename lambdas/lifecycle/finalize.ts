@@ -23,7 +23,7 @@ import { recordedCost } from '../domain/watch';
 import { publishCrossings } from '../shared/budget-alerts';
 import type { ControlPlane } from '../shared/control-plane';
 import { writeJobFiles } from '../shared/job-files';
-import { AttemptsStillRunning, endOpenAttempts, jobEvent } from './common';
+import { AttemptsStillRunning, endOpenAttempts, endUnrecorded, jobEvent } from './common';
 import { finalizeInputSchema, parseStep } from './steps';
 
 const LIVE_STATES: JobState[] = ['SUBMITTED', 'ANALYZING', 'WAITING', 'RUNNING', 'PAUSED_BUDGET'];
@@ -46,14 +46,17 @@ export function createFinalizeHandler(
     const { jobId } = parsed;
     let job = await plane.jobs.requireJob(jobId);
     // Nothing is settled while an attempt may still run: its reservation would be freed for money it goes on spending.
-    const running = await endOpenAttempts(plane, job, new Set());
-    if (running.length > 0) {
-      throw new AttemptsStillRunning(
-        `job ${jobId}: ${running.join(', ')} still in Batch after TerminateJob; Finalize runs again once Batch ends it`,
-      );
+    let firstRead = await plane.jobs.listAttempts(jobId);
+    if (firstRead.some(endUnrecorded)) {
+      const running = await endOpenAttempts(plane, job, new Set());
+      if (running.length > 0) {
+        throw new AttemptsStillRunning(
+          `job ${jobId}: ${running.join(', ')} still in Batch after TerminateJob; Finalize runs again once Batch ends it`,
+        );
+      }
+      firstRead = await plane.jobs.listAttempts(jobId); // with the ends just recorded
     }
     const now = plane.clock();
-    const firstRead = await plane.jobs.listAttempts(jobId);
     const firstCostUsd = recordedCost(firstRead);
     const finalState: JobState =
       job.state === 'REJECTED'
