@@ -1,6 +1,7 @@
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
 import type { IConstruct } from 'constructs';
+import { jobKeysFor } from '../lambdas/domain/workspace-layout';
 import { acknowledgeFinding, nagResourceName } from './nag';
 
 /**
@@ -33,6 +34,16 @@ export interface JobObjectAccess {
   readonly read: readonly string[];
   /** Objects the function writes whole (s3:PutObject). */
   readonly write: readonly string[];
+}
+
+/**
+ * What a function that finalizes jobs (Finalize, execution-ended) touches in the workspace: it reads each job's
+ * metrics.jsonl (the report's samples) and progress.json (the last sign of an attempt whose Batch job Batch no longer
+ * reports), and writes its summary.json and report.html.
+ */
+export function finalizerObjects(): JobObjectAccess {
+  const anyJob = jobKeysFor('*', '*');
+  return { read: [anyJob.metricsLog, anyJob.progress], write: [anyJob.summary, anyJob.report] };
 }
 
 /**

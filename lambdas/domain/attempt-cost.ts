@@ -72,15 +72,16 @@ export function costOfAttempt(
  * Cost of an attempt whose Batch job Batch no longer reports (AWS keeps an ended job for about 7 days; local mode's
  * Batch forgets its jobs when it restarts), so when it stopped is unknown: billed from its recorded start to
  * `lastSeenAt`, the last sign of it running (epoch ms), the least it can have run. A last sign before the start counts
- * as the start (AWS's 60 s minimum still applies); an attempt with no recorded start cost nothing.
+ * as the start (AWS's 60 s minimum still applies). Without a recorded start, a sign of it running proves one start,
+ * billed at that moment (the minimum); without either, it cost nothing.
  */
 export function costOfUnseenEnd(
   attempt: Pick<AttemptRecord, 'usdPerHour' | 'capacity' | 'nodes' | 'startedAt'>,
   lastSeenAt: number | undefined,
   tier: TierConfig,
 ): AttemptCost {
-  const { startedAt } = attempt;
-  const stoppedAt = startedAt === undefined ? lastSeenAt : Math.max(startedAt, lastSeenAt ?? startedAt);
+  const startedAt = attempt.startedAt ?? lastSeenAt;
+  const stoppedAt = startedAt === undefined ? undefined : Math.max(startedAt, lastSeenAt ?? startedAt);
   return costOfAttempt(attempt, { attempts: [], startedAt, stoppedAt }, tier);
 }
 

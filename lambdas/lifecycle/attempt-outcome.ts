@@ -10,7 +10,8 @@
  * harness checkpoints) and this step throws {@link AttemptsStillRunning}, which the state machine retries for up to
  * about 40 minutes, until Batch reports the job ended and its real cost is recorded (a failed lookup of a recorded
  * Batch job is retried the same way). Only when Batch has no such job, or none is recorded and the lookup fails, is the
- * attempt recorded as not run; batch-events stops a Batch job that turns up for it later. Never two attempts of one
+ * attempt recorded as not run (or, with a Batch job recorded that Batch no longer reports, billed to the last sign of
+ * it running: `recordAttemptEnd`); batch-events stops a Batch job that turns up for it later. Never two attempts of one
  * job train at once.
  */
 import { type BatchJob, parseBatchFailureCause, parseBatchJob } from '../domain/batch-job';
@@ -119,7 +120,7 @@ export function createAttemptOutcomeHandler(
     if (!batchJob && attempt.outcome === undefined) batchJob = await findInBatch(job, attempt, error);
     let outcome: AttemptOutcome;
     try {
-      // Without a Batch job the attempt never ran (SubmitJob refused it): an infrastructure failure to retry.
+      // Without a Batch job: not run (SubmitJob refused it), or run and forgotten by Batch; an infra-error to retry.
       outcome = await recordAttemptEnd(plane, job, attempt, batchJob ?? { missing: error }, now);
     } catch (failure) {
       if (!(failure instanceof AttemptGotBatchJob)) throw failure;

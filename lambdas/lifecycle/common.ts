@@ -122,20 +122,34 @@ export async function recordAttemptEnd(
   const { jobId } = job;
   let outcome: AttemptOutcome;
   if ('missing' in ended && attempt.batchJobId !== undefined) {
-    const sign = await lastSignOf(plane, job, attempt);
-    const cost = costOfUnseenEnd(attempt, sign?.at, tierOfJob(plane.config, job));
-    outcome = { kind: 'infra-error', reason: unseenEndReason(attempt.batchJobId, attempt, sign), resumable: true };
-    await plane.jobs.updateAttempt(
-      jobId,
-      attempt.attempt,
-      {
-        status: 'FAILED',
-        stoppedAt: cost.stoppedAt ?? now.getTime(),
-        usdPerHour: cost.usdPerHour,
-        costUsd: cost.costUsd,
-      },
-      'stoppedAt',
-    );
+    const unseen = unseenText(attempt.batchJobId);
+    // Its stop recorded already (batch-events heard Batch's end, or a first run of this wrote it): that record stands.
+    const asRecorded: AttemptOutcome = {
+      kind: 'infra-error',
+      reason: `${unseen}; its stop and cost are as recorded`,
+      resumable: true,
+    };
+    if (attempt.stoppedAt !== undefined) {
+      outcome = asRecorded;
+    } else {
+      const sign = await lastSignOf(plane, job, attempt);
+      const cost = costOfUnseenEnd(attempt, sign?.at, tierOfJob(plane.config, job));
+      const written = await plane.jobs.updateAttempt(
+        jobId,
+        attempt.attempt,
+        {
+          status: 'FAILED',
+          ...(attempt.startedAt === undefined && cost.startedAt !== undefined ? { startedAt: cost.startedAt } : {}),
+          stoppedAt: cost.stoppedAt ?? now.getTime(),
+          usdPerHour: cost.usdPerHour,
+          costUsd: cost.costUsd,
+        },
+        'stoppedAt',
+      );
+      outcome = written
+        ? { kind: 'infra-error', reason: `${unseen}; ${unseenBilling(attempt, sign)}`, resumable: true }
+        : asRecorded;
+    }
   } else if ('missing' in ended) {
     outcome = { kind: 'infra-error', reason: `the attempt did not run: ${ended.missing}`, resumable: true };
     const written = await plane.jobs.updateAttempt(
@@ -202,18 +216,23 @@ export async function lastSignOf(
   return signs.sort((a, b) => b.at - a.at)[0];
 }
 
-/** Why an attempt whose Batch job Batch no longer reports is recorded as it is, and what it is billed for. */
-function unseenEndReason(
-  batchJobId: string,
-  attempt: Pick<AttemptRecord, 'startedAt'>,
-  sign: SignOfLife | undefined,
-): string {
-  const unseen = `Batch no longer reports its job ${batchJobId} (it keeps an ended job for about 7 days), so when and how the attempt ended is unknown`;
-  if (attempt.startedAt === undefined) return `${unseen}; no start was recorded, so nothing is billed`;
-  if (sign === undefined || sign.at <= attempt.startedAt) {
-    return `${unseen}; billed for its start only (AWS's 60 s minimum): nothing recorded shows it running after its start`;
+/** What an attempt whose Batch job Batch no longer reports is, in its outcome's reason. */
+function unseenText(batchJobId: string): string {
+  return `Batch no longer reports its job ${batchJobId} (it keeps an ended job for about 7 days), so when and how the attempt ended is unknown`;
+}
+
+/** What such an attempt is billed for, as {@link costOfUnseenEnd} bills it. */
+function unseenBilling(attempt: Pick<AttemptRecord, 'startedAt'>, sign: SignOfLife | undefined): string {
+  const seen = sign && `${sign.what} at ${new Date(sign.at).toISOString()}`;
+  if (attempt.startedAt === undefined) {
+    return seen
+      ? `no start was recorded: billed for one start (AWS's 60 s minimum) at the last sign of it running, ${seen}`
+      : 'no start was recorded, nor any sign of it running: nothing is billed';
   }
-  return `${unseen}; billed from its start to the last sign of it running, ${sign.what} at ${new Date(sign.at).toISOString()}`;
+  if (sign === undefined || sign.at <= attempt.startedAt) {
+    return "billed for its start only (AWS's 60 s minimum): nothing recorded shows it running after its start";
+  }
+  return `billed from its start to the last sign of it running, ${seen}`;
 }
 
 /** Whether an attempt's end (its stop, cost and outcome) is still to be recorded. */

@@ -24,7 +24,7 @@ import {
 } from '../../lambdas/shared/event-schemas';
 import type { TrainyardConfig } from '../config';
 import { TrainyardFunction } from '../function';
-import { grantJobObjects } from '../grants';
+import { finalizerObjects, grantJobObjects } from '../grants';
 import { acknowledgeFinding, nagResourceName } from '../nag';
 
 /** Props of the event-driven handlers. */
@@ -455,7 +455,7 @@ export class EventHandlers extends Construct {
   }
 
   /**
-   * execution-ended does what Finalize does (jobs and budgets tables, each job's metrics.jsonl read and its
+   * execution-ended does what Finalize does (jobs and budgets tables, each job's metrics.jsonl and progress.json read and its
    * summary.json and report.html written, the bus) and ends attempts: Batch TerminateJob, DescribeJobs and ListJobs.
    */
   private grantExecutionEnded(
@@ -468,12 +468,11 @@ export class EventHandlers extends Construct {
     props.jobsTable.grantReadWriteData(fn);
     props.budgetsTable.grantReadWriteData(fn);
     props.eventBus.grantPutEventsTo(fn);
-    const anyJob = jobKeysFor('*', '*');
     grantJobObjects(
       fn,
       props.workspace,
-      { read: [anyJob.metricsLog], write: [anyJob.summary, anyJob.report] },
-      'Finalizes jobs of every team, as Finalize does: reads each job’s metrics.jsonl and writes its summary.json and report.html, nothing else in the workspace.',
+      finalizerObjects(),
+      'Finalizes jobs of every team, as Finalize does: reads each job’s metrics.jsonl and progress.json and writes its summary.json and report.html, nothing else in the workspace.',
     );
     fn.addToRolePolicy(terminate);
     fn.addToRolePolicy(

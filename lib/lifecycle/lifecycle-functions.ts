@@ -6,11 +6,10 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as logs from 'aws-cdk-lib/aws-logs';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
 import { Construct } from 'constructs';
-import { jobKeysFor } from '../../lambdas/domain/workspace-layout';
 import { ENV } from '../../lambdas/shared/aws-control-plane';
 import type { TrainyardConfig } from '../config';
 import { TrainyardFunction } from '../function';
-import { acknowledgeTableIndexes, grantJobObjects, grantTeamFolders } from '../grants';
+import { acknowledgeTableIndexes, finalizerObjects, grantJobObjects, grantTeamFolders } from '../grants';
 import { acknowledgeFinding } from '../nag';
 import type { LifecycleSteps } from './job-state-machine';
 
@@ -133,12 +132,11 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
       },
     );
     props.budgetsTable.grantReadWriteData(this.finalize);
-    const anyJob = jobKeysFor('*', '*');
     grantJobObjects(
       this.finalize,
       props.workspace,
-      { read: [anyJob.metricsLog], write: [anyJob.summary, anyJob.report] },
-      'Finalize serves every team: it reads each job’s metrics.jsonl and writes its summary.json and report.html, nothing else in the workspace.',
+      finalizerObjects(),
+      'Finalize serves every team: it reads each job’s metrics.jsonl and progress.json and writes its summary.json and report.html, nothing else in the workspace.',
     );
 
     // A job can end with an attempt still in Batch (AttemptOutcome failed): Finalize looks it up, stops it and waits.

@@ -96,12 +96,16 @@ describe('costOfUnseenEnd (Batch no longer reports the job)', () => {
     }
   });
 
-  it('bills nothing for an attempt with no recorded start, stopped at its last sign when there is one', () => {
-    expect(costOfUnseenEnd(spot, T0 + 60_000, gpuSmall)).toEqual({
-      usdPerHour: 0.1897,
-      costUsd: 0,
+  it('bills one start at its last sign when no start was recorded: 60 s at $3.06/h = $0.051 → $0.05', () => {
+    expect(costOfUnseenEnd({ ...spot, usdPerHour: 3.06 }, T0 + 60_000, gpuSmall)).toEqual({
+      startedAt: T0 + 60_000,
       stoppedAt: T0 + 60_000,
+      usdPerHour: 3.06,
+      costUsd: 0.05,
     });
+  });
+
+  it('bills nothing with neither a recorded start nor a sign of it running', () => {
     expect(costOfUnseenEnd(spot, undefined, gpuSmall)).toEqual({ usdPerHour: 0.1897, costUsd: 0 });
   });
 

@@ -302,7 +302,9 @@ describe('EventHandlers grants', () => {
     expect(batchActionsOf(statements)).toEqual(['batch:DescribeJobs', 'batch:ListJobs', 'batch:TerminateJob']);
     const s3 = statements.filter((st) => actionsOf([st]).some((a) => a.startsWith('s3:')));
     const keys = JSON.stringify(s3);
-    for (const key of ['metrics/metrics.jsonl', 'summary.json', 'report.html']) expect(keys).toContain(key);
+    for (const key of ['metrics/metrics.jsonl', 'metrics/progress.json', 'summary.json', 'report.html']) {
+      expect(keys).toContain(key);
+    }
     expect(actionsOf(s3).sort()).toEqual(['s3:GetObject', 's3:ListBucket', 's3:PutObject']);
     expect(actionsOf(statements)).toEqual(expect.arrayContaining(['events:PutEvents', 'dynamodb:UpdateItem']));
     expect(actionsOf(statements)).not.toContain('ec2:GetSpotPlacementScores');

@@ -164,7 +164,7 @@ describe('job state machine', () => {
     }
   });
 
-  it('lets Finalize read only each job’s metrics.jsonl and write only its summary.json and report.html', () => {
+  it('lets Finalize read only each job’s metrics.jsonl and progress.json and write only its summary and report', () => {
     const s3Statements = roleStatements('LifecycleStepsFinalizeServiceRole').filter((st) =>
       actionsOf([st]).some((a) => a.startsWith('s3:')),
     );
@@ -175,7 +175,11 @@ describe('job state machine', () => {
         .map((r) => JSON.stringify(r).match(/"(\/[^"]*)"\]\]\}$/)?.[1]);
 
     expect(actionsOf(s3Statements).sort()).toEqual(['s3:GetObject', 's3:ListBucket', 's3:PutObject']);
-    expect(keysOf('s3:GetObject')).toEqual(['/teams/*/jobs/*/metrics/metrics.jsonl']);
+    // progress.json: the last sign of an attempt whose Batch job Batch no longer reports (lifecycle/common.ts).
+    expect(keysOf('s3:GetObject').sort()).toEqual([
+      '/teams/*/jobs/*/metrics/metrics.jsonl',
+      '/teams/*/jobs/*/metrics/progress.json',
+    ]);
     expect(keysOf('s3:PutObject').sort()).toEqual(['/teams/*/jobs/*/report.html', '/teams/*/jobs/*/summary.json']);
     // Listing the team folders makes a job without metrics.jsonl read as missing, not as AccessDenied.
     const list = s3Statements.find((st) => actionsOf([st]).includes('s3:ListBucket'));

@@ -787,6 +787,36 @@ describe('batch-events: a Batch job its attempt does not own is stopped, and bil
   });
 });
 
+describe('an attempt whose Batch job Batch no longer reports, with its end recorded by batch-events', () => {
+  it.each([
+    { what: 'read after batch-events recorded the end', readAfterEnd: true },
+    { what: 'read before, so the write is refused', readAfterEnd: false },
+  ])('keeps the recorded stop and cost, and says so ($what)', async ({ readAfterEnd }) => {
+    await withWorkspace();
+    await seed();
+    for (const name of ['batch-runnable', 'batch-running']) await handle(fixture(name));
+    const running = await bench.jobs.getAttempt(JOB_ID, 1);
+    await handle(fixture('batch-succeeded'));
+    const recorded = await bench.jobs.getAttempt(JOB_ID, 1);
+    const looked = readAfterEnd ? recorded : running;
+    const job = await bench.jobs.requireJob(JOB_ID);
+
+    const outcome = await recordAttemptEnd(
+      planeOf(bench.jobs),
+      job,
+      looked as NonNullable<typeof looked>,
+      { missing: 'not found' },
+      new Date(T.stopped + 8 * 86_400_000),
+    );
+
+    const reason = `Batch no longer reports its job ${BATCH_JOB_ID} (it keeps an ended job for about 7 days), so when and how the attempt ended is unknown; its stop and cost are as recorded`;
+    expect(outcome).toEqual({ kind: 'infra-error', reason, resumable: true });
+    const attempt = await bench.jobs.getAttempt(JOB_ID, 1);
+    expect(attempt).toEqual({ ...recorded, outcome });
+    expect(attempt).toMatchObject({ status: 'SUCCEEDED', startedAt: T.started, stoppedAt: T.stopped });
+  });
+});
+
 describe('batch-events: an attempt whose end comes after its job ended', () => {
   const PERIOD = new Date(T.created).toISOString().slice(0, 7);
   const OWN_BATCH_JOB_1 = 'bbbbbbbb-0000-4000-8000-000000000000';

@@ -627,3 +627,13 @@ def test_ends_when_its_run_does_whatever_the_interpreter_has_left_to_tear_down(t
     run = run_harness(['sh', '-c', 'exit 3'], env)
     assert run.finish() == 3
     assert [line for line in run.stdout + run.stderr if '"harness_exit"' in line]
+
+
+def test_reports_a_harness_bug_as_python_does_and_exits_1(tmp_path):
+    """An exception out of `main` (a bug in the harness) still ends the process at once: traceback, status 1."""
+    code = 'import trainyard_harness.main as m\ndef bug(argv=None): raise RuntimeError("a harness bug")\nm.main = bug\nm.entry_point()'
+    env = base_env(tmp_path, closed_port_endpoint())
+    done = subprocess.run([PYTHON, '-c', code], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.rstrip().endswith('RuntimeError: a harness bug')
+    assert 'Traceback (most recent call last)' in done.stderr

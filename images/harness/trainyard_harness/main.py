@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from typing import IO, NoReturn, Sequence
 
 from trainyard_harness import (
@@ -616,8 +617,18 @@ def entry_point() -> NoReturn:
     and the final upload is done when `main` returns, so the shutdown has nothing left to do for the attempt; but it
     can hang (collecting what is left, running finalizers, tearing down daemon threads that may still be in a system
     call), and a harness that does not end keeps its attempt RUNNING, and billed, until Batch's timeout. One was seen
-    in local mode alive after `harness_exit`, its one thread in the garbage collector."""
-    os._exit(main())
+    in local mode alive after `harness_exit`, its one thread in the garbage collector. A harness bug (an exception out
+    of `main`) is reported as Python reports it, with Python's status for it, 1."""
+    try:
+        code = main()
+    except Exception:
+        traceback.print_exc()
+        code = 1
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    os._exit(code)
 
 
 if __name__ == '__main__':
