@@ -847,16 +847,25 @@ function killTree(child: ChildProcess | undefined): number[] {
   return members;
 }
 
+/**
+ * A process's state letter as /proc shows it (R running, S sleeping, D in uninterruptible wait, Z zombie, …), read
+ * after the parenthesised command, which may hold spaces and parentheses; undefined when it is gone (or not Linux).
+ */
+export function processState(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.charAt(stat.lastIndexOf(')') + 2);
+  } catch {
+    return undefined;
+  }
+}
+
 /** Waits (at most 5 s) until each process has exited: gone from /proc or a zombie awaiting its reaper. */
 async function whenGone(pids: readonly number[]): Promise<void> {
   const deadline = Date.now() + 5000;
   const alive = (pid: number) => {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      return stat.charAt(stat.lastIndexOf(')') + 2) !== 'Z';
-    } catch {
-      return false;
-    }
+    const state = processState(pid);
+    return state !== undefined && state !== 'Z';
   };
   while (pids.some(alive) && Date.now() < deadline) {
     await new Promise((done) => setTimeout(done, 10));

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { expect } from 'vitest';
 import { type CliDeps, runCli } from '../../lib/cli/commands';
 import { EXIT_CODES, type ExitCode } from '../../lib/cli/exit-codes';
-import type { LocalBatchRunner } from '../../lib/local/batch-runner';
+import { type LocalBatchRunner, processState } from '../../lib/local/batch-runner';
 import { type LocalCommandDeps, localCommands } from '../../lib/local/cli-commands';
 
 /** Repository root (tests run from it). */
@@ -168,7 +168,7 @@ function whereProcessWaits(pid: number): string {
         return `  fd ${fd}`;
       }
     });
-    return `\nharness process ${pid} (${read(`/proc/${pid}/stat`).split(' ')[2] ?? '?'}):\n${[...threads, ...fds].join('\n')}`;
+    return `\nharness process ${pid} (state ${processState(pid) ?? '?'}):\n${[...threads, ...fds].join('\n')}`;
   } catch {
     return '';
   }
