@@ -102,6 +102,13 @@ export interface SpotInterruptionWarningEvent {
   readonly detail: { readonly 'instance-id': string; readonly 'instance-action': 'terminate' };
 }
 
+/** An attempt an earlier runner on the same folder left running, stopped by {@link LocalBatchRunner.reapOrphans}. */
+export interface ReapedAttempt {
+  readonly batchJobId: string;
+  /** The processes killed: the harness, the user command and whatever they started (ascending). */
+  readonly pids: readonly number[];
+}
+
 /** A Batch job detail with camelCase keys (DescribeJobs, the "Batch Job State Change" event's detail). */
 export type BatchJobDetail = Record<string, unknown>;
 
@@ -433,6 +440,33 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
   /** The local instance behind a container instance ARN this runner handed out (FleetFacts.instanceFor). */
   instanceFor(containerInstanceArn: string): InstanceFacts | undefined {
     return this.instances.get(containerInstanceArn);
+  }
+
+  /**
+   * Kills what an earlier runner on this folder left running: a local mode that crashed (killed, out of memory, the
+   * machine suspended mid-write) never stopped its harnesses, which run in their own process groups and train on
+   * with the old s3rver gone, holding the CPU or GPU a new attempt needs. Such a process is known by the environment
+   * this runner gives every attempt and that the user command inherits: `TRAINYARD_WORK_DIR` is
+   * `<workDir>/attempts/<AWS_BATCH_JOB_ID>/code` of this folder, and the Batch job is not one of this runner's. Each is
+   * SIGKILLed with everything under it, as losing the host would; what its attempt cost is recorded from its last sign
+   * of running when Finalize finds that Batch no longer knows the job. Call it before anything reads those attempts.
+   * Reads Linux's /proc; elsewhere it finds nothing. Returns the attempts stopped and their processes, by Batch job id.
+   */
+  async reapOrphans(): Promise<ReapedAttempt[]> {
+    const attemptsDir = join(this.workDir, 'attempts');
+    const found = new Map<string, Set<number>>();
+    for (const { pid, environment } of processEnvironments()) {
+      const batchJobId = environment.get('AWS_BATCH_JOB_ID');
+      if (batchJobId === undefined || this.attempts.has(batchJobId) || pid === process.pid) continue;
+      if (environment.get('TRAINYARD_WORK_DIR') !== join(attemptsDir, batchJobId, 'code')) continue;
+      const pids = found.get(batchJobId) ?? new Set<number>();
+      for (const member of [pid, ...descendantsOf(pid)]) pids.add(member);
+      found.set(batchJobId, pids);
+    }
+    const reaped = [...found].map(([batchJobId, pids]) => ({ batchJobId, pids: [...pids].sort((a, b) => a - b) }));
+    for (const { pids } of reaped) for (const pid of pids) signal(pid, 'SIGKILL');
+    await whenGone(reaped.flatMap((r) => r.pids));
+    return reaped;
   }
 
   /** Kills every running harness and IMDS server; later runJob calls are refused. */
@@ -872,26 +906,48 @@ async function whenGone(pids: readonly number[]): Promise<void> {
   }
 }
 
-function descendantsOf(root: number): number[] {
-  const children = new Map<number, number[]>();
-  let entries: string[];
+/** Every process whose environment this user may read (/proc/<pid>/environ), as name → value; none off Linux. */
+function* processEnvironments(): Generator<{ pid: number; environment: Map<string, string> }> {
+  for (const pid of processIds()) {
+    let text: string;
+    try {
+      text = readFileSync(`/proc/${pid}/environ`, 'utf8');
+    } catch {
+      continue; // exited while we read, or another user's
+    }
+    const environment = new Map<string, string>();
+    for (const pair of text.split('\0')) {
+      const at = pair.indexOf('=');
+      if (at > 0) environment.set(pair.slice(0, at), pair.slice(at + 1));
+    }
+    yield { pid, environment };
+  }
+}
+
+/** The ids of the processes /proc lists now; none off Linux. */
+function processIds(): number[] {
   try {
-    entries = readdirSync('/proc');
+    return readdirSync('/proc')
+      .filter((entry) => /^\d+$/.test(entry))
+      .map(Number);
   } catch {
     return [];
   }
-  for (const entry of entries) {
-    if (!/^\d+$/.test(entry)) continue;
+}
+
+function descendantsOf(root: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const pid of processIds()) {
     let stat: string;
     try {
-      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     } catch {
       continue; // exited while we read
     }
     // Fields after the parenthesised command: state, ppid, …; the command itself may contain spaces and parentheses.
     const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
     const siblings = children.get(ppid) ?? [];
-    siblings.push(Number(entry));
+    siblings.push(pid);
     children.set(ppid, siblings);
   }
   const found: number[] = [];

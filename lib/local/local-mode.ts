@@ -15,7 +15,9 @@
  * Restarts: jobs, budgets and checkpoints live in the persistent engines and survive. The executions themselves live
  * in this process, so an execution cut off by a stop cannot be continued: on start, every job still in a live state
  * is finalized as FAILED (through the Finalize handler, so its ledger entry settles to the recorded attempt costs and
- * its summary is written) with {@link INTERRUPTED_BY_RESTART_REASON}. Its checkpoints stay in the workspace.
+ * its summary is written) with {@link INTERRUPTED_BY_RESTART_REASON}. Its checkpoints stay in the workspace. Before
+ * that, attempts a crashed local mode left running (a stop kills them; a crash cannot) are killed
+ * ({@link LocalBatchRunner.reapOrphans}), so they neither hold the machine nor report after their end is recorded.
  */
 import './polyfills';
 import { randomUUID } from 'node:crypto';
@@ -52,6 +54,7 @@ import {
   NoRunningAttempt,
   NotSpotCapacity,
   type QueueTarget,
+  type ReapedAttempt,
   type SpotInterruptionWarningEvent,
 } from './batch-runner';
 import { ensureLocalTables, LOCAL_NAMES, lifecycleSteps, localControlPlane, localS3Client } from './control-plane';
@@ -192,6 +195,8 @@ export interface LocalMode {
   readonly runner: LocalBatchRunner;
   /** Jobs finalized as FAILED at start because their execution had been cut off by an earlier stop. */
   readonly recovered: readonly string[];
+  /** Attempts an earlier local mode on this folder left running (it crashed), killed at start. */
+  readonly reaped: readonly ReapedAttempt[];
   /** Runs one budget-watch tick now (what the schedule does every budgetWatchSeconds). */
   budgetWatchTick(): Promise<void>;
   /** Runs a scheduled report as its schedule would at `at` (default now): the last complete period's showback. */
@@ -423,6 +428,13 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
     const budgetWatch = createBudgetWatchHandler(plane);
     const finalize = createFinalizeHandler(plane);
 
+    // Attempts a crashed local mode left running stop first, so that what Finalize reads of them is final.
+    const reaped = await runner.reapOrphans();
+    for (const { batchJobId, pids } of reaped) {
+      print(
+        `Stopped Batch job ${batchJobId}, left running when local mode last stopped: killed ${pids.length} process(es) (${pids.join(', ')})`,
+      );
+    }
     const recovered = await finalizeCutOffJobs(plane, finalize, print);
 
     const interrupt: LocalControlHandler = async ({ pathParameters }) => {
@@ -533,6 +545,7 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
       definition,
       runner,
       recovered,
+      reaped,
       budgetWatchTick,
       runReports,
       stop: () => {

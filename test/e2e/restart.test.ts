@@ -1,9 +1,12 @@
 /**
  * Restarting local mode: jobs, budgets and checkpoints survive in the persistent engines (dynalite's LevelDB,
  * s3rver's files); a job whose execution was cut off by the stop is finalized FAILED at the next start, its ledger
- * entry settled to what its attempts cost, so nothing stays reserved.
+ * entry settled to what its attempts cost, so nothing stays reserved. An attempt a crashed local mode left running
+ * is killed at the next start.
  */
+import { spawn } from 'node:child_process';
 import { rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { EXIT_CODES } from '../../lib/cli/exit-codes';
 import { parseConfig } from '../../lib/config';
@@ -69,7 +72,18 @@ describe('restarting local mode', () => {
     const down = await trainyard(['status', done], dir);
     expect(down.code).toBe(EXIT_CODES.unreachable);
 
+    // What a crash (rather than this stop) would have left: an attempt's process still running in this folder.
+    const orphanId = '00000000-0000-4000-8000-00000000c0de';
+    const orphan = spawn('/usr/bin/python3', ['-c', 'import time; time.sleep(120)'], {
+      env: { AWS_BATCH_JOB_ID: orphanId, TRAINYARD_WORK_DIR: join(dir, 'attempts', orphanId, 'code') },
+      stdio: 'ignore',
+    });
+    const orphanEnded = new Promise((done) => orphan.once('exit', (_code, signal) => done(signal)));
+
     mode = await start(dir);
+
+    expect(mode.reaped).toEqual([{ batchJobId: orphanId, pids: [orphan.pid] }]);
+    expect(await orphanEnded).toBe('SIGKILL');
 
     // The finished job, its checkpoints and the budget are as they were.
     const doneAfter = json(await trainyard(['status', done, '--json'], dir)) as Status;

@@ -21,6 +21,7 @@ import {
   NotSpotCapacity,
   nextInterruptionDelayMs,
   pascalCaseJob,
+  processState,
   type SpotInterruptionWarningEvent,
   seededRandom,
 } from '../../lib/local/batch-runner';
@@ -565,6 +566,42 @@ describe('runner bookkeeping and shutdown', () => {
     expect(classifyAttemptOutcome(job)).toMatchObject({ kind: 'infra-error', resumable: true });
     expect(rec.runner.runningAttempts()).toEqual([]);
     await expect(rec.runner.runJob(await submission({ command: sleepForever }))).rejects.toThrow(BatchClientException);
+  });
+
+  it("reapOrphans kills what a crashed runner on the same folder left running, and nothing of its own or another folder's", async () => {
+    // A runner that "crashed": it is never stopped before the restarted runner reaps, so its attempt runs on.
+    const folder = join(dir, `.trainyard-crashed-${++jobCounter}`);
+    const training = [
+      'python',
+      '-c',
+      'import os, time; print("training pid", os.getpid(), flush=True); time.sleep(120)',
+    ];
+    const start = async (rec: Recorder) => {
+      const trainerPid = rec.line(/^training pid (\d+)$/);
+      const input = await submission({ command: training });
+      const run = rec.runner.runJob(input).catch((error: unknown) => error);
+      const trainer = Number((await trainerPid)[1]);
+      const [attempt] = rec.runner.runningAttempts().filter((a) => a.trainyardJobId === input.jobId);
+      return { run, trainer, harness: attempt?.harnessPid ?? -1, batchJobId: attempt?.batchJobId };
+    };
+    const alive = (pid: number) => !['Z', undefined].includes(processState(pid));
+    const crashed = await start(makeRunner({ workDir: folder }));
+    const elsewhere = await start(makeRunner());
+    const restarted = makeRunner({ workDir: folder });
+    const own = await start(restarted);
+
+    const reaped = await restarted.runner.reapOrphans();
+
+    expect(reaped).toEqual([
+      { batchJobId: crashed.batchJobId, pids: expect.arrayContaining([crashed.harness, crashed.trainer]) },
+    ]);
+    expect([crashed.harness, crashed.trainer].filter(alive)).toEqual([]);
+    // The user command runs in a session of its own: killing the harness's process group alone would have missed it.
+    expect(crashed.trainer).not.toBe(crashed.harness);
+    expect([own.harness, own.trainer, elsewhere.harness, elsewhere.trainer].every(alive)).toBe(true);
+    // Nothing is left for a second call.
+    expect(await restarted.runner.reapOrphans()).toEqual([]);
+    await crashed.run;
   });
 
   it('fails a job whose runner stops before it starts, with no attempts and no harness started', async () => {
