@@ -248,7 +248,9 @@ export function usdToMicros(usd: unknown, what = 'amount'): number {
 export function isWholeCents(usd: number): boolean {
   const cents = usd * 100;
   const whole = Math.round(cents);
-  return Math.abs(cents - whole) < 1e-6 && (whole !== 0 || usd === 0);
+  // usd × 100 is off by up to a few units in the last place of the product: 1e-6 cents near $0, 2e-5 near $1B.
+  const tolerance = Math.max(1e-6, Math.abs(cents) * 4 * Number.EPSILON);
+  return Math.abs(cents - whole) < tolerance && (whole !== 0 || usd === 0);
 }
 
 /** Converts micro-dollars back to USD for callers and JSON. */

@@ -324,7 +324,8 @@ function toExhaustion(item: ScopeItem, marker: z.infer<typeof exhaustionMarkerSc
 
 /** Per-scope outcome of one saga step. */
 type ScopeReservation =
-  | { readonly kind: 'reserved'; readonly crossings: ThresholdCrossing[] }
+  /** `item`: the scope's figures just after this reservation, for its crossings; none when it was in place already. */
+  | { readonly kind: 'reserved'; readonly item?: ScopeItem }
   | { readonly kind: 'unlimited' }
   | { readonly kind: 'exceeded'; readonly details: BudgetExceededDetails };
 
@@ -412,17 +413,13 @@ export class BudgetLedger {
   async reserve(jobId: string, scopes: readonly string[], amountUsd: number, period: string): Promise<ReserveResult> {
     const id = parseJobId(jobId);
     const parsedScopes = this.parseJobScopes(scopes);
+    const scopeTexts = parsedScopes.map((s) => s.text);
     const checkedPeriod = parsePeriod(period);
     const amountMicros = usdToMicros(amountUsd, 'reservation amount');
-    const record = await this.claimJob(
-      id,
-      parsedScopes.map((s) => s.text),
-      checkedPeriod,
-      amountMicros,
-    );
+    const record = await this.claimJob(id, scopeTexts, checkedPeriod, amountMicros);
     if (record.state !== 'reserving') return this.answerReserveReplay(record);
 
-    const crossings: ThresholdCrossing[] = [];
+    const reservedIn: ScopeItem[] = [];
     const unlimitedScopes: string[] = [];
     for (const scope of parsedScopes) {
       let outcome: ScopeReservation;
@@ -432,13 +429,16 @@ export class BudgetLedger {
         // Not a refusal (missing team budget, contention, network): undo what this saga reserved and leave the
         // record in `reserving`, so a replay after the cause is fixed starts cleanly. If the undo fails too (the
         // network is gone), the record still says `reserving`: a replay completes the saga, a release undoes it.
-        await this.compensate(id, parsedScopes, checkedPeriod).catch(() => undefined);
+        await this.compensate(id, scopeTexts, checkedPeriod).catch(() => undefined);
         throw error;
       }
-      if (outcome.kind === 'exceeded') return this.refuse(id, parsedScopes, checkedPeriod, outcome.details);
+      if (outcome.kind === 'exceeded') return this.refuse(id, scopeTexts, checkedPeriod, outcome.details);
       if (outcome.kind === 'unlimited') unlimitedScopes.push(scope.text);
-      else crossings.push(...outcome.crossings);
+      else if (outcome.item) reservedIn.push(outcome.item);
     }
+    // Thresholds are marked only once every scope took its share: a reservation the saga undoes crossed nothing.
+    const crossings: ThresholdCrossing[] = [];
+    for (const item of reservedIn) crossings.push(...(await this.recordCrossings(item, id)));
     const result: ReserveResult = { ok: true, crossings, unlimitedScopes };
     const finished = await this.conditionalUpdate({
       Key: budgetKeys.job(id),
@@ -456,7 +456,7 @@ export class BudgetLedger {
     // refused, released or settled meanwhile (then what this saga reserved must not stay behind).
     const now = await this.readJob(id);
     if (now?.state === 'reserved' && now.reserveResult) return { ok: true, ...now.reserveResult };
-    await this.compensate(id, parsedScopes, checkedPeriod);
+    await this.compensate(id, scopeTexts, checkedPeriod);
     if (now?.refusal) throw new BudgetExceeded(now.refusal);
     throw new BudgetJobConflict(
       `job ${id} was ${now?.state ?? 'removed'} while its reservation was being made; nothing stays reserved for it`,
@@ -643,6 +643,10 @@ export class BudgetLedger {
         continue;
       }
       if (record.releaseResult) return record.releaseResult;
+      if (record.state === 'refused' && record.period !== undefined) {
+        // A refusal's undo cut off and never replayed: whatever the saga still holds goes back.
+        return { jobId: id, returned: await this.compensate(id, record.scopes, record.period) };
+      }
       if (!['reserving', 'reserved', 'releasing'].includes(record.state)) return { jobId: id, returned: [] };
       const releasing = await this.conditionalUpdate({
         Key: budgetKeys.job(id),
@@ -652,16 +656,7 @@ export class BudgetLedger {
         ExpressionAttributeValues: { ':releasing': 'releasing', ':reserving': 'reserving', ':reserved': 'reserved' },
       });
       if (!releasing) continue;
-      const period = record.period;
-      const returned =
-        period === undefined
-          ? []
-          : await Promise.all(
-              record.scopes.map(async (scope) => {
-                const applied = await this.applyToEntry(scope, period, id, releaseChange);
-                return { scope, returnedUsd: applied?.changed ? microsToUsd(-applied.change.reservedDelta) : 0 };
-              }),
-            );
+      const returned = record.period === undefined ? [] : await this.compensate(id, record.scopes, record.period);
       const result: ReleaseResult = { jobId: id, returned };
       const done = await this.conditionalUpdate({
         Key: budgetKeys.job(id),
@@ -899,8 +894,12 @@ export class BudgetLedger {
     throw new ConcurrentUpdate(`gave up recording job ${jobId} after ${this.maxAttempts} attempts`);
   }
 
-  private answerReserveReplay(record: JobRecord): ReserveResult {
-    if (record.refusal) throw new BudgetExceeded(record.refusal);
+  private async answerReserveReplay(record: JobRecord): Promise<ReserveResult> {
+    if (record.refusal) {
+      // The refusal's undo may have been cut off (it runs after the refusal is recorded): the replay finishes it.
+      if (record.period !== undefined) await this.compensate(record.jobId, record.scopes, record.period);
+      throw new BudgetExceeded(record.refusal);
+    }
     if (record.reserveResult) return { ok: true, ...record.reserveResult };
     throw new BudgetJobConflict(
       `job ${record.jobId} is ${record.state} without a completed reservation; it cannot be reserved now`,
@@ -909,7 +908,7 @@ export class BudgetLedger {
 
   private async refuse(
     jobId: string,
-    scopes: Scope[],
+    scopes: readonly string[],
     period: string,
     details: BudgetExceededDetails,
   ): Promise<ReserveResult> {
@@ -931,9 +930,21 @@ export class BudgetLedger {
     throw new BudgetExceeded(refusal);
   }
 
-  /** Returns every open reservation this job holds in these scopes (the saga's compensation). */
-  private async compensate(jobId: string, scopes: Scope[], period: string): Promise<void> {
-    await Promise.all(scopes.map((scope) => this.applyToEntry(scope.text, period, jobId, releaseChange)));
+  /**
+   * Returns every open reservation this job holds in these scopes (a release, and the saga's compensation), and says
+   * how much each gave back. Idempotent: an entry already released gives back nothing.
+   */
+  private async compensate(
+    jobId: string,
+    scopes: readonly string[],
+    period: string,
+  ): Promise<ReleaseResult['returned']> {
+    return Promise.all(
+      scopes.map(async (scope) => {
+        const applied = await this.applyToEntry(scope, period, jobId, releaseChange);
+        return { scope, returnedUsd: applied?.changed ? microsToUsd(-applied.change.reservedDelta) : 0 };
+      }),
+    );
   }
 
   private async reserveInScope(
@@ -950,9 +961,7 @@ export class BudgetLedger {
         ExpressionAttributeNames: { ...names('#jobs', '#reserved', '#available', '#pk'), '#job': jobId },
         ExpressionAttributeValues: { ':entry': reservationEntry(amountMicros), ':amount': amountMicros },
       });
-      if (updated) {
-        return { kind: 'reserved', crossings: await this.recordCrossings(scopeItemSchema.parse(updated), jobId) };
-      }
+      if (updated) return { kind: 'reserved', item: scopeItemSchema.parse(updated) };
       const current = await this.readScopeItem(scope.text, period, jobId);
       if (!current) {
         if (scope.kind === 'team') {
@@ -966,7 +975,7 @@ export class BudgetLedger {
       const reopen = entry && reopenChange(entry, amountMicros);
       // Already in this item: an earlier attempt of this job reserved here (or the job was charged or settled
       // since, which the saga's final state transition detects).
-      if (entry && !reopen) return { kind: 'reserved', crossings: [] };
+      if (entry && !reopen) return { kind: 'reserved' };
       if (current.availableMicros >= amountMicros) {
         if (!entry || !reopen) continue; // money was returned between the write and the read: try again
         // An earlier attempt of this saga compensated here after a failure: take the reservation again.
@@ -984,9 +993,7 @@ export class BudgetLedger {
             ':amount': amountMicros,
           },
         });
-        if (reopened) {
-          return { kind: 'reserved', crossings: await this.recordCrossings(scopeItemSchema.parse(reopened), jobId) };
-        }
+        if (reopened) return { kind: 'reserved', item: scopeItemSchema.parse(reopened) };
         continue;
       }
       return { kind: 'exceeded', details: exceededDetails(current, amountMicros) };

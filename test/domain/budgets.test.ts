@@ -10,6 +10,7 @@ import {
   InvalidBudgetInput,
   InvalidScope,
   isBlocked,
+  isWholeCents,
   type JobEntry,
   limitChange,
   newBudgetFigures,
@@ -442,5 +443,26 @@ describe('job entry changes', () => {
     { name: 'a settled entry', from: entry(0, 0, 'settled') },
   ])('reopenChange leaves $name alone', ({ from }) => {
     expect(reopenChange(from, 20 * USD)).toBeNull();
+  });
+});
+
+describe('isWholeCents', () => {
+  it('accepts every whole-cent amount up to the largest limit, however binary floating point holds it', () => {
+    // Amounts written as decimals, parsed as a JSON body or a CLI argument is: some are off by an ulp when × 100.
+    const amounts = ['592488068.44', '999999999.99', '1000000000', '0.01', '12.5', '86000000.07', '0.3'];
+    let seed = 7;
+    for (let i = 0; i < 2000; i++) {
+      seed = (seed * 48271) % 2147483647;
+      const cents = Math.floor((seed / 2147483647) * 100_000_000_000);
+      amounts.push(`${Math.floor(cents / 100)}.${String(cents % 100).padStart(2, '0')}`);
+    }
+    expect(amounts.filter((text) => !isWholeCents(Number(text)))).toEqual([]);
+    expect(isWholeCents(0.1 + 0.2)).toBe(true);
+  });
+
+  it('refuses fractions of a cent, near $0 and near the largest limit', () => {
+    expect(
+      ['12.345', '1e-9', '0.001', '999999999.995', '592488068.441'].filter((t) => isWholeCents(Number(t))),
+    ).toEqual([]);
   });
 });

@@ -383,6 +383,50 @@ describe('multi-scope saga', () => {
     expect(await entryOf(scopes[0] as string, `${team}-c3`)).toMatchObject({ reserved: 20_000_000, state: 'open' });
   });
 
+  it("a refusal whose undo was cut off is undone by the replay, and by a release, not held till the month's end", async () => {
+    const team = freshTeam();
+    const scopes = [`team:${team}`, `user:${team}/fay`];
+    const ledger = newLedger();
+    await ledger.ensureBudget(scopes[0] as string, PERIOD, 100);
+    await ledger.setLimit(scopes[1] as string, PERIOD, 10);
+    // Writes: the job record, the team scope, the user scope (refused), the refusal; then the undo never arrives.
+    await expect(ledgerThatCrashesAfter(4).reserve(`${team}-r1`, scopes, 20, PERIOD)).rejects.toThrow('socket hang up');
+    expect((await figures(ledger, scopes[0] as string)).reservedUsd).toBe(20);
+
+    // The cost gate's retry answers the recorded refusal, and gives back what the cut-off saga held.
+    await expect(ledger.reserve(`${team}-r1`, scopes, 20, PERIOD)).rejects.toBeInstanceOf(BudgetExceeded);
+    expect(await figures(ledger, scopes[0] as string)).toMatchObject({ reservedUsd: 0, availableUsd: 100 });
+
+    // Without a replay (the same cut, then Finalize of the REJECTED job): the release gives it back.
+    await expect(ledgerThatCrashesAfter(4).reserve(`${team}-r2`, scopes, 30, PERIOD)).rejects.toThrow('socket hang up');
+    expect((await figures(ledger, scopes[0] as string)).reservedUsd).toBe(30);
+    expect((await ledger.release(`${team}-r2`)).returned).toEqual([
+      { scope: scopes[0], returnedUsd: 30 },
+      { scope: scopes[1], returnedUsd: 0 },
+    ]);
+    expect(await figures(ledger, scopes[0] as string)).toMatchObject({ reservedUsd: 0, availableUsd: 100 });
+    expect((await ledger.release(`${team}-r2`)).returned).toEqual([
+      { scope: scopes[0], returnedUsd: 0 },
+      { scope: scopes[1], returnedUsd: 0 },
+    ]);
+  });
+
+  it('a reservation the saga undoes crosses no threshold; the crossing is reported when money is committed', async () => {
+    const team = freshTeam();
+    const scopes = [`team:${team}`, `user:${team}/gil`];
+    const ledger = newLedger();
+    await ledger.ensureBudget(scopes[0] as string, PERIOD, 100);
+    await ledger.setLimit(scopes[1] as string, PERIOD, 10);
+
+    // $80 would take the team to 80 % (over its 70 % warning), but the user's $10 refuses it.
+    await expect(ledger.reserve(`${team}-big`, scopes, 80, PERIOD)).rejects.toBeInstanceOf(BudgetExceeded);
+    expect((await figures(ledger, scopes[0] as string)).thresholdsCrossed).toEqual([]);
+
+    const committed = await ledger.reserve(`${team}-real`, [scopes[0] as string], 75, PERIOD);
+    expect(committed.crossings.map((c) => [c.scope, c.threshold])).toEqual([[scopes[0], 'warn']]);
+    expect((await figures(ledger, scopes[0] as string)).thresholdsCrossed).toEqual(['warn']);
+  });
+
   it('user and project scopes without a budget are unlimited and not reserved against', async () => {
     const team = freshTeam();
     const ledger = newLedger();
