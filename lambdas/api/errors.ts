@@ -3,7 +3,7 @@
  * named errors to statuses. Domain modules never know about HTTP; only this file does (STYLE 12).
  */
 import { InvalidRequirement, UnknownTier, WorkloadRefused } from '../domain/analysis';
-import { InvalidBudgetInput, InvalidScope } from '../domain/budgets';
+import { ConcurrentUpdate, InvalidBudgetInput, InvalidScope } from '../domain/budgets';
 import { InvalidEstimateInput } from '../domain/estimator';
 import { InvalidReportPeriod } from '../domain/showback';
 import { JobNotFound, JobStateConflict } from '../shared/job-store';
@@ -70,6 +70,7 @@ export function toErrorResponse(error: unknown): { status: number; body: ErrorBo
   }
   if (error instanceof JobNotFound) return { status: 404, body: body('not_found', error.message) };
   if (error instanceof JobStateConflict) return { status: 409, body: body('job_state_conflict', error.message) };
+  if (error instanceof ConcurrentUpdate) return { status: 503, body: body('busy', `${error.message}; retry it`) };
   logger.error('unhandled API error', { error: error instanceof Error ? error : String(error) });
   return { status: 500, body: body('internal', INTERNAL_MESSAGE) };
 }

@@ -32,10 +32,18 @@ export const RESERVED_ENV_PREFIXES = ['TRAINYARD_', 'AWS_'] as const;
 /** User and project ids are budget scope ids (domain/budgets.ts), so budgets can name them. */
 export const SCOPE_ID_PATTERN = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 const SCOPE_ID_RULE = "must be 1-64 characters of a-z, 0-9, '-', '_' and '.', starting with a letter or digit";
+const NO_DOTS_RULE = "must not contain '..' (a budget scope never may)";
+
+/** What is wrong with a user or project id (the API's rules, which the CLI checks before sending); undefined if none. */
+export function scopeIdProblem(id: string): string | undefined {
+  if (!SCOPE_ID_PATTERN.test(id)) return SCOPE_ID_RULE;
+  return id.includes('..') ? NO_DOTS_RULE : undefined;
+}
+
 /** A user or project id: what a budget scope can name (domain/budgets.ts parseScope also refuses '..'). */
 const scopeId = z.string().check(
   z.regex(SCOPE_ID_PATTERN, SCOPE_ID_RULE),
-  z.refine((id) => !id.includes('..'), "must not contain '..' (a budget scope never may)"),
+  z.refine((id) => !id.includes('..'), NO_DOTS_RULE),
 );
 
 /** Longest command: arguments and characters per argument (Batch container overrides are size-limited). */

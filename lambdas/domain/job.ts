@@ -119,10 +119,25 @@ const isoTimestamp = z.iso.datetime({ offset: false });
 const epochMs = z.int().check(z.nonnegative());
 const usd = z.number().check(z.nonnegative());
 
+/**
+ * GPU memory a job may ask for, GiB: from 10 MiB (DynamoDB stores no number under 1e-130, and nothing trains in less)
+ * to 2 TiB.
+ */
+export const GPU_MEMORY_GIB = { min: 0.01, max: 2048 } as const;
+
 /** What the user asked for; every field optional (analysis fills the gaps). */
 export const requirementsSchema = z.strictObject({
   tier: z.optional(idSchema),
-  gpuMemoryGiB: z.optional(z.number().check(z.positive(), z.lte(2048))),
+  gpuMemoryGiB: z.optional(
+    z
+      .number()
+      .check(
+        z.refine(
+          (gib) => gib >= GPU_MEMORY_GIB.min && gib <= GPU_MEMORY_GIB.max,
+          `must be from ${GPU_MEMORY_GIB.min} to ${GPU_MEMORY_GIB.max} GiB`,
+        ),
+      ),
+  ),
   /** Expected runtime of the whole job, seconds. */
   runtimeSeconds: z.optional(z.int().check(z.positive())),
   /** Finish within this many seconds of submission (createdAt). */

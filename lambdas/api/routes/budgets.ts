@@ -4,7 +4,7 @@ import { publishCrossings } from '../../shared/budget-alerts';
 import { badRequest, forbidden } from '../errors';
 import type { ApiPlane } from '../plane';
 import { type ApiRequest, type ApiResponse, type Route, requiredJsonBody, teamInView } from '../router';
-import { budgetsQuerySchema, parseRequest, setBudgetRequestSchema } from '../schemas';
+import { budgetsQuerySchema, noQuerySchema, parseRequest, setBudgetRequestSchema } from '../schemas';
 
 /** Routes of budgets. */
 export function budgetRoutes(plane: ApiPlane): Route[] {
@@ -33,6 +33,7 @@ async function setBudget(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
     throw forbidden(`principal ${request.caller.arn} is not a Trainyard admin; only admins may change budgets`);
   }
   const scope = parseScope(request.params.scope ?? '');
+  parseRequest(noQuerySchema, request.query, 'query');
   if (!plane.config.teams.some((t) => t.id === scope.team)) {
     throw badRequest(
       `scope ${scope.text} names team "${scope.team}", which is not configured; teams: ${plane.config.teams.map((t) => t.id).join(', ')}`,

@@ -48,6 +48,7 @@ async function listTiers(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
 
 async function estimate(plane: ApiPlane, request: ApiRequest): Promise<ApiResponse> {
   const team = requireTeam(request.caller);
+  parseRequest(noQuerySchema, request.query, 'query');
   const body = parseRequest(estimateRequestSchema, requiredJsonBody(request), 'body');
   const files =
     body.files ??

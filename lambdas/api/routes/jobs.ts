@@ -97,6 +97,7 @@ async function submitJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
   // 1. Validate everything; nothing is written before this block has passed.
   const team = requireTeam(request.caller);
   const key = idempotencyKeyOf(request);
+  parseRequest(noQuerySchema, request.query, 'query');
   const body = parseRequest(submitRequestSchema(plane.config.limits.maxEnvVars), requiredJsonBody(request), 'body');
   // The user is a budget scope: charging another user's budget (or an unbudgeted name, to get round one's own) is an
   // admin's call only.
@@ -107,7 +108,9 @@ async function submitJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
   }
   // A replay is answered from what the first try recorded, without reading its bundle or assessing it again: an
   // upload may have expired since, or the tiers changed, and the job exists whatever they say now.
-  const bodyHash = sha256Hex(canonicalJson({ team: team.id, body }));
+  // The user the job is charged to is part of the request: a key two users share never answers one with the other's job.
+  const user = body.user ?? request.caller.userName;
+  const bodyHash = sha256Hex(canonicalJson({ team: team.id, user, body }));
   if (key !== undefined) {
     const replay = await replayOf(plane, team.id, key, bodyHash, body.uploadId);
     if (replay) return replay;
@@ -120,7 +123,7 @@ async function submitJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
   });
   const { bundle: _inline, uploadId: _upload, ...rest } = body;
   // The bundle counts by content, not by how it travelled (inline or upload).
-  const requestHash = sha256Hex(canonicalJson({ team: team.id, body: rest, bundleSha256: bundle.sha256 }));
+  const requestHash = sha256Hex(canonicalJson({ team: team.id, user, body: rest, bundleSha256: bundle.sha256 }));
   const answer = { analysis: assessment.analysis, estimate: assessment.estimate };
   const respond = (status: number, job: JobRecord, replayed: boolean): ApiResponse => ({
     status,
@@ -155,7 +158,7 @@ async function submitJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
   const record: JobRecord = {
     jobId,
     team: team.id,
-    user: body.user ?? request.caller.userName,
+    user,
     ...(body.project !== undefined && { project: body.project }),
     ...(body.labels !== undefined && Object.keys(body.labels).length > 0 && { labels: body.labels }),
     tier: assessment.tier.id,
@@ -182,7 +185,8 @@ async function submitJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
   // 4-5. Announce and start; both are safe to repeat.
   await startLifecycle(plane, job);
   logger.info('job submitted', { jobId, team: team.id, tier: job.tier });
-  return respond(202, job, false);
+  // A concurrent try with the same key created it: to this caller it is a replay, answered as one.
+  return created ? respond(202, job, false) : respond(200, job, true);
 }
 
 /**
@@ -332,6 +336,12 @@ async function cancelJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
   }
   // The flag first: every lifecycle step honours it, so the cancel holds even if the calls below fail.
   const flagged = await plane.jobs.patchJob(job.jobId, { cancelRequested: true });
+  // It finished between the read and the flag: nothing is left to cancel (the flag on a finished job does nothing).
+  if (isTerminal(flagged.state)) {
+    throw conflict('job_finished', `job ${job.jobId} is ${flagged.state}; a finished job cannot be cancelled`, {
+      state: flagged.state,
+    });
+  }
   const newest = (await plane.jobs.listAttempts(job.jobId)).at(-1);
   const terminated = newest?.batchJobId !== undefined && newest.stoppedAt === undefined;
   if (terminated && newest?.batchJobId) await plane.batch.terminateJob(newest.batchJobId, TERMINATE_REASONS.cancel);

@@ -2,7 +2,7 @@
 import { uploadKey } from '../../domain/workspace-layout';
 import type { ApiPlane } from '../plane';
 import { type ApiRequest, type ApiResponse, jsonBody, type Route, requireTeam } from '../router';
-import { parseRequest, uploadRequestSchema } from '../schemas';
+import { noQuerySchema, parseRequest, uploadRequestSchema } from '../schemas';
 
 /** How long an upload URL stays valid, seconds. */
 export const UPLOAD_URL_SECONDS = 900;
@@ -14,6 +14,7 @@ export function uploadRoutes(plane: ApiPlane): Route[] {
 
 async function createUpload(plane: ApiPlane, request: ApiRequest): Promise<ApiResponse> {
   const team = requireTeam(request.caller);
+  parseRequest(noQuerySchema, request.query, 'query');
   parseRequest(uploadRequestSchema, jsonBody(request), 'body');
   const uploadId = plane.newId();
   const url = await plane.workspace.presignUpload(uploadKey(team.id, uploadId), UPLOAD_URL_SECONDS);

@@ -3,6 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { INTERNAL_MESSAGE } from '../../../lambdas/api/errors';
 import { analyzeWorkload } from '../../../lambdas/domain/analysis';
+import { ConcurrentUpdate } from '../../../lambdas/domain/budgets';
 import {
   type ApiBench,
   errorOf,
@@ -246,109 +247,124 @@ describe('PUT /budgets/{scope}', () => {
     expect(crossed()).toHaveLength(2);
   });
 
-  const refusals: Array<{ name: string; path: string; as?: string; body?: unknown; status: number; message: string }> =
-    [
-      {
-        name: 'a researcher (not an admin)',
-        path: '/budgets/team:nlp',
-        as: PRINCIPALS.nlp,
-        body: { limitUsd: 1e6 },
-        status: 403,
-        message: `principal ${PRINCIPALS.nlp} is not a Trainyard admin; only admins may change budgets`,
-      },
-      {
-        name: "a researcher naming another team's scope",
-        path: '/budgets/team:vision',
-        as: PRINCIPALS.nlp,
-        body: { limitUsd: 0 },
-        status: 403,
-        message: `principal ${PRINCIPALS.nlp} is not a Trainyard admin; only admins may change budgets`,
-      },
-      {
-        name: 'a key-separator escape',
-        path: '/budgets/team:nlp%23PERIOD',
-        body: { limitUsd: 10 },
-        status: 400,
-        message: `scope "team:nlp#PERIOD" contains '#', which separates DynamoDB key parts and is never allowed`,
-      },
-      {
-        name: 'a path-traversal escape',
-        path: '/budgets/user:nlp%2F..%2Fvision',
-        body: { limitUsd: 10 },
-        status: 400,
-        message: `scope "user:nlp/../vision" contains '..'; path segments like '/..' are never allowed in a scope`,
-      },
-      {
-        name: 'an unknown scope kind',
-        path: '/budgets/org:nlp',
-        body: { limitUsd: 10 },
-        status: 400,
-        message:
-          'scope "org:nlp" has no known kind; scopes are team:<team>, user:<team>/<user> or project:<team>/<project>',
-      },
-      {
-        name: 'a team that is not configured',
-        path: '/budgets/team:ghost',
-        body: { limitUsd: 10 },
-        status: 400,
-        message: 'scope team:ghost names team "ghost", which is not configured; teams: nlp, vision, audio',
-      },
-      {
-        name: 'broken percent-encoding',
-        path: '/budgets/team%3',
-        body: { limitUsd: 10 },
-        status: 400,
-        message: 'path parameter scope is not valid percent-encoding: "team%3"',
-      },
-      {
-        name: 'a negative limit',
-        path: '/budgets/team:nlp',
-        body: { limitUsd: -5 },
-        status: 400,
-        message: 'body.limitUsd: must not be negative',
-      },
-      {
-        name: 'a limit finer than a cent, which would be stored rounded ($0 for 1e-7)',
-        path: '/budgets/team:nlp',
-        body: { limitUsd: 1e-7 },
-        status: 400,
-        message: 'body.limitUsd: must be whole cents, e.g. 250 or 12.5',
-      },
-      {
-        name: 'a positive limit under a cent, which would be stored as $0',
-        path: '/budgets/team:nlp',
-        body: { limitUsd: 1e-9 },
-        status: 400,
-        message: 'body.limitUsd: must be whole cents, e.g. 250 or 12.5',
-      },
-      {
-        name: 'a limit that is not a number',
-        path: '/budgets/team:nlp',
-        body: { limitUsd: 'NaN' },
-        status: 400,
-        message: 'body.limitUsd: must be a number of USD',
-      },
-      {
-        name: 'an absurd limit',
-        path: '/budgets/team:nlp',
-        body: { limitUsd: 2e9 },
-        status: 400,
-        message: 'body.limitUsd: must be at most 1000000000',
-      },
-      {
-        name: 'a period that is not a month',
-        path: '/budgets/team:nlp',
-        body: { limitUsd: 10, period: '2026-13' },
-        status: 400,
-        message: 'body.period: must be a calendar month like 2026-01 (YYYY-MM, year 1000 or later)',
-      },
-      {
-        name: 'no body',
-        path: '/budgets/team:nlp',
-        status: 400,
-        message: 'request body is required: a JSON object',
-      },
-    ];
+  const refusals: Array<{
+    name: string;
+    path: string;
+    as?: string;
+    query?: Record<string, string>;
+    body?: unknown;
+    status: number;
+    message: string;
+  }> = [
+    {
+      name: 'a researcher (not an admin)',
+      path: '/budgets/team:nlp',
+      as: PRINCIPALS.nlp,
+      body: { limitUsd: 1e6 },
+      status: 403,
+      message: `principal ${PRINCIPALS.nlp} is not a Trainyard admin; only admins may change budgets`,
+    },
+    {
+      name: "a researcher naming another team's scope",
+      path: '/budgets/team:vision',
+      as: PRINCIPALS.nlp,
+      body: { limitUsd: 0 },
+      status: 403,
+      message: `principal ${PRINCIPALS.nlp} is not a Trainyard admin; only admins may change budgets`,
+    },
+    {
+      name: 'a key-separator escape',
+      path: '/budgets/team:nlp%23PERIOD',
+      body: { limitUsd: 10 },
+      status: 400,
+      message: `scope "team:nlp#PERIOD" contains '#', which separates DynamoDB key parts and is never allowed`,
+    },
+    {
+      name: 'a path-traversal escape',
+      path: '/budgets/user:nlp%2F..%2Fvision',
+      body: { limitUsd: 10 },
+      status: 400,
+      message: `scope "user:nlp/../vision" contains '..'; path segments like '/..' are never allowed in a scope`,
+    },
+    {
+      name: 'an unknown scope kind',
+      path: '/budgets/org:nlp',
+      body: { limitUsd: 10 },
+      status: 400,
+      message:
+        'scope "org:nlp" has no known kind; scopes are team:<team>, user:<team>/<user> or project:<team>/<project>',
+    },
+    {
+      name: 'a team that is not configured',
+      path: '/budgets/team:ghost',
+      body: { limitUsd: 10 },
+      status: 400,
+      message: 'scope team:ghost names team "ghost", which is not configured; teams: nlp, vision, audio',
+    },
+    {
+      name: 'broken percent-encoding',
+      path: '/budgets/team%3',
+      body: { limitUsd: 10 },
+      status: 400,
+      message: 'path parameter scope is not valid percent-encoding: "team%3"',
+    },
+    {
+      name: 'a negative limit',
+      path: '/budgets/team:nlp',
+      body: { limitUsd: -5 },
+      status: 400,
+      message: 'body.limitUsd: must not be negative',
+    },
+    {
+      name: 'a limit finer than a cent, which would be stored rounded ($0 for 1e-7)',
+      path: '/budgets/team:nlp',
+      body: { limitUsd: 1e-7 },
+      status: 400,
+      message: 'body.limitUsd: must be whole cents, e.g. 250 or 12.5',
+    },
+    {
+      name: 'a positive limit under a cent, which would be stored as $0',
+      path: '/budgets/team:nlp',
+      body: { limitUsd: 1e-9 },
+      status: 400,
+      message: 'body.limitUsd: must be whole cents, e.g. 250 or 12.5',
+    },
+    {
+      name: 'a limit that is not a number',
+      path: '/budgets/team:nlp',
+      body: { limitUsd: 'NaN' },
+      status: 400,
+      message: 'body.limitUsd: must be a number of USD',
+    },
+    {
+      name: 'an absurd limit',
+      path: '/budgets/team:nlp',
+      body: { limitUsd: 2e9 },
+      status: 400,
+      message: 'body.limitUsd: must be at most 1000000000',
+    },
+    {
+      name: 'a period that is not a month',
+      path: '/budgets/team:nlp',
+      body: { limitUsd: 10, period: '2026-13' },
+      status: 400,
+      message: 'body.period: must be a calendar month like 2026-01 (YYYY-MM, year 1000 or later)',
+    },
+    {
+      name: 'no body',
+      path: '/budgets/team:nlp',
+      status: 400,
+      message: 'request body is required: a JSON object',
+    },
+    {
+      name: 'an unknown query parameter (no dry run here)',
+      path: '/budgets/team:nlp',
+      query: { dryRun: '1' },
+      body: { limitUsd: 999 },
+      status: 400,
+      message: 'query: unknown field(s) "dryRun"',
+    },
+  ];
 
   it.each(refusals)('refuses $name with $status and writes nothing', async (c) => {
     const before = await bench.snapshot();
@@ -356,11 +372,34 @@ describe('PUT /budgets/{scope}', () => {
       method: 'PUT',
       path: c.path,
       as: c.as ?? PRINCIPALS.admin,
+      ...(c.query !== undefined && { query: c.query }),
       ...(c.body !== undefined && { body: c.body }),
     });
     expect(status).toBe(c.status);
     expect(errorOf(body).message).toBe(c.message);
     expect(await bench.snapshot()).toEqual(before);
+  });
+
+  it('answers a limit that kept changing under it with 503 busy, to be retried', async () => {
+    const spy = vi
+      .spyOn(bench.ledger, 'setLimit')
+      .mockRejectedValueOnce(
+        new ConcurrentUpdate(
+          'gave up setting the limit of team:nlp for 2026-03 after 8 attempts: the limit kept changing',
+        ),
+      );
+    const { status, body } = await bench.call({
+      method: 'PUT',
+      path: '/budgets/team:nlp',
+      as: PRINCIPALS.admin,
+      body: { limitUsd: 900 },
+    });
+    spy.mockRestore();
+    expect(status).toBe(503);
+    expect(errorOf(body)).toEqual({
+      code: 'busy',
+      message: 'gave up setting the limit of team:nlp for 2026-03 after 8 attempts: the limit kept changing; retry it',
+    });
   });
 });
 

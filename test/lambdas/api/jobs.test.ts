@@ -525,6 +525,29 @@ describe('DELETE /jobs/{id} (cancel)', () => {
     ]);
   });
 
+  it('answers 409 job_finished for a job that finished between the read and the flag, stopping nothing', async () => {
+    const job = await seedJob('nlp', 'RUNNING');
+    await seedAttempt(job.jobId, 1, { batchJobId: 'b-finishing', startedAt: NOW - 300_000 });
+    const patchJob = bench.jobs.patchJob.bind(bench.jobs);
+    const racing = vi.spyOn(bench.jobs, 'patchJob').mockImplementationOnce(async (...args) => {
+      await bench.jobs.transition(job.jobId, ['RUNNING'], 'SUCCEEDED');
+      return patchJob(...args);
+    });
+    const terminations = bench.recorded.terminated.length;
+    try {
+      const { status, body } = await bench.call({ method: 'DELETE', path: `/jobs/${job.jobId}` });
+      expect(status).toBe(409);
+      expect(errorOf(body)).toEqual({
+        code: 'job_finished',
+        message: `job ${job.jobId} is SUCCEEDED; a finished job cannot be cancelled`,
+        details: { state: 'SUCCEEDED' },
+      });
+    } finally {
+      racing.mockRestore();
+    }
+    expect(bench.recorded.terminated.length).toBe(terminations);
+  });
+
   it.each(['SUCCEEDED', 'FAILED', 'CANCELLED', 'REJECTED'] as const)(
     'refuses to cancel a %s job with 409 naming the state, writing nothing',
     async (state) => {

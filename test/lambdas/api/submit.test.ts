@@ -198,6 +198,7 @@ describe('POST /jobs refuses bad input with an exact status and message and writ
     as?: string;
     body?: unknown;
     headers?: Record<string, string>;
+    query?: Record<string, string>;
     status: number;
     code: string;
     message: string | RegExp;
@@ -313,6 +314,22 @@ describe('POST /jobs refuses bad input with an exact status and message and writ
       status: 400,
       code: 'invalid_request',
       message: 'body.requirements.gpuMemoryGiB: Invalid input: expected number, received string',
+    },
+    ...[1e-200, 0.001, 2049].map((gpuMemoryGiB) => ({
+      // 1e-200 is a number DynamoDB cannot store: refused here, not by the write after the key is claimed.
+      name: `a GPU memory of ${gpuMemoryGiB} GiB`,
+      body: { bundle: bundleB64, command, requirements: { gpuMemoryGiB } },
+      status: 400,
+      code: 'invalid_request',
+      message: 'body.requirements.gpuMemoryGiB: must be from 0.01 to 2048 GiB',
+    })),
+    {
+      name: 'an unknown query parameter',
+      query: { dryRun: 'true' },
+      body: { bundle: bundleB64, command },
+      status: 400,
+      code: 'invalid_request',
+      message: 'query: unknown field(s) "dryRun"',
     },
     {
       name: 'more environment variables than the limit (3)',
@@ -475,6 +492,7 @@ describe('POST /jobs refuses bad input with an exact status and message and writ
       path: '/jobs',
       ...(c.as !== undefined && { as: c.as }),
       ...(c.body !== undefined && { body: c.body }),
+      ...(c.query !== undefined && { query: c.query }),
       headers: { 'Idempotency-Key': freshKey(), ...c.headers },
     });
     expect(status).toBe(c.status);
@@ -567,6 +585,32 @@ describe('Idempotency-Key', () => {
     });
     expect([a.status, b.status]).toEqual([202, 202]);
     expect((a.body.job as JobBody).jobId).not.toBe((b.body.job as JobBody).jobId);
+  });
+
+  it("keeps keys per user: a key two users of one team share never answers one with the other's job", async () => {
+    const key = freshKey();
+    const alice = await bench.call({ ...keyedSubmit(key, { bundle: bundleB64, command }), as: PRINCIPALS.nlpSession });
+    const before = await bench.snapshot();
+    const role = await bench.call(keyedSubmit(key, { bundle: bundleB64, command }));
+    expect(alice.status).toBe(202);
+    expect((alice.body.job as JobBody & { user: string }).user).toBe('alice.smith-example.com');
+    expect(role.status).toBe(409);
+    expect(errorOf(role.body).code).toBe('idempotency_key_reused');
+    expect(await bench.snapshot()).toEqual(before);
+  });
+
+  it('answers concurrent tries with one key as one job: the one that created it 202, the others replays', async () => {
+    const key = freshKey();
+    const answers = await Promise.all(
+      [1, 2, 3].map(() => bench.call(keyedSubmit(key, { bundle: bundleB64, command }))),
+    );
+    const jobIds = new Set(answers.map((a) => (a.body.job as JobBody).jobId));
+    expect(jobIds.size).toBe(1);
+    expect(answers.map((a) => [a.status, a.body.replayed]).sort()).toEqual([
+      [200, true],
+      [200, true],
+      [202, false],
+    ]);
   });
 
   it('recovers a submission cut after the job record: the retry starts the execution once', async () => {
