@@ -388,7 +388,7 @@ function checkCrossReferences(config: z.output<z.ZodMiniObject>, ctx: z.core.$Re
   });
 
   const teamIds = new Set<string>();
-  const principalOwner = new Map<string, string>();
+  const claimed: Array<{ principal: string; team: string }> = [];
   cfg.teams.forEach((team, i) => {
     if (teamIds.has(team.id)) {
       ctx.addIssue({ code: 'custom', path: ['teams', i, 'id'], message: `duplicate team id "${team.id}"` });
@@ -404,15 +404,18 @@ function checkCrossReferences(config: z.output<z.ZodMiniObject>, ctx: z.core.$Re
       }
     });
     team.principals.forEach((principal, j) => {
-      const owner = principalOwner.get(principal);
-      if (owner !== undefined && owner !== team.id) {
+      // Some caller would match both (the same role under another path, or a session of the role): the first team
+      // in the file would win, silently.
+      const other = claimed.find((c) => c.team !== team.id && principalsOverlap(c.principal, principal));
+      if (other !== undefined) {
+        const same = other.principal === principal ? '' : ` (as ${other.principal}, which names the same callers)`;
         ctx.addIssue({
           code: 'custom',
           path: ['teams', i, 'principals', j],
-          message: `principal ${principal} already belongs to team "${owner}"; a principal maps to one team`,
+          message: `principal ${principal} already belongs to team "${other.team}"${same}; a principal maps to one team`,
         });
       }
-      principalOwner.set(principal, team.id);
+      claimed.push({ principal, team: team.id });
     });
   });
 
@@ -583,8 +586,24 @@ export function findTier(config: TrainyardConfig, tierId: string): TierConfig | 
 export function principalMatches(configured: string, callerArn: string): boolean {
   if (configured === callerArn) return true;
   const session = roleOfAssumedRole(callerArn);
-  const role = /^arn:(aws[a-z-]*):iam::(\d{12}):role\/(?:[^/]+\/)*([^/]+)$/.exec(configured);
-  return session !== undefined && role !== null && `${role[1]}:${role[2]}:${role[3]}` === session;
+  return session !== undefined && roleOf(configured) === session;
+}
+
+/** Whether some caller matches both configured principals ({@link principalMatches}). */
+function principalsOverlap(a: string, b: string): boolean {
+  if (a === b) return true;
+  const roleA = roleOf(a);
+  const roleB = roleOf(b);
+  return (
+    (roleA !== undefined && (roleA === roleB || roleA === roleOfAssumedRole(b))) ||
+    (roleB !== undefined && roleB === roleOfAssumedRole(a))
+  );
+}
+
+/** `arn:aws:iam::1:role/path/Role` → `aws:1:Role` (partition, account, role name, whatever the path). */
+function roleOf(arn: string): string | undefined {
+  const match = /^arn:(aws[a-z-]*):iam::(\d{12}):role\/(?:[^/]+\/)*([^/]+)$/.exec(arn);
+  return match ? `${match[1]}:${match[2]}:${match[3]}` : undefined;
 }
 
 /** The team whose principal list names this caller ({@link principalMatches}). */

@@ -7,8 +7,8 @@ import { randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
-import { MAX_JOBS_PAGE } from '../../lambdas/api/schemas';
-import { CHECKPOINT_DONE_FILE_RULE, isCheckpointDoneFile } from '../../lambdas/domain/job';
+import { MAX_JOBS_PAGE, scopeIdProblem } from '../../lambdas/api/schemas';
+import { CHECKPOINT_DONE_FILE_RULE, GPU_MEMORY_GIB, isCheckpointDoneFile } from '../../lambdas/domain/job';
 import { MAX_LABELS } from '../../lambdas/domain/labels';
 import { checkpointToRestore } from '../../lambdas/domain/workspace-layout';
 import { mapConcurrently } from '../../lambdas/shared/concurrency';
@@ -41,6 +41,7 @@ import {
 import {
   parseBudgetLimit,
   parseBudgetScope,
+  parseDayOption,
   parseEnvPairs,
   parseIdempotencyKey,
   parseIntegerIn,
@@ -48,7 +49,7 @@ import {
   parseLabelFilter,
   parseLabelOptions,
   parseMonth,
-  parsePositiveNumber,
+  parseNumberIn,
   parseSeconds,
   parseStateFilter,
   parseTeamId,
@@ -218,7 +219,13 @@ function requirementsFrom(options: RequirementOptions): Record<string, string | 
   const requirements: Record<string, string | number> = {};
   if (options.tier !== undefined) requirements.tier = parseTierId(options.tier);
   if (options.gpuMemory !== undefined)
-    requirements.gpuMemoryGiB = parsePositiveNumber('--gpu-memory', options.gpuMemory);
+    requirements.gpuMemoryGiB = parseNumberIn(
+      '--gpu-memory',
+      options.gpuMemory,
+      GPU_MEMORY_GIB.min,
+      GPU_MEMORY_GIB.max,
+      'GiB',
+    );
   if (options.runtime !== undefined) requirements.runtimeSeconds = parseSeconds('--runtime', options.runtime);
   if (options.deadline !== undefined) requirements.deadlineSeconds = parseSeconds('--deadline', options.deadline);
   return Object.keys(requirements).length ? requirements : undefined;
@@ -298,12 +305,9 @@ function jobSettingsFrom(options: JobOptions): JobSettings {
             ? {}
             : { backoffSeconds: parseSeconds('--backoff', options.backoff, 1, 3600) }),
         };
-  if (options.project !== undefined && !/^[a-z0-9][a-z0-9._-]{0,63}$/.test(options.project)) {
-    throw new CliError(
-      `--project must be 1-64 characters of a-z, 0-9, '.', '_' and '-', starting with a letter or digit, got "${options.project}"`,
-      EXIT_CODES.usage,
-      'InvalidOption',
-    );
+  const projectProblem = options.project === undefined ? undefined : scopeIdProblem(options.project);
+  if (projectProblem !== undefined) {
+    throw new CliError(`--project ${projectProblem}, got "${options.project}"`, EXIT_CODES.usage, 'InvalidOption');
   }
   if (options.checkpointDoneFile !== undefined && !isCheckpointDoneFile(options.checkpointDoneFile)) {
     throw new CliError(
@@ -1134,10 +1138,13 @@ export function createProgram(
       async (options: CommonOptions & { from?: string; to?: string; team?: string; jobs: string; label: string[] }) => {
         const maxJobs = parseIntegerIn('--jobs', options.jobs, 1, 1000);
         const label = parseLabelFilter(options.label);
+        const from = options.from === undefined ? undefined : parseDayOption('--from', options.from);
+        const to = options.to === undefined ? undefined : parseDayOption('--to', options.to);
+        const team = options.team === undefined ? undefined : parseTeamId('--team', options.team);
         const { body } = await clientFor(options).send({
           method: 'GET',
           path: '/reports/showback',
-          query: { from: options.from, to: options.to, team: options.team, label },
+          query: { from, to, team, label },
         });
         if (options.json) printJson(body);
         else println(formatShowback(body, maxJobs));

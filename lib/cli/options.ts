@@ -13,6 +13,7 @@ import {
 } from '../../lambdas/domain/budgets';
 import { JOB_ID_PATTERN, JOB_STATES, type JobState } from '../../lambdas/domain/job';
 import { InvalidLabel, labelsFrom, parseLabelSelectors } from '../../lambdas/domain/labels';
+import { InvalidReportPeriod, parseDay } from '../../lambdas/domain/showback';
 import { CONFIG_ID_PATTERN, CONFIG_ID_RULE, parseDuration } from '../../lib/config';
 import { CliError, EXIT_CODES } from './exit-codes';
 
@@ -20,11 +21,11 @@ function usage(message: string, code = 'InvalidOption'): CliError {
   return new CliError(message, EXIT_CODES.usage, code);
 }
 
-/** A positive number (`--gpu-memory 12`). */
-export function parsePositiveNumber(option: string, text: string): number {
+/** A number in [min, max] (`--gpu-memory 12`). */
+export function parseNumberIn(option: string, text: string, min: number, max: number, unit = ''): number {
   const value = Number(text);
-  if (text.trim() === '' || !Number.isFinite(value) || value <= 0) {
-    throw usage(`${option} must be a positive number, got "${text}"`);
+  if (text.trim() === '' || !Number.isFinite(value) || value < min || value > max) {
+    throw usage(`${option} must be a number from ${min} to ${max}${unit && ` ${unit}`}, got "${text}"`);
   }
   return value;
 }
@@ -66,6 +67,17 @@ export function parseBudgetScope(text: string): string {
 /** A calendar month, `YYYY-MM` (`--month 2026-03`): a budget period. */
 export function parseMonth(option: string, text: string): string {
   if (!PERIOD_PATTERN.test(text)) throw usage(`${option} must be ${PERIOD_RULE}, got "${text}"`);
+  return text;
+}
+
+/** A calendar day, `YYYY-MM-DD` (UTC), that exists (`--from 2026-02-28`; not 2026-02-30). */
+export function parseDayOption(option: string, text: string): string {
+  try {
+    parseDay(text, option);
+  } catch (error) {
+    if (error instanceof InvalidReportPeriod) throw usage(error.message);
+    throw error;
+  }
   return text;
 }
 

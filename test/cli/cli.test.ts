@@ -307,7 +307,13 @@ describe('submit', () => {
       '--env name "AWS_REGION" is reserved: names starting with TRAINYARD_ or AWS_ are set by the platform',
     ],
     [['--runtime', 'soon'], '--runtime must be a duration like 90s, 10m, 2h or 1d (or plain seconds), got "soon"'],
-    [['--gpu-memory', '-4'], '--gpu-memory must be a positive number, got "-4"'],
+    [['--gpu-memory', '-4'], '--gpu-memory must be a number from 0.01 to 2048 GiB, got "-4"'],
+    [['--gpu-memory', '5000'], '--gpu-memory must be a number from 0.01 to 2048 GiB, got "5000"'],
+    [['--project', 'a..b'], `--project must not contain '..' (a budget scope never may), got "a..b"`],
+    [
+      ['--project', 'Vision'],
+      `--project must be 1-64 characters of a-z, 0-9, '-', '_' and '.', starting with a letter or digit, got "Vision"`,
+    ],
     [['--max-cost', 'lots'], '--max-cost must be an amount of US dollars like 2.50, got "lots"'],
     [['--timeout', '1h'], '--timeout needs --wait (it bounds the watch after submitting)'],
     [['--wait', '--timeout', '0'], '--timeout must be between 1 s and 1209600 s, got "0" (0 s)'],
@@ -1438,6 +1444,14 @@ describe('report', () => {
     expect(bad.stderr).toContain('--jobs must be');
     const badLabel = await cli(['report', '--label', 'sweep=a b']);
     expect(badLabel.code).toBe(EXIT_CODES.usage);
+    const noSuchDay = await cli(['report', '--from', '2026-02-30']);
+    expect([noSuchDay.code, noSuchDay.stderr]).toEqual([
+      EXIT_CODES.usage,
+      'trainyard: --from must be a date as YYYY-MM-DD (UTC), got "2026-02-30"\n',
+    ]);
+    const badTeam = await cli(['report', '--team', 'Bad']);
+    expect(badTeam.code).toBe(EXIT_CODES.usage);
+    expect(badTeam.stderr).toMatch(/^trainyard: --team must be a team id/);
     expect(requests).toEqual([]);
   });
 });

@@ -57,6 +57,16 @@ describe('configuration defaults', () => {
     expect(teamForPrincipal(config, 'arn:aws:sts::123456789012:assumed-role/other/alice')).toBeUndefined();
   });
 
+  it('accepts two sessions of one role in two teams: no caller is both', () => {
+    const config = parseConfig({
+      teams: [
+        team({ principals: ['arn:aws:sts::123456789012:assumed-role/shared/alice'] }),
+        team({ id: 'vision', principals: ['arn:aws:sts::123456789012:assumed-role/shared/bob'] }),
+      ],
+    });
+    expect(teamForPrincipal(config, 'arn:aws:sts::123456789012:assumed-role/shared/bob')?.id).toBe('vision');
+  });
+
   it('maps the sessions of a role with a path (every IAM Identity Center role) to its team, by account and name', () => {
     const sso =
       'arn:aws:iam::123456789012:role/aws-reserved/sso.amazonaws.com/eu-west-1/AWSReservedSSO_Researchers_0123abcd';
@@ -190,6 +200,26 @@ describe('bad configuration is refused with the key, the value and what is allow
         ],
       },
       'teams[1].principals[0]: principal arn:aws:iam::123456789012:role/shared already belongs to team "nlp"; a principal maps to one team (got "arn:aws:iam::123456789012:role/shared")',
+    ],
+    [
+      'one role in two teams under two paths',
+      {
+        teams: [
+          team({ principals: ['arn:aws:iam::123456789012:role/shared'] }),
+          team({ id: 'vision', principals: ['arn:aws:iam::123456789012:role/research/shared'] }),
+        ],
+      },
+      'teams[1].principals[0]: principal arn:aws:iam::123456789012:role/research/shared already belongs to team "nlp" (as arn:aws:iam::123456789012:role/shared, which names the same callers); a principal maps to one team',
+    ],
+    [
+      "a role's session in another team than the role",
+      {
+        teams: [
+          team({ principals: ['arn:aws:sts::123456789012:assumed-role/shared/alice'] }),
+          team({ id: 'vision', principals: ['arn:aws:iam::123456789012:role/shared'] }),
+        ],
+      },
+      'teams[1].principals[0]: principal arn:aws:iam::123456789012:role/shared already belongs to team "nlp" (as arn:aws:sts::123456789012:assumed-role/shared/alice, which names the same callers)',
     ],
   ];
 
