@@ -187,6 +187,60 @@ def test_abandons_a_snapshot_when_a_file_changes_during_upload(tmp_path):
     assert store.restore_newest(str(tmp_path / 'restore')) is None
 
 
+def test_an_abandoned_snapshot_deletes_what_it_had_uploaded(tmp_path):
+    # Each retry takes a new folder: left behind, every abandoned copy of a large checkpoint would stay in storage
+    # (prune deletes nothing while no checkpoint is complete).
+    local = local_dir(tmp_path, {'a.pt': b'optimizer', 'ckpt.pt': b'first'})
+    storage = ModifyDuringUpload(f'file://{tmp_path}/store', local / 'ckpt.pt')
+    store = CheckpointStore(storage, 3, Logger(io.StringIO()))
+
+    with pytest.raises(DirectoryChanged) as raised:
+        store.upload_snapshot(str(local), 'j', 1, None)
+
+    assert raised.value.path == 'ckpt.pt'
+    assert storage.list() == []
+
+
+def test_a_log_that_changes_during_upload_rides_along_as_it_stood(tmp_path):
+    # A trainer appending to train.log (or TensorBoard events) beside its checkpoint: the log changes during every
+    # upload, and must not cost the checkpoint. Uploaded from a copy, it is listed as uploaded, so restore verifies it.
+    local = local_dir(tmp_path, {'ckpt.pt': b'weights', 'train.log': b'step 1\n', 'events.out.tfevents.1.host': b'ev'})
+    storage = ModifyDuringUpload(f'file://{tmp_path}/store', local / 'train.log')
+    store = CheckpointStore(storage, 3, Logger(io.StringIO()))
+
+    manifest = store.upload_snapshot(str(local), 'j', 1, 5)
+
+    assert manifest['checkpoint'] == 'ckpt-000001'
+    stored_log = storage.get_bytes('ckpt-000001/train.log')
+    assert stored_log.startswith(b'step 1\n')
+    assert [(e['path'], e['size']) for e in manifest['files']] == [
+        ('ckpt.pt', 7),
+        ('events.out.tfevents.1.host', 2),
+        ('train.log', len(stored_log)),
+    ]
+    restored = store.restore_newest(str(tmp_path / 'restored'))
+    assert restored['checkpoint'] == 'ckpt-000001'
+    assert (tmp_path / 'restored' / 'ckpt.pt').read_bytes() == b'weights'
+
+
+def test_a_directory_with_only_logs_is_no_checkpoint(tmp_path):
+    _storage, store = make_store(tmp_path)
+    local = local_dir(tmp_path, {'train.log': b'starting', 'metrics.jsonl': b'{}'})
+
+    assert store.upload_snapshot(str(local), 'j', 1, None) is None
+    assert folders_in(tmp_path) == []
+
+
+def test_skips_fifos_and_sockets_which_are_no_checkpoint_and_would_block_a_read(tmp_path):
+    _storage, store = make_store(tmp_path)
+    local = local_dir(tmp_path, {'ckpt.pt': b'weights'})
+    os.mkfifo(local / 'progress.fifo')
+
+    assert sorted(scan_directory(str(local))) == ['ckpt.pt']
+    manifest = store.upload_snapshot(str(local), 'j', 1, None)
+    assert [e['path'] for e in manifest['files']] == ['ckpt.pt']
+
+
 def test_keeps_the_last_k_complete_checkpoints_and_drops_older_partials(tmp_path):
     storage, store = make_store(tmp_path, keep=2)
     write_checkpoint(storage, 1, {'c': b'1'})
@@ -305,6 +359,40 @@ def test_syncer_uploads_only_when_the_directory_changed(tmp_path):
     assert storage.get_bytes('ckpt-000002/ckpt.pt') == b'v2'
 
 
+def test_syncer_does_not_upload_a_checkpoint_again_because_its_log_grew(tmp_path):
+    storage, store = make_store(tmp_path, keep=5)
+    local = local_dir(tmp_path, {'ckpt.pt': b'v1', 'train.log': b'step 1\n'})
+    syncer = CheckpointSyncer(store, str(local), 'j', 1, 300, 0, lambda: 1, Logger(io.StringIO()))
+
+    first = syncer.sync('test')
+    with open(local / 'train.log', 'ab') as log:
+        log.write(b'step 2\n')
+    grown = syncer.sync('test')
+    (local / 'ckpt.pt').write_bytes(b'v2')
+    second = syncer.sync('test')
+
+    assert first['checkpoint'] == 'ckpt-000001' and grown is None
+    assert second['checkpoint'] == 'ckpt-000002'
+    assert storage.get_bytes('ckpt-000002/train.log') == b'step 1\nstep 2\n'
+
+
+def test_syncer_warns_when_snapshot_after_snapshot_is_abandoned(tmp_path):
+    local = local_dir(tmp_path, {'ckpt.pt': b'first'})
+    storage = ModifyDuringUpload(f'file://{tmp_path}/store', local / 'ckpt.pt')
+    store = CheckpointStore(storage, 3, Logger(io.StringIO()))
+    out = io.StringIO()
+    syncer = CheckpointSyncer(store, str(local), 'j', 1, 0.05, 0, lambda: None, Logger(out))
+    syncer.start()
+    try:
+        wait_for(lambda: 'checkpoint_upload_keeps_changing' in out.getvalue())
+    finally:
+        syncer.stop()
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    warnings = [e for e in events if e['event'] == 'checkpoint_upload_keeps_changing']
+    assert len(warnings) == 1 and warnings[0]['path'] == 'ckpt.pt' and warnings[0]['abandoned'] == 3
+    assert [e['event'] for e in events[:3]] == ['checkpoint_upload_retry'] * 3
+
+
 def test_syncer_treats_restored_files_as_already_uploaded(tmp_path):
     storage, store = make_store(tmp_path)
     write_checkpoint(storage, 1, {'ckpt.pt': b'restored'})
@@ -353,6 +441,21 @@ def test_with_a_done_file_only_a_save_the_trainer_finished_is_uploaded(tmp_path)
     restored = tmp_path / 'restored'
     store.restore_newest(str(restored))
     assert [(restored / n).read_bytes() for n in ('model.pt', 'optim.pt', 'SAVED')] == [b'model 2', b'optim 2', b'2']
+
+
+def test_with_a_done_file_a_log_written_after_it_is_no_save_in_progress(tmp_path):
+    storage, store = make_store(tmp_path, keep=5)
+    local = local_dir(tmp_path, {'model.pt': b'model 1'})
+    time.sleep(0.01)
+    (local / 'SAVED').write_bytes(b'1')
+    time.sleep(0.01)
+    (local / 'train.log').write_bytes(b'saved step 1, training on')
+    syncer = CheckpointSyncer(store, str(local), 'j', 1, 300, 0, lambda: 1, Logger(io.StringIO()), done_file='SAVED')
+
+    first = syncer.sync('settled')
+
+    assert first['checkpoint'] == 'ckpt-000001'
+    assert storage.get_bytes('ckpt-000001/train.log') == b'saved step 1, training on'
 
 
 def test_with_a_done_file_a_trainer_stopped_mid_save_leaves_the_last_finished_save_newest(tmp_path):
@@ -445,10 +548,10 @@ def test_syncer_waits_while_a_checkpoint_file_is_open_for_writing(tmp_path):
 
 def test_syncer_uploads_after_one_interval_when_a_file_stays_open_for_good(tmp_path):
     _storage, store = make_store(tmp_path)
-    local = local_dir(tmp_path, {'ckpt.pt': b'weights', 'train.log': b'a log the script keeps open'})
+    local = local_dir(tmp_path, {'ckpt.pt': b'weights', 'stats.db': b'a file the script keeps open'})
     out = io.StringIO()
     syncer = CheckpointSyncer(
-        store, str(local), 'j', 1, 0.5, 0, lambda: None, Logger(out), lambda: [str(local / 'train.log')]
+        store, str(local), 'j', 1, 0.5, 0, lambda: None, Logger(out), lambda: [str(local / 'stats.db')]
     )
     started = time.monotonic()
     syncer.start()
@@ -459,7 +562,7 @@ def test_syncer_uploads_after_one_interval_when_a_file_stays_open_for_good(tmp_p
     assert time.monotonic() - started >= 0.5
     events = [json.loads(line) for line in out.getvalue().splitlines()]
     late = [e for e in events if e['event'] == 'checkpoint_upload_while_open']
-    assert len(late) == 1 and late[0]['open_for_writing'] == [str(local / 'train.log')]
+    assert len(late) == 1 and late[0]['open_for_writing'] == [str(local / 'stats.db')]
     assert late[0]['deferred_s'] >= 0.5
 
 

@@ -249,6 +249,38 @@ def test_uploads_a_checkpoint_once_the_directory_settles_while_training_runs(tmp
     assert json.loads((folder / 'MANIFEST.json').read_text())['step'] == 10
 
 
+def test_a_log_the_trainer_appends_to_beside_its_checkpoint_holds_nothing_back(tmp_path):
+    # The log changes every few milliseconds and is open for writing all along: the checkpoint still settles and is
+    # uploaded while training runs, and a trainer killed by the stop right after a log line is no torn checkpoint.
+    job = script(
+        tmp_path,
+        """
+        import os, time
+        d = os.environ['TRAINYARD_CHECKPOINT_DIR']
+        with open(os.path.join(d, 'ckpt.pt.tmp'), 'wb') as f:
+            f.write(b'weights' * 1000)
+        os.replace(os.path.join(d, 'ckpt.pt.tmp'), os.path.join(d, 'ckpt.pt'))
+        print('iter 10: loss 1.2345, time 1.00ms, mfu 1.00%', flush=True)
+        with open(os.path.join(d, 'train.log'), 'a') as log:
+            while True:
+                log.write('iter 11: still training\\n')
+                log.flush()
+                time.sleep(0.005)
+        """,
+    )
+    run = run_harness([PYTHON, job], base_env(tmp_path, closed_port_endpoint()))
+    uploaded = run.wait_for_event('checkpoint_uploaded', reason='settled')
+    run.signal(signal.SIGTERM)
+    assert run.finish() == 75
+
+    assert uploaded['checkpoint'] == 'ckpt-000001' and uploaded['files'] == 2
+    assert run.events('checkpoint_upload_deferred') == [] and run.events('final_sync_skipped') == []
+    assert run.events('final_sync')[0]['skipped'] is False
+    restored = stored_checkpoints(tmp_path).restore_newest(str(tmp_path / 'restored'))
+    assert restored['step'] == 10
+    assert (tmp_path / 'restored' / 'train.log').read_text().startswith('iter 11: still training\n')
+
+
 def test_kills_a_child_that_outlives_the_grace_period(tmp_path):
     job = script(
         tmp_path,

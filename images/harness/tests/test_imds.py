@@ -74,6 +74,26 @@ def test_unreachable_imds_means_not_on_ec2_and_polling_stops_after_one_log_line(
     assert 'Connection refused' in records[0]['detail']
 
 
+def test_an_imds_slow_to_answer_its_first_polls_is_still_polled_and_the_notice_arrives():
+    # A busy instance starting its containers can miss IMDS's 2 s timeout: one miss is no proof of "not on EC2".
+    notice = InstanceAction('terminate', '2026-11-23T03:00:00Z')
+    client = ScriptedClient([NotOnEc2('timed out'), NotOnEc2('timed out'), None, notice])
+    notices: list[InstanceAction] = []
+    done = threading.Event()
+    log_stream = io.StringIO()
+
+    def on_notice(served):
+        notices.append(served)
+        done.set()
+
+    poller = InterruptionPoller(client, 0.01, on_notice, Logger(log_stream))
+    poller.start()
+    assert done.wait(30), 'poller gave up before the notice'
+    poller.stop()
+    assert notices == [notice] and client.polls == 4 and not poller.not_on_ec2
+    assert [json.loads(line)['event'] for line in log_stream.getvalue().splitlines()] == ['spot_notice']
+
+
 def test_client_raises_not_on_ec2_when_nothing_listens():
     client = ImdsClient(closed_port_endpoint())
     try:

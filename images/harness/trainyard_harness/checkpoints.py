@@ -18,6 +18,7 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from stat import S_ISREG
 from typing import Callable
 
 from trainyard_harness.logs import Logger
@@ -28,11 +29,32 @@ MANIFEST_FORMAT = 1
 _FOLDER = re.compile(r'^ckpt-([0-9]{6,})/(.+)$')
 _RESUME_FAILED = re.compile(r'^RESUME_FAILED-([0-9]+)\.json$')
 SET_ASIDE_AFTER_FAILURES = 2
+# Background snapshots abandoned in a row (a file changed while uploading) before the harness warns that no checkpoint
+# is getting through.
+ABANDONED_BEFORE_WARNING = 3
 _TEMPORARY_SUFFIXES = ('.tmp', '.temp', '.part', '.partial', '.swp', '~')
 # Dotfiles that are never a writer's finished output: NFS silly-renames, LibreOffice and Emacs locks.
 _TEMPORARY_PREFIXES = ('.nfs', '.~lock.', '.#')
 
 Signature = dict[str, tuple[int, int, int]]
+
+# Files a training script appends to while it runs and that often share the checkpoint directory: text logs, JSON-lines
+# metrics, TensorBoard event files, W&B offline runs. A checkpoint takes them as they stand (a copy, so what is listed
+# is what was uploaded), but they are not what a save writes: their changes neither start an upload, nor hold one back
+# (settling, open for writing, a done file), nor make one torn.
+_LOG_SUFFIXES = ('.log', '.jsonl', '.wandb')
+_LOG_PREFIXES = ('events.out.tfevents.',)
+
+
+def is_log_file(path: str) -> bool:
+    """Whether a file of the checkpoint directory is a log the trainer appends to (by name; see _LOG_SUFFIXES)."""
+    name = os.path.basename(path)
+    return name.endswith(_LOG_SUFFIXES) or name.startswith(_LOG_PREFIXES)
+
+
+def saved_files(signature: Signature) -> Signature:
+    """The files of a scan that a save writes: every one but the logs."""
+    return {path: stat for path, stat in signature.items() if not is_log_file(path)}
 
 
 def unfinished_save(signature: Signature, done_file: str, uploaded: Signature) -> str | None:
@@ -45,7 +67,8 @@ def unfinished_save(signature: Signature, done_file: str, uploaded: Signature) -
     marker = signature.get(done_file)
     if marker is None:
         return f'{done_file} has not been written'
-    newer = sorted(path for path, (_, mtime_ns, _) in signature.items() if path != done_file and mtime_ns > marker[1])
+    saved = saved_files(signature)
+    newer = sorted(path for path, (_, mtime_ns, _) in saved.items() if path != done_file and mtime_ns > marker[1])
     if newer:
         return f'{len(newer)} file(s) written after {done_file}, a save in progress: {", ".join(newer[:3])}'
     if uploaded.get(done_file) == marker:
@@ -55,6 +78,10 @@ def unfinished_save(signature: Signature, done_file: str, uploaded: Signature) -
 
 class DirectoryChanged(Exception):
     """A checkpoint file changed while it was being uploaded, so this snapshot is abandoned (no manifest)."""
+
+    def __init__(self, message: str, path: str):
+        super().__init__(message)
+        self.path = path
 
 
 def folder_name(index: int) -> str:
@@ -73,7 +100,8 @@ def is_temporary(relative_path: str) -> bool:
 
 
 def scan_directory(root: str) -> Signature:
-    """Relative path -> (size, mtime_ns, inode) for every finished file under `root`."""
+    """Relative path -> (size, mtime_ns, inode) for every finished regular file under `root` (a FIFO or a socket is
+    no checkpoint, and reading a FIFO would block the sync for ever)."""
     signature: Signature = {}
     if not os.path.isdir(root):
         return signature
@@ -88,6 +116,8 @@ def scan_directory(root: str) -> Signature:
                 stat = os.stat(full)
             except FileNotFoundError:
                 continue  # renamed or deleted between listing and stat
+            if not S_ISREG(stat.st_mode):
+                continue
             signature[relative] = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
     return signature
 
@@ -279,45 +309,73 @@ class CheckpointStore:
         step: int | None,
         accept: Callable[[Signature], bool] = lambda _: True,
     ) -> dict | None:
-        """Uploads every finished file of `local_dir` as a new folder, manifest last; None when there is nothing, or
-        when `accept` refuses the files as scanned.
+        """Uploads every finished file of `local_dir` as a new folder, manifest last; None when there is nothing a save
+        wrote, or when `accept` refuses the files as scanned.
 
-        Each file is hashed, uploaded, then stat-ed again: if it changed meanwhile the snapshot is abandoned
-        (DirectoryChanged) before any manifest is written, so storage never claims a torn checkpoint is complete.
+        Each saved file is hashed, uploaded, then stat-ed again: if it changed meanwhile the snapshot is abandoned
+        (DirectoryChanged) before any manifest is written, so storage never claims a torn checkpoint is complete, and
+        what it had uploaded is deleted. Logs (`is_log_file`) go last, each from a copy taken then, whatever they do.
         """
         signature = scan_directory(local_dir)
-        if not signature or not accept(signature):
+        if not saved_files(signature) or not accept(signature):
             return None
         folders = self.folders()
         index = max(folders, default=0) + 1
         name = folder_name(index)
-        entries = []
-        for relative in sorted(signature):
-            full = os.path.join(local_dir, relative)
-            digest = sha256_file(full)
-            try:
-                self.storage.put_file(full, f'{name}/{relative}')
-            except SourceChanged as error:
-                raise DirectoryChanged(f'{relative} changed during upload ({error})') from error
-            try:
-                stat = os.stat(full)
-            except FileNotFoundError as error:
-                raise DirectoryChanged(f'{relative} disappeared during upload') from error
-            if (stat.st_size, stat.st_mtime_ns, stat.st_ino) != signature[relative]:
-                raise DirectoryChanged(f'{relative} changed during upload')
-            entries.append({'path': relative, 'size': stat.st_size, 'sha256': digest})
+        entries: dict[str, dict] = {}
+        try:
+            for relative in sorted(saved_files(signature)):
+                entries[relative] = self._upload_saved(local_dir, relative, signature[relative], name)
+            for relative in sorted(set(signature) - set(entries)):
+                entry = self._upload_log(local_dir, relative, name)
+                if entry is not None:
+                    entries[relative] = entry
+        except DirectoryChanged as changed:
+            for relative in {*entries, changed.path}:  # the changed file may have been uploaded before it was seen
+                try:
+                    self.storage.delete(f'{name}/{relative}')
+                except StorageError:
+                    pass  # a leftover without a manifest is never restored, and prune removes it
+            raise
         manifest = {
             'format': MANIFEST_FORMAT,
             'job_id': job_id,
             'attempt': attempt,
             'step': step,
             'created_at': _now_iso(),
-            'files': entries,
+            'files': [entries[relative] for relative in sorted(entries)],
         }
         self.storage.put_bytes(json.dumps(manifest, indent=2).encode(), f'{name}/{MANIFEST_NAME}')
         manifest['checkpoint'] = name
         manifest['signature'] = signature
         return manifest
+
+    def _upload_saved(self, local_dir: str, relative: str, scanned: tuple[int, int, int], folder: str) -> dict:
+        """Uploads one file a save wrote; DirectoryChanged when it is not, after the upload, the file scanned."""
+        full = os.path.join(local_dir, relative)
+        digest = sha256_file(full)
+        try:
+            self.storage.put_file(full, f'{folder}/{relative}')
+        except SourceChanged as error:
+            raise DirectoryChanged(f'{relative} changed during upload ({error})', relative) from error
+        try:
+            stat = os.stat(full)
+        except FileNotFoundError as error:
+            raise DirectoryChanged(f'{relative} disappeared during upload', relative) from error
+        if (stat.st_size, stat.st_mtime_ns, stat.st_ino) != scanned:
+            raise DirectoryChanged(f'{relative} changed during upload', relative)
+        return {'path': relative, 'size': stat.st_size, 'sha256': digest}
+
+    def _upload_log(self, local_dir: str, relative: str, folder: str) -> dict | None:
+        """Uploads a copy of a log as it stands now (None when it is gone): its size and hash are the copy's."""
+        with tempfile.TemporaryDirectory(prefix='trainyard-log-') as scratch:
+            copy = os.path.join(scratch, 'log')
+            try:
+                shutil.copyfile(os.path.join(local_dir, relative), copy)
+            except FileNotFoundError:
+                return None
+            self.storage.put_file(copy, f'{folder}/{relative}')
+            return {'path': relative, 'size': os.path.getsize(copy), 'sha256': sha256_file(copy)}
 
     def prune(self) -> list[int]:
         """Keeps the newest K usable checkpoints (complete, not set aside); deletes older ones, and partial or
@@ -384,6 +442,7 @@ class CheckpointSyncer:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._abandoned_in_a_row = 0
 
     def set_baseline(self, signature: Signature) -> None:
         """Marks the directory's current contents as already in storage (after a restore)."""
@@ -405,8 +464,9 @@ class CheckpointSyncer:
         """Uploads a new checkpoint if the directory differs from the last upload; None when unchanged or empty."""
         with self._lock:
             current = scan_directory(self.local_dir)
-            if not current or current == self.uploaded:
-                return None
+            saved = saved_files(current)
+            if not saved or saved == saved_files(self.uploaded):
+                return None  # a log that grew is uploaded with the next save, not as one
             if honour_hold and self.held(current):
                 return None
             if self.done_file is not None:
@@ -421,6 +481,7 @@ class CheckpointSyncer:
             if manifest is None:
                 return None
             self._waiting = None
+            self._abandoned_in_a_row = 0
             self.uploaded = manifest.pop('signature')
             self.last_manifest = manifest
             total = sum(entry['size'] for entry in manifest['files'])
@@ -472,21 +533,21 @@ class CheckpointSyncer:
         deferred_since: float | None = None
         while not self._stop.wait(tick):
             try:
-                current = scan_directory(self.local_dir)
+                current = saved_files(scan_directory(self.local_dir))  # logs change all the time: a save settles
                 now = time.monotonic()
                 if current != seen:
                     seen, changed_at = current, now
                 settled = now - changed_at >= self.settle_seconds
                 # A save the done file does not call finished waits for the interval (which logs why), rather than
                 # looking at /proc and scanning again on every tick.
-                fresh = current and current != self.uploaded
+                fresh = current and current != saved_files(self.uploaded)
                 if fresh and settled and self._accepts(current) and not self.held(current):
                     reason = 'settled'
                 elif now - last_interval >= self.interval_seconds:
                     reason = 'interval'
                 else:
                     continue
-                busy = self.open_for_writing() if current != self.uploaded else []
+                busy = self.open_for_writing() if fresh else []
                 if busy:
                     if deferred_since is None:
                         deferred_since = now
@@ -503,6 +564,15 @@ class CheckpointSyncer:
                 last_interval = now
                 self.sync(reason)
             except DirectoryChanged as error:
+                self._abandoned_in_a_row += 1
                 self.log.info('checkpoint_upload_retry', reason=str(error))
+                if self._abandoned_in_a_row == ABANDONED_BEFORE_WARNING:
+                    self.log.warn(
+                        'checkpoint_upload_keeps_changing',
+                        path=error.path,
+                        abandoned=self._abandoned_in_a_row,
+                        advice='the trainer rewrites its checkpoint faster than it uploads: save less often, or '
+                        'name a done file it writes after each save (trainyard submit --checkpoint-done-file)',
+                    )
             except (StorageError, OSError) as error:
                 self.log.warn('checkpoint_upload_failed', error=str(error))

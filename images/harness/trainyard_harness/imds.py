@@ -17,6 +17,9 @@ TOKEN_PATH = '/latest/api/token'
 INSTANCE_ACTION_PATH = '/latest/meta-data/spot/instance-action'
 TOKEN_TTL_SECONDS = 21600
 REQUEST_TIMEOUT_SECONDS = 2.0
+# Polls in a row that IMDS must leave unanswered, before it ever answered, for the harness to conclude it is not on EC2.
+# One is not enough: a busy instance starting its containers can miss the 2 s timeout, and the notice would be lost.
+UNANSWERED_POLLS_BEFORE_GIVING_UP = 3
 
 
 class NotOnEc2(Exception):
@@ -83,9 +86,10 @@ class ImdsClient:
 class InterruptionPoller:
     """Polls spot/instance-action every `interval` seconds on a thread and calls `on_notice` once.
 
-    An IMDS that never answered means the job is not on EC2 (local runs, Fargate): polling stops. Once IMDS has
-    answered, an unreachable or slow IMDS is transient (IMDS throttles, a busy instance can miss the 2 s timeout) and
-    polling goes on: stopping then would miss the notice, and with it the checkpoint inside the two-minute warning.
+    An IMDS that left UNANSWERED_POLLS_BEFORE_GIVING_UP polls in a row unanswered and never answered means the job is
+    not on EC2 (local runs, Fargate): polling stops. Otherwise an unreachable or slow IMDS is transient (IMDS
+    throttles, a busy instance can miss the 2 s timeout) and polling goes on: stopping then would miss the notice, and
+    with it the checkpoint inside the two-minute warning.
     """
 
     def __init__(
@@ -117,16 +121,18 @@ class InterruptionPoller:
     def _run(self) -> None:
         errors_logged = False
         answered = False
+        unanswered = 0
         while not self.stopped.is_set():
             try:
                 notice = self.poll_once()
                 answered = True
             except NotOnEc2 as error:
-                if not answered:
+                unanswered += 1
+                if not answered and unanswered >= UNANSWERED_POLLS_BEFORE_GIVING_UP:
                     self.not_on_ec2 = True
-                    self.log.info('imds_unavailable', detail=str(error), polling='stopped')
+                    self.log.info('imds_unavailable', detail=str(error), polls=unanswered, polling='stopped')
                     return
-                if not errors_logged:
+                if answered and not errors_logged:
                     self.log.warn('imds_poll_error', error=str(error), polling='continues')
                     errors_logged = True
                 notice = None

@@ -21,7 +21,14 @@ from trainyard_harness import (
     RESERVED_EXIT_CODES,
 )
 from trainyard_harness.bundle import BundleError, fetch_bundle
-from trainyard_harness.checkpoints import CheckpointStore, CheckpointSyncer, DirectoryChanged, scan_directory
+from trainyard_harness.checkpoints import (
+    CheckpointStore,
+    CheckpointSyncer,
+    DirectoryChanged,
+    is_log_file,
+    saved_files,
+    scan_directory,
+)
 from trainyard_harness.imds import ImdsClient, InstanceAction, InterruptionPoller
 from trainyard_harness.logs import Logger, write_or_drop
 from trainyard_harness.metrics import MetricsFileTail, MetricsLoop, MetricsRecorder, resolve_metrics_file
@@ -174,7 +181,7 @@ class Harness:
             syncer.hold_while(
                 lambda current: recorder.step is None
                 and time.monotonic() < hold_until
-                and all(current.get(path) == entry for path, entry in baseline.items())
+                and all(current.get(path) == entry for path, entry in saved_files(baseline).items())
             )
             self.log.info(
                 'checkpoint_restored',
@@ -464,14 +471,16 @@ class Harness:
         if not stopped:
             # Killed at an unknown point of its work: nothing it was writing can be told apart from what it was not.
             directory = os.path.realpath(self.settings.checkpoint_dir)
-            return sorted(os.path.join(directory, relative) for relative in scan_directory(directory))
+            return sorted(os.path.join(directory, relative) for relative in saved_files(scan_directory(directory)))
         return open_files
 
     def _checkpoint_files_open_for_writing(self, child: subprocess.Popen[bytes] | None) -> list[str]:
-        """Checkpoint files the child's process group holds open for writing; none before the child starts."""
+        """Checkpoint files the child's process group holds open for writing (a log it keeps open is none); none
+        before the child starts."""
         if child is None:
             return []
-        return files_open_for_writing(child.pid, os.path.realpath(self.settings.checkpoint_dir))
+        found = files_open_for_writing(child.pid, os.path.realpath(self.settings.checkpoint_dir))
+        return [path for path in found if not is_log_file(path)]
 
     def _unsafe_to_upload(
         self,
@@ -513,7 +522,7 @@ class Harness:
                 died_of_signal.append(pid)
         if not died_of_signal and not unseen:
             return False
-        signature = scan_directory(self.settings.checkpoint_dir)
+        signature = saved_files(scan_directory(self.settings.checkpoint_dir))
         newest = max((mtime for _size, mtime, _ino in signature.values()), default=0) / 1e9
         age = time.time() - (time.monotonic() - exited_at) - newest
         if signature and age < self.settings.settle_seconds:
