@@ -5,11 +5,20 @@ import hashlib
 import io
 import json
 import os
+import struct
 import time
+import zipfile
 
 import pytest
 
-from trainyard_harness.checkpoints import CheckpointStore, CheckpointSyncer, DirectoryChanged, scan_directory
+from trainyard_harness.checkpoints import (
+    CheckpointStore,
+    CheckpointSyncer,
+    DirectoryChanged,
+    UnfinishedWrite,
+    scan_directory,
+    unfinished_write,
+)
 from trainyard_harness.logs import Logger
 from trainyard_harness.storage import FileStorage
 
@@ -223,6 +232,71 @@ def test_a_log_that_changes_during_upload_rides_along_as_it_stood(tmp_path):
     assert (tmp_path / 'restored' / 'ckpt.pt').read_bytes() == b'weights'
 
 
+def torch_like_zip(path, comment=b''):
+    """A zip archive as torch.save writes one (stored members under archive/), built with zipfile."""
+    with zipfile.ZipFile(path, 'w') as archive:
+        archive.writestr('archive/data.pkl', b'pickled state' * 1000)
+        archive.writestr('archive/data/0', os.urandom(200_000))
+        archive.comment = comment
+    return path.read_bytes()
+
+
+def safetensors_bytes(tensors):
+    """A safetensors file by its published layout: u64 header length, JSON header, then the tensors' bytes."""
+    header, data = {}, b''
+    for name, raw in tensors.items():
+        header[name] = {'dtype': 'U8', 'shape': [len(raw)], 'data_offsets': [len(data), len(data) + len(raw)]}
+        data += raw
+    encoded = json.dumps({'__metadata__': {'format': 'pt'}, **header}).encode()
+    return struct.pack('<Q', len(encoded)) + encoded + data
+
+
+def test_tells_a_save_cut_off_mid_write_by_its_format(tmp_path):
+    whole = torch_like_zip(tmp_path / 'whole.pt')
+    with_comment = torch_like_zip(tmp_path / 'comment.pt', comment=b'written by a test')
+    tensors = safetensors_bytes({'w': os.urandom(5000), 'b': os.urandom(100)})
+    files = {
+        'whole.pt': whole,
+        'comment.pt': with_comment,
+        'cut.pt': whole[: len(whole) // 2],
+        'cut-before-its-end-record.pt': whole[:-10],
+        'model.safetensors': tensors,
+        'cut.safetensors': tensors[:-1],
+        'cut-in-header.safetensors': tensors[:20],
+        'legacy.pt': b'\x80\x02pickle protocol 2, not a zip',
+        'empty.pt': b'',
+    }
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+
+    verdicts = {name: unfinished_write(str(tmp_path / name)) for name in files}
+
+    assert {name for name, why in verdicts.items() if why is None} == {
+        'whole.pt',
+        'comment.pt',
+        'model.safetensors',
+        'legacy.pt',
+        'empty.pt',
+    }
+    assert verdicts['cut.pt'].endswith('without its end record: cut off mid-write')
+    assert 'tensors end at byte' in verdicts['cut.safetensors']
+    assert 'header of' in verdicts['cut-in-header.safetensors']
+
+
+def test_a_save_cut_off_mid_write_is_never_uploaded(tmp_path):
+    storage, store = make_store(tmp_path)
+    whole = torch_like_zip(tmp_path / 'whole.pt')
+    local = local_dir(tmp_path, {'config.json': b'{}', 'ckpt.pt': whole[:-100]})
+
+    with pytest.raises(UnfinishedWrite) as raised:
+        store.upload_snapshot(str(local), 'j', 1, None)
+
+    assert raised.value.path == 'ckpt.pt'
+    assert storage.list() == []
+    (local / 'ckpt.pt').write_bytes(whole)
+    assert store.upload_snapshot(str(local), 'j', 1, None)['checkpoint'] == 'ckpt-000001'
+
+
 def test_a_directory_with_only_logs_is_no_checkpoint(tmp_path):
     _storage, store = make_store(tmp_path)
     local = local_dir(tmp_path, {'train.log': b'starting', 'metrics.jsonl': b'{}'})
@@ -374,6 +448,22 @@ def test_syncer_does_not_upload_a_checkpoint_again_because_its_log_grew(tmp_path
     assert first['checkpoint'] == 'ckpt-000001' and grown is None
     assert second['checkpoint'] == 'ckpt-000002'
     assert storage.get_bytes('ckpt-000002/train.log') == b'step 1\nstep 2\n'
+
+
+def test_a_paused_syncer_uploads_nothing_from_the_background_and_the_final_sync_still_runs(tmp_path):
+    # Paused before the harness kills the trainer: what the kill left is judged by the final sync alone.
+    storage, store = make_store(tmp_path)
+    local = local_dir(tmp_path, {})
+    syncer = CheckpointSyncer(store, str(local), 'j', 1, 0.05, 0, lambda: 1, Logger(io.StringIO()))
+    syncer.pause()
+    syncer.start()
+    try:
+        (local / 'ckpt.pt').write_bytes(b'weights')
+        time.sleep(0.5)  # many ticks and intervals
+        assert folders_in(tmp_path) == []
+    finally:
+        syncer.stop()
+    assert syncer.sync('final')['checkpoint'] == 'ckpt-000001'
 
 
 def test_syncer_warns_when_snapshot_after_snapshot_is_abandoned(tmp_path):

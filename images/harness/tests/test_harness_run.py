@@ -6,6 +6,7 @@ import signal
 import subprocess
 import tarfile
 import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -279,6 +280,63 @@ def test_a_log_the_trainer_appends_to_beside_its_checkpoint_holds_nothing_back(t
     restored = stored_checkpoints(tmp_path).restore_newest(str(tmp_path / 'restored'))
     assert restored['step'] == 10
     assert (tmp_path / 'restored' / 'train.log').read_text().startswith('iter 11: still training\n')
+
+
+def test_a_save_a_launcher_kills_mid_write_in_another_session_is_never_uploaded(tmp_path):
+    # torchrun (2.x) starts its workers in sessions of their own, passes the stop on, and SIGKILLs a worker still
+    # saving 30 s later, then exits 1: the harness sees neither the worker nor its death. The torn torch.save (a zip
+    # without its end record) must not become the newest checkpoint.
+    worker = script(
+        tmp_path,
+        """
+        import os, signal, time, zipfile
+        path = os.path.join(os.environ['TRAINYARD_CHECKPOINT_DIR'], 'ckpt.pt')
+        def save(slowly):
+            with zipfile.ZipFile(path, 'w') as archive, archive.open('archive/data.pkl', 'w') as member:
+                for _ in range(20):
+                    member.write(b'w' * 65536)
+                    if slowly:
+                        member.flush(); archive.fp.flush(); time.sleep(0.2)
+        save(False)
+        print('iter 100: loss 1.0000, time 1.00ms, mfu 1.00%', flush=True)
+        signal.signal(signal.SIGTERM, lambda *_: save(True) or os._exit(0))
+        while True:
+            time.sleep(0.05)
+        """,
+        name='worker.py',
+    )
+    launcher = script(
+        tmp_path,
+        f"""
+        import os, signal, subprocess, sys, time
+        worker = subprocess.Popen([sys.executable, {worker!r}], start_new_session=True)
+        stop = []
+        signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+        while worker.poll() is None and not stop:
+            time.sleep(0.05)
+        os.killpg(worker.pid, signal.SIGTERM)
+        try:
+            worker.wait(1.0)
+        except subprocess.TimeoutExpired:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
+        sys.exit(1)
+        """,
+        name='launcher.py',
+    )
+    run = run_harness([PYTHON, launcher], base_env(tmp_path, closed_port_endpoint()))
+    good = run.wait_for_event('checkpoint_uploaded', reason='settled')
+    run.signal(signal.SIGTERM)
+    run.finish()
+
+    assert good['checkpoint'] == 'ckpt-000001'
+    store = stored_checkpoints(tmp_path)
+    assert store.complete_indices() == [1]
+    assert any('without its end record' in r.get('reason', '') for r in run.events('final_sync_retry'))
+    restored = store.restore_newest(str(tmp_path / 'restored'))
+    assert restored['checkpoint'] == 'ckpt-000001'
+    with zipfile.ZipFile(tmp_path / 'restored' / 'ckpt.pt') as archive:
+        assert archive.read('archive/data.pkl') == b'w' * 65536 * 20
 
 
 def test_kills_a_child_that_outlives_the_grace_period(tmp_path):

@@ -52,6 +52,48 @@ def is_log_file(path: str) -> bool:
     return name.endswith(_LOG_SUFFIXES) or name.startswith(_LOG_PREFIXES)
 
 
+# A zip archive (what torch.save writes, and numpy's .npz) ends with its end-of-central-directory record: 22 bytes and a
+# comment of at most 65,535, written last. One without it was cut off mid-write.
+_ZIP_LOCAL_HEADER = b'PK\x03\x04'
+_ZIP_END_RECORD = b'PK\x05\x06'
+_ZIP_END_RECORD_SIZE = 22
+_ZIP_TAIL_BYTES = _ZIP_END_RECORD_SIZE + 65535
+
+
+def unfinished_write(path: str) -> str | None:
+    """Why a file is, by its own format, a write that was cut off (a zip archive such as torch.save's without its end
+    record; a safetensors file shorter than its header says); None when it is complete or its format is not one of
+    those. A save the trainer's launcher killed mid-write, or that a stalled writer left half done, is never uploaded
+    as a checkpoint, whatever the harness knew of the processes that wrote it."""
+    with open(path, 'rb') as handle:
+        size = os.fstat(handle.fileno()).st_size
+        head = handle.read(8)
+        if head.startswith(_ZIP_LOCAL_HEADER):
+            handle.seek(max(0, size - _ZIP_TAIL_BYTES))
+            tail = handle.read()
+            at = tail.rfind(_ZIP_END_RECORD)
+            while at >= 0:
+                comment = int.from_bytes(tail[at + 20 : at + 22], 'little')
+                if at + _ZIP_END_RECORD_SIZE + comment == len(tail):
+                    return None
+                at = tail.rfind(_ZIP_END_RECORD, 0, at)
+            return f'a zip archive (as torch.save writes) of {size} bytes without its end record: cut off mid-write'
+        if path.endswith('.safetensors'):
+            if len(head) < 8:
+                return f'a safetensors file of {size} bytes, shorter than its header length'
+            length = int.from_bytes(head, 'little')
+            if 8 + length > size:
+                return f'a safetensors header of {length} bytes in a file of {size}: cut off mid-write'
+            try:
+                header = json.loads(handle.read(length))
+                end = max((int(v['data_offsets'][1]) for k, v in header.items() if k != '__metadata__'), default=0)
+            except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+                return f'a safetensors file of {size} bytes whose header does not parse: cut off mid-write'
+            if 8 + length + end > size:
+                return f'a safetensors file whose tensors end at byte {8 + length + end}, of {size}: cut off mid-write'
+    return None
+
+
 def saved_files(signature: Signature) -> Signature:
     """The files of a scan that a save writes: every one but the logs."""
     return {path: stat for path, stat in signature.items() if not is_log_file(path)}
@@ -82,6 +124,10 @@ class DirectoryChanged(Exception):
     def __init__(self, message: str, path: str):
         super().__init__(message)
         self.path = path
+
+
+class UnfinishedWrite(DirectoryChanged):
+    """A checkpoint file is, by its format, cut off mid-write (`unfinished_write`): the snapshot is not made."""
 
 
 def folder_name(index: int) -> str:
@@ -312,9 +358,11 @@ class CheckpointStore:
         """Uploads every finished file of `local_dir` as a new folder, manifest last; None when there is nothing a save
         wrote, or when `accept` refuses the files as scanned.
 
-        Each saved file is hashed, uploaded, then stat-ed again: if it changed meanwhile the snapshot is abandoned
-        (DirectoryChanged) before any manifest is written, so storage never claims a torn checkpoint is complete, and
-        what it had uploaded is deleted. Logs (`is_log_file`) go last, each from a copy taken then, whatever they do.
+        A saved file cut off mid-write by its own format (`unfinished_write`) stops the snapshot before anything is
+        uploaded (UnfinishedWrite). Each saved file is hashed, uploaded, then stat-ed again: if it changed meanwhile
+        the snapshot is abandoned (DirectoryChanged) before any manifest is written, so storage never claims a torn
+        checkpoint is complete, and what it had uploaded is deleted. Logs (`is_log_file`) go last, each from a copy
+        taken then, whatever they do.
         """
         signature = scan_directory(local_dir)
         if not saved_files(signature) or not accept(signature):
@@ -322,6 +370,10 @@ class CheckpointStore:
         folders = self.folders()
         index = max(folders, default=0) + 1
         name = folder_name(index)
+        for relative in sorted(saved_files(signature)):
+            why = unfinished_write(os.path.join(local_dir, relative))
+            if why is not None:
+                raise UnfinishedWrite(f'{relative} is {why}', relative)
         entries: dict[str, dict] = {}
         try:
             for relative in sorted(saved_files(signature)):
@@ -443,6 +495,12 @@ class CheckpointSyncer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._abandoned_in_a_row = 0
+        self._paused = threading.Event()
+
+    def pause(self) -> None:
+        """Starts no more background uploads (the final sync still runs): called before the harness kills the
+        trainer, whose files it can no longer judge from the background once the writer is gone."""
+        self._paused.set()
 
     def set_baseline(self, signature: Signature) -> None:
         """Marks the directory's current contents as already in storage (after a restore)."""
@@ -531,7 +589,10 @@ class CheckpointSyncer:
         changed_at = time.monotonic()
         last_interval = time.monotonic()
         deferred_since: float | None = None
+        unfinished: Signature | None = None  # the files as they were when a save was found cut off
         while not self._stop.wait(tick):
+            if self._paused.is_set():
+                continue
             try:
                 current = saved_files(scan_directory(self.local_dir))  # logs change all the time: a save settles
                 now = time.monotonic()
@@ -541,7 +602,7 @@ class CheckpointSyncer:
                 # A save the done file does not call finished waits for the interval (which logs why), rather than
                 # looking at /proc and scanning again on every tick.
                 fresh = current and current != saved_files(self.uploaded)
-                if fresh and settled and self._accepts(current) and not self.held(current):
+                if fresh and settled and current != unfinished and self._accepts(current) and not self.held(current):
                     reason = 'settled'
                 elif now - last_interval >= self.interval_seconds:
                     reason = 'interval'
@@ -564,15 +625,19 @@ class CheckpointSyncer:
                 last_interval = now
                 self.sync(reason)
             except DirectoryChanged as error:
+                # A save found cut off is tried again once a file changes (the writer went on) or at the interval.
+                unfinished = current if isinstance(error, UnfinishedWrite) else None
                 self._abandoned_in_a_row += 1
                 self.log.info('checkpoint_upload_retry', reason=str(error))
                 if self._abandoned_in_a_row == ABANDONED_BEFORE_WARNING:
                     self.log.warn(
                         'checkpoint_upload_keeps_changing',
                         path=error.path,
+                        reason=str(error),
                         abandoned=self._abandoned_in_a_row,
-                        advice='the trainer rewrites its checkpoint faster than it uploads: save less often, or '
-                        'name a done file it writes after each save (trainyard submit --checkpoint-done-file)',
+                        advice='the trainer rewrites its checkpoint faster than it uploads, or leaves a save '
+                        'unfinished: save less often, or name a done file it writes after each save '
+                        '(trainyard submit --checkpoint-done-file)',
                     )
             except (StorageError, OSError) as error:
                 self.log.warn('checkpoint_upload_failed', error=str(error))

@@ -315,6 +315,7 @@ class Harness:
                 break
             if signal_sent_at is not None and not killed and time.monotonic() - signal_sent_at > s.stop_grace_seconds:
                 killed = True
+                syncer.pause()  # nothing more from the background: the final sync judges what the kill left
                 torn_files = self._kill_between_writes(child)
                 self.log.warn('stop_grace_expired', grace_s=s.stop_grace_seconds, action='SIGKILL', torn_files=torn_files)
             if returncode is not None:
