@@ -297,6 +297,20 @@ def test_a_save_cut_off_mid_write_is_never_uploaded(tmp_path):
     assert store.upload_snapshot(str(local), 'j', 1, None)['checkpoint'] == 'ckpt-000001'
 
 
+def test_uploads_a_manifest_json_of_the_trainer_in_a_subdirectory_but_not_one_in_the_place_of_its_own(tmp_path):
+    storage, store = make_store(tmp_path)
+    local = local_dir(tmp_path, {'ckpt.pt': b'weights', 'MANIFEST.json': b'{"mine": true}'})
+    (local / 'tokenizer').mkdir()
+    (local / 'tokenizer' / 'MANIFEST.json').write_bytes(b'{"vocab": 50304}')
+
+    manifest = store.upload_snapshot(str(local), 'j', 1, None)
+
+    assert [e['path'] for e in manifest['files']] == ['ckpt.pt', 'tokenizer/MANIFEST.json']
+    assert json.loads(storage.get_bytes('ckpt-000001/MANIFEST.json'))['job_id'] == 'j'
+    store.restore_newest(str(tmp_path / 'restored'))
+    assert (tmp_path / 'restored' / 'tokenizer' / 'MANIFEST.json').read_bytes() == b'{"vocab": 50304}'
+
+
 def test_a_directory_with_only_logs_is_no_checkpoint(tmp_path):
     _storage, store = make_store(tmp_path)
     local = local_dir(tmp_path, {'train.log': b'starting', 'metrics.jsonl': b'{}'})

@@ -139,10 +139,12 @@ def is_temporary(relative_path: str) -> bool:
     """Files a writer has not finished (tmp names, locks) are never uploaded: atomic writers rename them later.
 
     Other dotfiles are checkpoint files like any: PyTorch's distributed checkpoints keep their index in `.metadata`
-    (written as `.metadata.tmp`, then renamed), and a checkpoint uploaded without it cannot be loaded.
+    (written as `.metadata.tmp`, then renamed), and a checkpoint uploaded without it cannot be loaded. A top-level
+    `MANIFEST.json` would take the place of the folder's own manifest, so it is left out too; one in a subdirectory
+    is a file like any.
     """
     name = os.path.basename(relative_path)
-    return name.endswith(_TEMPORARY_SUFFIXES) or name.startswith(_TEMPORARY_PREFIXES) or name == MANIFEST_NAME
+    return name.endswith(_TEMPORARY_SUFFIXES) or name.startswith(_TEMPORARY_PREFIXES) or relative_path == MANIFEST_NAME
 
 
 def scan_directory(root: str) -> Signature:
