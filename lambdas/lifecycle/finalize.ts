@@ -68,7 +68,9 @@ export function createFinalizeHandler(
 
     // What the ledger charges the job once it is settled (a release charges what was accrued, at most).
     let settledUsd = 0;
-    if (finalState === 'REJECTED' || firstCostUsd === 0) {
+    // A job that ran is settled even at $0.00: settling replaces what budget-watch accrued with the recorded cost, where
+    // a release would keep the accruals as spent.
+    if (finalState === 'REJECTED') {
       await plane.ledger.release(jobId);
     } else {
       try {

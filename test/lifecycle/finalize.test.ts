@@ -218,6 +218,32 @@ describe('Finalize: the job report', () => {
     ]);
     expect((await bench.ledger.unpublishedAlerts('vision', period)).crossings).toEqual([]);
   });
+
+  it('settles a job whose attempts cost $0.00 to $0.00, not to what budget-watch had accrued for it', async () => {
+    await bench.jobs.createJob(jobRecord({ createdAt: new Date(T.started - 4_000_000).toISOString() }));
+    // One minute on a tier priced at $0.18/h: $0.003, nothing to the cent.
+    await bench.jobs.putAttempt(
+      attemptRecord({
+        attempt: 1,
+        status: 'SUCCEEDED',
+        startedAt: T.started,
+        stoppedAt: T.started + 60_000,
+        usdPerHour: 0.18,
+        costUsd: 0.003,
+        outcome: { kind: 'succeeded', reason: 'Essential container in task exited', exitCode: 0, resumable: false },
+      }),
+    );
+    const period = new Date(T.started - 4_000_000).toISOString().slice(0, 7);
+    await bench.ledger.ensureBudget('team:vision', period, 10);
+    await bench.ledger.reserve(JOB_ID, ['team:vision'], 1, period);
+    await bench.ledger.accrue(JOB_ID, 0.01); // budget-watch's running figure, a tick before the end
+
+    await finalize({ jobId: JOB_ID, finalState: 'SUCCEEDED' });
+
+    expect(await bench.ledger.usage('team:vision', period)).toMatchObject({ spentUsd: 0, reservedUsd: 0 });
+    await bench.ledger.accrue(JOB_ID, 0.02); // a tick that read the job before it ended changes nothing now
+    expect(await bench.ledger.usage('team:vision', period)).toMatchObject({ spentUsd: 0, reservedUsd: 0 });
+  });
 });
 
 describe('Finalize: an orphaned Batch job’s cost', () => {
