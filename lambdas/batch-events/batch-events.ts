@@ -19,6 +19,9 @@
  *   ended (its final event, summary and report went out with the cost it had then), its summary.json and report.html
  *   are written again (lambdas/shared/job-files.ts, keeping when it finished) and `Job Cost Amended` announces the new
  *   cost, on every delivery of the orphan's end (its eventId is the same).
+ * - RUNNABLE/STARTING/RUNNING of the attempt's own Batch job when the attempt's end was recorded without Batch's word
+ *   (`endUnseen`: Batch did not report the job when it was looked up, and it was billed to its last sign of life):
+ *   terminated as an orphan, nothing recorded, so it never runs on unwatched.
  * - RUNNABLE/STARTING/RUNNING of a job whose cancel was requested: TerminateJob with the cancel reason, after the Batch
  *   job id is recorded and from a read of the job made after that write; of a job that has already ended (Finalize ran
  *   while the attempt was still in Batch, after AttemptOutcome failed), TerminateJob with the `jobEnded` reason. A
@@ -323,7 +326,10 @@ export function createBatchEventsHandler(plane: Plane) {
         batchJob.jobId,
         isTerminal(current.state) ? TERMINATE_REASONS.jobEnded : TERMINATE_REASONS.orphaned,
       );
-      logger.warn('a Batch job its attempt does not own was running or queued; terminated', keys);
+      logger.warn(
+        'a Batch job running or queued that no live attempt owns (another job, or its end recorded); terminated',
+        keys,
+      );
     }
     return { action: 'orphaned', jobId: job.jobId, attempt: attempt.attempt };
   }
@@ -367,6 +373,9 @@ export function createBatchEventsHandler(plane: Plane) {
       a.batchJobId === batchJob.jobId || (a.batchJobId === undefined && a.stoppedAt === undefined);
     if (!owns(attempt)) return orphaned(batchJob, job, attempt);
     if (batchJob.status === 'SUCCEEDED' || batchJob.status === 'FAILED') return stopped(batchJob, job, attempt);
+    // Its own Batch job, live, with the attempt's end recorded without Batch's word: the job moved on without it.
+    // Never left to run unwatched. (A late RUNNING of a job whose end Batch reported is stale, and left alone.)
+    if (attempt.endUnseen) return orphaned(batchJob, job, attempt);
 
     let recorded: AttemptRecord | undefined = attempt;
     if (batchJob.status === 'RUNNING') {

@@ -272,6 +272,11 @@ export const attemptRecordSchema = z.strictObject({
    * without it (batch-events charges it late, writes the job's files again and sends `Job Cost Amended`).
    */
   endedAfterJob: z.optional(z.boolean()),
+  /**
+   * True when the attempt's stop was recorded without Batch's word: Batch no longer reported its job, so it was billed
+   * to the last sign of it running (lifecycle/common.ts). A Batch job of it reported live after that is terminated.
+   */
+  endUnseen: z.optional(z.boolean()),
   /** When a spot interruption notice for its instance was recorded. */
   noticeAt: z.optional(epochMs),
   /** CloudWatch Logs stream of the attempt's container (Batch's container.logStreamName). */

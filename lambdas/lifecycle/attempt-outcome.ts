@@ -37,6 +37,7 @@ import { logger } from '../shared/logger';
 import {
   AttemptGotBatchJob,
   AttemptsStillRunning,
+  BatchJobNotReported,
   BatchLookupUnavailable,
   countersFrom,
   jobEvent,
@@ -123,7 +124,7 @@ export function createAttemptOutcomeHandler(
       // Without a Batch job: not run (SubmitJob refused it), or run and forgotten by Batch; an infra-error to retry.
       outcome = await recordAttemptEnd(plane, job, attempt, batchJob ?? { missing: error }, now);
     } catch (failure) {
-      if (!(failure instanceof AttemptGotBatchJob)) throw failure;
+      if (!(failure instanceof AttemptGotBatchJob) && !(failure instanceof BatchJobNotReported)) throw failure;
       throw new AttemptsStillRunning(`${failure.message} (the task failed: ${error})`);
     }
 

@@ -44,6 +44,23 @@ export class AttemptGotBatchJob extends Error {
   override name = 'AttemptGotBatchJob';
 }
 
+/**
+ * Raised instead of billing an attempt as forgotten when Batch does not report its recorded Batch job but the attempt
+ * showed a sign of life too recently for Batch to have forgotten it (see {@link BATCH_REPORTS_JOBS_SECONDS}): the miss
+ * is Batch's lag, the job may be running, and the caller looks it up again.
+ */
+export class BatchJobNotReported extends Error {
+  override name = 'BatchJobNotReported';
+}
+
+/**
+ * How long after an attempt's last sign of life Batch surely still reports its job: a day. AWS keeps an ended job for
+ * days (about 7), and only a job that has ended can be forgotten, so within a day of the last sign a job DescribeJobs
+ * does not return exists. Treating that miss as "forgotten" would record the end of an attempt that may be running,
+ * billed to an estimate, with its Batch job left to run.
+ */
+export const BATCH_REPORTS_JOBS_SECONDS = 86_400;
+
 /** An attempt's Batch job: by its recorded id, else the newest of its name in its queue; undefined if Batch has none. */
 export async function lookUpAttempt(
   plane: Pick<ControlPlane, 'batch'>,
@@ -104,7 +121,8 @@ export function progressSeconds(job: Pick<JobRecord, 'progress' | 'estimate'>): 
  * Batch has no job for it (`missing` says where the caller looked and why), from what is recorded. An attempt with no
  * Batch job recorded did not run: an infra-error to retry, at no cost. One whose recorded Batch job Batch no longer
  * reports ran, and stopped at a moment no one can now tell: it is billed from its start to the last sign of it
- * running ({@link lastSignOf}, {@link costOfUnseenEnd}), an infra-error whose reason says so. A replay, or a second
+ * running ({@link lastSignOf}, {@link costOfUnseenEnd}), an infra-error whose reason says so; unless that sign is
+ * too recent for Batch to have forgotten the job, when this throws {@link BatchJobNotReported} and records nothing. A replay, or a second
  * writer after batch-events, writes nothing new: the figures are those of the same pure functions.
  *
  * "Not run" of an attempt that had no Batch job when the caller looked is written only while none is recorded:
@@ -113,7 +131,7 @@ export function progressSeconds(job: Pick<JobRecord, 'progress' | 'estimate'>): 
  * {@link AttemptGotBatchJob}, and the caller looks the attempt up again.
  */
 export async function recordAttemptEnd(
-  plane: Pick<ControlPlane, 'config' | 'jobs' | 'events' | 'workspace'>,
+  plane: Pick<ControlPlane, 'config' | 'jobs' | 'events' | 'workspace' | 'batch'>,
   job: JobRecord,
   attempt: AttemptRecord,
   ended: BatchJob | { missing: string },
@@ -133,6 +151,13 @@ export async function recordAttemptEnd(
       outcome = asRecorded;
     } else {
       const sign = await lastSignOf(plane, job, attempt);
+      const lastSeen = Math.max(attempt.submittedAt ?? 0, attempt.startedAt ?? 0, sign?.at ?? 0);
+      const reportsFor = plane.batch.reportsJobsForSeconds ?? BATCH_REPORTS_JOBS_SECONDS;
+      if (now.getTime() - lastSeen < reportsFor * 1000) {
+        throw new BatchJobNotReported(
+          `job ${jobId} attempt ${attempt.attempt}: Batch does not report its job ${attempt.batchJobId}, last seen ${new Date(lastSeen).toISOString()}, too recently for Batch to have forgotten it; it is looked up again`,
+        );
+      }
       const cost = costOfUnseenEnd(attempt, sign?.at, tierOfJob(plane.config, job));
       const written = await plane.jobs.updateAttempt(
         jobId,
@@ -143,6 +168,7 @@ export async function recordAttemptEnd(
           stoppedAt: cost.stoppedAt ?? now.getTime(),
           usdPerHour: cost.usdPerHour,
           costUsd: cost.costUsd,
+          endUnseen: true,
         },
         'stoppedAt',
       );
@@ -262,8 +288,15 @@ export async function endOpenAttempts(
       try {
         await recordAttemptEnd(plane, job, attempt, { missing: 'the job ended before it reached Batch' }, now);
       } catch (error) {
-        if (!(error instanceof AttemptGotBatchJob)) throw error;
-        running.push(`attempt ${attempt.attempt} (its Batch job appeared; looked up again)`);
+        if (error instanceof AttemptGotBatchJob) {
+          running.push(`attempt ${attempt.attempt} (its Batch job appeared; looked up again)`);
+        } else if (error instanceof BatchJobNotReported) {
+          running.push(
+            `attempt ${attempt.attempt} (Batch job ${attempt.batchJobId} not reported yet; looked up again)`,
+          );
+        } else {
+          throw error;
+        }
       }
     } else if (batchJob.status === 'SUCCEEDED' || batchJob.status === 'FAILED') {
       await recordAttemptEnd(plane, job, attempt, batchJob, now);

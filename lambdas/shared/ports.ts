@@ -24,6 +24,12 @@ export interface BatchControl {
    * the doubles of handlers that never look a job up need not pretend to; the execution-ended handler requires it.
    */
   lookupJob?(ref: BatchJobRef): Promise<BatchJob | undefined>;
+  /**
+   * Seconds after its last sign of life within which a job Batch does not report cannot have been forgotten, so the
+   * miss is Batch's lag (DescribeJobs can trail a job for a moment) and the caller looks again. @default
+   * BATCH_REPORTS_JOBS_SECONDS (AWS keeps an ended job for days); local mode's runner forgets every job on a restart: 0
+   */
+  readonly reportsJobsForSeconds?: number;
 }
 
 /** Puts events on the platform bus. */

@@ -306,6 +306,8 @@ interface Attempt {
 
 /** Runs Batch jobs locally through the real harness; see the module header for how endings are reported. */
 export class LocalBatchRunner implements LocalBatch, BatchControl {
+  /** This runner knows the jobs it ran since it started and none before: a job it does not report, it forgot. */
+  readonly reportsJobsForSeconds = 0;
   private readonly workDir: string;
   private readonly python: string;
   private readonly harnessPath: string;

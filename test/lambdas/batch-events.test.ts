@@ -532,6 +532,30 @@ describe('batch-events: a Batch job its attempt does not own is stopped, and bil
     },
   );
 
+  it.each(['batch-runnable', 'batch-running'])(
+    'terminates, on %s, the attempt’s own Batch job once its end was recorded without Batch’s word, and writes nothing',
+    async (name) => {
+      // Its end recorded without Batch's word (estimated, as forgotten): the job must not run on unwatched.
+      await seed(
+        {},
+        {
+          batchJobId: BATCH_JOB_ID,
+          status: 'FAILED',
+          startedAt: T.started,
+          stoppedAt: T.started + 60_000,
+          endUnseen: true,
+        },
+      );
+      const before = await bench.snapshot();
+
+      expect(await handle(fixture(name))).toEqual(orphaned);
+
+      expect(bench.recorded.terminated).toEqual([{ batchJobId: BATCH_JOB_ID, reason: TERMINATE_REASONS.orphaned }]);
+      expect(await bench.snapshot()).toEqual(before);
+      expect(bench.recorded.published).toEqual([]);
+    },
+  );
+
   it('says the job ended when the orphan’s job is already terminal', async () => {
     await seed({ state: 'FAILED' }, NOT_RUN);
 

@@ -258,7 +258,14 @@ describe('executions that end without Finalize (the execution-ended rule)', () =
 
     expect(b.batch.terminations).toEqual([]);
     const [attempt] = await b.plane.jobs.listAttempts(jobId);
-    expect(attempt).toMatchObject({ batchJobId, startedAt, stoppedAt: lastReport, usdPerHour: 0.2, status: 'FAILED' });
+    expect(attempt).toMatchObject({
+      batchJobId,
+      startedAt,
+      stoppedAt: lastReport,
+      usdPerHour: 0.2,
+      status: 'FAILED',
+      endUnseen: true,
+    });
     expect(attempt?.outcome).toEqual({
       kind: 'infra-error',
       resumable: true,
@@ -324,6 +331,33 @@ describe('executions that end without Finalize (the execution-ended rule)', () =
     await b.machine.stopExecution(jobId);
     await b.finish(jobId);
     await expectSettled(b, jobId);
+  });
+
+  it('does not take a running attempt DescribeJobs misses for forgotten: it is looked up again, billed as Batch reports it', async () => {
+    const b = await start();
+    const { jobId, batchJobId } = await heldJob(b);
+    b.clock.advance(3600);
+    await b.writeCheckpoint(jobId, 1, 600); // a progress report a moment ago: Batch cannot have forgotten the job
+    const lagging = createExecutionEndedHandler(
+      { ...b.plane, batch: { terminateJob: b.batch.terminateJob.bind(b.batch), lookupJob: async () => undefined } },
+      { waitMs: 30_000, pollMs: 10_000, sleep: async () => undefined },
+    );
+
+    await expect(lagging(ended(jobId, 'ABORTED', b.clock.ms))).rejects.toThrow(
+      `job ${jobId}: Batch has not ended attempt 1 (Batch job ${batchJobId} not reported yet; looked up again)`,
+    );
+    const attempt = await b.plane.jobs.getAttempt(jobId, 1);
+    expect([attempt?.stoppedAt, attempt?.outcome, b.batch.terminations]).toEqual([undefined, undefined, []]);
+    expect((await b.plane.jobs.requireJob(jobId)).state).toBe('RUNNING');
+
+    // The event's retry finds the job in Batch: it is stopped and billed as Batch reports its end.
+    await b.machine.stopExecution(jobId);
+    await b.finish(jobId);
+    expect(b.batch.terminations.map((t) => t.batchJobId)).toEqual([batchJobId]);
+    const [recorded] = await b.plane.jobs.listAttempts(jobId);
+    expect(recorded?.outcome?.reason).not.toMatch(/no longer reports/);
+    expect(recorded?.costUsd).toBe(0.2); // 1 h at the $0.20/h spot price its instance started at
+    expect(await expectSettled(b, jobId)).toBe(20);
   });
 
   it('ignores executions that succeeded, are not named by a job id, or name no job', async () => {
