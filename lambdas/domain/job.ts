@@ -88,7 +88,7 @@ export function assertTransition(from: JobState, to: JobState): void {
  * rule (images/harness/trainyard_harness/settings.py); a test holds the two together.
  */
 export const CHECKPOINT_DONE_FILE_RULE =
-  "must be a path inside the checkpoint directory of at most 255 characters: '/'-separated names of letters, digits, '.', '_' and '-', none starting with '.', and not a temporary name (*.tmp, *.temp, *.part, *.partial, *.swp, *~, MANIFEST.json)";
+  "must be a path inside the checkpoint directory of at most 255 characters: '/'-separated names of letters, digits, '.', '_' and '-', none starting with '.', and not a temporary name (*.tmp, *.temp, *.part, *.partial, *.swp, *~), nor MANIFEST.json at the top (the checkpoint's own)";
 const CHECKPOINT_DONE_FILE_PATTERN = /^[A-Za-z0-9_-][A-Za-z0-9._-]*(\/[A-Za-z0-9_-][A-Za-z0-9._-]*)*$/;
 const TEMPORARY_SUFFIXES = ['.tmp', '.temp', '.part', '.partial', '.swp', '~'];
 
@@ -98,7 +98,7 @@ export function isCheckpointDoneFile(path: string): boolean {
   return (
     path.length <= 255 &&
     CHECKPOINT_DONE_FILE_PATTERN.test(path) &&
-    name !== 'MANIFEST.json' &&
+    path !== 'MANIFEST.json' &&
     !TEMPORARY_SUFFIXES.some((suffix) => name.endsWith(suffix))
   );
 }

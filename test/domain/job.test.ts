@@ -247,6 +247,6 @@ describe('checkpointDoneFile', () => {
 
     expect(api).toEqual(harness);
     // Neither side accepts everything, nor refuses everything.
-    expect(api.filter(Boolean)).toHaveLength(6);
+    expect(api.filter(Boolean)).toHaveLength(7);
   });
 });

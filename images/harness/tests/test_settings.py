@@ -225,7 +225,7 @@ def test_argv_command_wins_over_trainyard_command():
             (
                 {'TRAINYARD_CHECKPOINT_DONE_FILE': bad},
                 None,
-                f"not a temporary name (*.tmp, *.part, MANIFEST.json, …), got {bad!r}",
+                f"not a temporary name (*.tmp, *.part, …) nor MANIFEST.json at the top, got {bad!r}",
             )
             for bad in ['../SAVED', '/abs/SAVED', '.done', 'a//b', 'dir/', 'SAVED.tmp', 'MANIFEST.json', 'x' * 256]
         ],

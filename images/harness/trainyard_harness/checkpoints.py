@@ -596,7 +596,8 @@ class CheckpointSyncer:
             if self._paused.is_set():
                 continue
             try:
-                current = saved_files(scan_directory(self.local_dir))  # logs change all the time: a save settles
+                scanned = scan_directory(self.local_dir)
+                current = saved_files(scanned)  # logs change all the time: a save settles
                 now = time.monotonic()
                 if current != seen:
                     seen, changed_at = current, now
@@ -604,7 +605,7 @@ class CheckpointSyncer:
                 # A save the done file does not call finished waits for the interval (which logs why), rather than
                 # looking at /proc and scanning again on every tick.
                 fresh = current and current != saved_files(self.uploaded)
-                if fresh and settled and current != unfinished and self._accepts(current) and not self.held(current):
+                if fresh and settled and current != unfinished and self._accepts(scanned) and not self.held(current):
                     reason = 'settled'
                 elif now - last_interval >= self.interval_seconds:
                     reason = 'interval'

@@ -212,7 +212,7 @@ def load_settings(env: Mapping[str, str], argv_command: Sequence[str]) -> Settin
         problems.append(
             'TRAINYARD_CHECKPOINT_DONE_FILE must be a path inside the checkpoint directory of at most '
             f"{DONE_FILE_MAX_CHARS} characters: '/'-separated names of letters, digits, '.', '_' and '-', none "
-            f'starting with \'.\', and not a temporary name (*.tmp, *.part, MANIFEST.json, …), got {done_file!r}'
+            f'starting with \'.\', and not a temporary name (*.tmp, *.part, …) nor MANIFEST.json at the top, got {done_file!r}'
         )
         done_file = None
 

@@ -385,7 +385,7 @@ describe('POST /jobs refuses bad input with an exact status and message and writ
       code: 'invalid_request',
       message: 'body.labels: a job may carry at most 16 labels',
     },
-    ...['../SAVED', '/abs/SAVED', '.done', 'dir/', 'SAVED.tmp', 'step/MANIFEST.json', 'x'.repeat(256)].map(
+    ...['../SAVED', '/abs/SAVED', '.done', 'dir/', 'SAVED.tmp', 'MANIFEST.json', 'x'.repeat(256)].map(
       (checkpointDoneFile) => ({
         name: `checkpointDoneFile ${JSON.stringify(checkpointDoneFile.slice(0, 20))}`,
         body: { bundle: bundleB64, command, checkpointDoneFile },
