@@ -20,7 +20,7 @@ from trainyard_harness.checkpoints import (
     unfinished_write,
 )
 from trainyard_harness.logs import Logger
-from trainyard_harness.storage import FileStorage
+from trainyard_harness.storage import FileStorage, StorageError
 
 
 def make_store(tmp_path, keep=3):
@@ -445,6 +445,81 @@ def test_syncer_uploads_only_when_the_directory_changed(tmp_path):
     assert again is None
     assert second['checkpoint'] == 'ckpt-000002'
     assert storage.get_bytes('ckpt-000002/ckpt.pt') == b'v2'
+
+
+class CountingStorage(FileStorage):
+    """file:// storage that counts uploads and in-store copies, and can refuse copies."""
+
+    def __init__(self, uri, refuse_copies=False):
+        super().__init__(uri)
+        self.uploads: list[str] = []
+        self.copies: list[tuple[str, str]] = []
+        self.refuse_copies = refuse_copies
+
+    def put_file(self, local_path, key):
+        self.uploads.append(key)
+        super().put_file(local_path, key)
+
+    def copy(self, source_key, key):
+        if self.refuse_copies:
+            raise StorageError(f'AccessDenied copying {source_key}')
+        self.copies.append((source_key, key))
+        super().copy(source_key, key)
+
+
+def test_syncer_copies_the_files_a_save_left_unchanged_from_the_last_checkpoint_instead_of_uploading_them(tmp_path):
+    storage = CountingStorage(f'file://{tmp_path}/store')
+    out = io.StringIO()
+    store = CheckpointStore(storage, 3, Logger(out))
+    local = local_dir(tmp_path, {'base-model.bin': b'frozen' * 1000, 'adapter.pt': b'step 1'})
+    syncer = CheckpointSyncer(store, str(local), 'j', 1, 300, 0, lambda: 1, Logger(out))
+
+    syncer.sync('test')
+    (local / 'adapter.pt').write_bytes(b'step 2')
+    second = syncer.sync('test')
+
+    assert storage.uploads == ['ckpt-000001/adapter.pt', 'ckpt-000001/base-model.bin', 'ckpt-000002/adapter.pt']
+    assert storage.copies == [('ckpt-000001/base-model.bin', 'ckpt-000002/base-model.bin')]
+    assert second['files'] == [
+        {'path': 'adapter.pt', 'size': 6, 'sha256': hashlib.sha256(b'step 2').hexdigest()},
+        {'path': 'base-model.bin', 'size': 6000, 'sha256': hashlib.sha256(b'frozen' * 1000).hexdigest()},
+    ]
+    uploaded = [json.loads(line) for line in out.getvalue().splitlines() if 'checkpoint_uploaded' in line]
+    assert [(e['copied_files'], e['copied_bytes']) for e in uploaded] == [(0, 0), (1, 6000)]
+    store.restore_newest(str(tmp_path / 'restored'))
+    assert (tmp_path / 'restored' / 'base-model.bin').read_bytes() == b'frozen' * 1000
+
+
+def test_a_copy_the_store_refuses_is_uploaded_instead(tmp_path):
+    storage = CountingStorage(f'file://{tmp_path}/store', refuse_copies=True)
+    out = io.StringIO()
+    store = CheckpointStore(storage, 3, Logger(out))
+    local = local_dir(tmp_path, {'base-model.bin': b'frozen', 'adapter.pt': b'step 1'})
+    syncer = CheckpointSyncer(store, str(local), 'j', 1, 300, 0, lambda: 1, Logger(out))
+
+    syncer.sync('test')
+    (local / 'adapter.pt').write_bytes(b'step 2')
+    second = syncer.sync('test')
+
+    assert second['checkpoint'] == 'ckpt-000002'
+    assert 'ckpt-000002/base-model.bin' in storage.uploads
+    assert 'checkpoint_copy_failed' in out.getvalue()
+
+
+def test_after_a_restore_the_files_still_as_restored_are_copied_from_that_checkpoint(tmp_path):
+    storage = CountingStorage(f'file://{tmp_path}/store')
+    write_checkpoint(storage, 4, {'base-model.bin': b'frozen', 'adapter.pt': b'step 1'})
+    store = CheckpointStore(storage, 3, Logger(io.StringIO()))
+    local = tmp_path / 'local'
+    restored = store.restore_newest(str(local))
+    syncer = CheckpointSyncer(store, str(local), 'j', 2, 300, 0, lambda: 2, Logger(io.StringIO()))
+    syncer.set_baseline(scan_directory(str(local)), restored)
+
+    (local / 'adapter.pt').write_bytes(b'step 2')
+    syncer.sync('test')
+
+    assert storage.copies == [('ckpt-000004/base-model.bin', 'ckpt-000005/base-model.bin')]
+    assert storage.uploads == ['ckpt-000005/adapter.pt']
 
 
 def test_syncer_does_not_upload_a_checkpoint_again_because_its_log_grew(tmp_path):

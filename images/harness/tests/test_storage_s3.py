@@ -14,7 +14,7 @@ from conftest import PYTHON, REPO, base_env, closed_port_endpoint, run_harness
 
 from trainyard_harness.checkpoints import CheckpointStore
 from trainyard_harness.logs import Logger
-from trainyard_harness.storage import PinnedFile, S3Storage, SourceChanged, s3_client_config
+from trainyard_harness.storage import PinnedFile, S3Storage, SourceChanged, StorageError, s3_client_config
 
 HELLO = str(REPO / 'examples' / 'hello-cpu' / 'train.py')
 
@@ -48,6 +48,23 @@ def test_round_trips_bytes_files_listing_and_deletes(s3rver, tmp_path):
     storage.delete('a/one.txt')
     storage.delete('a/never-existed')
     assert [o.key for o in storage.list()] == ['a/two.bin']
+
+
+def test_copies_an_object_within_the_prefix_in_the_store(s3rver, tmp_path):
+    from boto3.s3.transfer import TransferConfig
+
+    storage = S3Storage(prefix(), s3rver.endpoint)
+    # Uploaded in parts; copied in one CopyObject all the same (s3rver, like S3 below 5 GiB, needs no UploadPartCopy).
+    storage.transfer = TransferConfig(multipart_threshold=5 * 1024 * 1024, multipart_chunksize=5 * 1024 * 1024)
+    data = os.urandom(12 * 1024 * 1024)
+    (tmp_path / 'model.bin').write_bytes(data)
+    storage.put_file(str(tmp_path / 'model.bin'), 'ckpt-000001/model.bin')
+
+    storage.copy('ckpt-000001/model.bin', 'ckpt-000002/model.bin')
+
+    assert storage.get_bytes('ckpt-000002/model.bin') == data
+    with pytest.raises(StorageError, match='cannot copy s3://'):
+        storage.copy('ckpt-000001/missing.bin', 'ckpt-000002/missing.bin')
 
 
 def test_multipart_upload_keeps_large_files_intact(s3rver, tmp_path):

@@ -94,6 +94,28 @@ def unfinished_write(path: str) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Uploaded:
+    """A checkpoint in storage and the local files it was taken from: what a later snapshot may copy from it."""
+
+    checkpoint: str
+    files: dict[str, dict]
+    signature: Signature
+
+    @classmethod
+    def of(cls, manifest: dict, signature: Signature) -> Uploaded:
+        """From a manifest as upload_snapshot or restore_newest returns it (with its `checkpoint` name)."""
+        return cls(manifest['checkpoint'], {entry['path']: entry for entry in manifest['files']}, dict(signature))
+
+    def reusable(self, scanned: Signature) -> dict[str, dict]:
+        """The manifest entries of the files scanned exactly as they were when this checkpoint took them."""
+        return {
+            path: self.files[path]
+            for path, stat in saved_files(scanned).items()
+            if path in self.files and self.signature.get(path) == stat and self.files[path]['size'] == stat[0]
+        }
+
+
 def saved_files(signature: Signature) -> Signature:
     """The files of a scan that a save writes: every one but the logs."""
     return {path: stat for path, stat in signature.items() if not is_log_file(path)}
@@ -356,9 +378,15 @@ class CheckpointStore:
         attempt: int,
         step: int | None,
         accept: Callable[[Signature], bool] = lambda _: True,
+        previous: Uploaded | None = None,
     ) -> dict | None:
         """Uploads every finished file of `local_dir` as a new folder, manifest last; None when there is nothing a save
         wrote, or when `accept` refuses the files as scanned.
+
+        A saved file unchanged since `previous` (the same size, mtime and inode as when that checkpoint took it) is
+        copied from it within the store instead of uploaded again: a directory that keeps large files from save to save
+        (a frozen base model, the last few checkpoints of a trainer that keeps them) costs a snapshot only what changed,
+        and the final sync inside a spot notice's two minutes too. A copy that fails is uploaded after all.
 
         A saved file cut off mid-write by its own format (`unfinished_write`) stops the snapshot before anything is
         uploaded (UnfinishedWrite). Each saved file is hashed, uploaded, then stat-ed again: if it changed meanwhile
@@ -377,9 +405,16 @@ class CheckpointStore:
             if why is not None:
                 raise UnfinishedWrite(f'{relative} is {why}', relative)
         entries: dict[str, dict] = {}
+        reusable = previous.reusable(signature) if previous is not None else {}
+        copied: list[str] = []
         try:
             for relative in sorted(saved_files(signature)):
-                entries[relative] = self._upload_saved(local_dir, relative, signature[relative], name)
+                entry = reusable.get(relative)
+                if entry is not None and self._copy(f'{previous.checkpoint}/{relative}', f'{name}/{relative}'):
+                    entries[relative] = entry
+                    copied.append(relative)
+                else:
+                    entries[relative] = self._upload_saved(local_dir, relative, signature[relative], name)
             for relative in sorted(set(signature) - set(entries)):
                 entry = self._upload_log(local_dir, relative, name)
                 if entry is not None:
@@ -402,7 +437,17 @@ class CheckpointStore:
         self.storage.put_bytes(json.dumps(manifest, indent=2).encode(), f'{name}/{MANIFEST_NAME}')
         manifest['checkpoint'] = name
         manifest['signature'] = signature
+        manifest['copied'] = copied
         return manifest
+
+    def _copy(self, source: str, key: str) -> bool:
+        """Copies a stored file within the store; False (logged) when the store refused, so the caller uploads it."""
+        try:
+            self.storage.copy(source, key)
+            return True
+        except StorageError as error:
+            self.log.warn('checkpoint_copy_failed', source=source, key=key, error=str(error), action='uploaded instead')
+            return False
 
     def _upload_saved(self, local_dir: str, relative: str, scanned: tuple[int, int, int], folder: str) -> dict:
         """Uploads one file a save wrote; DirectoryChanged when it is not, after the upload, the file scanned."""
@@ -491,6 +536,7 @@ class CheckpointSyncer:
         self.open_for_writing = open_for_writing
         self.uploaded: Signature = {}
         self.last_manifest: dict | None = None
+        self._previous: Uploaded | None = None
         self._hold: Callable[[Signature], bool] = lambda _current: False
         self._held = False
         self._lock = threading.Lock()
@@ -504,9 +550,12 @@ class CheckpointSyncer:
         trainer, whose files it can no longer judge from the background once the writer is gone."""
         self._paused.set()
 
-    def set_baseline(self, signature: Signature) -> None:
-        """Marks the directory's current contents as already in storage (after a restore)."""
+    def set_baseline(self, signature: Signature, restored: dict | None = None) -> None:
+        """Marks the directory's current contents as already in storage (after a restore); with the restored
+        checkpoint's manifest, later snapshots copy the files still as restored from it."""
         self.uploaded = dict(signature)
+        if restored is not None:
+            self._previous = Uploaded.of(restored, signature)
 
     def hold_while(self, hold: Callable[[Signature], bool]) -> None:
         """Uploads nothing while `hold(directory)` is true, except a final sync that does not honour it."""
@@ -536,15 +585,18 @@ class CheckpointSyncer:
                     return None
             started = time.monotonic()
             manifest = self.store.upload_snapshot(
-                self.local_dir, self.job_id, self.attempt, self.step_provider(), self._accepts
+                self.local_dir, self.job_id, self.attempt, self.step_provider(), self._accepts, self._previous
             )
             if manifest is None:
                 return None
             self._waiting = None
             self._abandoned_in_a_row = 0
             self.uploaded = manifest.pop('signature')
+            copied = manifest.pop('copied')
             self.last_manifest = manifest
+            self._previous = Uploaded.of(manifest, self.uploaded)
             total = sum(entry['size'] for entry in manifest['files'])
+            copied_bytes = sum(entry['size'] for entry in manifest['files'] if entry['path'] in copied)
             deleted = self.store.prune()
             self.log.info(
                 'checkpoint_uploaded',
@@ -553,6 +605,8 @@ class CheckpointSyncer:
                 step=manifest['step'],
                 files=len(manifest['files']),
                 bytes=total,
+                copied_files=len(copied),
+                copied_bytes=copied_bytes,
                 duration_s=round(time.monotonic() - started, 3),
                 pruned=[folder_name(i) for i in deleted],
             )

@@ -172,7 +172,7 @@ class Harness:
             command += s.resume_args
             recorder.resumed_from_step = restored.get('step')
             baseline = scan_directory(s.checkpoint_dir)
-            syncer.set_baseline(baseline)
+            syncer.set_baseline(baseline, restored)
             # Until the command reports a step or saves over what was restored (within the window a silent failure
             # is judged in), a snapshot is the restored checkpoint plus whatever the script wrote beside it (its
             # config, a log): uploaded, it would count as progress, hide a checkpoint that cannot be loaded from
