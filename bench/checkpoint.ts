@@ -1,7 +1,8 @@
 /**
  * Checkpoint-on-interruption benchmark: for checkpoints of 10 MB, 100 MB and 1.5 GB, the time from a spot notice to
  * a complete checkpoint (manifest written) in S3, measured through the real harness against s3rver, compared with
- * the 120 s spot warning. Run standalone with `npx tsx bench/checkpoint.ts [--quick]`.
+ * the 120 s spot warning; and a 10 MB save beside 1.5 GB (quick: 100 MB) the trainer never changes, which the final
+ * checkpoint copies within the store instead of uploading. Run standalone with `npx tsx bench/checkpoint.ts [--quick]`.
  */
 
 import { spawn } from 'node:child_process';
@@ -20,6 +21,14 @@ export const SPOT_WARNING_SECONDS = 120;
 const MB = 1000 * 1000;
 /** Checkpoint sizes the full run measures; quick mode keeps the first two. */
 export const CHECKPOINT_SIZES = [10 * MB, 100 * MB, 1500 * MB] as const;
+/** A 10 MB save beside files it does not change, of this size (full run; quick mode: the second). */
+export const UNCHANGED_SIZES = [1500 * MB, 100 * MB] as const;
+
+/** One case: a save of `bytes`, beside `unchangedBytes` already in storage (0: none). */
+interface CheckpointCase {
+  readonly bytes: number;
+  readonly unchangedBytes: number;
+}
 
 /** Median seconds spent in each phase between notice and complete checkpoint. */
 export interface CheckpointPhases {
@@ -36,6 +45,10 @@ export interface CheckpointPhases {
 /** Result for one checkpoint size. */
 export interface CheckpointSizeResult {
   readonly bytes: number;
+  /** Bytes beside the save that it did not change (already in storage: copied there, not uploaded). */
+  readonly unchangedBytes: number;
+  /** Median bytes the final checkpoint copied within the store. */
+  readonly copiedBytes: number;
   readonly runs: number;
   /** Median over runs of notice served to harness exit (manifest written, checkpoint complete). */
   readonly noticeToCompleteSeconds: number;
@@ -56,6 +69,8 @@ export interface CheckpointBenchResult {
 
 interface PythonRun {
   bytes: number;
+  unchanged_bytes: number;
+  copied_bytes: number;
   notice_to_complete_s: number;
   phases: { detect_s: number; signal_s: number; child_save_s: number; upload_s: number };
 }
@@ -79,7 +94,9 @@ function runPython(args: string[], log: (line: string) => void): Promise<PythonR
     createInterface({ input: child.stdout }).on('line', (line) => {
       const run = JSON.parse(line) as PythonRun;
       runs.push(run);
-      log(`checkpoint ${formatBytes(run.bytes)}: notice to complete ${run.notice_to_complete_s.toFixed(2)} s`);
+      log(
+        `checkpoint ${caseName(run.bytes, run.unchanged_bytes)}: notice to complete ${run.notice_to_complete_s.toFixed(2)} s`,
+      );
     });
     child.stderr.on('data', (chunk: Buffer) => {
       stderr += chunk.toString();
@@ -97,7 +114,13 @@ export async function runCheckpointBench(options: {
   quick: boolean;
   log: (line: string) => void;
 }): Promise<CheckpointBenchResult> {
-  const sizes = options.quick ? CHECKPOINT_SIZES.slice(0, 2) : [...CHECKPOINT_SIZES];
+  const cases: CheckpointCase[] = [
+    ...(options.quick ? CHECKPOINT_SIZES.slice(0, 2) : [...CHECKPOINT_SIZES]).map((bytes) => ({
+      bytes,
+      unchangedBytes: 0,
+    })),
+    { bytes: 10 * MB, unchangedBytes: options.quick ? UNCHANGED_SIZES[1] : UNCHANGED_SIZES[0] },
+  ];
   const runsPerSize = options.quick ? 1 : 3;
   const imdsPollSeconds = 5;
   const directory = await mkdtemp(join(tmpdir(), 'trainyard-bench-s3-'));
@@ -105,15 +128,18 @@ export async function runCheckpointBench(options: {
   try {
     const args = ['--endpoint', s3.endpoint, '--bucket', BUCKET, '--runs', String(runsPerSize)];
     args.push('--poll-seconds', String(imdsPollSeconds));
-    for (const size of sizes) args.push('--size', String(size));
-    options.log(`checkpoint bench: sizes ${sizes.map(formatBytes).join(', ')}, ${runsPerSize} run(s) each`);
+    for (const c of cases) args.push('--size', c.unchangedBytes ? `${c.bytes}+${c.unchangedBytes}` : String(c.bytes));
+    const names = cases.map((c) => caseName(c.bytes, c.unchangedBytes));
+    options.log(`checkpoint bench: ${names.join(', ')}, ${runsPerSize} run(s) each`);
     const runs = await runPython(args, options.log);
-    const results = sizes.map((bytes): CheckpointSizeResult => {
-      const mine = runs.filter((run) => run.bytes === bytes);
+    const results = cases.map(({ bytes, unchangedBytes }): CheckpointSizeResult => {
+      const mine = runs.filter((run) => run.bytes === bytes && run.unchanged_bytes === unchangedBytes);
       const total = mine.map((run) => run.notice_to_complete_s);
       const noticeToCompleteSeconds = median(total);
       return {
         bytes,
+        unchangedBytes,
+        copiedBytes: median(mine.map((run) => run.copied_bytes)),
         runs: mine.length,
         noticeToCompleteSeconds,
         maxNoticeToCompleteSeconds: Math.max(...total),
@@ -143,16 +169,21 @@ function formatBytes(bytes: number): string {
   return bytes >= 1000 * MB ? `${bytes / (1000 * MB)} GB` : `${bytes / MB} MB`;
 }
 
+/** `10 MB`, or `10 MB + 1.5 GB unchanged`. */
+export function caseName(bytes: number, unchangedBytes: number): string {
+  return unchangedBytes ? `${formatBytes(bytes)} + ${formatBytes(unchangedBytes)} unchanged` : formatBytes(bytes);
+}
+
 /** Markdown table of a result. */
 export function checkpointBenchTable(result: CheckpointBenchResult): string {
   const lines = [
-    '| checkpoint | runs | notice → complete (median) | max | detect | signal | child save | upload | within 120 s |',
-    '|---|---|---|---|---|---|---|---|---|',
+    '| checkpoint | runs | notice → complete (median) | max | detect | signal | child save | upload | copied in store | within 120 s |',
+    '|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const size of result.sizes) {
     const p = size.phases;
     const cells = [
-      formatBytes(size.bytes),
+      caseName(size.bytes, size.unchangedBytes),
       String(size.runs),
       `${size.noticeToCompleteSeconds.toFixed(2)} s`,
       `${size.maxNoticeToCompleteSeconds.toFixed(2)} s`,
@@ -160,6 +191,7 @@ export function checkpointBenchTable(result: CheckpointBenchResult): string {
       `${p.signalSeconds.toFixed(3)} s`,
       `${p.childSaveSeconds.toFixed(2)} s`,
       `${p.uploadSeconds.toFixed(2)} s`,
+      size.copiedBytes ? formatBytes(size.copiedBytes) : '—',
       size.withinWindow ? 'yes' : 'no',
     ];
     lines.push(`| ${cells.join(' | ')} |`);

@@ -10,6 +10,7 @@
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import {
   type CheckpointBenchResult,
+  caseName,
   checkpointBenchTable,
   runCheckpointBench,
   SPOT_WARNING_SECONDS,
@@ -119,7 +120,7 @@ export function controlPlaneGoals(result: ControlPlaneBenchResult): GoalRow[] {
 export function checkpointGoals(result: CheckpointBenchResult): GoalRow[] {
   return result.sizes.map((size) => ({
     part: 'checkpoint',
-    metric: `notice → complete checkpoint, ${size.bytes >= 1e9 ? `${size.bytes / 1e9} GB` : `${size.bytes / 1e6} MB`} (median of ${size.runs})`,
+    metric: `notice → complete checkpoint, ${caseName(size.bytes, size.unchangedBytes)} (median of ${size.runs})`,
     value: `${fmt(size.noticeToCompleteSeconds, 2)} s`,
     goal: `≤ ${SPOT_WARNING_SECONDS} s`,
     met: size.withinWindow,
