@@ -78,20 +78,11 @@ def test_an_imds_slow_to_answer_its_first_polls_is_still_polled_and_the_notice_a
     # A busy instance starting its containers can miss IMDS's 2 s timeout: one miss is no proof of "not on EC2".
     notice = InstanceAction('terminate', '2026-11-23T03:00:00Z')
     client = ScriptedClient([NotOnEc2('timed out'), NotOnEc2('timed out'), None, notice])
-    notices: list[InstanceAction] = []
-    done = threading.Event()
-    log_stream = io.StringIO()
 
-    def on_notice(served):
-        notices.append(served)
-        done.set()
+    notices, poller, records = poll_until_notice(client)
 
-    poller = InterruptionPoller(client, 0.01, on_notice, Logger(log_stream))
-    poller.start()
-    assert done.wait(30), 'poller gave up before the notice'
-    poller.stop()
     assert notices == [notice] and client.polls == 4 and not poller.not_on_ec2
-    assert [json.loads(line)['event'] for line in log_stream.getvalue().splitlines()] == ['spot_notice']
+    assert [r['event'] for r in records] == ['spot_notice']
 
 
 def test_client_raises_not_on_ec2_when_nothing_listens():
@@ -119,9 +110,8 @@ class ScriptedClient:
         return answer
 
 
-def test_imds_unreachable_after_it_has_answered_is_transient_and_the_notice_still_arrives():
-    notice = InstanceAction('terminate', '2026-11-21T06:30:00Z')
-    client = ScriptedClient([None, NotOnEc2('timed out'), NotOnEc2('timed out'), None, notice])
+def poll_until_notice(client):
+    """Polls `client` every 10 ms until a notice arrives: the notices served, the poller and its log records."""
     notices: list[InstanceAction] = []
     done = threading.Event()
     log_stream = io.StringIO()
@@ -134,8 +124,16 @@ def test_imds_unreachable_after_it_has_answered_is_transient_and_the_notice_stil
     poller.start()
     assert done.wait(30), 'poller stopped before the notice'
     poller.stop()
+    return notices, poller, [json.loads(line) for line in log_stream.getvalue().splitlines()]
+
+
+def test_imds_unreachable_after_it_has_answered_is_transient_and_the_notice_still_arrives():
+    notice = InstanceAction('terminate', '2026-11-21T06:30:00Z')
+    client = ScriptedClient([None, NotOnEc2('timed out'), NotOnEc2('timed out'), None, notice])
+
+    notices, poller, records = poll_until_notice(client)
+
     assert notices == [notice]
     assert client.polls == 5
     assert not poller.not_on_ec2
-    records = [json.loads(line) for line in log_stream.getvalue().splitlines()]
     assert [(r['event'], r.get('polling')) for r in records] == [('imds_poll_error', 'continues'), ('spot_notice', None)]
