@@ -208,6 +208,9 @@ def test_an_abandoned_snapshot_deletes_what_it_had_uploaded(tmp_path):
 
     assert raised.value.path == 'ckpt.pt'
     assert storage.list() == []
+    # The next snapshot takes the next number all the same: no folder is written twice.
+    storage.victim = tmp_path / 'elsewhere'
+    assert store.upload_snapshot(str(local), 'j', 1, None)['checkpoint'] == 'ckpt-000002'
 
 
 def test_a_log_that_changes_during_upload_rides_along_as_it_stood(tmp_path):

@@ -526,7 +526,7 @@ def test_a_writer_that_stalls_mid_write_never_has_its_half_file_uploaded(tmp_pat
     job = script(
         tmp_path,
         """
-        import json, os, signal, time
+        import json, os, signal, sys, time
         path = os.path.join(os.environ['TRAINYARD_CHECKPOINT_DIR'], 'ckpt.json')
         for step in (10, 20):
             text = json.dumps({'step': step, 'padding': 'x' * 10_000})
@@ -536,11 +536,16 @@ def test_a_writer_that_stalls_mid_write_never_has_its_half_file_uploaded(tmp_pat
                 time.sleep(1.5)  # stalled, file open and unchanged, far past TRAINYARD_SETTLE_SECONDS
                 handle.write(text[100:])
             print(f'iter {step}: loss 1.0000, time 1.00ms, mfu 0.00%', flush=True)
-            time.sleep(0.5)
+            while step == 10 and not os.path.exists(sys.argv[1]):  # the next save once this one is uploaded
+                time.sleep(0.05)
         signal.pause()
         """,
     )
-    run = run_harness([PYTHON, job], base_env(tmp_path, closed_port_endpoint(), TRAINYARD_SETTLE_SECONDS='0.1'))
+    go = tmp_path / 'go'
+    env = base_env(tmp_path, closed_port_endpoint(), TRAINYARD_SETTLE_SECONDS='0.1')
+    run = run_harness([PYTHON, job, str(go)], env)
+    run.wait_for_event('checkpoint_uploaded', checkpoint='ckpt-000001')
+    go.touch()
     run.wait_for_event('checkpoint_uploaded', checkpoint='ckpt-000002')
     run.signal(signal.SIGTERM)
     assert run.finish() == 75

@@ -267,6 +267,9 @@ class CheckpointStore:
         self.storage = storage
         self.keep = keep
         self.log = log
+        # The highest folder number this store has taken: an abandoned snapshot deletes its folder, and its number is
+        # never taken again, so no folder is ever written twice.
+        self._taken = 0
 
     def folders(self) -> dict[int, Folder]:
         """Every ckpt-N folder in storage, by index."""
@@ -398,12 +401,13 @@ class CheckpointStore:
         if not saved_files(signature) or not accept(signature):
             return None
         folders = self.folders()
-        index = max(folders, default=0) + 1
+        index = max(max(folders, default=0), self._taken) + 1
         name = folder_name(index)
         for relative in sorted(saved_files(signature)):
             why = unfinished_write(os.path.join(local_dir, relative))
             if why is not None:
                 raise UnfinishedWrite(f'{relative} is {why}', relative)
+        self._taken = index
         entries: dict[str, dict] = {}
         reusable = previous.reusable(signature) if previous is not None else {}
         copied: list[str] = []
