@@ -591,13 +591,9 @@ export function principalMatches(configured: string, callerArn: string): boolean
 
 /** Whether some caller matches both configured principals ({@link principalMatches}). */
 function principalsOverlap(a: string, b: string): boolean {
-  if (a === b) return true;
-  const roleA = roleOf(a);
-  const roleB = roleOf(b);
-  return (
-    (roleA !== undefined && (roleA === roleB || roleA === roleOfAssumedRole(b))) ||
-    (roleB !== undefined && roleB === roleOfAssumedRole(a))
-  );
+  const role = roleOf(a);
+  // A principal names itself, and a role its sessions; two ARNs of one role (paths apart) name the same sessions.
+  return principalMatches(a, b) || principalMatches(b, a) || (role !== undefined && role === roleOf(b));
 }
 
 /** `arn:aws:iam::1:role/path/Role` → `aws:1:Role` (partition, account, role name, whatever the path). */

@@ -42,8 +42,10 @@ export function scopeIdProblem(id: string): string | undefined {
 
 /** A user or project id: what a budget scope can name (domain/budgets.ts parseScope also refuses '..'). */
 const scopeId = z.string().check(
-  z.regex(SCOPE_ID_PATTERN, SCOPE_ID_RULE),
-  z.refine((id) => !id.includes('..'), NO_DOTS_RULE),
+  z.superRefine((id, ctx) => {
+    const problem = scopeIdProblem(id);
+    if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
+  }),
 );
 
 /** Longest command: arguments and characters per argument (Batch container overrides are size-limited). */

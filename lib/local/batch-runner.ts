@@ -457,12 +457,13 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
   async reapOrphans(): Promise<ReapedAttempt[]> {
     const attemptsDir = join(this.workDir, 'attempts');
     const found = new Map<string, Set<number>>();
+    const children = childrenByParent(); // one read of /proc for every orphan's tree
     for (const { pid, environment } of processEnvironments()) {
       const batchJobId = environment.get('AWS_BATCH_JOB_ID');
       if (batchJobId === undefined || this.attempts.has(batchJobId) || pid === process.pid) continue;
       if (environment.get('TRAINYARD_WORK_DIR') !== join(attemptsDir, batchJobId, 'code')) continue;
       const pids = found.get(batchJobId) ?? new Set<number>();
-      for (const member of [pid, ...descendantsOf(pid)]) pids.add(member);
+      for (const member of [pid, ...descendantsIn(children, pid)]) pids.add(member);
       found.set(batchJobId, pids);
     }
     const reaped = [...found].map(([batchJobId, pids]) => ({ batchJobId, pids: [...pids].sort((a, b) => a - b) }));
@@ -938,6 +939,11 @@ function processIds(): number[] {
 }
 
 function descendantsOf(root: number): number[] {
+  return descendantsIn(childrenByParent(), root);
+}
+
+/** Every process's children, by parent pid, as /proc shows them now. */
+function childrenByParent(): Map<number, number[]> {
   const children = new Map<number, number[]>();
   for (const pid of processIds()) {
     let stat: string;
@@ -952,6 +958,11 @@ function descendantsOf(root: number): number[] {
     siblings.push(pid);
     children.set(ppid, siblings);
   }
+  return children;
+}
+
+/** The processes below `root` in a parent → children map, breadth first. */
+function descendantsIn(children: ReadonlyMap<number, readonly number[]>, root: number): number[] {
   const found: number[] = [];
   const queue = [root];
   for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
