@@ -326,6 +326,11 @@ export interface JobEntry {
   readonly state: 'open' | 'released' | 'settled';
   /** Bumped on every change, for optimistic conditions on this entry. */
   readonly version: number;
+  /**
+   * The run of the reserve saga that holds this reservation (absent: 0). A saga that fails undoes only its own run's
+   * reservations and a later run claims the ones it keeps, so a slow undo never takes back what a retry reserved.
+   */
+  readonly run?: number;
 }
 
 /** A change to one job entry and the matching deltas to the scope's totals (µUSD). */
@@ -336,9 +341,9 @@ export interface EntryChange {
   readonly availableDelta: number;
 }
 
-/** The entry a fresh reservation creates. */
-export function reservationEntry(amountMicros: number): JobEntry {
-  return { reserved: amountMicros, accrued: 0, state: 'open', version: 1 };
+/** The entry a fresh reservation creates, held by reserve saga run `run`. */
+export function reservationEntry(amountMicros: number, run = 0): JobEntry {
+  return { reserved: amountMicros, accrued: 0, state: 'open', version: 1, ...(run > 0 ? { run } : {}) };
 }
 
 /**
@@ -363,9 +368,9 @@ export function accrualChange(entry: JobEntry, spentSoFarMicros: number): EntryC
   const beyondReservation = increase - fromReservation;
   return {
     entry: {
+      ...entry,
       reserved: entry.reserved - fromReservation,
       accrued: spentSoFarMicros,
-      state: entry.state,
       version: entry.version + 1,
     },
     spentDelta: increase,
@@ -383,7 +388,7 @@ export function settlementChange(entry: JobEntry, actualMicros: number): EntryCh
   const spentDelta = actualMicros - entry.accrued;
   const reservedDelta = noNegativeZero(-entry.reserved);
   return {
-    entry: { reserved: 0, accrued: actualMicros, state: 'settled', version: entry.version + 1 },
+    entry: { ...entry, reserved: 0, accrued: actualMicros, state: 'settled', version: entry.version + 1 },
     spentDelta,
     reservedDelta,
     availableDelta: noNegativeZero(-spentDelta - reservedDelta),
@@ -399,7 +404,7 @@ export function lateChargeChange(entry: JobEntry, totalMicros: number): EntryCha
   if (entry.state === 'open' || totalMicros <= entry.accrued) return null;
   const increase = totalMicros - entry.accrued;
   return {
-    entry: { reserved: entry.reserved, accrued: totalMicros, state: entry.state, version: entry.version + 1 },
+    entry: { ...entry, accrued: totalMicros, version: entry.version + 1 },
     spentDelta: increase,
     reservedDelta: 0,
     availableDelta: -increase,
@@ -415,7 +420,7 @@ export function topUpChange(entry: JobEntry, targetMicros: number): EntryChange 
   if (entry.state !== 'open' || entry.reserved >= targetMicros) return null;
   const increase = targetMicros - entry.reserved;
   return {
-    entry: { reserved: targetMicros, accrued: entry.accrued, state: 'open', version: entry.version + 1 },
+    entry: { ...entry, reserved: targetMicros, version: entry.version + 1 },
     spentDelta: 0,
     reservedDelta: increase,
     availableDelta: -increase,
@@ -430,7 +435,7 @@ export function topUpTakenBack(entry: JobEntry, increaseMicros: number): EntryCh
   const back = Math.min(increaseMicros, entry.reserved);
   if (entry.state !== 'open' || back <= 0) return null;
   return {
-    entry: { reserved: entry.reserved - back, accrued: entry.accrued, state: 'open', version: entry.version + 1 },
+    entry: { ...entry, reserved: entry.reserved - back, version: entry.version + 1 },
     spentDelta: 0,
     reservedDelta: -back,
     availableDelta: back,
@@ -441,7 +446,7 @@ export function topUpTakenBack(entry: JobEntry, increaseMicros: number): EntryCh
 export function releaseChange(entry: JobEntry): EntryChange | null {
   if (entry.state !== 'open') return null;
   return {
-    entry: { reserved: 0, accrued: entry.accrued, state: 'released', version: entry.version + 1 },
+    entry: { ...entry, reserved: 0, state: 'released', version: entry.version + 1 },
     spentDelta: 0,
     reservedDelta: noNegativeZero(-entry.reserved),
     availableDelta: entry.reserved,
@@ -449,18 +454,32 @@ export function releaseChange(entry: JobEntry): EntryChange | null {
 }
 
 /**
- * A reservation taken again by a retried saga (its record still `reserving` after it compensated a failure): a
- * released entry that was never charged reopens with the amount. Null for any other entry (already reserved,
- * charged or settled), which the saga leaves as it is.
+ * A reservation taken again by a retried saga, run `run` (its record still `reserving` after it compensated a
+ * failure): a released entry that was never charged reopens with the amount. Null for any other entry (already
+ * reserved, charged or settled), which the saga leaves as it is or claims ({@link claimChange}).
  */
-export function reopenChange(entry: JobEntry, amountMicros: number): EntryChange | null {
+export function reopenChange(entry: JobEntry, amountMicros: number, run = 0): EntryChange | null {
   if (entry.state !== 'released' || entry.accrued !== 0) return null;
   return {
-    entry: { reserved: amountMicros, accrued: 0, state: 'open', version: entry.version + 1 },
+    entry: { ...entry, reserved: amountMicros, state: 'open', version: entry.version + 1, ...(run > 0 ? { run } : {}) },
     spentDelta: 0,
     reservedDelta: amountMicros,
     availableDelta: noNegativeZero(-amountMicros),
   };
+}
+
+/**
+ * An open reservation that an earlier run of the reserve saga took, claimed by run `run`, which keeps it: the undo of
+ * the earlier run then leaves it alone. Moves no money. Null unless open and held by an earlier run.
+ */
+export function claimChange(entry: JobEntry, run: number): EntryChange | null {
+  if (entry.state !== 'open' || (entry.run ?? 0) >= run) return null;
+  return { entry: { ...entry, version: entry.version + 1, run }, spentDelta: 0, reservedDelta: 0, availableDelta: 0 };
+}
+
+/** The undo of reserve saga run `run`: releases the entry if that run, or an earlier one, holds it. */
+export function undoRunChange(entry: JobEntry, run: number): EntryChange | null {
+  return (entry.run ?? 0) <= run ? releaseChange(entry) : null;
 }
 
 /** Committed money (spent + reserved) as a fraction of the limit; null when the limit is $0 (no ratio exists). */

@@ -15,6 +15,10 @@
  * Job record states: reserving → reserved | refused; reserving|reserved → releasing → released;
  * anything but settled → settling → settled. A reserve saga that finds the record moved on while it ran
  * (released, settled, refused by a concurrent duplicate) compensates what it reserved.
+ * Overlapping invocations of one job's reserve (a Lambda retried while the first still runs) share the job's entries,
+ * so the record counts the saga's runs (`run`): a saga that fails starts the next run before it undoes, and undoes
+ * only entries of its own run or earlier ones; it undoes nothing once a twin finished. A run completes only if no
+ * undo started meanwhile, and claims the entries it keeps, so a slow undo of an earlier run cannot take them back.
  *
  * A user or project scope given a budget after a job reserved (it was unlimited then) holds no entry for the job:
  * accrue and settle create one (`adoptedEntry`), so the budget is charged all the job costs and can block it. Release
@@ -35,6 +39,7 @@ import {
   BudgetJobConflict,
   BudgetNotFound,
   ConcurrentUpdate,
+  claimChange,
   type EntryChange,
   fractionUsed,
   InvalidScope,
@@ -58,6 +63,7 @@ import {
   topUpChange,
   topUpTakenBack,
   UnknownBudgetJob,
+  undoRunChange,
   usdToMicros,
   validateThresholds,
 } from '../domain/budgets';
@@ -190,6 +196,7 @@ const entrySchema = z.object({
   accrued: micros,
   state: z.enum(['open', 'released', 'settled']),
   version: z.int(),
+  run: z.optional(z.int()),
 });
 const figuresSchema = z.object({
   limitMicros: micros,
@@ -239,6 +246,7 @@ const jobRecordSchema = z.object({
   scopes: z._default(z.array(z.string()), []),
   period: z.optional(z.string()),
   amountMicros: z.optional(micros),
+  run: z.optional(z.int()),
   reserveResult: z.optional(z.object({ crossings: z.array(crossingSchema), unlimitedScopes: z.array(z.string()) })),
   refusal: z.optional(
     z.object({
@@ -280,11 +288,16 @@ const NAMES = {
   '#spent': 'spentMicros',
   '#reserved': 'reservedMicros',
   '#available': 'availableMicros',
+  '#run': 'run',
 } as const;
 type Name = keyof typeof NAMES;
 /** The aliases an expression uses, since DynamoDB rejects unused ExpressionAttributeNames. */
 function names(...used: Name[]): Record<string, string> {
   return Object.fromEntries(used.map((n) => [n, NAMES[n]]));
+}
+/** The job record is at reserve saga run `:run` (records written before runs were counted are at run 0). */
+function runCondition(run: number): string {
+  return run === 0 ? '(attribute_not_exists(#run) OR #run = :run)' : '#run = :run';
 }
 /** A scope item without its (possibly large) jobs map: what usage and crossing checks need. */
 const SUMMARY_NAMES: Name[] = [
@@ -418,21 +431,22 @@ export class BudgetLedger {
     const amountMicros = usdToMicros(amountUsd, 'reservation amount');
     const record = await this.claimJob(id, scopeTexts, checkedPeriod, amountMicros);
     if (record.state !== 'reserving') return this.answerReserveReplay(record);
+    const run = record.run ?? 0;
 
     const reservedIn: ScopeItem[] = [];
     const unlimitedScopes: string[] = [];
     for (const scope of parsedScopes) {
       let outcome: ScopeReservation;
       try {
-        outcome = await this.reserveInScope(id, scope, checkedPeriod, amountMicros);
+        outcome = await this.reserveInScope(id, scope, checkedPeriod, amountMicros, run);
       } catch (error) {
-        // Not a refusal (missing team budget, contention, network): undo what this saga reserved and leave the
+        // Not a refusal (missing team budget, contention, network): undo what this run reserved and leave the
         // record in `reserving`, so a replay after the cause is fixed starts cleanly. If the undo fails too (the
         // network is gone), the record still says `reserving`: a replay completes the saga, a release undoes it.
-        await this.compensate(id, scopeTexts, checkedPeriod).catch(() => undefined);
+        await this.undoRun(id, scopeTexts, checkedPeriod, run).catch(() => undefined);
         throw error;
       }
-      if (outcome.kind === 'exceeded') return this.refuse(id, scopeTexts, checkedPeriod, outcome.details);
+      if (outcome.kind === 'exceeded') return this.refuse(id, scopeTexts, checkedPeriod, run, outcome.details);
       if (outcome.kind === 'unlimited') unlimitedScopes.push(scope.text);
       else if (outcome.item) reservedIn.push(outcome.item);
     }
@@ -443,11 +457,12 @@ export class BudgetLedger {
     const finished = await this.conditionalUpdate({
       Key: budgetKeys.job(id),
       UpdateExpression: 'SET #state = :reserved, reserveResult = :result',
-      ConditionExpression: '#state = :reserving',
-      ExpressionAttributeNames: names('#state'),
+      ConditionExpression: `#state = :reserving AND ${runCondition(run)}`,
+      ExpressionAttributeNames: names('#state', '#run'),
       ExpressionAttributeValues: {
         ':reserved': 'reserved',
         ':reserving': 'reserving',
+        ':run': run,
         ':result': { crossings, unlimitedScopes },
       },
     });
@@ -456,6 +471,7 @@ export class BudgetLedger {
     // refused, released or settled meanwhile (then what this saga reserved must not stay behind).
     const now = await this.readJob(id);
     if (now?.state === 'reserved' && now.reserveResult) return { ok: true, ...now.reserveResult };
+    if (now?.state === 'reserving') throw this.runOvertaken(id, run);
     await this.compensate(id, scopeTexts, checkedPeriod);
     if (now?.refusal) throw new BudgetExceeded(now.refusal);
     throw new BudgetJobConflict(
@@ -910,24 +926,51 @@ export class BudgetLedger {
     jobId: string,
     scopes: readonly string[],
     period: string,
+    run: number,
     details: BudgetExceededDetails,
   ): Promise<ReserveResult> {
     const marked = await this.conditionalUpdate({
       Key: budgetKeys.job(jobId),
       UpdateExpression: 'SET #state = :refused, refusal = :refusal',
-      ConditionExpression: '#state = :reserving',
-      ExpressionAttributeNames: names('#state'),
-      ExpressionAttributeValues: { ':refused': 'refused', ':reserving': 'reserving', ':refusal': details },
+      ConditionExpression: `#state = :reserving AND ${runCondition(run)}`,
+      ExpressionAttributeNames: names('#state', '#run'),
+      ExpressionAttributeValues: { ':refused': 'refused', ':reserving': 'reserving', ':run': run, ':refusal': details },
     });
     let refusal = details;
     if (!marked) {
       // A concurrent duplicate of this reserve finished first: its reservation stands and must not be undone.
       const now = await this.readJob(jobId);
       if (now?.state === 'reserved' && now.reserveResult) return { ok: true, ...now.reserveResult };
+      // A later run started (this run's undo is done or under way): the entries are that run's to keep or undo.
+      if (now?.state === 'reserving') throw this.runOvertaken(jobId, run);
       if (now?.refusal) refusal = now.refusal;
     }
     await this.compensate(jobId, scopes, period);
     throw new BudgetExceeded(refusal);
+  }
+
+  /**
+   * The undo of a run that failed: first the record moves on to the next run (on the condition that it is still
+   * `reserving` at this run), so no saga of this run can complete over the undo; then every entry this run or an
+   * earlier one holds is released. Undoes nothing when the record moved on: a twin finished (its reservation stands),
+   * the job was refused or released (that undid it), or a later run started (its entries are its own).
+   */
+  private async undoRun(jobId: string, scopes: readonly string[], period: string, run: number): Promise<void> {
+    const next = await this.conditionalUpdate({
+      Key: budgetKeys.job(jobId),
+      UpdateExpression: 'SET #run = :next',
+      ConditionExpression: `#state = :reserving AND ${runCondition(run)}`,
+      ExpressionAttributeNames: names('#state', '#run'),
+      ExpressionAttributeValues: { ':reserving': 'reserving', ':run': run, ':next': run + 1 },
+    });
+    if (!next) return;
+    await Promise.all(scopes.map((scope) => this.applyToEntry(scope, period, jobId, (e) => undoRunChange(e, run))));
+  }
+
+  private runOvertaken(jobId: string, run: number): ConcurrentUpdate {
+    return new ConcurrentUpdate(
+      `job ${jobId}'s reservation (run ${run}) was undone by an overlapping attempt that failed; the cost gate's retry makes it again`,
+    );
   }
 
   /**
@@ -952,6 +995,7 @@ export class BudgetLedger {
     scope: Scope,
     period: string,
     amountMicros: number,
+    run: number,
   ): Promise<ScopeReservation> {
     for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
       const updated = await this.conditionalUpdate({
@@ -959,7 +1003,7 @@ export class BudgetLedger {
         UpdateExpression: 'SET #jobs.#job = :entry, #reserved = #reserved + :amount, #available = #available - :amount',
         ConditionExpression: 'attribute_exists(#pk) AND attribute_not_exists(#jobs.#job) AND #available >= :amount',
         ExpressionAttributeNames: { ...names('#jobs', '#reserved', '#available', '#pk'), '#job': jobId },
-        ExpressionAttributeValues: { ':entry': reservationEntry(amountMicros), ':amount': amountMicros },
+        ExpressionAttributeValues: { ':entry': reservationEntry(amountMicros, run), ':amount': amountMicros },
       });
       if (updated) return { kind: 'reserved', item: scopeItemSchema.parse(updated) };
       const current = await this.readScopeItem(scope.text, period, jobId);
@@ -972,10 +1016,23 @@ export class BudgetLedger {
         return { kind: 'unlimited' };
       }
       const entry = current.jobs?.[jobId];
-      const reopen = entry && reopenChange(entry, amountMicros);
-      // Already in this item: an earlier attempt of this job reserved here (or the job was charged or settled
-      // since, which the saga's final state transition detects).
-      if (entry && !reopen) return { kind: 'reserved' };
+      const reopen = entry && reopenChange(entry, amountMicros, run);
+      if (entry && !reopen) {
+        // Already in this item: an earlier attempt of this job reserved here (or the job was charged or settled
+        // since, which the saga's final state transition detects). An earlier run's reservation is claimed for
+        // this run, so that run's undo leaves it alone; if that undo got there first, the next pass reopens it.
+        const claim = claimChange(entry, run);
+        if (!claim) return { kind: 'reserved' };
+        const claimed = await this.conditionalUpdate({
+          Key: budgetKeys.period(scope.text, period),
+          UpdateExpression: 'SET #jobs.#job = :entry',
+          ConditionExpression: '#jobs.#job.version = :version',
+          ExpressionAttributeNames: { ...names('#jobs'), '#job': jobId },
+          ExpressionAttributeValues: { ':entry': claim.entry, ':version': entry.version },
+        });
+        if (claimed) return { kind: 'reserved' };
+        continue;
+      }
       if (current.availableMicros >= amountMicros) {
         if (!entry || !reopen) continue; // money was returned between the write and the read: try again
         // An earlier attempt of this saga compensated here after a failure: take the reservation again.

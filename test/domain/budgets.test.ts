@@ -5,6 +5,7 @@ import {
   accrualChange,
   BudgetExceeded,
   type BudgetFigures,
+  claimChange,
   formatUsd,
   fractionUsed,
   InvalidBudgetInput,
@@ -25,11 +26,17 @@ import {
   scopesForJob,
   settlementChange,
   thresholdsReached,
+  topUpChange,
+  topUpTakenBack,
+  undoRunChange,
   usdToMicros,
   validateThresholds,
 } from '../../lambdas/domain/budgets';
 
 const USD = 1_000_000;
+// Deltas in USD: [spent, reserved, available]; available always moves by −(spent + reserved) deltas.
+const deltas = (change: ReturnType<typeof accrualChange>) =>
+  change && [change.spentDelta / USD, change.reservedDelta / USD, change.availableDelta / USD];
 const SHAPES = 'scopes are team:<team>, user:<team>/<user> or project:<team>/<project>';
 const ID_RULE = "1-64 characters of a-z, 0-9, '-', '_' and '.', starting with a letter or digit";
 
@@ -372,9 +379,6 @@ describe('job entry changes', () => {
     state,
     version: 3,
   });
-  // Deltas in USD: [spent, reserved, available]; available always moves by −(spent + reserved) deltas.
-  const deltas = (change: ReturnType<typeof accrualChange>) =>
-    change && [change.spentDelta / USD, change.reservedDelta / USD, change.availableDelta / USD];
 
   it('a fresh reservation holds the whole amount', () => {
     expect(reservationEntry(10 * USD)).toEqual({ reserved: 10 * USD, accrued: 0, state: 'open', version: 1 });
@@ -443,6 +447,50 @@ describe('job entry changes', () => {
     { name: 'a settled entry', from: entry(0, 0, 'settled') },
   ])('reopenChange leaves $name alone', ({ from }) => {
     expect(reopenChange(from, 20 * USD)).toBeNull();
+  });
+});
+
+describe('reserve saga runs', () => {
+  const held = (run?: number, state: JobEntry['state'] = 'open'): JobEntry => ({
+    reserved: 20 * USD,
+    accrued: 0,
+    state,
+    version: 3,
+    ...(run === undefined ? {} : { run }),
+  });
+
+  it('claimChange hands an earlier run’s open reservation to a later run, moving no money', () => {
+    const change = claimChange(held(), 2);
+    expect(deltas(change)).toEqual([0, 0, 0]);
+    expect(change?.entry).toEqual({ reserved: 20 * USD, accrued: 0, state: 'open', version: 4, run: 2 });
+  });
+
+  it.each([
+    { name: 'one the same run holds', from: held(2), run: 2 },
+    { name: 'one a later run holds', from: held(3), run: 2 },
+    { name: 'a released one', from: held(undefined, 'released'), run: 2 },
+  ])('claimChange leaves $name alone', ({ from, run }) => {
+    expect(claimChange(from, run)).toBeNull();
+  });
+
+  it('undoRunChange releases what the run or an earlier one holds, never what a later run holds', () => {
+    expect(deltas(undoRunChange(held(), 0))).toEqual([0, -20, 20]);
+    expect(deltas(undoRunChange(held(1), 1))).toEqual([0, -20, 20]);
+    expect(undoRunChange(held(2), 1)).toBeNull();
+  });
+
+  it('every change keeps the run that holds the entry', () => {
+    const entry = held(2);
+    for (const change of [
+      accrualChange(entry, 5 * USD),
+      settlementChange(entry, 5 * USD),
+      topUpChange(entry, 30 * USD),
+      topUpTakenBack(entry, 5 * USD),
+      releaseChange(entry),
+      reopenChange(held(2, 'released'), 20 * USD, 2),
+    ]) {
+      expect(change?.entry.run).toBe(2);
+    }
   });
 });
 

@@ -8,6 +8,7 @@ import {
   BudgetJobConflict,
   BudgetLedger,
   BudgetNotFound,
+  ConcurrentUpdate,
   InvalidScope,
   type ThresholdCrossing,
   UnknownBudgetJob,
@@ -44,25 +45,57 @@ function newLedger(thresholds = { warn: 0.7, block: 1 }): BudgetLedger {
   });
 }
 
+const wireError = () => Object.assign(new Error('socket hang up'), { name: 'TimeoutError' });
+
 /**
- * A ledger whose connection to dynalite drops for good after `writes` successful writes, the way a Lambda dies
- * mid-saga: the engine is real, only the wire is cut (an SDK middleware fails every later write, or those up to the
- * `until`-th, after which it is back).
+ * A ledger whose every write (PutItem or UpdateItem, counted from 1) first goes through `onWrite(n, pk)`, which may
+ * hold it back or fail it the way a dropped connection does: the engine is real, only the wire is played with.
  */
-function ledgerThatCrashesAfter(writes: number, until = Number.POSITIVE_INFINITY): BudgetLedger {
+function ledgerWithWrites(onWrite: (n: number, pk: string) => Promise<void>): BudgetLedger {
   const doc = createDocumentClient({ endpoint: dynamo.endpoint });
   let seen = 0;
   doc.middlewareStack.add(
     (next, context) => async (args) => {
       if (/^(Put|Update)Item/.test(context.commandName ?? '')) {
-        seen += 1;
-        if (seen > writes && seen <= until) throw Object.assign(new Error('socket hang up'), { name: 'TimeoutError' });
+        const input = args.input as { Key?: { pk?: unknown }; Item?: { pk?: unknown } };
+        const pk = input.Key?.pk ?? input.Item?.pk;
+        await onWrite(++seen, typeof pk === 'string' ? pk : ((pk as { S?: string } | undefined)?.S ?? ''));
       }
       return next(args);
     },
-    { step: 'initialize', name: 'cutTheWire' },
+    { step: 'initialize', name: 'onWrite' },
   );
   return new BudgetLedger({ client: doc, tableName: dynamo.tables.budgets, thresholds: { warn: 0.7, block: 1 } });
+}
+
+/**
+ * A ledger whose connection to dynalite drops for good after `writes` successful writes, the way a Lambda dies
+ * mid-saga (or, with `until`, is back after the `until`-th write).
+ */
+function ledgerThatCrashesAfter(writes: number, until = Number.POSITIVE_INFINITY): BudgetLedger {
+  return ledgerWithWrites(async (n) => {
+    if (n > writes && n <= until) throw wireError();
+  });
+}
+
+/** A write held back until the test lets it go: `reached` resolves once the write is waiting. */
+function heldWrite(): { reached: Promise<void>; wait: () => Promise<void>; letGo: () => void } {
+  let arrive = () => {};
+  let letGo = () => {};
+  const reached = new Promise<void>((resolve) => {
+    arrive = resolve;
+  });
+  const released = new Promise<void>((resolve) => {
+    letGo = resolve;
+  });
+  return {
+    reached,
+    letGo,
+    wait: () => {
+      arrive();
+      return released;
+    },
+  };
 }
 
 async function snapshot() {
@@ -174,6 +207,95 @@ describe('concurrent duplicates of one operation', () => {
     const usage = await figures(ledger, scope);
     expect([usage.spentUsd, usage.reservedUsd]).toEqual([actual, 0]);
     expect(usage.availableUsd).toBe(cents(10_000 - Math.round((actual ?? Number.NaN) * 100)));
+  });
+});
+
+describe('overlapping invocations of one reservation, one failing on the wire', () => {
+  async function twoScopes(user: string) {
+    const team = freshTeam();
+    const scopes = [`team:${team}`, `user:${team}/${user}`];
+    const ledger = newLedger();
+    await ledger.ensureBudget(scopes[0] as string, PERIOD, 100);
+    await ledger.setLimit(scopes[1] as string, PERIOD, 50);
+    return {
+      team,
+      scopes,
+      ledger,
+      reserved: async () => Promise.all(scopes.map(async (s) => (await figures(ledger, s)).reservedUsd)),
+    };
+  }
+
+  it('the one that fails after its twin finished undoes nothing: the reservation stands in every scope', async () => {
+    const { team, scopes, ledger, reserved } = await twoScopes('gus');
+    const userWrite = heldWrite();
+    // The failing twin's writes: its job record, the team scope, then the user scope, held and then cut.
+    const failing = settledOutcome(
+      ledgerWithWrites(async (n) => {
+        if (n !== 3) return;
+        await userWrite.wait();
+        throw wireError();
+      }).reserve(`${team}-t1`, scopes, 20, PERIOD),
+    );
+    await userWrite.reached;
+
+    expect((await ledger.reserve(`${team}-t1`, scopes, 20, PERIOD)).ok).toBe(true);
+    userWrite.letGo();
+    const outcome = await failing;
+
+    expect(outcome.ok ? undefined : (outcome.error as Error).message).toBe('socket hang up');
+    expect(await reserved()).toEqual([20, 20]);
+    await expect(ledger.reserve(`${team}-t1`, scopes, 20, PERIOD)).resolves.toMatchObject({ ok: true });
+    expect(await reserved()).toEqual([20, 20]);
+  });
+
+  it('one mid-saga does not complete over the undo of the one that failed; the retry reserves once', async () => {
+    const { team, scopes, ledger, reserved } = await twoScopes('hal');
+    const userWrite = heldWrite();
+    // The first invocation's writes: its job record, the team scope, then the user scope, held.
+    const first = settledOutcome(
+      ledgerWithWrites(async (n) => {
+        if (n === 3) await userWrite.wait();
+      }).reserve(`${team}-t2`, scopes, 20, PERIOD),
+    );
+    await userWrite.reached;
+    // The overlapping one finds the team scope reserved, is cut at the user scope, and undoes the team scope.
+    const failing = ledgerWithWrites(async (n) => {
+      if (n === 3) throw wireError();
+    });
+    await expect(failing.reserve(`${team}-t2`, scopes, 20, PERIOD)).rejects.toThrow('socket hang up');
+    expect(await reserved()).toEqual([0, 0]);
+
+    userWrite.letGo();
+    const outcome = await first;
+
+    expect(outcome.ok).toBe(false);
+    expect(outcome.ok ? undefined : outcome.error).toBeInstanceOf(ConcurrentUpdate);
+    expect(await reserved()).toEqual([0, 20]);
+    await expect(ledger.reserve(`${team}-t2`, scopes, 20, PERIOD)).resolves.toMatchObject({ ok: true });
+    expect(await reserved()).toEqual([20, 20]);
+  });
+
+  it("a slow undo of the failed run leaves alone what the cost gate's retry reserved meanwhile", async () => {
+    const { team, scopes, ledger, reserved } = await twoScopes('ida');
+    const undoWrite = heldWrite();
+    // Writes: the job record, the team scope, the user scope (cut); then the undo, whose write to the team scope is
+    // held while the retry runs.
+    const failing = settledOutcome(
+      ledgerWithWrites(async (n, pk) => {
+        if (n === 3) throw wireError();
+        if (n > 3 && pk === `SCOPE#${scopes[0]}`) await undoWrite.wait();
+      }).reserve(`${team}-t3`, scopes, 20, PERIOD),
+    );
+    await undoWrite.reached;
+
+    expect((await ledger.reserve(`${team}-t3`, scopes, 20, PERIOD)).ok).toBe(true);
+    expect(await reserved()).toEqual([20, 20]);
+    undoWrite.letGo();
+    const outcome = await failing;
+
+    expect(outcome.ok ? undefined : (outcome.error as Error).message).toBe('socket hang up');
+    expect(await reserved()).toEqual([20, 20]);
+    expect(await entryOf(scopes[0] as string, `${team}-t3`)).toMatchObject({ reserved: 20_000_000, state: 'open' });
   });
 });
 
