@@ -100,8 +100,8 @@ export async function trainyard(
   return { code, stdout, stderr };
 }
 
-/** How long a test's `watch` follows a job: under vitest's 60 s limit, so a stuck job fails with its story. */
-export const WATCH_TIMEOUT_SECONDS = 45;
+/** How long a test's `watch` follows a job: under vitest's 180 s limit, so a stuck job fails with its story. */
+export const WATCH_TIMEOUT_SECONDS = 150;
 
 /**
  * `trainyard watch <job>`, bounded by WATCH_TIMEOUT_SECONDS, expected to exit `expected`. Otherwise the test fails
