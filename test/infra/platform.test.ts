@@ -302,6 +302,29 @@ describe('job definitions', () => {
   });
 });
 
+describe('table grants across the two stacks', () => {
+  type Statement = { Action: string | string[]; Resource: unknown };
+  const statements = () =>
+    resourcesOf(s.platformTemplate, 'AWS::IAM::Policy').flatMap(
+      ([, p]) => (p.PolicyDocument as { Statement: Statement[] }).Statement,
+    );
+  const listed = <T>(v: T | T[]) => (Array.isArray(v) ? v : [v]);
+
+  it.each(['JobsTableArn', 'BudgetsTableArn'])('grants every function that may query %s its indexes too', (table) => {
+    const tableArn = { 'Fn::ImportValue': `Trainyard-Stateful-${table}` };
+    const querying = statements().filter(
+      (st) =>
+        listed(st.Action).includes('dynamodb:Query') &&
+        listed(st.Resource).some((r) => JSON.stringify(r) === JSON.stringify(tableArn)),
+    );
+    // The API, budget-watch and the reports query both tables' team indexes (the ledger's scopeItems, job listings).
+    expect(querying.length).toBeGreaterThanOrEqual(3);
+    for (const st of querying) {
+      expect(listed(st.Resource)).toContainEqual({ 'Fn::Join': ['', [tableArn, '/index/*']] });
+    }
+  });
+});
+
 describe('team job roles', () => {
   const rolePolicy = (team: string) => {
     const role = resourcesOf(s.platformTemplate, 'AWS::IAM::Role').find(([id]) =>
