@@ -1,7 +1,9 @@
+import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
 import type { IConstruct } from 'constructs';
 import { jobKeysFor } from '../lambdas/domain/workspace-layout';
+import { BUDGETS_INDEXES } from '../lambdas/shared/table-design';
 import { acknowledgeFinding, nagResourceName } from './nag';
 
 /**
@@ -80,4 +82,18 @@ export function grantJobObjects(
 /** Acknowledges the `<table>/index/*` wildcard that a table grant with global secondary indexes adds. */
 export function acknowledgeTableIndexes(fn: IConstruct, tableArn: string, why: string): void {
   acknowledgeFinding(fn, `IAM5[Resource::${nagResourceName(fn, tableArn)}/index/*]`, why);
+}
+
+/**
+ * Query on the budgets table's byTeam index, for the functions that list a team's budgets (GET /budgets) or its
+ * alerts left unpublished (budget-watch). Named exactly: the table is imported without its indexes, so the other
+ * functions' table grants do not reach them.
+ */
+export function grantBudgetsByTeam(fn: iam.IGrantable, budgetsTable: dynamodb.ITableV2): void {
+  fn.grantPrincipal.addToPrincipalPolicy(
+    new iam.PolicyStatement({
+      actions: ['dynamodb:Query'],
+      resources: [`${budgetsTable.tableArn}/index/${BUDGETS_INDEXES.byTeam.name}`],
+    }),
+  );
 }

@@ -3,7 +3,7 @@ import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as ecr from 'aws-cdk-lib/aws-ecr';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import type { Construct } from 'constructs';
-import { BUDGETS_TABLE, JOBS_TABLE } from '../lambdas/shared/table-design';
+import { JOBS_TABLE } from '../lambdas/shared/table-design';
 import { ImageRepository } from './stateful/image-repository';
 import { Tables } from './stateful/tables';
 import { WorkspaceBucket } from './stateful/workspace-bucket';
@@ -57,7 +57,6 @@ export class StatefulStack extends Stack {
     });
     this.budgetsTable = dynamodb.TableV2.fromTableAttributes(this, 'BudgetsExport', {
       tableArn: exported('BudgetsTableArn', tables.budgets.tableArn),
-      globalIndexes: BUDGETS_TABLE.indexes.map((i) => i.name),
     });
     this.imageRepository = ecr.Repository.fromRepositoryAttributes(this, 'ImagesExport', {
       repositoryArn: exported('ImageRepositoryArn', imageRepository.repositoryArn),

@@ -14,6 +14,7 @@ import { API_ROUTES } from '../../lambdas/api/route-table';
 import { ENV } from '../../lambdas/shared/aws-control-plane';
 import type { TrainyardConfig } from '../config';
 import { TrainyardFunction } from '../function';
+import { grantBudgetsByTeam } from '../grants';
 import { acknowledgeFinding, nagResourceName } from '../nag';
 
 /** Props of the Trainyard HTTP API. */
@@ -125,6 +126,7 @@ export class TrainyardHttpApi extends Construct {
     const fn = this.handler;
     props.jobsTable.grantReadWriteData(fn);
     props.budgetsTable.grantReadWriteData(fn);
+    grantBudgetsByTeam(fn, props.budgetsTable);
     props.workspace.grantRead(fn);
     props.workspace.grantPut(fn);
     props.stateMachine.grantStartExecution(fn);

@@ -310,18 +310,39 @@ describe('table grants across the two stacks', () => {
     );
   const listed = <T>(v: T | T[]) => (Array.isArray(v) ? v : [v]);
 
-  it.each(['JobsTableArn', 'BudgetsTableArn'])('grants every function that may query %s its indexes too', (table) => {
-    const tableArn = { 'Fn::ImportValue': `Trainyard-Stateful-${table}` };
-    const querying = statements().filter(
+  const queriesOn = (tableArn: unknown) =>
+    statements().filter(
       (st) =>
         listed(st.Action).includes('dynamodb:Query') &&
         listed(st.Resource).some((r) => JSON.stringify(r) === JSON.stringify(tableArn)),
     );
-    // The API, budget-watch and the reports query both tables' team indexes (the ledger's scopeItems, job listings).
-    expect(querying.length).toBeGreaterThanOrEqual(3);
-    for (const st of querying) {
+
+  it('grants every function that may query the jobs table its indexes too', () => {
+    const tableArn = { 'Fn::ImportValue': 'Trainyard-Stateful-JobsTableArn' };
+    expect(queriesOn(tableArn).length).toBeGreaterThanOrEqual(3);
+    for (const st of queriesOn(tableArn)) {
       expect(listed(st.Resource)).toContainEqual({ 'Fn::Join': ['', [tableArn, '/index/*']] });
     }
+  });
+
+  it('lets exactly the API and budget-watch, which list a team’s budgets, query the budgets table’s byTeam index', () => {
+    const tableArn = { 'Fn::ImportValue': 'Trainyard-Stateful-BudgetsTableArn' };
+    const byTeam = { 'Fn::Join': ['', [tableArn, '/index/byTeam']] };
+    const holders = resourcesOf(s.platformTemplate, 'AWS::IAM::Policy')
+      .filter(([, p]) =>
+        (p.PolicyDocument as { Statement: Statement[] }).Statement.some(
+          (st) =>
+            listed(st.Action).includes('dynamodb:Query') &&
+            listed(st.Resource).some((r) => JSON.stringify(r) === JSON.stringify(byTeam)),
+        ),
+      )
+      .map(([, p]) => JSON.stringify(p.Roles));
+    expect(holders).toHaveLength(2);
+    expect(holders.join()).toMatch(/ApiHandler/);
+    expect(holders.join()).toMatch(/BudgetWatch/);
+    // No function reaches the budgets table's indexes through a wildcard.
+    const wildcard = { 'Fn::Join': ['', [tableArn, '/index/*']] };
+    expect(statements().filter((st) => JSON.stringify(st.Resource).includes(JSON.stringify(wildcard)))).toEqual([]);
   });
 });
 
@@ -406,6 +427,28 @@ describe('events and alerts', () => {
       Protocol: 'email',
       Endpoint: 'leads@example.com',
     });
+  });
+
+  it('lets the account’s CloudWatch alarms, besides EventBridge, publish to the alert topic its policy replaces', () => {
+    const [policy, ...others] = resourcesOf(s.platformTemplate, 'AWS::SNS::TopicPolicy');
+    expect(others).toEqual([]);
+    const statements = (policy?.[1].PolicyDocument as { Statement: Array<Record<string, unknown>> }).Statement;
+    const publishers = statements
+      .filter((st) => st.Effect === 'Allow' && st.Action === 'sns:Publish')
+      .map((st) => (st.Principal as { Service?: string }).Service);
+    expect(publishers.sort()).toEqual(['cloudwatch.amazonaws.com', 'events.amazonaws.com']);
+    const alarms = statements.find(
+      (st) => (st.Principal as { Service?: string }).Service === 'cloudwatch.amazonaws.com',
+    );
+    expect(alarms?.Condition).toMatchObject({ StringEquals: { 'aws:SourceAccount': expect.anything() } });
+    // Every alarm with an action notifies this topic, so each of them now can.
+    const alarmActions = resourcesOf(s.platformTemplate, 'AWS::CloudWatch::Alarm').flatMap(
+      ([, p]) => (p.AlarmActions as unknown[] | undefined) ?? [],
+    );
+    expect(alarmActions.length).toBeGreaterThan(0);
+    expect(new Set(alarmActions.map((a) => JSON.stringify(a)))).toEqual(
+      new Set((policy?.[1].Topics as unknown[]).map((t) => JSON.stringify(t))),
+    );
   });
 
   it('routes budget and failure events to the topic with a dead-letter queue', () => {
