@@ -25,8 +25,8 @@
  * Finalize is replay-safe; a redelivered event, or an execution an operator later redrives, finds the job as it is.
  */
 
-import { isTerminal, JOB_ID_PATTERN, type JobRecord, TRANSITIONS } from '../domain/job';
-import { AttemptsStillRunning, endOpenAttempts } from '../lifecycle/common';
+import { isTerminal, JOB_ID_PATTERN, type JobRecord } from '../domain/job';
+import { AttemptsStillRunning, endOpenAttempts, endWithoutOutcome } from '../lifecycle/common';
 import { createFinalizeHandler, type FinalizeOutput } from '../lifecycle/finalize';
 import type { ControlPlane } from '../shared/control-plane';
 import {
@@ -118,16 +118,11 @@ export function createExecutionEndedHandler(plane: Plane, options: ExecutionEnde
       return { action: 'ignored', why: 'unknown-job' };
     }
     const { terminated, newestStatus } = await endAttempts(job);
-    // The training finished before the execution could say so: the job succeeded (its Batch job is the evidence).
-    const succeeded = newestStatus === 'SUCCEEDED' && TRANSITIONS[job.state].includes('SUCCEEDED');
+    // The training may have finished before the execution could say so: then the job succeeded (its Batch job is
+    // the evidence).
     const output = await finalize({
       jobId: job.jobId,
-      ...(isTerminal(job.state)
-        ? {}
-        : {
-            finalState: succeeded ? 'SUCCEEDED' : job.cancelRequested ? 'CANCELLED' : 'FAILED',
-            reason: succeeded ? `the attempt succeeded; ${executionEndedReason(ended)}` : executionEndedReason(ended),
-          }),
+      ...(isTerminal(job.state) ? {} : endWithoutOutcome(job, newestStatus, executionEndedReason(ended))),
     });
     logger.info('job of an ended execution finalized', { ...keys, jobId: job.jobId, state: output.state });
     return { action: 'finalized', jobId: job.jobId, state: output.state, costUsd: output.costUsd, terminated };

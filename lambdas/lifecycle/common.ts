@@ -15,7 +15,7 @@ import {
   type JobIdentity,
   jobIdentity,
 } from '../domain/events';
-import { type AttemptRecord, type JobCounters, type JobRecord, tierOfJob } from '../domain/job';
+import { type AttemptRecord, type JobCounters, type JobRecord, TRANSITIONS, tierOfJob } from '../domain/job';
 import { type AttemptOutcome, classifyAttemptOutcome } from '../domain/outcome';
 import { attemptReportedAt } from '../domain/watch';
 import { jobKeysFor } from '../domain/workspace-layout';
@@ -315,4 +315,20 @@ export async function endOpenAttempts(
     }
   }
   return running;
+}
+
+/**
+ * The final state of a live job whose lifecycle ended without an outcome step's word (a step kept failing, or the
+ * execution itself ended): SUCCEEDED when its newest attempt's Batch job succeeded (the training finished; only the
+ * bookkeeping failed), CANCELLED when a cancel was asked for, else FAILED; with the reason to record.
+ */
+export function endWithoutOutcome(
+  job: Pick<JobRecord, 'state' | 'cancelRequested'>,
+  newestStatus: string | undefined,
+  cause: string,
+): { finalState: 'SUCCEEDED' | 'CANCELLED' | 'FAILED'; reason: string } {
+  if (newestStatus === 'SUCCEEDED' && TRANSITIONS[job.state].includes('SUCCEEDED')) {
+    return { finalState: 'SUCCEEDED', reason: `the attempt succeeded; ${cause}` };
+  }
+  return { finalState: job.cancelRequested ? 'CANCELLED' : 'FAILED', reason: cause };
 }

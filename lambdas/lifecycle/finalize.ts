@@ -23,7 +23,7 @@ import { recordedCost } from '../domain/watch';
 import { publishCrossings } from '../shared/budget-alerts';
 import type { ControlPlane } from '../shared/control-plane';
 import { writeJobFiles } from '../shared/job-files';
-import { AttemptsStillRunning, endOpenAttempts, endUnrecorded, jobEvent } from './common';
+import { AttemptsStillRunning, endOpenAttempts, endUnrecorded, endWithoutOutcome, jobEvent } from './common';
 import { finalizeInputSchema, parseStep } from './steps';
 
 const LIVE_STATES: JobState[] = ['SUBMITTED', 'ANALYZING', 'WAITING', 'RUNNING', 'PAUSED_BUDGET'];
@@ -58,13 +58,18 @@ export function createFinalizeHandler(
     }
     const now = plane.clock();
     const firstCostUsd = recordedCost(firstRead);
+    // No final state given: a step kept failing (StepFailed), and the records say how the job ended.
+    const unsaid =
+      parsed.finalState === undefined && !isTerminal(job.state)
+        ? endWithoutOutcome(job, firstRead.at(-1)?.status, parsed.reason ?? 'a lifecycle step kept failing')
+        : undefined;
     const finalState: JobState =
       job.state === 'REJECTED'
         ? 'REJECTED'
         : isTerminal(job.state)
           ? job.state
-          : (parsed.finalState ?? (job.cancelRequested ? 'CANCELLED' : 'FAILED'));
-    const reason = parsed.reason ?? job.reason ?? finalState.toLowerCase();
+          : (parsed.finalState ?? unsaid?.finalState ?? 'FAILED');
+    const reason = unsaid?.reason ?? parsed.reason ?? job.reason ?? finalState.toLowerCase();
 
     // What the ledger charges the job once it is settled (a release charges what was accrued, at most).
     let settledUsd = 0;

@@ -35,7 +35,35 @@ export interface JobStateMachineProps {
   readonly alertTopic?: sns.ITopic;
 }
 
-/** How a Lambda step retries: any failure and the optimistic-concurrency conflicts, after 2 s, 4 s and 8 s. */
+/**
+ * How a Lambda step rides out throttling and a service that is briefly unavailable: Lambda throttling the invoke, or
+ * DynamoDB, S3, EventBridge or Batch answering so past the SDK's own retries (the step then fails under the service's
+ * error name). 2 s doubling up to 2 minutes apart, 10 times: about 10 minutes. A wave of spot reclaims can throttle
+ * for longer than STEP_RETRY's 14 s, and a resumable job must not end FAILED for it. Listed before STEP_RETRY, whose
+ * States.TaskFailed would otherwise match these first.
+ */
+export const TRANSIENT_RETRY: sfn.RetryProps = {
+  errors: [
+    'Lambda.TooManyRequestsException',
+    'ThrottlingException',
+    'Throttling',
+    'TooManyRequestsException',
+    'ProvisionedThroughputExceededException',
+    'RequestLimitExceeded',
+    'SlowDown',
+    'ServiceUnavailable',
+    'ServiceUnavailableException',
+    'InternalServerError',
+    'InternalFailure',
+    'EventDeliveryFailed',
+  ],
+  interval: Duration.seconds(2),
+  maxAttempts: 10,
+  backoffRate: 2,
+  maxDelay: Duration.minutes(2),
+};
+
+/** How a Lambda step retries any other failure and the optimistic-concurrency conflicts: after 2 s, 4 s and 8 s. */
 export const STEP_RETRY: sfn.RetryProps = {
   errors: ['States.TaskFailed', 'ConcurrentUpdate', 'JobStateConflict', 'AnalysisError'],
   interval: Duration.seconds(2),
@@ -114,20 +142,24 @@ export class JobStateMachine extends Construct {
         payloadResponseOnly: true,
         retryOnServiceExceptions: true,
       });
-      for (const retry of retries.length > 0 ? retries : [STEP_RETRY]) task.addRetry(retry);
+      for (const retry of retries.length > 0 ? retries : [TRANSIENT_RETRY, STEP_RETRY]) task.addRetry(retry);
       return task;
     };
     const nextIs = (value: string) => sfn.Condition.stringEquals('$.next', value);
 
     const done = new sfn.Succeed(this, n.done);
     const finalize = step(n.finalize, props.steps.finalize, ATTEMPT_STOP_RETRY, FINALIZE_RETRY).next(done);
-    // A step that keeps failing ends the job as FAILED, with the ledger settled, rather than leaving it dangling.
+    // A step that keeps failing ends the job, with the ledger settled, rather than leaving it dangling. No final state
+    // is passed: Finalize takes it from the records (SUCCEEDED when the newest attempt succeeded, CANCELLED when a
+    // cancel was asked for, else FAILED), as the execution-ended rule does.
     const stepFailed = new sfn.Pass(this, n.stepFailed, {
-      parameters: { 'jobId.$': '$.jobId', finalState: 'FAILED', 'reason.$': '$.failure.Cause' },
+      parameters: { 'jobId.$': '$.jobId', 'reason.$': '$.failure.Cause' },
     }).next(finalize);
     const guarded = (task: sfn.TaskStateBase) => task.addCatch(stepFailed, { resultPath: '$.failure' });
 
-    const attemptOutcome = guarded(step(n.attemptOutcome, props.steps.attemptOutcome, ATTEMPT_STOP_RETRY, STEP_RETRY));
+    const attemptOutcome = guarded(
+      step(n.attemptOutcome, props.steps.attemptOutcome, ATTEMPT_STOP_RETRY, TRANSIENT_RETRY, STEP_RETRY),
+    );
     const submitJob = (name: string, overrides: Record<string, string>) =>
       new sfn.CustomState(this, name, {
         stateJson: {
@@ -183,6 +215,7 @@ export class JobStateMachine extends Construct {
     })
       // A pause that failed once (PutEvents throttled, a DynamoDB hiccup) is tried again with a new token, rather
       // than ending a paused job as FAILED.
+      .addRetry(TRANSIENT_RETRY)
       .addRetry(STEP_RETRY)
       .addCatch(stepFailed, { resultPath: '$.failure' })
       .next(prepareAttempt);

@@ -298,6 +298,8 @@ export interface BenchOptions {
   readonly failAfter?: Readonly<Record<string, readonly number[]>>;
   /** Task invocations that fail before their handler runs (a step that cannot reach its table), as `failAfter`. */
   readonly failBefore?: Readonly<Record<string, readonly number[]>>;
+  /** Task invocations throttled before their handler runs (Lambda's TooManyRequestsException), as `failAfter`. */
+  readonly throttleBefore?: Readonly<Record<string, readonly number[]>>;
   /** Detail types whose first PutEvents is throttled, as EventBridge does under load. */
   readonly throttleOnce?: readonly string[];
   /** Batch statuses whose state-change events never reach batch-events (the lifecycle still sees the attempt end). */
@@ -406,6 +408,11 @@ export async function startLifecycleBench(options: BenchOptions = {}): Promise<L
       const started = taskCalls.filter((n) => n === name).length;
       if (options.failBefore?.[name]?.includes(started)) {
         throw Object.assign(new Error(`${name} call ${started} could not reach its table`), { name: 'TimeoutError' });
+      }
+      if (options.throttleBefore?.[name]?.includes(started)) {
+        throw Object.assign(new Error(`Rate exceeded (${name} call ${started})`), {
+          name: 'Lambda.TooManyRequestsException',
+        });
       }
       const first = await handler(input);
       const call = taskCalls.filter((n) => n === name).length;

@@ -158,6 +158,30 @@ describe('failures the state machine retries', () => {
     await expectSettled(b, r.jobId);
   });
 
+  it('rides out a throttle that outlasts the retries other failures get: the reclaimed job resumes, not FAILED', async () => {
+    const throttled = (STEP_RETRY.maxAttempts ?? 0) + 3;
+    const b = await start({ throttleBefore: { AttemptOutcome: Array.from({ length: throttled }, (_, i) => i + 1) } });
+    const r = await run(b, [{ result: 'reclaim', step: 800, notice: true, seconds: 1200 }, { result: 'succeed' }]);
+
+    expect(r.job.state).toBe('SUCCEEDED');
+    expect(r.attempts.map((a) => a.outcome?.kind)).toEqual(['reclaimed', 'succeeded']);
+    expect(b.taskCalls.filter((t) => t === 'AttemptOutcome')).toHaveLength(throttled + 2);
+    await expectSettled(b, r.jobId);
+  });
+
+  it('ends as SUCCEEDED a job whose training succeeded and whose AttemptOutcome then kept failing', async () => {
+    const tries = (STEP_RETRY.maxAttempts ?? 0) + 1;
+    const b = await start({ failBefore: { AttemptOutcome: Array.from({ length: tries }, (_, i) => i + 1) } });
+    const r = await run(b, [{ result: 'succeed', seconds: 1200 }]);
+
+    expect(b.taskCalls.filter((t) => t === 'AttemptOutcome')).toHaveLength(tries);
+    expect(b.machine.execution(r.jobId)?.status).toBe('SUCCEEDED');
+    expect(r.job.state).toBe('SUCCEEDED');
+    expect(r.job.reason).toMatch(/^the attempt succeeded; .*could not reach its table/);
+    expect(b.published.filter((e) => e.DetailType === 'Job Succeeded')).toHaveLength(1);
+    expect(await expectSettled(b, r.jobId)).toBeGreaterThan(0);
+  });
+
   it('announces the resume that a throttled PutEvents interrupted, when PrepareAttempt is retried', async () => {
     const b = await start({ throttleOnce: ['Job Resumed'] });
     const r = await run(b, [{ result: 'reclaim', step: 800, notice: true, seconds: 1200 }, { result: 'succeed' }]);
