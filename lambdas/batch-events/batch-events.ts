@@ -31,9 +31,9 @@
  * - RUNNING: records, once (record-once on startedAt), the Batch job id, startedAt, status, the container's log
  *   stream (GET /jobs/{id}/logs reads it), the instance (the GSI
  *   byInstance the interruption handler reads) and the price per node-hour: the spot price in effect at the start
- *   for a spot instance (EC2 history; the tier's configured spot price when history is unavailable), the tier's
- *   on-demand price for an on-demand instance; without an instance (Fargate) the tier's price for the attempt's
- *   capacity. Moves the job WAITING → RUNNING. Announces the start (`Job Started`) after the write, from the attempt
+ *   for a spot instance (EC2 history; the tier's configured spot price when history is unavailable or its lookup
+ *   fails), the tier's on-demand price for an on-demand instance; without an instance (Fargate, or an instance lookup
+ *   that failed) the tier's price for the attempt's capacity. A failed lookup never leaves the start unrecorded. Moves the job WAITING → RUNNING. Announces the start (`Job Started`) after the write, from the attempt
  *   as stored, and marks it announced (lambdas/shared/start-announcement.ts): a start whose write was refused is
  *   never announced, and a delivery that fails between the write and the mark is retried and announces it. A RUNNING
  *   that comes after the attempt's stop was recorded finds startedAt set and records nothing.
@@ -95,8 +95,19 @@ async function startPrice(
 ): Promise<number> {
   if (!instance) return attemptPrice({ capacity: attempt.capacity }, tier);
   if (instance.lifecycle === 'on-demand') return tier.onDemandUsdPerHour;
-  const quoted = await plane.fleet.spotPriceAt(instance.instanceType, instance.availabilityZone, startedAt);
-  return quoted ?? attemptPrice({ capacity: 'spot' }, tier);
+  try {
+    const quoted = await plane.fleet.spotPriceAt(instance.instanceType, instance.availabilityZone, startedAt);
+    return quoted ?? attemptPrice({ capacity: 'spot' }, tier);
+  } catch (error) {
+    // EC2 throttled past the SDK's retries: the start is recorded at the configured spot price rather than not at
+    // all (an unrecorded start leaves the job WAITING, where budget-watch does not meter it).
+    logger.warn('spot price history unavailable; the start is priced at the tier’s configured spot price', {
+      instanceType: instance.instanceType,
+      availabilityZone: instance.availabilityZone,
+      reason: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+    });
+    return attemptPrice({ capacity: 'spot' }, tier);
+  }
 }
 
 /** Builds the batch-events handler from the parts of the control plane it uses. */
@@ -152,10 +163,25 @@ export function createBatchEventsHandler(plane: Plane) {
     return stored;
   }
 
-  /** The instance a Batch job ran on, when Batch names its container instance and the fleet still knows it. */
+  /**
+   * The instance a Batch job ran on, when Batch names its container instance and the fleet still knows it. A lookup
+   * that fails (ECS or EC2 throttled past the SDK's retries) gives none: the start is recorded, priced by the
+   * attempt's capacity, rather than not at all (an unrecorded start leaves the job WAITING, where budget-watch does
+   * not meter it); only the spot-notice lookup by instance misses it, and the harness still sees the notice itself.
+   */
   async function instanceOf(batchJob: BatchJob) {
     const containerInstanceArn = batchJob.container?.containerInstanceArn;
-    return containerInstanceArn ? plane.fleet.instanceFor(containerInstanceArn) : undefined;
+    if (!containerInstanceArn) return undefined;
+    try {
+      return await plane.fleet.instanceFor(containerInstanceArn);
+    } catch (error) {
+      logger.warn('container instance lookup failed; the start is recorded without its instance', {
+        batchJobId: batchJob.jobId,
+        containerInstanceArn,
+        reason: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+      });
+      return undefined;
+    }
   }
 
   /**

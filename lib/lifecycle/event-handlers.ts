@@ -24,7 +24,7 @@ import {
 } from '../../lambdas/shared/event-schemas';
 import type { TrainyardConfig } from '../config';
 import { TrainyardFunction } from '../function';
-import { finalizerObjects, grantJobObjects } from '../grants';
+import { finalizerObjects, grantBudgetsByTeam, grantJobObjects } from '../grants';
 import { acknowledgeFinding, nagResourceName } from '../nag';
 
 /** Props of the event-driven handlers. */
@@ -172,8 +172,9 @@ export class EventHandlers extends Construct {
           },
         },
       ],
-      // Start and stop times are billing records: keep delivering for longer than an outage is likely to last (an
-      // event the function fails on gets Lambda's retries for up to 6 hours, then waits in the queue for a replay).
+      // Start and stop times are billing records: keep delivering for longer than an outage is likely to last. (An
+      // event the function fails on gets Lambda's two retries, 1 and 2 minutes later; a throttled one is kept up to
+      // 6 hours; then it waits in the dead-letter queue for a replay.)
       retry: { retryAttempts: 185, maxEventAge: Duration.hours(24) },
     });
 
@@ -386,6 +387,7 @@ export class EventHandlers extends Construct {
       new iam.PolicyStatement({ actions: ['ec2:DescribeInstances', 'ec2:DescribeSpotPriceHistory'], resources: ['*'] }),
     );
     props.budgetsTable.grantReadWriteData(budgetWatch);
+    grantBudgetsByTeam(budgetWatch, props.budgetsTable);
     // An orphaned Batch job that ends after its job was settled is charged to the job's budgets (ledger chargeLate):
     // reads and updates of existing items, never a new one.
     props.budgetsTable.grantReadData(batchEvents);

@@ -287,6 +287,25 @@ describe('batch-events: RUNNABLE and RUNNING', () => {
     expect(bench.recorded.priceLookups).toHaveLength(instance.lifecycle === 'spot' ? 1 : 0);
   });
 
+  it.each([
+    { what: 'the spot price history', fails: 'price', price: 0.19, instanceId: INSTANCE_ID },
+    { what: 'the container instance', fails: 'instance', price: 0.19, instanceId: undefined },
+  ])('records the start, metered from then on, when the lookup of $what fails past the SDK’s retries', async (c) => {
+    await seed();
+    const throttled = Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' });
+    bench.instance = c.fails === 'instance' ? throttled : SPOT_INSTANCE;
+    bench.spotPrice = c.fails === 'price' ? throttled : 0.1897;
+
+    const result = await handle(fixture('batch-running'));
+
+    expect(result).toEqual({ action: 'started', jobId: JOB_ID, attempt: 1 });
+    const attempt = await bench.jobs.getAttempt(JOB_ID, 1);
+    expect(attempt).toMatchObject({ startedAt: T.started, status: 'RUNNING', usdPerHour: c.price });
+    expect(attempt?.instanceId).toBe(c.instanceId);
+    expect((await bench.jobs.requireJob(JOB_ID)).state).toBe('RUNNING');
+    expect(publishedOf(bench.recorded, 'Job Started')).toHaveLength(1);
+  });
+
   it('prices an attempt with no container instance (Fargate) at the tier’s price for its capacity', async () => {
     await seed({}, { capacity: 'on-demand', queue: 'trainyard-gpu-small-on-demand' });
     const event = fixtureWith('batch-running', (e) => {

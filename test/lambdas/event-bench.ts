@@ -71,10 +71,10 @@ export interface EventBench {
   readonly ledger: BudgetLedger;
   readonly workspace: Workspace;
   readonly recorded: Recorded;
-  /** What the fleet port answers for any container instance (undefined: not found). */
-  instance: InstanceFacts | undefined;
-  /** What the spot price history answers (undefined: no history). */
-  spotPrice: number | undefined;
+  /** What the fleet port answers for any container instance (undefined: not found; an Error: thrown). */
+  instance: InstanceFacts | undefined | Error;
+  /** What the spot price history answers (undefined: no history; an Error: thrown). */
+  spotPrice: number | undefined | Error;
   /** Fails the next TerminateJob calls with a throttling error (count). */
   failTerminations: number;
   /** Fails the next PutEvents calls with a throttling error, publishing nothing (count). */
@@ -189,10 +189,12 @@ export async function startEventBench(options: { withS3?: boolean; now?: Date } 
     fleet: {
       async instanceFor(arn) {
         recorded.instanceLookups.push(arn);
+        if (bench.instance instanceof Error) throw bench.instance;
         return bench.instance;
       },
       async spotPriceAt(instanceType, az, atMs) {
         recorded.priceLookups.push({ instanceType, az, atMs });
+        if (bench.spotPrice instanceof Error) throw bench.spotPrice;
         return bench.spotPrice;
       },
     },
