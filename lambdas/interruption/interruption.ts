@@ -66,9 +66,15 @@ export function createInterruptionHandler(
         reason: `EC2 spot interruption warning for ${notice.instanceId} (instance-action ${notice.action}): stopping attempt ${attempt.attempt} so it checkpoints before the instance goes`,
       }),
     ]);
-    await plane.jobs.updateAttempt(attempt.jobId, attempt.attempt, { noticeAt: notice.timeMs }, 'noticeAt');
-    // Counted after the notice is recorded, so a redelivery (which finds it) never counts it twice.
-    if (plane.config.observability.platformMetrics) {
+    const recorded = await plane.jobs.updateAttempt(
+      attempt.jobId,
+      attempt.attempt,
+      { noticeAt: notice.timeMs },
+      'noticeAt',
+    );
+    // Counted by the delivery whose write recorded the notice, so neither a redelivery (which finds it) nor a
+    // concurrent duplicate (whose record-once write is refused) counts it twice.
+    if (recorded && plane.config.observability.platformMetrics) {
       await plane.metrics.publish(
         [{ metric: 'SpotInterruptions', value: 1, dimensions: { Tier: job.tier } }],
         notice.timeMs,

@@ -134,6 +134,22 @@ describe('interruption handler', () => {
     expect(extractMetrics(bench.recorded.metricLines).map((m) => m.value)).toEqual([1]);
   });
 
+  it('counts the interruption once when two deliveries of the warning run at once', async () => {
+    await seedRunningSpotAttempt();
+
+    const results = await Promise.all([
+      handle(fixture('spot-interruption-warning')),
+      handle(fixture('spot-interruption-warning')),
+    ]);
+
+    expect(results).toEqual([
+      handled({ action: 'stopped', jobId: JOB_ID, attempt: 1, terminated: true }),
+      handled({ action: 'stopped', jobId: JOB_ID, attempt: 1, terminated: true }),
+    ]);
+    expect((await bench.jobs.getAttempt(JOB_ID, 1))?.noticeAt).toBe(NOTICE_MS);
+    expect(extractMetrics(bench.recorded.metricLines).map((m) => m.value)).toEqual([1]);
+  });
+
   it('ignores a warning for an instance no attempt ran on, writing nothing', async () => {
     await seedRunningSpotAttempt({ instanceId: 'i-00000000000000001' });
     const before = await bench.snapshot();
