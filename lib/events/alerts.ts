@@ -1,7 +1,8 @@
-import { Duration, SecretValue } from 'aws-cdk-lib';
+import { Duration, SecretValue, Stack } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
+import * as iam from 'aws-cdk-lib/aws-iam';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
@@ -30,8 +31,9 @@ export interface PlatformEventsProps {
 }
 
 /**
- * The platform's own EventBridge bus, an encrypted SNS alert topic with e-mail subscriptions, and optional Slack
- * delivery through an EventBridge connection and API destination. Failed deliveries land in a dead-letter queue.
+ * The platform's own EventBridge bus; an SNS alert topic (publishing over TLS only) with e-mail subscriptions, which
+ * EventBridge rules and this account's CloudWatch alarms publish to; and optional Slack delivery through an
+ * EventBridge connection and API destination. Failed deliveries land in a dead-letter queue.
  */
 export class PlatformEvents extends Construct {
   /** The bus every Trainyard event goes to. */
@@ -50,6 +52,21 @@ export class PlatformEvents extends Construct {
       displayName: 'Trainyard alerts',
       enforceSSL: true,
     });
+    // The topic's policy (TLS only, plus EventBridge's grant) replaces SNS's default one, which let the account's
+    // CloudWatch alarms publish: without this statement no alarm of the platform would reach anyone.
+    const stack = Stack.of(this);
+    this.alertTopic.addToResourcePolicy(
+      new iam.PolicyStatement({
+        sid: 'AlarmsOfThisAccountPublish',
+        principals: [new iam.ServicePrincipal('cloudwatch.amazonaws.com')],
+        actions: ['sns:Publish'],
+        resources: [this.alertTopic.topicArn],
+        conditions: {
+          StringEquals: { 'aws:SourceAccount': stack.account },
+          ArnLike: { 'aws:SourceArn': `arn:${stack.partition}:cloudwatch:${stack.region}:${stack.account}:alarm:*` },
+        },
+      }),
+    );
     for (const email of props.alertEmails) {
       this.alertTopic.addSubscription(new subscriptions.EmailSubscription(email));
     }
