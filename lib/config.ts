@@ -427,6 +427,15 @@ function checkCrossReferences(config: z.output<z.ZodMiniObject>, ctx: z.core.$Re
     });
   }
 
+  const multiNode = cfg.tiers.find((t) => t.nodes > 1);
+  if (multiNode && cfg.network.mode === 'new' && cfg.network.natGateways === 0) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['network', 'natGateways'],
+      message: `tier "${multiNode.id}" runs multi-node jobs, whose containers Batch gives no public IP (awsvpc mode), so without a NAT gateway they cannot reach ECR, S3 or CloudWatch: set natGateways to 1 or more, or remove the tier`,
+    });
+  }
+
   for (const tierId of Object.keys(cfg.warmCapacity)) {
     const tier = cfg.tiers.find((t) => t.id === tierId);
     if (tier?.kind !== 'gpu') {

@@ -63,7 +63,7 @@ export class GpuTierCapacity extends Construct {
     const common = {
       vpc: props.network.vpc,
       vpcSubnets: props.network.subnets,
-      securityGroups: [props.network.securityGroup],
+      securityGroups: [tier.nodes > 1 ? this.nodesSecurityGroup(props.network) : props.network.securityGroup],
       instanceRole: props.instanceRole,
       launchTemplate,
       images: [{ imageType: batch.EcsMachineImageType.ECS_AL2023_NVIDIA }],
@@ -101,6 +101,22 @@ export class GpuTierCapacity extends Construct {
       schedulingPolicy: props.schedulingPolicy,
       computeEnvironments: [{ computeEnvironment: onDemand, order: 1 }],
     });
+  }
+
+  /**
+   * A multi-node tier's own security group. Batch runs multi-node jobs in awsvpc mode, each node's container on a
+   * network interface with the compute environment's security groups, and the nodes of one job must reach each other
+   * (torchrun's rendezvous on the main node, NCCL between all): all traffic from the group itself is let in, nothing
+   * from anywhere else. Single-node tiers keep the shared group, which lets nothing in.
+   */
+  private nodesSecurityGroup(network: TierCapacityProps['network']): ec2.SecurityGroup {
+    const group = new ec2.SecurityGroup(this, 'NodesSecurityGroup', {
+      vpc: network.vpc,
+      description: 'Trainyard multi-node training: the nodes of a job reach each other; nothing else comes in',
+      allowAllOutbound: true,
+    });
+    group.addIngressRule(group, ec2.Port.allTraffic(), 'Nodes of one multi-node job (rendezvous, NCCL)');
+    return group;
   }
 }
 

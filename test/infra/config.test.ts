@@ -134,6 +134,11 @@ describe('bad configuration is refused with the key, the value and what is allow
       'tiers[0].spotAllowed: tier "gpu-x" has 2 nodes: Batch multi-node jobs cannot run on spot, set false (got true)',
     ],
     [
+      'a multi-node tier without a NAT gateway (its containers get no public IP)',
+      { tiers: [gpu({ nodes: 2, spotAllowed: false })], network: { mode: 'new', natGateways: 0 } },
+      'network.natGateways: tier "gpu-x" runs multi-node jobs, whose containers Batch gives no public IP (awsvpc mode), so without a NAT gateway they cannot reach ECR, S3 or CloudWatch: set natGateways to 1 or more, or remove the tier (got 0)',
+    ],
+    [
       'a malformed principal ARN',
       { teams: [team({ principals: ['arn:aws:iam::12345:role/x'] })] },
       'teams[0].principals[0]: must be an IAM user or role ARN (arn:aws:iam::123456789012:role/Name) or an assumed-role ARN (arn:aws:sts::123456789012:assumed-role/Role/session) (got "arn:aws:iam::12345:role/x")',

@@ -107,6 +107,32 @@ describe('GPU compute environments', () => {
     expect(() => queue(`trainyard-${multi.id}-spot`)).toThrow(/no queue/);
     expect(queue(`trainyard-${multi.id}-on-demand`)).toBeDefined();
   });
+
+  it('lets the nodes of a multi-node job reach each other, and nothing else in; single-node tiers let nothing in', () => {
+    const groupsOf = (tier: TierConfig) =>
+      (computeResources(ceLogicalId(tier, 'OnDemand')[1]).SecurityGroupIds as Array<{ 'Fn::GetAtt': string[] }>).map(
+        (g) => g['Fn::GetAtt'][0],
+      );
+    const multi = gpuTiers().find((t) => t.nodes > 1) as TierConfig;
+    const [nodesGroup, ...others] = groupsOf(multi);
+    expect(others).toEqual([]);
+    const ingress = resourcesOf(s.platformTemplate, 'AWS::EC2::SecurityGroupIngress');
+    expect(ingress).toEqual([
+      [
+        expect.any(String),
+        expect.objectContaining({
+          IpProtocol: '-1',
+          GroupId: { 'Fn::GetAtt': [nodesGroup, 'GroupId'] },
+          SourceSecurityGroupId: { 'Fn::GetAtt': [nodesGroup, 'GroupId'] },
+        }),
+      ],
+    ]);
+    const inlineIngress = resourcesOf(s.platformTemplate, 'AWS::EC2::SecurityGroup').flatMap(
+      ([, p]) => (p.SecurityGroupIngress as unknown[] | undefined) ?? [],
+    );
+    expect(inlineIngress).toEqual([]);
+    for (const tier of singleNodeGpuTiers()) expect(groupsOf(tier)).not.toContain(nodesGroup);
+  });
 });
 
 describe('queues', () => {
