@@ -79,6 +79,7 @@ export class GpuTierCapacity extends Construct {
         allocationStrategy: batch.AllocationStrategy.SPOT_PRICE_CAPACITY_OPTIMIZED,
         minvCpus: 0,
       });
+      followLaunchTemplate(spot, launchTemplate);
       this.spotQueue = new batch.JobQueue(this, 'SpotQueue', {
         jobQueueName: queueName(props.namePrefix, tier.id, 'spot'),
         priority: 1,
@@ -95,6 +96,7 @@ export class GpuTierCapacity extends Construct {
       allocationStrategy: batch.AllocationStrategy.BEST_FIT_PROGRESSIVE,
       minvCpus: warmVcpus,
     });
+    followLaunchTemplate(onDemand, launchTemplate);
     this.onDemandQueue = new batch.JobQueue(this, 'OnDemandQueue', {
       jobQueueName: queueName(props.namePrefix, tier.id, 'on-demand'),
       priority: 1,
@@ -120,7 +122,24 @@ export class GpuTierCapacity extends Construct {
   }
 }
 
-/** maxvCpus for `maxInstances` nodes of the largest of `types`: Batch counts the instance's vCPUs, not the job's. */
+/**
+ * Names the launch template's latest version in the compute environment. Without a version, Batch keeps the one it
+ * resolved when the environment was created, so a new ECS GPU AMI or a changed boot script would never reach an
+ * instance; with it, every template change changes the environment, and Batch rolls its instances in an
+ * infrastructure update (running attempts get 30 minutes, Batch's default, then are stopped and resume from their
+ * checkpoint).
+ */
+function followLaunchTemplate(environment: batch.ManagedEc2EcsComputeEnvironment, template: ec2.LaunchTemplate): void {
+  (environment.node.defaultChild as batch.CfnComputeEnvironment).addPropertyOverride(
+    'ComputeResources.LaunchTemplate.Version',
+    template.latestVersionNumber,
+  );
+}
+
+/**
+ * maxvCpus for `maxInstances` jobs of `nodes` instances each, of the largest of `types`: Batch counts the instance's
+ * vCPUs, not the job's.
+ */
 function maxvCpusFor(tier: TierConfig, types: readonly string[]): number {
   const instanceVcpus = Math.max(tier.vcpus, ...types.map((t) => GPU_INSTANCES[t]?.vcpus ?? 0));
   return Math.ceil(instanceVcpus * tier.nodes * tier.maxInstances);

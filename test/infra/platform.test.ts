@@ -96,6 +96,22 @@ describe('GPU compute environments', () => {
     }
   });
 
+  it('names its launch template’s latest version, so a new AMI or boot script reaches the instances on deploy', () => {
+    const environments = computeEnvironments().filter(
+      ([, p]) =>
+        (p.ComputeResources as { Type?: string }).Type !== 'FARGATE' &&
+        (p.ComputeResources as { Type?: string }).Type !== 'FARGATE_SPOT',
+    );
+    expect(environments.length).toBeGreaterThanOrEqual(2 * singleNodeGpuTiers().length);
+    for (const [, props] of environments) {
+      const template = computeResources(props).LaunchTemplate as {
+        LaunchTemplateId: { Ref: string };
+        Version: unknown;
+      };
+      expect(template.Version).toEqual({ 'Fn::GetAtt': [template.LaunchTemplateId.Ref, 'LatestVersionNumber'] });
+    }
+  });
+
   it('keeps warm on-demand capacity only where config asks for it', () => {
     expect(computeResources(ceLogicalId(gpuTiers()[2] as TierConfig, 'OnDemand')[1]).MinvCpus).toBe(8);
     expect(computeResources(ceLogicalId(gpuTiers()[0] as TierConfig, 'OnDemand')[1]).MinvCpus).toBe(0);
@@ -456,9 +472,10 @@ describe('events and alerts', () => {
   });
 
   it('lets the account’s CloudWatch alarms, besides EventBridge, publish to the alert topic its policy replaces', () => {
-    const [policy, ...others] = resourcesOf(s.platformTemplate, 'AWS::SNS::TopicPolicy');
-    expect(others).toEqual([]);
-    const statements = (policy?.[1].PolicyDocument as { Statement: Array<Record<string, unknown>> }).Statement;
+    const policies = resourcesOf(s.platformTemplate, 'AWS::SNS::TopicPolicy').map(([, p]) => p);
+    expect(policies).toHaveLength(1);
+    const policy = policies[0] as Record<string, unknown>;
+    const statements = (policy.PolicyDocument as { Statement: Array<Record<string, unknown>> }).Statement;
     const publishers = statements
       .filter((st) => st.Effect === 'Allow' && st.Action === 'sns:Publish')
       .map((st) => (st.Principal as { Service?: string }).Service);
@@ -473,7 +490,7 @@ describe('events and alerts', () => {
     );
     expect(alarmActions.length).toBeGreaterThan(0);
     expect(new Set(alarmActions.map((a) => JSON.stringify(a)))).toEqual(
-      new Set((policy?.[1].Topics as unknown[]).map((t) => JSON.stringify(t))),
+      new Set((policy.Topics as unknown[]).map((t) => JSON.stringify(t))),
     );
   });
 
