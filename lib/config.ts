@@ -103,7 +103,7 @@ const tierSchema = z.strictObject({
   maxInstances: setting(
     intRange(1, 1000),
     8,
-    'Most instances (gpu) or tasks (cpu) of this tier running at once; bounds the compute environments.',
+    'Most jobs of this tier running at once, each on `nodes` instances (gpu) or one task (cpu); bounds the compute environments.',
   ),
   peakTflops: z
     .number()
