@@ -7,7 +7,7 @@
  * a million samples still make a report of well under a megabyte. Pure: no I/O, never throws for valid records.
  */
 import { billedRunsOf, orphanRunsOf } from './attempt-cost';
-import type { AttemptRecord, DecisionRecord, JobRecord } from './job';
+import { type AttemptRecord, computeSecondsOf, type DecisionRecord, type JobRecord } from './job';
 import { labelsText } from './labels';
 import { attemptCostUsd, InvalidMeteringInput } from './metering';
 import { type MetricSample, readMetricsLog } from './metric-samples';
@@ -500,10 +500,7 @@ export function renderJobReport(input: JobReportInput): string {
   const fallbacks = attempts.filter(
     (a, i) => a.capacity === 'on-demand' && attempts[i - 1]?.capacity === 'spot',
   ).length;
-  const computeSeconds = attempts.reduce(
-    (sum, a) => sum + (a.startedAt !== undefined && a.stoppedAt !== undefined ? (a.stoppedAt - a.startedAt) / 1000 : 0),
-    0,
-  );
+  const computeSeconds = computeSecondsOf(attempts);
 
   const facts: Array<[string, Raw | string]> = [
     ['Job', html`<code>${job.jobId}</code>`],

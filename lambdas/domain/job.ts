@@ -346,6 +346,14 @@ export class UnknownJobTier extends Error {
   override name = 'UnknownJobTier';
 }
 
+/** Seconds the attempts ran, from Batch's start to its stop (an attempt without both ran none that is known). */
+export function computeSecondsOf(attempts: ReadonlyArray<Pick<AttemptRecord, 'startedAt' | 'stoppedAt'>>): number {
+  return attempts.reduce(
+    (sum, a) => sum + (a.startedAt !== undefined && a.stoppedAt !== undefined ? (a.stoppedAt - a.startedAt) / 1000 : 0),
+    0,
+  );
+}
+
 /** The configured tier a job runs on; UnknownJobTier, listing the configured tiers, when there is none. */
 export function tierOfJob(config: TrainyardConfig, job: Pick<JobRecord, 'tier' | 'jobId'>): TierConfig {
   const tier = findTier(config, job.tier);

@@ -1,12 +1,13 @@
 /**
  * PrepareAttempt: turn the plan for the next attempt into a Batch SubmitJob request (queue by capacity, the team's
  * job definition for the tier, the harness settings, resume arguments when resuming) and record the attempt.
- * Honours a cancel request made while the job waited or was paused. Replay-safe: the attempt record is created once
+ * Honours a cancel request made while the job waited or was paused. Each attempt's Batch timeout is what is left of the
+ * tier's maximum runtime after the earlier attempts' runs (at least Batch's 60 s), and of the deadline. Replay-safe: the attempt record is created once
  * and the request is a function of it; `Job Resumed` goes out on every try, as of the attempt's submission.
  */
 import { maxRuntimeSeconds } from '../../lib/config';
 import { attemptJobName, jobDefinitionName, queueName } from '../domain/batch-names';
-import { isTerminal, tierOfJob } from '../domain/job';
+import { computeSecondsOf, isTerminal, tierOfJob } from '../domain/job';
 import { type ContainerOverrides, type SubmitJobInput, shellJoin } from '../domain/submit-job';
 import { TRAINYARD_TAGS } from '../domain/watch';
 import { checkpointToRestore, jobKeysFor, s3Uri } from '../domain/workspace-layout';
@@ -53,6 +54,19 @@ export function createPrepareAttemptHandler(
       };
     }
 
+    // The tier's maximum runtime bounds the job, not each attempt: what the earlier attempts ran is spent (else a
+    // reclaim, a move or a budget pause would hand a runaway job a fresh maximum each time).
+    const earlier = (await plane.jobs.listAttempts(jobId)).filter((a) => a.attempt < plan.attempt);
+    const remainingRuntime = maxRuntimeSeconds(tier) - computeSecondsOf(earlier);
+    if (remainingRuntime <= 0) {
+      return {
+        jobId,
+        next: 'finalize',
+        finalState: 'FAILED',
+        reason: `the job ran its tier's maximum runtime (${maxRuntimeSeconds(tier)} s on ${tier.id}) over ${earlier.length} attempt(s)`,
+      };
+    }
+
     const existing = await plane.jobs.getAttempt(jobId, plan.attempt);
     const attempt =
       existing ??
@@ -91,7 +105,7 @@ export function createPrepareAttemptHandler(
       Command: job.command,
       Environment: Object.entries(environment).map(([Name, Value]) => ({ Name, Value })),
     };
-    const timeout = Math.max(60, Math.floor(Math.min(maxRuntimeSeconds(tier), remainingDeadline)));
+    const timeout = Math.max(60, Math.floor(Math.min(remainingRuntime, remainingDeadline)));
     const submit: SubmitJobInput = {
       JobName: attemptJobName(jobId, attempt.attempt),
       JobQueue: queue,

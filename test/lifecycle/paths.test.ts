@@ -90,7 +90,7 @@ async function pausedJob(options: BenchOptions): Promise<{ b: LifecycleBench; jo
   const b = await start({
     ...options,
     config: {
-      teams: [{ id: 'nlp', principals: ['arn:aws:iam::123456789012:role/nlp-researchers'], monthlyBudgetUsd: 1 }],
+      teams: [{ id: 'nlp', principals: ['arn:aws:iam::123456789012:role/nlp-researchers'], monthlyBudgetUsd: 0.3 }],
     },
   });
   const jobId = await submit(b, [{ result: 'hold', step: 500 }, { result: 'succeed' }]);
@@ -98,7 +98,8 @@ async function pausedJob(options: BenchOptions): Promise<{ b: LifecycleBench; jo
     const attempt = await b.plane.jobs.getAttempt(jobId, 1);
     return attempt?.batchJobId !== undefined && b.batch.isHeld(attempt.batchJobId);
   });
-  b.clock.advance(6 * 3600);
+  // 1.9 h at the $0.20/h spot price (the tier runs an attempt 2 h at most): $0.38, past the $0.30 budget.
+  b.clock.advance(1.9 * 3600);
   await b.runBudgetWatch();
   await b.until('the pause', async () => {
     const job = await b.plane.jobs.requireJob(jobId);
@@ -615,6 +616,23 @@ describe('job lifecycle on the synthesized state machine', () => {
     ]);
     expect(r.attempts.map((a) => [a.capacity, a.nodes])).toEqual([['on-demand', 2]]);
     expect(await expectSettled(b, r.jobId)).toBeGreaterThan(0);
+  });
+
+  it('bounds the job, not each attempt, by the tier’s maximum runtime: each attempt gets what the earlier ones left', async () => {
+    const b = await start();
+    const r = await run(b, [
+      { result: 'reclaim', step: 300, seconds: 4000 },
+      { result: 'reclaim', step: 600, seconds: 3200 },
+    ]);
+
+    const [first, second] = r.attempts;
+    expect(((first?.stoppedAt ?? 0) - (first?.startedAt ?? 0)) / 1000).toBe(4000);
+    expect(b.batch.submissions.map((s) => s.Timeout?.AttemptDurationSeconds)).toEqual([7200, 3200]);
+    expect(second?.outcome?.kind).toBe('reclaimed');
+    expect(r.attempts).toHaveLength(2);
+    expect(r.job.state).toBe('FAILED');
+    expect(r.job.reason).toBe("the job ran its tier's maximum runtime (7200 s on gpu-small) over 2 attempt(s)");
+    await expectSettled(b, r.jobId);
   });
 
   it('falls back to on-demand after two reclaims', async () => {
