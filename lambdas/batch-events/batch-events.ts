@@ -223,9 +223,10 @@ export function createBatchEventsHandler(plane: Plane) {
     let stored: AttemptRecord | undefined = attempt;
     let recordedHere = false;
     if (attempt.stoppedAt === undefined) {
-      const cost = costOfAttempt(attempt, batchJob, tierOfJob(plane.config, job));
+      const tier = tierOfJob(plane.config, job);
       const logStreamName = batchJob.container?.logStreamName ?? batchJob.attempts.at(-1)?.container?.logStreamName;
-      if (cost.stoppedAt === undefined) {
+      const stoppedAt = costOfAttempt(attempt, batchJob, tier).stoppedAt;
+      if (stoppedAt === undefined) {
         logger.warn('Batch reported a finished job without a stop time; nothing recorded', {
           jobId: job.jobId,
           attempt: attempt.attempt,
@@ -233,23 +234,21 @@ export function createBatchEventsHandler(plane: Plane) {
         });
         return { action: 'ignored', why: 'no-stop-time' };
       }
-      const written = await plane.jobs.updateAttempt(
-        job.jobId,
-        attempt.attempt,
-        {
+      const recorded = await plane.jobs.recordStop(attempt, (current) => {
+        const cost = costOfAttempt(current, batchJob, tier);
+        return {
           batchJobId: batchJob.jobId,
           status: batchJob.status,
-          ...(cost.startedAt !== undefined && attempt.startedAt === undefined ? { startedAt: cost.startedAt } : {}),
-          stoppedAt: cost.stoppedAt,
-          ...(logStreamName && attempt.logStreamName === undefined ? { logStreamName } : {}),
+          ...(cost.startedAt !== undefined && current.startedAt === undefined ? { startedAt: cost.startedAt } : {}),
+          stoppedAt,
+          ...(logStreamName && current.logStreamName === undefined ? { logStreamName } : {}),
           usdPerHour: cost.usdPerHour,
           costUsd: cost.costUsd,
           ...(hasEnded(job) ? { endedAfterJob: true } : {}),
-        },
-        'stoppedAt',
-      );
-      recordedHere = written !== undefined;
-      stored = written ?? (await plane.jobs.getAttempt(job.jobId, attempt.attempt));
+        };
+      });
+      recordedHere = recorded.written !== undefined;
+      stored = recorded.stored;
       if (stored && stored.batchJobId !== batchJob.jobId) return orphaned(batchJob, job, stored);
     }
     await announceStart(plane, job, stored, batchJob.jobId);

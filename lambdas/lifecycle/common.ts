@@ -158,20 +158,18 @@ export async function recordAttemptEnd(
           `job ${jobId} attempt ${attempt.attempt}: Batch does not report its job ${attempt.batchJobId}, last seen ${new Date(lastSeen).toISOString()}, too recently for Batch to have forgotten it; it is looked up again`,
         );
       }
-      const cost = costOfUnseenEnd(attempt, sign?.at, tierOfJob(plane.config, job));
-      const written = await plane.jobs.updateAttempt(
-        jobId,
-        attempt.attempt,
-        {
+      const tier = tierOfJob(plane.config, job);
+      const { written } = await plane.jobs.recordStop(attempt, (current) => {
+        const cost = costOfUnseenEnd(current, sign?.at, tier);
+        return {
           status: 'FAILED',
-          ...(attempt.startedAt === undefined && cost.startedAt !== undefined ? { startedAt: cost.startedAt } : {}),
+          ...(current.startedAt === undefined && cost.startedAt !== undefined ? { startedAt: cost.startedAt } : {}),
           stoppedAt: cost.stoppedAt ?? now.getTime(),
           usdPerHour: cost.usdPerHour,
           costUsd: cost.costUsd,
           endUnseen: true,
-        },
-        'stoppedAt',
-      );
+        };
+      });
       outcome = written
         ? { kind: 'infra-error', reason: `${unseen}; ${unseenBilling(attempt, sign)}`, resumable: true }
         : asRecorded;
@@ -195,11 +193,10 @@ export async function recordAttemptEnd(
     }
   } else {
     outcome = classifyAttemptOutcome(ended, { noticeRecorded: attempt.noticeAt !== undefined });
-    const cost = costOfAttempt(attempt, ended, tierOfJob(plane.config, job));
-    const written = await plane.jobs.updateAttempt(
-      jobId,
-      attempt.attempt,
-      {
+    const tier = tierOfJob(plane.config, job);
+    const { stored } = await plane.jobs.recordStop(attempt, (current) => {
+      const cost = costOfAttempt(current, ended, tier);
+      return {
         batchJobId: ended.jobId,
         status: ended.status,
         startedAt: cost.startedAt,
@@ -207,12 +204,11 @@ export async function recordAttemptEnd(
         usdPerHour: cost.usdPerHour,
         costUsd: cost.costUsd,
         logStreamName: ended.attempts.at(-1)?.container?.logStreamName ?? ended.container?.logStreamName,
-      },
-      'stoppedAt',
-    );
+      };
+    });
     // When Batch's RUNNING has not reached batch-events, this write recorded the start too; announce it (a replay
     // announces what a failed first run recorded and did not).
-    await announceStart(plane, job, written ?? (await plane.jobs.getAttempt(jobId, attempt.attempt)), ended.jobId);
+    await announceStart(plane, job, stored, ended.jobId);
   }
   await plane.jobs.updateAttempt(jobId, attempt.attempt, { outcome }, 'outcome');
   return outcome;

@@ -324,6 +324,34 @@ export class JobStore {
   }
 
   /**
+   * Records an attempt's stop once, with the fields `stopOf` computes from the attempt as stored. The write holds only
+   * while the stop is unrecorded and, when the attempt had no price yet, while it still has none: a start that
+   * batch-events records meanwhile, with the spot price the instance started at, is read again and priced from
+   * instead of being overwritten with the configured price. `written` is the attempt as written; undefined when
+   * another writer recorded the stop first (or `alsoUnset` refused it), and `stored` is then the attempt as stored.
+   */
+  async recordStop(
+    attempt: AttemptRecord,
+    stopOf: (current: AttemptRecord) => Partial<Omit<AttemptRecord, 'jobId' | 'attempt'>>,
+    alsoUnset: readonly (keyof AttemptRecord)[] = [],
+  ): Promise<{ written?: AttemptRecord; stored?: AttemptRecord }> {
+    let current: AttemptRecord | undefined = attempt;
+    for (let tries = 0; current && current.stoppedAt === undefined && tries < 3; tries++) {
+      const unpriced = current.usdPerHour === undefined ? (['usdPerHour'] as const) : [];
+      const written = await this.updateAttempt(current.jobId, current.attempt, stopOf(current), [
+        'stoppedAt',
+        ...unpriced,
+        ...alsoUnset,
+      ]);
+      if (written) return { written, stored: written };
+      current = await this.getAttempt(attempt.jobId, attempt.attempt);
+      // Refused for a reason other than a price that arrived (the stop, or an `alsoUnset` field): that write stands.
+      if (unpriced.length === 0 || current?.usdPerHour === undefined) break;
+    }
+    return { stored: current };
+  }
+
+  /**
    * Updates an attempt. `onlyIfUnset` names the fields that must not be set yet (e.g. stoppedAt), which makes
    * "record the end of this attempt" happen once however often it is replayed; returns undefined when skipped.
    * Several fields make two writers exclusive: "not run" is written only while no Batch job is recorded, and a Batch

@@ -398,6 +398,35 @@ describe('batch-events: SUCCEEDED and FAILED', () => {
     expect((await bench.jobs.requireJob(JOB_ID)).costSoFarUsd).toBe(0.55);
   });
 
+  it('prices a stop at the spot price its start was recorded with meanwhile, not at the configured one', async () => {
+    await seed();
+    bench.instance = SPOT_INSTANCE;
+    bench.spotPrice = 0.25;
+    // RUNNING is handled between the SUCCEEDED handler's read of the attempt (no price yet) and its write.
+    let raced = false;
+    const jobs = Object.create(bench.jobs) as JobStore;
+    jobs.getAttempt = async (jobId, n) => {
+      const read = await bench.jobs.getAttempt(jobId, n);
+      if (!raced && read) {
+        raced = true;
+        await handle(fixture('batch-running'));
+      }
+      return read;
+    };
+
+    const result = await createBatchEventsHandler(planeOf(jobs))(fixture('batch-succeeded'));
+
+    expect(result).toEqual({ action: 'stopped', jobId: JOB_ID, attempt: 1 });
+    // 0.25 $/h × 2403 s ÷ 3600 = 0.166875 → $0.17 (the configured $0.19/h would make it $0.13).
+    expect(await bench.jobs.getAttempt(JOB_ID, 1)).toMatchObject({
+      status: 'SUCCEEDED',
+      stoppedAt: T.stopped,
+      usdPerHour: 0.25,
+      costUsd: 0.17,
+    });
+    expect((await bench.jobs.requireJob(JOB_ID)).costSoFarUsd).toBe(0.17);
+  });
+
   it('costs a reclaimed attempt whose RUNNING event never arrived at the tier’s price for its capacity', async () => {
     await seed({}, { capacity: 'on-demand', queue: 'trainyard-gpu-small-on-demand' });
 
