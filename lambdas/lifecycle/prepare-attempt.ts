@@ -1,7 +1,8 @@
 /**
  * PrepareAttempt: turn the plan for the next attempt into a Batch SubmitJob request (queue by capacity, the team's
  * job definition for the tier, the harness settings, resume arguments when resuming) and record the attempt.
- * Honours a cancel request made while the job waited or was paused. Each attempt's Batch timeout is what is left of the
+ * Honours a cancel request made while the job waited or was paused, and pauses (`next: 'pause'`) instead of starting
+ * an attempt while a budget scope of the job is blocked. Each attempt's Batch timeout is what is left of the
  * tier's maximum runtime after the earlier attempts' runs (at least Batch's 60 s), and of the deadline. Replay-safe: the attempt record is created once
  * and the request is a function of it; `Job Resumed` goes out on every try, as of the attempt's submission.
  */
@@ -9,7 +10,7 @@ import { maxRuntimeSeconds } from '../../lib/config';
 import { attemptJobName, jobDefinitionName, queueName } from '../domain/batch-names';
 import { computeSecondsOf, isTerminal, tierOfJob } from '../domain/job';
 import { type ContainerOverrides, type SubmitJobInput, shellJoin } from '../domain/submit-job';
-import { TRAINYARD_TAGS } from '../domain/watch';
+import { budgetPeriodOf, jobScopes, TRAINYARD_TAGS } from '../domain/watch';
 import { checkpointToRestore, jobKeysFor, s3Uri } from '../domain/workspace-layout';
 import type { ControlPlane } from '../shared/control-plane';
 import { jobEvent, secondsSince } from './common';
@@ -26,11 +27,12 @@ export const STOP_GRACE_SECONDS = { gpu: 60, cpu: 15 } as const;
 /** PrepareAttempt's output. */
 export type PrepareOutput =
   | { jobId: string; next: 'run'; plan: AttemptPlan; multiNode: boolean; submit: SubmitJobInput }
-  | { jobId: string; next: 'finalize'; finalState?: 'CANCELLED' | 'FAILED'; reason: string };
+  | { jobId: string; next: 'finalize'; finalState?: 'CANCELLED' | 'FAILED'; reason: string }
+  | { jobId: string; next: 'pause'; plan: AttemptPlan; scope: string };
 
 /** Creates the PrepareAttempt step. */
 export function createPrepareAttemptHandler(
-  plane: Pick<ControlPlane, 'config' | 'jobs' | 'workspace' | 'events' | 'batchPrefix' | 'clock'>,
+  plane: Pick<ControlPlane, 'config' | 'jobs' | 'ledger' | 'workspace' | 'events' | 'batchPrefix' | 'clock'>,
 ) {
   return async (input: unknown): Promise<PrepareOutput> => {
     const { jobId, plan } = parseStep(prepareInputSchema, 'PrepareAttempt', input);
@@ -68,6 +70,12 @@ export function createPrepareAttemptHandler(
     }
 
     const existing = await plane.jobs.getAttempt(jobId, plan.attempt);
+    if (!existing) {
+      // A budget blocked while the job waited (a backoff before a retry): pause rather than start an attempt that
+      // budget-watch would stop at its next tick. An attempt already recorded (a replay) goes ahead as planned.
+      const blocked = await plane.ledger.firstBlockedScope(jobScopes(job), budgetPeriodOf(job));
+      if (blocked !== undefined) return { jobId, next: 'pause', plan, scope: blocked };
+    }
     const attempt =
       existing ??
       (await plane.jobs.putAttempt({

@@ -198,12 +198,6 @@ export class JobStateMachine extends Construct {
     });
 
     const prepareAttempt = guarded(step(n.prepareAttempt, props.steps.prepareAttempt));
-    prepareAttempt.next(
-      new sfn.Choice(this, n.afterPrepare)
-        .when(nextIs('finalize'), finalize)
-        .when(sfn.Condition.booleanEquals('$.multiNode', true), runMultiNode)
-        .otherwise(runAttempt),
-    );
     const backoff = new sfn.Wait(this, n.backoff, {
       time: sfn.WaitTime.secondsPath('$.plan.delaySeconds'),
     }).next(prepareAttempt);
@@ -219,6 +213,13 @@ export class JobStateMachine extends Construct {
       .addRetry(STEP_RETRY)
       .addCatch(stepFailed, { resultPath: '$.failure' })
       .next(prepareAttempt);
+    prepareAttempt.next(
+      new sfn.Choice(this, n.afterPrepare)
+        .when(nextIs('finalize'), finalize)
+        .when(nextIs('pause'), pausedForBudget)
+        .when(sfn.Condition.booleanEquals('$.multiNode', true), runMultiNode)
+        .otherwise(runAttempt),
+    );
     attemptOutcome.next(
       new sfn.Choice(this, n.nextStep)
         .when(nextIs('finalize'), finalize)

@@ -298,6 +298,8 @@ export interface BenchOptions {
   readonly failAfter?: Readonly<Record<string, readonly number[]>>;
   /** Task invocations that fail before their handler runs (a step that cannot reach its table), as `failAfter`. */
   readonly failBefore?: Readonly<Record<string, readonly number[]>>;
+  /** Runs before each invocation of a Task, with its 1-based call number: the world changing while a job waits. */
+  readonly beforeTask?: Readonly<Record<string, (call: number) => Promise<void>>>;
   /** Task invocations throttled before their handler runs (Lambda's TooManyRequestsException), as `failAfter`. */
   readonly throttleBefore?: Readonly<Record<string, readonly number[]>>;
   /** Detail types whose first PutEvents is throttled, as EventBridge does under load. */
@@ -406,6 +408,7 @@ export async function startLifecycleBench(options: BenchOptions = {}): Promise<L
     async (input: unknown) => {
       taskCalls.push(name);
       const started = taskCalls.filter((n) => n === name).length;
+      await options.beforeTask?.[name]?.(started);
       if (options.failBefore?.[name]?.includes(started)) {
         throw Object.assign(new Error(`${name} call ${started} could not reach its table`), { name: 'TimeoutError' });
       }
