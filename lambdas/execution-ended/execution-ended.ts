@@ -95,7 +95,7 @@ export function createExecutionEndedHandler(plane: Plane, options: ExecutionEnde
       }
       if (waitedMs >= waitMs) {
         throw new AttemptsStillRunning(
-          `job ${job.jobId}: Batch has not ended ${running.join(', ')} ${Math.round(waitMs / 1000)} s after TerminateJob; the event is retried, and the job is finalized once they end`,
+          `job ${job.jobId}: attempts whose end is not recorded after ${Math.round(waitMs / 1000)} s: ${running.join(', ')}; the event is retried, and the job is finalized once Batch reports them ended (a running one was sent TerminateJob)`,
         );
       }
       await sleep(pollMs);

@@ -51,7 +51,7 @@ export function createFinalizeHandler(
       const running = await endOpenAttempts(plane, job, new Set());
       if (running.length > 0) {
         throw new AttemptsStillRunning(
-          `job ${jobId}: ${running.join(', ')} still in Batch after TerminateJob; Finalize runs again once Batch ends it`,
+          `job ${jobId}: attempts whose end is not recorded: ${running.join(', ')}; Finalize runs again once Batch reports them ended (a running one was sent TerminateJob)`,
         );
       }
       firstRead = await plane.jobs.listAttempts(jobId); // with the ends just recorded

@@ -345,7 +345,7 @@ describe('executions that end without Finalize (the execution-ended rule)', () =
     );
 
     await expect(stuck(ended(jobId, 'ABORTED', b.clock.ms))).rejects.toThrow(
-      new RegExp(`^job ${jobId}: Batch has not ended ${batchJobId} \\(attempt 1, RUNNING\\) 30 s after TerminateJob`),
+      new RegExp(`^job ${jobId}: attempts whose end is not recorded after 30 s: ${batchJobId} \\(attempt 1, RUNNING\\);`),
     );
     expect(terminated).toEqual([batchJobId]);
     const job = await b.plane.jobs.requireJob(jobId);
@@ -369,7 +369,7 @@ describe('executions that end without Finalize (the execution-ended rule)', () =
     );
 
     await expect(lagging(ended(jobId, 'ABORTED', b.clock.ms))).rejects.toThrow(
-      `job ${jobId}: Batch has not ended attempt 1 (Batch job ${batchJobId} not reported yet; looked up again)`,
+      `job ${jobId}: attempts whose end is not recorded after 30 s: attempt 1 (Batch job ${batchJobId} not reported yet; looked up again);`,
     );
     const attempt = await b.plane.jobs.getAttempt(jobId, 1);
     expect([attempt?.stoppedAt, attempt?.outcome, b.batch.terminations]).toEqual([undefined, undefined, []]);
