@@ -2,6 +2,8 @@
  * PausedForBudget (a waitForTaskToken Task): a running job was stopped because a budget scope reached its block
  * threshold. Record PAUSED_BUDGET with the task token; `resume` (API, or budget-watch once the budget allows it)
  * or `cancel` sends task success to continue. A cancel that arrived before the token was stored is honoured here.
+ * The paused job's reservation goes back to its budgets (ledger `returnHeld`): it spends nothing while paused, so it
+ * holds no money other jobs could use, and a resume reserves again what it is forecast to cost to finish.
  */
 import { periodOf } from '../domain/budgets';
 import { jobScopes } from '../domain/watch';
@@ -25,6 +27,8 @@ export function createPauseHandler(plane: Pick<ControlPlane, 'jobs' | 'ledger' |
       }
     }
     const reason = `paused: budget scope ${scope} reached its block threshold; raise the budget and resume`;
+    // What the job holds goes back before its token is stored (a resume raises it again, and must come after this).
+    await plane.ledger.returnHeld(jobId);
     const paused = await plane.jobs.transition(jobId, ['WAITING', 'RUNNING', 'PAUSED_BUDGET'], 'PAUSED_BUDGET', {
       pauseToken: taskToken,
       reason,

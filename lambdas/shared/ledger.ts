@@ -641,6 +641,27 @@ export class BudgetLedger {
   }
 
   /**
+   * A job paused for budget gives back what it holds: its reservation returns to every scope's available, what it
+   * accrued stays spent, and its entries stay open, so a resume raises them again (reserveTo) to what it is then
+   * forecast to cost to finish. A paused job spends nothing, so it holds no money another job could use, and a scope
+   * blocked only by what its paused jobs held is blocked no more. Idempotent; a job never reserved, or whose entries
+   * are closed, changes nothing.
+   */
+  async returnHeld(jobId: string): Promise<ReleaseResult> {
+    const id = parseJobId(jobId);
+    const record = await this.readJob(id);
+    const period = record?.period;
+    if (!record || period === undefined || record.state !== 'reserved') return { jobId: id, returned: [] };
+    const returned = await Promise.all(
+      record.scopes.map(async (scope) => {
+        const applied = await this.applyToEntry(scope, period, id, (e) => topUpTakenBack(e, e.reserved));
+        return { scope, returnedUsd: applied?.changed ? microsToUsd(applied.change.availableDelta) : 0 };
+      }),
+    );
+    return { jobId: id, returned };
+  }
+
+  /**
    * Cancel before (or without further) spend: returns the job's remaining reservation in every scope; what was
    * already accrued stays spent. Idempotent: a replay returns the first result. Releasing a job the ledger never
    * saw leaves a tombstone, so a reserve arriving later (a cancel racing the cost gate) is refused, not leaked.

@@ -833,6 +833,42 @@ describe('settlement, accrual and release', () => {
 });
 
 describe('top-up before a paused job resumes', () => {
+  it('a pause gives back what the job holds, keeps what it accrued spent, and the resume raises it again', async () => {
+    const team = freshTeam();
+    const scopes = [`team:${team}`, `user:${team}/jo`];
+    const ledger = newLedger();
+    await ledger.ensureBudget(scopes[0] as string, PERIOD, 10);
+    await ledger.setLimit(scopes[1] as string, PERIOD, 5);
+    await ledger.reserve(`${team}-p`, scopes, 4, PERIOD);
+    await ledger.accrue(`${team}-p`, 1);
+
+    expect((await ledger.returnHeld(`${team}-p`)).returned).toEqual([
+      { scope: scopes[0], returnedUsd: 3 },
+      { scope: scopes[1], returnedUsd: 3 },
+    ]);
+    expect(await figures(ledger, scopes[0] as string)).toMatchObject({ spentUsd: 1, reservedUsd: 0, availableUsd: 9 });
+    expect(await figures(ledger, scopes[1] as string)).toMatchObject({ spentUsd: 1, reservedUsd: 0, availableUsd: 4 });
+    const afterFirst = await snapshot();
+    expect((await ledger.returnHeld(`${team}-p`)).returned.map((r) => r.returnedUsd)).toEqual([0, 0]);
+    expect(await snapshot()).toEqual(afterFirst);
+
+    await ledger.reserveTo(`${team}-p`, 2.5);
+    expect(await figures(ledger, scopes[0] as string)).toMatchObject({
+      spentUsd: 1,
+      reservedUsd: 2.5,
+      availableUsd: 6.5,
+    });
+    // The settlement charges what it cost, whatever it held in between.
+    await ledger.settle(`${team}-p`, 3.25);
+    expect(await figures(ledger, scopes[1] as string)).toMatchObject({
+      spentUsd: 3.25,
+      reservedUsd: 0,
+      availableUsd: 1.75,
+    });
+    expect((await ledger.returnHeld(`${team}-p`)).returned).toEqual([]);
+    expect((await ledger.returnHeld(`${team}-never`)).returned).toEqual([]);
+  });
+
   it('raises the reservation to the target in every scope, out of available, and a replay changes nothing', async () => {
     const team = freshTeam();
     const [teamScope, userScope] = [`team:${team}`, `user:${team}/ada`];

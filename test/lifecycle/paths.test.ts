@@ -4,6 +4,7 @@ import { TERMINATE_REASONS } from '../../lambdas/domain/batch-reasons';
 import type { AttemptRecord } from '../../lambdas/domain/job';
 import { FLEET_SPOT_MODEL } from '../../lambdas/domain/spot-fleet-model';
 import type { TierSpotRecord } from '../../lambdas/domain/tier-spot';
+import { budgetPeriodOf } from '../../lambdas/domain/watch';
 import { createExecutionEndedHandler } from '../../lambdas/execution-ended/execution-ended';
 import { FINALIZE_RETRY, STEP_RETRY } from '../../lib/lifecycle/job-state-machine';
 import { executionStatusChangeEvent } from '../../lib/local/local-mode';
@@ -345,7 +346,9 @@ describe('executions that end without Finalize (the execution-ended rule)', () =
     );
 
     await expect(stuck(ended(jobId, 'ABORTED', b.clock.ms))).rejects.toThrow(
-      new RegExp(`^job ${jobId}: attempts whose end is not recorded after 30 s: ${batchJobId} \\(attempt 1, RUNNING\\);`),
+      new RegExp(
+        `^job ${jobId}: attempts whose end is not recorded after 30 s: ${batchJobId} \\(attempt 1, RUNNING\\);`,
+      ),
     );
     expect(terminated).toEqual([batchJobId]);
     const job = await b.plane.jobs.requireJob(jobId);
@@ -823,6 +826,9 @@ describe('job lifecycle on the synthesized state machine', () => {
     expect(b.batch.submissions).toHaveLength(2);
     const decisions = (await b.plane.jobs.listDecisions(jobId)).map((d) => d.decision);
     expect(decisions.at(-1)).toBe('pause-budget');
+    // Paused, it holds nothing: the reservation it had not spent went back (what it ran stays spent).
+    const period = budgetPeriodOf(await b.plane.jobs.requireJob(jobId));
+    expect((await b.plane.ledger.usage('team:nlp', period))?.reservedUsd).toBe(0);
     // The second reclaim moves the job to on-demand: announced with the pause, not lost with the attempt it held back.
     expect((await outcome(b, jobId)).events).toContain('Job FellBackToOnDemand');
     const raised = await b.call('PUT', '/budgets/team:nlp', ADMIN, { limitUsd: 20 });
