@@ -63,7 +63,10 @@ export interface WorkloadAnalysis {
   entryScript?: string;
   /** Config files given as positional `.py` arguments, in the order they apply. */
   configFiles: string[];
-  /** Whether the code runs data-parallel across all GPUs of a tier (torchrun, DistributedDataParallel). */
+  /**
+   * Whether the command launches data-parallel training over the GPUs of a node (torchrun, deepspeed, accelerate,
+   * horovodrun, mpirun, `python -m torch.distributed.run`): what it is credited with (see `spreadOf`).
+   */
   distributed: boolean;
 }
 
@@ -166,7 +169,8 @@ export function analyzeWorkload(
   // Assumptions made for missing hyper-parameters, by key; reported together with why the key was missing.
   const assumed = new Map<string, string>();
   const framework = detectFramework(files, entryScript);
-  const distributed = detectDistributed(bundle.command, files);
+  const spread = spreadOf(bundle.command);
+  const distributed = spread !== 'one-gpu';
   const overridesApplied: string[] = [];
   const usesGpu = detectGpu(files, framework, hyper, unknowns);
   if (req.gpuMemoryGiB !== undefined && req.gpuMemoryGiB > 0 && !usesGpu.value) {
@@ -196,7 +200,7 @@ export function analyzeWorkload(
   if (req.deadlineSeconds !== undefined) overridesApplied.push(`deadlineSeconds=${req.deadlineSeconds}`);
 
   const perTier = tiers.map((tier) =>
-    assessTier(tier, { usesGpu: usesGpu.value, framework, distributed, model, peakGpuMemoryGiB, hyper, req }),
+    assessTier(tier, { usesGpu: usesGpu.value, framework, spread, model, peakGpuMemoryGiB, hyper, req }),
   );
   const fitting = perTier.filter((t) => t.fits).sort((a, b) => costOrder(a, b, tiers));
 
@@ -371,19 +375,31 @@ function detectFramework(files: Map<string, string>, entryScript: string | undef
   return best;
 }
 
-function detectDistributed(command: readonly string[], files: Map<string, string>): boolean {
-  const first = command[0] ?? '';
-  if (DISTRIBUTED_LAUNCHERS.test(first)) return true;
-  if (
-    PYTHON_INTERPRETER.test(first) &&
-    command[1] === '-m' &&
-    /^torch\.distributed\.(run|launch)$/.test(command[2] ?? '')
-  )
-    return true;
-  for (const [path, text] of files) {
-    if (path.endsWith('.py') && /\b(DistributedDataParallel|init_process_group)\b/.test(text)) return true;
-  }
-  return false;
+/**
+ * How much of a tier the command trains on: one GPU, unless a launcher starts a process per GPU (torchrun, deepspeed,
+ * accelerate, horovodrun, mpirun, `python -m torch.distributed.run|launch`, also inside `sh -c "…"`), then the whole
+ * node; every node of a multi-node tier only when it also joins the nodes (`--nnodes` other than 1, a rendezvous
+ * endpoint, a main-node address or a node rank), since Batch runs the same command on each node and unjoined copies
+ * each train alone. DistributedDataParallel in the code is not enough: nanoGPT's train.py imports it and trains on one
+ * GPU unless a launcher sets RANK.
+ */
+type Spread = 'one-gpu' | 'node' | 'nodes';
+function spreadOf(command: readonly string[]): Spread {
+  const words = command.flatMap((part) => part.split(/\s+/)).filter((w) => w.length > 0);
+  const launched = words.some(
+    (w, i) =>
+      DISTRIBUTED_LAUNCHERS.test(w) ||
+      (PYTHON_INTERPRETER.test(w) &&
+        words[i + 1] === '-m' &&
+        /^torch\.distributed\.(run|launch)$/.test(words[i + 2] ?? '')),
+  );
+  if (!launched) return 'one-gpu';
+  const joins = words.some((w, i) => {
+    const nnodes = /^--nnodes(?:=(.*))?$/.exec(w);
+    if (nnodes) return (nnodes[1] ?? words[i + 1] ?? '1') !== '1';
+    return /^--(rdzv[-_]endpoint|master[-_]addr|node[-_]rank)(=|$)/.test(w);
+  });
+  return joins ? 'nodes' : 'node';
 }
 
 const EXPLICIT_GPU_PATTERNS: ReadonlyArray<[RegExp, string]> = [
@@ -611,7 +627,7 @@ function estimateModel(
 interface TierContext {
   usesGpu: boolean;
   framework: Framework;
-  distributed: boolean;
+  spread: Spread;
   model: ModelEstimate | undefined;
   peakGpuMemoryGiB: Figure<number> | undefined;
   hyper: Hyper;
@@ -630,16 +646,19 @@ function runtimeOn(tier: TierConfig, ctx: TierContext): Figure<number> | undefin
     tflops = tier.peakTflops * ANALYSIS_ASSUMPTIONS.cpuUtilisation;
     basis = `${tier.peakTflops} TFLOPS fp32 × ${ANALYSIS_ASSUMPTIONS.cpuUtilisation} utilisation`;
   } else {
-    const share = ctx.distributed ? tier.nodes : 1 / Math.max(1, tier.gpus);
+    const share = ctx.spread === 'one-gpu' ? 1 / Math.max(1, tier.gpus) : ctx.spread === 'node' ? 1 : tier.nodes;
     const precision = ctx.model.fp32 ? ANALYSIS_ASSUMPTIONS.fp32GpuThroughputFraction : 1;
     tflops = tier.peakTflops * share * precision * ANALYSIS_ASSUMPTIONS.gpuUtilisation;
-    const shareText = ctx.distributed
-      ? tier.nodes > 1
-        ? ` × ${tier.nodes} nodes`
-        : ''
-      : tier.gpus > 1
-        ? ` ÷ ${tier.gpus} GPUs (single-process code uses one)`
-        : '';
+    const shareText =
+      ctx.spread === 'one-gpu'
+        ? tier.gpus > 1
+          ? ` ÷ ${tier.gpus} GPUs (no launcher: one process, one GPU)`
+          : ''
+        : tier.nodes > 1
+          ? ctx.spread === 'nodes'
+            ? ` × ${tier.nodes} nodes`
+            : ` on one of ${tier.nodes} nodes (the launcher does not join them)`
+          : '';
     const precisionText = ctx.model.fp32 ? ` × ${precision} (fp32)` : '';
     basis = `${tier.peakTflops} TFLOPS 16-bit peak${shareText}${precisionText} × ${ANALYSIS_ASSUMPTIONS.gpuUtilisation} utilisation`;
   }

@@ -101,6 +101,37 @@ describe('analyzeWorkload on a nanoGPT-shaped project (script + config file + ov
     expect(small?.onDemandCostUsd).toBeCloseTo((seconds / 3600) * 0.526, 9);
   });
 
+  it('credits a launch, not an import: DDP code run as plain python trains on one GPU of one node', () => {
+    const runtimeOn = (tier: string, command: string[], files = nanogpt) =>
+      analyzeWorkload({ files, command }, tiers).perTier.find((t) => t.tier === tier)?.runtimeSeconds?.value;
+    // nanoGPT's train.py imports DistributedDataParallel and init_process_group whether or not it is launched so.
+    const withDdp = {
+      ...nanogpt,
+      'train.py': `from torch.nn.parallel import DistributedDataParallel as DDP\nfrom torch.distributed import init_process_group\n${nanogpt['train.py']}`,
+    };
+    const flops = analysis.flops?.value ?? Number.NaN;
+    // gpu-multinode: 2 nodes of 4 GPUs, 500 TFLOPS 16-bit per node; utilisation 0.3; 5 s PyTorch startup.
+    const oneGpu = flops / (500e12 * 0.25 * 0.3) + 5;
+    expect(runtimeOn('gpu-multinode', nanogptCommand, withDdp)).toBeCloseTo(oneGpu, 6);
+    expect(runtimeOn('gpu-multinode', nanogptCommand)).toBeCloseTo(oneGpu, 6);
+    const args = nanogptCommand.slice(1);
+    // A launcher that starts a process per GPU but does not join the nodes: each node trains alone, on all its GPUs.
+    expect(runtimeOn('gpu-multinode', ['torchrun', '--nproc_per_node=4', ...args])).toBeCloseTo(
+      flops / (500e12 * 0.3) + 5,
+      6,
+    );
+    // Joined across the nodes, in the command itself or in a shell line.
+    const bothNodes = flops / (500e12 * 2 * 0.3) + 5;
+    expect(
+      runtimeOn('gpu-multinode', ['torchrun', '--nnodes', '2', '--rdzv_endpoint=$MAIN:29500', ...args]),
+    ).toBeCloseTo(bothNodes, 6);
+    // A launcher inside a shell line counts too (though the shell line hides the script's hyper-parameters).
+    const shell = ['sh', '-c', `python -m torch.distributed.run --nnodes=2 ${args.join(' ')}`];
+    expect(analyzeWorkload({ files: nanogpt, command: shell }, tiers).distributed).toBe(true);
+    expect(analyzeWorkload({ files: withDdp, command: nanogptCommand }, tiers).distributed).toBe(false);
+    expect(runtimeOn('gpu-multinode', ['torchrun', '--nnodes=1', ...args])).toBeCloseTo(flops / (500e12 * 0.3) + 5, 6);
+  });
+
   it('recommends gpu-small, the cheapest tier that fits, and lists the other fitting tiers by cost', () => {
     expect(analysis.recommendedTier).toBe('gpu-small');
     expect(analysis.recommendationReason).toMatch(/^gpu-small is the cheapest tier that fits: ≈3\.1 GiB of 16 GiB/);
