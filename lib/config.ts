@@ -51,7 +51,8 @@ const principalSchema = z
 
 const DURATION_PATTERN = /^(\d+(?:\.\d+)?)(s|m|h|d)$/;
 const DURATION_UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86400 };
-const MAX_RUNTIME_SECONDS = 14 * 86400;
+/** The longest runtime any setting or requirement may name: 14 days. */
+export const MAX_RUNTIME_SECONDS = 14 * 86400;
 
 /** Parses `30s`, `10m`, `2h`, `1.5d` into seconds; undefined when the text is not a duration. */
 export function parseDuration(text: string): number | undefined {

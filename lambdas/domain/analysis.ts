@@ -4,7 +4,7 @@
  * submitted Python is read, never run. Every figure carries its basis and a confidence; what cannot be read is listed
  * in `unknowns`. Formulas, constants and their sources: docs/cost-model.md.
  */
-import { maxRuntimeSeconds, type TierConfig } from '../../lib/config';
+import { MAX_RUNTIME_SECONDS, maxRuntimeSeconds, type TierConfig } from '../../lib/config';
 import { formatCount, formatDuration, formatGiB, formatUsd } from './analysis/format';
 import { type CommandOverride, type PythonValue, parseOverride, topLevelAssignments } from './analysis/python-literals';
 
@@ -259,6 +259,11 @@ function checkRequirements(req: JobRequirements, tiers: readonly TierConfig[]): 
   positive('gpuMemoryGiB', req.gpuMemoryGiB, true);
   positive('runtimeSeconds', req.runtimeSeconds, false);
   positive('deadlineSeconds', req.deadlineSeconds, false);
+  if (req.runtimeSeconds !== undefined && req.runtimeSeconds > MAX_RUNTIME_SECONDS) {
+    throw new InvalidRequirement(
+      `runtimeSeconds must be at most ${MAX_RUNTIME_SECONDS} (14 days, the longest maxRuntime a tier may have), got ${req.runtimeSeconds}`,
+    );
+  }
 }
 
 function normaliseFiles(files: Record<string, string>): Map<string, string> {

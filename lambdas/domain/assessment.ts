@@ -42,13 +42,24 @@ export function assessWorkload(
     };
   }
   const estimated = analysis.perTier.find((t) => t.tier === tier.id)?.runtimeSeconds;
-  const maxSeconds = maxRuntimeSeconds(tier);
+  const maxSeconds = maxComputeSecondsOf(tier, req);
   const runtime = estimated ?? {
     value: maxSeconds,
-    basis: `runtime not estimated; assuming ${tier.id}'s maximum runtime ${formatDuration(maxSeconds)}`,
+    basis:
+      maxSeconds < maxRuntimeSeconds(tier)
+        ? `runtime not estimated; assuming the job runs until its deadline, ${formatDuration(maxSeconds)}`
+        : `runtime not estimated; assuming ${tier.id}'s maximum runtime ${formatDuration(maxSeconds)}`,
     confidence: 'low' as const,
   };
   return { analysis, tier, runtime };
+}
+
+/**
+ * The most compute a job may use on a tier: the tier's maximum runtime over all its attempts, and no more than its
+ * deadline (PrepareAttempt times each attempt out at what is left of both).
+ */
+export function maxComputeSecondsOf(tier: TierConfig, req: JobRequirements): number {
+  return Math.min(maxRuntimeSeconds(tier), req.deadlineSeconds ?? Number.POSITIVE_INFINITY);
 }
 
 /** Prices and estimate for an assessment. */
@@ -66,6 +77,7 @@ export function priceAssessment(
   const price = priceTier(assessment.tier, quotes);
   const estimate = estimateCost(assessment.runtime.value, price, {
     nodes: assessment.tier.nodes,
+    maxComputeSeconds: maxComputeSecondsOf(assessment.tier, req),
     ...(req.deadlineSeconds !== undefined && { deadlineSeconds: req.deadlineSeconds }),
   });
   return { ...assessment, price, estimate };

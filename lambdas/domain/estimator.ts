@@ -56,7 +56,10 @@ export interface CostEstimate {
   recommendation: 'spot' | 'on-demand' | 'spot-with-fallback';
   /** One sentence, with the break-even when spot is priced. */
   reasoning: string;
-  /** What the budget gate should reserve: a conservative upper bound, rounded up to the cent. */
+  /**
+   * What the budget gate should reserve: a conservative upper bound, rounded up to the cent, and never more than the
+   * job can spend in `maxComputeSeconds` at its dearest price.
+   */
   reservationUsd: number;
   /** The assumptions used, defaults filled in. */
   assumptions: SpotAssumptions;
@@ -68,15 +71,45 @@ export class InvalidEstimateInput extends Error {
   override name = 'InvalidEstimateInput';
 }
 
-/** Estimates on-demand and spot cost of `runtimeSeconds` of uninterrupted compute on a priced tier. */
+/**
+ * Estimates on-demand and spot cost of `runtimeSeconds` of uninterrupted compute on a priced tier. `maxComputeSeconds`
+ * is the most the lifecycle lets the job run (its tier's maximum runtime over all attempts, and its deadline): the
+ * reservation never asks for more than that many seconds at the dearest price the job can pay.
+ */
 export function estimateCost(
   runtimeSeconds: number,
   price: TierPrice,
-  opts: { deadlineSeconds?: number; assumptions?: Partial<SpotAssumptions>; nodes?: number } = {},
+  opts: {
+    deadlineSeconds?: number;
+    assumptions?: Partial<SpotAssumptions>;
+    nodes?: number;
+    maxComputeSeconds?: number;
+  } = {},
 ): CostEstimate {
   const assumptions: SpotAssumptions = { ...DEFAULT_SPOT_ASSUMPTIONS, ...opts.assumptions };
   const nodes = opts.nodes ?? price.nodes ?? 1;
   validate(runtimeSeconds, price, assumptions, nodes, opts.deadlineSeconds);
+  const estimate = estimateUncapped(runtimeSeconds, price, assumptions, nodes, opts.deadlineSeconds);
+  const cap = opts.maxComputeSeconds;
+  if (cap === undefined) return estimate;
+  const dearest = Math.max(price.onDemandUsdPerHour, price.spotHighUsdPerHour ?? 0, price.spotUsdPerHour ?? 0);
+  const most = ceilCents((cap / 3600) * dearest * nodes);
+  if (estimate.reservationUsd <= most) return estimate;
+  return {
+    ...estimate,
+    reservationUsd: most,
+    reasoning: `${estimate.reasoning} Reserved: ${formatUsd(most)}, what ${formatDuration(cap)} of compute (the most the job may run) costs at ${formatUsd(dearest)}/h${nodes > 1 ? ` × ${nodes} nodes` : ''}.`,
+  };
+}
+
+function estimateUncapped(
+  runtimeSeconds: number,
+  price: TierPrice,
+  assumptions: SpotAssumptions,
+  nodes: number,
+  deadlineSeconds: number | undefined,
+): CostEstimate {
+  const opts = { deadlineSeconds };
 
   const onDemandHours = runtimeSeconds / 3600;
   const onDemandCost = onDemandHours * price.onDemandUsdPerHour * nodes;

@@ -8,7 +8,14 @@
  * uses them without conversion.
  */
 import * as z from 'zod/mini';
-import { CONFIG_ID_PATTERN, CONFIG_ID_RULE, findTier, type TierConfig, type TrainyardConfig } from '../../lib/config';
+import {
+  CONFIG_ID_PATTERN,
+  CONFIG_ID_RULE,
+  findTier,
+  MAX_RUNTIME_SECONDS,
+  type TierConfig,
+  type TrainyardConfig,
+} from '../../lib/config';
 import { BATCH_JOB_STATUSES } from './batch-job';
 import { labelsSchema } from './labels';
 import { attemptOutcomeSchema } from './outcome';
@@ -138,8 +145,8 @@ export const requirementsSchema = z.strictObject({
         ),
       ),
   ),
-  /** Expected runtime of the whole job, seconds. */
-  runtimeSeconds: z.optional(z.int().check(z.positive())),
+  /** Expected runtime of the whole job, seconds (at most 14 days, the longest maxRuntime a tier may have). */
+  runtimeSeconds: z.optional(z.int().check(z.positive(), z.lte(MAX_RUNTIME_SECONDS))),
   /** Finish within this many seconds of submission (createdAt). */
   deadlineSeconds: z.optional(z.int().check(z.positive())),
 });

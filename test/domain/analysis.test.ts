@@ -383,6 +383,11 @@ describe('user requirements override the analysis', () => {
   it.each([
     { req: { runtimeSeconds: -5 }, message: 'runtimeSeconds must be a finite number > 0, got -5' },
     { req: { deadlineSeconds: 0 }, message: 'deadlineSeconds must be a finite number > 0, got 0' },
+    {
+      req: { runtimeSeconds: 1e13 },
+      message:
+        'runtimeSeconds must be at most 1209600 (14 days, the longest maxRuntime a tier may have), got 10000000000000',
+    },
     { req: { gpuMemoryGiB: Number.NaN }, message: 'gpuMemoryGiB must be a finite number >= 0, got NaN' },
   ])('rejects $message', ({ req, message }) => {
     expect(() => analyzeWorkload(bundle, tiers, req)).toThrow(new InvalidRequirement(message));

@@ -31,6 +31,18 @@ const HOUR = {
 };
 
 describe('estimateCost', () => {
+  it('never reserves more than the job may spend in the compute the lifecycle lets it run', () => {
+    // 10 h asked, 2 h allowed (gpu-small's maxRuntime): 2 h at the dearest price the job can pay, on-demand $0.526/h.
+    const capped = estimateCost(36_000, gpuSmall, { maxComputeSeconds: 7200 });
+    expect(capped.reservationUsd).toBe(1.06); // 2 × 0.526 = 1.052 → up to the cent
+    expect(capped.reasoning).toMatch(/Reserved: \$1\.06, what 2 h of compute \(the most the job may run\) costs/);
+    expect(estimateCost(36_000, gpuSmall).reservationUsd).toBe(5.26);
+    // A dearer spot pool than on-demand sets the price; nodes multiply it; a cap above the need changes nothing.
+    const pricey = { ...gpuSmall, spotHighUsdPerHour: 0.6, nodes: 2 };
+    expect(estimateCost(36_000, pricey, { maxComputeSeconds: 3600 }).reservationUsd).toBe(1.2); // 1 h × 0.6 × 2
+    expect(estimateCost(3600, gpuSmall, { maxComputeSeconds: 7200 })).toEqual(estimateCost(3600, gpuSmall));
+  });
+
   it('computes expected spot time and cost with Poisson interruptions', () => {
     const e = estimateCost(3600, gpuSmall);
     expect(e.onDemand).toEqual({ costUsd: 0.526, hours: 1 });

@@ -1,0 +1,36 @@
+// From bundle to reservation: the runtime the estimate uses and the most the reservation asks for.
+import { describe, expect, it } from 'vitest';
+import { assessWorkload, maxComputeSecondsOf, priceAssessment } from '../../lambdas/domain/assessment';
+import { parseConfig } from '../../lib/config';
+import { projectFiles } from '../support/projects';
+
+const tiers = parseConfig({}).tiers;
+const nanogpt = projectFiles('nanogpt-like');
+// max_iters is not a literal here, so the analysis cannot tell the runtime.
+const unknownRuntime = {
+  files: nanogpt,
+  command: ['python', 'train.py', 'config/train_small.py', '--max_iters=steps'],
+};
+
+describe('assessWorkload and priceAssessment', () => {
+  it('assumes a job of unknown runtime runs until its deadline, not for its tier’s whole maximum', () => {
+    const withDeadline = assessWorkload(unknownRuntime, tiers, { deadlineSeconds: 3600 });
+    expect(withDeadline.tier.id).toBe('gpu-small');
+    expect(withDeadline.runtime).toMatchObject({ value: 3600, confidence: 'low' });
+    expect(withDeadline.runtime.basis).toMatch(/until its deadline, 60 min/);
+    // gpu-small: $0.526/h on-demand is the dearest price it pays (spot $0.19): 1 h → $0.53 at most.
+    const priced = priceAssessment(withDeadline, undefined, { deadlineSeconds: 3600 });
+    expect(priced.estimate.reservationUsd).toBeLessThanOrEqual(0.53);
+
+    const without = assessWorkload(unknownRuntime, tiers);
+    expect(without.runtime.value).toBe(7200); // gpu-small's maxRuntime, 2 h
+  });
+
+  it('reserves no more than the tier’s maximum runtime allows, whatever runtime the user gives', () => {
+    const req = { tier: 'gpu-small', runtimeSeconds: 36_000 };
+    const assessed = assessWorkload(unknownRuntime, tiers, req);
+    expect(maxComputeSecondsOf(assessed.tier, req)).toBe(7200);
+    // 2 h × $0.526/h = $1.052 → $1.06, where 10 h would ask for $5.26.
+    expect(priceAssessment(assessed, undefined, req).estimate.reservationUsd).toBe(1.06);
+  });
+});
