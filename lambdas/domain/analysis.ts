@@ -6,6 +6,7 @@
  */
 import { MAX_RUNTIME_SECONDS, maxRuntimeSeconds, type TierConfig } from '../../lib/config';
 import { formatCount, formatDuration, formatGiB, formatUsd } from './analysis/format';
+import { spotRunSeconds } from './estimator';
 import { type CommandOverride, type PythonValue, parseOverride, topLevelAssignments } from './analysis/python-literals';
 
 /** A submitted code bundle: text files by relative path, and the command as argv. */
@@ -711,6 +712,13 @@ function assessTier(tier: TierConfig, ctx: TierContext): TierAssessment {
     if (runtime.value > limit) {
       return no(
         `estimated runtime ${formatDuration(runtime.value)} exceeds ${tier.id}'s maximum ${formatDuration(limit)}`,
+      );
+    }
+    // The maximum counts every attempt's run, so on spot the work a reclaim redoes and the restarts count too.
+    const onSpot = tier.spotAllowed ? spotRunSeconds(runtime.value, tier.nodes) : undefined;
+    if (onSpot && onSpot.highSeconds > limit) {
+      return no(
+        `estimated runtime ${formatDuration(runtime.value)} leaves too little of ${tier.id}'s maximum ${formatDuration(limit)} for spot interruptions (${onSpot.highCount}, the 95th percentile, take it to ${formatDuration(onSpot.highSeconds)})`,
       );
     }
     const deadline = ctx.req.deadlineSeconds;

@@ -153,13 +153,12 @@ function estimateUncapped(
     };
   }
 
-  // Interruptions arrive at `rate` per hour of wall time, each adding `lossSeconds`: T = R + rate·T·loss ⇒ T = R/(1-ρ).
-  const expectedSeconds = runtimeSeconds / (1 - lostFraction);
-  const expectedInterruptions = (rate * expectedSeconds) / 3600;
+  const { expectedSeconds, expectedInterruptions, highCount, highSeconds } = spotRunSeconds(
+    runtimeSeconds,
+    nodes,
+    assumptions,
+  );
   const expectedCost = (expectedSeconds / 3600) * spotPrice * nodes;
-  const highCount = poissonQuantile(expectedInterruptions, SPOT_HIGH_QUANTILE);
-  const highSeconds =
-    runtimeSeconds + highCount * (assumptions.checkpointIntervalSeconds + assumptions.restartOverheadSeconds);
   const spot = {
     expectedCostUsd: expectedCost,
     expectedHours: expectedSeconds / 3600,
@@ -209,6 +208,27 @@ function estimateUncapped(
     reasoning: `Spot: ${compare}${margin}; ${breakEvenText}.`,
     reservationUsd,
   };
+}
+
+/**
+ * How long `runtimeSeconds` of work takes on spot. Interruptions arrive at `interruptionsPerHour` per node-hour of
+ * wall time, each losing half a checkpoint interval and a restart: T = R + rate·T·loss ⇒ T = R/(1 − ρ). The high
+ * figure: the SPOT_HIGH_QUANTILE interruption count, each losing a whole checkpoint interval and a restart. Defined
+ * only while ρ < 1 (callers check).
+ */
+export function spotRunSeconds(
+  runtimeSeconds: number,
+  nodes: number,
+  assumptions: SpotAssumptions = DEFAULT_SPOT_ASSUMPTIONS,
+): { expectedSeconds: number; expectedInterruptions: number; highCount: number; highSeconds: number } {
+  const rate = assumptions.interruptionsPerHour * nodes;
+  const lossSeconds = assumptions.checkpointIntervalSeconds / 2 + assumptions.restartOverheadSeconds;
+  const expectedSeconds = runtimeSeconds / (1 - (rate * lossSeconds) / 3600);
+  const expectedInterruptions = (rate * expectedSeconds) / 3600;
+  const highCount = poissonQuantile(expectedInterruptions, SPOT_HIGH_QUANTILE);
+  const highSeconds =
+    runtimeSeconds + highCount * (assumptions.checkpointIntervalSeconds + assumptions.restartOverheadSeconds);
+  return { expectedSeconds, expectedInterruptions, highCount, highSeconds };
 }
 
 /**

@@ -132,6 +132,23 @@ describe('analyzeWorkload on a nanoGPT-shaped project (script + config file + ov
     expect(runtimeOn('gpu-multinode', ['torchrun', '--nnodes=1', ...args])).toBeCloseTo(flops / (500e12 * 0.3) + 5, 6);
   });
 
+  it('leaves room in a spot tier’s maximum runtime for the interruptions it may meet, which the maximum counts', () => {
+    const reasonOn = (runtimeSeconds: number) =>
+      analyzeWorkload({ files: nanogpt, command: nanogptCommand }, tiers, { runtimeSeconds }).perTier.find(
+        (t) => t.tier === 'gpu-small',
+      );
+    // Defaults: 0.1 interruptions/h, each losing half of a 600 s checkpoint interval plus a 300 s restart (ρ = 1/60).
+    // 6600 s: expected wall time 6600 × 60/59 = 6711.9 s, m = 0.18644 interruptions; P(0) = 0.8299 < 0.95,
+    // P(≤1) = 0.8299 × 1.18644 = 0.9846 → 1 interruption at the 95th percentile: 6600 + 600 + 300 = 7500 s > 7200 s.
+    expect(reasonOn(6600)).toMatchObject({
+      fits: false,
+      reason:
+        "estimated runtime 1.83 h leaves too little of gpu-small's maximum 2 h for spot interruptions (1, the 95th percentile, take it to 2.08 h)",
+    });
+    // 5000 s: m = 0.1412, P(≤1) = 0.991 → 1 interruption: 5900 s ≤ 7200 s.
+    expect(reasonOn(5000)?.fits).toBe(true);
+  });
+
   it('recommends gpu-small, the cheapest tier that fits, and lists the other fitting tiers by cost', () => {
     expect(analysis.recommendedTier).toBe('gpu-small');
     expect(analysis.recommendationReason).toMatch(/^gpu-small is the cheapest tier that fits: ≈3\.1 GiB of 16 GiB/);
