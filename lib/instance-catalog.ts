@@ -53,6 +53,30 @@ export const GPU_INSTANCES: Readonly<Record<string, GpuInstanceFacts>> = {
   'p5e.48xlarge': { gpus: 8, gpuMemoryGiB: 141, gpuModel: 'H200', vcpus: 192, memoryGiB: 2048 },
 };
 
+/**
+ * Memory per GPU that CUDA can use, MiB: the total `nvidia-smi` reports, by GPU model and nominal size. It is less
+ * than the nominal figure AWS lists (a T4 sold as 16 GB reports 15,360 MiB, 15 GiB), so a model that fits the nominal
+ * memory can still run out of it. Values as reported in modal-labs/modal-client#2797; GPUs not listed (H200) are
+ * taken at their nominal size.
+ */
+const USABLE_GPU_MEMORY_MIB: Readonly<Record<string, number>> = {
+  'T4/16': 15_360,
+  'A10G/24': 23_028,
+  'L4/24': 23_034,
+  'L40S/48': 46_068,
+  'A100/40': 40_960,
+  'A100/80': 81_920,
+  'H100/80': 81_559,
+};
+
+/** GiB per GPU that CUDA can use on an instance type (its nominal memory when not known); undefined if unknown. */
+export function usableGpuMemoryGiB(instanceType: string): number | undefined {
+  const facts = GPU_INSTANCES[instanceType];
+  if (!facts) return undefined;
+  const mib = USABLE_GPU_MEMORY_MIB[`${facts.gpuModel}/${facts.gpuMemoryGiB}`];
+  return mib === undefined ? facts.gpuMemoryGiB : mib / 1024;
+}
+
 /** The family part of an instance type (`g4dn.xlarge` → `g4dn`). */
 export function instanceFamily(instanceType: string): string {
   return instanceType.split('.')[0] ?? instanceType;

@@ -5,9 +5,10 @@
  * in `unknowns`. Formulas, constants and their sources: docs/cost-model.md.
  */
 import { MAX_RUNTIME_SECONDS, maxRuntimeSeconds, type TierConfig } from '../../lib/config';
+import { usableGpuMemoryGiB } from '../../lib/instance-catalog';
 import { formatCount, formatDuration, formatGiB, formatUsd } from './analysis/format';
-import { spotRunSeconds } from './estimator';
 import { type CommandOverride, type PythonValue, parseOverride, topLevelAssignments } from './analysis/python-literals';
+import { spotRunSeconds } from './estimator';
 
 /** A submitted code bundle: text files by relative path, and the command as argv. */
 export interface CodeBundle {
@@ -673,6 +674,14 @@ function runtimeOn(tier: TierConfig, ctx: TierContext): Figure<number> | undefin
   return figure(seconds, `${formatCount(flops.value)}FLOP ÷ (${basis}) + ${startup} s startup`, confidence);
 }
 
+/**
+ * GPU memory per GPU a job can count on in a tier: the least that CUDA can use on any of its instance types (an attempt
+ * may land on any of them), at most what the tier states.
+ */
+function usableGpuMemoryOf(tier: TierConfig): number {
+  return Math.min(tier.gpuMemoryGiB, ...tier.instanceTypes.map((t) => usableGpuMemoryGiB(t) ?? tier.gpuMemoryGiB));
+}
+
 function assessTier(tier: TierConfig, ctx: TierContext): TierAssessment {
   const runtime = runtimeOn(tier, ctx);
   const cost = runtime ? (runtime.value / 3600) * tier.onDemandUsdPerHour * tier.nodes : undefined;
@@ -691,12 +700,14 @@ function assessTier(tier: TierConfig, ctx: TierContext): TierAssessment {
   if (tier.kind === 'gpu') {
     const need = ctx.peakGpuMemoryGiB;
     if (need) {
-      if (need.value > tier.gpuMemoryGiB) {
+      const usable = usableGpuMemoryOf(tier);
+      const usableText = usable < tier.gpuMemoryGiB ? ` (${formatGiB(usable)} usable by CUDA)` : '';
+      if (need.value > usable) {
         return no(
-          `needs ≈${formatGiB(need.value)} of GPU memory; ${tier.id} has ${formatGiB(tier.gpuMemoryGiB)} per GPU`,
+          `needs ≈${formatGiB(need.value)} of GPU memory; ${tier.id} has ${formatGiB(tier.gpuMemoryGiB)} per GPU${usableText}`,
         );
       }
-      parts.push(`≈${formatGiB(need.value)} of ${formatGiB(tier.gpuMemoryGiB)} GPU memory`);
+      parts.push(`≈${formatGiB(need.value)} of ${formatGiB(tier.gpuMemoryGiB)} GPU memory${usableText}`);
     } else {
       parts.push('GPU memory not estimated');
     }

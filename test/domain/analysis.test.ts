@@ -376,9 +376,24 @@ describe('user requirements override the analysis', () => {
     const a = analyzeWorkload(bundle, tiers, { tier: 'gpu-small', gpuMemoryGiB: 20 });
     expect(a.recommendedTier).toBe('gpu-small');
     expect(a.recommendationReason).toBe(
-      'gpu-small was requested (tier override) although the analysis says it does not fit: needs ≈20 GiB of GPU memory; gpu-small has 16 GiB per GPU',
+      'gpu-small was requested (tier override) although the analysis says it does not fit: needs ≈20 GiB of GPU memory; gpu-small has 16 GiB per GPU (15 GiB usable by CUDA)',
     );
     expect(a.overridesApplied[0]).toBe('tier=gpu-small (analysis would pick gpu-large)');
+  });
+
+  it('counts the GPU memory CUDA can use, not the nominal figure: a 16 GB T4 reports 15,360 MiB', () => {
+    const small = (gpuMemoryGiB: number) =>
+      analyzeWorkload(bundle, tiers, { gpuMemoryGiB }).perTier.find((t) => t.tier === 'gpu-small');
+    expect(small(15.5)).toMatchObject({
+      fits: false,
+      reason: 'needs ≈15.5 GiB of GPU memory; gpu-small has 16 GiB per GPU (15 GiB usable by CUDA)',
+    });
+    expect(small(14.9)?.fits).toBe(true);
+    // gpu-large may land on an A10G (23,028 MiB) or an L4 (23,034 MiB): the smaller counts, 22.49 GiB, and no tier
+    // of the seed configuration holds 22.6 GiB.
+    expect(thrown(() => analyzeWorkload(bundle, tiers, { gpuMemoryGiB: 22.6 })).message).toContain(
+      'gpu-large: needs ≈22.6 GiB of GPU memory; gpu-large has 24 GiB per GPU (22.5 GiB usable by CUDA)',
+    );
   });
 
   it('turns CPU code into GPU code when GPU memory is required', () => {

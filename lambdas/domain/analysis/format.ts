@@ -23,7 +23,8 @@ export function formatCount(value: number): string {
 
 /** Bytes → `3.1 GiB`. */
 export function formatGiB(gib: number): string {
-  return `${gib < 10 ? gib.toFixed(1) : Math.round(gib).toString()} GiB`;
+  const text = gib < 10 ? gib.toFixed(1) : gib < 100 ? String(Number(gib.toFixed(1))) : Math.round(gib).toString();
+  return `${text} GiB`;
 }
 
 /** Seconds → `45 s`, `3.2 min`, `2.5 h`, `3.1 d`. */
