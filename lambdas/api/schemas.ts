@@ -128,6 +128,8 @@ export const estimateRequestSchema = z
     files: z.optional(z.record(z.string().check(z.minLength(1), z.maxLength(1024)), z.string())),
     command,
     requirements: z.optional(requirementsSchema),
+    /** The project the job would be charged to, so its budget is checked too. */
+    project: z.optional(scopeId),
   })
   .check(z.superRefine(exactlyOne(['bundle', 'uploadId', 'files'])));
 

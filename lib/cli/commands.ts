@@ -433,7 +433,8 @@ export function createProgram(
 
   /**
    * POST /estimate: with the project's text files when they are small (no upload before the user has seen the cost),
-   * else with the bundle as POST /jobs takes it, which a submit then reuses.
+   * else with the bundle as POST /jobs takes it, which a submit then reuses. `budgetProject` (a submit's --project)
+   * has its budget checked too.
    */
   const estimateFor = async (
     client: ApiClient,
@@ -441,6 +442,7 @@ export function createProgram(
     command: readonly string[],
     options: RequirementOptions,
     limits: BundleLimits,
+    budgetProject?: string,
   ) => {
     const requirements = requirementsFrom(options);
     const project =
@@ -450,7 +452,12 @@ export function createProgram(
     const response = await client.send({
       method: 'POST',
       path: '/estimate',
-      body: { ...project, command, ...(requirements ? { requirements } : {}) },
+      body: {
+        ...project,
+        command,
+        ...(requirements ? { requirements } : {}),
+        ...(budgetProject ? { project: budgetProject } : {}),
+      },
     });
     return response.body;
   };
@@ -638,7 +645,7 @@ export function createProgram(
       const packed = packDirectory(dir, { maxBundleBytes: limits.maxBundleBytes });
       const client = clientFor(options);
 
-      const estimate = await estimateFor(client, packed, command, options, limits);
+      const estimate = await estimateFor(client, packed, command, options, limits, settings.project);
       if (!options.json) {
         println(
           `Packed ${packed.files.length} files from ${packed.root} (${packed.bytes} bytes, sha256 ${packed.sha256.slice(0, 12)})`,
@@ -733,7 +740,7 @@ export function createProgram(
       };
       progress();
       const estimates = await mapConcurrently(jobs, SWEEP_ESTIMATES_IN_FLIGHT, async (job) => {
-        const estimate = await estimateFor(client, packed, job.command, options, limits);
+        const estimate = await estimateFor(client, packed, job.command, options, limits, settings.project);
         estimated += 1;
         progress();
         return estimate;

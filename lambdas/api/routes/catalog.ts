@@ -1,8 +1,8 @@
 /** GET /tiers and POST /estimate: what can run where, and what a workload would cost before it is submitted. */
 import { maxRuntimeSeconds } from '../../../lib/config';
-import { formatScope, periodOf } from '../../domain/budgets';
+import { periodOf } from '../../domain/budgets';
 import { tierSpotView } from '../../domain/tier-spot';
-import { keepsTierSpotRecord, TIER_SPOT_CHECK_INTERVAL_SECONDS } from '../../domain/watch';
+import { jobScopes, keepsTierSpotRecord, TIER_SPOT_CHECK_INTERVAL_SECONDS } from '../../domain/watch';
 import { textFilesOf } from '../../shared/tarball';
 import { resolveBundle } from '../bundle';
 import type { ApiPlane } from '../plane';
@@ -58,13 +58,25 @@ async function estimate(plane: ApiPlane, request: ApiRequest): Promise<ApiRespon
     command: body.command,
     ...(body.requirements && { requirements: body.requirements }),
   });
-  // Whether the team budget could hold the reservation right now: read only (an estimate writes nothing). The
-  // lifecycle's cost gate decides for real, over every scope, when the job is submitted.
+  // Whether the budgets the job would be charged to (the team's, the caller's, the project's when given) could hold
+  // the reservation right now: read only (an estimate writes nothing); the tightest one is reported. The lifecycle's
+  // cost gate decides for real when the job is submitted. A team budget not created yet this month would be created
+  // from the configuration; a user or project scope without a budget is unlimited.
   const period = periodOf(plane.clock());
-  const scope = formatScope('team', team.id);
-  const usage = await plane.ledger.usage(scope, period);
-  const availableUsd =
-    usage?.availableUsd ?? Math.round(team.monthlyBudgetUsd * plane.config.budgets.blockThreshold * 1e6) / 1e6;
+  const scopes = jobScopes({ team: team.id, user: request.caller.userName, project: body.project });
+  const budgets = await Promise.all(
+    scopes.map(async (scope, i) => {
+      const usage = await plane.ledger.usage(scope, period);
+      const teamDefault =
+        i === 0 ? Math.round(team.monthlyBudgetUsd * plane.config.budgets.blockThreshold * 1e6) / 1e6 : undefined;
+      const availableUsd = usage?.availableUsd ?? teamDefault;
+      return availableUsd === undefined ? undefined : { scope, availableUsd };
+    }),
+  );
+  const tightest = budgets
+    .filter((b): b is { scope: string; availableUsd: number } => b !== undefined)
+    .reduce((least, b) => (b.availableUsd < least.availableUsd ? b : least));
+  const { scope, availableUsd } = tightest;
   return {
     status: 200,
     body: {

@@ -1,6 +1,7 @@
 // GET/PUT /budgets, GET /tiers, POST /estimate and the router's own answers (404, 405, 500) against real engines.
 // Expected figures are worked out here from the test config (seed tier prices), not taken from the code.
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { userNameOf } from '../../../lambdas/api/caller';
 import { INTERNAL_MESSAGE } from '../../../lambdas/api/errors';
 import { analyzeWorkload } from '../../../lambdas/domain/analysis';
 import { ConcurrentUpdate } from '../../../lambdas/domain/budgets';
@@ -567,6 +568,43 @@ describe('POST /estimate', () => {
       });
     },
   );
+
+  it('reports the tightest budget the job would be charged to: the caller’s and the project’s, not only the team’s', async () => {
+    // The team has $50; an admin capped this caller at $20 and the project "tight" at $5.
+    const user = `user:audio/${userNameOf(AUDIO)}`;
+    await bench.ledger.setLimit(user, '2026-03', 20);
+    await bench.ledger.setLimit('project:audio/tight', '2026-03', 5);
+    const estimate = async (extra: Record<string, unknown>) =>
+      (
+        await bench.call({
+          method: 'POST',
+          path: '/estimate',
+          as: AUDIO,
+          body: {
+            bundle: projectBundle('cpu-tiny').toString('base64'),
+            command,
+            requirements: { tier: 'gpu-multinode', runtimeSeconds: 3600 },
+            ...extra,
+          },
+        })
+      ).body;
+
+    // 1 h on gpu-multinode reserves $11.35: the caller's $20 holds it; the project's $5 does not.
+    expect((await estimate({})).budget).toEqual({
+      scope: user,
+      period: '2026-03',
+      availableUsd: 20,
+      reservationUsd: 11.35,
+      fits: true,
+    });
+    expect((await estimate({ project: 'tight' })).budget).toMatchObject({
+      scope: 'project:audio/tight',
+      availableUsd: 5,
+      fits: false,
+    });
+    // A project without a budget is unlimited: the caller's stays the tightest.
+    expect((await estimate({ project: 'open' })).budget).toMatchObject({ scope: user, fits: true });
+  });
 
   it('refuses a workload no tier can run with 422 and the analysis', async () => {
     const { status, body } = await bench.call({
