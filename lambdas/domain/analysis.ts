@@ -168,6 +168,7 @@ export function analyzeWorkload(
   const files = normaliseFiles(bundle.files);
   const { entryScript, configFiles, steps } = readCommand(bundle.command, files, unknowns);
   const { hyper, nonLiteral } = readHyperparameters(files, entryScript, steps);
+  refuseNonPositiveSizes(hyper);
   // Assumptions made for missing hyper-parameters, by key; reported together with why the key was missing.
   const assumed = new Map<string, string>();
   const framework = detectFramework(files, entryScript);
@@ -478,6 +479,29 @@ interface ModelEstimate {
   fp32: boolean;
   /** Lowest confidence among the inputs. */
   confidence: Confidence;
+}
+
+/** The sizes a training run needs at least one of: a literal 0 or below is a mistake, not a missing value. */
+const POSITIVE_KEYS = [
+  'n_layer',
+  'n_head',
+  'n_embd',
+  'vocab_size',
+  'block_size',
+  'batch_size',
+  'gradient_accumulation_steps',
+  'max_iters',
+] as const;
+
+function refuseNonPositiveSizes(hyper: Hyper): void {
+  for (const key of POSITIVE_KEYS) {
+    const found = hyper[key];
+    if (typeof found?.value === 'number' && found.value <= 0) {
+      throw new InvalidRequirement(
+        `${key} is ${found.value} (${found.source}): it must be at least 1${key === 'max_iters' ? ' (a job with no training steps has nothing to run)' : ''}`,
+      );
+    }
+  }
 }
 
 const numeric = (hyper: Hyper, key: string): number | undefined => {

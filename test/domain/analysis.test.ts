@@ -413,6 +413,18 @@ describe('user requirements override the analysis', () => {
   });
 
   it.each([
+    [
+      '--max_iters=0',
+      'max_iters is 0 (--max_iters=0): it must be at least 1 (a job with no training steps has nothing to run)',
+    ],
+    ['--batch_size=0', 'batch_size is 0 (--batch_size=0): it must be at least 1'],
+    ['--n_layer=-2', 'n_layer is -2 (--n_layer=-2): it must be at least 1'],
+  ])('refuses %s in the command, naming where it came from', (override, message) => {
+    const error = thrown(() => analyzeWorkload({ files: nanogpt, command: [...nanogptCommand, override] }, tiers));
+    expect(error).toEqual(new InvalidRequirement(message));
+  });
+
+  it.each([
     { req: { runtimeSeconds: -5 }, message: 'runtimeSeconds must be a finite number > 0, got -5' },
     { req: { deadlineSeconds: 0 }, message: 'deadlineSeconds must be a finite number > 0, got 0' },
     {
