@@ -132,8 +132,8 @@ export const ANALYSIS_ASSUMPTIONS = {
   headDim: 64,
 } as const;
 
-/** Hyper-parameters read from the code; others are ignored. */
-export const TRACKED_KEYS = [
+/** The sizes a training run needs at least one of: a literal 0 or below is a mistake, not a missing value. */
+const SIZE_KEYS = [
   'n_layer',
   'n_head',
   'n_embd',
@@ -142,6 +142,11 @@ export const TRACKED_KEYS = [
   'batch_size',
   'gradient_accumulation_steps',
   'max_iters',
+] as const;
+
+/** Hyper-parameters read from the code; others are ignored. */
+export const TRACKED_KEYS = [
+  ...SIZE_KEYS,
   'dtype',
   'bias',
   'dropout',
@@ -481,20 +486,8 @@ interface ModelEstimate {
   confidence: Confidence;
 }
 
-/** The sizes a training run needs at least one of: a literal 0 or below is a mistake, not a missing value. */
-const POSITIVE_KEYS = [
-  'n_layer',
-  'n_head',
-  'n_embd',
-  'vocab_size',
-  'block_size',
-  'batch_size',
-  'gradient_accumulation_steps',
-  'max_iters',
-] as const;
-
 function refuseNonPositiveSizes(hyper: Hyper): void {
-  for (const key of POSITIVE_KEYS) {
+  for (const key of SIZE_KEYS) {
     const found = hyper[key];
     if (typeof found?.value === 'number' && found.value <= 0) {
       throw new InvalidRequirement(

@@ -5,7 +5,7 @@ import { createBatchEventsHandler } from '../../lambdas/batch-events/batch-event
 import { costOfAttempt } from '../../lambdas/domain/attempt-cost';
 import { parseBatchJob } from '../../lambdas/domain/batch-job';
 import { TERMINATE_REASONS } from '../../lambdas/domain/batch-reasons';
-import { InvalidJobRecord } from '../../lambdas/domain/job';
+import { type AttemptRecord, InvalidJobRecord } from '../../lambdas/domain/job';
 import { jobKeysFor } from '../../lambdas/domain/workspace-layout';
 import { AttemptGotBatchJob, recordAttemptEnd } from '../../lambdas/lifecycle/common';
 import { createFinalizeHandler } from '../../lambdas/lifecycle/finalize';
@@ -60,6 +60,21 @@ function planeOf(jobs: JobStore) {
 afterEach(async () => {
   await bench.stop();
 });
+
+/** The jobs port, with `race` run right after the handler's first read of an attempt (before it acts on it). */
+function jobsRacingFirstRead(race: (read: AttemptRecord) => Promise<void>): JobStore {
+  let raced = false;
+  const jobs = Object.create(bench.jobs) as JobStore;
+  jobs.getAttempt = async (jobId, n) => {
+    const read = await bench.jobs.getAttempt(jobId, n);
+    if (!raced && read) {
+      raced = true;
+      await race(read);
+    }
+    return read;
+  };
+  return jobs;
+}
 
 /** Restarts the bench with a workspace (s3rver), for the tests of a job that ended, whose files are rewritten. */
 async function withWorkspace() {
@@ -403,16 +418,9 @@ describe('batch-events: SUCCEEDED and FAILED', () => {
     bench.instance = SPOT_INSTANCE;
     bench.spotPrice = 0.25;
     // RUNNING is handled between the SUCCEEDED handler's read of the attempt (no price yet) and its write.
-    let raced = false;
-    const jobs = Object.create(bench.jobs) as JobStore;
-    jobs.getAttempt = async (jobId, n) => {
-      const read = await bench.jobs.getAttempt(jobId, n);
-      if (!raced && read) {
-        raced = true;
-        await handle(fixture('batch-running'));
-      }
-      return read;
-    };
+    const jobs = jobsRacingFirstRead(async () => {
+      await handle(fixture('batch-running'));
+    });
 
     const result = await createBatchEventsHandler(planeOf(jobs))(fixture('batch-succeeded'));
 
@@ -786,19 +794,16 @@ describe('batch-events: a Batch job its attempt does not own is stopped, and bil
 
   /** The jobs port, with "not run" written right after the handler's first read of the attempt. */
   function notRunAfterFirstRead(): JobStore {
-    let raced = false;
-    const jobs = Object.create(bench.jobs) as JobStore;
-    jobs.getAttempt = async (jobId, n) => {
-      const read = await bench.jobs.getAttempt(jobId, n);
-      if (!raced && read) {
-        raced = true;
-        const job = await bench.jobs.requireJob(jobId);
-        const plane = planeOf(bench.jobs);
-        await recordAttemptEnd(plane, job, read, { missing: 'SubmitJob failed' }, new Date(T.created + 60_000));
-      }
-      return read;
-    };
-    return jobs;
+    return jobsRacingFirstRead(async (read) => {
+      const job = await bench.jobs.requireJob(read.jobId);
+      await recordAttemptEnd(
+        planeOf(bench.jobs),
+        job,
+        read,
+        { missing: 'SubmitJob failed' },
+        new Date(T.created + 60_000),
+      );
+    });
   }
 
   it.each(['batch-runnable', 'batch-running'])(

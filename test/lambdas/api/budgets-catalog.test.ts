@@ -521,6 +521,19 @@ describe('GET /tiers', () => {
 
 describe('POST /estimate', () => {
   const command = ['python', 'train.py'];
+  /** An estimate of `runtimeSeconds` on gpu-multinode (2 nodes × $5.672/h) for the audio team's caller. */
+  const estimateOnMultinode = (runtimeSeconds: number, extra: Record<string, unknown> = {}) =>
+    bench.call({
+      method: 'POST',
+      path: '/estimate',
+      as: AUDIO,
+      body: {
+        bundle: projectBundle('cpu-tiny').toString('base64'),
+        command,
+        requirements: { tier: 'gpu-multinode', runtimeSeconds },
+        ...extra,
+      },
+    });
 
   it('analyses text files, prices the recommended tier and writes nothing', async () => {
     const before = await bench.snapshot();
@@ -547,16 +560,7 @@ describe('POST /estimate', () => {
   ])(
     'says whether the team budget ($50, none spent) holds the reservation for %i s on gpu-multinode',
     async (runtimeSeconds, reservation, fits) => {
-      const { status, body } = await bench.call({
-        method: 'POST',
-        path: '/estimate',
-        as: AUDIO,
-        body: {
-          bundle: projectBundle('cpu-tiny').toString('base64'),
-          command,
-          requirements: { tier: 'gpu-multinode', runtimeSeconds },
-        },
-      });
+      const { status, body } = await estimateOnMultinode(runtimeSeconds);
       expect(status).toBe(200);
       expect(body.tier).toBe('gpu-multinode');
       expect(body.budget).toEqual({
@@ -574,20 +578,7 @@ describe('POST /estimate', () => {
     const user = `user:audio/${userNameOf(AUDIO)}`;
     await bench.ledger.setLimit(user, '2026-03', 20);
     await bench.ledger.setLimit('project:audio/tight', '2026-03', 5);
-    const estimate = async (extra: Record<string, unknown>) =>
-      (
-        await bench.call({
-          method: 'POST',
-          path: '/estimate',
-          as: AUDIO,
-          body: {
-            bundle: projectBundle('cpu-tiny').toString('base64'),
-            command,
-            requirements: { tier: 'gpu-multinode', runtimeSeconds: 3600 },
-            ...extra,
-          },
-        })
-      ).body;
+    const estimate = async (extra: Record<string, unknown>) => (await estimateOnMultinode(3600, extra)).body;
 
     // 1 h on gpu-multinode reserves $11.35: the caller's $20 holds it; the project's $5 does not.
     expect((await estimate({})).budget).toEqual({
