@@ -192,6 +192,19 @@ interface ErrorBody {
 }
 
 /** Sends API requests to a target and maps failures to CliErrors. */
+/**
+ * Connection errors a request may be sent again after: the socket was reset or closed under it, as when the server
+ * closes an idle keep-alive connection just as the next request goes out on it. Only requests that are safe to
+ * repeat are (GET, and requests with an idempotency key), at most CONNECTION_RESET_TRIES times in all.
+ */
+const CONNECTION_RESETS: ReadonlySet<string> = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET']);
+const CONNECTION_RESET_TRIES = 3;
+
+function connectionErrorCode(error: unknown): string | undefined {
+  const cause = (error as { cause?: { code?: string } }).cause;
+  return cause?.code ?? (error as { code?: string }).code;
+}
+
 export class ApiClient {
   constructor(
     readonly target: ApiTarget,
@@ -215,11 +228,15 @@ export class ApiClient {
     const headers: Record<string, string> = { accept: 'application/json', ...(request.headers ?? {}) };
     if (body !== undefined) headers['content-type'] = 'application/json';
     const auth = await this.target.authenticate({ method: request.method, url, headers, body });
-    let response: Response;
-    try {
-      response = await this.fetchImpl(url, { method: request.method, headers: { ...headers, ...auth }, body });
-    } catch (error) {
-      throw this.unreachable(error);
+    const repeatable = request.method === 'GET' || headers['idempotency-key'] !== undefined;
+    let response: Response | undefined;
+    for (let tries = 1; response === undefined; tries++) {
+      try {
+        response = await this.fetchImpl(url, { method: request.method, headers: { ...headers, ...auth }, body });
+      } catch (error) {
+        const reset = CONNECTION_RESETS.has(connectionErrorCode(error) ?? '');
+        if (!repeatable || !reset || tries >= CONNECTION_RESET_TRIES) throw this.unreachable(error);
+      }
     }
     const text = await response.text();
     let parsed: unknown;
