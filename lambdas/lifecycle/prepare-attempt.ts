@@ -2,9 +2,10 @@
  * PrepareAttempt: turn the plan for the next attempt into a Batch SubmitJob request (queue by capacity, the team's
  * job definition for the tier, the harness settings, resume arguments when resuming) and record the attempt.
  * Honours a cancel request made while the job waited or was paused, and pauses (`next: 'pause'`) instead of starting
- * an attempt while a budget scope of the job is blocked. Each attempt's Batch timeout is what is left of the
- * tier's maximum runtime after the earlier attempts' runs (at least Batch's 60 s), and of the deadline. Replay-safe: the attempt record is created once
- * and the request is a function of it; `Job Resumed` goes out on every try, as of the attempt's submission.
+ * an attempt while a budget scope of the job is blocked. Each attempt's Batch timeout is what is left of the tier's
+ * maximum runtime after the earlier attempts' runs (at least Batch's 60 s), and of the deadline. Replay-safe: the
+ * attempt record is created once and the request is a function of it; `Job Resumed` goes out on every try, as of the
+ * attempt's submission.
  */
 import { maxRuntimeSeconds } from '../../lib/config';
 import { attemptJobName, jobDefinitionName, queueName } from '../domain/batch-names';
@@ -58,7 +59,8 @@ export function createPrepareAttemptHandler(
 
     // The tier's maximum runtime bounds the job, not each attempt: what the earlier attempts ran is spent (else a
     // reclaim, a move or a budget pause would hand a runaway job a fresh maximum each time).
-    const earlier = (await plane.jobs.listAttempts(jobId)).filter((a) => a.attempt < plan.attempt);
+    const attempts = await plane.jobs.listAttempts(jobId);
+    const earlier = attempts.filter((a) => a.attempt < plan.attempt);
     const remainingRuntime = maxRuntimeSeconds(tier) - computeSecondsOf(earlier);
     if (remainingRuntime <= 0) {
       return {
@@ -69,7 +71,7 @@ export function createPrepareAttemptHandler(
       };
     }
 
-    const existing = await plane.jobs.getAttempt(jobId, plan.attempt);
+    const existing = attempts.find((a) => a.attempt === plan.attempt);
     if (!existing) {
       // A budget blocked while the job waited (a backoff before a retry): pause rather than start an attempt that
       // budget-watch would stop at its next tick. An attempt already recorded (a replay) goes ahead as planned.
