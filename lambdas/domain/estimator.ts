@@ -107,10 +107,8 @@ function estimateUncapped(
   price: TierPrice,
   assumptions: SpotAssumptions,
   nodes: number,
-  deadlineSeconds: number | undefined,
+  deadline: number | undefined,
 ): CostEstimate {
-  const opts = { deadlineSeconds };
-
   const onDemandHours = runtimeSeconds / 3600;
   const onDemandCost = onDemandHours * price.onDemandUsdPerHour * nodes;
   const onDemand = { costUsd: onDemandCost, hours: onDemandHours };
@@ -180,7 +178,6 @@ function estimateUncapped(
       reservationUsd,
     };
   }
-  const deadline = opts.deadlineSeconds;
   if (deadline !== undefined && expectedSeconds > deadline) {
     const onDemandMisses = runtimeSeconds > deadline ? ' (even on-demand needs longer)' : '';
     return {
