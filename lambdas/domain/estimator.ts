@@ -130,10 +130,7 @@ function estimateUncapped(
     };
   }
 
-  // Any node's interruption stops a multi-node job, so the job-level rate scales with the node count.
-  const rate = assumptions.interruptionsPerHour * nodes;
-  const lossSeconds = assumptions.checkpointIntervalSeconds / 2 + assumptions.restartOverheadSeconds;
-  const lostFraction = (rate * lossSeconds) / 3600;
+  const { rate, lossSeconds, lostFraction } = spotLoss(nodes, assumptions);
   const breakEven = breakEvenRate(spotPrice, price.onDemandUsdPerHour, lossSeconds, nodes);
   const breakEvenText =
     breakEven === Number.POSITIVE_INFINITY
@@ -208,19 +205,35 @@ function estimateUncapped(
 }
 
 /**
- * How long `runtimeSeconds` of work takes on spot. Interruptions arrive at `interruptionsPerHour` per node-hour of
- * wall time, each losing half a checkpoint interval and a restart: T = R + rate·T·loss ⇒ T = R/(1 − ρ). The high
- * figure: the SPOT_HIGH_QUANTILE interruption count, each losing a whole checkpoint interval and a restart. Defined
- * only while ρ < 1 (callers check).
+ * What interruptions cost a job on spot: `rate` per hour of wall time (any node's interruption stops a multi-node job,
+ * so it scales with the node count), each losing `lossSeconds` on average (half a checkpoint interval and a restart),
+ * the share of wall time lost `lostFraction` (ρ; at 1 or more a spot run never finishes).
+ */
+function spotLoss(
+  nodes: number,
+  assumptions: SpotAssumptions,
+): { rate: number; lossSeconds: number; lostFraction: number } {
+  const rate = assumptions.interruptionsPerHour * nodes;
+  const lossSeconds = assumptions.checkpointIntervalSeconds / 2 + assumptions.restartOverheadSeconds;
+  return { rate, lossSeconds, lostFraction: (rate * lossSeconds) / 3600 };
+}
+
+/**
+ * How long `runtimeSeconds` of work takes on spot: expected T = R + rate·T·loss ⇒ T = R/(1 − ρ) (spotLoss); the high
+ * figure is the SPOT_HIGH_QUANTILE interruption count, each losing a whole checkpoint interval and a restart. Infinite
+ * when ρ ≥ 1 (the run never finishes).
  */
 export function spotRunSeconds(
   runtimeSeconds: number,
   nodes: number,
   assumptions: SpotAssumptions = DEFAULT_SPOT_ASSUMPTIONS,
 ): { expectedSeconds: number; expectedInterruptions: number; highCount: number; highSeconds: number } {
-  const rate = assumptions.interruptionsPerHour * nodes;
-  const lossSeconds = assumptions.checkpointIntervalSeconds / 2 + assumptions.restartOverheadSeconds;
-  const expectedSeconds = runtimeSeconds / (1 - (rate * lossSeconds) / 3600);
+  const { rate, lostFraction } = spotLoss(nodes, assumptions);
+  if (lostFraction >= 1) {
+    const never = Number.POSITIVE_INFINITY;
+    return { expectedSeconds: never, expectedInterruptions: never, highCount: never, highSeconds: never };
+  }
+  const expectedSeconds = runtimeSeconds / (1 - lostFraction);
   const expectedInterruptions = (rate * expectedSeconds) / 3600;
   const highCount = poissonQuantile(expectedInterruptions, SPOT_HIGH_QUANTILE);
   const highSeconds =
