@@ -1,15 +1,19 @@
 """The example trainer on a real CUDA GPU: what CI cannot run.
 
-Three parts, each through the real harness where a harness is involved:
+Four parts, each through the real harness where a harness is involved:
 1. throughput of the demo job's own config (`config/g4dn_xlarge.py`) in float16 and bfloat16;
-2. exact resume after a spot notice: an uninterrupted run against one stopped by a notice from a loopback IMDS and
+2. precision: the GPU's matrix-product peaks in float32, TF32, bfloat16 and float16, and the trainer's throughput in
+   float32 with and without TF32 against bfloat16, for the demo config and a 126M-parameter model (what the
+   analysis's float32 share of a tier's 16-bit peak stands for);
+3. exact resume after a spot notice: an uninterrupted run against one stopped by a notice from a loopback IMDS and
    resumed as attempt 2, with the trainer run directly and under `torchrun --nproc_per_node=1`;
-3. notice to complete checkpoint for a real model whose checkpoint is about 1.5 GB (weights and AdamW state).
+4. notice to complete checkpoint for a real model whose checkpoint is about 1.5 GB (weights and AdamW state).
 
 CI has no GPU, so this is not part of `npm run bench`. On a machine with one, from the repository root:
     python3 bench/gpu.py --commit "$(git rev-parse HEAD)"
 The interpreter that runs it must import torch with CUDA; the harness and the trainer run under the same one.
-Writes gpu.json and gpu.md to --out (default bench/results) and prints each result as it lands.
+Writes gpu-<gpu>.json and gpu-<gpu>.md (gpu-h100.md, gpu-h200.md, ...) to --out (default bench/results) and prints
+each result as it lands; --parts runs some of the parts only.
 """
 
 from __future__ import annotations
@@ -82,13 +86,22 @@ def train_command(launcher: str, *args: str) -> list[str]:
     return [sys.executable, 'train.py', *args]
 
 
-def throughput(dtype: str, gpu: str, iters: int, deterministic: bool = False) -> dict:
+# The 126M-parameter shape of the large-checkpoint part, at a batch that fits any GPU the catalog lists.
+BIG_SHAPE = {'n_layer': 10, 'n_head': 16, 'n_embd': 1024, 'block_size': 256}
+BIG_BATCH = 16
+
+
+def throughput(
+    dtype: str, gpu: str, iters: int, deterministic: bool = False, tf32: bool = False, big: bool = False
+) -> dict:
     """Wall time per iteration between two log lines (each log line reads the loss, which waits for the GPU)."""
     out = tempfile.mkdtemp(prefix='trainyard-gpu-')
     warm = iters // 4
+    shape = ([f'--{key}={value}' for key, value in BIG_SHAPE.items()] + [f'--batch_size={BIG_BATCH}']) if big else []
     command = train_command(
-        'python', 'config/g4dn_xlarge.py', f'--dtype={dtype}', f'--max_iters={iters}', f'--log_interval={warm}',
-        '--eval_interval=0', '--checkpoint_interval=0', f'--deterministic={deterministic}', f'--out_dir={out}',
+        'python', 'config/g4dn_xlarge.py', *shape, f'--dtype={dtype}', f'--max_iters={iters}',
+        f'--log_interval={warm}', '--eval_interval=0', '--checkpoint_interval=0', f'--deterministic={deterministic}',
+        f'--tf32={tf32}', f'--out_dir={out}',
     )  # fmt: skip
     process = subprocess.Popen(command, cwd=EXAMPLE, stdout=subprocess.PIPE, text=True, env=_unbuffered())
     seen: dict[int, float] = {}
@@ -101,7 +114,9 @@ def throughput(dtype: str, gpu: str, iters: int, deterministic: bool = False) ->
     if process.wait() != 0:
         raise RuntimeError(f'{command} exited {process.returncode}')
     shutil.rmtree(out, ignore_errors=True)
-    config = _config(EXAMPLE / 'config' / 'g4dn_xlarge.py')
+    config = {**_config(EXAMPLE / 'config' / 'g4dn_xlarge.py'), **(BIG_SHAPE if big else {})}
+    if big:
+        config['batch_size'] = BIG_BATCH
     model = CharGPT(ModelArgs(VOCAB, config['block_size'], config['n_layer'], config['n_head'], config['n_embd']))
     tokens = config['batch_size'] * config['gradient_accumulation_steps'] * config['block_size']
     seconds = (seen[iters] - seen[warm]) / (iters - warm)
@@ -109,13 +124,55 @@ def throughput(dtype: str, gpu: str, iters: int, deterministic: bool = False) ->
     return {
         'dtype': dtype,
         'deterministic': deterministic,
+        'tf32': tf32,
         'params_m': round(model.num_params() / 1e6, 2),
+        'tokens_per_iter': tokens,
         'ms_per_iter': round(seconds * 1000, 2),
         'tokens_per_s': round(tokens / seconds),
         'mfu': round(model.flops_per_iteration(tokens) / seconds / peak, 4) if peak else None,
         'hours_for_config_iters': round(config['max_iters'] * seconds / 3600, 3),
         'last_loss': last_loss,
     }
+
+
+def matmul_peaks(size: int = 8192, repeats: int = 10) -> list[dict]:
+    """Dense n×n×n matrix products on random data: TFLOP/s per precision, the mean of `repeats` after three warm-ups."""
+    results = []
+    for label, dtype, tf32 in (
+        ('float32', torch.float32, False),
+        ('tf32', torch.float32, True),
+        ('bfloat16', torch.bfloat16, False),
+        ('float16', torch.float16, False),
+    ):
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        a = torch.randn(size, size, device='cuda', dtype=dtype)
+        b = torch.randn(size, size, device='cuda', dtype=dtype)
+        for _ in range(3):
+            torch.matmul(a, b)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(repeats):
+            torch.matmul(a, b)
+        end.record()
+        torch.cuda.synchronize()
+        seconds = start.elapsed_time(end) / 1000 / repeats
+        results.append({'precision': label, 'size': size, 'tflops': round(2 * size**3 / seconds / 1e12, 1)})
+        del a, b
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.cuda.empty_cache()
+    return results
+
+
+def precision(gpu: str) -> dict:
+    """The trainer in float32 (IEEE, then TF32) against bfloat16, on the demo config and the 126M shape."""
+    runs = []
+    for big, iters in ((False, 400), (True, 200)):
+        for dtype, tf32 in (('bfloat16', False), ('float32', False), ('float32', True)):
+            runs.append({'model': '126M' if big else 'demo', **throughput(dtype, gpu, iters, tf32=tf32, big=big)})
+    for run in runs:
+        reference = next(r for r in runs if r['model'] == run['model'] and r['dtype'] == 'bfloat16')
+        run['share_of_bfloat16'] = round(reference['ms_per_iter'] / run['ms_per_iter'], 3)
+    return {'matmul': matmul_peaks(), 'trainer': runs}
 
 
 def stop_if_running(run: HarnessRun | None) -> None:
@@ -236,7 +293,7 @@ def resume_check(launcher: str, iters: int, notice_after: int, deterministic: bo
 
 def big_checkpoint(runs: int, poll_seconds: float) -> dict:
     """A ~126M-parameter model (checkpoint ≈ 1.5 GB): spot notice served until the harness exits 75."""
-    shape = {'n_layer': 10, 'n_head': 16, 'n_embd': 1024, 'block_size': 256}
+    shape = BIG_SHAPE
     model = CharGPT(ModelArgs(VOCAB, shape['block_size'], shape['n_layer'], shape['n_head'], shape['n_embd']))
     params = sum(p.numel() for p in model.parameters())
     del model
@@ -253,7 +310,7 @@ def big_checkpoint(runs: int, poll_seconds: float) -> dict:
             args = [f'--{key}={value}' for key, value in shape.items()]
             run = HarnessRun(
                 train_command(
-                    'python', 'config/g4dn_xlarge.py', *args, '--dtype=bfloat16', '--batch_size=16',
+                    'python', 'config/g4dn_xlarge.py', *args, '--dtype=bfloat16', f'--batch_size={BIG_BATCH}',
                     '--max_iters=100000', '--log_interval=10', '--eval_interval=0', '--checkpoint_interval=0',
                 ),
                 env,
@@ -329,6 +386,33 @@ def markdown(report: dict) -> str:
             f'{t["tokens_per_s"]:,} | {mfu} | '
             f'{t["hours_for_config_iters"]} |'
         )
+    p = report.get('precision')
+    if p:
+        lines += [
+            '',
+            '## Precision: float32, TF32 and 16-bit',
+            '',
+            f'Matrix products ({p["matmul"][0]["size"]}³, random data, mean of ten after three warm-ups):',
+            '',
+            '| precision | TFLOP/s | share of bfloat16 |',
+            '|---|---|---|',
+        ]
+        bf16 = next(m['tflops'] for m in p['matmul'] if m['precision'] == 'bfloat16')
+        lines += [f'| {m["precision"]} | {m["tflops"]} | {m["tflops"] / bf16:.3f} |' for m in p['matmul']]
+        lines += [
+            '',
+            'The trainer (`config/g4dn_xlarge.py`; the 126M model is the large-checkpoint part\'s, batch '
+            f'{BIG_BATCH} × 256 tokens), float32 with `--tf32=False` and `--tf32=True` against `--dtype=bfloat16`:',
+            '',
+            '| model | parameters | dtype | TF32 | ms / iteration | tokens / s | MFU (16-bit peak) | share of bfloat16 |',
+            '|---|---|---|---|---|---|---|---|',
+        ]
+        for t in p['trainer']:
+            mfu = f'{t["mfu"] * 100:.1f} %' if t['mfu'] is not None else 'n/a'
+            lines.append(
+                f'| {t["model"]} | {t["params_m"]} M | {t["dtype"]} | {_yes(t["tf32"])} | {t["ms_per_iter"]} | '
+                f'{t["tokens_per_s"]:,} | {mfu} | {t["share_of_bfloat16"]} |'
+            )
     lines += [
         '',
         '## Exact resume after a spot notice',
@@ -376,29 +460,55 @@ def markdown(report: dict) -> str:
     return '\n'.join(lines) + '\n'
 
 
+PARTS = ('throughput', 'precision', 'resume', 'big_checkpoint')
+
+
+def output_name(gpu: str) -> str:
+    """`gpu-h200` for 'H200', `gpu-h100` for 'H100 80GB HBM3': one results file per GPU model."""
+    model = re.sub(r'[^a-z0-9]+', '-', gpu.lower().split()[0]).strip('-')
+    return f'gpu-{model or "unknown"}'
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--commit', default='unknown', help='git commit measured (the copy run may have no .git)')
     parser.add_argument('--out', default=str(REPO / 'bench' / 'results'))
     parser.add_argument('--runs', type=int, default=3, help='runs of the large-checkpoint measurement')
     parser.add_argument('--poll-seconds', type=float, default=5.0)
+    parser.add_argument(
+        '--parts', default=','.join(PARTS), help=f'comma-separated parts to run, of {", ".join(PARTS)} (default: all)'
+    )
     args = parser.parse_args()
+    chosen = [part.strip() for part in args.parts.split(',') if part.strip()]
+    unknown = [part for part in chosen if part not in PARTS]
+    if unknown or not chosen:
+        print(f'--parts must name some of {", ".join(PARTS)}; got {args.parts!r}', file=sys.stderr)
+        return 2
     if not torch.cuda.is_available():
         print('bench/gpu.py needs a CUDA GPU that torch can use; none was found', file=sys.stderr)
         return 2
-    report: dict = {'machine': machine(args.commit), 'throughput': [], 'resume': [], 'big_checkpoint': None}
+    report: dict = {
+        'machine': machine(args.commit),
+        'throughput': [],
+        'precision': None,
+        'resume': [],
+        'big_checkpoint': None,
+    }
     report['errors'] = {}
     print(json.dumps(report['machine']), flush=True)
+    gpu = report['machine']['gpu']
     parts = [
-        *((f'throughput {d} {KERNELS[k]}', 'throughput',
-           lambda d=d, k=k: throughput(d, report['machine']['gpu'], 400, k))
+        *((f'throughput {d} {KERNELS[k]}', 'throughput', lambda d=d, k=k: throughput(d, gpu, 400, k))
           for d, k in (('float16', False), ('bfloat16', False), ('bfloat16', True))),
+        ('precision', 'precision', lambda: precision(gpu)),
         *((f'resume {launcher} {KERNELS[k]}', 'resume',
            lambda launcher=launcher, k=k: resume_check(launcher, 300, 100, k))
           for launcher, k in (('python', False), ('python', True), ('torchrun', True))),
         ('big checkpoint', 'big_checkpoint', lambda: big_checkpoint(args.runs, args.poll_seconds)),
     ]  # fmt: skip
     for label, key, measure in parts:
+        if key not in chosen:
+            continue
         started = time.monotonic()
         try:
             result = measure()
@@ -412,8 +522,9 @@ def main() -> int:
             report[key] = result
         print(f'{label} ({time.monotonic() - started:.0f} s): {json.dumps(result)}', flush=True)
     os.makedirs(args.out, exist_ok=True)
-    Path(args.out, 'gpu.json').write_text(json.dumps(report, indent=2) + '\n')
-    Path(args.out, 'gpu.md').write_text(markdown(report))
+    name = output_name(gpu)
+    Path(args.out, f'{name}.json').write_text(json.dumps(report, indent=2) + '\n')
+    Path(args.out, f'{name}.md').write_text(markdown(report))
     print(markdown(report))
     return 1 if report['errors'] else 0
 
