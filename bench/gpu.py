@@ -432,7 +432,7 @@ def markdown(report: dict) -> str:
             f'({r["attempt1_command_status"]}) | iter {r["stopped_at_iter"]} '
             f'({r["stop_signal"]}) | {"yes" if r["save_uploaded"] else "no"} | {r["notice_to_complete_s"]} s | '
             f'{r["attempt2_exit"]} | iter {r["resumed_from_iter"]} | {losses} | '
-            f'{"yes" if r["weights_bitwise_equal"] else "no (max |Δ| " + str(r["max_abs_weight_difference"]) + ")"} |'
+            f'{"yes" if r["weights_bitwise_equal"] else "no (largest difference " + str(r["max_abs_weight_difference"]) + ")"} |'
         )
     b = report['big_checkpoint']
     if b:
