@@ -10,7 +10,7 @@ export interface GpuInstanceFacts {
   readonly gpus: number;
   /** Memory per GPU, GiB. */
   readonly gpuMemoryGiB: number;
-  /** GPU model, for humans. */
+  /** GPU model: names it for humans and keys its usable memory and its peak throughput by precision. */
   readonly gpuModel: string;
   /** vCPUs on the instance. */
   readonly vcpus: number;
@@ -56,8 +56,8 @@ export const GPU_INSTANCES: Readonly<Record<string, GpuInstanceFacts>> = {
 /**
  * Memory per GPU that CUDA can use, MiB: the total `nvidia-smi` reports, by GPU model and nominal size. It is less
  * than the nominal figure AWS lists (a T4 sold as 16 GB reports 15,360 MiB, 15 GiB), so a model that fits the nominal
- * memory can still run out of it. Values as reported in modal-labs/modal-client#2797; GPUs not listed (H200) are
- * taken at their nominal size.
+ * memory can still run out of it. Values as reported in modal-labs/modal-client#2797, the H200's as nvidia-smi reported
+ * it to bench/gpu.py (bench/results/gpu-h200.md); a GPU not listed is taken at its nominal size.
  */
 const USABLE_GPU_MEMORY_MIB: Readonly<Record<string, number>> = {
   'T4/16': 15_360,
@@ -67,6 +67,7 @@ const USABLE_GPU_MEMORY_MIB: Readonly<Record<string, number>> = {
   'A100/40': 40_960,
   'A100/80': 81_920,
   'H100/80': 81_559,
+  'H200/141': 143_771,
 };
 
 /** GiB per GPU that CUDA can use on an instance type (its nominal memory when not known); undefined if unknown. */
@@ -75,6 +76,66 @@ export function usableGpuMemoryGiB(instanceType: string): number | undefined {
   if (!facts) return undefined;
   const mib = USABLE_GPU_MEMORY_MIB[`${facts.gpuModel}/${facts.gpuMemoryGiB}`];
   return mib === undefined ? facts.gpuMemoryGiB : mib / 1024;
+}
+
+/**
+ * Dense peak TFLOPS of one GPU by precision (no structured sparsity), from NVIDIA's datasheets: `tensor16` is the
+ * float16/bfloat16 tensor-core peak (a GPU tier's `peakTflops` per GPU), `tf32` the TensorFloat-32 tensor-core peak
+ * (absent: the GPU has none, so float32 runs on its CUDA cores whatever the code allows), `fp32` the CUDA cores'.
+ */
+export interface GpuPeakTflops {
+  /** float16/bfloat16 on tensor cores. */
+  readonly tensor16: number;
+  /** TensorFloat-32 on tensor cores; undefined on GPUs without it (Turing). */
+  readonly tf32?: number;
+  /** float32 on CUDA cores. */
+  readonly fp32: number;
+}
+
+/**
+ * Peaks by GPU model. NVIDIA publishes no A10G datasheet: the A10's figures (the same GA102 chip) stand for it; of the
+ * two readings of the A10G in circulation they give float32 the smaller share of the 16-bit peak, so an estimate made
+ * with them errs long. The H200's compute is the H100 SXM's; bench/gpu.py measured its matrix products at 0.065
+ * (float32) and 0.52 (TF32) of bfloat16, the datasheet's 0.068 and 0.5 (bench/results/gpu-h200.md).
+ */
+export const GPU_PEAK_TFLOPS: Readonly<Record<string, GpuPeakTflops>> = {
+  T4: { tensor16: 65, fp32: 8.1 },
+  A10G: { tensor16: 125, tf32: 62.5, fp32: 31.2 },
+  L4: { tensor16: 121, tf32: 60, fp32: 30.3 },
+  L40S: { tensor16: 362, tf32: 183, fp32: 91.6 },
+  A100: { tensor16: 312, tf32: 156, fp32: 19.5 },
+  H100: { tensor16: 989, tf32: 494, fp32: 67 },
+  H200: { tensor16: 989, tf32: 494, fp32: 67 },
+};
+
+/** What float32 training gets of a GPU's 16-bit peak, and why. */
+export interface Float32Share {
+  /** float32 throughput ÷ 16-bit tensor-core throughput. */
+  readonly share: number;
+  /** Whether the float32 matrix products run as TF32 on tensor cores. */
+  readonly tf32: boolean;
+  /** Whether the code allowed TF32 but the GPU has none (a T4), so float32 runs on its CUDA cores. */
+  readonly noTf32: boolean;
+  /** The GPU model and the two peaks compared, for an estimate's basis: `A10G 62.5 of 125 TFLOPS`. */
+  readonly basis: string;
+}
+
+/**
+ * The share of its 16-bit peak an instance type's GPU gives float32 training: its TF32 peak when the code allows TF32
+ * and the GPU has it, else its float32 peak, over its 16-bit peak. Undefined when the type or its GPU is not known.
+ */
+export function float32ShareOf16Bit(instanceType: string, tf32Allowed: boolean): Float32Share | undefined {
+  const model = GPU_INSTANCES[instanceType]?.gpuModel;
+  const peaks = model === undefined ? undefined : GPU_PEAK_TFLOPS[model];
+  if (model === undefined || peaks === undefined) return undefined;
+  const tf32 = tf32Allowed && peaks.tf32 !== undefined;
+  const float32 = tf32 ? (peaks.tf32 ?? peaks.fp32) : peaks.fp32;
+  return {
+    share: float32 / peaks.tensor16,
+    tf32,
+    noTf32: tf32Allowed && peaks.tf32 === undefined,
+    basis: `${model} ${float32} of ${peaks.tensor16} TFLOPS`,
+  };
 }
 
 /** The family part of an instance type (`g4dn.xlarge` → `g4dn`). */

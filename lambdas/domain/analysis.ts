@@ -5,7 +5,7 @@
  * in `unknowns`. Formulas, constants and their sources: docs/cost-model.md.
  */
 import { MAX_RUNTIME_SECONDS, maxRuntimeSeconds, type TierConfig } from '../../lib/config';
-import { usableGpuMemoryGiB } from '../../lib/instance-catalog';
+import { float32ShareOf16Bit, usableGpuMemoryGiB } from '../../lib/instance-catalog';
 import { formatCount, formatDuration, formatGiB, formatUsd } from './analysis/format';
 import { type CommandOverride, type PythonValue, parseOverride, topLevelAssignments } from './analysis/python-literals';
 import { spotRunSeconds } from './estimator';
@@ -108,7 +108,10 @@ export const ANALYSIS_ASSUMPTIONS = {
   gpuUtilisation: 0.3,
   /** Fraction of a CPU's peak fp32 FLOPS sustained by BLAS-bound training. */
   cpuUtilisation: 0.5,
-  /** Share of a GPU tier's 16-bit peak available to fp32 training (T4: 8.1 of 65 TFLOPS). */
+  /**
+   * Share of a GPU's 16-bit peak available to float32 training when the catalog does not know the GPU (T4: 8.1 of 65
+   * TFLOPS); known GPUs use their own peaks (lib/instance-catalog.ts GPU_PEAK_TFLOPS), with TF32 where the code allows it.
+   */
   fp32GpuThroughputFraction: 0.125,
   /** fp32 master weights 4 + fp32 gradients 4 + Adam first and second moments 8, bytes per parameter. */
   trainingBytesPerParameter: 16,
@@ -148,6 +151,7 @@ const SIZE_KEYS = [
 export const TRACKED_KEYS = [
   ...SIZE_KEYS,
   'dtype',
+  'tf32',
   'bias',
   'dropout',
   'device',
@@ -188,6 +192,7 @@ export function analyzeWorkload(
     usesGpu.confidence = 'high';
   }
 
+  const tf32 = detectTf32(files, hyper);
   const readFrom = [...(entryScript !== undefined ? [entryScript] : []), ...configFiles];
   const model = estimateModel(files, readFrom, bundle.command, hyper, framework, usesGpu.value, unknowns, assumed);
   for (const [key, reason] of nonLiteral) {
@@ -208,7 +213,7 @@ export function analyzeWorkload(
   if (req.deadlineSeconds !== undefined) overridesApplied.push(`deadlineSeconds=${req.deadlineSeconds}`);
 
   const perTier = tiers.map((tier) =>
-    assessTier(tier, { usesGpu: usesGpu.value, framework, spread, model, peakGpuMemoryGiB, hyper, req }),
+    assessTier(tier, { usesGpu: usesGpu.value, tf32, framework, spread, model, peakGpuMemoryGiB, hyper, req }),
   );
   const fitting = perTier.filter((t) => t.fits).sort((a, b) => costOrder(a, b, tiers));
 
@@ -467,6 +472,56 @@ function detectGpu(files: Map<string, string>, framework: Framework, hyper: Hype
   return figure(false, why, 'high');
 }
 
+/** Code that lets PyTorch run float32 matrix products as TF32 (off by default since PyTorch 1.12). */
+const TF32_PATTERNS: ReadonlyArray<[RegExp, string]> = [
+  [/\bmatmul\.allow_tf32\s*=\s*True\b/, 'torch.backends.cuda.matmul.allow_tf32 = True'],
+  [/set_float32_matmul_precision\(\s*['"](?:high|medium)['"]/, "torch.set_float32_matmul_precision('high')"],
+  [/\bfp32_precision\s*=\s*['"]tf32['"]/, "fp32_precision = 'tf32'"],
+];
+
+/**
+ * Whether float32 matrix products may run as TF32 on tensor cores: code that allows it unconditionally decides; else a
+ * literal `tf32` setting (the example trainer's); else no, PyTorch's default.
+ */
+function detectTf32(files: Map<string, string>, hyper: Hyper): Figure<boolean> {
+  for (const [pattern, label] of TF32_PATTERNS) {
+    const where = findPattern(files, pattern);
+    if (where) return figure(true, `${label} at ${where}`, 'high');
+  }
+  const setting = hyper.tf32;
+  if (setting?.value === 'True' || setting?.value === 'False')
+    return figure(setting.value === 'True', `tf32=${setting.value} (${setting.source})`, 'high');
+  return figure(false, 'the code does not allow TF32 (PyTorch computes float32 matrix products in float32)', 'medium');
+}
+
+/**
+ * The share of a GPU tier's 16-bit peak that float32 training gets: the least over the tier's instance types (an
+ * attempt may land on any), each GPU's own float32 or TF32 peak; a GPU the catalog does not know counts at the
+ * analysis's fallback share.
+ */
+function float32ShareOfTier(tier: TierConfig, tf32: Figure<boolean>): { share: number; basis: string } {
+  const fallback = {
+    share: ANALYSIS_ASSUMPTIONS.fp32GpuThroughputFraction,
+    basis: 'float32 on a GPU not in the catalog',
+  };
+  const shares = tier.instanceTypes.map((type) => {
+    const known = float32ShareOf16Bit(type, tf32.value);
+    if (!known) return fallback;
+    const how = known.tf32
+      ? ` as TF32 (${tf32.basis})`
+      : known.noTf32
+        ? ' (this GPU has no TF32)'
+        : ' (TF32 not allowed)';
+    return { share: known.share, basis: `float32${how}: ${known.basis}` };
+  });
+  const least = shares.reduce((a, b) => (b.share < a.share ? b : a), shares[0] ?? fallback);
+  const several = new Set(shares.map((s) => s.basis)).size > 1;
+  return {
+    share: Number(least.share.toPrecision(3)),
+    basis: `${least.basis}${several ? ", the least of the tier's GPUs" : ''}`,
+  };
+}
+
 function figure<T>(value: T, basis: string, confidence: Confidence): Figure<T> {
   return { value, basis, confidence };
 }
@@ -650,6 +705,8 @@ function estimateModel(
 
 interface TierContext {
   usesGpu: boolean;
+  /** Whether float32 matrix products may run as TF32 (read only for float32 training). */
+  tf32: Figure<boolean>;
   framework: Framework;
   spread: Spread;
   model: ModelEstimate | undefined;
@@ -671,7 +728,8 @@ function runtimeOn(tier: TierConfig, ctx: TierContext): Figure<number> | undefin
     basis = `${tier.peakTflops} TFLOPS fp32 × ${ANALYSIS_ASSUMPTIONS.cpuUtilisation} utilisation`;
   } else {
     const share = ctx.spread === 'one-gpu' ? 1 / Math.max(1, tier.gpus) : ctx.spread === 'node' ? 1 : tier.nodes;
-    const precision = ctx.model.fp32 ? ANALYSIS_ASSUMPTIONS.fp32GpuThroughputFraction : 1;
+    const float32 = ctx.model.fp32 ? float32ShareOfTier(tier, ctx.tf32) : undefined;
+    const precision = float32?.share ?? 1;
     tflops = tier.peakTflops * share * precision * ANALYSIS_ASSUMPTIONS.gpuUtilisation;
     const shareText =
       ctx.spread === 'one-gpu'
@@ -683,7 +741,7 @@ function runtimeOn(tier: TierConfig, ctx: TierContext): Figure<number> | undefin
             ? ` × ${tier.nodes} nodes`
             : ` on one of ${tier.nodes} nodes (the launcher does not join them)`
           : '';
-    const precisionText = ctx.model.fp32 ? ` × ${precision} (fp32)` : '';
+    const precisionText = float32 ? ` × ${float32.share} (${float32.basis})` : '';
     basis = `${tier.peakTflops} TFLOPS 16-bit peak${shareText}${precisionText} × ${ANALYSIS_ASSUMPTIONS.gpuUtilisation} utilisation`;
   }
   const seconds = startup + flops.value / (tflops * 1e12);

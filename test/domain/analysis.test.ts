@@ -213,9 +213,76 @@ describe('hyper-parameter precedence', () => {
     );
     expect(a.hyperparameters.dtype).toEqual({ value: 'float32', source: '--dtype=float32' });
     expect(a.unknowns).toEqual([]);
-    // fp32 on a GPU runs at 1/8 of the 16-bit peak, and activations take 4 bytes.
+    // float32 on a T4 runs at 8.1 of its 65 16-bit TFLOPS (1/8), and activations take 4 bytes.
     const small = a.perTier.find((t) => t.tier === 'gpu-small');
-    expect(small?.runtimeSeconds?.basis).toContain('× 0.125 (fp32)');
+    expect(small?.runtimeSeconds?.basis).toContain('× 0.125 (float32 (TF32 not allowed): T4 8.1 of 65 TFLOPS');
+  });
+});
+
+describe('float32 training: each GPU at its own float32 or TF32 peak', () => {
+  const float32 = (extra: string[], files: Record<string, string> = nanogpt) =>
+    analyzeWorkload({ files, command: [...nanogptCommand, '--dtype=float32', ...extra] }, tiers);
+  const sixteenBit = analyzeWorkload({ files: nanogpt, command: nanogptCommand }, tiers);
+  // Runtime minus the 5 s torch startup: FLOPs ÷ throughput, so the ratio of two is the ratio of their throughputs.
+  const compute = (a: ReturnType<typeof analyzeWorkload>, tier: string) =>
+    (a.perTier.find((t) => t.tier === tier)?.runtimeSeconds?.value ?? Number.NaN) - 5;
+
+  it.each([
+    // gpu-large may land on an A10G (31.2 float32, 62.5 TF32 of 125 TFLOPS) or an L4 (30.3, 60 of 121): the least share
+    // counts, the A10G's 31.2/125 in float32 and the L4's 60/121 in TF32.
+    { name: 'gpu-large in float32', tier: 'gpu-large', extra: [], share: 31.2 / 125 },
+    { name: 'gpu-large with --tf32=True', tier: 'gpu-large', extra: ['--tf32=True'], share: 60 / 121 },
+    { name: 'gpu-large with --tf32=False', tier: 'gpu-large', extra: ['--tf32=False'], share: 31.2 / 125 },
+    // gpu-small may land on a T4, which has no TF32: 8.1 of 65 TFLOPS either way.
+    { name: 'gpu-small in float32', tier: 'gpu-small', extra: [], share: 8.1 / 65 },
+    { name: 'gpu-small with --tf32=True', tier: 'gpu-small', extra: ['--tf32=True'], share: 8.1 / 65 },
+  ])('$name runs at its GPU’s share of the 16-bit estimate', ({ tier, extra, share }) => {
+    const ratio = compute(sixteenBit, tier) / compute(float32(extra), tier);
+    expect(ratio).toBeCloseTo(Number(share.toPrecision(3)), 6);
+  });
+
+  it('names the GPU and the peaks behind the share, and what allowed TF32', () => {
+    const large = float32(['--tf32=True']).perTier.find((t) => t.tier === 'gpu-large');
+    expect(large?.runtimeSeconds?.basis).toContain(
+      "× 0.496 (float32 as TF32 (tf32=True (--tf32=True)): L4 60 of 121 TFLOPS, the least of the tier's GPUs)",
+    );
+    const small = float32(['--tf32=True']).perTier.find((t) => t.tier === 'gpu-small');
+    expect(small?.runtimeSeconds?.basis).toContain('× 0.125 (float32 (this GPU has no TF32): T4 8.1 of 65 TFLOPS');
+  });
+
+  it.each([
+    { name: 'matmul.allow_tf32 = True', line: 'torch.backends.cuda.matmul.allow_tf32 = True', tf32: true },
+    { name: "set_float32_matmul_precision('high')", line: "torch.set_float32_matmul_precision('high')", tf32: true },
+    {
+      name: "set_float32_matmul_precision('medium')",
+      line: 'torch.set_float32_matmul_precision("medium")',
+      tf32: true,
+    },
+    { name: "fp32_precision = 'tf32'", line: "torch.backends.cuda.matmul.fp32_precision = 'tf32'", tf32: true },
+    {
+      name: "set_float32_matmul_precision('highest')",
+      line: "torch.set_float32_matmul_precision('highest')",
+      tf32: false,
+    },
+    { name: 'allow_tf32 = False', line: 'torch.backends.cuda.matmul.allow_tf32 = False', tf32: false },
+    { name: 'a commented-out allow_tf32 = True', line: '# torch.backends.cuda.matmul.allow_tf32 = True', tf32: false },
+    {
+      name: 'cudnn.allow_tf32 = True (convolutions only)',
+      line: 'torch.backends.cudnn.allow_tf32 = True',
+      tf32: false,
+    },
+  ])('reads TF32 from code: $name', ({ line, tf32 }) => {
+    const script = nanogpt['train.py'] ?? '';
+    const a = float32([], { ...nanogpt, 'train.py': `${script}\n${line}\n` });
+    const basis = a.perTier.find((t) => t.tier === 'gpu-large')?.runtimeSeconds?.basis ?? '';
+    expect(basis.includes('float32 as TF32')).toBe(tf32);
+    if (tf32) expect(basis).toContain(`at train.py:${script.split('\n').length + 1}`);
+  });
+
+  it('leaves 16-bit training at the full 16-bit peak whatever TF32 says', () => {
+    const a = analyzeWorkload({ files: nanogpt, command: [...nanogptCommand, '--tf32=True'] }, tiers);
+    expect(compute(a, 'gpu-large')).toBeCloseTo(compute(sixteenBit, 'gpu-large'), 9);
+    expect(a.hyperparameters.tf32).toEqual({ value: 'True', source: '--tf32=True' });
   });
 });
 
