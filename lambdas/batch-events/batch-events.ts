@@ -21,7 +21,10 @@
  *   cost, on every delivery of the orphan's end (its eventId is the same).
  * - RUNNABLE/STARTING/RUNNING of the attempt's own Batch job when the attempt's end was recorded without Batch's word
  *   (`endUnseen`: Batch did not report the job when it was looked up, and it was billed to its last sign of life):
- *   terminated as an orphan, nothing recorded, so it never runs on unwatched.
+ *   terminated as an orphan, nothing recorded, so it never runs on unwatched. Its SUCCEEDED/FAILED, when Batch's record
+ *   says it cost more than it was billed, records the stop and cost again from that record, once (`recordSeenEnd`:
+ *   what it was billed stays as `unseenCostUsd`), and the job pays the difference as for a late stop below, with
+ *   `Job Cost Amended` of cause `unseen-end` when the job had ended.
  * - RUNNABLE/STARTING/RUNNING of a job whose cancel was requested: TerminateJob with the cancel reason, after the Batch
  *   job id is recorded and from a read of the job made after that write; of a job that has already ended (Finalize ran
  *   while the attempt was still in Batch, after AttemptOutcome failed), TerminateJob with the `jobEnded` reason. A
@@ -52,9 +55,10 @@ import type { TierConfig } from '../../lib/config';
 import { attemptPrice, costOfAttempt } from '../domain/attempt-cost';
 import type { BatchJob } from '../domain/batch-job';
 import { TERMINATE_REASONS } from '../domain/batch-reasons';
-import { UnknownBudgetJob } from '../domain/budgets';
+import { UnknownBudgetJob, usdToMicros } from '../domain/budgets';
 import { buildEvent, jobIdentity } from '../domain/events';
 import { type AttemptRecord, isTerminal, type JobRecord, tierOfJob } from '../domain/job';
+import { microUsdToCents } from '../domain/metering';
 import { attemptRefOf, recordedCost } from '../domain/watch';
 import { publishCrossings } from '../shared/budget-alerts';
 import type { ControlPlane } from '../shared/control-plane';
@@ -250,6 +254,29 @@ export function createBatchEventsHandler(plane: Plane) {
       recordedHere = recorded.written !== undefined;
       stored = recorded.stored;
       if (stored && stored.batchJobId !== batchJob.jobId) return orphaned(batchJob, job, stored);
+    } else if (attempt.endUnseen && attempt.batchJobId === batchJob.jobId) {
+      // Billed to its last sign of running when Batch did not report it; Batch's record of its end now says how long
+      // it ran. More than billed is recorded again (the least it ran was billed, so it never comes back lower).
+      const seen = costOfAttempt(attempt, batchJob, tierOfJob(plane.config, job));
+      if (seen.stoppedAt !== undefined && seen.costUsd > (attempt.costUsd ?? 0)) {
+        const written = await plane.jobs.recordSeenEnd(attempt, {
+          status: batchJob.status,
+          stoppedAt: seen.stoppedAt,
+          costUsd: seen.costUsd,
+          ...(hasEnded(job) ? { endedAfterJob: true } : {}),
+        });
+        recordedHere = written !== undefined;
+        stored = written ?? (await plane.jobs.getAttempt(job.jobId, attempt.attempt));
+        if (written) {
+          logger.warn('an attempt billed while its end was unseen ran longer by Batch’s record; billed again', {
+            jobId: job.jobId,
+            attempt: attempt.attempt,
+            batchJobId: batchJob.jobId,
+            billedUsd: attempt.costUsd,
+            costUsd: seen.costUsd,
+          });
+        }
+      }
     }
     await announceStart(plane, job, stored, batchJob.jobId);
     // Read after the write: a job that ended before it was settled without this attempt's cost.
@@ -265,8 +292,13 @@ export function createBatchEventsHandler(plane: Plane) {
     // Charged whenever the job has ended: monotonic, so a stop Finalize had counted changes nothing.
     const { total } = await costRecorded(current, true);
     if (stored?.endedAfterJob && stored.stoppedAt !== undefined && stored.costUsd !== undefined) {
-      const run = { capacity: stored.capacity, stoppedAt: stored.stoppedAt, costUsd: stored.costUsd };
-      await amendEndedJob(current, 'late-stop', attempt.attempt, batchJob.jobId, run, total);
+      // An end seen late added what Batch's record says beyond what its unseen end was billed.
+      const unseen = stored.unseenCostUsd;
+      const added =
+        unseen === undefined ? stored.costUsd : microUsdToCents(usdToMicros(stored.costUsd) - usdToMicros(unseen));
+      const run = { capacity: stored.capacity, stoppedAt: stored.stoppedAt, costUsd: added };
+      const cause = unseen === undefined ? 'late-stop' : 'unseen-end';
+      await amendEndedJob(current, cause, attempt.attempt, batchJob.jobId, run, total);
     }
     return { action: 'stopped', jobId: job.jobId, attempt: attempt.attempt };
   }
@@ -277,7 +309,7 @@ export function createBatchEventsHandler(plane: Plane) {
    */
   async function amendEndedJob(
     job: JobRecord,
-    cause: 'orphan' | 'late-stop',
+    cause: 'orphan' | 'late-stop' | 'unseen-end',
     attempt: number,
     batchJobId: string,
     run: { capacity: AttemptRecord['capacity']; stoppedAt: number; costUsd: number },

@@ -178,9 +178,11 @@ export const EVENT_SCHEMAS = {
     state: z.enum(['SUCCEEDED', 'FAILED', 'CANCELLED']),
     /**
      * What was billed late: `orphan`, a Batch job that ran under the attempt's name without being its own; `late-stop`,
-     * the attempt's own Batch job, still in Batch when the job ended (its end was recorded after).
+     * the attempt's own Batch job, still in Batch when the job ended (its end was recorded after); `unseen-end`, the
+     * attempt's own Batch job, billed to its last sign of running when Batch did not report it, whose real end Batch
+     * reported later (the difference is added).
      */
-    cause: z.enum(['orphan', 'late-stop']),
+    cause: z.enum(['orphan', 'late-stop', 'unseen-end']),
     /** The attempt the Batch job ran under. */
     attempt,
     batchJobId: z.string().check(z.minLength(1)),
@@ -304,7 +306,9 @@ const SUMMARIES: Record<DetailType, (d: AnyInput) => string> = {
     `Job ${str(d.jobId)} (${teamText(d)}) cost ${usdText(d.addedUsd)} more after it ended ${str(d.state)}: ${
       d.cause === 'late-stop'
         ? `attempt ${str(d.attempt)}'s Batch job ${str(d.batchJobId)} on ${str(d.capacity)} was still running when the job ended, until Trainyard stopped it`
-        : `orphaned Batch job ${str(d.batchJobId)} of attempt ${str(d.attempt)} ran on ${str(d.capacity)} until Trainyard stopped it`
+        : d.cause === 'unseen-end'
+          ? `attempt ${str(d.attempt)}'s Batch job ${str(d.batchJobId)} on ${str(d.capacity)}, billed to its last sign of running when Batch did not report it, ran longer by Batch's own record`
+          : `orphaned Batch job ${str(d.batchJobId)} of attempt ${str(d.attempt)} ran on ${str(d.capacity)} until Trainyard stopped it`
     }. The job's cost is now ${usdText(d.costUsd)}, charged to its budget.`,
   'Job PausedForBudget': (d) =>
     `Job ${str(d.jobId)} (${teamText(d)}) paused at attempt ${str(d.attempt)}: budget ${str(d.scope)} is exhausted (${usdText(d.costSoFarUsd)} spent on the job so far). ${str(d.reason)}`,

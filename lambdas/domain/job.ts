@@ -284,6 +284,11 @@ export const attemptRecordSchema = z.strictObject({
    * to the last sign of it running (lifecycle/common.ts). A Batch job of it reported live after that is terminated.
    */
   endUnseen: z.optional(z.boolean()),
+  /**
+   * What the attempt was billed while its end was unseen (`endUnseen`), kept when Batch reported the real end later and
+   * the stop and cost were recorded again from Batch's record: the difference was added to the job's cost.
+   */
+  unseenCostUsd: z.optional(usd),
   /** When a spot interruption notice for its instance was recorded. */
   noticeAt: z.optional(epochMs),
   /** CloudWatch Logs stream of the attempt's container (Batch's container.logStreamName). */

@@ -352,6 +352,54 @@ export class JobStore {
   }
 
   /**
+   * Records again, from Batch's own record, the stop and cost of an attempt that was billed while its end was unseen
+   * (`endUnseen`, to its last sign of running): what it was billed stays as `unseenCostUsd`, and `endUnseen` is
+   * cleared. Once: the write holds only while the attempt is still as billed (unseen, at that stop and cost, with no
+   * `unseenCostUsd`), so a redelivery or a second writer changes nothing. Returns the attempt as written, or undefined
+   * when it was not as billed any more.
+   */
+  async recordSeenEnd(
+    billed: AttemptRecord,
+    seen: { status: AttemptRecord['status']; stoppedAt: number; costUsd: number; endedAfterJob?: boolean },
+  ): Promise<AttemptRecord | undefined> {
+    if (!billed.endUnseen || billed.stoppedAt === undefined || billed.costUsd === undefined) return undefined;
+    try {
+      const { Attributes } = await this.client.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: jobKeys.attempt(billed.jobId, billed.attempt),
+          UpdateExpression: `SET #status = :status, #stoppedAt = :stoppedAt, #costUsd = :costUsd, #unseenCost = :billedCost${
+            seen.endedAfterJob ? ', #endedAfterJob = :true' : ''
+          } REMOVE #endUnseen`,
+          ConditionExpression:
+            '#endUnseen = :true AND #stoppedAt = :billedStop AND #costUsd = :billedCost AND attribute_not_exists(#unseenCost)',
+          ExpressionAttributeNames: {
+            '#status': 'status',
+            '#stoppedAt': 'stoppedAt',
+            '#costUsd': 'costUsd',
+            '#unseenCost': 'unseenCostUsd',
+            '#endUnseen': 'endUnseen',
+            ...(seen.endedAfterJob ? { '#endedAfterJob': 'endedAfterJob' } : {}),
+          },
+          ExpressionAttributeValues: {
+            ':status': seen.status,
+            ':stoppedAt': seen.stoppedAt,
+            ':costUsd': seen.costUsd,
+            ':billedCost': billed.costUsd,
+            ':billedStop': billed.stoppedAt,
+            ':true': true,
+          },
+          ReturnValues: 'ALL_NEW',
+        }),
+      );
+      return parseAttemptRecord(stripKeys(Attributes ?? {}));
+    } catch (error) {
+      if (isConditionFailure(error)) return undefined;
+      throw error;
+    }
+  }
+
+  /**
    * Updates an attempt. `onlyIfUnset` names the fields that must not be set yet (e.g. stoppedAt), which makes
    * "record the end of this attempt" happen once however often it is replayed; returns undefined when skipped.
    * Several fields make two writers exclusive: "not run" is written only while no Batch job is recorded, and a Batch

@@ -961,6 +961,96 @@ describe('batch-events: an attempt whose end comes after its job ended', () => {
     expect(publishedOf(bench.recorded, 'Job Cost Amended')).toEqual([amended, amended]);
   });
 
+  describe('an attempt billed while its end was unseen, whose end Batch reports later', () => {
+    // Billed to its last sign of running, 600 s after its start, at $0.19 an hour: $0.031667, $0.03. Batch's record
+    // (the fixture) says it ran 2403 billed seconds: $0.126825, $0.13.
+    const UNSEEN = {
+      batchJobId: BATCH_JOB_ID,
+      status: 'FAILED',
+      startedAt: T.started,
+      stoppedAt: T.started + 600_000,
+      usdPerHour: 0.19,
+      costUsd: 0.03,
+      endUnseen: true,
+      startAnnounced: true,
+    } as const;
+
+    it('bills what Batch’s record adds to a settled job, once, and announces it as an unseen end', async () => {
+      await withWorkspace();
+      await seed({ state: 'FAILED', costSoFarUsd: 0.03 }, UNSEEN);
+      await bench.ledger.ensureBudget('team:vision', PERIOD, 400);
+      await bench.ledger.reserve(JOB_ID, ['team:vision'], 1, PERIOD);
+      await bench.ledger.settle(JOB_ID, 0.03);
+
+      expect(await handle(fixture('batch-succeeded'))).toEqual({ action: 'stopped', jobId: JOB_ID, attempt: 1 });
+
+      const attempt = await bench.jobs.getAttempt(JOB_ID, 1);
+      expect(attempt).toMatchObject({
+        status: 'SUCCEEDED',
+        stoppedAt: T.stopped,
+        costUsd: 0.13,
+        unseenCostUsd: 0.03,
+        endedAfterJob: true,
+      });
+      expect(attempt?.endUnseen).toBeUndefined();
+      expect(await bench.jobs.requireJob(JOB_ID)).toMatchObject({ state: 'FAILED', costSoFarUsd: 0.13 });
+      expect(await bench.ledger.usage('team:vision', PERIOD)).toMatchObject({ spentUsd: 0.13, reservedUsd: 0 });
+      const amended = expect.objectContaining({
+        eventId: `${JOB_ID}/cost-amended/${BATCH_JOB_ID}`,
+        cause: 'unseen-end',
+        attempt: 1,
+        addedUsd: 0.1,
+        costUsd: 0.13,
+        summary: `Job ${JOB_ID} (team vision) cost $0.10 more after it ended FAILED: attempt 1's Batch job ${BATCH_JOB_ID} on spot, billed to its last sign of running when Batch did not report it, ran longer by Batch's own record. The job's cost is now $0.13, charged to its budget.`,
+      });
+      expect(publishedOf(bench.recorded, 'Job Cost Amended')).toEqual([amended]);
+      // A redelivery changes nothing and announces the same amendment, with the same id.
+      const after = await bench.snapshot();
+      await handle(fixture('batch-succeeded'));
+      expect(await bench.snapshot()).toEqual(after);
+      expect(publishedOf(bench.recorded, 'Job Cost Amended')).toEqual([amended, amended]);
+    });
+
+    it('puts the longer run on the job’s cost while the job goes on, announcing nothing', async () => {
+      await seed({ state: 'RUNNING', costSoFarUsd: 0.03, counters: { ...jobRecord().counters, attempts: 1 } }, UNSEEN);
+
+      await handle(fixture('batch-succeeded'));
+
+      expect(await bench.jobs.getAttempt(JOB_ID, 1)).toMatchObject({ costUsd: 0.13, unseenCostUsd: 0.03 });
+      expect((await bench.jobs.getAttempt(JOB_ID, 1))?.endedAfterJob).toBeUndefined();
+      expect(await bench.jobs.requireJob(JOB_ID)).toMatchObject({ state: 'RUNNING', costSoFarUsd: 0.13 });
+      expect(bench.recorded.published).toEqual([]);
+    });
+
+    it('keeps the billed end when Batch’s record costs no more (the least it ran was billed)', async () => {
+      // Billed to a sign of running after Batch's recorded stop: $0.16, more than Batch's $0.13.
+      await seed({ state: 'FAILED', costSoFarUsd: 0.16 }, { ...UNSEEN, stoppedAt: T.stopped + 600_000, costUsd: 0.16 });
+      const before = await bench.snapshot();
+
+      await handle(fixture('batch-succeeded'));
+
+      expect(await bench.snapshot()).toEqual(before);
+      expect(bench.recorded.published).toEqual([]);
+    });
+
+    it('records the longer run once when two deliveries race (the second finds it recorded)', async () => {
+      await seed({ state: 'RUNNING', costSoFarUsd: 0.03, counters: { ...jobRecord().counters, attempts: 1 } }, UNSEEN);
+      // The second delivery reads the attempt as billed, then the first records Batch's end before it writes.
+      handle = createBatchEventsHandler(
+        planeOf(
+          jobsRacingFirstRead(
+            async () => void (await createBatchEventsHandler(planeOf(bench.jobs))(fixture('batch-succeeded'))),
+          ),
+        ),
+      );
+
+      await handle(fixture('batch-succeeded'));
+
+      expect(await bench.jobs.getAttempt(JOB_ID, 1)).toMatchObject({ costUsd: 0.13, unseenCostUsd: 0.03 });
+      expect(await bench.jobs.requireJob(JOB_ID)).toMatchObject({ costSoFarUsd: 0.13 });
+    });
+  });
+
   it('terminates an ended job’s attempt when Batch reports it queued or running', async () => {
     await seed({ state: 'FAILED' }, {});
 
