@@ -362,6 +362,11 @@ def _unbuffered() -> dict:
 KERNELS = {False: 'default', True: 'deterministic'}
 
 
+def _mfu(throughput_row: dict) -> str:
+    mfu = throughput_row['mfu']
+    return f'{mfu * 100:.1f} %' if mfu is not None else 'n/a'
+
+
 def _yes(value: bool) -> str:
     return 'yes' if value else 'no'
 
@@ -380,11 +385,9 @@ def markdown(report: dict) -> str:
         '|---|---|---|---|---|---|---|',
     ]
     for t in report['throughput']:
-        mfu = f'{t["mfu"] * 100:.1f} %' if t['mfu'] is not None else 'n/a'
         lines.append(
             f'| {t["dtype"]} | {KERNELS[t["deterministic"]]} | {t["params_m"]} M | {t["ms_per_iter"]} | '
-            f'{t["tokens_per_s"]:,} | {mfu} | '
-            f'{t["hours_for_config_iters"]} |'
+            f'{t["tokens_per_s"]:,} | {_mfu(t)} | {t["hours_for_config_iters"]} |'
         )
     p = report.get('precision')
     if p:
@@ -407,12 +410,11 @@ def markdown(report: dict) -> str:
             '| model | parameters | dtype | TF32 | ms / iteration | tokens / s | MFU (16-bit peak) | share of bfloat16 |',
             '|---|---|---|---|---|---|---|---|',
         ]
-        for t in p['trainer']:
-            mfu = f'{t["mfu"] * 100:.1f} %' if t['mfu'] is not None else 'n/a'
-            lines.append(
-                f'| {t["model"]} | {t["params_m"]} M | {t["dtype"]} | {_yes(t["tf32"])} | {t["ms_per_iter"]} | '
-                f'{t["tokens_per_s"]:,} | {mfu} | {t["share_of_bfloat16"]} |'
-            )
+        lines += [
+            f'| {t["model"]} | {t["params_m"]} M | {t["dtype"]} | {_yes(t["tf32"])} | {t["ms_per_iter"]} | '
+            f'{t["tokens_per_s"]:,} | {_mfu(t)} | {t["share_of_bfloat16"]} |'
+            for t in p['trainer']
+        ]
     lines += [
         '',
         '## Exact resume after a spot notice',
