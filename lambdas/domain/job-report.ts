@@ -489,7 +489,10 @@ export function renderJobReport(input: JobReportInput): string {
   const createdMs = Date.parse(job.createdAt);
   const finishedMs = Date.parse(input.finishedAt);
   const sampleRanges = [samples.gpu, ...samples.loss.map((l) => l.column)].flatMap((c) => c.timeRange() ?? []);
-  const attemptTimes = attempts.flatMap((a) => [a.startedAt, a.stoppedAt].filter((t) => t !== undefined));
+  // Every billed run: an orphan that stopped after the job ended still draws its cost on this axis.
+  const attemptTimes = attempts
+    .flatMap(billedRunsOf)
+    .flatMap((a) => [a.startedAt, a.stoppedAt].filter((t) => t !== undefined));
   const t0 = Math.min(createdMs, ...attemptTimes, ...sampleRanges);
   const t1 = Math.max(finishedMs, t0 + 1000, ...attemptTimes, ...sampleRanges);
   const unit = TIME_UNITS.find((u) => t1 - t0 <= u.upToMs) ?? TIME_UNITS[2];

@@ -289,6 +289,21 @@ describe('renderJobReport: cost plot', () => {
     expect(html).toContain('<g class="marker" data-outcome="moved" data-attempt="2">');
   });
 
+  it('keeps on its axes an orphan that stopped after the job ended, its cost included', () => {
+    // Attempt 3's orphan ran on on-demand from 4.0 h to 6.0 h at $0.50 an hour ($1.00), past the end at 4.6 h.
+    const run = { capacity: 'on-demand', startedAt: T0 + 4 * H, stoppedAt: T0 + 6 * H, usdPerHour: 0.5 } as const;
+    const withOrphan = ATTEMPTS.map((a) =>
+      a.attempt === 3 ? { ...a, orphans: { 'b-late': { ...run, costUsd: 1 } } } : a,
+    );
+
+    const html = renderJobReport(input({ attempts: withOrphan, costUsd: 2.26 }));
+
+    // The plot area ends at x = 760 − 20 (the SVG's width less its right margin); every point of the cost lines lies
+    // inside it, the last one at its right edge.
+    const points = [...polylines(html, 'spot'), ...polylines(html, 'on-demand'), ...polylines(html, 'none')].flat();
+    expect(Math.max(...points.map(([x]) => x))).toBeCloseTo(740, 6);
+  });
+
   it('draws spot and on-demand stretches with their own dash pattern, each in the legend', () => {
     const html = renderJobReport(input());
 
