@@ -15,8 +15,10 @@
  *   minimum, up to the report's `asOf` time and no further;
  * - never started: nothing.
  * An orphaned Batch job recorded on an attempt is one more ended run, with its own capacity, times and cost.
- * Because every period takes a difference of the same C, adjacent periods add up to the attempt's cost exactly: a week
- * is the sum of its seven days to the micro-dollar, and a job's periods add up to what the ledger settled.
+ * Because every period takes a difference of the same C, adjacent periods computed from the same records add up to the
+ * attempt's cost exactly: a week is the sum of its seven days to the micro-dollar, and a job's periods add up to what
+ * the ledger settled. Reports made at different times (the scheduled daily and weekly ones) see the records as they
+ * stood then, so they agree only up to what was recorded in between.
  *
  * Money is integer micro-dollars inside and USD (exact to the micro-dollar) in the report, so rows add up to totals.
  */

@@ -91,6 +91,17 @@ def test_gpu_readings_become_samples_and_decorate_later_ones(tmp_path):
     assert samples[2]['gpu_util'] == 87.5 and samples[2]['step'] == 4
 
 
+def test_a_scripts_own_time_and_attempt_fields_never_replace_the_harness_ones(tmp_path):
+    storage, rec = recorder(tmp_path, attempt=3)
+    rec.record({'time': 1732771234.5, 'attempt': 1, 'step': 5, 'loss': 0.7})
+    rec.upload()
+    sample = json.loads(storage.get_bytes('metrics.jsonl'))
+    assert sample['attempt'] == 3
+    assert re.fullmatch(r'\d{4}-\d{2}-\d{2}T[\d:.]+Z', sample['time'])
+    assert sample['user_time'] == 1732771234.5 and sample['user_attempt'] == 1
+    assert sample['step'] == 5 and rec.step == 5
+
+
 def test_non_finite_losses_are_written_as_null(tmp_path):
     storage, rec = recorder(tmp_path)
     rec.observe_line('step=9 loss=nan')

@@ -36,6 +36,10 @@ DEFAULT_PATTERNS: tuple[re.Pattern[str], ...] = (
 )
 
 
+# The keys the harness sets on every sample in metrics.jsonl; a script's fields of these names are renamed `user_<key>`.
+HARNESS_SAMPLE_KEYS = frozenset({'time', 'attempt'})
+
+
 def _convert(value: str) -> int | float | str:
     try:
         number = float(value)
@@ -111,7 +115,10 @@ class MetricsRecorder:
     def record(self, fields: dict[str, Any]) -> None:
         """Adds one sample and updates progress (step, loss)."""
         with self._lock:
-            sample = {'time': _now_iso(), 'attempt': self.attempt, **self.gpu, **fields}
+            # `time` and `attempt` are the harness's: a script's own fields of those names (a metrics file's epoch
+            # `time`, say) are kept as `user_time` / `user_attempt` rather than misplacing the sample.
+            own = {f'user_{k}' if k in HARNESS_SAMPLE_KEYS else k: v for k, v in fields.items()}
+            sample = {'time': _now_iso(), 'attempt': self.attempt, **self.gpu, **own}
             self.lines.append(json.dumps({k: _json_safe(v) for k, v in sample.items()}))
             step = fields.get('step')
             if isinstance(step, int):
