@@ -31,6 +31,7 @@ import { createBudgetWatchHandler } from '../../lambdas/budget-watch/budget-watc
 import { queueName } from '../../lambdas/domain/batch-names';
 import type { JobRecord, JobState } from '../../lambdas/domain/job';
 import { nextReportRun, REPORT_KINDS, type ReportKind } from '../../lambdas/domain/showback';
+import type { ContainerOverrides } from '../../lambdas/domain/submit-job';
 import { createExecutionEndedHandler } from '../../lambdas/execution-ended/execution-ended';
 import { createInterruptionHandler } from '../../lambdas/interruption/interruption';
 import { createFinalizeHandler } from '../../lambdas/lifecycle/finalize';
@@ -579,14 +580,27 @@ export class S3rverWorkspace extends Workspace {
   }
 }
 
-/** The submission with one more environment variable, unless the job already sets it. */
+/**
+ * The submission with one more environment variable where the job does not set it: in its ContainerOverrides, or, for a
+ * multi-node job (which Batch refuses ContainerOverrides for), in each node group's overrides.
+ */
 export function withEnvironment(input: SubmitJobInput, name: string, value: string): SubmitJobInput {
-  const environment = input.ContainerOverrides?.Environment ?? [];
-  if (environment.some((e) => e.Name === name)) return input;
-  return {
-    ...input,
-    ContainerOverrides: { ...input.ContainerOverrides, Environment: [...environment, { Name: name, Value: value }] },
-  };
+  const sets = (overrides: ContainerOverrides | undefined) =>
+    (overrides?.Environment ?? []).some((e) => e.Name === name);
+  const added = (overrides: ContainerOverrides | undefined): ContainerOverrides => ({
+    ...overrides,
+    Environment: [...(overrides?.Environment ?? []), { Name: name, Value: value }],
+  });
+  const nodes = input.ContainerOverrides === undefined ? input.NodeOverrides : undefined;
+  if (nodes !== undefined) {
+    if (nodes.NodePropertyOverrides.every((node) => sets(node.ContainerOverrides))) return input;
+    const NodePropertyOverrides = nodes.NodePropertyOverrides.map((node) =>
+      sets(node.ContainerOverrides) ? node : { ...node, ContainerOverrides: added(node.ContainerOverrides) },
+    );
+    return { ...input, NodeOverrides: { ...nodes, NodePropertyOverrides } };
+  }
+  if (sets(input.ContainerOverrides)) return input;
+  return { ...input, ContainerOverrides: added(input.ContainerOverrides) };
 }
 
 async function finalizeCutOffJobs(

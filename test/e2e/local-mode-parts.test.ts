@@ -129,4 +129,31 @@ describe('withEnvironment', () => {
   it('keeps a value the submission already sets', () => {
     expect(withEnvironment(input, 'TRAINYARD_JOB_ID', 'other')).toBe(input);
   });
+
+  it('adds it to every node group of a multi-node submission, which has no ContainerOverrides', () => {
+    const overrides = { Command: ['torchrun', 'train.py'], Environment: [{ Name: 'TRAINYARD_JOB_ID', Value: 'j1' }] };
+    const multiNode: SubmitJobInput = {
+      JobName: 'j1-a1',
+      JobQueue: 'trainyard-gpu-multinode-on-demand',
+      JobDefinition: 'trainyard-nlp-gpu-multinode',
+      NodeOverrides: { NodePropertyOverrides: [{ TargetNodes: '0:', ContainerOverrides: overrides }] },
+    };
+
+    const out = withEnvironment(multiNode, 'TRAINYARD_SYNC_INTERVAL_SECONDS', '10');
+
+    expect(out.ContainerOverrides).toBeUndefined();
+    expect(out.NodeOverrides?.NodePropertyOverrides).toEqual([
+      {
+        TargetNodes: '0:',
+        ContainerOverrides: {
+          Command: ['torchrun', 'train.py'],
+          Environment: [
+            { Name: 'TRAINYARD_JOB_ID', Value: 'j1' },
+            { Name: 'TRAINYARD_SYNC_INTERVAL_SECONDS', Value: '10' },
+          ],
+        },
+      },
+    ]);
+    expect(withEnvironment(out, 'TRAINYARD_SYNC_INTERVAL_SECONDS', '20')).toBe(out);
+  });
 });
