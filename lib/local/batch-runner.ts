@@ -22,12 +22,15 @@
  * - Spot notice, harness exits 0 before the reclaim → SUCCEEDED (the work finished in time); any other exit code →
  *   `Essential container in task exited` with that code (the job failed on its own before the host went away).
  * - Otherwise `Essential container in task exited` with the exit code (SUCCEEDED only for 0); a harness that could not
- *   be started → `Task failed to start` with container reason `CannotStartContainerError: …` and no exit code.
+ *   be started (no interpreter, a NUL byte in its command, a folder that cannot be made) → `Task failed to start` with
+ *   container reason `CannotStartContainerError: …`, no exit code, and, as on AWS, no RUNNING and no start time.
+ * An attempt's working folder goes when it ends, as a container's disk does; its checkpoints are in S3.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import {
   createWriteStream,
+  existsSync,
   mkdirSync,
   readdirSync,
   readFileSync,
@@ -39,6 +42,7 @@ import {
 import { constants as osConstants } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
+import type { Writable } from 'node:stream';
 import { type BatchJob, parseBatchJob } from '../../lambdas/domain/batch-job';
 import { HARNESS_EXIT } from '../../lambdas/domain/batch-reasons';
 import { ATTEMPT_TIMEOUT_REASON } from '../../lambdas/domain/outcome';
@@ -144,6 +148,8 @@ export interface LocalBatchRunnerOptions {
   readonly random?: () => number;
   /** Every container log line as it is written. @default - none */
   readonly onLogLine?: (logStreamName: string, line: string) => void;
+  /** Opens an attempt's log file for appending (tests give one that fails). @default - an appending file stream */
+  readonly openLogFile?: (path: string) => Writable;
   /** A callback (state change, notice) failed; the job goes on, as on AWS where event delivery is decoupled. @default - writes to stderr */
   readonly onCallbackError?: (error: unknown, what: string) => void;
 }
@@ -346,6 +352,8 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
       await attempt.logsFlushed;
       await whenGone(attempt.killed);
       finished = this.finishedDetail(attempt);
+    } else if (attempt.spawnError !== undefined) {
+      finished = this.finishedDetail(attempt); // its container never started: "Task failed to start"
     } else {
       // Stopped while RUNNABLE/STARTING: Batch fails it with the reason and no attempts (terminated-cancel-runnable).
       attempt.ended = true;
@@ -354,6 +362,8 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
     }
     attempt.finished = finished;
     await this.cleanUp(attempt);
+    // Its container's disk goes with it, as on AWS: the checkpoints it kept are in S3, its logs under logs/.
+    rmSync(join(this.workDir, 'attempts', attempt.batchJobId), { recursive: true, force: true });
     await this.emit(finished);
     if (finished.status === 'SUCCEEDED') return pascalCaseJob(finished);
     throw new BatchTaskFailed(JSON.stringify(pascalCaseJob(finished)));
@@ -452,7 +462,9 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
    * `<workDir>/attempts/<AWS_BATCH_JOB_ID>/code` of this folder, and the Batch job is not one of this runner's. Each is
    * SIGKILLed with everything under it, as losing the host would; what its attempt cost is recorded from its last sign
    * of running when Finalize finds that Batch no longer knows the job. Call it before anything reads those attempts.
-   * Reads Linux's /proc; elsewhere it finds nothing. Returns the attempts stopped and their processes, by Batch job id.
+   * Then the working folders of attempts that are not this runner's are deleted, as their containers' disks would be
+   * (their checkpoints are in S3). Reads Linux's /proc; elsewhere it finds no process, and still deletes the folders.
+   * Returns the attempts stopped and their processes, by Batch job id.
    */
   async reapOrphans(): Promise<ReapedAttempt[]> {
     const attemptsDir = join(this.workDir, 'attempts');
@@ -469,6 +481,9 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
     const reaped = [...found].map(([batchJobId, pids]) => ({ batchJobId, pids: [...pids].sort((a, b) => a - b) }));
     for (const { pids } of reaped) for (const pid of pids) signal(pid, 'SIGKILL');
     await whenGone(reaped.flatMap((r) => r.pids));
+    const folders = existsSync(attemptsDir) ? readdirSync(attemptsDir) : [];
+    for (const batchJobId of folders.filter((name) => !this.attempts.has(name)))
+      rmSync(join(attemptsDir, batchJobId), { recursive: true, force: true });
     return reaped;
   }
 
@@ -538,31 +553,48 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
     return attempt;
   }
 
+  /**
+   * Starts the attempt's harness. What keeps its container from starting (its folders cannot be made, the command or
+   * environment holds a NUL byte, the interpreter is missing) fails the attempt as Batch fails a task that cannot
+   * start: no RUNNING, no start time, "Task failed to start".
+   */
   private async start(attempt: Attempt): Promise<void> {
     const root = join(this.workDir, 'attempts', attempt.batchJobId);
     const logFile = join(this.workDir, 'logs', `${attempt.logStreamName}.log`);
-    mkdirSync(root, { recursive: true });
-    mkdirSync(dirname(logFile), { recursive: true });
-    const imds = new FakeImds({ instanceId: attempt.instanceId, now: this.now });
-    attempt.imds = imds;
-    const imdsEndpoint = await imds.start();
-    // TerminateJob or stop() while the "instance" was starting: the container never starts.
-    if (attempt.stop !== undefined) return;
-    const command = containerOverridesOf(attempt.input).Command ?? [];
-    const args = ['-m', 'trainyard_harness', ...(command.length > 0 ? ['--', ...command] : [])];
-    attempt.startedAt = this.now();
-    const child = spawn(this.python, args, {
-      cwd: root,
-      env: this.environment(attempt, root, imdsEndpoint),
-      detached: true, // its own process group, as a container's processes are apart from the host's
-      stdio: ['ignore', 'pipe', 'pipe'],
+    let child: ChildProcess;
+    try {
+      mkdirSync(root, { recursive: true });
+      mkdirSync(dirname(logFile), { recursive: true });
+      const imds = new FakeImds({ instanceId: attempt.instanceId, now: this.now });
+      attempt.imds = imds;
+      const imdsEndpoint = await imds.start();
+      // TerminateJob or stop() while the "instance" was starting: the container never starts.
+      if (attempt.stop !== undefined) return;
+      const command = containerOverridesOf(attempt.input).Command ?? [];
+      const args = ['-m', 'trainyard_harness', ...(command.length > 0 ? ['--', ...command] : [])];
+      child = spawn(this.python, args, {
+        cwd: root,
+        env: this.environment(attempt, root, imdsEndpoint),
+        detached: true, // its own process group, as a container's processes are apart from the host's
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+    } catch (error) {
+      attempt.spawnError = `${this.python}: ${error instanceof Error ? error.message : String(error)}`;
+      return;
+    }
+    const spawned = await new Promise<boolean>((settle) => {
+      child.once('spawn', () => settle(true));
+      child.once('error', (error) => {
+        if (attempt.startedAt !== undefined) return; // after the start: reported below
+        attempt.spawnError = `${this.python}: ${error.message}`;
+        settle(false);
+      });
     });
+    if (!spawned) return;
+    child.on('error', (error) => this.reportError(error, `harness of ${attempt.batchJobId}`));
+    attempt.startedAt = this.now();
     attempt.child = child;
     this.pipeLogs(attempt, child, logFile);
-    child.once('error', (error) => {
-      attempt.spawnError = `${this.python}: ${error.message}`;
-      attempt.exited.resolve();
-    });
     child.once('close', (code, signal) => {
       attempt.exitCode = code ?? 128 + (signal ? (osConstants.signals[signal] ?? 0) : 0);
       attempt.exited.resolve();
@@ -651,13 +683,20 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
   }
 
   private pipeLogs(attempt: Attempt, child: ChildProcess, logFile: string): void {
-    const out = createWriteStream(logFile, { flags: 'a' });
+    const out = this.options.openLogFile?.(logFile) ?? createWriteStream(logFile, { flags: 'a' });
+    // A log file that cannot be written (a full disk) loses the file, not local mode: the job runs on, its lines still
+    // reach onLogLine, as a container outlives a failing log driver.
+    let writable = true;
+    out.on('error', (error: Error) => {
+      writable = false;
+      this.reportError(error, `log file ${logFile}`);
+    });
     const streams = [child.stdout, child.stderr].filter((s) => s !== null);
     let open = streams.length;
     for (const stream of streams) {
       const lines = createInterface({ input: stream, crlfDelay: Number.POSITIVE_INFINITY });
       lines.on('line', (line) => {
-        out.write(`${line}\n`);
+        if (writable) out.write(`${line}\n`);
         try {
           this.options.onLogLine?.(attempt.logStreamName, line);
         } catch (error) {
@@ -692,19 +731,14 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
       ...optional('reason', report.containerReason),
     };
     const base = this.detail(attempt, report.status);
+    // A container that never started has no start time (Batch sets startedAt on the move to RUNNING).
+    const started = optional('startedAt', attempt.startedAt);
     return {
       ...base,
       statusReason: report.statusReason,
-      startedAt: attempt.startedAt ?? stoppedAt,
+      ...started,
       stoppedAt,
-      attempts: [
-        {
-          container,
-          startedAt: attempt.startedAt ?? stoppedAt,
-          stoppedAt,
-          statusReason: report.attemptStatusReason,
-        },
-      ],
+      attempts: [{ container, ...started, stoppedAt, statusReason: report.attemptStatusReason }],
       container: { ...(base.container as Record<string, unknown>), ...container },
     };
   }

@@ -1,7 +1,8 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
 import { ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { parseBatchFailureCause, parseBatchJob } from '../../lambdas/domain/batch-job';
@@ -265,7 +266,7 @@ describe('LocalBatchRunner.runJob', () => {
   });
 
   it('reports a harness that cannot start as "Task failed to start" with no exit code (infra-error)', async () => {
-    const { runner } = makeRunner({ python: join(dir, 'no-such-python') });
+    const { runner, states } = makeRunner({ python: join(dir, 'no-such-python') });
     const input = await submission({ command: ['python', '-c', 'pass'] });
 
     const job = parseBatchFailureCause((await failureOf(runner.runJob(input))).cause);
@@ -274,6 +275,59 @@ describe('LocalBatchRunner.runJob', () => {
     expect(job.attempts[0]?.container?.reason).toMatch(/^CannotStartContainerError: .*no-such-python/);
     expect(job.attempts[0]?.container?.exitCode).toBeUndefined();
     expect(classifyAttemptOutcome(job).kind).toBe('infra-error');
+    // As on AWS, a task that never started was never RUNNING and has no start time.
+    expect(states.map((s) => s.status)).toEqual(['RUNNABLE', 'STARTING', 'FAILED']);
+    expect(job.startedAt).toBeUndefined();
+    expect(job.attempts[0]?.startedAt).toBeUndefined();
+  });
+
+  it.each([
+    { name: 'a command holding a NUL byte', command: ['python', '-c', 'print("a\0b")'], blockLogs: false },
+    { name: 'a log folder that cannot be made', command: ['python', '-c', 'pass'], blockLogs: true },
+  ])('fails, as a task that cannot start, an attempt whose start throws: $name', async ({ command, blockLogs }) => {
+    const workDir = join(dir, `start-throws-${blockLogs}`);
+    if (blockLogs) {
+      mkdirSync(join(workDir, 'logs'), { recursive: true });
+      writeFileSync(join(workDir, 'logs', 'vision'), 'a file where the team’s log folder goes');
+    }
+    const { runner, states } = makeRunner({ workDir });
+    const input = await submission({ command });
+
+    const job = parseBatchFailureCause((await failureOf(runner.runJob(input))).cause);
+
+    expect(job.statusReason).toBe('Task failed to start');
+    expect(job.attempts[0]?.container?.reason).toMatch(/^CannotStartContainerError: /);
+    expect(states.map((s) => s.status)).toEqual(['RUNNABLE', 'STARTING', 'FAILED']);
+    // Ended for good: DescribeJobs says FAILED, not RUNNABLE for ever.
+    const ref = { batchJobId: job.jobId, queue: input.JobQueue, jobName: input.JobName };
+    expect((await runner.lookupJob(ref))?.status).toBe('FAILED');
+  });
+
+  it('runs a job on when its log file cannot be written, reporting the failure and still passing each line on', async () => {
+    const failing = new Writable({ write: (_chunk, _encoding, done) => done(new Error('ENOSPC: no space left')) });
+    const lines: string[] = [];
+    const { runner, callbackErrors } = makeRunner({
+      openLogFile: () => failing,
+      onLogLine: (_stream, line) => lines.push(line),
+    });
+    const input = await submission({ command: ['python', '-c', 'print("still here")'] });
+
+    const job = parseBatchJob(await runner.runJob(input));
+
+    expect(job.status).toBe('SUCCEEDED');
+    expect(callbackErrors.some((e) => e.includes('ENOSPC: no space left'))).toBe(true);
+    expect(lines).toContain('still here');
+  });
+
+  it('deletes an attempt’s working folder once it has ended (its checkpoints are in S3)', async () => {
+    const workDir = join(dir, 'attempt-folders');
+    const { runner } = makeRunner({ workDir });
+    const input = await submission({ command: ['python', '-c', 'open("scratch.bin", "wb").write(b"x" * 1024)'] });
+
+    const job = parseBatchJob(await runner.runJob(input));
+
+    expect(existsSync(join(workDir, 'attempts', job.jobId))).toBe(false);
+    expect(existsSync(join(workDir, 'logs'))).toBe(true);
   });
 
   it('refuses an unknown queue and a malformed job name as Batch.ClientException, starting nothing', async () => {
@@ -599,6 +653,9 @@ describe('runner bookkeeping and shutdown', () => {
     // The user command runs in a session of its own: killing the harness's process group alone would have missed it.
     expect(crashed.trainer).not.toBe(crashed.harness);
     expect([own.harness, own.trainer, elsewhere.harness, elsewhere.trainer].every(alive)).toBe(true);
+    // Its working folder goes with it; the restarted runner's own attempt keeps its own.
+    expect(existsSync(join(folder, 'attempts', crashed.batchJobId ?? ''))).toBe(false);
+    expect(existsSync(join(folder, 'attempts', own.batchJobId ?? ''))).toBe(true);
     // Nothing is left for a second call.
     expect(await restarted.runner.reapOrphans()).toEqual([]);
     await crashed.run;
