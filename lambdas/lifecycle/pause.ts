@@ -3,16 +3,21 @@
  * threshold. Record PAUSED_BUDGET with the task token; `resume` (API, or budget-watch once the budget allows it)
  * or `cancel` sends task success to continue. A cancel that arrived before the token was stored is honoured here.
  * The paused job's reservation goes back to its budgets (ledger `returnHeld`): it spends nothing while paused, so it
- * holds no money other jobs could use, and a resume reserves again what it is forecast to cost to finish.
+ * holds no money other jobs could use, and a resume reserves again what it is forecast to cost to finish. First its
+ * recorded cost is accrued: the run since budget-watch last metered it (up to a tick, more for jobs a capped tick left
+ * unmetered) was paid from that reservation, and giving it all back would show spent money as available.
  */
-import { periodOf } from '../domain/budgets';
-import { jobScopes } from '../domain/watch';
+import { periodOf, UnknownBudgetJob } from '../domain/budgets';
+import { jobScopes, recordedCost } from '../domain/watch';
+import { publishCrossings } from '../shared/budget-alerts';
 import type { ControlPlane } from '../shared/control-plane';
 import { jobEvent } from './common';
 import { parseStep, pauseInputSchema } from './steps';
 
 /** Creates the pause step. */
-export function createPauseHandler(plane: Pick<ControlPlane, 'jobs' | 'ledger' | 'events' | 'lifecycle' | 'clock'>) {
+export function createPauseHandler(
+  plane: Pick<ControlPlane, 'config' | 'jobs' | 'ledger' | 'events' | 'lifecycle' | 'clock'>,
+) {
   return async (input: unknown): Promise<{ jobId: string; paused: boolean }> => {
     const { jobId, taskToken } = parseStep(pauseInputSchema, 'PausedForBudget', input);
     const job = await plane.jobs.requireJob(jobId);
@@ -27,7 +32,14 @@ export function createPauseHandler(plane: Pick<ControlPlane, 'jobs' | 'ledger' |
       }
     }
     const reason = `paused: budget scope ${scope} reached its block threshold; raise the budget and resume`;
-    // What the job holds goes back before its token is stored (a resume raises it again, and must come after this).
+    // Charged first (accrue is monotonic, so a retry changes nothing), then what the job still holds goes back, before
+    // its token is stored (a resume raises it again, and must come after this).
+    try {
+      const { crossings } = await plane.ledger.accrue(jobId, recordedCost(await plane.jobs.listAttempts(jobId)));
+      await publishCrossings(plane, crossings, now.toISOString());
+    } catch (error) {
+      if (!(error instanceof UnknownBudgetJob)) throw error;
+    }
     await plane.ledger.returnHeld(jobId);
     const paused = await plane.jobs.transition(jobId, ['WAITING', 'RUNNING', 'PAUSED_BUDGET'], 'PAUSED_BUDGET', {
       pauseToken: taskToken,

@@ -118,7 +118,8 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
       ...budgets,
       ...bus,
     });
-    props.budgetsTable.grantReadData(this.pause);
+    // It accrues the job's recorded cost and gives back what the job still holds (ledger writes).
+    props.budgetsTable.grantReadWriteData(this.pause);
     this.pause.addToRolePolicy(new iam.PolicyStatement({ actions: ['states:SendTaskSuccess'], resources: ['*'] }));
 
     this.finalize = make(
