@@ -18,7 +18,8 @@
  *    included: TerminateJob with the budget-pause reason (the harness checkpoints on SIGTERM; the lifecycle then
  *    pauses the job). Before the stops the ledger
  *    records the exhaustion and the jobs it pauses (`recordExhaustion`); after them `Budget Exhausted` names them
- *    and the exhaustion is marked published (shared/budget-alerts.ts).
+ *    and the exhaustion is marked published (shared/budget-alerts.ts). A job charged to several blocked scopes (its
+ *    team's and its project's) is named in each one's exhaustion and stopped once.
  * 4. Other running jobs with an estimate get the periodic placement check (domain/watch.ts placementStateFor says
  *    what the policy is told, with the tier's record); a move is recorded as a decision (moment periodic-check) and
  *    the attempt is stopped with moveToOnDemand / moveToSpot — the lifecycle starts the next attempt on the other
@@ -442,21 +443,27 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
         unmetered.push({ job, attempts, tier: tierOfJob(plane.config, job), blockedScopes: [] });
       });
     }
+    // A job charged to several blocked scopes is in each one's exhaustion (each gets its `Budget Exhausted`), and is
+    // stopped once, by the first of them whose exhaustion is recorded.
     const stops = new Map<string, { scope: string; period: string; pending: BudgetStop[] }>();
     for (const m of [...metered, ...unmetered]) {
-      const scope = [...m.blockedScopes, ...jobScopes(m.job)].find((s) => blocked.has(scopeMonth(s, m.job)));
+      const scopes = [...new Set([...m.blockedScopes, ...jobScopes(m.job)])].filter((s) =>
+        blocked.has(scopeMonth(s, m.job)),
+      );
       await attempt(m.job.jobId, async () => {
         if (await stopAtDeadline(m.job, m.attempts, nowMs, at)) {
           result.deadlineStopped.push(m.job.jobId);
           return;
         }
-        if (scope !== undefined) {
+        if (scopes.length > 0) {
           const stop = await pendingBudgetStop(m);
           if (!stop) return;
-          const key = scopeMonth(scope, m.job);
-          const entry = stops.get(key) ?? { scope, period: budgetPeriodOf(m.job), pending: [] };
-          entry.pending.push(stop);
-          stops.set(key, entry);
+          for (const scope of scopes) {
+            const key = scopeMonth(scope, m.job);
+            const entry = stops.get(key) ?? { scope, period: budgetPeriodOf(m.job), pending: [] };
+            entry.pending.push(stop);
+            stops.set(key, entry);
+          }
           return;
         }
         const to = await checkPlacement(m, nowMs, at, tierSpots);
@@ -466,6 +473,7 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
 
     // Each exhausted scope: record which jobs pause, stop them, then announce it (a failed announcement is made good
     // by step 7 on a later tick).
+    const stoppedForBudget = new Set<string>();
     for (const { scope, period, pending } of stops.values()) {
       await attempt(`${scope} ${period}`, async () => {
         const exhaustion = await plane.ledger.recordExhaustion(
@@ -473,10 +481,12 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
           period,
           pending.map((stop) => stop.m.job.jobId),
         );
-        if (!exhaustion) return; // its limit was raised since the accrual: nothing to stop
+        if (!exhaustion) return; // its limit was raised since the accrual: nothing to stop for it
         for (const stop of pending) {
+          if (stoppedForBudget.has(stop.m.job.jobId)) continue;
           await attempt(stop.m.job.jobId, async () => {
             await stopForBudget(stop, scope, at);
+            stoppedForBudget.add(stop.m.job.jobId);
             result.budgetStopped.push(stop.m.job.jobId);
           });
         }

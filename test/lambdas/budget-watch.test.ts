@@ -442,6 +442,29 @@ describe('budget watch: exhausted budgets', () => {
     expect(publishedOf(bench.recorded, 'Budget Exhausted')).toHaveLength(1);
   });
 
+  it('announces each blocked scope a job is charged to (its team’s and its project’s), and stops the job once', async () => {
+    // Team limit $0.20 and project limit $0.15, $0.01 reserved in each; the on-demand job accrues $0.25: past both.
+    const job = id('both');
+    const project = `project:${currentTeam}/llm`;
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 0.2);
+    await bench.ledger.ensureBudget(project, PERIOD, 0.15);
+    await runningJob(job, { capacity: 'on-demand', job: { project: 'llm' } });
+    await bench.ledger.reserve(job, [`team:${currentTeam}`, project], 0.01, PERIOD);
+
+    const result = await watch()(fixture('scheduled-event'));
+
+    expect(result.budgetStopped).toEqual([job]);
+    expect(bench.recorded.terminated).toEqual([{ batchJobId: `batch-${job}`, reason: TERMINATE_REASONS.budgetPause }]);
+    const exhausted = publishedOf(bench.recorded, 'Budget Exhausted');
+    expect(exhausted.map((e) => [e.scope, e.pausedJobIds])).toEqual([
+      [`team:${currentTeam}`, [job]],
+      [project, [job]],
+    ]);
+    expect(await bench.jobs.listDecisions(job)).toEqual([
+      expect.objectContaining({ decision: 'stop-attempt 1 budget-pause' }),
+    ]);
+  });
+
   it('announces an exhaustion whose publish failed on a later tick, once, naming the jobs it stopped', async () => {
     // The budget of the first test in this block: both jobs tip it, and both are stopped before PutEvents fails.
     const older = id('older');
