@@ -774,11 +774,25 @@ export class JobStore {
     return attempts;
   }
 
-  /** Jobs in the given states across teams (budget-watch and the periodic check), oldest first per team. */
+  /**
+   * Jobs in the given states across teams (budget-watch and the periodic check), oldest first per team. The states
+   * are filtered by DynamoDB, so only those jobs come back and are parsed: a team's finished jobs, which grow without
+   * end, are read by the index query but never sent or parsed (budget-watch asks three times every 5 minutes).
+   */
   async listJobsInStates(teams: readonly string[], states: readonly JobState[]): Promise<JobRecord[]> {
+    if (states.length === 0) return [];
+    const index = JOBS_INDEXES.byTeam;
+    const wanted = Object.fromEntries(states.map((state, i) => [`:state${i}`, state]));
     const out: JobRecord[] = [];
     for (const team of teams) {
-      for await (const job of this.teamJobs(team)) if (states.includes(job.state)) out.push(job);
+      const items = this.queryAll({
+        IndexName: index.name,
+        KeyConditionExpression: '#pk = :pk',
+        FilterExpression: `#state IN (${Object.keys(wanted).join(', ')})`,
+        ExpressionAttributeNames: { '#pk': index.partition, '#state': 'state' },
+        ExpressionAttributeValues: { ':pk': `TEAM#${team}`, ...wanted },
+      });
+      for await (const item of items) out.push(parseJobRecord(stripKeys(item)));
     }
     return out;
   }
