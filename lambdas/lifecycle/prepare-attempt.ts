@@ -76,7 +76,12 @@ export function createPrepareAttemptHandler(
       // A budget blocked while the job waited (a backoff before a retry): pause rather than start an attempt that
       // budget-watch would stop at its next tick. An attempt already recorded (a replay) goes ahead as planned.
       const blocked = await plane.ledger.firstBlockedScope(jobScopes(job), budgetPeriodOf(job));
-      if (blocked !== undefined) return { jobId, next: 'pause', plan, scope: blocked };
+      if (blocked !== undefined) {
+        // Blocked before its first attempt (between the cost gate and now): the job is still ANALYZING, and the pause
+        // step takes a WAITING job, as a job that runs would be by now.
+        if (job.state === 'ANALYZING') await plane.jobs.transition(jobId, ['ANALYZING', 'WAITING'], 'WAITING');
+        return { jobId, next: 'pause', plan, scope: blocked };
+      }
     }
     const attempt =
       existing ??

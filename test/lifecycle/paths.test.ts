@@ -801,6 +801,36 @@ describe('job lifecycle on the synthesized state machine', () => {
     await expectSettled(bench, jobId);
   });
 
+  it('pauses, instead of failing, a job whose budget was blocked before its first attempt; runs it once raised', async () => {
+    let b: LifecycleBench | undefined;
+    b = await start({
+      config: { teams: [{ id: 'nlp', principals: [RESEARCHER], monthlyBudgetUsd: 1 }] },
+      // An admin lowers the budget below what the job holds between its cost gate and its first attempt.
+      beforeTask: {
+        PrepareAttempt: async (call) => {
+          if (call !== 1 || !b) return;
+          expect((await b.call('PUT', '/budgets/team:nlp', ADMIN, { limitUsd: 0.01 })).status).toBe(200);
+        },
+      },
+    });
+    const bench = b;
+    const jobId = await submit(bench, [{ result: 'succeed' }]);
+    await bench.until('the pause', async () => {
+      const job = await bench.plane.jobs.requireJob(jobId);
+      return job.state === 'PAUSED_BUDGET' && job.pauseToken !== undefined;
+    });
+
+    expect(bench.batch.submissions).toHaveLength(0);
+    expect((await outcome(bench, jobId)).events).toContain('Job PausedForBudget');
+    expect((await bench.call('PUT', '/budgets/team:nlp', ADMIN, { limitUsd: 20 })).status).toBe(200);
+    await bench.runBudgetWatch();
+    await bench.finish(jobId);
+    const r = await outcome(bench, jobId);
+    expect(r.job.state).toBe('SUCCEEDED');
+    expect(r.attempts.map((a) => a.outcome?.kind)).toEqual(['succeeded']);
+    await expectSettled(bench, jobId);
+  });
+
   it('pauses, instead of starting another attempt, a job reclaimed while its budget is blocked', async () => {
     const b = await start({
       config: { teams: [{ id: 'nlp', principals: [RESEARCHER], monthlyBudgetUsd: 1 }] },
