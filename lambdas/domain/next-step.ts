@@ -44,7 +44,7 @@ export const RESUME_RETRY_LIMIT = 4;
 /** What the lifecycle knows when an attempt has ended. */
 export interface NextStepInput {
   /** The job's counters (before this attempt), retry policy and requirements; a whole JobRecord will do. */
-  job: Pick<JobRecord, 'counters' | 'retries' | 'requirements'>;
+  job: Pick<JobRecord, 'counters' | 'retries' | 'requirements' | 'cancelRequested'>;
   /** How the attempt ended (classifyAttemptOutcome). */
   outcome: AttemptOutcome;
   /** Seconds since the job was submitted (the placement policy's clock). */
@@ -175,6 +175,15 @@ export function decideNextStep(input: NextStepInput): NextStep {
     const placed = decidePlacement(placementState('submit', 'none'), input.policy);
     return { capacity: placed.capacity, why: placed.reason };
   };
+
+  // A cancel that came after the attempt ended (or as it ended, before its TerminateJob could say so): nothing more
+  // starts, however the attempt ended; only a success stands as one.
+  if (input.job.cancelRequested && outcome.kind !== 'succeeded' && outcome.kind !== 'cancelled') {
+    return finalize(
+      'CANCELLED',
+      `The job was cancelled; its last attempt had ended (${outcome.kind}: ${outcome.reason}) and none other starts.`,
+    );
+  }
 
   switch (outcome.kind) {
     case 'succeeded':

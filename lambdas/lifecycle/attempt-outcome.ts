@@ -133,7 +133,9 @@ export function createAttemptOutcomeHandler(
     const recorded = ended?.outcome ?? outcome;
     const progress =
       progressFromHarness(await plane.workspace.getJson(jobKeysFor(job.team, jobId).progress), jobId) ?? job.progress;
-    const current = { ...job, progress, counters: countersFrom(attempts, plan.attempt) };
+    // Read again for a cancel made while this step ran (its TerminateJob found the attempt already ended).
+    const { cancelRequested } = await plane.jobs.requireJob(jobId);
+    const current = { ...job, cancelRequested, progress, counters: countersFrom(attempts, plan.attempt) };
     let tierSpotRecord: TierSpotRecord | undefined;
     if (keepsTierSpotRecord(tier)) {
       // A reclaim breaks the tier's spot stretch where the 5-minute probe may not have seen it (tier-spot.ts).

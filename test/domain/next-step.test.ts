@@ -15,6 +15,7 @@ function job(change: {
   counters?: Partial<JobRecord['counters']>;
   retries?: Partial<JobRecord['retries']>;
   deadlineSeconds?: number;
+  cancelRequested?: boolean;
 }): NextStepInput['job'] {
   // Through the record's own sub-schemas, so the documented defaults (no retries, 60 s backoff) apply.
   return {
@@ -23,6 +24,7 @@ function job(change: {
     requirements: requirementsSchema.parse(
       change.deadlineSeconds === undefined ? {} : { deadlineSeconds: change.deadlineSeconds },
     ),
+    ...(change.cancelRequested === undefined ? {} : { cancelRequested: change.cancelRequested }),
   };
 }
 
@@ -380,6 +382,27 @@ const TABLE: Row[] = [
     reasonMentions: ['deadline'],
   },
 ];
+
+describe('decideNextStep for a job whose cancel was requested', () => {
+  it.each([
+    { name: 'an app error it would retry', outcome: OUTCOMES.exit1, retries: { maxAppRetries: 2 } },
+    { name: 'a reclaim it would resume', outcome: OUTCOMES.reclaimed, retries: {} },
+    { name: 'a budget stop it would pause for', outcome: OUTCOMES.budget, retries: {} },
+    { name: 'an infra error it would retry', outcome: OUTCOMES.pull, retries: {} },
+  ])('ends CANCELLED after $name, starting nothing more', ({ outcome, retries }) => {
+    const step = decideNextStep(input(outcome, {}, { cancelRequested: true, retries }));
+
+    expect(step).toMatchObject({ action: 'finalize', finalState: 'CANCELLED', delaySeconds: 0 });
+    expect(step.reason).toContain(outcome.kind);
+  });
+
+  it('keeps a success a success', () => {
+    expect(decideNextStep(input(OUTCOMES.succeeded, {}, { cancelRequested: true }))).toMatchObject({
+      action: 'finalize',
+      finalState: 'SUCCEEDED',
+    });
+  });
+});
 
 describe('decideNextStep', () => {
   it.each(TABLE)('$name', ({ input: given, expected, reasonMentions }) => {

@@ -801,6 +801,35 @@ describe('job lifecycle on the synthesized state machine', () => {
     await expectSettled(bench, jobId);
   });
 
+  it('ends CANCELLED, retrying nothing, a job cancelled as its failed attempt was being recorded', async () => {
+    let b: LifecycleBench | undefined;
+    let jobId = '';
+    b = await start({
+      // The cancel arrives after the attempt ended (its TerminateJob finds nothing running), as AttemptOutcome runs.
+      beforeTask: {
+        AttemptOutcome: async (call) => {
+          if (call !== 1 || !b) return;
+          expect((await b.call('DELETE', `/jobs/${jobId}`, RESEARCHER)).status).toBe(202);
+        },
+      },
+    });
+    const bench = b;
+    jobId = await submit(bench, [{ result: 'app-error', seconds: 300 }, { result: 'succeed' }], {
+      retries: { maxAppRetries: 2, backoffSeconds: 1800 },
+    });
+    await bench.finish(jobId);
+
+    const r = await outcome(bench, jobId);
+    expect(r.job.state).toBe('CANCELLED');
+    expect(bench.batch.submissions).toHaveLength(1);
+    expect(r.attempts.map((a) => a.outcome?.kind)).toEqual(['app-error']);
+    // Decided at once: no backoff to sit out (up to an hour on AWS) and no PrepareAttempt after it.
+    const decisions = (await bench.plane.jobs.listDecisions(jobId)).map((d) => d.decision);
+    expect(decisions.at(-1)).toBe('finalize CANCELLED');
+    expect(bench.taskCalls.filter((t) => t === 'PrepareAttempt')).toHaveLength(1);
+    await expectSettled(bench, jobId);
+  });
+
   it('pauses, instead of failing, a job whose budget was blocked before its first attempt; runs it once raised', async () => {
     let b: LifecycleBench | undefined;
     b = await start({
