@@ -293,7 +293,7 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     tierSpots: ReadonlyMap<string, TierSpotRecord>,
   ): Promise<'spot' | 'on-demand' | undefined> {
     const { policy, tierSpot } = tierPlacementInputs(plane.config.spotPolicy, m.tier, tierSpots.get(m.tier.id), nowMs);
-    const state = placementStateFor(m.job, m.attempts, m.tier, nowMs, tierSpot);
+    const state = placementStateFor(m.job, m.attempts, m.tier, nowMs, tierSpot, policy.restartOverheadSeconds);
     const attempt = runningAttempt(m.attempts) ?? queuedSpotAttempt(m.attempts);
     if (!state || !attempt?.batchJobId) return undefined;
     const placement = decidePlacement(state, policy);

@@ -395,7 +395,8 @@ function decideWithDeadline(state: PlacementState, config: PlacementPolicyConfig
           );
         return decision('on-demand', false, `Stay on on-demand until spot has been available for ${hold} s.`);
       }
-      if (state.current === 'none' && behind)
+      // A queued attempt while spot is seen available is starting, not waiting: it is left to start.
+      if (state.current === 'none' && behind && state.spotAvailable !== true)
         return decision(
           'on-demand',
           true,

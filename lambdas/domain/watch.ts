@@ -319,7 +319,10 @@ export function tierPlacementInputs(
  *   tier's probe saw and since when;
  * - spotHistory: what the job's spot attempts observed since submission (spotHistoryOf, open attempts up to now);
  * - reclaims / capacityCancellations: since the job last moved back to spot; spotAllowed: the tier's setting.
- * A job whose attempt waits in the spot queue (queuedSpotAttempt) is 'none' with spot unavailable since it was queued.
+ * A job whose attempt waits in the spot queue (queuedSpotAttempt) is 'none' with spot unavailable since it was queued,
+ * once it has waited `startAllowanceSeconds` (the restart overhead: an instance booting and pulling the image keeps a
+ * placed attempt RUNNABLE that long); a younger one is starting, not proof of an outage, so it says nothing of spot
+ * and the tier's record speaks (a move to spot is not undone while its attempt starts).
  * Undefined when the job has no estimate (no work figure) or no running or queued attempt.
  */
 export function placementStateFor(
@@ -328,6 +331,7 @@ export function placementStateFor(
   tier: Pick<TierConfig, 'spotAllowed'>,
   nowMs: number,
   tierSpot?: TierSpot,
+  startAllowanceSeconds = 0,
 ): PlacementState | undefined {
   const running = runningAttempt(attempts);
   const queued = running ? undefined : queuedSpotAttempt(attempts);
@@ -340,7 +344,10 @@ export function placementStateFor(
     'current' | 'spotAvailable' | 'spotAvailableForSeconds' | 'spotUnavailableForSeconds'
   >;
   if (queued?.submittedAt !== undefined)
-    observed = { current: 'none', spotAvailable: false, spotUnavailableForSeconds: since(queued.submittedAt) };
+    observed =
+      since(queued.submittedAt) < startAllowanceSeconds
+        ? { current: 'none' }
+        : { current: 'none', spotAvailable: false, spotUnavailableForSeconds: since(queued.submittedAt) };
   else if (running?.capacity === 'spot')
     observed = {
       current: 'spot',

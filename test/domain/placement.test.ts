@@ -178,6 +178,20 @@ const rows: Row[] = [
     move: true,
   },
   {
+    // The same slack, but spot is seen available: the queued attempt is starting (its instance booting), not waiting.
+    rule: 'periodic check: a queued job with the slack under its reserve stays while spot is seen available',
+    state: {
+      deadlineSeconds: 100_000,
+      moment: 'periodic-check',
+      current: 'none',
+      spotAvailable: true,
+      nowSeconds: 90_000,
+      progressSeconds: 41_400,
+    },
+    capacity: 'spot',
+    move: false,
+  },
+  {
     // slack = 100 000 − 99 000 − 500 = 500 s < 1 020 s even without a restart
     rule: 'periodic check: a spot job that can no longer absorb a reclaim moves to on-demand',
     state: {

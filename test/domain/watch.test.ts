@@ -329,6 +329,21 @@ describe('placement input', () => {
     expect(state?.tierSpot).toEqual(tierSpot);
   });
 
+  it('sees a spot attempt queued for less than a start takes as starting: it says nothing of spot', () => {
+    // Queued 200 s ago (T0 + 1600 s), under the 360 s allowance; queued 1200 s ago, over it.
+    const young = [attempt(1, { submittedAt: now - 200_000, startedAt: undefined, batchJobId: 'b-1' })];
+    const state = placementStateFor(job, young, { spotAllowed: true }, now, undefined, 360);
+    expect(state).toMatchObject({ current: 'none' });
+    expect(state?.spotAvailable).toBeUndefined();
+    expect(state?.spotUnavailableForSeconds).toBeUndefined();
+    const old = [attempt(1, { submittedAt: now - 1_200_000, startedAt: undefined, batchJobId: 'b-1' })];
+    expect(placementStateFor(job, old, { spotAllowed: true }, now, undefined, 360)).toMatchObject({
+      current: 'none',
+      spotAvailable: false,
+      spotUnavailableForSeconds: 1200,
+    });
+  });
+
   it('sees a job waiting in the spot queue as holding nothing, with spot unavailable since it was queued', () => {
     const queued = [attempt(1, { submittedAt: T0 + 600_000, startedAt: undefined, batchJobId: 'b-1' })];
     expect(placementStateFor(job, queued, { spotAllowed: true }, now)).toMatchObject({

@@ -867,6 +867,58 @@ describe('budget watch: back to spot', () => {
     expect(await bench.snapshot()).toEqual(afterFirst);
   });
 
+  it('leaves a job it moved to spot in the queue while its attempt starts, not taking the start for an outage', async () => {
+    const jobId = id('starting');
+    // Moved to spot at the last tick: attempt 1 (on-demand) stopped, attempt 2 queued 200 s ago, under the 360 s a
+    // start takes. Two hours of work, none reported done; deadline 10 800 s: slack = 10 800 − 1800 − 7200 = 1800 s.
+    // Spot seen since 14:15:00. Told spot was out for 200 s, the plan would take on-demand (undoing the move).
+    await bench.jobs.createJob(
+      jobRecord({
+        jobId,
+        team: currentTeam,
+        state: 'WAITING',
+        createdAt: new Date(T.created).toISOString(),
+        estimate: { ...ESTIMATE, runtimeSeconds: 7200 },
+        requirements: { deadlineSeconds: 10_800 },
+        progress: { step: 0, totalSteps: 1000, fraction: 0, updatedAt: new Date(TICK_MS - 300_000).toISOString() },
+        bundle: { key: `teams/${currentTeam}/jobs/${jobId}/code.tar.gz`, bytes: 1, sha256: 'c'.repeat(64) },
+      }),
+    );
+    const moved = { kind: 'moved', reason: 'Trainyard: moving back to spot', resumable: true, moveTo: 'spot' } as const;
+    await bench.jobs.putAttempt(
+      attemptRecord({
+        jobId,
+        capacity: 'on-demand',
+        queue: 'trainyard-gpu-small-on-demand',
+        status: 'FAILED',
+        batchJobId: `batch-${jobId}-1`,
+        startedAt: T.started,
+        stoppedAt: TICK_MS - 300_000,
+        usdPerHour: 0.526,
+        costUsd: 0.2,
+        outcome: moved,
+      }),
+    );
+    await bench.jobs.putAttempt(
+      attemptRecord({
+        jobId,
+        attempt: 2,
+        capacity: 'spot',
+        queue: 'trainyard-gpu-small-spot',
+        status: 'RUNNABLE',
+        batchJobId: `batch-${jobId}-2`,
+        submittedAt: TICK_MS - 200_000,
+      }),
+    );
+    await spotSeenSince(TICK_MS - 900_000);
+    spotAnswer = true;
+
+    const result = await watch()(fixture('scheduled-event'));
+
+    expect(result.moved).toEqual([]);
+    expect(bench.recorded.terminated).toEqual([]);
+  });
+
   it('counts spot’s age from before the job went on-demand: the record is the tier’s, not the job’s', async () => {
     const jobId = id('old-spot');
     // Spot has been there since 13:00, before the job was submitted: 5 400 s at the tick.
