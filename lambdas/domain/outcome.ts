@@ -24,8 +24,9 @@
  *  7. Container reasons from ECS's stopped-task error codes that mean the container never ran properly
  *     (CannotPullContainerError, ResourceInitializationError, CannotStartContainerError, DockerTimeoutError, …,
  *     https://docs.aws.amazon.com/AmazonECS/latest/developerguide/stopped-task-errors.html) → infra-error.
- *  8. Harness exit codes: 75 → reclaimed when a spot notice was recorded for the attempt, else moved (both
- *     resumable: the final checkpoint was synced); 76 → resume-failed (the command failed right after a restore;
+ *  8. Harness exit codes: 75 → reclaimed when a spot notice was recorded for the attempt, or the harness itself saw
+ *     one from the instance metadata (its progress.json says so: a warning that came before the platform knew the
+ *     instance), else moved (both resumable: the final checkpoint was synced); 76 → resume-failed (the command failed right after a restore;
  *     the harness marked the checkpoint and one is left to try, so another attempt is worth it); 78 → app-error,
  *     bad configuration; 79 → infra-error.
  *  9. No exit code at all (e.g. `Essential container in task exited` with no `exitCode`) → infra-error: the
@@ -90,6 +91,12 @@ export type AttemptOutcome = z.output<typeof attemptOutcomeSchema>;
 export interface OutcomeContext {
   /** True when the interruption Lambda recorded an EC2 Spot Instance Interruption Warning for this attempt. */
   noticeRecorded?: boolean;
+  /**
+   * True when the attempt's harness reported a spot interruption notice it read from the instance metadata
+   * (progress.json `spot_notice`), which the platform may not have recorded: a warning for an instance no attempt
+   * was known to run on yet.
+   */
+  harnessSawNotice?: boolean;
 }
 
 /** Batch's statusReason when an attempt outlives the job's attemptDurationSeconds. */
@@ -141,6 +148,11 @@ function withExit(outcome: AttemptOutcome, exitCode: number | undefined): Attemp
   return exitCode === undefined ? outcome : { ...outcome, exitCode };
 }
 
+/** The container's exit code of a Batch job's last try (or of the job), when it reported one. */
+export function exitCodeOf(job: Pick<BatchJob, 'attempts' | 'container'>): number | undefined {
+  return job.attempts.at(-1)?.container?.exitCode ?? job.container?.exitCode;
+}
+
 /**
  * Classifies a finished Batch job (one attempt) by the precedence documented at the top of this module.
  * Throws {@link OutcomeNotFinal} for a job that is not SUCCEEDED or FAILED.
@@ -152,7 +164,7 @@ export function classifyAttemptOutcome(job: BatchJob, context: OutcomeContext = 
     );
   }
   const lastAttempt = job.attempts.at(-1);
-  const exitCode = lastAttempt?.container?.exitCode ?? job.container?.exitCode;
+  const exitCode = exitCodeOf(job);
   const containerReason = lastAttempt?.container?.reason ?? job.container?.reason;
   const jobReason = job.statusReason?.trim();
   const attemptReason = lastAttempt?.statusReason?.trim();
@@ -251,6 +263,14 @@ export function classifyAttemptOutcome(job: BatchJob, context: OutcomeContext = 
 
   // 8. Harness exit codes.
   if (exitCode === HARNESS_EXIT.checkpointedResume) {
+    if (!context.noticeRecorded && context.harnessSawNotice) {
+      return {
+        kind: 'reclaimed',
+        reason: `Container exit code 75: the harness checkpointed after a spot interruption notice it read from the instance metadata (the platform had recorded none).`,
+        exitCode,
+        resumable: true,
+      };
+    }
     return context.noticeRecorded
       ? {
           kind: 'reclaimed',

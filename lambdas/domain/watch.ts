@@ -133,6 +133,8 @@ export const harnessProgressSchema = z.looseObject({
   loss: z.optional(z.nullable(z.number())),
   updated_at: z.iso.datetime({ offset: true }),
   resumed_from_step: z.optional(z.nullable(z.int().check(z.nonnegative()))),
+  /** Whether the harness read a spot interruption notice from the instance metadata during the attempt. */
+  spot_notice: z.optional(z.boolean()),
 });
 
 /**
@@ -143,6 +145,12 @@ export function attemptReportedAt(raw: unknown, jobId: string, attempt: number):
   const parsed = harnessProgressSchema.safeParse(raw);
   if (!parsed.success || parsed.data.job_id !== jobId || parsed.data.attempt !== attempt) return undefined;
   return Date.parse(parsed.data.updated_at);
+}
+
+/** Whether progress.json is this attempt's and says its harness read a spot interruption notice from IMDS. */
+export function harnessSawSpotNotice(raw: unknown, jobId: string, attempt: number): boolean {
+  const parsed = harnessProgressSchema.safeParse(raw);
+  return parsed.success && parsed.data.job_id === jobId && parsed.data.attempt === attempt && !!parsed.data.spot_notice;
 }
 
 /** The job record's progress field. */

@@ -88,7 +88,9 @@ export function createInterruptionHandler(
     const notice = parseSpotInterruptionEvent(event);
     const attempts = await plane.jobs.findAttemptsByInstance(notice.instanceId);
     if (attempts.length === 0) {
-      // Any spot instance in the account raises this event; most are not ours.
+      // Any spot instance in the account raises this event; most are not ours. One of ours whose attempt batch-events
+      // has not recorded yet (still starting) is told by the harness instead: it reads the notice from IMDS, and its
+      // progress.json says so, which AttemptOutcome reads when it classifies the exit 75 (outcome.ts rule 8).
       logger.info('spot interruption warning for an instance no attempt ran on', { instanceId: notice.instanceId });
       return { action: 'ignored', why: 'unknown-instance' };
     }
@@ -96,7 +98,7 @@ export function createInterruptionHandler(
     // still running there (Batch may pack several onto one instance) loses the instance.
     const running = attempts.filter((attempt) => attempt.stoppedAt === undefined);
     if (running.length === 0) {
-      // The next attempt to land there records the instance with its RUNNING event, and its notice then finds it.
+      // An attempt that lands there later and is still starting is told of the notice by its harness (above).
       logger.info('spot interruption warning for an instance whose attempts have all ended', {
         instanceId: notice.instanceId,
         attempts: attempts.length,

@@ -6,7 +6,7 @@
 import { costOfAttempt, costOfUnseenEnd } from '../domain/attempt-cost';
 import type { BatchJob } from '../domain/batch-job';
 import { attemptJobName } from '../domain/batch-names';
-import { TERMINATE_REASONS } from '../domain/batch-reasons';
+import { HARNESS_EXIT, TERMINATE_REASONS } from '../domain/batch-reasons';
 import {
   buildEvent,
   type DetailType,
@@ -16,8 +16,8 @@ import {
   jobIdentity,
 } from '../domain/events';
 import { type AttemptRecord, type JobCounters, type JobRecord, TRANSITIONS, tierOfJob } from '../domain/job';
-import { type AttemptOutcome, classifyAttemptOutcome } from '../domain/outcome';
-import { attemptReportedAt } from '../domain/watch';
+import { type AttemptOutcome, classifyAttemptOutcome, exitCodeOf } from '../domain/outcome';
+import { attemptReportedAt, harnessSawSpotNotice } from '../domain/watch';
 import { jobKeysFor } from '../domain/workspace-layout';
 import type { ControlPlane } from '../shared/control-plane';
 import { logger } from '../shared/logger';
@@ -192,7 +192,14 @@ export async function recordAttemptEnd(
       }
     }
   } else {
-    outcome = classifyAttemptOutcome(ended, { noticeRecorded: attempt.noticeAt !== undefined });
+    // Without a recorded notice, the harness's own report says whether IMDS warned of a reclaim (a warning that came
+    // before batch-events had recorded the attempt's instance finds no attempt to record it on).
+    const noticeRecorded = attempt.noticeAt !== undefined;
+    const harnessSawNotice =
+      !noticeRecorded &&
+      exitCodeOf(ended) === HARNESS_EXIT.checkpointedResume &&
+      harnessSawSpotNotice(await plane.workspace.getJson(jobKeysFor(job.team, jobId).progress), jobId, attempt.attempt);
+    outcome = classifyAttemptOutcome(ended, { noticeRecorded, harnessSawNotice });
     const tier = tierOfJob(plane.config, job);
     const { stored } = await plane.jobs.recordStop(attempt, (current) => {
       const cost = costOfAttempt(current, ended, tier);

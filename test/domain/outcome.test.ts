@@ -138,6 +138,7 @@ describe('parseBatchFailureCause / parseBatchJob', () => {
 interface Row {
   fixture: string;
   noticeRecorded?: boolean;
+  harnessSawNotice?: boolean;
   expected: Partial<AttemptOutcome> & Pick<AttemptOutcome, 'kind' | 'resumable'>;
   /** Text from Batch's own field that the reason must quote. */
   quotes: string;
@@ -211,6 +212,20 @@ const TABLE: Row[] = [
     quotes: 'spot interruption notice',
   },
   {
+    // The warning came before the platform knew the instance: only the harness, reading IMDS, saw it.
+    fixture: 'harness-exit-75.sfn-failure.json',
+    harnessSawNotice: true,
+    expected: { kind: 'reclaimed', resumable: true, exitCode: 75 },
+    quotes: 'notice it read from the instance metadata',
+  },
+  {
+    // The harness's word counts for an exit 75 only: a TerminateJob reason still decides (rule 2).
+    fixture: 'terminated-move-to-on-demand.sfn-failure.json',
+    harnessSawNotice: true,
+    expected: { kind: 'moved', resumable: true, moveTo: 'on-demand', exitCode: 75 },
+    quotes: '"Trainyard: moving to on-demand"',
+  },
+  {
     fixture: 'oom.sfn-failure.json',
     expected: { kind: 'app-error', resumable: false, exitCode: 137 },
     quotes: '"OutOfMemoryError: Container killed due to memory usage"',
@@ -228,17 +243,23 @@ const TABLE: Row[] = [
 ];
 
 describe('classifyAttemptOutcome on documented Batch payloads', () => {
-  it.each(TABLE)('$fixture (notice recorded: $noticeRecorded) → $expected.kind', (row) => {
-    const job = loadJob(row.fixture);
+  it.each(TABLE)(
+    '$fixture (notice recorded: $noticeRecorded, seen by the harness: $harnessSawNotice) → $expected.kind',
+    (row) => {
+      const job = loadJob(row.fixture);
 
-    const outcome = classifyAttemptOutcome(job, { noticeRecorded: row.noticeRecorded });
+      const outcome = classifyAttemptOutcome(job, {
+        noticeRecorded: row.noticeRecorded,
+        harnessSawNotice: row.harnessSawNotice,
+      });
 
-    expect(outcome).toMatchObject(row.expected);
-    expect(outcome.reason).toContain(row.quotes);
-    if (row.expected.exitCode === undefined) expect(outcome.exitCode).toBeUndefined();
-    if (row.expected.instanceId === undefined) expect(outcome.instanceId).toBeUndefined();
-    if (row.expected.moveTo === undefined) expect(outcome.moveTo).toBeUndefined();
-  });
+      expect(outcome).toMatchObject(row.expected);
+      expect(outcome.reason).toContain(row.quotes);
+      if (row.expected.exitCode === undefined) expect(outcome.exitCode).toBeUndefined();
+      if (row.expected.instanceId === undefined) expect(outcome.instanceId).toBeUndefined();
+      if (row.expected.moveTo === undefined) expect(outcome.moveTo).toBeUndefined();
+    },
+  );
 
   it('suggests a bigger tier when the container ran out of memory', () => {
     const outcome = classifyAttemptOutcome(loadJob('oom.sfn-failure.json'));

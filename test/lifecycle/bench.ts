@@ -43,7 +43,9 @@ export interface AttemptScript {
    * succeed; reclaim (host terminated); capacity (queue cancels it RUNNABLE); app-error (exit 1); hold (until
    * TerminateJob); queued (RUNNABLE until TerminateJob: no capacity comes, and the queue has no wait limit); unsubmitted (SubmitJob never returns and Batch never hears of the job); lost (SubmitJob answers
    * with a 5xx after Batch created the job, which runs until TerminateJob); lost-late (as lost, but ListJobs does not
-   * list the job yet and its state-change events reach batch-events only after the attempt was recorded as ended).
+   * list the job yet and its state-change events reach batch-events only after the attempt was recorded as ended);
+   * unrecorded-notice (the harness read a spot notice from IMDS that the platform never recorded, checkpointed and
+   * exited 75 before the host went: `Essential container in task exited`, its progress.json saying `spot_notice`).
    */
   readonly result:
     | 'succeed'
@@ -54,7 +56,8 @@ export interface AttemptScript {
     | 'queued'
     | 'unsubmitted'
     | 'lost'
-    | 'lost-late';
+    | 'lost-late'
+    | 'unrecorded-notice';
   /** Seconds the attempt runs (default 1800). */
   readonly seconds?: number;
   /** Training step reached: the harness writes progress.json and a complete checkpoint at this step. */
@@ -174,6 +177,11 @@ export class ScriptedBatch implements LocalBatch, BatchControl {
       if (script.notice) await b.deliverSpotNotice(instance);
       b.clock.advance(script.seconds ?? 1800);
       statusReason = `Host EC2 (instance ${instance}) terminated.`;
+      exitCode = 75;
+      status = 'FAILED';
+    } else if (script.result === 'unrecorded-notice') {
+      b.clock.advance(script.seconds ?? 1800);
+      await b.writeCheckpoint(jobId, attempt, script.step ?? 0, { state: 'checkpointed', spot_notice: true });
       exitCode = 75;
       status = 'FAILED';
     } else if (script.result === 'app-error') {
@@ -334,7 +342,8 @@ export interface LifecycleBench {
   deliverBatchEvent(job: Record<string, unknown>): Promise<void>;
   deliverSpotNotice(instanceId: string): Promise<void>;
   runBudgetWatch(): Promise<void>;
-  writeCheckpoint(jobId: string, attempt: number, step: number): Promise<void>;
+  /** A complete checkpoint at `step` and the harness's progress.json for it (with `progress` fields added). */
+  writeCheckpoint(jobId: string, attempt: number, step: number, progress?: Record<string, unknown>): Promise<void>;
   /** Waits until the job's execution ends. */
   finish(jobId: string): Promise<void>;
   /** Waits (polling the fake world) until a predicate holds. */
@@ -515,7 +524,7 @@ export async function startLifecycleBench(options: BenchOptions = {}): Promise<L
       const event = envelope('aws.events', 'Scheduled Event', {});
       for (let i = 0; i < deliveries; i++) await budgetWatch(event);
     },
-    async writeCheckpoint(jobId, attempt, step) {
+    async writeCheckpoint(jobId, attempt, step, progress = {}) {
       const job = await plane.jobs.requireJob(jobId);
       const keys = jobKeysFor(job.team, jobId);
       const folder = `${keys.checkpoints}ckpt-${String(attempt).padStart(6, '0')}/`;
@@ -539,6 +548,7 @@ export async function startLifecycleBench(options: BenchOptions = {}): Promise<L
           total_steps: 2000,
           loss: 1.5,
           updated_at: clock.now().toISOString(),
+          ...progress,
         }),
       );
     },

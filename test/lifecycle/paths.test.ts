@@ -562,6 +562,20 @@ describe('job lifecycle on the synthesized state machine', () => {
     await expectSettled(b, r.jobId);
   });
 
+  it('counts as a reclaim a stop after a spot notice only the harness saw (it came before the instance was known)', async () => {
+    const b = await start();
+    const r = await run(b, [{ result: 'unrecorded-notice', step: 800, seconds: 1200 }, { result: 'succeed' }]);
+
+    expect(r.job.state).toBe('SUCCEEDED');
+    expect(r.attempts.map((a) => a.outcome?.kind)).toEqual(['reclaimed', 'succeeded']);
+    expect(r.attempts[0]?.outcome?.reason).toContain('read from the instance metadata');
+    expect(r.attempts[0]?.noticeAt).toBeUndefined();
+    expect(r.job.counters.reclaims).toBe(1);
+    const interrupted = b.published.filter((e) => e.DetailType === 'Job Interrupted').map((e) => JSON.parse(e.Detail));
+    expect(interrupted).toEqual([expect.objectContaining({ attempt: 1, cause: 'reclaimed' })]);
+    await expectSettled(b, r.jobId);
+  });
+
   it('hands the harness resume arguments with quotes and spaces word for word', async () => {
     const b = await start();
     const resumeArgs = ['--init_from=resume', "--note=it's resumed", '--glob=*.pt'];

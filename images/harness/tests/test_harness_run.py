@@ -172,6 +172,9 @@ def test_a_spot_notice_stops_the_child_and_exits_75(tmp_path, fake_imds):
     assert run.events('spot_notice')[0]['action'] == 'terminate'
     assert run.events('stop_phases')[0]['reason'] == 'spot-notice:terminate'
     assert stored_checkpoints(tmp_path).restore_newest(str(tmp_path / 'check')) is not None
+    # progress.json says a notice came, so the lifecycle can call the stop a reclaim without the platform's own record.
+    progress = json.loads((tmp_path / 'store' / 'metrics' / 'progress.json').read_text())
+    assert progress['state'] == 'checkpointed' and progress['spot_notice'] is True
 
 
 def test_a_child_that_fails_after_the_signal_still_means_resume_and_its_status_is_logged(tmp_path):
@@ -210,6 +213,8 @@ def test_a_child_that_dies_of_the_stop_signal_still_means_resume(tmp_path):
     run.signal(signal.SIGINT)
     assert run.finish() == 75
     assert run.events('stop_phases')[0]['reason'] == 'SIGINT'
+    # Stopped by a signal with no notice from IMDS: not a reclaim as far as the harness can tell.
+    assert json.loads((tmp_path / 'store' / 'metrics' / 'progress.json').read_text())['spot_notice'] is False
 
 
 def test_a_notice_after_the_child_finished_leaves_exit_0(tmp_path, fake_imds):

@@ -77,6 +77,9 @@ class Harness:
         self.stop_event = threading.Event()
         self.stop_reason: str | None = None
         self.stop_requested_at: float | None = None
+        # Whether IMDS announced a spot interruption of this instance, whatever stopped the command first: progress.json
+        # says so, so the lifecycle can tell a reclaim from another stop when the notice never reached the platform.
+        self.spot_notice_seen = False
         self.child: subprocess.Popen[bytes] | None = None
         self.leader_is_shell = False
 
@@ -94,6 +97,7 @@ class Harness:
         self.request_stop(signal.Signals(signum).name)
 
     def _on_notice(self, notice: InstanceAction) -> None:
+        self.spot_notice_seen = True
         self.request_stop(f'spot-notice:{notice.action}')
 
     def _pump(self, source: IO[bytes], sink: IO[bytes], recorder: MetricsRecorder) -> None:
@@ -593,6 +597,7 @@ class Harness:
     def _final_metrics(self, recorder: MetricsRecorder) -> None:
         if not self.settings.is_main_node:
             return
+        recorder.spot_notice = self.spot_notice_seen
         try:
             recorder.upload(force=True)
         except Exception as error:  # progress is advisory; the exit code already says what happened

@@ -102,6 +102,8 @@ class MetricsRecorder:
         self.resumed_from_step: int | None = None
         self.state = 'starting'
         self.exit_code: int | None = None
+        # Set at the end when IMDS announced a spot interruption during the attempt (progress.json `spot_notice`).
+        self.spot_notice = False
         self.gpu: dict[str, float] = {}
         self._lock = threading.Lock()
         self._dirty = True
@@ -153,6 +155,7 @@ class MetricsRecorder:
                 'loss': _json_safe(self.loss),
                 'resumed_from_step': self.resumed_from_step,
                 'exit_code': self.exit_code,
+                'spot_notice': self.spot_notice,
                 'updated_at': _now_iso(),
             }
 
