@@ -98,6 +98,7 @@ export class PlatformStack extends Stack {
       batchPrefix: props.namePrefix,
       logRetention: config.logRetentionDays,
       alertTopic: this.events.alertTopic,
+      computeSubnets: this.network.computeSubnets,
     });
     this.api = new TrainyardHttpApi(this, 'Api', {
       config,

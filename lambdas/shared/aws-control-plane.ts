@@ -24,6 +24,8 @@ export const ENV = {
   eventBus: 'EVENT_BUS_NAME',
   batchPrefix: 'BATCH_NAME_PREFIX',
   trainingLogGroup: 'TRAINING_LOG_GROUP_NAME',
+  /** Comma-separated subnets the compute environments launch into (budget-watch's spot probe scores their zones). */
+  computeSubnets: 'COMPUTE_SUBNET_IDS',
 } as const;
 
 function lazy<T>(build: () => T): () => T {
@@ -73,7 +75,10 @@ export function awsControlPlane(options: AwsControlPlaneOptions = {}): ControlPl
     }),
     lifecycle: lazy(() => awsLifecycleControl(() => requireEnv(ENV.stateMachine))),
     logs: lazy(() => awsLogReader(requireEnv(ENV.trainingLogGroup))),
-    fleet: lazy(() => awsFleetFacts()),
+    fleet: lazy(() => {
+      const subnets = process.env[ENV.computeSubnets];
+      return awsFleetFacts({}, subnets ? { computeSubnetIds: subnets.split(',') } : {});
+    }),
     spotQuotes: lazy((): SpotQuotes => {
       // The EC2 client module loads on the first quote, not at cold start (see aws-ports.ts).
       let cache: Promise<SpotPriceCache> | undefined;

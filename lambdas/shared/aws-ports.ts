@@ -149,16 +149,46 @@ export function awsLogReader(logGroupName: string, client?: CloudWatchLogsClient
   };
 }
 
+/** Where the fleet's compute runs, for the spot probe. */
+export interface FleetFactsOptions {
+  /**
+   * The subnets the compute environments launch into: the spot probe scores only their Availability Zones (a zone the
+   * instances cannot launch in says nothing of their capacity). @default - every zone of the region
+   */
+  readonly computeSubnetIds?: readonly string[];
+}
+
 /**
  * ECS container instance → EC2 instance facts; spot price history at a moment; spot capacity now, from EC2's spot
  * placement scores (GetSpotPlacementScores: one instance of any of the types, scored per Availability Zone of the
- * client's region; available when the best zone scores at least {@link SPOT_SCORE_AVAILABLE}).
+ * client's region, of the compute subnets' zones when they are given; available when the best of those zones scores
+ * at least {@link SPOT_SCORE_AVAILABLE}).
  */
-export function awsFleetFacts(clients: { ecs?: ECSClient; ec2?: EC2Client } = {}): FleetFacts {
+export function awsFleetFacts(
+  clients: { ecs?: ECSClient; ec2?: EC2Client } = {},
+  options: FleetFactsOptions = {},
+): FleetFacts {
   const ecsSdk = once(() => import('@aws-sdk/client-ecs'));
   const ec2Sdk = once(() => import('@aws-sdk/client-ec2'));
   const ecs = once(async () => clients.ecs ?? new (await ecsSdk()).ECSClient({}));
   const ec2 = once(async () => clients.ec2 ?? new (await ec2Sdk()).EC2Client({}));
+  // The compute subnets' zone ids, asked once (a failed ask is asked again at the next probe).
+  let computeZones: Promise<Set<string>> | undefined;
+  const computeZoneIds = async (subnetIds: readonly string[]): Promise<Set<string>> => {
+    computeZones ??= (async () => {
+      const { DescribeSubnetsCommand } = await ec2Sdk();
+      const out = await (await ec2()).send(new DescribeSubnetsCommand({ SubnetIds: [...subnetIds] }));
+      const zones = new Set((out.Subnets ?? []).flatMap((s) => (s.AvailabilityZoneId ? [s.AvailabilityZoneId] : [])));
+      if (zones.size === 0) throw new Error(`DescribeSubnets gave no zone for subnets ${subnetIds.join(', ')}`);
+      return zones;
+    })();
+    try {
+      return await computeZones;
+    } catch (error) {
+      computeZones = undefined;
+      throw error;
+    }
+  };
   return {
     async instanceFor(containerInstanceArn) {
       // arn:aws:ecs:<region>:<account>:container-instance/<cluster>/<id> — the cluster is in the ARN.
@@ -221,8 +251,14 @@ export function awsFleetFacts(clients: { ecs?: ECSClient; ec2?: EC2Client } = {}
             RegionNames: [region],
           }),
         );
+        const subnets = options.computeSubnetIds ?? [];
+        const zones = subnets.length > 0 ? await computeZoneIds(subnets) : undefined;
         const scores = (out.SpotPlacementScores ?? []).flatMap((s) =>
-          typeof s.Score === 'number' && (s.Region === undefined || s.Region === region) ? [s.Score] : [],
+          typeof s.Score === 'number' &&
+          (s.Region === undefined || s.Region === region) &&
+          (zones === undefined || (s.AvailabilityZoneId !== undefined && zones.has(s.AvailabilityZoneId)))
+            ? [s.Score]
+            : [],
         );
         return scores.length === 0 ? undefined : Math.max(...scores) >= SPOT_SCORE_AVAILABLE;
       } catch (error) {

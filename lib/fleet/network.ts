@@ -21,6 +21,8 @@ export class Network extends Construct {
   public readonly vpc: ec2.IVpc;
   /** Subnets compute environments launch into. */
   public readonly subnets: ec2.SubnetSelection;
+  /** The same subnets, selected (budget-watch's spot probe scores only their Availability Zones). */
+  public readonly computeSubnets: ec2.ISubnet[];
   /** Whether tasks need a public IP to reach ECR and S3 (true when there is no NAT gateway). */
   public readonly assignPublicIp: boolean;
   /** Security group for Batch instances and Fargate tasks: egress only. */
@@ -64,6 +66,7 @@ export class Network extends Construct {
       this.subnets = { subnetType: privateCompute ? ec2.SubnetType.PRIVATE_WITH_EGRESS : ec2.SubnetType.PUBLIC };
       this.assignPublicIp = !privateCompute;
     }
+    this.computeSubnets = this.vpc.selectSubnets(this.subnets).subnets;
     this.securityGroup = new ec2.SecurityGroup(this, 'ComputeSecurityGroup', {
       vpc: this.vpc,
       description: 'Trainyard training compute: no inbound, all outbound (ECR, S3, CloudWatch, IMDS)',

@@ -3,6 +3,7 @@ import type * as batch from 'aws-cdk-lib/aws-batch';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as cloudwatchActions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import type * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
@@ -49,6 +50,11 @@ export interface EventHandlersProps {
   readonly logRetention: logs.RetentionDays;
   /** Topic the alarms notify. @default - alarms with no actions (visible in the console only) */
   readonly alertTopic?: sns.ITopic;
+  /**
+   * Subnets the compute environments launch into: budget-watch's spot probe scores only their Availability Zones.
+   * @default - the probe scores every zone of the region
+   */
+  readonly computeSubnets?: readonly ec2.ISubnet[];
 }
 
 /** One event-driven function with its rules, dead-letter queue and alarms. */
@@ -107,8 +113,8 @@ export const REPORTS_TIMEOUT = Duration.minutes(10);
  * - batch:TerminateJob on this account and region's job ARNs: Batch assigns job ids at submit (acknowledged);
  * - ecs:DescribeContainerInstances on this account and region's container instances (Batch names the clusters);
  *   ec2:DescribeInstances and ec2:DescribeSpotPriceHistory, which have no resource-level permissions (acknowledged);
- * - ec2:GetSpotPlacementScores for budget-watch (the spot probe of on-demand deadline jobs), which has no
- *   resource-level permissions either (acknowledged).
+ * - ec2:GetSpotPlacementScores for budget-watch (the spot probe of on-demand deadline jobs) and ec2:DescribeSubnets
+ *   (the zones of the compute subnets it scores), which have no resource-level permissions either (acknowledged).
  */
 export class EventHandlers extends Construct {
   /** EC2 spot interruption warnings → record the notice, emit Job Interrupted, TerminateJob. */
@@ -188,6 +194,9 @@ export class EventHandlers extends Construct {
         [ENV.workspaceBucket]: props.workspace.bucketName,
         [ENV.eventBus]: props.eventBus.eventBusName,
         [ENV.stateMachine]: props.stateMachine.stateMachineArn,
+        ...(props.computeSubnets?.length
+          ? { [ENV.computeSubnets]: props.computeSubnets.map((subnet) => subnet.subnetId).join(',') }
+          : {}),
       },
       config: props.config,
       timeout: BUDGET_WATCH_TIMEOUT,
@@ -402,7 +411,10 @@ export class EventHandlers extends Construct {
     );
     props.workspace.grantRead(budgetWatch, 'teams/*/jobs/*/metrics/progress.json');
     props.stateMachine.grant(budgetWatch, 'states:SendTaskSuccess');
-    budgetWatch.addToRolePolicy(new iam.PolicyStatement({ actions: ['ec2:GetSpotPlacementScores'], resources: ['*'] }));
+    // The spot probe, and the zones of the compute subnets it scores.
+    budgetWatch.addToRolePolicy(
+      new iam.PolicyStatement({ actions: ['ec2:GetSpotPlacementScores', 'ec2:DescribeSubnets'], resources: ['*'] }),
+    );
 
     const jobsIndexes = `IAM5[Resource::${nagResourceName(this, props.jobsTable.tableArn)}/index/*]`;
     const terminateAck = [
@@ -415,7 +427,7 @@ export class EventHandlers extends Construct {
     ack(
       budgetWatch,
       'IAM5[Resource::*]',
-      'ec2:GetSpotPlacementScores (the spot probe of on-demand deadline jobs) and X-Ray trace writes have no resource-level permissions.',
+      'ec2:GetSpotPlacementScores (the spot probe of on-demand deadline jobs), ec2:DescribeSubnets (the zones of the compute subnets it scores) and X-Ray trace writes have no resource-level permissions.',
     );
 
     ack(interruption, jobsIndexes, 'Finds the attempt on a warned instance through the jobs table index byInstance.');

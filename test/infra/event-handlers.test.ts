@@ -4,6 +4,7 @@ import { Fn, Stack, Validations } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import * as batch from 'aws-cdk-lib/aws-batch';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as s3 from 'aws-cdk-lib/aws-s3';
@@ -339,9 +340,29 @@ describe('EventHandlers grants', () => {
     const interruptionActions = actionsOf(policyOf(logicalId(built.handlers.interruption.function)));
     expect(interruptionActions.filter((a) => a.startsWith('ec2:') || a.startsWith('ecs:'))).toEqual([]);
     const budgetWatchActions = actionsOf(policyOf(logicalId(built.handlers.budgetWatch.function)));
-    expect(budgetWatchActions.filter((a) => a.startsWith('ec2:') || a.startsWith('ecs:'))).toEqual([
+    expect(budgetWatchActions.filter((a) => a.startsWith('ec2:') || a.startsWith('ecs:')).sort()).toEqual([
+      'ec2:DescribeSubnets',
       'ec2:GetSpotPlacementScores',
     ]);
+  });
+
+  it('tells budget-watch the compute subnets, whose zones alone its spot probe scores', () => {
+    const app = createApp({ 'aws:cdk:bundling-stacks': [] });
+    const stack = new Stack(app, 'SubnetsOnly');
+    const subnets = ['subnet-0aaa1111', 'subnet-0bbb2222'].map((id) => ec2.Subnet.fromSubnetId(stack, id, id));
+    const withSubnets = build({ computeSubnets: subnets });
+
+    withSubnets.template.hasResourceProperties('AWS::Lambda::Function', {
+      Description: Match.stringLikeRegexp('every 5 minutes meter running jobs'),
+      Environment: { Variables: Match.objectLike({ COMPUTE_SUBNET_IDS: 'subnet-0aaa1111,subnet-0bbb2222' }) },
+    });
+    // Without subnets (the default), the probe scores every zone of the region and the variable is not set.
+    const budgetWatch = built.template.findResources('AWS::Lambda::Function', {
+      Properties: { Description: Match.stringLikeRegexp('every 5 minutes meter running jobs') },
+    });
+    const variables = Object.values(budgetWatch).map((r) => r.Properties.Environment.Variables);
+    expect(variables).toHaveLength(1);
+    expect(variables[0]).not.toHaveProperty('COMPUTE_SUBNET_IDS');
   });
 
   it('lets only budget-watch read spot placement scores, on any resource (the action has no resource-level permissions)', () => {

@@ -9,6 +9,7 @@ import { CloudWatchLogsClient, GetLogEventsCommand, ResourceNotFoundException } 
 import {
   DescribeInstancesCommand,
   DescribeSpotPriceHistoryCommand,
+  DescribeSubnetsCommand,
   EC2Client,
   EC2ServiceException,
   GetSpotPlacementScoresCommand,
@@ -294,6 +295,66 @@ describe('spot capacity probe (GetSpotPlacementScores)', () => {
       .on(GetSpotPlacementScoresCommand)
       .rejects(new EC2ServiceException({ name, message, $fault: 'client', $metadata: { httpStatusCode: 400 } }));
     expect(await fleet().spotCapacityAvailable?.(GPU_TYPES)).toBeUndefined();
+  });
+
+  describe('scoped to the compute subnets’ zones', () => {
+    // The compute launches into euw1-az1 and euw1-az2; spot is plentiful in euw1-az3 only.
+    const scoped = () =>
+      awsFleetFacts(
+        { ec2: new EC2Client({ region: 'eu-west-1' }) },
+        { computeSubnetIds: ['subnet-0aaa1111', 'subnet-0bbb2222'] },
+      );
+    const subnetsIn = () =>
+      ec2.on(DescribeSubnetsCommand).resolves({
+        Subnets: [
+          { SubnetId: 'subnet-0aaa1111', AvailabilityZoneId: 'euw1-az1' },
+          { SubnetId: 'subnet-0bbb2222', AvailabilityZoneId: 'euw1-az2' },
+        ],
+      });
+
+    it('answers by the compute’s zones only, and asks for their zones once', async () => {
+      subnetsIn();
+      ec2.on(GetSpotPlacementScoresCommand).resolves({
+        SpotPlacementScores: [zone('euw1-az1', 2), zone('euw1-az2', 3), zone('euw1-az3', 9)],
+      });
+      const inCompute = scoped();
+
+      expect(await inCompute.spotCapacityAvailable?.(GPU_TYPES)).toBe(false);
+      expect(await inCompute.spotCapacityAvailable?.(GPU_TYPES)).toBe(false);
+      expect(ec2.commandCalls(DescribeSubnetsCommand).map((c) => c.args[0].input)).toEqual([
+        { SubnetIds: ['subnet-0aaa1111', 'subnet-0bbb2222'] },
+      ]);
+      // Unscoped, the same scores read as available (the zone the compute cannot use scores 9).
+      expect(await fleet().spotCapacityAvailable?.(GPU_TYPES)).toBe(true);
+    });
+
+    it('answers available when one of the compute’s zones scores the bar', async () => {
+      subnetsIn();
+      ec2.on(GetSpotPlacementScoresCommand).resolves({
+        SpotPlacementScores: [zone('euw1-az1', 2), zone('euw1-az2', 8)],
+      });
+      expect(await scoped().spotCapacityAvailable?.(GPU_TYPES)).toBe(true);
+    });
+
+    it('answers undefined when the subnets’ zones cannot be read, and asks again at the next probe', async () => {
+      ec2
+        .on(DescribeSubnetsCommand)
+        .rejectsOnce(
+          new EC2ServiceException({
+            name: 'UnauthorizedOperation',
+            message: 'You are not authorized to perform this operation.',
+            $fault: 'client',
+            $metadata: { httpStatusCode: 403 },
+          }),
+        )
+        .resolves({ Subnets: [{ SubnetId: 'subnet-0aaa1111', AvailabilityZoneId: 'euw1-az1' }] });
+      ec2.on(GetSpotPlacementScoresCommand).resolves({ SpotPlacementScores: [zone('euw1-az1', 9)] });
+      const inCompute = scoped();
+
+      expect(await inCompute.spotCapacityAvailable?.(GPU_TYPES)).toBeUndefined();
+      expect(await inCompute.spotCapacityAvailable?.(GPU_TYPES)).toBe(true);
+      expect(ec2.commandCalls(DescribeSubnetsCommand)).toHaveLength(2);
+    });
   });
 
   it('does not ask for fewer than three distinct types, whose score AWS says is always low', async () => {
