@@ -782,37 +782,59 @@ describe('job lifecycle on the synthesized state machine', () => {
     await expectSettled(b, jobId);
   });
 
-  it('pauses, instead of starting the retry, a job whose budget was blocked during its backoff; runs it once raised', async () => {
+  /**
+   * A bench on a $1 team budget that an admin lowers below what the job holds just before PrepareAttempt's call
+   * `prepareCall`; submits the scripted job and waits for its pause.
+   */
+  async function pausedBeforePrepare(
+    prepareCall: number,
+    scripts: AttemptScript[],
+    options: Record<string, unknown> = {},
+  ): Promise<{ bench: LifecycleBench; jobId: string }> {
     let b: LifecycleBench | undefined;
     b = await start({
       config: { teams: [{ id: 'nlp', principals: [RESEARCHER], monthlyBudgetUsd: 1 }] },
-      // An admin lowers the budget below what the job holds while it waits out its backoff.
       beforeTask: {
         PrepareAttempt: async (call) => {
-          if (call !== 2 || !b) return;
+          if (call !== prepareCall || !b) return;
           expect((await b.call('PUT', '/budgets/team:nlp', ADMIN, { limitUsd: 0.01 })).status).toBe(200);
         },
       },
     });
     const bench = b;
-    const jobId = await submit(bench, [{ result: 'app-error', seconds: 300 }, { result: 'succeed' }], {
-      retries: { maxAppRetries: 2, backoffSeconds: 30 },
-    });
+    const jobId = await submit(bench, scripts, options);
     await bench.until('the pause', async () => {
       const job = await bench.plane.jobs.requireJob(jobId);
       return job.state === 'PAUSED_BUDGET' && job.pauseToken !== undefined;
     });
-
-    expect(bench.batch.submissions).toHaveLength(1);
-    expect((await bench.plane.jobs.listAttempts(jobId)).map((a) => a.attempt)).toEqual([1]);
     expect((await outcome(bench, jobId)).events).toContain('Job PausedForBudget');
+    return { bench, jobId };
+  }
+
+  /** Raises the team budget to $20, lets budget-watch resume the job, and runs it to success; its attempts' kinds. */
+  async function raiseAndSucceed(bench: LifecycleBench, jobId: string): Promise<Array<string | undefined>> {
     expect((await bench.call('PUT', '/budgets/team:nlp', ADMIN, { limitUsd: 20 })).status).toBe(200);
     await bench.runBudgetWatch();
     await bench.finish(jobId);
     const r = await outcome(bench, jobId);
     expect(r.job.state).toBe('SUCCEEDED');
-    expect(r.attempts.map((a) => a.outcome?.kind)).toEqual(['app-error', 'succeeded']);
     await expectSettled(bench, jobId);
+    return r.attempts.map((a) => a.outcome?.kind);
+  }
+
+  it('pauses, instead of starting the retry, a job whose budget was blocked during its backoff; runs it once raised', async () => {
+    // The budget is lowered while the job waits out its backoff, before the retry's PrepareAttempt.
+    const { bench, jobId } = await pausedBeforePrepare(
+      2,
+      [{ result: 'app-error', seconds: 300 }, { result: 'succeed' }],
+      {
+        retries: { maxAppRetries: 2, backoffSeconds: 30 },
+      },
+    );
+
+    expect(bench.batch.submissions).toHaveLength(1);
+    expect((await bench.plane.jobs.listAttempts(jobId)).map((a) => a.attempt)).toEqual([1]);
+    expect(await raiseAndSucceed(bench, jobId)).toEqual(['app-error', 'succeeded']);
   });
 
   it('ends CANCELLED, retrying nothing, a job cancelled as its failed attempt was being recorded', async () => {
@@ -845,33 +867,11 @@ describe('job lifecycle on the synthesized state machine', () => {
   });
 
   it('pauses, instead of failing, a job whose budget was blocked before its first attempt; runs it once raised', async () => {
-    let b: LifecycleBench | undefined;
-    b = await start({
-      config: { teams: [{ id: 'nlp', principals: [RESEARCHER], monthlyBudgetUsd: 1 }] },
-      // An admin lowers the budget below what the job holds between its cost gate and its first attempt.
-      beforeTask: {
-        PrepareAttempt: async (call) => {
-          if (call !== 1 || !b) return;
-          expect((await b.call('PUT', '/budgets/team:nlp', ADMIN, { limitUsd: 0.01 })).status).toBe(200);
-        },
-      },
-    });
-    const bench = b;
-    const jobId = await submit(bench, [{ result: 'succeed' }]);
-    await bench.until('the pause', async () => {
-      const job = await bench.plane.jobs.requireJob(jobId);
-      return job.state === 'PAUSED_BUDGET' && job.pauseToken !== undefined;
-    });
+    // The budget is lowered between the job's cost gate and its first attempt.
+    const { bench, jobId } = await pausedBeforePrepare(1, [{ result: 'succeed' }]);
 
     expect(bench.batch.submissions).toHaveLength(0);
-    expect((await outcome(bench, jobId)).events).toContain('Job PausedForBudget');
-    expect((await bench.call('PUT', '/budgets/team:nlp', ADMIN, { limitUsd: 20 })).status).toBe(200);
-    await bench.runBudgetWatch();
-    await bench.finish(jobId);
-    const r = await outcome(bench, jobId);
-    expect(r.job.state).toBe('SUCCEEDED');
-    expect(r.attempts.map((a) => a.outcome?.kind)).toEqual(['succeeded']);
-    await expectSettled(bench, jobId);
+    expect(await raiseAndSucceed(bench, jobId)).toEqual(['succeeded']);
   });
 
   it('pauses, instead of starting another attempt, a job reclaimed while its budget is blocked', async () => {
