@@ -22,6 +22,8 @@ export interface JobRequirements {
   gpuMemoryGiB?: number;
   runtimeSeconds?: number;
   deadlineSeconds?: number;
+  /** The job's training steps in all: `max_iters` for the estimate and the total the harness's progress counts to. */
+  totalSteps?: number;
 }
 
 /** An estimate with what it was based on and how far to trust it. */
@@ -177,13 +179,22 @@ export function analyzeWorkload(
   const files = normaliseFiles(bundle.files);
   const { entryScript, configFiles, steps } = readCommand(bundle.command, files, unknowns);
   const { hyper, nonLiteral } = readHyperparameters(files, entryScript, steps);
+  const overridesApplied: string[] = [];
+  if (req.totalSteps !== undefined) {
+    // A user override wins: the steps the job runs, whatever the code says (or when it says nothing literal).
+    const code = hyper.max_iters;
+    overridesApplied.push(
+      `totalSteps=${req.totalSteps}${code ? ` (code: max_iters=${code.value} at ${code.source})` : ' (max_iters is not a literal in the code)'}`,
+    );
+    hyper.max_iters = { value: req.totalSteps, source: 'requirements.totalSteps' };
+    nonLiteral.delete('max_iters');
+  }
   refuseNonPositiveSizes(hyper);
   // Assumptions made for missing hyper-parameters, by key; reported together with why the key was missing.
   const assumed = new Map<string, string>();
   const framework = detectFramework(files, entryScript);
   const spread = spreadOf(bundle.command);
   const distributed = spread !== 'one-gpu';
-  const overridesApplied: string[] = [];
   const usesGpu = detectGpu(files, framework, hyper, unknowns);
   if (req.gpuMemoryGiB !== undefined && req.gpuMemoryGiB > 0 && !usesGpu.value) {
     overridesApplied.push(`gpuMemoryGiB=${req.gpuMemoryGiB} implies GPU use (analysis: ${usesGpu.basis})`);
@@ -201,6 +212,11 @@ export function analyzeWorkload(
   }
   for (const [key, assumption] of assumed) {
     if (!nonLiteral.has(key)) unknowns.push(`${key} is not set in the code or command; ${assumption}`);
+  }
+  if (req.deadlineSeconds !== undefined && typeof hyper.max_iters?.value !== 'number') {
+    unknowns.push(
+      "progress: the job's total steps are unknown (no literal max_iters), so its deadline rules count it as not started until it ends and may move it to on-demand early; pass totalSteps (trainyard --total-steps) to track it",
+    );
   }
   let peakGpuMemoryGiB = usesGpu.value ? model?.peakGpuMemoryGiB : undefined;
   if (req.gpuMemoryGiB !== undefined) {
@@ -272,6 +288,10 @@ function checkRequirements(req: JobRequirements, tiers: readonly TierConfig[]): 
   positive('gpuMemoryGiB', req.gpuMemoryGiB, true);
   positive('runtimeSeconds', req.runtimeSeconds, false);
   positive('deadlineSeconds', req.deadlineSeconds, false);
+  positive('totalSteps', req.totalSteps, false);
+  if (req.totalSteps !== undefined && !Number.isInteger(req.totalSteps)) {
+    throw new InvalidRequirement(`totalSteps must be a whole number of steps, got ${req.totalSteps}`);
+  }
   if (req.runtimeSeconds !== undefined && req.runtimeSeconds > MAX_RUNTIME_SECONDS) {
     throw new InvalidRequirement(
       `runtimeSeconds must be at most ${MAX_RUNTIME_SECONDS} (14 days, the longest maxRuntime a tier may have), got ${req.runtimeSeconds}`,

@@ -132,6 +132,9 @@ const usd = z.number().check(z.nonnegative());
  */
 export const GPU_MEMORY_GIB = { min: 0.01, max: 2048 } as const;
 
+/** The most steps a job may declare (`requirements.totalSteps`). */
+export const MAX_TOTAL_STEPS = 1_000_000_000;
+
 /** What the user asked for; every field optional (analysis fills the gaps). */
 export const requirementsSchema = z.strictObject({
   tier: z.optional(idSchema),
@@ -149,6 +152,11 @@ export const requirementsSchema = z.strictObject({
   runtimeSeconds: z.optional(z.int().check(z.positive(), z.lte(MAX_RUNTIME_SECONDS))),
   /** Finish within this many seconds of submission (createdAt). */
   deadlineSeconds: z.optional(z.int().check(z.positive())),
+  /**
+   * Training steps the job runs in all (its `max_iters`), when the code does not say it as a literal: the harness's
+   * progress counts up to it (a deadline job's placement needs to know how far it is) and the estimate uses it.
+   */
+  totalSteps: z.optional(z.int().check(z.positive(), z.lte(MAX_TOTAL_STEPS))),
 });
 
 /** App-error retry policy; defaults to no retries (DESIGN: retry app errors only when the user asked for it). */

@@ -8,7 +8,12 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import { MAX_JOBS_PAGE, scopeIdProblem } from '../../lambdas/api/schemas';
-import { CHECKPOINT_DONE_FILE_RULE, GPU_MEMORY_GIB, isCheckpointDoneFile } from '../../lambdas/domain/job';
+import {
+  CHECKPOINT_DONE_FILE_RULE,
+  GPU_MEMORY_GIB,
+  isCheckpointDoneFile,
+  MAX_TOTAL_STEPS,
+} from '../../lambdas/domain/job';
 import { MAX_LABELS } from '../../lambdas/domain/labels';
 import { checkpointToRestore } from '../../lambdas/domain/workspace-layout';
 import { mapConcurrently } from '../../lambdas/shared/concurrency';
@@ -126,6 +131,7 @@ interface RequirementOptions {
   gpuMemory?: string;
   runtime?: string;
   deadline?: string;
+  totalSteps?: string;
 }
 
 /** Options every submission takes (`submit`, and each job of `sweep`). */
@@ -228,6 +234,8 @@ function requirementsFrom(options: RequirementOptions): Record<string, string | 
     );
   if (options.runtime !== undefined) requirements.runtimeSeconds = parseSeconds('--runtime', options.runtime);
   if (options.deadline !== undefined) requirements.deadlineSeconds = parseSeconds('--deadline', options.deadline);
+  if (options.totalSteps !== undefined)
+    requirements.totalSteps = parseIntegerIn('--total-steps', options.totalSteps, 1, MAX_TOTAL_STEPS);
   return Object.keys(requirements).length ? requirements : undefined;
 }
 
@@ -254,7 +262,8 @@ function addRequirements(command: Command): Command {
     .option('--tier <id>', 'run on this tier (overrides the recommendation)')
     .option('--gpu-memory <GiB>', 'GPU memory the job needs, GiB (overrides the analysis)')
     .option('--runtime <duration>', 'expected runtime, e.g. 45m or 2h (overrides the analysis)')
-    .option('--deadline <duration>', 'finish within this long of submission, e.g. 6h');
+    .option('--deadline <duration>', 'finish within this long of submission, e.g. 6h')
+    .option('--total-steps <n>', "the job's training steps in all, when the code has no literal max_iters (progress)");
 }
 
 /** Adds the options of a submission; `confirmed` names the figure `--max-cost` is compared with. */

@@ -309,6 +309,8 @@ describe('submit', () => {
     [['--runtime', 'soon'], '--runtime must be a duration like 90s, 10m, 2h or 1d (or plain seconds), got "soon"'],
     [['--gpu-memory', '-4'], '--gpu-memory must be a number from 0.01 to 2048 GiB, got "-4"'],
     [['--gpu-memory', '5000'], '--gpu-memory must be a number from 0.01 to 2048 GiB, got "5000"'],
+    [['--total-steps', '0'], '--total-steps must be a whole number from 1 to 1000000000, got "0"'],
+    [['--total-steps', '2.5'], '--total-steps must be a whole number from 1 to 1000000000, got "2.5"'],
     [['--project', 'a..b'], `--project must not contain '..' (a budget scope never may), got "a..b"`],
     [
       ['--project', 'Vision'],

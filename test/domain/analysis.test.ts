@@ -219,6 +219,47 @@ describe('hyper-parameter precedence', () => {
   });
 });
 
+describe('requirements.totalSteps: the steps a job runs, for its progress and its estimate', () => {
+  const literal = analyzeWorkload({ files: nanogpt, command: nanogptCommand }, tiers);
+  // The same project with max_iters read from the environment: no literal the analysis can see.
+  const script = (nanogpt['train.py'] ?? '').replace('max_iters = 600_000', "max_iters = int(os.environ['STEPS'])");
+  const config = (nanogpt['config/train_small.py'] ?? '').replace('max_iters = 5000', '');
+  const unread = { ...nanogpt, 'train.py': script, 'config/train_small.py': config };
+  const withoutIters = ['python', 'train.py', 'config/train_small.py', '--n_layer=6'];
+
+  it('takes totalSteps as max_iters over a literal one, and says it did', () => {
+    const a = analyzeWorkload({ files: nanogpt, command: nanogptCommand }, tiers, { totalSteps: 4000 });
+
+    expect(a.hyperparameters.max_iters).toEqual({ value: 4000, source: 'requirements.totalSteps' });
+    expect(a.overridesApplied).toContain('totalSteps=4000 (code: max_iters=2000 at --max_iters=2000)');
+    // Twice the command's 2000 iterations: twice the training tokens.
+    expect((a.totalTokens?.value ?? 0) / (literal.totalTokens?.value ?? 1)).toBe(2);
+  });
+
+  it('tells a deadline job without a literal max_iters that its progress is unknown, unless totalSteps says it', () => {
+    const blind = analyzeWorkload({ files: unread, command: withoutIters }, tiers, { deadlineSeconds: 36_000 });
+    expect(blind.unknowns.filter((u) => u.startsWith('progress:'))).toEqual([
+      "progress: the job's total steps are unknown (no literal max_iters), so its deadline rules count it as not started until it ends and may move it to on-demand early; pass totalSteps (trainyard --total-steps) to track it",
+    ]);
+
+    const told = analyzeWorkload({ files: unread, command: withoutIters }, tiers, {
+      deadlineSeconds: 36_000,
+      totalSteps: 3000,
+    });
+    expect(told.unknowns.filter((u) => u.startsWith('progress:'))).toEqual([]);
+    expect(told.overridesApplied).toContain('totalSteps=3000 (max_iters is not a literal in the code)');
+    // Without a deadline nothing depends on it: no line.
+    const undated = analyzeWorkload({ files: unread, command: withoutIters }, tiers, { runtimeSeconds: 3600 });
+    expect(undated.unknowns.filter((u) => u.startsWith('progress:'))).toEqual([]);
+  });
+
+  it.each([0, -3, 2.5])('refuses totalSteps %d, changing nothing', (totalSteps) => {
+    expect(
+      thrown(() => analyzeWorkload({ files: nanogpt, command: nanogptCommand }, tiers, { totalSteps })),
+    ).toBeInstanceOf(InvalidRequirement);
+  });
+});
+
 describe('float32 training: each GPU at its own float32 or TF32 peak', () => {
   const float32 = (extra: string[], files: Record<string, string> = nanogpt) =>
     analyzeWorkload({ files, command: [...nanogptCommand, '--dtype=float32', ...extra] }, tiers);

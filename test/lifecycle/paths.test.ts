@@ -576,6 +576,16 @@ describe('job lifecycle on the synthesized state machine', () => {
     await expectSettled(b, r.jobId);
   });
 
+  it('tells the harness the total steps the request gave, which its progress counts up to', async () => {
+    const b = await start();
+    const r = await run(b, [{ result: 'succeed' }], { requirements: { totalSteps: 3000 } });
+
+    expect(r.job.state).toBe('SUCCEEDED');
+    const environment = b.batch.submissions[0]?.ContainerOverrides?.Environment ?? [];
+    expect(environment).toContainEqual({ Name: 'TRAINYARD_TOTAL_STEPS', Value: '3000' });
+    await expectSettled(b, r.jobId);
+  });
+
   it('hands the harness resume arguments with quotes and spaces word for word', async () => {
     const b = await start();
     const resumeArgs = ['--init_from=resume', "--note=it's resumed", '--glob=*.pt'];

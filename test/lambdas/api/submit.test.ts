@@ -308,6 +308,18 @@ describe('POST /jobs refuses bad input with an exact status and message and writ
       code: 'invalid_request',
       message: 'body.requirements.runtimeSeconds: Too small: expected number to be >0',
     },
+    ...[0, 2.5, 1_000_000_001].map((totalSteps) => ({
+      name: `${totalSteps} total steps`,
+      body: { bundle: bundleB64, command, requirements: { totalSteps } },
+      status: 400,
+      code: 'invalid_request',
+      message:
+        totalSteps === 0
+          ? 'body.requirements.totalSteps: Too small: expected number to be >0'
+          : totalSteps === 2.5
+            ? 'body.requirements.totalSteps: Invalid input: expected int, received number'
+            : 'body.requirements.totalSteps: Too big: expected number to be <=1000000000',
+    })),
     {
       name: 'a non-numeric GPU memory',
       body: { bundle: bundleB64, command, requirements: { gpuMemoryGiB: 'NaN' } },
