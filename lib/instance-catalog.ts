@@ -112,10 +112,8 @@ export const GPU_PEAK_TFLOPS: Readonly<Record<string, GpuPeakTflops>> = {
 export interface Float32Share {
   /** float32 throughput ÷ 16-bit tensor-core throughput. */
   readonly share: number;
-  /** Whether the float32 matrix products run as TF32 on tensor cores. */
+  /** Whether the float32 matrix products run as TF32 on tensor cores (allowed, and the GPU has TF32). */
   readonly tf32: boolean;
-  /** Whether the code allowed TF32 but the GPU has none (a T4), so float32 runs on its CUDA cores. */
-  readonly noTf32: boolean;
   /** The GPU model and the two peaks compared, for an estimate's basis: `A10G 62.5 of 125 TFLOPS`. */
   readonly basis: string;
 }
@@ -128,12 +126,11 @@ export function float32ShareOf16Bit(instanceType: string, tf32Allowed: boolean):
   const model = GPU_INSTANCES[instanceType]?.gpuModel;
   const peaks = model === undefined ? undefined : GPU_PEAK_TFLOPS[model];
   if (model === undefined || peaks === undefined) return undefined;
-  const tf32 = tf32Allowed && peaks.tf32 !== undefined;
-  const float32 = tf32 ? (peaks.tf32 ?? peaks.fp32) : peaks.fp32;
+  const tf32 = tf32Allowed ? peaks.tf32 : undefined;
+  const float32 = tf32 ?? peaks.fp32;
   return {
     share: float32 / peaks.tensor16,
-    tf32,
-    noTf32: tf32Allowed && peaks.tf32 === undefined,
+    tf32: tf32 !== undefined,
     basis: `${model} ${float32} of ${peaks.tensor16} TFLOPS`,
   };
 }

@@ -529,7 +529,7 @@ function float32ShareOfTier(tier: TierConfig, tf32: Figure<boolean>): { share: n
     if (!known) return fallback;
     const how = known.tf32
       ? ` as TF32 (${tf32.basis})`
-      : known.noTf32
+      : tf32.value
         ? ' (this GPU has no TF32)'
         : ' (TF32 not allowed)';
     return { share: known.share, basis: `float32${how}: ${known.basis}` };

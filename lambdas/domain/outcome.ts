@@ -26,9 +26,9 @@
  *     https://docs.aws.amazon.com/AmazonECS/latest/developerguide/stopped-task-errors.html) → infra-error.
  *  8. Harness exit codes: 75 → reclaimed when a spot notice was recorded for the attempt, or the harness itself saw
  *     one from the instance metadata (its progress.json says so: a warning that came before the platform knew the
- *     instance), else moved (both resumable: the final checkpoint was synced); 76 → resume-failed (the command failed right after a restore;
- *     the harness marked the checkpoint and one is left to try, so another attempt is worth it); 78 → app-error,
- *     bad configuration; 79 → infra-error.
+ *     instance), else moved (both resumable: the final checkpoint was synced); 76 → resume-failed (the command
+ *     failed right after a restore; the harness marked the checkpoint and one is left to try, so another attempt is
+ *     worth it); 78 → app-error, bad configuration; 79 → infra-error.
  *  9. No exit code at all (e.g. `Essential container in task exited` with no `exitCode`) → infra-error: the
  *     container did not report how it ended, which is the platform's failure, not the user's.
  * 10. Any other non-zero exit code → app-error. Exit 0 on a FAILED job → infra-error (Batch failed it anyway).
@@ -263,27 +263,23 @@ export function classifyAttemptOutcome(job: BatchJob, context: OutcomeContext = 
 
   // 8. Harness exit codes.
   if (exitCode === HARNESS_EXIT.checkpointedResume) {
-    if (!context.noticeRecorded && context.harnessSawNotice) {
+    if (context.noticeRecorded || context.harnessSawNotice) {
+      const notice = context.noticeRecorded
+        ? 'the recorded spot interruption notice'
+        : 'a spot interruption notice it read from the instance metadata (the platform had recorded none)';
       return {
         kind: 'reclaimed',
-        reason: `Container exit code 75: the harness checkpointed after a spot interruption notice it read from the instance metadata (the platform had recorded none).`,
+        reason: `Container exit code 75: the harness checkpointed after ${notice}.`,
         exitCode,
         resumable: true,
       };
     }
-    return context.noticeRecorded
-      ? {
-          kind: 'reclaimed',
-          reason: `Container exit code 75: the harness checkpointed after the recorded spot interruption notice.`,
-          exitCode,
-          resumable: true,
-        }
-      : {
-          kind: 'moved',
-          reason: `Container exit code 75 with no spot notice recorded: the harness was stopped (SIGTERM) and checkpointed.`,
-          exitCode,
-          resumable: true,
-        };
+    return {
+      kind: 'moved',
+      reason: `Container exit code 75 with no spot notice recorded: the harness was stopped (SIGTERM) and checkpointed.`,
+      exitCode,
+      resumable: true,
+    };
   }
   if (exitCode === HARNESS_EXIT.resumeFailed) {
     return {

@@ -137,20 +137,26 @@ export const harnessProgressSchema = z.looseObject({
   spot_notice: z.optional(z.boolean()),
 });
 
+type HarnessProgress = z.output<typeof harnessProgressSchema>;
+
+/** progress.json when it is this attempt's (parsed); undefined when missing, malformed, another job's or attempt's. */
+function attemptProgress(raw: unknown, jobId: string, attempt: number): HarnessProgress | undefined {
+  const parsed = harnessProgressSchema.safeParse(raw);
+  return parsed.success && parsed.data.job_id === jobId && parsed.data.attempt === attempt ? parsed.data : undefined;
+}
+
 /**
  * When the harness last reported from one attempt (epoch ms): progress.json's `updated_at` when the document is that
  * attempt's, else undefined (missing, malformed, another job's, or a later attempt's).
  */
 export function attemptReportedAt(raw: unknown, jobId: string, attempt: number): number | undefined {
-  const parsed = harnessProgressSchema.safeParse(raw);
-  if (!parsed.success || parsed.data.job_id !== jobId || parsed.data.attempt !== attempt) return undefined;
-  return Date.parse(parsed.data.updated_at);
+  const progress = attemptProgress(raw, jobId, attempt);
+  return progress === undefined ? undefined : Date.parse(progress.updated_at);
 }
 
 /** Whether progress.json is this attempt's and says its harness read a spot interruption notice from IMDS. */
 export function harnessSawSpotNotice(raw: unknown, jobId: string, attempt: number): boolean {
-  const parsed = harnessProgressSchema.safeParse(raw);
-  return parsed.success && parsed.data.job_id === jobId && parsed.data.attempt === attempt && !!parsed.data.spot_notice;
+  return attemptProgress(raw, jobId, attempt)?.spot_notice === true;
 }
 
 /** The job record's progress field. */

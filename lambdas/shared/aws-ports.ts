@@ -172,9 +172,11 @@ export function awsFleetFacts(
   const ec2Sdk = once(() => import('@aws-sdk/client-ec2'));
   const ecs = once(async () => clients.ecs ?? new (await ecsSdk()).ECSClient({}));
   const ec2 = once(async () => clients.ec2 ?? new (await ec2Sdk()).EC2Client({}));
-  // The compute subnets' zone ids, asked once (a failed ask is asked again at the next probe).
+  // The compute subnets' zone ids, asked once (a failed ask is asked again at the next probe); none given: any zone.
+  const subnetIds = options.computeSubnetIds ?? [];
   let computeZones: Promise<Set<string>> | undefined;
-  const computeZoneIds = async (subnetIds: readonly string[]): Promise<Set<string>> => {
+  const computeZoneIds = async (): Promise<Set<string> | undefined> => {
+    if (subnetIds.length === 0) return undefined;
     computeZones ??= (async () => {
       const { DescribeSubnetsCommand } = await ec2Sdk();
       const out = await (await ec2()).send(new DescribeSubnetsCommand({ SubnetIds: [...subnetIds] }));
@@ -251,8 +253,7 @@ export function awsFleetFacts(
             RegionNames: [region],
           }),
         );
-        const subnets = options.computeSubnetIds ?? [];
-        const zones = subnets.length > 0 ? await computeZoneIds(subnets) : undefined;
+        const zones = await computeZoneIds();
         const scores = (out.SpotPlacementScores ?? []).flatMap((s) =>
           typeof s.Score === 'number' &&
           (s.Region === undefined || s.Region === region) &&

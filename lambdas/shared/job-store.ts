@@ -677,19 +677,31 @@ export class JobStore {
 
   /**
    * Every job of a team, oldest first, page by page through the byTeam index; with `createdBeforeMs`, only those
-   * created before it. The showback reads a period's jobs this way without a lower bound, so no long-running job is
-   * missed; budget-watch and local mode's restart read every job in some states.
+   * created before it; with `states`, only those in one of them. The showback reads a period's jobs this way without a
+   * lower bound, so no long-running job is missed; budget-watch and local mode's restart read the jobs in some states.
    */
-  async *teamJobs(team: string, options: { createdBeforeMs?: number } = {}): AsyncGenerator<JobRecord> {
+  async *teamJobs(
+    team: string,
+    options: { createdBeforeMs?: number; states?: readonly JobState[] } = {},
+  ): AsyncGenerator<JobRecord> {
     const index = JOBS_INDEXES.byTeam;
     const bounded = options.createdBeforeMs !== undefined;
+    // States are filtered by DynamoDB: the others are read by the query but never sent or parsed.
+    const states = Object.fromEntries((options.states ?? []).map((state, i) => [`:state${i}`, state]));
+    const filtered = Object.keys(states).length > 0;
     const items = this.queryAll({
       IndexName: index.name,
       KeyConditionExpression: bounded ? '#pk = :pk AND #sk < :before' : '#pk = :pk',
-      ExpressionAttributeNames: { '#pk': index.partition, ...(bounded ? { '#sk': index.sort } : {}) },
+      ...(filtered ? { FilterExpression: `#state IN (${Object.keys(states).join(', ')})` } : {}),
+      ExpressionAttributeNames: {
+        '#pk': index.partition,
+        ...(bounded ? { '#sk': index.sort } : {}),
+        ...(filtered ? { '#state': 'state' } : {}),
+      },
       ExpressionAttributeValues: {
         ':pk': `TEAM#${team}`,
         ...(bounded ? { ':before': new Date(options.createdBeforeMs as number).toISOString() } : {}),
+        ...states,
       },
     });
     for await (const item of items) yield parseJobRecord(stripKeys(item));
@@ -781,19 +793,8 @@ export class JobStore {
    */
   async listJobsInStates(teams: readonly string[], states: readonly JobState[]): Promise<JobRecord[]> {
     if (states.length === 0) return [];
-    const index = JOBS_INDEXES.byTeam;
-    const wanted = Object.fromEntries(states.map((state, i) => [`:state${i}`, state]));
     const out: JobRecord[] = [];
-    for (const team of teams) {
-      const items = this.queryAll({
-        IndexName: index.name,
-        KeyConditionExpression: '#pk = :pk',
-        FilterExpression: `#state IN (${Object.keys(wanted).join(', ')})`,
-        ExpressionAttributeNames: { '#pk': index.partition, '#state': 'state' },
-        ExpressionAttributeValues: { ':pk': `TEAM#${team}`, ...wanted },
-      });
-      for await (const item of items) out.push(parseJobRecord(stripKeys(item)));
-    }
+    for (const team of teams) for await (const job of this.teamJobs(team, { states })) out.push(job);
     return out;
   }
 

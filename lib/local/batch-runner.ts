@@ -583,11 +583,14 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
       return;
     }
     const spawned = await new Promise<boolean>((settle) => {
-      child.once('spawn', () => settle(true));
-      child.once('error', (error) => {
-        if (attempt.startedAt !== undefined) return; // after the start: reported below
+      const failed = (error: Error) => {
         attempt.spawnError = `${this.python}: ${error.message}`;
         settle(false);
+      };
+      child.once('error', failed);
+      child.once('spawn', () => {
+        child.off('error', failed);
+        settle(true);
       });
     });
     if (!spawned) return;
