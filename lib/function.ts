@@ -74,8 +74,11 @@ export interface TrainyardFunctionProps {
   readonly memorySize?: number;
   /** One sentence saying what the function does (shown in the console). */
   readonly description: string;
-  /** Resolved configuration, baked into the bundle as process.env.TRAINYARD_CONFIG. @default - none */
-  readonly config?: TrainyardConfig;
+  /**
+   * Resolved configuration, baked into the bundle as process.env.TRAINYARD_CONFIG. Every function gets it: a handler
+   * that reads it without it fails only when that path runs (the interruption handler once did, after its work).
+   */
+  readonly config: TrainyardConfig;
   /**
    * Where Lambda puts an asynchronous invocation (an EventBridge target's) that still failed after its retries: the
    * event itself is the message body. @default - none (Lambda drops it)
@@ -122,7 +125,7 @@ export class TrainyardFunction extends NodejsFunction {
         externalModules: [...LAMBDA_BUNDLING.external],
         banner: LAMBDA_BUNDLING.banner,
         // The config is part of the code, not an env var: no 4 KB limit, and a config change redeploys the code.
-        define: props.config ? configDefine(props.config) : undefined,
+        define: configDefine(props.config),
       },
     });
     this.handlerName = handlerOfEntry(props.entry);

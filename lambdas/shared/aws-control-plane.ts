@@ -1,7 +1,8 @@
 /**
  * The control plane on AWS, assembled from environment variables. Each dependency is built on first use, so a
- * function only needs (and is only granted) the variables and permissions of the parts its handler touches; a
- * missing variable fails at cold start with its name because handlers take their dependencies when created.
+ * function only needs (and is only granted) the variables and permissions of the parts its handler takes. A missing
+ * variable fails with its name on first use, which may be on a path a handler rarely runs: test/infra/function-
+ * ports.test.ts checks that every function has the variable and a grant for each part its handler's factory takes.
  */
 import { awsBatchControl, awsEventPublisher, awsFleetFacts, awsLifecycleControl, awsLogReader } from './aws-ports';
 import type { ControlPlane, SpotQuotes } from './control-plane';

@@ -164,7 +164,6 @@ export class EventHandlers extends Construct {
         [ENV.workspaceBucket]: props.workspace.bucketName,
         [ENV.eventBus]: props.eventBus.eventBusName,
       },
-      config: props.config,
       rules: [
         {
           description: 'Batch job state changes of Trainyard queues',
@@ -198,7 +197,6 @@ export class EventHandlers extends Construct {
           ? { [ENV.computeSubnets]: props.computeSubnets.map((subnet) => subnet.subnetId).join(',') }
           : {}),
       },
-      config: props.config,
       timeout: BUDGET_WATCH_TIMEOUT,
       rules: [
         {
@@ -238,7 +236,6 @@ export class EventHandlers extends Construct {
         [ENV.workspaceBucket]: props.workspace.bucketName,
         [ENV.eventBus]: props.eventBus.eventBusName,
       },
-      config: props.config,
       timeout: EXECUTION_ENDED_TIMEOUT,
       rules: [
         {
@@ -264,7 +261,6 @@ export class EventHandlers extends Construct {
           [ENV.workspaceBucket]: props.workspace.bucketName,
           [ENV.eventBus]: props.eventBus.eventBusName,
         },
-        config: props.config,
         timeout: REPORTS_TIMEOUT,
         rules: kinds.map((kind) => ({
           id: kind === 'daily' ? 'Daily' : 'Weekly',
@@ -288,7 +284,6 @@ export class EventHandlers extends Construct {
       entry: string;
       description: string;
       environment: Record<string, string>;
-      config?: TrainyardConfig;
       timeout?: Duration;
       rules: Array<{
         /** Suffix of the rule's id when a function has several rules. */
@@ -321,7 +316,7 @@ export class EventHandlers extends Construct {
       environment: spec.environment,
       logRetention: props.logRetention,
       deadLetterQueue: deadLetters,
-      ...(spec.config ? { config: spec.config } : {}),
+      config: props.config,
       ...(spec.timeout ? { timeout: spec.timeout } : {}),
     });
     fn.configureAsyncInvoke({

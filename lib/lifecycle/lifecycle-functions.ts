@@ -84,11 +84,14 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
       'Trainyard lifecycle: plan the next Batch attempt',
       {
         ...bucket,
+        ...budgets,
         ...bus,
         [ENV.batchPrefix]: props.batchPrefix,
       },
     );
     grantTeamFolders(this.prepareAttempt, props.workspace);
+    // Whether a budget the job is charged to is blocked: the job then pauses instead of starting its next attempt.
+    props.budgetsTable.grantReadData(this.prepareAttempt);
 
     this.attemptOutcome = make(
       'AttemptOutcome',

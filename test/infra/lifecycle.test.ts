@@ -137,11 +137,11 @@ describe('job state machine', () => {
   });
 
   it('lets only the steps that touch budgets use the budgets table, and only CostGate, Pause and Finalize write it', () => {
-    // AttemptOutcome reads whether a budget is blocked (the job then pauses instead of starting another attempt);
-    // Pause accrues the paused job's cost and gives back what it still holds.
+    // AttemptOutcome and PrepareAttempt read whether a budget is blocked (the job then pauses instead of starting
+    // another attempt); Pause accrues the paused job's cost and gives back what it still holds.
     const access: Record<string, 'none' | 'read' | 'write'> = {
       Analyze: 'none',
-      PrepareAttempt: 'none',
+      PrepareAttempt: 'read',
       AttemptOutcome: 'read',
       CostGate: 'write',
       Pause: 'write',
