@@ -235,7 +235,10 @@ export const jobRecordSchema = z.strictObject({
   env: z._default(z.record(z.string(), z.string()), {}),
   /** Set by a cancel request; every lifecycle step honours it at its next decision. */
   cancelRequested: z.optional(z.boolean()),
-  /** Step Functions task token of a job paused for budget (resume sends task success to it). */
+  /**
+   * Step Functions task token the job's execution waits on: paused for budget (resume or cancel sends it task
+   * success), or sitting out the wait before a retry (Backoff: a cancel sends it, and the job ends at once).
+   */
   pauseToken: z.optional(z.string().check(z.minLength(1))),
   /** Last change to the record. */
   updatedAt: z.optional(isoTimestamp),

@@ -96,9 +96,12 @@ export function createPrepareAttemptHandler(
       }));
     if (job.state === 'PAUSED_BUDGET') {
       await plane.jobs.transition(jobId, ['PAUSED_BUDGET'], 'WAITING', {});
-      await plane.jobs.patchJob(jobId, {}, ['pauseToken']);
     } else {
       await plane.jobs.transition(jobId, ['ANALYZING', 'WAITING', 'RUNNING'], 'WAITING');
+    }
+    // The token of the pause or the backoff the job waited in is spent: a cancel has nothing to send it now.
+    if (job.state === 'PAUSED_BUDGET' || job.pauseToken !== undefined) {
+      await plane.jobs.patchJob(jobId, {}, ['pauseToken']);
     }
 
     const keys = jobKeysFor(job.team, jobId);

@@ -43,8 +43,13 @@ export const attemptOutcomeInputSchema = z.looseObject({
   batchError: z.optional(z.object({ Error: z.string(), Cause: z.optional(z.string()) })),
 });
 
+const taskToken = z.string().check(z.minLength(1));
+
 /** Input of the pause step (waitForTaskToken). */
-export const pauseInputSchema = z.looseObject({ jobId, taskToken: z.string().check(z.minLength(1)) });
+export const pauseInputSchema = z.looseObject({ jobId, taskToken });
+
+/** Input of the Backoff step (waitForTaskToken, timing out after the delay). */
+export const backoffInputSchema = z.looseObject({ jobId, taskToken, delaySeconds: z.int().check(z.positive()) });
 
 /** Input of Finalize. */
 export const finalizeInputSchema = z.looseObject({

@@ -18,6 +18,7 @@ export interface LifecycleSteps {
   readonly prepareAttempt: lambda.IFunction;
   readonly attemptOutcome: lambda.IFunction;
   readonly pause: lambda.IFunction;
+  readonly backoff: lambda.IFunction;
   readonly finalize: lambda.IFunction;
 }
 
@@ -198,9 +199,26 @@ export class JobStateMachine extends Construct {
     });
 
     const prepareAttempt = guarded(step(n.prepareAttempt, props.steps.prepareAttempt));
-    const backoff = new sfn.Wait(this, n.backoff, {
-      time: sfn.WaitTime.secondsPath('$.plan.delaySeconds'),
-    }).next(prepareAttempt);
+    // The wait before a retry, as a Task that waits on its token and times out after the delay (not a Wait state, which
+    // nothing can cut short): a cancel sends the token task success, and the job ends at once instead of up to an hour
+    // later. Either way the next step is PrepareAttempt, which honours the cancel or starts the attempt.
+    const backoff = new tasks.LambdaInvoke(this, n.backoff, {
+      lambdaFunction: props.steps.backoff,
+      integrationPattern: sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+      payload: sfn.TaskInput.fromObject({
+        'jobId.$': '$.jobId',
+        'delaySeconds.$': '$.plan.delaySeconds',
+        taskToken: sfn.JsonPath.taskToken,
+      }),
+      taskTimeout: sfn.Timeout.at('$.plan.delaySeconds'),
+      resultPath: sfn.JsonPath.DISCARD,
+    })
+      .addRetry(TRANSIENT_RETRY)
+      .addRetry(STEP_RETRY)
+      // The delay is over. Caught before the catch-all: States.ALL matches States.Timeout too.
+      .addCatch(prepareAttempt, { errors: [sfn.Errors.TIMEOUT], resultPath: sfn.JsonPath.DISCARD })
+      .addCatch(stepFailed, { resultPath: '$.failure' })
+      .next(prepareAttempt);
     const pausedForBudget = new tasks.LambdaInvoke(this, n.pausedForBudget, {
       lambdaFunction: props.steps.pause,
       integrationPattern: sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
@@ -258,7 +276,7 @@ export class JobStateMachine extends Construct {
     if (props.alertTopic) this.failedExecutionsAlarm.addAlarmAction(new cloudwatchActions.SnsAction(props.alertTopic));
     this.grantBatchIntegration(props);
     const s = props.steps;
-    for (const fn of [s.analyze, s.costGate, s.prepareAttempt, s.attemptOutcome, s.pause, s.finalize]) {
+    for (const fn of [s.analyze, s.costGate, s.prepareAttempt, s.attemptOutcome, s.pause, s.backoff, s.finalize]) {
       acknowledgeFinding(
         this.stateMachine.role,
         `IAM5[Resource::${nagResourceName(this, fn.functionArn)}:*]`,

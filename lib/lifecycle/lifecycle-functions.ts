@@ -28,7 +28,7 @@ export interface LifecycleFunctionsProps {
 }
 
 /**
- * The six Lambdas behind the job state machine's Tasks, each granted only what its step touches: every step reads
+ * The seven Lambdas behind the job state machine's Tasks, each granted only what its step touches: every step reads
  * and writes the jobs table; budgets, workspace, bus and spot prices only where used.
  */
 export class LifecycleFunctions extends Construct implements LifecycleSteps {
@@ -37,6 +37,7 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
   public readonly prepareAttempt: TrainyardFunction;
   public readonly attemptOutcome: TrainyardFunction;
   public readonly pause: TrainyardFunction;
+  public readonly backoff: TrainyardFunction;
   public readonly finalize: TrainyardFunction;
 
   constructor(scope: Construct, id: string, props: LifecycleFunctionsProps) {
@@ -125,6 +126,15 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
     props.budgetsTable.grantReadWriteData(this.pause);
     this.pause.addToRolePolicy(new iam.PolicyStatement({ actions: ['states:SendTaskSuccess'], resources: ['*'] }));
 
+    this.backoff = make(
+      'Backoff',
+      'backoff',
+      'Trainyard lifecycle: record the task token a job waits on before its next attempt, so a cancel ends the wait',
+      {},
+    );
+    // A cancel that came before the token was stored: the step sends it task success itself.
+    this.backoff.addToRolePolicy(new iam.PolicyStatement({ actions: ['states:SendTaskSuccess'], resources: ['*'] }));
+
     this.finalize = make(
       'Finalize',
       'finalize',
@@ -182,10 +192,12 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
       'IAM5[Resource::*]',
       'batch:DescribeJobs and batch:ListJobs (looking up an attempt still in Batch when its job ends) have no resource-level permissions.',
     );
-    acknowledgeFinding(
-      this.pause,
-      'IAM5[Resource::*]',
-      'states:SendTaskSuccess acts on a task token and has no resource-level permissions.',
-    );
+    for (const fn of [this.pause, this.backoff]) {
+      acknowledgeFinding(
+        fn,
+        'IAM5[Resource::*]',
+        'states:SendTaskSuccess acts on a task token and has no resource-level permissions.',
+      );
+    }
   }
 }

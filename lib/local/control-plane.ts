@@ -7,6 +7,7 @@ import { CreateTableCommand, DynamoDBClient, ResourceInUseException } from '@aws
 import { S3Client } from '@aws-sdk/client-s3';
 import { createAnalyzeHandler } from '../../lambdas/lifecycle/analyze';
 import { createAttemptOutcomeHandler } from '../../lambdas/lifecycle/attempt-outcome';
+import { createBackoffHandler } from '../../lambdas/lifecycle/backoff';
 import { createCostGateHandler } from '../../lambdas/lifecycle/cost-gate';
 import { createFinalizeHandler } from '../../lambdas/lifecycle/finalize';
 import { createPauseHandler } from '../../lambdas/lifecycle/pause';
@@ -128,6 +129,7 @@ export function lifecycleSteps(plane: ControlPlane): LocalStepHandlers {
     prepareAttempt: createPrepareAttemptHandler(plane),
     attemptOutcome: createAttemptOutcomeHandler(plane),
     pause: createPauseHandler(plane),
+    backoff: createBackoffHandler(plane),
     finalize: createFinalizeHandler(plane),
   };
 }

@@ -62,6 +62,7 @@ export function synthesizeJobStateMachineDefinition(): StateMachineDefinition {
     prepareAttempt: fn('prepare-attempt'),
     attemptOutcome: fn('attempt-outcome'),
     pause: fn('pause'),
+    backoff: fn('backoff'),
     finalize: fn('finalize'),
   };
   const machine = new JobStateMachine(stack, 'Lifecycle', {

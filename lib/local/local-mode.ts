@@ -122,6 +122,7 @@ export function haltingWhen(steps: LocalStepHandlers, halted: () => boolean): Lo
     prepareAttempt: guard('PrepareAttempt', steps.prepareAttempt),
     attemptOutcome: guard('AttemptOutcome', steps.attemptOutcome),
     pause: guard('PausedForBudget', steps.pause),
+    backoff: guard('Backoff', steps.backoff),
     finalize: guard('Finalize', steps.finalize),
   };
 }
@@ -148,9 +149,8 @@ export interface LocalModeOptions {
   /** Seconds between budget-watch ticks (EventBridge's schedule on AWS: 5 minutes). @default 300 */
   readonly budgetWatchSeconds?: number;
   /**
-   * Replace the lifecycle's Backoff wait (the plan's delaySeconds, read through SecondsPath) with this many ms; tests
-   * use 0. A scale factor is not offered: the runner can only override a Wait with one fixed value.
-   * @default - the plan's own delay
+   * End the lifecycle's Backoff (the wait before a retry, the plan's delaySeconds) after this many ms instead; tests
+   * use 0. @default - the plan's own delay
    */
   readonly backoffWaitMs?: number;
   /** Replace Task retry intervals with this many ms (tests: 0). @default - the definition's intervals */

@@ -1,7 +1,7 @@
 /**
  * Runs the job state machine locally with aws-local-stepfunctions: the synthesized definition, Task states bound by
- * name to the same handlers the Lambdas run, RunAttempt bound to local Batch, and PausedForBudget's task token
- * honoured in-process. Implements the LifecycleControl port, so the API starts and resumes executions exactly as on
+ * name to the same handlers the Lambdas run, RunAttempt bound to local Batch, and the task tokens PausedForBudget and
+ * Backoff wait on honoured in-process. Implements the LifecycleControl port, so the API starts and resumes executions exactly as on
  * AWS.
  */
 import './polyfills';
@@ -21,6 +21,7 @@ export interface LocalStepHandlers {
   readonly prepareAttempt: StepHandler;
   readonly attemptOutcome: StepHandler;
   readonly pause: StepHandler;
+  readonly backoff: StepHandler;
   readonly finalize: StepHandler;
 }
 
@@ -59,7 +60,10 @@ export interface LocalStateMachineOptions {
   readonly definition: StateMachineDefinition;
   readonly steps: LocalStepHandlers;
   readonly batch: LocalBatch;
-  /** Replace the Backoff wait with this many ms (tests: 0). @default - the real wait */
+  /**
+   * End the Backoff Task's wait after this many ms (tests: 0), as a task success would. @default - the real wait: the
+   * Task times out after the plan's delaySeconds (its TimeoutSecondsPath)
+   */
   readonly backoffWaitMs?: number;
   /** Replace Task retry intervals with this many ms (tests: 0). @default - the definition's intervals */
   readonly retryIntervalMs?: number;
@@ -80,20 +84,32 @@ export interface LocalStateMachineOptions {
  */
 export const LOCAL_TASK_TIMEOUT_SECONDS = Math.floor((2 ** 31 - 1) / 1000);
 
+/** Where {@link withAwsTaskTimeouts} carries a TimeoutSecondsPath's value into a Task's effective input. */
+export const LOCAL_TIMEOUT_PARAMETER = 'TrainyardLocalTimeoutSeconds';
+
 /**
- * The definition as the local engine must run it to behave like Step Functions: aws-local-stepfunctions times out a
- * Task that states no TimeoutSeconds after 60 s, where Step Functions waits (its default is 99999999 s), so a
- * RunAttempt longer than a minute would fail with States.Timeout. Such Tasks get {@link LOCAL_TASK_TIMEOUT_SECONDS};
- * nothing else changes, and the synthesized definition itself is left as it is.
+ * The definition as the local engine must run it to behave like Step Functions, in two ways; nothing else changes,
+ * and the synthesized definition itself is left as it is.
+ * - aws-local-stepfunctions times out a Task that states no TimeoutSeconds after 60 s, where Step Functions waits
+ *   (its default is 99999999 s), so a RunAttempt longer than a minute would fail with States.Timeout. Such Tasks get
+ *   {@link LOCAL_TASK_TIMEOUT_SECONDS}.
+ * - It resolves a Task's TimeoutSecondsPath against the effective input (what Parameters made of the state input),
+ *   where Step Functions resolves it against the state input itself, so `$.plan.delaySeconds` would not be found.
+ *   Parameters gain {@link LOCAL_TIMEOUT_PARAMETER}, taken from the path, and the Task times out on that.
  */
 export function withAwsTaskTimeouts(definition: StateMachineDefinition): StateMachineDefinition {
   const states = Object.fromEntries(
-    Object.entries(definition.States).map(([name, state]) => [
-      name,
-      state.Type === 'Task' && state.TimeoutSeconds === undefined && state.TimeoutSecondsPath === undefined
-        ? { ...state, TimeoutSeconds: LOCAL_TASK_TIMEOUT_SECONDS }
-        : state,
-    ]),
+    Object.entries(definition.States).map(([name, state]) => {
+      if (state.Type !== 'Task') return [name, state];
+      if (state.TimeoutSecondsPath !== undefined && state.Parameters !== undefined) {
+        const parameters = { ...state.Parameters, [`${LOCAL_TIMEOUT_PARAMETER}.$`]: state.TimeoutSecondsPath };
+        return [name, { ...state, Parameters: parameters, TimeoutSecondsPath: `$.${LOCAL_TIMEOUT_PARAMETER}` }];
+      }
+      if (state.TimeoutSeconds === undefined && state.TimeoutSecondsPath === undefined) {
+        return [name, { ...state, TimeoutSeconds: LOCAL_TASK_TIMEOUT_SECONDS }];
+      }
+      return [name, state];
+    }),
   );
   return { ...definition, States: states };
 }
@@ -123,21 +139,43 @@ export class LocalStateMachine implements LifecycleControl {
     if (this.executions.has(name)) return { alreadyStarted: true };
     const { steps, batch } = this.options;
     const run = (submit: unknown) => batch.runJob(submit as SubmitJobInput);
-    const pause = async (payload: unknown) => {
-      this.tokenCounter += 1;
-      const taskToken = `local-task-${name}-${this.tokenCounter}`;
-      const resumed = new Promise<unknown>((resolve) => this.waiting.set(taskToken, resolve));
-      // The Task's Parameters are a lambda:invoke request: { FunctionName, Payload: { jobId, taskToken } }.
-      const request = payload as { Payload?: Record<string, unknown> };
-      try {
-        await steps.pause({ ...(request.Payload ?? {}), taskToken });
-      } catch (error) {
-        // The Task failed: its retry waits under a new token, and this one will never be sent.
-        this.waiting.delete(taskToken);
-        throw error;
-      }
-      return resumed;
-    };
+    /**
+     * A waitForTaskToken Task: the step runs with a fresh token and the Task waits until the token is sent. `ends`
+     * says when the token stops being valid, as the Task's timeout would make it on AWS, and with what output the
+     * wait ends then, if it does so itself rather than through the engine's timeout.
+     */
+    const waitOnToken =
+      (step: StepHandler, ends?: (payload: Record<string, unknown>) => { afterMs: number; output?: unknown }) =>
+      async (payload: unknown) => {
+        this.tokenCounter += 1;
+        const taskToken = `local-task-${name}-${this.tokenCounter}`;
+        const resumed = new Promise<unknown>((resolve) => this.waiting.set(taskToken, resolve));
+        // The Task's Parameters are a lambda:invoke request: { FunctionName, Payload: { jobId, taskToken, … } }.
+        const request = (payload as { Payload?: Record<string, unknown> }).Payload ?? {};
+        try {
+          await step({ ...request, taskToken });
+        } catch (error) {
+          // The Task failed: its retry waits under a new token, and this one will never be sent.
+          this.waiting.delete(taskToken);
+          throw error;
+        }
+        const end = ends?.(request);
+        if (end) {
+          setTimeout(() => {
+            const resolve = this.waiting.get(taskToken);
+            this.waiting.delete(taskToken);
+            if (resolve && end.output !== undefined) resolve(end.output);
+          }, end.afterMs).unref();
+        }
+        return resumed;
+      };
+    const backoffWaitMs = this.options.backoffWaitMs;
+    const backoff = waitOnToken(steps.backoff, (request) =>
+      backoffWaitMs === undefined
+        ? // The engine times the Task out after the delay (TimeoutSecondsPath); the token is spent then.
+          { afterMs: Number(request.delaySeconds) * 1000 }
+        : { afterMs: backoffWaitMs, output: { action: 'elapsed' } },
+    );
     const n = STATE_NAMES;
     const handlers: Record<string, (input: unknown) => Promise<unknown>> = {
       [n.analyze]: steps.analyze,
@@ -147,15 +185,13 @@ export class LocalStateMachine implements LifecycleControl {
       [n.finalize]: steps.finalize,
       [n.runAttempt]: run,
       [n.runMultiNodeAttempt]: run,
-      [n.pausedForBudget]: pause,
+      [n.pausedForBudget]: waitOnToken(steps.pause),
+      [n.backoff]: backoff,
     };
     const taskStates = Object.keys(handlers);
     const execution = this.machine.run(input as never, {
       overrides: {
         taskResourceLocalHandlers: handlers as never,
-        ...(this.options.backoffWaitMs !== undefined
-          ? { waitTimeOverrides: { [n.backoff]: this.options.backoffWaitMs } }
-          : {}),
         ...(this.options.retryIntervalMs !== undefined
           ? {
               retryIntervalOverrides: Object.fromEntries(

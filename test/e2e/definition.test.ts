@@ -7,13 +7,18 @@
 import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../lib/config';
+import { STATE_NAMES } from '../../lib/lifecycle/job-state-machine';
 import {
   definitionOf,
   type StateMachineDefinition,
   synthesizeJobStateMachineDefinition,
 } from '../../lib/local/definition';
 import { type LocalMode, startLocalMode } from '../../lib/local/local-mode';
-import { LOCAL_TASK_TIMEOUT_SECONDS, withAwsTaskTimeouts } from '../../lib/local/state-machine-runner';
+import {
+  LOCAL_TASK_TIMEOUT_SECONDS,
+  LOCAL_TIMEOUT_PARAMETER,
+  withAwsTaskTimeouts,
+} from '../../lib/local/state-machine-runner';
 import { synthesize } from '../infra/synth';
 import { E2E_CONFIG, tempDir } from './support';
 
@@ -73,8 +78,9 @@ describe('the state machine local mode runs', () => {
     expect(mode.definition).toEqual(local);
   });
 
-  it('runs with Step Functions’ Task timeout default made explicit, and nothing else changed', () => {
+  it('runs with Step Functions’ Task timeouts (its default made explicit, a timeout path read from the state input), and nothing else changed', () => {
     const executed = withAwsTaskTimeouts(local);
+    const carried = `${LOCAL_TIMEOUT_PARAMETER}.$`;
     const withoutAddedTimeouts = Object.fromEntries(
       Object.entries(executed.States).map(([name, state]) => {
         const original = local.States[name];
@@ -82,9 +88,18 @@ describe('the state machine local mode runs', () => {
           const { TimeoutSeconds: _added, ...rest } = state;
           return [name, rest];
         }
+        const parameters = state.Parameters as Record<string, unknown> | undefined;
+        if (state.TimeoutSecondsPath === `$.${LOCAL_TIMEOUT_PARAMETER}` && parameters?.[carried] !== undefined) {
+          const { [carried]: path, ...rest } = parameters;
+          return [name, { ...state, Parameters: rest, TimeoutSecondsPath: path }];
+        }
         return [name, state];
       }),
     );
+    // The Backoff's timeout is the plan's delay, read from the state input as Step Functions reads it.
+    expect(local.States[STATE_NAMES.backoff]?.TimeoutSecondsPath).toBe('$.plan.delaySeconds');
+    const backoff = executed.States[STATE_NAMES.backoff] as { Parameters: Record<string, unknown> };
+    expect(backoff.Parameters[carried]).toBe('$.plan.delaySeconds');
     expect({ ...executed, States: withoutAddedTimeouts }).toEqual(local);
     const tasks = Object.entries(executed.States).filter(([, s]) => s.Type === 'Task');
     expect(tasks.length).toBeGreaterThan(0);

@@ -78,6 +78,39 @@ describe('job state machine', () => {
     expect(states[STATE_NAMES.pausedForBudget]?.Retry).toEqual(states[STATE_NAMES.prepareAttempt]?.Retry);
   });
 
+  it('waits out a backoff as a Task on its token that times out after the delay, so a cancel can end it', () => {
+    const states = synthesizeJobStateMachineDefinition().States;
+    const backoff = states[STATE_NAMES.backoff] as Record<string, unknown> & {
+      Catch: Array<{ ErrorEquals: string[]; Next: string; ResultPath?: string | null }>;
+      Retry: Retrier[];
+    };
+    expect(backoff).toMatchObject({
+      Type: 'Task',
+      Resource: 'arn:aws:states:::lambda:invoke.waitForTaskToken',
+      TimeoutSecondsPath: '$.plan.delaySeconds',
+      ResultPath: null,
+      Next: STATE_NAMES.prepareAttempt,
+      Parameters: { Payload: { 'jobId.$': '$.jobId', 'taskToken.$': '$$.Task.Token' } },
+    });
+    // The timeout is the wait's normal end: caught before the catch-all (States.ALL matches it too), input kept.
+    expect(backoff.Catch[0]).toEqual({
+      ErrorEquals: ['States.Timeout'],
+      Next: STATE_NAMES.prepareAttempt,
+      ResultPath: null,
+    });
+    expect(backoff.Catch[1]).toMatchObject({ ErrorEquals: ['States.ALL'], Next: STATE_NAMES.stepFailed });
+    // No retrier takes the timeout for a failure (States.TaskFailed does not match States.Timeout).
+    for (const retrier of backoff.Retry) expect(retrier.ErrorEquals).not.toContain('States.ALL');
+    expect(backoff.Retry).toEqual(states[STATE_NAMES.pausedForBudget]?.Retry);
+  });
+
+  it('lets the Backoff step write only the jobs table and send task success', () => {
+    const statements = roleStatements('LifecycleStepsBackoffServiceRole');
+    expect(actionsOf(statements)).toContain('states:SendTaskSuccess');
+    expect(JSON.stringify(statements)).not.toContain('BudgetsTable');
+    expect(batchActionsOf(statements)).toEqual([]);
+  });
+
   it.each([
     ['AttemptOutcome', STATE_NAMES.attemptOutcome, 'States.TaskFailed'],
     ['Finalize', STATE_NAMES.finalize, 'States.ALL'],
@@ -141,6 +174,7 @@ describe('job state machine', () => {
     // another attempt); Pause accrues the paused job's cost and gives back what it still holds.
     const access: Record<string, 'none' | 'read' | 'write'> = {
       Analyze: 'none',
+      Backoff: 'none',
       PrepareAttempt: 'read',
       AttemptOutcome: 'read',
       CostGate: 'write',

@@ -312,6 +312,11 @@ export interface BenchOptions {
   readonly throttleBefore?: Readonly<Record<string, readonly number[]>>;
   /** Detail types whose first PutEvents is throttled, as EventBridge does under load. */
   readonly throttleOnce?: readonly string[];
+  /**
+   * Let the Backoff Task wait out the plan's delay in real time (its timeout), instead of ending it at once as every
+   * other test does.
+   */
+  readonly realBackoff?: boolean;
   /** Batch statuses whose state-change events never reach batch-events (the lifecycle still sees the attempt end). */
   readonly dropBatchEvents?: readonly string[];
 }
@@ -442,6 +447,7 @@ export async function startLifecycleBench(options: BenchOptions = {}): Promise<L
     attemptOutcome: twice('AttemptOutcome', raw.attemptOutcome),
     // The pause Task waits for its token; replaying it would only record the same pause again.
     pause: twice('PausedForBudget', raw.pause),
+    backoff: twice('Backoff', raw.backoff),
     finalize: twice('Finalize', raw.finalize),
   };
   const executionsEnded: ExecutionEndedResult[] = [];
@@ -457,7 +463,7 @@ export async function startLifecycleBench(options: BenchOptions = {}): Promise<L
     definition: synthesizeJobStateMachineDefinition(),
     steps,
     batch,
-    backoffWaitMs: 0,
+    ...(options.realBackoff ? {} : { backoffWaitMs: 0 }),
     retryIntervalMs: 0,
     now: () => clock.ms,
     onExecutionEnded: async (ended) => {

@@ -716,6 +716,49 @@ describe('job lifecycle on the synthesized state machine', () => {
     await expectSettled(b, r.jobId);
   });
 
+  it('waits out the backoff as the Backoff Task timing out after the delay, then starts the retry', async () => {
+    // Nothing sends the Backoff's token: only its timeout (TimeoutSecondsPath, the plan's delay) moves the job on.
+    const b = await start({ realBackoff: true });
+    const r = await run(b, [{ result: 'app-error', seconds: 300 }, { result: 'succeed' }], {
+      retries: { maxAppRetries: 2, backoffSeconds: 1 },
+    });
+
+    expect(r.job.state).toBe('SUCCEEDED');
+    expect(r.attempts.map((a) => a.outcome?.kind)).toEqual(['app-error', 'succeeded']);
+    const events = b.machine.execution(r.jobId)?.events ?? [];
+    const at = (type: string) => events.find((e) => e.type === type && e.state?.name === 'Backoff')?.timestamp;
+    const [entered, left] = [at('StateEntered'), at('StateExited')];
+    expect(entered).toBeDefined();
+    expect((left ?? 0) - (entered ?? 0)).toBeGreaterThanOrEqual(1000);
+    expect(b.taskCalls.filter((t) => t === 'Backoff')).toHaveLength(1);
+    // The spent token is gone from the job.
+    expect(r.job.pauseToken).toBeUndefined();
+    await expectSettled(b, r.jobId);
+  });
+
+  it('ends CANCELLED at once a job cancelled while it waits out a retry’s backoff, not when the wait is over', async () => {
+    const b = await start({ realBackoff: true });
+    const jobId = await submit(b, [{ result: 'app-error', seconds: 300 }, { result: 'succeed' }], {
+      retries: { maxAppRetries: 2, backoffSeconds: 3600 },
+    });
+    await b.until('the job to wait out its backoff', async () => {
+      return (await b.plane.jobs.requireJob(jobId)).pauseToken !== undefined;
+    });
+
+    const response = await b.call('DELETE', `/jobs/${jobId}`);
+    expect(response.status).toBe(202);
+    expect(response.body).toMatchObject({ terminatedBatchJob: false, releasedPause: true });
+    // An hour's wait would outlast the test: the cancel ended it.
+    await b.finish(jobId);
+
+    const r = await outcome(b, jobId);
+    expect(r.job.state).toBe('CANCELLED');
+    expect(r.attempts.map((a) => a.attempt)).toEqual([1]);
+    expect(b.batch.submissions).toHaveLength(1);
+    expect(r.job.pauseToken).toBeUndefined();
+    await expectSettled(b, jobId);
+  });
+
   it('cancels a running job: TerminateJob with the cancel reason, CANCELLED, ledger settled', async () => {
     const b = await start();
     const jobId = await submit(b, [{ result: 'hold' }]);

@@ -345,12 +345,11 @@ async function cancelJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
   const newest = (await plane.jobs.listAttempts(job.jobId)).at(-1);
   const terminated = newest?.batchJobId !== undefined && newest.stoppedAt === undefined;
   if (terminated && newest?.batchJobId) await plane.batch.terminateJob(newest.batchJobId, TERMINATE_REASONS.cancel);
-  // The job as flagged, not as first read: a pause recorded in between has its token here (and one recorded after the
-  // flag sees the flag and cancels itself).
+  // The job as flagged, not as first read: a pause or a backoff recorded in between has its token here (and one
+  // recorded after the flag sees the flag and cancels itself). Sent, it ends the wait (for budget, or before a retry)
+  // now; a token already spent is refused, and the job's next step honours the flag.
   const resumedToCancel =
-    flagged.state === 'PAUSED_BUDGET' && flagged.pauseToken !== undefined
-      ? await sendToPausedTask(plane, flagged.pauseToken, 'cancel')
-      : false;
+    flagged.pauseToken !== undefined ? await sendToPausedTask(plane, flagged.pauseToken, 'cancel') : false;
   // Still SUBMITTED: its execution may never have started (StartExecution failed and the submission was not retried).
   // Nothing would act on the flag then; started now (by name: a running one is left as it is), Analyze finds the
   // flag and the job ends CANCELLED with nothing reserved.
