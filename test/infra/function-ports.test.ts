@@ -48,12 +48,16 @@ const touches = (statements: Statement[], action: string, resource: string) =>
 
 /** The control-plane parts each Lambda entry's handler factory takes, by handler folder. */
 function partsByHandler(entries: string[]): Map<string, string[]> {
-  const parsed = ts.getParsedCommandLineOfConfigFile('tsconfig.json', {}, {
-    ...ts.sys,
-    onUnRecoverableConfigFileDiagnostic: (d) => {
-      throw new Error(ts.flattenDiagnosticMessageText(d.messageText, '\n'));
+  const parsed = ts.getParsedCommandLineOfConfigFile(
+    'tsconfig.json',
+    {},
+    {
+      ...ts.sys,
+      onUnRecoverableConfigFileDiagnostic: (d) => {
+        throw new Error(ts.flattenDiagnosticMessageText(d.messageText, '\n'));
+      },
     },
-  });
+  );
   if (!parsed) throw new Error('tsconfig.json could not be read');
   const program = ts.createProgram(entries, parsed.options);
   const checker = program.getTypeChecker();
@@ -62,11 +66,18 @@ function partsByHandler(entries: string[]): Map<string, string[]> {
     const source = program.getSourceFile(entry);
     if (!source) throw new Error(`${entry} is not in the program`);
     const visit = (node: ts.Node): void => {
-      if (ts.isCallExpression(node) && ts.isIdentifier(node.expression) && /^create\w+Handler$/.test(node.expression.text)) {
+      if (
+        ts.isCallExpression(node) &&
+        ts.isIdentifier(node.expression) &&
+        /^create\w+Handler$/.test(node.expression.text)
+      ) {
         const plane = checker.getResolvedSignature(node)?.parameters[0];
         if (plane) {
           const type = checker.getTypeOfSymbolAtLocation(plane, node);
-          parts.set(entry.split('/')[1] ?? entry, type.getProperties().map((p) => p.name));
+          parts.set(
+            entry.split('/')[1] ?? entry,
+            type.getProperties().map((p) => p.name),
+          );
         }
       }
       ts.forEachChild(node, visit);
