@@ -51,9 +51,12 @@ export interface WorkloadAnalysis {
   hyperparameters: Record<string, { value: number | string; source: string }>;
   parameterCount?: Figure<number>;
   peakGpuMemoryGiB?: Figure<number>;
-  /** Training tokens: max_iters × batch_size × block_size × gradient_accumulation_steps. */
+  /**
+   * Training tokens: max_iters × batch_size × block_size × gradient_accumulation_steps; for an evaluation-only run
+   * (eval_only = True), the tokens it evaluates: eval_iters × 2 splits × batch_size × block_size.
+   */
   totalTokens?: Figure<number>;
-  /** Training plus evaluation FLOPs. */
+  /** Training plus evaluation FLOPs (evaluation only for an eval_only run). */
   flops?: Figure<number>;
   perTier: TierAssessment[];
   recommendedTier?: string;
@@ -68,8 +71,8 @@ export interface WorkloadAnalysis {
   /** Config files given as positional `.py` arguments, in the order they apply. */
   configFiles: string[];
   /**
-   * Whether the command launches data-parallel training over the GPUs of a node (torchrun, deepspeed, accelerate,
-   * horovodrun, mpirun, `python -m torch.distributed.run`): what it is credited with (see `spreadOf`).
+   * Whether the command's program is a launcher that starts data-parallel training processes (torchrun, deepspeed,
+   * accelerate, horovodrun, mpirun, `python -m torch.distributed.run`): what it is credited with (see `spreadOf`).
    */
   distributed: boolean;
 }
@@ -96,7 +99,7 @@ export class UnknownTier extends Error {
   }
 }
 
-/** A requirement value is out of range (negative, zero, not a number). */
+/** A requirement or a size in the code is out of range (negative, zero, not a number). */
 export class InvalidRequirement extends Error {
   override name = 'InvalidRequirement';
 }
@@ -123,6 +126,10 @@ export const ANALYSIS_ASSUMPTIONS = {
   attentionScoreBytes: 5,
   /** fp32 copy of the logits for the cross-entropy loss, bytes per logit (added to the logits' own dtype bytes). */
   lossLogitBytes: 4,
+  /** Forward-only evaluation (eval_only, under torch.no_grad): fp32 weights, no gradients or Adam state, B/param. */
+  evaluationBytesPerParameter: 4,
+  /** 16-bit copies of the fp32 weights that autocast caches for the forward pass, bytes per parameter. */
+  autocastWeightCopyBytes: 2,
   /** CUDA context, cuBLAS workspaces and allocator slack on the GPU, GiB. */
   cudaContextGiB: 1,
   /** Resident memory of the interpreter and framework before the model, MiB, for CPU tiers. */
@@ -159,7 +166,22 @@ export const TRACKED_KEYS = [
   'device',
   'eval_interval',
   'eval_iters',
+  'eval_only',
+  'init_from',
 ] as const;
+
+/**
+ * The GPT-2 checkpoints nanoGPT's `init_from` loads (GPT.from_pretrained, from Hugging Face's gpt2* configs): their
+ * layers, heads and width replace the script's; all have GPT-2's 50,257-token vocabulary, 1024 positions and biases.
+ */
+const PRETRAINED_GPT2: ReadonlyMap<string, { n_layer: number; n_head: number; n_embd: number }> = new Map([
+  ['gpt2', { n_layer: 12, n_head: 12, n_embd: 768 }],
+  ['gpt2-medium', { n_layer: 24, n_head: 16, n_embd: 1024 }],
+  ['gpt2-large', { n_layer: 36, n_head: 20, n_embd: 1280 }],
+  ['gpt2-xl', { n_layer: 48, n_head: 25, n_embd: 1600 }],
+]);
+const PRETRAINED_VOCAB = 50257;
+const PRETRAINED_CONTEXT = 1024;
 
 type Confidence = Figure<number>['confidence'];
 type Framework = WorkloadAnalysis['framework'];
@@ -167,6 +189,8 @@ type Hyper = WorkloadAnalysis['hyperparameters'];
 
 const PYTHON_INTERPRETER = /(^|\/)python[\d.]*$/;
 const DISTRIBUTED_LAUNCHERS = /(^|\/)(torchrun|deepspeed|accelerate|horovodrun|mpirun)$/;
+const LAUNCHER_MODULES = /^torch\.distributed\.(run|launch)$/;
+const SHELLS = /(^|\/)(sh|bash|dash|zsh)$/;
 
 /** Analyses a bundle against the configured tiers; throws UnknownTier, InvalidRequirement or WorkloadRefused. */
 export function analyzeWorkload(
@@ -179,6 +203,7 @@ export function analyzeWorkload(
   const files = normaliseFiles(bundle.files);
   const { entryScript, configFiles, steps } = readCommand(bundle.command, files, unknowns);
   const { hyper, nonLiteral } = readHyperparameters(files, entryScript, steps);
+  refuseNonNumericSizes(hyper);
   const overridesApplied: string[] = [];
   if (req.totalSteps !== undefined) {
     // A user override wins: the steps the job runs, whatever the code says (or when it says nothing literal).
@@ -192,9 +217,10 @@ export function analyzeWorkload(
   refuseNonPositiveSizes(hyper);
   // Assumptions made for missing hyper-parameters, by key; reported together with why the key was missing.
   const assumed = new Map<string, string>();
+  const run = readRun(hyper, nonLiteral, unknowns, assumed);
   const framework = detectFramework(files, entryScript);
   const spread = spreadOf(bundle.command);
-  const distributed = spread !== 'one-gpu';
+  const distributed = spread.launched;
   const usesGpu = detectGpu(files, framework, hyper, unknowns);
   if (req.gpuMemoryGiB !== undefined && req.gpuMemoryGiB > 0 && !usesGpu.value) {
     overridesApplied.push(`gpuMemoryGiB=${req.gpuMemoryGiB} implies GPU use (analysis: ${usesGpu.basis})`);
@@ -205,7 +231,7 @@ export function analyzeWorkload(
 
   const tf32 = detectTf32(files, hyper);
   const readFrom = [...(entryScript !== undefined ? [entryScript] : []), ...configFiles];
-  const model = estimateModel(files, readFrom, bundle.command, hyper, framework, usesGpu.value, unknowns, assumed);
+  const model = estimateModel(files, readFrom, bundle.command, hyper, run, framework, usesGpu.value, unknowns, assumed);
   for (const [key, reason] of nonLiteral) {
     const assumption = assumed.get(key);
     unknowns.push(assumption ? `${reason}; ${assumption}` : reason);
@@ -373,8 +399,15 @@ function readHyperparameters(
   };
   if (entryScript !== undefined) readFile(entryScript);
   for (const step of steps) {
-    if ('file' in step) readFile(step.file);
-    else set(step.override.key, step.override.value, step.override.arg, step.override.arg);
+    if ('file' in step) {
+      readFile(step.file);
+      continue;
+    }
+    const { key, value, constant, arg } = step.override;
+    // A call, subscript or display (`int(5e3)`, `[8][0]`) is an expression some configurators evaluate: not a literal.
+    // Other text stays the string nanoGPT's configurator makes of it.
+    const expression = !constant && /[([{]/.test(String(value));
+    set(key, expression ? undefined : value, arg, arg);
   }
   return { hyper, nonLiteral };
 }
@@ -414,30 +447,74 @@ function detectFramework(files: Map<string, string>, entryScript: string | undef
 }
 
 /**
- * How much of a tier the command trains on: one GPU, unless a launcher starts a process per GPU (torchrun, deepspeed,
- * accelerate, horovodrun, mpirun, `python -m torch.distributed.run|launch`, also inside `sh -c "…"`), then the whole
- * node; every node of a multi-node tier only when it also joins the nodes (`--nnodes` other than 1, a rendezvous
- * endpoint, a main-node address or a node rank), since Batch runs the same command on each node and unjoined copies
- * each train alone. DistributedDataParallel in the code is not enough: nanoGPT's train.py imports it and trains on one
- * GPU unless a launcher sets RANK.
+ * How much of a tier the command trains on: one GPU, unless its program is a launcher that starts a process per GPU
+ * (torchrun, deepspeed, accelerate, horovodrun, mpirun, `python -m torch.distributed.run|launch`; as argv[0] or as the
+ * first word of a command in an `sh -c "…"` line, never in a script's arguments), then as many GPUs of each node as
+ * `--nproc_per_node` says (all of them without a number); every node of a multi-node tier only when it also joins the
+ * nodes (`--nnodes` other than 1, else a rendezvous endpoint, a main-node address or a node rank), since Batch runs
+ * the same command on each node and unjoined copies each train alone. DistributedDataParallel in the code is not
+ * enough: nanoGPT's train.py imports it and trains on one GPU unless a launcher sets RANK.
  */
-type Spread = 'one-gpu' | 'node' | 'nodes';
+interface Spread {
+  /** Whether a launcher starts the training processes; without one, one process trains on one GPU. */
+  launched: boolean;
+  /** Processes the launcher starts on each node (`--nproc_per_node`), when it gives a number; else one per GPU. */
+  processesPerNode?: number;
+  /** Whether the launcher joins the nodes of a multi-node tier. */
+  joinsNodes: boolean;
+}
 function spreadOf(command: readonly string[]): Spread {
-  const words = command.flatMap((part) => part.split(/\s+/)).filter((w) => w.length > 0);
-  const launched = words.some(
-    (w, i) =>
-      DISTRIBUTED_LAUNCHERS.test(w) ||
-      (PYTHON_INTERPRETER.test(w) &&
-        words[i + 1] === '-m' &&
-        /^torch\.distributed\.(run|launch)$/.test(words[i + 2] ?? '')),
-  );
-  if (!launched) return 'one-gpu';
-  const joins = words.some((w, i) => {
-    const nnodes = /^--nnodes(?:=(.*))?$/.exec(w);
-    if (nnodes) return (nnodes[1] ?? words[i + 1] ?? '1') !== '1';
-    return /^--(rdzv[-_]endpoint|master[-_]addr|node[-_]rank)(=|$)/.test(w);
+  const launcher = programsOf(command)
+    .map(launcherOptions)
+    .find((options) => options !== undefined);
+  if (!launcher) return { launched: false, joinsNodes: false };
+  const nproc = Number(optionValue(launcher, /^--nproc[-_]per[-_]node$/));
+  const nnodes = optionValue(launcher, /^--nnodes$/);
+  const joinsNodes =
+    nnodes !== undefined
+      ? !/^1(:1)?$/.test(nnodes)
+      : launcher.some((w) => /^--(rdzv[-_]endpoint|master[-_]addr|node[-_]rank)(=|$)/.test(w));
+  return { launched: true, ...(Number.isInteger(nproc) && nproc >= 1 && { processesPerNode: nproc }), joinsNodes };
+}
+
+/** The words of each program the command runs: the command itself, or each command of an `sh -c` line. */
+function programsOf(command: readonly string[]): string[][] {
+  const words = (text: string) => text.split(/\s+/).filter((w) => w.length > 0);
+  if (SHELLS.test(command[0] ?? '')) {
+    const options = command.slice(1).findIndex((arg) => !arg.startsWith('-'));
+    const script = options < 0 ? undefined : command[options + 1];
+    const reads = command.slice(1, options + 1).some((arg) => /^-[a-zA-Z]*c[a-zA-Z]*$/.test(arg));
+    if (reads && script !== undefined) return script.split(/&&|\|\||[;|\n]/).map(words);
+  }
+  return [command.flatMap(words)];
+}
+
+/**
+ * A launcher's own options (the words between it and the entry script) when the program is one; undefined otherwise.
+ * Variable assignments, `env` and `exec` before the program are skipped, as a shell runs past them.
+ */
+function launcherOptions(words: readonly string[]): string[] | undefined {
+  let i = 0;
+  while (i < words.length && /^([A-Za-z_]\w*=.*|env|exec)$/.test(words[i] as string)) i++;
+  const program = words[i] ?? '';
+  let first: number;
+  if (DISTRIBUTED_LAUNCHERS.test(program)) first = i + 1;
+  else if (PYTHON_INTERPRETER.test(program) && words[i + 1] === '-m' && LAUNCHER_MODULES.test(words[i + 2] ?? ''))
+    first = i + 3;
+  else return undefined;
+  const rest = words.slice(first);
+  const script = rest.findIndex((w) => !w.startsWith('-') && w.endsWith('.py'));
+  return script < 0 ? rest : rest.slice(0, script);
+}
+
+/** The value of the last `--name=value` or `--name value` among a launcher's options. */
+function optionValue(options: readonly string[], name: RegExp): string | undefined {
+  let value: string | undefined;
+  options.forEach((word, i) => {
+    const match = /^(--[\w-]+)(?:=(.*))?$/.exec(word);
+    if (match?.[1] && name.test(match[1])) value = match[2] ?? options[i + 1];
   });
-  return joins ? 'nodes' : 'node';
+  return value;
 }
 
 const EXPLICIT_GPU_PATTERNS: ReadonlyArray<[RegExp, string]> = [
@@ -572,6 +649,106 @@ function refuseNonPositiveSizes(hyper: Hyper): void {
   }
 }
 
+/**
+ * A size that is a string (`--max_iters=5k`, `batch_size = 'sixty'`) stops the script at its first use (nanoGPT's
+ * configurator asserts an override keeps the default's type) after a machine has started: refused, as a bad
+ * requirement is. Expressions the analysis cannot evaluate are not strings here: they are reported as not literal.
+ */
+function refuseNonNumericSizes(hyper: Hyper): void {
+  for (const key of SIZE_KEYS) {
+    const found = hyper[key];
+    if (typeof found?.value === 'string') {
+      throw new InvalidRequirement(`${key} is '${found.value}' (${found.source}): it must be a number`);
+    }
+  }
+}
+
+/** How the run starts and what it does, from nanoGPT's `init_from` and `eval_only` (see readRun). */
+interface RunKind {
+  /** The highest confidence the parameter count can have: low when init_from may load a model of another shape. */
+  shapeConfidence: Confidence;
+  /** The pretrained model whose shape the run takes, with where init_from names it. */
+  pretrained?: string;
+  /** Whether the run restores a checkpoint with its optimizer state (init_from = 'resume'). */
+  resumes: boolean;
+  /** For a run that only evaluates (eval_only = True): where that is set, and the max_iters it does not run. */
+  evalOnly?: { source: string; skipped?: string };
+}
+
+/**
+ * Reads `init_from` and `eval_only` the way nanoGPT's train.py acts on them. A GPT-2 checkpoint's shape replaces the
+ * script's (from_pretrained overrides all but dropout; a smaller block_size crops the 1024 positions, a larger one is
+ * refused, since the model cannot take it); any other value but 'scratch' and 'resume' leaves the shape in doubt.
+ * `eval_only = True` runs one evaluation and exits, so max_iters is no longer the job's step total.
+ */
+function readRun(
+  hyper: Hyper,
+  nonLiteral: Map<string, string>,
+  unknowns: string[],
+  assumed: Map<string, string>,
+): RunKind {
+  const init = hyper.init_from;
+  const run: RunKind = { shapeConfidence: 'high', resumes: init?.value === 'resume' };
+  const shape = typeof init?.value === 'string' ? PRETRAINED_GPT2.get(init.value) : undefined;
+  if (nonLiteral.has('init_from')) {
+    assumed.set(
+      'init_from',
+      "assumed the shape in the code ('scratch' or 'resume'), though the run may load another model",
+    );
+    run.shapeConfidence = 'low';
+  } else if (init && shape) {
+    const name = init.value;
+    run.pretrained = `${name} (init_from at ${init.source})`;
+    const fromCheckpoint: Array<[string, number | string]> = [
+      ['n_layer', shape.n_layer],
+      ['n_head', shape.n_head],
+      ['n_embd', shape.n_embd],
+      ['vocab_size', PRETRAINED_VOCAB],
+      ['bias', 'True'],
+    ];
+    for (const [key, value] of fromCheckpoint) {
+      hyper[key] = { value, source: run.pretrained };
+      nonLiteral.delete(key);
+    }
+    const block = hyper.block_size;
+    if (typeof block?.value === 'number' && block.value > PRETRAINED_CONTEXT) {
+      throw new InvalidRequirement(
+        `block_size is ${block.value} (${block.source}): init_from='${name}' (${init.source}) loads a model with ${PRETRAINED_CONTEXT} positions, which can be cropped, not extended; it must be at most ${PRETRAINED_CONTEXT}`,
+      );
+    }
+    if (block === undefined) {
+      hyper.block_size = { value: PRETRAINED_CONTEXT, source: run.pretrained };
+      if (nonLiteral.has('block_size')) {
+        assumed.set(
+          'block_size',
+          `assumed ${PRETRAINED_CONTEXT}, the context of ${name} (the script can only crop it)`,
+        );
+      }
+    }
+  } else if (init !== undefined && init.value !== 'scratch' && init.value !== 'resume') {
+    unknowns.push(
+      `init_from is '${init.value}' (${init.source}), not a model the analysis can size (${[...PRETRAINED_GPT2.keys()].join(', ')}) nor 'scratch' or 'resume'; the parameter count assumes the shape in the code`,
+    );
+    run.shapeConfidence = 'low';
+  }
+
+  const evalOnly = hyper.eval_only;
+  if (evalOnly?.value === 'True') {
+    const iters = hyper.max_iters;
+    // A totalSteps requirement stays: the user's word on the steps the job counts to.
+    const skipped = iters && iters.source !== 'requirements.totalSteps' ? iters : undefined;
+    run.evalOnly = {
+      source: evalOnly.source,
+      ...(skipped && { skipped: `max_iters=${skipped.value} (${skipped.source})` }),
+    };
+    if (skipped) delete hyper.max_iters;
+    nonLiteral.delete('max_iters');
+  } else if (nonLiteral.has('eval_only')) {
+    assumed.set('eval_only', 'assumed False (the run trains)');
+  }
+  return run;
+}
+
 const numeric = (hyper: Hyper, key: string): number | undefined => {
   const v = hyper[key]?.value;
   return typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : undefined;
@@ -583,6 +760,7 @@ function estimateModel(
   readFrom: readonly string[],
   command: readonly string[],
   hyper: Hyper,
+  run: RunKind,
   framework: Framework,
   usesGpu: boolean,
   unknowns: string[],
@@ -601,7 +779,7 @@ function estimateModel(
     return undefined;
   }
   const paramAssumptions: string[] = [];
-  let confidence: Confidence = 'high';
+  let confidence: Confidence = run.shapeConfidence;
   const lower = (to: Confidence) => {
     const rank = { high: 2, medium: 1, low: 0 };
     if (rank[to] < rank[confidence]) confidence = to;
@@ -648,12 +826,25 @@ function estimateModel(
   const perLayer = 12 * d * d + 2 * d + (bias ? 11 * d : 0);
   const params = V * d + T * d + L * perLayer + d + (bias ? d : 0);
   const matmulParameters = params - T * d;
-  const paramBasis = `GPT closed form: ${formatCount(V)}×${d} token + ${T}×${d} position embeddings + ${L} layers × (12·${d}² + ${bias ? 13 : 2}·${d}) + final LayerNorm, lm_head tied${paramAssumptions.length ? `; ${paramAssumptions.join('; ')}` : ''}`;
+  const paramBasis = `GPT closed form: ${formatCount(V)}×${d} token + ${T}×${d} position embeddings + ${L} layers × (12·${d}² + ${bias ? 13 : 2}·${d}) + final LayerNorm, lm_head tied${run.pretrained ? `; the shape of ${run.pretrained}` : ''}${paramAssumptions.length ? `; ${paramAssumptions.join('; ')}` : ''}`;
   const parameterCount = figure(params, paramBasis, confidence);
 
-  // Memory: weights + grads + Adam states, activations (Korthikanti et al. 2022, no recomputation), logits.
+  // Memory: weights + grads + Adam states, activations (Korthikanti et al. 2022, no recomputation), logits. An
+  // evaluation-only run (torch.no_grad) keeps the fp32 weights and autocast's 16-bit copies of them, one layer's
+  // activations at a time, and the logits of this batch and the last (the caller holds them until the next returns)
+  // with the loss's fp32 copy and log-softmax; a restored checkpoint brings its Adam state to the GPU as well.
+  const evalOnly = run.evalOnly;
   const B = numeric(hyper, 'batch_size');
-  const staticBytes = ANALYSIS_ASSUMPTIONS.trainingBytesPerParameter * params;
+  const bytesPerParameter =
+    evalOnly && !run.resumes
+      ? ANALYSIS_ASSUMPTIONS.evaluationBytesPerParameter + (fp32 ? 0 : ANALYSIS_ASSUMPTIONS.autocastWeightCopyBytes)
+      : ANALYSIS_ASSUMPTIONS.trainingBytesPerParameter;
+  const staticBytes = bytesPerParameter * params;
+  const staticBasis = !evalOnly
+    ? 'fp32 weights, grads, Adam m+v'
+    : run.resumes
+      ? "forward only, but init_from='resume' restores the checkpoint's weights and Adam m+v beside the model's"
+      : `forward only: fp32 weights${fp32 ? '' : ' + 16-bit autocast copies'}, no grads or Adam state`;
   let activationTotal = 0;
   let activationBasis = 'activations unknown (batch_size not literal)';
   if (B !== undefined) {
@@ -662,9 +853,16 @@ function estimateModel(
       (ANALYSIS_ASSUMPTIONS.activationBytesPerTokenPerDim * T * B * d +
         ANALYSIS_ASSUMPTIONS.attentionScoreBytes * heads * T * T * B) *
       scale;
-    const logits = B * T * V * (activationBytes + ANALYSIS_ASSUMPTIONS.lossLogitBytes);
-    activationTotal = L * perLayerAct + logits;
-    activationBasis = `activations ${L} × (34·${T}·${B}·${d} + 5·${heads}·${T}²·${B}) × ${scale} B + logits ${B}·${T}·${V}·${activationBytes + 4} B`;
+    const layerText = `(34·${T}·${B}·${d} + 5·${heads}·${T}²·${B}) × ${scale} B`;
+    if (evalOnly) {
+      const logitBytes = 2 * (activationBytes + ANALYSIS_ASSUMPTIONS.lossLogitBytes);
+      activationTotal = perLayerAct + B * T * V * logitBytes;
+      activationBasis = `one layer's activations ${layerText} + logits ${B}·${T}·${V}·${logitBytes} B (this batch's and the last, fp32 copy and log-softmax)`;
+    } else {
+      const logits = B * T * V * (activationBytes + ANALYSIS_ASSUMPTIONS.lossLogitBytes);
+      activationTotal = L * perLayerAct + logits;
+      activationBasis = `activations ${L} × ${layerText} + logits ${B}·${T}·${V}·${activationBytes + 4} B`;
+    }
   } else {
     unknowns.push('batch_size is not a literal: activation memory and tokens are unknown');
     lower('low');
@@ -674,42 +872,71 @@ function estimateModel(
   const memoryConfidence: Confidence = B === undefined ? 'low' : confidence === 'high' ? 'medium' : 'low';
   const peakGpuMemoryGiB = figure(
     peakBytes / GiB,
-    `${ANALYSIS_ASSUMPTIONS.trainingBytesPerParameter} B/param × ${formatCount(params)} (fp32 weights, grads, Adam m+v) + ${activationBasis} + ${ANALYSIS_ASSUMPTIONS.cudaContextGiB} GiB CUDA context`,
+    `${bytesPerParameter} B/param × ${formatCount(params)} (${staticBasis}) + ${activationBasis} + ${ANALYSIS_ASSUMPTIONS.cudaContextGiB} GiB CUDA context`,
     memoryConfidence,
   );
   const runtimeMiB = ANALYSIS_ASSUMPTIONS.runtimeMemoryMiB[framework] ?? 64;
-  // On a CPU, activations are fp32 whatever dtype says (autocast to 16-bit is a GPU path in these scripts).
+  // On a CPU, activations are fp32 whatever dtype says (autocast to 16-bit is a GPU path in these scripts), and there
+  // are no 16-bit copies of the weights.
   const cpuActivation = usesGpu ? activationTotal : (activationTotal * 4) / activationBytes;
-  const cpuMemoryMiB = (staticBytes + cpuActivation) / 1024 ** 2 + runtimeMiB;
+  const cpuStaticBytes =
+    evalOnly && !run.resumes ? ANALYSIS_ASSUMPTIONS.evaluationBytesPerParameter * params : staticBytes;
+  const cpuMemoryMiB = (cpuStaticBytes + cpuActivation) / 1024 ** 2 + runtimeMiB;
 
-  const iters = numeric(hyper, 'max_iters');
-  let gas = numeric(hyper, 'gradient_accumulation_steps');
-  if (gas === undefined) {
-    gas = 1;
-    assumed.set('gradient_accumulation_steps', 'assumed 1');
-  }
+  // PaLM (Chowdhery et al. 2022, app. B): 6N per token plus 12·L·d·T for attention scores, fwd+bwd; a third of it for
+  // a forward pass alone.
+  const perToken = 6 * matmulParameters + 12 * L * d * T;
+  const evalIters = numeric(hyper, 'eval_iters');
   let totalTokens: Figure<number> | undefined;
   let flops: Figure<number> | undefined;
-  if (iters !== undefined && B !== undefined) {
-    const tokens = iters * B * T * gas;
-    totalTokens = figure(tokens, `max_iters ${iters} × batch_size ${B} × block_size ${T} × grad accum ${gas}`, 'high');
-    // PaLM (Chowdhery et al. 2022, app. B): 6N per token plus 12·L·d·T for attention scores, fwd+bwd.
-    const perToken = 6 * matmulParameters + 12 * L * d * T;
-    let total = perToken * tokens;
-    let basis = `(6 × ${formatCount(matmulParameters)} params + 12·${L}·${d}·${T} attention) × ${formatCount(tokens)} tokens`;
-    const evalInterval = numeric(hyper, 'eval_interval');
-    const evalIters = numeric(hyper, 'eval_iters');
-    if (evalInterval !== undefined && evalIters !== undefined) {
-      const evals = Math.floor(iters / evalInterval) + 1;
-      const evalTokens = evals * evalIters * 2 * B * T;
-      total += (perToken / 3) * evalTokens;
-      basis += ` + evaluation (forward only) ${evals} × ${evalIters} iters × 2 splits × ${B}·${T} tokens`;
+  if (evalOnly) {
+    // nanoGPT's estimate_loss: eval_iters batches of each of the train and val splits, then the script exits.
+    if (evalIters !== undefined && B !== undefined) {
+      const tokens = evalIters * 2 * B * T;
+      totalTokens = figure(
+        tokens,
+        `evaluation only: eval_iters ${evalIters} × 2 splits × batch_size ${B} × block_size ${T}`,
+        'high',
+      );
+      flops = figure(
+        (perToken / 3) * tokens,
+        `eval_only=True (${evalOnly.source}): one evaluation, forward only: (2 × ${formatCount(matmulParameters)} params + 4·${L}·${d}·${T} attention) × ${formatCount(tokens)} tokens${evalOnly.skipped ? `; ${evalOnly.skipped} is not run` : ''}`,
+        confidence === 'high' ? 'high' : 'medium',
+      );
+    } else {
+      unknowns.push(
+        `runtime: ${[evalIters === undefined ? 'eval_iters' : '', B === undefined ? 'batch_size' : ''].filter(Boolean).join(' and ')} not literal, so tokens, FLOPs and runtime are unknown (pass runtimeSeconds)`,
+      );
     }
-    flops = figure(total, basis, confidence === 'high' ? 'high' : 'medium');
   } else {
-    unknowns.push(
-      `runtime: ${[iters === undefined ? 'max_iters' : '', B === undefined ? 'batch_size' : ''].filter(Boolean).join(' and ')} not literal, so tokens, FLOPs and runtime are unknown (pass runtimeSeconds)`,
-    );
+    const iters = numeric(hyper, 'max_iters');
+    let gas = numeric(hyper, 'gradient_accumulation_steps');
+    if (gas === undefined) {
+      gas = 1;
+      assumed.set('gradient_accumulation_steps', 'assumed 1');
+    }
+    if (iters !== undefined && B !== undefined) {
+      const tokens = iters * B * T * gas;
+      totalTokens = figure(
+        tokens,
+        `max_iters ${iters} × batch_size ${B} × block_size ${T} × grad accum ${gas}`,
+        'high',
+      );
+      let total = perToken * tokens;
+      let basis = `(6 × ${formatCount(matmulParameters)} params + 12·${L}·${d}·${T} attention) × ${formatCount(tokens)} tokens`;
+      const evalInterval = numeric(hyper, 'eval_interval');
+      if (evalInterval !== undefined && evalIters !== undefined) {
+        const evals = Math.floor(iters / evalInterval) + 1;
+        const evalTokens = evals * evalIters * 2 * B * T;
+        total += (perToken / 3) * evalTokens;
+        basis += ` + evaluation (forward only) ${evals} × ${evalIters} iters × 2 splits × ${B}·${T} tokens`;
+      }
+      flops = figure(total, basis, confidence === 'high' ? 'high' : 'medium');
+    } else {
+      unknowns.push(
+        `runtime: ${[iters === undefined ? 'max_iters' : '', B === undefined ? 'batch_size' : ''].filter(Boolean).join(' and ')} not literal, so tokens, FLOPs and runtime are unknown (pass runtimeSeconds)`,
+      );
+    }
   }
   return {
     parameterCount,
@@ -747,20 +974,28 @@ function runtimeOn(tier: TierConfig, ctx: TierContext): Figure<number> | undefin
     tflops = tier.peakTflops * ANALYSIS_ASSUMPTIONS.cpuUtilisation;
     basis = `${tier.peakTflops} TFLOPS fp32 × ${ANALYSIS_ASSUMPTIONS.cpuUtilisation} utilisation`;
   } else {
-    const share = ctx.spread === 'one-gpu' ? 1 / Math.max(1, tier.gpus) : ctx.spread === 'node' ? 1 : tier.nodes;
+    const { launched, processesPerNode, joinsNodes } = ctx.spread;
+    const gpus = Math.max(1, tier.gpus);
+    const gpusUsed = launched ? Math.min(processesPerNode ?? gpus, gpus) : 1;
+    const nodesUsed = launched && joinsNodes ? tier.nodes : 1;
+    const share = (gpusUsed / gpus) * nodesUsed;
     const float32 = ctx.model.fp32 ? float32ShareOfTier(tier, ctx.tf32) : undefined;
     const precision = float32?.share ?? 1;
     tflops = tier.peakTflops * share * precision * ANALYSIS_ASSUMPTIONS.gpuUtilisation;
-    const shareText =
-      ctx.spread === 'one-gpu'
-        ? tier.gpus > 1
-          ? ` ÷ ${tier.gpus} GPUs (no launcher: one process, one GPU)`
-          : ''
-        : tier.nodes > 1
-          ? ctx.spread === 'nodes'
-            ? ` × ${tier.nodes} nodes`
-            : ` on one of ${tier.nodes} nodes (the launcher does not join them)`
-          : '';
+    const gpuText = !launched
+      ? tier.gpus > 1
+        ? ` ÷ ${tier.gpus} GPUs (no launcher: one process, one GPU)`
+        : ''
+      : gpusUsed < gpus
+        ? ` on ${gpusUsed} of ${gpus} GPUs (--nproc_per_node=${processesPerNode})`
+        : '';
+    const nodeText =
+      !launched || tier.nodes <= 1
+        ? ''
+        : joinsNodes
+          ? ` × ${tier.nodes} nodes`
+          : ` on one of ${tier.nodes} nodes (the launcher does not join them)`;
+    const shareText = `${gpuText}${nodeText}`;
     const precisionText = float32 ? ` × ${float32.share} (${float32.basis})` : '';
     basis = `${tier.peakTflops} TFLOPS 16-bit peak${shareText}${precisionText} × ${ANALYSIS_ASSUMPTIONS.gpuUtilisation} utilisation`;
   }

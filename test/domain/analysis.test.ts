@@ -167,6 +167,268 @@ describe('analyzeWorkload on a nanoGPT-shaped project (script + config file + ov
   });
 });
 
+describe('launchers: the share of a tier a command is credited with', () => {
+  const flops = analyzeWorkload({ files: nanogpt, command: nanogptCommand }, tiers).flops?.value ?? Number.NaN;
+  const args = nanogptCommand.slice(1);
+  const onMultinode = (command: string[]) =>
+    analyzeWorkload({ files: nanogpt, command }, tiers).perTier.find((t) => t.tier === 'gpu-multinode')?.runtimeSeconds;
+  // gpu-multinode: 2 nodes of 4 GPUs, 500 TFLOPS 16-bit per node; utilisation 0.3; 5 s PyTorch startup.
+  const seconds = (gpusPerNode: number, nodes: number) => flops / (500e12 * (gpusPerNode / 4) * nodes * 0.3) + 5;
+
+  it.each([
+    { launch: ['--nproc_per_node=1'], gpus: 1 },
+    { launch: ['--nproc-per-node=2'], gpus: 2 },
+    { launch: ['--nproc_per_node', '2'], gpus: 2 },
+    { launch: ['--standalone', '--nproc_per_node=3'], gpus: 3 },
+    // More processes than GPUs cannot use more GPUs than the node has; `gpu` starts one per GPU, as does no count.
+    { launch: ['--nproc_per_node=8'], gpus: 4 },
+    { launch: ['--nproc_per_node=gpu'], gpus: 4 },
+    { launch: [], gpus: 4 },
+  ])('credits torchrun $launch with $gpus of the node’s 4 GPUs', ({ launch, gpus }) => {
+    expect(onMultinode(['torchrun', ...launch, ...args])?.value).toBeCloseTo(seconds(gpus, 1), 6);
+  });
+
+  it('credits a launch that joins the nodes with the processes it starts on each, and says how many', () => {
+    const runtime = onMultinode([
+      'torchrun',
+      '--nnodes=2',
+      '--nproc_per_node=2',
+      '--rdzv_endpoint=$MAIN:29500',
+      ...args,
+    ]);
+    expect(runtime?.value).toBeCloseTo(seconds(2, 2), 6);
+    expect(runtime?.basis).toContain('500 TFLOPS 16-bit peak on 2 of 4 GPUs (--nproc_per_node=2) × 2 nodes');
+  });
+
+  it.each([
+    { launch: ['--nnodes=1', '--node_rank=0', '--master_addr=127.0.0.1'] },
+    { launch: ['--nnodes', '1', '--rdzv_endpoint=localhost:29500'] },
+    { launch: ['--master_addr=127.0.0.1', '--nnodes=1:1'] },
+  ])('keeps torchrun $launch on one node: an explicit single node wins over rendezvous words', ({ launch }) => {
+    expect(onMultinode(['torchrun', ...launch, '--nproc_per_node=4', ...args])?.value).toBeCloseTo(seconds(4, 1), 6);
+  });
+
+  it.each([
+    { name: 'an output directory named accelerate', command: ['python', ...args, '--out_dir=runs/accelerate'] },
+    { name: 'a path ending in /deepspeed', command: ['python', ...args, '--out_dir=/scratch/deepspeed'] },
+    { name: 'a script argument that is a launcher’s name', command: ['python', ...args, 'torchrun'] },
+  ])('does not take $name for a launcher: one process, one GPU', ({ command }) => {
+    expect(analyzeWorkload({ files: nanogpt, command }, tiers).distributed).toBe(false);
+    expect(onMultinode(command)?.value).toBeCloseTo(seconds(1, 1), 6);
+  });
+
+  it.each([
+    { name: 'a launcher named by its path', command: ['/opt/conda/bin/torchrun', ...args] },
+    { name: 'python -m torch.distributed.run', command: ['python3', '-m', 'torch.distributed.run', ...args] },
+  ])('recognises $name as the program', ({ command }) => {
+    expect(analyzeWorkload({ files: nanogpt, command }, tiers).distributed).toBe(true);
+    expect(onMultinode(command)?.value).toBeCloseTo(seconds(4, 1), 6);
+  });
+
+  it.each([
+    { script: 'torchrun --nproc_per_node=4 train.py', distributed: true },
+    { script: 'cd /code && torchrun train.py', distributed: true },
+    { script: 'pip install -q tiktoken; NCCL_DEBUG=INFO exec deepspeed train.py', distributed: true },
+    { script: 'python train.py --out_dir=runs/accelerate', distributed: false },
+    { script: 'echo torchrun && python train.py', distributed: false },
+  ])('reads the programs of a shell line, not their arguments: $script', ({ script, distributed }) => {
+    for (const shell of [
+      ['sh', '-c', script],
+      ['/bin/bash', '-lc', script],
+    ]) {
+      expect(analyzeWorkload({ files: nanogpt, command: shell }, tiers).distributed).toBe(distributed);
+    }
+  });
+});
+
+/**
+ * nanoGPT's config/finetune_shakespeare.py and config/eval_gpt2*.py as the analysis sees them, over the fixture's
+ * train.py (block_size 1024, max_iters 600,000, eval_interval 2000).
+ */
+const finetuneXl = [
+  "init_from = 'gpt2-xl'  # the largest GPT-2",
+  "dataset = 'shakespeare'",
+  'eval_interval = 5',
+  'eval_iters = 40',
+  'batch_size = 1',
+  'gradient_accumulation_steps = 32',
+  'max_iters = 20',
+  'learning_rate = 3e-5',
+].join('\n');
+const evalConfig = (model: string) =>
+  [
+    'batch_size = 8',
+    'eval_iters = 500  # more iterations for a good estimate',
+    'eval_only = True',
+    `init_from = '${model}'`,
+  ].join('\n');
+
+/** The analysis, also when no tier fits (WorkloadRefused carries it). */
+function analysed(bundle: CodeBundle, tierList = tiers): ReturnType<typeof analyzeWorkload> {
+  try {
+    return analyzeWorkload(bundle, tierList);
+  } catch (error) {
+    if (error instanceof WorkloadRefused) return error.analysis;
+    throw error;
+  }
+}
+
+describe('init_from: a pretrained GPT-2 sets the model’s shape', () => {
+  const withConfig = (config: string) => ({ ...nanogpt, 'config/run.py': config });
+  const command = ['python', 'train.py', 'config/run.py'];
+
+  // GPT-2's published shapes (Radford et al. 2019; Hugging Face's gpt2* configs): layers, heads, width; all have a
+  // 50,257-token vocabulary, 1024 positions and biases. nanoGPT's from_pretrained takes these and ignores the script's.
+  it.each([
+    { model: 'gpt2', layers: 12, heads: 12, width: 768 },
+    { model: 'gpt2-medium', layers: 24, heads: 16, width: 1024 },
+    { model: 'gpt2-large', layers: 36, heads: 20, width: 1280 },
+    { model: 'gpt2-xl', layers: 48, heads: 25, width: 1600 },
+  ])(
+    'sizes init_from=$model as $layers layers × $width, whatever n_layer and n_embd say',
+    ({ model, layers, heads, width }) => {
+      const a = analysed({ files: withConfig(`init_from = '${model}'\nn_layer = 4\nn_embd = 128\n`), command });
+      const exact = gptParams(layers, width, 1024, 50257, true);
+      const estimate = a.parameterCount?.value ?? Number.NaN;
+      expect(Math.abs(estimate - exact) / exact).toBeLessThan(0.02);
+      expect(a.parameterCount?.confidence).toBe('high');
+      expect(a.hyperparameters).toMatchObject({
+        n_layer: { value: layers, source: `${model} (init_from at config/run.py:1)` },
+        n_head: { value: heads },
+        n_embd: { value: width },
+        vocab_size: { value: 50257 },
+        bias: { value: 'True' },
+        block_size: { value: 1024, source: 'train.py:25' },
+      });
+    },
+  );
+
+  it('refuses GPT-2 XL fine-tuning on the seed tiers, none of whose GPUs holds it', () => {
+    const refused = thrown(() => analyzeWorkload({ files: withConfig(finetuneXl), command }, tiers)) as WorkloadRefused;
+    expect(refused).toBeInstanceOf(WorkloadRefused);
+    // 48 × (12·1600² + 13·1600) + 50257·1600 + 1024·1600 + 2·1600 = 1,557,611,200: GPT-2 XL's 1.56 G.
+    const P = gptParams(48, 1600, 1024, 50257, true);
+    expect(P).toBe(1_557_611_200);
+    expect(refused.analysis.parameterCount?.value).toBe(P);
+    // 16 B/param (23.2 GiB before activations) + batch 1 of 1024 tokens: 48 layers × (34·1024·1600 + 5·25·1024²) B
+    // + logits 1024·50257·6 B + 1 GiB.
+    const peak = (16 * P + 48 * (34 * 1024 * 1600 + 5 * 25 * 1024 ** 2) + 1024 * 50257 * 6 + GiB) / GiB;
+    expect(refused.analysis.peakGpuMemoryGiB?.value).toBeCloseTo(peak, 6);
+    expect(refused.message).toContain('≈1.56G parameters');
+    expect(refused.message).toMatch(/gpu-large: needs ≈32\.\d GiB of GPU memory; gpu-large has 24 GiB per GPU/);
+  });
+
+  it('fits GPT-2 XL fine-tuning on a tier with 48 GB GPUs', () => {
+    const l40s = parseConfig({
+      tiers: [
+        {
+          id: 'gpu-l40s',
+          kind: 'gpu',
+          instanceTypes: ['g6e.xlarge', 'g6e.2xlarge'],
+          gpus: 1,
+          gpuMemoryGiB: 48,
+          vcpus: 4,
+          memoryMiB: 30000,
+          maxRuntime: '24h',
+          onDemandUsdPerHour: 1.861,
+          spotUsdPerHour: 0.7,
+          peakTflops: 362,
+        },
+      ],
+    }).tiers;
+    const a = analyzeWorkload({ files: withConfig(finetuneXl), command }, l40s);
+    expect(a.recommendedTier).toBe('gpu-l40s');
+    expect(a.recommendationReason).toMatch(/^gpu-l40s is the cheapest tier that fits: ≈32\.\d GiB of 48 GiB/);
+  });
+
+  it('crops the context to a smaller block_size, as nanoGPT does', () => {
+    const a = analysed({ files: withConfig(`init_from = 'gpt2'\nblock_size = 256\n`), command });
+    expect(a.parameterCount?.value).toBe(gptParams(12, 768, 256, 50257, true));
+    expect(a.hyperparameters.block_size).toEqual({ value: 256, source: 'config/run.py:2' });
+  });
+
+  it('refuses a block_size above the pretrained model’s 1024 positions, which nanoGPT cannot extend', () => {
+    const error = thrown(() =>
+      analyzeWorkload({ files: withConfig(`init_from = 'gpt2'`), command: [...command, '--block_size=2048'] }, tiers),
+    );
+    expect(error).toEqual(
+      new InvalidRequirement(
+        "block_size is 2048 (--block_size=2048): init_from='gpt2' (config/run.py:1) loads a model with 1024 positions, which can be cropped, not extended; it must be at most 1024",
+      ),
+    );
+  });
+
+  it.each([
+    {
+      name: 'a checkpoint it does not know',
+      config: "init_from = 'EleutherAI/gpt-neo-125M'",
+      unknown:
+        "init_from is 'EleutherAI/gpt-neo-125M' (config/run.py:1), not a model the analysis can size (gpt2, gpt2-medium, gpt2-large, gpt2-xl) nor 'scratch' or 'resume'; the parameter count assumes the shape in the code",
+    },
+    {
+      name: 'a value read at run time',
+      config: "init_from = os.environ['INIT']",
+      unknown:
+        "init_from at config/run.py:1 is not a literal (os.environ['INIT']); assumed the shape in the code ('scratch' or 'resume'), though the run may load another model",
+    },
+  ])('lists an init_from that is $name and lowers the parameter count’s confidence', ({ config, unknown }) => {
+    const a = analysed({ files: withConfig(config), command });
+    expect(a.unknowns).toContain(unknown);
+    expect(a.parameterCount?.value).toBe(gptParams(12, 768, 1024, 50304, false));
+    expect(a.parameterCount?.confidence).toBe('low');
+  });
+
+  it.each(['scratch', 'resume'])('builds init_from=%s from the shape in the code', (init) => {
+    const a = analyzeWorkload({ files: nanogpt, command: [...nanogptCommand, `--init_from=${init}`] }, tiers);
+    expect(a.parameterCount).toMatchObject({ value: gptParams(6, 384, 256, 65, false), confidence: 'high' });
+  });
+});
+
+describe('eval_only: one evaluation, not max_iters of training', () => {
+  const command = ['python', 'train.py', 'config/eval.py'];
+  const evaluate = (model: string) => analysed({ files: { ...nanogpt, 'config/eval.py': evalConfig(model) }, command });
+
+  it('runs GPT-2 XL’s evaluation (nanoGPT’s eval_gpt2_xl.py) as eval_iters forward passes over both splits', () => {
+    const a = evaluate('gpt2-xl');
+    const P = gptParams(48, 1600, 1024, 50257, true);
+    // One estimate_loss: 500 batches of 8 × 1024 tokens for each of the train and val splits.
+    const tokens = 500 * 2 * 8 * 1024;
+    expect(a.totalTokens?.value).toBe(tokens);
+    // Forward only: 2 FLOPs per matmul parameter (position embedding excluded) + 4·L·d·T for attention, per token.
+    const flops = (2 * (P - 1024 * 1600) + 4 * 48 * 1600 * 1024) * tokens;
+    expect(a.flops?.value).toBeCloseTo(flops, -3);
+    expect(a.flops?.basis).toContain('eval_only=True (config/eval.py:3): one evaluation');
+    // Under torch.no_grad: fp32 weights 4 B + autocast's 16-bit copies 2 B per parameter, no gradients or Adam state;
+    // one layer's activations at a time; logits of this batch and the last (2 B each) + fp32 copy and log-softmax
+    // (4 B each); 1 GiB CUDA context. 15.7 GiB: more than a T4's 15 usable, less than an A10G's or L4's 22.5.
+    const peak = (6 * P + (34 * 1024 * 8 * 1600 + 5 * 25 * 1024 ** 2 * 8) + 8 * 1024 * 50257 * 12 + GiB) / GiB;
+    expect(a.peakGpuMemoryGiB?.value).toBeCloseTo(peak, 6);
+    expect(a.recommendedTier).toBe('gpu-large');
+    // gpu-large: 121 TFLOPS 16-bit peak, utilisation 0.3, 5 s PyTorch startup: ≈13 min, not 600,000 iterations.
+    expect(a.perTier.find((t) => t.tier === 'gpu-large')?.runtimeSeconds?.value).toBeCloseTo(
+      flops / (121e12 * 0.3) + 5,
+      6,
+    );
+  });
+
+  it('drops the script’s max_iters, which an evaluation does not run, from the steps the job counts to', () => {
+    const a = evaluate('gpt2');
+    expect(a.recommendedTier).toBe('gpu-small');
+    expect(a.hyperparameters.max_iters).toBeUndefined();
+    expect(a.hyperparameters.eval_only).toEqual({ value: 'True', source: 'config/eval.py:3' });
+    expect(a.flops?.basis).toContain('max_iters=600000 (train.py:35) is not run');
+  });
+
+  it('estimates an evaluation whose eval_iters is not literal as unknown, and says which value is missing', () => {
+    const files = { ...nanogpt, 'config/eval.py': 'eval_only = True\neval_iters = int(os.environ["N"])\n' };
+    const a = analyzeWorkload({ files, command }, tiers);
+    expect(a.flops).toBeUndefined();
+    expect(a.unknowns).toContain(
+      'runtime: eval_iters not literal, so tokens, FLOPs and runtime are unknown (pass runtimeSeconds)',
+    );
+  });
+});
+
 describe('hyper-parameter precedence', () => {
   const extra = { ...nanogpt, 'config/deeper.py': 'n_layer = 8\nn_embd = 512\n' };
   it.each([
@@ -533,6 +795,40 @@ describe('user requirements override the analysis', () => {
   });
 
   it.each([
+    {
+      where: 'in the command',
+      arg: '--max_iters=5k',
+      config: '',
+      message: "max_iters is '5k' (--max_iters=5k): it must be a number",
+    },
+    {
+      where: 'in the command',
+      arg: '--batch_size=sixty',
+      config: '',
+      message: "batch_size is 'sixty' (--batch_size=sixty): it must be a number",
+    },
+    {
+      where: 'in a config file',
+      arg: '',
+      config: "n_layer = 'six'\n",
+      message: "n_layer is 'six' (config/bad.py:1): it must be a number",
+    },
+  ])(
+    'refuses a size that is a string $where, naming the key, the value and where it came from',
+    ({ arg, config, message }) => {
+      const files = { ...nanogpt, 'config/bad.py': config };
+      const command = [...nanogptCommand, 'config/bad.py', ...(arg ? [arg] : [])];
+      expect(thrown(() => analyzeWorkload({ files, command }, tiers))).toEqual(new InvalidRequirement(message));
+    },
+  );
+
+  it('leaves a size given as an expression it cannot evaluate as not literal, for the script to decide', () => {
+    const a = analyzeWorkload({ files: nanogpt, command: [...nanogptCommand, '--max_iters=int(5e3)'] }, tiers);
+    expect(a.hyperparameters.max_iters).toBeUndefined();
+    expect(a.unknowns).toContain('max_iters at --max_iters=int(5e3) is not a literal (--max_iters=int(5e3))');
+  });
+
+  it.each([
     { req: { runtimeSeconds: -5 }, message: 'runtimeSeconds must be a finite number > 0, got -5' },
     { req: { deadlineSeconds: 0 }, message: 'deadlineSeconds must be a finite number > 0, got 0' },
     {
@@ -645,9 +941,10 @@ describe('python literal reading', () => {
   });
 
   it.each([
-    ['--n_layer=6', { key: 'n_layer', value: 6, arg: '--n_layer=6' }],
-    ['--device=cpu', { key: 'device', value: 'cpu', arg: '--device=cpu' }],
-    ['--compile=False', { key: 'compile', value: false, arg: '--compile=False' }],
+    ['--n_layer=6', { key: 'n_layer', value: 6, constant: true, arg: '--n_layer=6' }],
+    ['--device=cpu', { key: 'device', value: 'cpu', constant: false, arg: '--device=cpu' }],
+    ['--compile=False', { key: 'compile', value: false, constant: true, arg: '--compile=False' }],
+    ['--max_iters=int(5e3)', { key: 'max_iters', value: 'int(5e3)', constant: false, arg: '--max_iters=int(5e3)' }],
     ['--n_layer', undefined],
     ['n_layer=6', undefined],
   ])('parses override %s', (arg, expected) => {

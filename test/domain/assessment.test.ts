@@ -6,10 +6,10 @@ import { projectFiles } from '../support/projects';
 
 const tiers = parseConfig({}).tiers;
 const nanogpt = projectFiles('nanogpt-like');
-// max_iters is not a literal here, so the analysis cannot tell the runtime.
+// max_iters is an expression here, not a literal, so the analysis cannot tell the runtime.
 const unknownRuntime = {
   files: nanogpt,
-  command: ['python', 'train.py', 'config/train_small.py', '--max_iters=steps'],
+  command: ['python', 'train.py', 'config/train_small.py', "--max_iters=int(os.environ['STEPS'])"],
 };
 
 describe('assessWorkload and priceAssessment', () => {

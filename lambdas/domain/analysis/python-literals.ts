@@ -210,6 +210,8 @@ export function evaluateLiteral(text: string): PythonValue | undefined {
 export interface CommandOverride {
   readonly key: string;
   readonly value: PythonValue;
+  /** Whether value is the Python constant the text evaluates to; false when it is the raw text, kept as a string. */
+  readonly constant: boolean;
   /** The argument as given, e.g. `--n_layer=6`: the source shown to users. */
   readonly arg: string;
 }
@@ -219,5 +221,7 @@ export function parseOverride(arg: string): CommandOverride | undefined {
   const match = /^--([A-Za-z_]\w*)=(.*)$/s.exec(arg);
   if (!match?.[1] || match[2] === undefined) return undefined;
   const literal = evaluateLiteral(match[2]);
-  return { key: match[1], value: literal === undefined ? match[2] : literal, arg };
+  return literal === undefined
+    ? { key: match[1], value: match[2], constant: false, arg }
+    : { key: match[1], value: literal, constant: true, arg };
 }
