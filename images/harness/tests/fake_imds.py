@@ -15,7 +15,8 @@ class FakeImds:
     """IMDSv2 on loopback: PUT /latest/api/token then GET spot/instance-action with the token.
 
     It answers 404 until a notice is armed: `serve_notice()` arms it now; `notice_from_request=N` arms it from the
-    N-th instance-action request on (a point in poll ticks, independent of wall-clock time).
+    N-th instance-action request on (a point in poll ticks, independent of wall-clock time). The first
+    `token_refusals` token requests are answered 503, as a throttling IMDS does.
     """
 
     def __init__(self, notice_from_request: int | None = None, action: str = 'terminate'):
@@ -25,6 +26,7 @@ class FakeImds:
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self.tokens_issued: list[str] = []
         self.reject_tokens: set[str] = set()
+        self.token_refusals = 0
         self.action_requests = 0
         self.first_notice_served = threading.Event()
         fake = self
@@ -43,6 +45,10 @@ class FakeImds:
                 fake.requests.append(('PUT', self.path, {k.lower(): v for k, v in self.headers.items()}))
                 if self.path != '/latest/api/token' or not self.headers.get('X-aws-ec2-metadata-token-ttl-seconds'):
                     self._reply(400)
+                    return
+                if fake.token_refusals > 0:
+                    fake.token_refusals -= 1
+                    self._reply(503)
                     return
                 token = f'token-{len(fake.tokens_issued) + 1}'
                 fake.tokens_issued.append(token)

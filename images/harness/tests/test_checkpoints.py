@@ -6,11 +6,13 @@ import io
 import json
 import os
 import struct
+import threading
 import time
 import zipfile
 
 import pytest
 
+from trainyard_harness import checkpoints
 from trainyard_harness.checkpoints import (
     CheckpointStore,
     CheckpointSyncer,
@@ -20,7 +22,7 @@ from trainyard_harness.checkpoints import (
     unfinished_write,
 )
 from trainyard_harness.logs import Logger
-from trainyard_harness.storage import FileStorage, StorageError
+from trainyard_harness.storage import FileStorage, S3Storage, SourceChanged, StorageError
 
 
 def make_store(tmp_path, keep=3):
@@ -211,6 +213,55 @@ def test_an_abandoned_snapshot_deletes_what_it_had_uploaded(tmp_path):
     # The next snapshot takes the next number all the same: no folder is written twice.
     storage.victim = tmp_path / 'elsewhere'
     assert store.upload_snapshot(str(local), 'j', 1, None)['checkpoint'] == 'ckpt-000002'
+
+
+class RotatingStorage(FileStorage):
+    """Storage during whose first upload the trainer deletes another of its saves (it keeps only the last few)."""
+
+    def __init__(self, uri, victim):
+        super().__init__(uri)
+        self.victim = victim
+
+    def put_file(self, local_path, key):
+        super().put_file(local_path, key)
+        if os.path.exists(self.victim):
+            os.unlink(self.victim)
+
+
+@pytest.mark.parametrize('deleted', ['b.pt', 'a.pt'], ids=['before-its-turn', 'right-after-its-upload'])
+def test_a_snapshot_whose_file_the_trainer_deletes_is_abandoned_and_leaves_nothing_in_storage(tmp_path, deleted):
+    local = local_dir(tmp_path, {'a.pt': b'step 100', 'b.pt': b'step 200'})
+    storage = RotatingStorage(f'file://{tmp_path}/store', local / deleted)
+    store = CheckpointStore(storage, 3, Logger(io.StringIO()))
+
+    with pytest.raises(DirectoryChanged) as raised:
+        store.upload_snapshot(str(local), 'j', 1, None)
+
+    assert raised.value.path == deleted
+    assert storage.list() == []
+
+
+def test_a_file_gone_before_its_format_is_checked_abandons_the_snapshot(tmp_path, monkeypatch):
+    local = local_dir(tmp_path, {'a.pt': b'step 100'})
+    _storage, store = make_store(tmp_path)
+    scan = checkpoints.scan_directory
+    monkeypatch.setattr(checkpoints, 'scan_directory', lambda root: {**scan(root), 'gone.pt': (5, 1, 1)})
+
+    with pytest.raises(DirectoryChanged) as raised:
+        store.upload_snapshot(str(local), 'j', 1, None)
+
+    assert raised.value.path == 'gone.pt'
+
+
+@pytest.mark.parametrize('kind', ['file', 's3'])
+def test_uploading_a_file_that_is_gone_is_a_changed_source_not_a_storage_failure(tmp_path, kind):
+    if kind == 'file':
+        storage = FileStorage(f'file://{tmp_path}/store')
+    else:
+        storage = S3Storage('s3://bucket/p', 'http://127.0.0.1:9')  # nothing is sent: the file is gone first
+
+    with pytest.raises(SourceChanged):
+        storage.put_file(str(tmp_path / 'gone.pt'), 'ckpt-000001/gone.pt')
 
 
 def test_a_log_that_changes_during_upload_rides_along_as_it_stood(tmp_path):
@@ -770,3 +821,87 @@ def test_uploads_a_distributed_checkpoints_metadata_dotfile_and_skips_temporary_
     restored_dir = tmp_path / 'restored'
     assert store.restore_newest(str(restored_dir))['checkpoint'] == 'ckpt-000001'
     assert (restored_dir / '.metadata').read_bytes() == b'the index'
+
+
+class SteppedClock:
+    """A clock the test moves by hand. Each read is counted, so the test can wait until the watcher has looked again."""
+
+    def __init__(self):
+        self.now = 0.0
+        self.reads = 0
+        self.changed = threading.Condition()
+
+    def __call__(self) -> float:
+        with self.changed:
+            self.reads += 1
+            self.changed.notify_all()
+            return self.now
+
+    def move_to(self, now: float) -> None:
+        """Sets the time and returns once the watcher has run a whole tick at it (it reads the time once a tick)."""
+        with self.changed:
+            self.now = now
+            target = self.reads + 2
+            assert self.changed.wait_for(lambda: self.reads >= target, timeout=10), 'the watcher stopped ticking'
+
+
+class UnreachableStorage(FileStorage):
+    """file:// storage whose uploads fail (S3 throttling, a network outage) while `down`, counted."""
+
+    def __init__(self, uri):
+        super().__init__(uri)
+        self.down = True
+        self.uploads = 0
+
+    def put_file(self, local_path, key):
+        self.uploads += 1
+        if self.down:
+            raise StorageError('503 SlowDown')
+        super().put_file(local_path, key)
+
+
+def test_after_a_failed_upload_the_watcher_backs_off_exponentially_warns_once_and_says_when_it_recovers(tmp_path):
+    storage = UnreachableStorage(f'file://{tmp_path}/store')
+    out = io.StringIO()
+    local = local_dir(tmp_path, {'ckpt.pt': b'v1'})
+    clock = SteppedClock()
+    syncer = CheckpointSyncer(
+        CheckpointStore(storage, 3, Logger(out)), str(local), 'j', 1, 300, 0.1, lambda: 1, Logger(out), clock=clock
+    )
+    syncer.start()
+    try:
+        clock.move_to(0.0)  # the watcher has seen the save
+        clock.move_to(1.0)  # settled: the first try
+        assert storage.uploads == 1, 'not again on the next tick'
+        failed_at = 1.0
+        for tried, delay in enumerate((10, 20, 40, 80, 160, 300, 300), start=1):
+            clock.move_to(failed_at + delay - 0.1)
+            assert storage.uploads == tried, f'{delay} s after failure {tried}'
+            clock.move_to(failed_at + delay)
+            failed_at += delay
+        assert storage.uploads == 8
+
+        storage.down = False
+        clock.move_to(failed_at + 300)
+        assert storage.uploads == 9 and syncer.last_manifest is not None
+
+        storage.down = True
+        (local / 'ckpt.pt').write_bytes(b'v2')
+        clock.move_to(failed_at + 300)  # the watcher has seen the new save
+        clock.move_to(failed_at + 301)  # settled: fails, and the backoff starts again from its first delay
+        clock.move_to(failed_at + 310.9)
+        assert storage.uploads == 10
+        clock.move_to(failed_at + 311)
+        assert storage.uploads == 11
+    finally:
+        syncer.stop()
+
+    storage.down = False
+    assert syncer.sync('final') is not None, 'the final sync does not wait for the backoff'
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    streaks = [e for e in events if e['event'] in ('checkpoint_upload_failed', 'checkpoint_upload_recovered')]
+    assert [(e['event'], e.get('retry_in_s'), e.get('failed_attempts')) for e in streaks] == [
+        ('checkpoint_upload_failed', 10, None),
+        ('checkpoint_upload_recovered', None, 8),
+        ('checkpoint_upload_failed', 10, None),
+    ]

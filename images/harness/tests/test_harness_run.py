@@ -2,10 +2,12 @@
 
 import io
 import json
+import os
 import signal
 import subprocess
 import tarfile
 import textwrap
+import threading
 import zipfile
 from pathlib import Path
 
@@ -402,6 +404,42 @@ def test_refuses_a_bundle_that_writes_outside_the_work_dir(tmp_path):
     assert not (tmp_path / 'escaped.txt').exists()
 
 
+@pytest.mark.parametrize(
+    'entries',
+    [
+        # `b -> .`, then `a -> b/..` (the work dir's parent once b exists on disk), then a file a/evil.txt.
+        [('b', '.'), ('a', 'b/..'), ('a/evil.txt', None)],
+        # `b -> .` and `x -> sub/deep`, then a link x again, which replaces the first: `b/../evil` is outside from
+        # the work dir, where it is made, though not from sub, where the first x leads.
+        [('b', '.'), ('x', 'sub/deep'), ('x', 'b/../evil')],
+    ],
+    ids=['through-a-link-to-itself', 'in-place-of-an-earlier-link'],
+)
+def test_refuses_a_bundle_whose_entries_lead_outside_the_work_dir_only_once_unpacked(tmp_path, entries):
+    # Each entry, checked against an empty work dir, looks inside it.
+    from trainyard_harness.bundle import BundleError, fetch_bundle
+
+    bundles = tmp_path / 'bundles'
+    bundles.mkdir()
+    with tarfile.open(bundles / 'chain.tar.gz', 'w:gz') as tar:
+        for name, target in entries:
+            entry = tarfile.TarInfo(name)
+            if target is None:
+                entry.size = len(b'escaped')
+                tar.addfile(entry, io.BytesIO(b'escaped'))
+            else:
+                entry.type, entry.linkname = tarfile.SYMTYPE, target
+                tar.addfile(entry)
+    work = tmp_path / 'parent' / 'work'
+    work.parent.mkdir()
+
+    with pytest.raises(BundleError, match='outside'):
+        fetch_bundle(f'file://{bundles}/chain.tar.gz', str(work), None)
+
+    assert os.listdir(work.parent) == ['work']
+    assert all(os.path.realpath(path).startswith(str(work)) for path in work.rglob('*')), 'a link leads outside'
+
+
 def test_missing_code_bundle_is_an_infrastructure_failure(tmp_path):
     env = base_env(tmp_path, closed_port_endpoint(), TRAINYARD_CODE_URI=f'file://{tmp_path}/nothing/code.tar.gz')
     run = run_harness([PYTHON, '-c', 'print(1)'], env)
@@ -433,6 +471,18 @@ def test_reads_the_user_metrics_file_into_progress(tmp_path):
     assert [(s['step'], s['loss'], s['tokens_per_s']) for s in samples] == [(1, 3.0, 10), (2, 2.0, 20), (3, 1.0, 30)]
     progress = json.loads((tmp_path / 'store' / 'metrics' / 'progress.json').read_text())
     assert (progress['step'], progress['loss'], progress['state']) == (3, 1.0, 'succeeded')
+
+
+def test_a_metrics_file_setting_that_names_a_directory_of_the_commands_working_directory_exits_78(tmp_path):
+    (tmp_path / 'logs').mkdir()
+    env = base_env(tmp_path, closed_port_endpoint(), TRAINYARD_METRICS_FILE='logs')
+    run = run_harness([PYTHON, '-c', 'print(1)'], env, cwd=tmp_path)
+
+    assert run.finish() == 78, run.output()
+    assert run.events('bad_configuration')[0]['problems'] == [
+        f"TRAINYARD_METRICS_FILE must name a JSON-lines file, not a directory, got 'logs' ({tmp_path / 'logs'})"
+    ]
+    assert not run.events('user_command_started')
 
 
 def test_finds_checkpoint_files_a_process_group_holds_open_for_writing(tmp_path):
@@ -737,3 +787,162 @@ def test_reports_a_harness_bug_as_python_does_and_exits_1(tmp_path):
     assert done.returncode == 1
     assert done.stderr.rstrip().endswith('RuntimeError: a harness bug')
     assert 'Traceback (most recent call last)' in done.stderr
+
+
+class OutputSink:
+    """Where the harness passes a command's output through: what has arrived, awaitable."""
+
+    def __init__(self):
+        self.data = b''
+        self.changed = threading.Condition()
+
+    def write(self, data: bytes) -> None:
+        with self.changed:
+            self.data += data
+            self.changed.notify_all()
+
+    def flush(self) -> None:
+        pass
+
+    def wait_for(self, expected: bytes) -> bool:
+        with self.changed:
+            return self.changed.wait_for(lambda: expected in self.data, timeout=10)
+
+
+class ParsedLines(OutputSink):
+    """A recorder stand-in: the lines handed to the metrics parser."""
+
+    def __init__(self):
+        super().__init__()
+        self.lines: list[str] = []
+
+    def observe_line(self, line: str) -> None:
+        with self.changed:
+            self.lines.append(line)
+            self.changed.notify_all()
+
+    def wait_for_line(self, line: str) -> bool:
+        with self.changed:
+            return self.changed.wait_for(lambda: line in self.lines, timeout=10)
+
+
+def pump_in_background(source, sink, parsed):
+    import types
+
+    from trainyard_harness.main import Harness
+
+    harness = Harness(types.SimpleNamespace(), Logger(io.StringIO()))
+    pump = threading.Thread(target=harness._pump, args=(source, sink, parsed), daemon=True)
+    pump.start()
+    return pump
+
+
+def test_progress_redrawn_with_carriage_returns_is_passed_through_and_parsed_while_the_command_runs():
+    # tqdm redraws its bar after a '\r' and ends the line only when done: read by lines, nothing would show (nor
+    # would a step be parsed) before the command ended.
+    read_end, write_end = os.pipe()
+    sink, parsed = OutputSink(), ParsedLines()
+    pump = pump_in_background(os.fdopen(read_end, 'rb'), sink, parsed)
+    try:
+        os.write(write_end, b'\r 10%|#   | step=1 loss=0.9\r 20%|##  | step=2 loss=0.5')
+        assert sink.wait_for(b'step=2 loss=0.5'), 'the redrawn bar never reached the output'
+        assert parsed.wait_for_line(' 10%|#   | step=1 loss=0.9'), parsed.lines
+    finally:
+        os.close(write_end)
+    pump.join(10)
+    assert sink.data == b'\r 10%|#   | step=1 loss=0.9\r 20%|##  | step=2 loss=0.5'
+    assert parsed.lines[-1] == ' 20%|##  | step=2 loss=0.5', 'the last line is parsed at the end of the output'
+
+
+def test_the_parser_never_gets_more_than_the_start_of_a_line_however_long_it_grows():
+    from trainyard_harness.metrics import MAX_PARSED_LINE_CHARS
+
+    read_end, write_end = os.pipe()
+    sink, parsed = OutputSink(), ParsedLines()
+    pump = pump_in_background(os.fdopen(read_end, 'rb'), sink, parsed)
+    written = 0
+    with os.fdopen(write_end, 'wb') as writer:
+        for _ in range(64):
+            writer.write(b'step=1, lr=0.001 ' * 1000)
+            written += 17 * 1000
+        writer.write(b'\nstep=2 loss=0.5\n')
+    pump.join(10)
+
+    assert len(sink.data) == written + len(b'\nstep=2 loss=0.5\n')
+    assert max(len(line) for line in parsed.lines) <= MAX_PARSED_LINE_CHARS
+    assert parsed.lines[0].startswith('step=1, lr=0.001 ') and 'step=2 loss=0.5' in parsed.lines
+
+
+# Saves and exits 0 on SIGTERM. Its handler is installed before it opens the FIFO it is given, so a test that has
+# opened the other end knows the stop will be taken.
+SAVES_ON_SIGTERM = """
+import os, signal, sys
+directory = os.environ['TRAINYARD_CHECKPOINT_DIR']
+
+def save(*_):
+    open(os.path.join(directory, 'ckpt.bin'), 'wb').write(b'final weights')
+    sys.exit(0)
+
+signal.signal(signal.SIGTERM, save)
+open(sys.argv[1]).read()
+while True:
+    signal.pause()
+"""
+
+
+def test_the_final_checkpoint_sync_does_not_wait_for_a_metrics_upload_in_flight(tmp_path, monkeypatch):
+    # A metrics upload (or nvidia-smi, up to 10 s) still running when the command ends must not hold up the final
+    # checkpoint sync: at a stop, that sync has what is left of the container's 110 s.
+    from trainyard_harness import main as harness_main
+    from trainyard_harness.settings import load_settings
+
+    monkeypatch.setattr(harness_main, 'become_subreaper', lambda: False)  # the test process stays an ordinary parent
+    upload_started, upload_released, upload_done = threading.Event(), threading.Event(), threading.Event()
+    put_bytes = FileStorage.put_bytes
+
+    def slow_metrics_upload(storage, data, key):
+        if key == 'metrics.jsonl' and not upload_started.is_set():
+            upload_started.set()
+            upload_released.wait(10)
+            put_bytes(storage, data, key)
+            upload_done.set()
+            return
+        put_bytes(storage, data, key)
+
+    monkeypatch.setattr(FileStorage, 'put_bytes', slow_metrics_upload)
+    synced_during_the_upload: list[bool] = []
+
+    class ReleasingLogger(Logger):
+        def info(self, event, **fields):
+            super().info(event, **fields)
+            if event == 'final_sync':
+                synced_during_the_upload.append(fields['uploaded'] and not upload_done.is_set())
+                upload_released.set()
+
+    fifo = tmp_path / 'ready'
+    os.mkfifo(fifo)
+    trainer = tmp_path / 'trainer.py'
+    trainer.write_text(SAVES_ON_SIGTERM)
+    settings = load_settings(base_env(tmp_path, closed_port_endpoint()), [PYTHON, str(trainer), str(fifo)])
+    log_stream = io.StringIO()
+    harness = harness_main.Harness(settings, ReleasingLogger(log_stream))
+
+    def stop_once_the_upload_is_in_flight():
+        assert upload_started.wait(20)
+        with open(fifo, 'w'):
+            pass  # returns once the trainer has opened its end: its handler is installed
+        harness.request_stop('test')
+
+    stopper = threading.Thread(target=stop_once_the_upload_is_in_flight, daemon=True)
+    stopper.start()
+    code = harness.run()
+    stopper.join(10)
+
+    assert code == 75, log_stream.getvalue()
+    assert synced_during_the_upload == [True], log_stream.getvalue()
+    assert upload_done.is_set(), 'the metrics thread was waited for before the exit'
+    records = [json.loads(line) for line in log_stream.getvalue().splitlines()]
+    phases = next(r for r in records if r['event'] == 'stop_phases')
+    parts = ('request_to_signal_s', 'signal_to_exit_s', 'wind_down_s', 'final_sync_s', 'final_metrics_s')
+    assert sum(phases[part] for part in parts) == pytest.approx(phases['total_s'], abs=0.01)
+    assert records[-1]['event'] == 'harness_exit'

@@ -6,7 +6,14 @@ import threading
 
 from conftest import FakeImds, closed_port_endpoint
 
-from trainyard_harness.imds import ImdsClient, InstanceAction, InterruptionPoller, NotOnEc2
+from trainyard_harness.imds import (
+    UNANSWERED_POLLS_BEFORE_GIVING_UP,
+    ImdsClient,
+    ImdsRefused,
+    InstanceAction,
+    InterruptionPoller,
+    NotOnEc2,
+)
 from trainyard_harness.logs import Logger
 
 
@@ -137,3 +144,31 @@ def test_imds_unreachable_after_it_has_answered_is_transient_and_the_notice_stil
     assert client.polls == 5
     assert not poller.not_on_ec2
     assert [(r['event'], r.get('polling')) for r in records] == [('imds_poll_error', 'continues'), ('spot_notice', None)]
+
+
+def test_an_imds_that_refuses_its_first_token_requests_is_there_and_is_polled_until_the_notice():
+    # A throttling IMDS answers 503: any HTTP answer proves the job is on EC2, so the notice must not be missed.
+    imds = FakeImds(notice_from_request=1)
+    imds.token_refusals = 3
+    try:
+        notices, poller, records = poll_until_notice(ImdsClient(imds.endpoint))
+    finally:
+        imds.close()
+
+    assert notices == [InstanceAction('terminate', '2026-11-21T06:30:00Z')] and not poller.not_on_ec2
+    assert [(r['event'], r.get('polling')) for r in records] == [
+        ('imds_poll_error', 'continues'),
+        ('spot_notice', None),
+    ]
+    assert 'HTTP 503' in records[0]['error']
+
+
+def test_after_an_http_answer_an_unreachable_imds_is_transient_and_the_notice_still_arrives():
+    notice = InstanceAction('terminate', '2026-11-21T06:30:00Z')
+    timed_out = [NotOnEc2('timed out')] * UNANSWERED_POLLS_BEFORE_GIVING_UP
+    client = ScriptedClient([ImdsRefused('IMDS token request answered HTTP 503'), *timed_out, notice])
+
+    notices, poller, records = poll_until_notice(client)
+
+    assert notices == [notice] and not poller.not_on_ec2
+    assert [r['event'] for r in records] == ['imds_poll_error', 'spot_notice']

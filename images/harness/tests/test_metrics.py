@@ -6,8 +6,15 @@ import re
 
 import pytest
 
+from trainyard_harness import metrics
 from trainyard_harness.logs import Logger
-from trainyard_harness.metrics import DEFAULT_PATTERNS, MetricsFileTail, MetricsRecorder, parse_line
+from trainyard_harness.metrics import (
+    DEFAULT_PATTERNS,
+    MAX_PARSED_LINE_CHARS,
+    MetricsFileTail,
+    MetricsRecorder,
+    parse_line,
+)
 from trainyard_harness.storage import FileStorage
 
 
@@ -170,3 +177,39 @@ def test_a_metrics_file_the_script_rewrites_is_read_again_only_where_it_changed(
     path.write_text(rewrite)
     tail.poll()
     assert recorded_steps(storage, rec) == [1, 2, 3, *expected], case
+
+
+def test_a_line_is_parsed_from_its_first_characters_only(tmp_path, monkeypatch):
+    # A progress bar that never ends its line would otherwise be scanned once per `step=` in it, for seconds.
+    seen: list[int] = []
+
+    def measuring(line, patterns):
+        seen.append(len(line))
+        return parse_line(line, patterns)
+
+    monkeypatch.setattr(metrics, 'parse_line', measuring)
+    _storage, rec = recorder(tmp_path)
+
+    rec.observe_line('step=5 loss=0.25 ' + 'step=6, lr=0.001 ' * 20000)
+
+    assert seen == [MAX_PARSED_LINE_CHARS]
+    assert (rec.step, rec.loss) == (5, 0.25)
+
+
+def test_a_metrics_file_that_cannot_be_read_is_reported_once_and_read_once_it_can_be(tmp_path):
+    path = tmp_path / 'train-metrics.jsonl'
+    path.mkdir()  # the script made a directory of that name
+    out = io.StringIO()
+    _storage, rec = recorder(tmp_path)
+    tail = MetricsFileTail(str(path), rec, Logger(out))
+
+    assert tail.skip_existing() == 0
+    tail.poll()
+    tail.poll()
+    path.rmdir()
+    path.write_text('{"step": 3}\n')
+    tail.poll()
+
+    assert rec.step == 3
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [(e['event'], e['path']) for e in events] == [('metrics_file_unreadable', str(path))]

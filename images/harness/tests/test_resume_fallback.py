@@ -49,6 +49,12 @@ def resumer(tmp_path):
     return str(path)
 
 
+def script_file(tmp_path, body: str) -> str:
+    path = tmp_path / 'script.py'
+    path.write_text(textwrap.dedent(body))
+    return str(path)
+
+
 def seed(tmp_path, *states: bytes | dict[str, bytes]) -> CheckpointStore:
     """Stores one checkpoint per state (ckpt-000001 first): state.json with those bytes, or the files named."""
     store = CheckpointStore(FileStorage(f'file://{tmp_path}/store/checkpoints'), 3, Logger(io.StringIO()))
@@ -120,6 +126,57 @@ def test_a_file_written_beside_an_unloadable_checkpoint_is_not_uploaded_as_progr
     assert fourth.events('checkpoint_restored')[0]['checkpoint'] == 'ckpt-000001'
     assert store.restore_newest(str(tmp_path / 'check'))['checkpoint'] == 'ckpt-000003'
     assert json.loads((tmp_path / 'check' / 'state.json').read_text()) == {'step': 4}
+
+
+# Loads state.json, then, without a line the step patterns match, writes what it trained under a name the restored
+# checkpoint does not have; with `then-fails` it then exits 1, with `says-saved` it first writes the done file SAVED.
+FINISHER = """
+import json, os, sys
+directory = os.environ['TRAINYARD_CHECKPOINT_DIR']
+json.load(open(os.path.join(directory, 'state.json')))
+print('epoch 3/3 done, val acc 0.91')
+open(os.path.join(directory, 'final_model.bin'), 'wb').write(b'trained weights')
+if 'says-saved' in sys.argv:
+    open(os.path.join(directory, 'SAVED'), 'w').close()
+if 'then-fails' in sys.argv:
+    sys.exit(1)
+"""
+
+
+def test_a_resumed_command_that_finishes_at_once_without_a_step_line_has_what_it_wrote_uploaded(tmp_path):
+    store = seed(tmp_path, b'{"step": 2}')
+    finisher = script_file(tmp_path, FINISHER)
+
+    run = attempt(tmp_path, 2, [PYTHON, finisher])
+
+    assert run.code == 0, run.output()
+    assert sorted(store.folders()) == [1, 2], 'the finished model was never uploaded'
+    store.restore_newest(str(tmp_path / 'check'))
+    assert (tmp_path / 'check' / 'final_model.bin').read_bytes() == b'trained weights'
+
+
+def test_a_save_the_done_file_calls_finished_is_uploaded_and_is_progress_though_the_command_then_fails(tmp_path):
+    store = seed(tmp_path, b'{"step": 2}')
+    finisher = script_file(tmp_path, FINISHER)
+
+    run = attempt(tmp_path, 2, [PYTHON, finisher, 'says-saved', 'then-fails'], TRAINYARD_CHECKPOINT_DONE_FILE='SAVED')
+
+    assert run.code == 1, 'it saved after loading: its failure is its own\n' + run.output()
+    assert not run.events('resume_failed')
+    assert sorted(store.folders()) == [1, 2]
+    store.restore_newest(str(tmp_path / 'check'))
+    assert (tmp_path / 'check' / 'final_model.bin').read_bytes() == b'trained weights'
+
+
+def test_a_new_file_without_the_done_file_is_still_held_when_the_command_fails(tmp_path):
+    # Not finished by the trainer's word, a new file may be a run config written before the load failed.
+    store = seed(tmp_path, b'{"step": 2}')
+    finisher = script_file(tmp_path, FINISHER)
+
+    run = attempt(tmp_path, 2, [PYTHON, finisher, 'then-fails'])
+
+    assert run.code == 76, run.output()
+    assert sorted(store.folders()) == [1]
 
 
 @pytest.mark.parametrize(

@@ -234,6 +234,14 @@ def test_argv_command_wins_over_trainyard_command():
             None,
             "TRAINYARD_RESUME_FAILURE_WINDOW_SECONDS must be a number >= 0, got '-1'",
         ),
+        *[
+            (
+                {'TRAINYARD_METRICS_FILE': bad},
+                None,
+                f'TRAINYARD_METRICS_FILE must name a JSON-lines file, not a directory, got {bad!r}',
+            )
+            for bad in ['/', '/tmp', 'logs/']
+        ],
     ],
 )
 def test_refuses_a_bad_setting_with_a_precise_message(overrides, command, message):

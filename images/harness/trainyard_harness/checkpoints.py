@@ -32,6 +32,11 @@ SET_ASIDE_AFTER_FAILURES = 2
 # Background snapshots abandoned in a row (a file changed while uploading) before the harness warns that no checkpoint
 # is getting through.
 ABANDONED_BEFORE_WARNING = 3
+# After a background upload fails (storage unreachable, throttling), the watcher waits this long before it tries again,
+# twice as long after each further failure, up to the most: each try hashes the whole directory and takes a folder
+# number. The final sync tries whatever the wait.
+UPLOAD_RETRY_FIRST_SECONDS = 10.0
+UPLOAD_RETRY_MAX_SECONDS = 300.0
 _TEMPORARY_SUFFIXES = ('.tmp', '.temp', '.part', '.partial', '.swp', '~')
 # Dotfiles that are never a writer's finished output: NFS silly-renames, LibreOffice and Emacs locks.
 _TEMPORARY_PREFIXES = ('.nfs', '.~lock.', '.#')
@@ -404,7 +409,10 @@ class CheckpointStore:
         index = max(max(folders, default=0), self._taken) + 1
         name = folder_name(index)
         for relative in sorted(saved_files(signature)):
-            why = unfinished_write(os.path.join(local_dir, relative))
+            try:
+                why = unfinished_write(os.path.join(local_dir, relative))
+            except FileNotFoundError as error:  # a trainer that keeps its last few saves deleted one
+                raise DirectoryChanged(f'{relative} disappeared before its upload', relative) from error
             if why is not None:
                 raise UnfinishedWrite(f'{relative} is {why}', relative)
         self._taken = index
@@ -456,7 +464,10 @@ class CheckpointStore:
     def _upload_saved(self, local_dir: str, relative: str, scanned: tuple[int, int, int], folder: str) -> dict:
         """Uploads one file a save wrote; DirectoryChanged when it is not, after the upload, the file scanned."""
         full = os.path.join(local_dir, relative)
-        digest = sha256_file(full)
+        try:
+            digest = sha256_file(full)
+        except FileNotFoundError as error:
+            raise DirectoryChanged(f'{relative} disappeared before its upload', relative) from error
         try:
             self.storage.put_file(full, f'{folder}/{relative}')
         except SourceChanged as error:
@@ -526,8 +537,10 @@ class CheckpointSyncer:
         log: Logger,
         open_for_writing: Callable[[], list[str]] = lambda: [],
         done_file: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ):
         self.store = store
+        self.clock = clock  # what the watcher times settling, intervals and retries by
         self.done_file = done_file
         self._waiting: str | None = None
         self.local_dir = local_dir
@@ -646,19 +659,23 @@ class CheckpointSyncer:
     def _run(self) -> None:
         tick = max(0.05, min(1.0, self.settle_seconds / 2 if self.settle_seconds else 0.5))
         seen: Signature = {}
-        changed_at = time.monotonic()
-        last_interval = time.monotonic()
+        changed_at = self.clock()
+        last_interval = self.clock()
         deferred_since: float | None = None
         unfinished: Signature | None = None  # the files as they were when a save was found cut off
+        failures = 0  # uploads failed in a row
+        retry_at = 0.0
         while not self._stop.wait(tick):
             if self._paused.is_set():
                 continue
+            now = self.clock()
             try:
                 scanned = scan_directory(self.local_dir)
                 current = saved_files(scanned)  # logs change all the time: a save settles
-                now = time.monotonic()
                 if current != seen:
                     seen, changed_at = current, now
+                if now < retry_at:
+                    continue  # backing off after a failed upload (changes are still tracked above)
                 settled = now - changed_at >= self.settle_seconds
                 # A save the done file does not call finished waits for the interval (which logs why), rather than
                 # looking at /proc and scanning again on every tick.
@@ -684,7 +701,9 @@ class CheckpointSyncer:
                     )
                 deferred_since = None
                 last_interval = now
-                self.sync(reason)
+                if self.sync(reason) is not None and failures:
+                    self.log.info('checkpoint_upload_recovered', failed_attempts=failures)
+                    failures = 0
             except DirectoryChanged as error:
                 # A save found cut off is tried again once a file changes (the writer went on) or at the interval.
                 unfinished = current if isinstance(error, UnfinishedWrite) else None
@@ -701,4 +720,8 @@ class CheckpointSyncer:
                         '(trainyard submit --checkpoint-done-file)',
                     )
             except (StorageError, OSError) as error:
-                self.log.warn('checkpoint_upload_failed', error=str(error))
+                failures += 1
+                delay = min(UPLOAD_RETRY_MAX_SECONDS, UPLOAD_RETRY_FIRST_SECONDS * 2 ** min(failures - 1, 16))
+                retry_at = now + delay
+                if failures == 1:  # once a streak; `checkpoint_upload_recovered` ends it
+                    self.log.warn('checkpoint_upload_failed', error=str(error), retry_in_s=delay)

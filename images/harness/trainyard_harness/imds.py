@@ -26,6 +26,11 @@ class NotOnEc2(Exception):
     """IMDS refused the connection or timed out: this is not an EC2 instance (or IMDS is blocked)."""
 
 
+class ImdsRefused(Exception):
+    """IMDS answered with an HTTP status other than the ones asked for (503 or 429 while it throttles): it is there,
+    so this is an EC2 instance, and the next poll may get through."""
+
+
 @dataclass(frozen=True)
 class InstanceAction:
     """A spot interruption notice: the action (`terminate`, `stop`, `hibernate`) and when it happens."""
@@ -58,7 +63,7 @@ class ImdsClient:
     def _fetch_token(self) -> str:
         status, body = self._request('PUT', TOKEN_PATH, {'X-aws-ec2-metadata-token-ttl-seconds': str(TOKEN_TTL_SECONDS)})
         if status != 200:
-            raise NotOnEc2(f'IMDS token request answered HTTP {status}')
+            raise ImdsRefused(f'IMDS token request answered HTTP {status}')
         return body.decode().strip()
 
     def instance_action(self) -> InstanceAction | None:
@@ -73,23 +78,23 @@ class ImdsClient:
             if status == 404:
                 return None
             if status != 200:
-                raise RuntimeError(f'IMDS spot/instance-action answered HTTP {status}')
+                raise ImdsRefused(f'IMDS spot/instance-action answered HTTP {status}')
             try:
                 document = json.loads(body)
                 return InstanceAction(str(document.get('action', 'terminate')), str(document.get('time', '')))
             except (ValueError, AttributeError):
                 # A 200 with an unexpected body is still a notice: AWS only serves this path when one exists.
                 return InstanceAction('terminate', '')
-        raise RuntimeError('IMDS rejected two fresh tokens (HTTP 401)')
+        raise ImdsRefused('IMDS rejected two fresh tokens (HTTP 401)')
 
 
 class InterruptionPoller:
     """Polls spot/instance-action every `interval` seconds on a thread and calls `on_notice` once.
 
     An IMDS that left UNANSWERED_POLLS_BEFORE_GIVING_UP polls in a row unanswered and never answered means the job is
-    not on EC2 (local runs, Fargate): polling stops. Otherwise an unreachable or slow IMDS is transient (IMDS
-    throttles, a busy instance can miss the 2 s timeout) and polling goes on: stopping then would miss the notice, and
-    with it the checkpoint inside the two-minute warning.
+    not on EC2 (local runs, Fargate): polling stops. Any HTTP answer, whatever its status, counts as an answer.
+    Otherwise an unreachable or slow IMDS is transient (IMDS throttles, a busy instance can miss the 2 s timeout) and
+    polling goes on: stopping then would miss the notice, and with it the checkpoint inside the two-minute warning.
     """
 
     def __init__(
@@ -133,6 +138,12 @@ class InterruptionPoller:
                     self.log.info('imds_unavailable', detail=str(error), polls=unanswered, polling='stopped')
                     return
                 if answered and not errors_logged:
+                    self.log.warn('imds_poll_error', error=str(error), polling='continues')
+                    errors_logged = True
+                notice = None
+            except ImdsRefused as error:
+                answered = True
+                if not errors_logged:
                     self.log.warn('imds_poll_error', error=str(error), polling='continues')
                     errors_logged = True
                 notice = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import faulthandler
 import io
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -28,10 +29,17 @@ from trainyard_harness.checkpoints import (
     is_log_file,
     saved_files,
     scan_directory,
+    unfinished_save,
 )
 from trainyard_harness.imds import ImdsClient, InstanceAction, InterruptionPoller
 from trainyard_harness.logs import Logger, write_or_drop
-from trainyard_harness.metrics import MetricsFileTail, MetricsLoop, MetricsRecorder, resolve_metrics_file
+from trainyard_harness.metrics import (
+    MAX_PARSED_LINE_CHARS,
+    MetricsFileTail,
+    MetricsLoop,
+    MetricsRecorder,
+    resolve_metrics_file,
+)
 from trainyard_harness.processes import (
     become_subreaper,
     files_open_for_writing,
@@ -42,12 +50,14 @@ from trainyard_harness.processes import (
     reap_adopted,
     stop_targets,
 )
-from trainyard_harness.settings import ConfigError, Settings, load_settings
+from trainyard_harness.settings import ConfigError, Settings, load_settings, metrics_file_problem
 from trainyard_harness.storage import StorageError, open_storage
 
 FINAL_SYNC_ATTEMPTS = 3
 OUTPUT_DRAIN_SECONDS = 5.0
 KILL_WRITE_WAIT_SECONDS = 5.0
+_PUMP_CHUNK_BYTES = 64 * 1024
+_LINE_END = re.compile(rb'\r\n|[\r\n]')
 
 
 def split_command(argv: Sequence[str]) -> list[str]:
@@ -100,11 +110,24 @@ class Harness:
         self.spot_notice_seen = True
         self.request_stop(f'spot-notice:{notice.action}')
 
-    def _pump(self, source: IO[bytes], sink: IO[bytes], recorder: MetricsRecorder) -> None:
-        # Drained to the end even when nobody reads the sink any more: a command whose output pipe fills up blocks.
-        for raw in iter(source.readline, b''):
-            write_or_drop(sink, raw)
-            recorder.observe_line(raw.decode('utf-8', 'replace'))
+    def _pump(self, source: io.BufferedReader, sink: IO[bytes], recorder: MetricsRecorder) -> None:
+        """Passes the command's output through as it comes and hands each line to the parser.
+
+        Read as it arrives, not by lines: a progress bar (tqdm) redraws itself after a '\r' and ends its line only
+        when done, so its output, and the steps in it, would show only then. A '\r' ends a line for the parser too,
+        and of a line that never ends only its start is kept (MAX_PARSED_LINE_CHARS). Drained to the end even when
+        nobody reads the sink any more: a command whose output pipe fills up blocks.
+        """
+        partial = b''
+        while chunk := source.read1(_PUMP_CHUNK_BYTES):
+            write_or_drop(sink, chunk)
+            *lines, partial = _LINE_END.split(partial + chunk)
+            for line in lines:
+                if line:
+                    recorder.observe_line(line[:MAX_PARSED_LINE_CHARS].decode('utf-8', 'replace'))
+            partial = partial[:MAX_PARSED_LINE_CHARS]
+        if partial:
+            recorder.observe_line(partial.decode('utf-8', 'replace'))
         source.close()
 
     def run(self) -> int:
@@ -147,6 +170,14 @@ class Harness:
                 return EXIT_INFRASTRUCTURE
             self.log.info('code_bundle_fetched', work_dir=cwd, duration_s=round(time.monotonic() - phase, 3))
 
+        # Checked here as well as in the settings: a relative one is relative to the command's working directory,
+        # which may be the code bundle's.
+        metrics_file = resolve_metrics_file(s.metrics_file, cwd)
+        if s.metrics_file is not None and metrics_file is not None and os.path.isdir(metrics_file):
+            problems = [metrics_file_problem(s.metrics_file, metrics_file)]
+            self.log.error('bad_configuration', problems=problems, exit_code=EXIT_BAD_CONFIG)
+            return EXIT_BAD_CONFIG
+
         recorder = MetricsRecorder(
             metrics_storage, s.job_id, s.attempt, s.total_steps, s.metrics_patterns, self.log
         )
@@ -177,15 +208,19 @@ class Harness:
             recorder.resumed_from_step = restored.get('step')
             baseline = scan_directory(s.checkpoint_dir)
             syncer.set_baseline(baseline, restored)
-            # Until the command reports a step or saves over what was restored (within the window a silent failure
-            # is judged in), a snapshot is the restored checkpoint plus whatever the script wrote beside it (its
-            # config, a log): uploaded, it would count as progress, hide a checkpoint that cannot be loaded from
-            # the fallback, and in a few attempts prune the good ones. A stop the harness sent still uploads it.
+            # Until the command reports a step, saves over what was restored or writes its done file after a save
+            # (within the window a silent failure is judged in), a snapshot is the restored checkpoint plus whatever
+            # the script wrote beside it (its config, a log): uploaded, it would count as progress, hide a checkpoint
+            # that cannot be loaded from the fallback, and in a few attempts prune the good ones. A new file alone
+            # does not end the hold: it may be a config written before the load failed. A stop the harness sent, or
+            # a command that exits 0, still uploads it (see the final sync).
             hold_until = time.monotonic() + s.resume_failure_window_seconds
+            done_file = s.checkpoint_done_file
             syncer.hold_while(
                 lambda current: recorder.step is None
                 and time.monotonic() < hold_until
                 and all(current.get(path) == entry for path, entry in saved_files(baseline).items())
+                and (done_file is None or unfinished_save(current, done_file, baseline) is not None)
             )
             self.log.info(
                 'checkpoint_restored',
@@ -201,7 +236,6 @@ class Harness:
             self.log.info('no_checkpoint_to_restore', duration_s=round(time.monotonic() - phase, 3))
 
         metrics_tail = None
-        metrics_file = resolve_metrics_file(s.metrics_file, cwd)
         if metrics_file is not None:
             metrics_tail = MetricsFileTail(metrics_file, recorder, self.log)
             skipped = metrics_tail.skip_existing()
@@ -331,9 +365,13 @@ class Harness:
         adopted.update(self._reached_statuses(reap_adopted(child.pid), reached))
         for pump in pumps:
             pump.join(OUTPUT_DRAIN_SECONDS)
-        poller.stop()
+        # The IMDS poller and the metrics loop may be in a slow call (a request, nvidia-smi for up to 10 s, a metrics
+        # upload): they are told to stop now and waited for after the final sync, which at a stop has what is left
+        # of the container's stop window. The syncer is waited for: an upload in progress holds the final sync's lock.
+        poller.stopped.set()
+        metrics_loop.stopped.set()
         syncer.stop()
-        metrics_loop.stop()
+        metrics_loop.read_file()  # its last lines: a step there is progress (the hold, judging a resume)
         assert returncode is not None and leader_exited_at is not None
         self.log.info(
             'user_command_exited',
@@ -351,7 +389,8 @@ class Harness:
         uploads = s.is_main_node and not unsafe
         for attempt in range(1, FINAL_SYNC_ATTEMPTS + 1 if uploads else 0):
             try:
-                manifest = syncer.sync('final', honour_hold=signal_sent_at is None)
+                # A command that exited 0 on its own has finished: what it wrote is its result, held or not.
+                manifest = syncer.sync('final', honour_hold=signal_sent_at is None and returncode != 0)
                 sync_error = None
                 break
             except DirectoryChanged as error:
@@ -370,19 +409,10 @@ class Harness:
             duration_s=round(sync_done - sync_started, 3),
             ok=sync_error is None,
         )
+        poller.stop()
+        metrics_loop.stop()  # before the final metrics upload, so that none of its own lands after it
 
         stopped_by_us = signal_sent_at is not None
-        if stopped_by_us and self.stop_requested_at is not None and signal_sent_at is not None:
-            self.log.info(
-                'stop_phases',
-                reason=self.stop_reason,
-                request_to_signal_s=round(signal_sent_at - self.stop_requested_at, 3),
-                signal_to_exit_s=round(child_exited_at - signal_sent_at, 3),
-                final_sync_s=round(sync_done - sync_started, 3),
-                total_s=round(sync_done - self.stop_requested_at, 3),
-                killed_after_grace=killed,
-            )
-
         code = self._exit_code(returncode, stopped_by_us, killed)
         if sync_error is not None:
             self.log.error('final_sync_gave_up', error=sync_error, would_have_exited=code)
@@ -394,7 +424,20 @@ class Harness:
             code, 'failed'
         )
         self._final_metrics(recorder)
-        self.log.info('harness_exit', exit_code=code, state=recorder.state, duration_s=round(time.monotonic() - started, 3))
+        finished = time.monotonic()
+        if stopped_by_us and self.stop_requested_at is not None and signal_sent_at is not None:
+            self.log.info(
+                'stop_phases',
+                reason=self.stop_reason,
+                request_to_signal_s=round(signal_sent_at - self.stop_requested_at, 3),
+                signal_to_exit_s=round(child_exited_at - signal_sent_at, 3),
+                wind_down_s=round(sync_started - child_exited_at, 3),
+                final_sync_s=round(sync_done - sync_started, 3),
+                final_metrics_s=round(finished - sync_done, 3),
+                total_s=round(finished - self.stop_requested_at, 3),
+                killed_after_grace=killed,
+            )
+        self.log.info('harness_exit', exit_code=code, state=recorder.state, duration_s=round(finished - started, 3))
         return code
 
     def _exit_code(self, returncode: int, stopped_by_us: bool, killed_by_us: bool) -> int:

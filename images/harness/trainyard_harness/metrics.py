@@ -36,6 +36,12 @@ DEFAULT_PATTERNS: tuple[re.Pattern[str], ...] = (
 )
 
 
+# The most of one output line the patterns see: they scan a line once per `step` in it (the generic one looks for a
+# loss after each), so a line that only grows (a progress bar redrawn without a newline) would hold the interpreter,
+# and with it the IMDS poller and the stop, for seconds (10 s at 350 KB). 8 KiB takes at most some tens of ms.
+MAX_PARSED_LINE_CHARS = 8 * 1024
+
+
 # The keys the harness sets on every sample in metrics.jsonl; a script's fields of these names are renamed `user_<key>`.
 HARNESS_SAMPLE_KEYS = frozenset({'time', 'attempt'})
 
@@ -133,8 +139,9 @@ class MetricsRecorder:
             self._dirty = True
 
     def observe_line(self, line: str) -> None:
-        """Parses one line of the user's output and records a sample if a pattern matches."""
-        fields = parse_line(line, self.patterns)
+        """Parses one line of the user's output (its first MAX_PARSED_LINE_CHARS) and records a sample if a pattern
+        matches."""
+        fields = parse_line(line[:MAX_PARSED_LINE_CHARS], self.patterns)
         if fields:
             self.record(fields)
 
@@ -189,6 +196,8 @@ class MetricsFileTail:
         self.offset = 0
         self.signature = b''
         self.partial = b''
+        self._lock = threading.Lock()  # the metrics thread polls, and the harness once more at the end
+        self._unreadable = False  # logged once until it is read again
 
     def skip_existing(self) -> int:
         """Starts reading after what the file holds now; returns how many bytes that skips (0 without a file)."""
@@ -197,18 +206,28 @@ class MetricsFileTail:
                 start = max(0, os.fstat(handle.fileno()).st_size - self.SIGNATURE_BYTES)
                 handle.seek(start)
                 self.signature = handle.read()
-        except FileNotFoundError:
-            return 0
+        except OSError:
+            return 0  # none yet, or not readable now: `poll` says so
         self.offset, self.partial = start + len(self.signature), b''
         return self.offset
 
     def poll(self) -> None:
         """Reads lines added since the last poll (a line without its newline waits for the next poll)."""
+        with self._lock:
+            self._poll()
+
+    def _poll(self) -> None:
         try:
             with open(self.path, 'rb') as handle:
                 data = self._read_new(handle)
         except FileNotFoundError:
             return
+        except OSError as error:  # a directory made there, a file the harness may not read: never fatal to the run
+            if not self._unreadable:
+                self.log.warn('metrics_file_unreadable', path=self.path, error=str(error))
+                self._unreadable = True
+            return
+        self._unreadable = False
         self.offset += len(data)
         self.signature = (self.signature + data)[-self.SIGNATURE_BYTES :]
         chunks = (self.partial + data).split(b'\n')
@@ -293,10 +312,13 @@ class MetricsLoop:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stops the thread, reads the metrics file one last time."""
+        """Stops the thread and waits for it (a GPU sample or an upload in progress ends first)."""
         self.stopped.set()
         if self._thread is not None:
             self._thread.join()
+
+    def read_file(self) -> None:
+        """Reads what the metrics file gained since the thread last did (safe while the thread runs)."""
         if self.tail:
             self.tail.poll()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import signal
@@ -71,6 +72,12 @@ class Settings:
         progress and metrics, and marks a checkpoint that failed to load, so the nodes never race for one prefix.
         """
         return self.node_index is None or self.node_index == self.main_node_index
+
+
+def metrics_file_problem(setting: str, resolved: str | None = None) -> str:
+    """What is wrong with a TRAINYARD_METRICS_FILE that names a directory (`resolved`: where a relative one led)."""
+    where = f' ({resolved})' if resolved is not None and resolved != setting else ''
+    return f'TRAINYARD_METRICS_FILE must name a JSON-lines file, not a directory, got {setting!r}{where}'
 
 
 def parent_uri(uri: str) -> str:
@@ -205,6 +212,13 @@ def load_settings(env: Mapping[str, str], argv_command: Sequence[str]) -> Settin
             patterns.append(compiled)
 
     metrics_file = text('TRAINYARD_METRICS_FILE')
+    # A relative one names a file of the command's working directory, which may come with the code bundle: the
+    # harness checks that one once it knows the directory.
+    if metrics_file is not None and (
+        metrics_file.endswith('/') or (os.path.isabs(metrics_file) and os.path.isdir(metrics_file))
+    ):
+        problems.append(metrics_file_problem(metrics_file))
+        metrics_file = None
     done_file = text('TRAINYARD_CHECKPOINT_DONE_FILE')
     if done_file is not None and (
         len(done_file) > DONE_FILE_MAX_CHARS or not DONE_FILE_PATTERN.fullmatch(done_file) or is_temporary(done_file)

@@ -18,7 +18,8 @@ class StorageError(Exception):
 
 
 class SourceChanged(StorageError):
-    """A file being uploaded was replaced or shrank meanwhile: the upload stopped instead of sending a short body."""
+    """A file being uploaded was replaced, deleted or shrank meanwhile: the upload stopped instead of sending a short
+    body (or failing as if storage had)."""
 
 
 @dataclass(frozen=True)
@@ -83,11 +84,14 @@ class FileStorage:
             raise StorageError(f'cannot write {self.uri}/{key}: {error}') from error
 
     def put_file(self, local_path: str, key: str) -> None:
-        def copy(handle) -> None:
-            with open(local_path, 'rb') as source:
-                shutil.copyfileobj(source, handle, 8 * 1024 * 1024)
-
-        self._atomic_write(key, copy)
+        try:
+            source = open(local_path, 'rb')
+        except FileNotFoundError as error:
+            raise SourceChanged(f'{local_path} was deleted before its upload') from error
+        except OSError as error:
+            raise StorageError(f'cannot write {self.uri}/{key}: {error}') from error
+        with source:
+            self._atomic_write(key, lambda handle: shutil.copyfileobj(source, handle, 8 * 1024 * 1024))
 
     def put_bytes(self, data: bytes, key: str) -> None:
         self._atomic_write(key, lambda handle: handle.write(data))
@@ -190,9 +194,12 @@ class S3Storage:
         return StorageError(f'cannot {action} s3://{self.bucket}/{self._key(key)}: {error}')
 
     def put_file(self, local_path: str, key: str) -> None:
-        """Uploads the file as it is now; raises SourceChanged at once if it is replaced or shrinks meanwhile."""
+        """Uploads the file as it is now; raises SourceChanged at once if it is gone, or is replaced or shrinks
+        meanwhile."""
         try:
             pinned = PinnedFile.of(local_path)
+        except FileNotFoundError as error:
+            raise SourceChanged(f'{local_path} was deleted before its upload') from error
         except OSError as error:
             raise self._fail('upload', key, error) from error
         self.put_pinned(pinned, key)
