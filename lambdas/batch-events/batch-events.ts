@@ -58,7 +58,7 @@ import { TERMINATE_REASONS } from '../domain/batch-reasons';
 import { UnknownBudgetJob, usdToMicros } from '../domain/budgets';
 import { buildEvent, jobIdentity } from '../domain/events';
 import { type AttemptRecord, isTerminal, type JobRecord, tierOfJob } from '../domain/job';
-import { microUsdToCents } from '../domain/metering';
+import { MICROS_PER_USD } from '../domain/metering';
 import { attemptRefOf, recordedCost } from '../domain/watch';
 import { publishCrossings } from '../shared/budget-alerts';
 import type { ControlPlane } from '../shared/control-plane';
@@ -295,7 +295,9 @@ export function createBatchEventsHandler(plane: Plane) {
       // An end seen late added what Batch's record says beyond what its unseen end was billed.
       const unseen = stored.unseenCostUsd;
       const added =
-        unseen === undefined ? stored.costUsd : microUsdToCents(usdToMicros(stored.costUsd) - usdToMicros(unseen));
+        unseen === undefined
+          ? stored.costUsd
+          : (usdToMicros(stored.costUsd) - usdToMicros(unseen)) / MICROS_PER_USD;
       const run = { capacity: stored.capacity, stoppedAt: stored.stoppedAt, costUsd: added };
       const cause = unseen === undefined ? 'late-stop' : 'unseen-end';
       await amendEndedJob(current, cause, attempt.attempt, batchJob.jobId, run, total);

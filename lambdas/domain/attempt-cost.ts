@@ -6,7 +6,7 @@
 import type { TierConfig } from '../../lib/config';
 import type { BatchJob } from './batch-job';
 import type { AttemptRecord, OrphanRun } from './job';
-import { attemptCostMicroUsd, microUsdToCents } from './metering';
+import { attemptCostMicroUsd, MICROS_PER_USD } from './metering';
 
 /** What an ended attempt cost and when it ran. */
 export interface AttemptCost {
@@ -16,7 +16,11 @@ export interface AttemptCost {
   readonly stoppedAt?: number;
   /** Price per node-hour used. */
   readonly usdPerHour: number;
-  /** Cost in USD, rounded to the cent once. */
+  /**
+   * Cost in USD to the micro-dollar, as metered: a job's total is rounded to the cent only once, over all its attempts
+   * (an attempt rounded to the cent on its own could lose up to half a cent; ten one-minute reclaims at $0.19/h,
+   * $0.0032 each, would have added up to $0.00).
+   */
   readonly costUsd: number;
 }
 
@@ -64,7 +68,7 @@ export function costOfAttempt(
     startedAt: Math.min(...spans.map((s) => s.startedAt)),
     stoppedAt: Math.max(...spans.map((s) => s.stoppedAt)),
     usdPerHour,
-    costUsd: microUsdToCents(micros),
+    costUsd: micros / MICROS_PER_USD,
   };
 }
 
@@ -107,7 +111,7 @@ export function billedRunsOf(attempt: AttemptRecord): AttemptRecord[] {
 
 /** What an attempt's orphaned Batch jobs cost, in integer micro-dollars (0 without any). */
 function orphanCostMicros(attempt: Pick<AttemptRecord, 'orphans'>): number {
-  return orphanRunsOf(attempt).reduce((sum, run) => sum + Math.round(run.costUsd * 1_000_000), 0);
+  return orphanRunsOf(attempt).reduce((sum, run) => sum + Math.round(run.costUsd * MICROS_PER_USD), 0);
 }
 
 /**
@@ -115,5 +119,5 @@ function orphanCostMicros(attempt: Pick<AttemptRecord, 'orphans'>): number {
  * its own Batch job while that has no recorded cost (running, or never started).
  */
 export function recordedCostMicros(attempt: Pick<AttemptRecord, 'costUsd' | 'orphans'>): number {
-  return Math.round((attempt.costUsd ?? 0) * 1_000_000) + orphanCostMicros(attempt);
+  return Math.round((attempt.costUsd ?? 0) * MICROS_PER_USD) + orphanCostMicros(attempt);
 }

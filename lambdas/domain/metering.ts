@@ -22,7 +22,8 @@ export class InvalidMeteringInput extends Error {
 /** EC2's minimum billed time per instance start, seconds. */
 export const MINIMUM_BILLED_SECONDS = 60;
 
-const MICROS_PER_USD = 1_000_000;
+/** Micro-dollars in a dollar: the unit money is metered and summed in. */
+export const MICROS_PER_USD = 1_000_000;
 const SECONDS_PER_HOUR = 3600n;
 
 /** One attempt's billing input. */

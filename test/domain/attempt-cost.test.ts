@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { attemptPrice, costOfAttempt, costOfUnseenEnd } from '../../lambdas/domain/attempt-cost';
+import { recordedCost } from '../../lambdas/domain/watch';
 import { parseConfig } from '../../lib/config';
+import { attemptRecord } from '../support/records';
 
 const gpuSmall = parseConfig({}).tiers.find((t) => t.id === 'gpu-small');
 if (!gpuSmall) throw new Error('seed tier gpu-small missing');
@@ -21,26 +23,26 @@ describe('attemptPrice', () => {
 });
 
 describe('costOfAttempt', () => {
-  it('bills per second at the price paid: 2404 s at $0.1897/h = $0.126677 → $0.13', () => {
+  it('bills per second at the price paid, to the micro-dollar: 2404 s at $0.1897/h = $0.12667689 → $0.126677', () => {
     const cost = costOfAttempt(
       { usdPerHour: 0.1897, capacity: 'spot', nodes: 1 },
       { attempts: [{ startedAt: T0, stoppedAt: T0 + 2_404_000 }], startedAt: T0, stoppedAt: T0 + 2_404_000 },
       gpuSmall,
     );
-    expect(cost).toEqual({ startedAt: T0, stoppedAt: T0 + 2_404_000, usdPerHour: 0.1897, costUsd: 0.13 });
+    expect(cost).toEqual({ startedAt: T0, stoppedAt: T0 + 2_404_000, usdPerHour: 0.1897, costUsd: 0.126677 });
   });
 
-  it('bills AWS’s 60 s minimum for a 10 s attempt: 60 s at $0.526/h = $0.00877 → $0.01', () => {
+  it('bills AWS’s 60 s minimum for a 10 s attempt: 60 s at $0.526/h = $0.0087667 → $0.008767', () => {
     const cost = costOfAttempt(
       { capacity: 'on-demand', nodes: 1 },
       { attempts: [{ startedAt: T0, stoppedAt: T0 + 10_000 }], startedAt: T0, stoppedAt: T0 + 10_000 },
       gpuSmall,
     );
-    expect(cost.costUsd).toBe(0.01);
+    expect(cost.costUsd).toBe(0.008767);
   });
 
   it('adds every Batch-level try that started (an image pull retry still ran an instance)', () => {
-    // 3600 s + 1800 s at $0.526/h on 1 node = $0.526 + $0.263 = $0.789 → $0.79
+    // 3600 s + 1800 s at $0.526/h on 1 node = $0.526 + $0.263 = $0.789
     const cost = costOfAttempt(
       { capacity: 'on-demand', nodes: 1 },
       {
@@ -51,7 +53,7 @@ describe('costOfAttempt', () => {
       },
       gpuSmall,
     );
-    expect(cost).toMatchObject({ startedAt: T0, stoppedAt: T0 + 5_500_000, costUsd: 0.79 });
+    expect(cost).toMatchObject({ startedAt: T0, stoppedAt: T0 + 5_500_000, costUsd: 0.789 });
   });
 
   it('charges nothing for an attempt that never started (cancelled while RUNNABLE)', () => {
@@ -62,46 +64,46 @@ describe('costOfAttempt', () => {
     });
   });
 
-  it('multiplies by nodes: 2 nodes × 1 h at $5.672/h = $11.344 → $11.34', () => {
+  it('multiplies by nodes: 2 nodes × 1 h at $5.672/h = $11.344', () => {
     const cost = costOfAttempt(
       { capacity: 'on-demand', nodes: 2, usdPerHour: 5.672 },
       { attempts: [{ startedAt: T0, stoppedAt: T0 + 3_600_000 }] },
       gpuSmall,
     );
-    expect(cost.costUsd).toBe(11.34);
+    expect(cost.costUsd).toBe(11.344);
   });
 });
 
 describe('costOfUnseenEnd (Batch no longer reports the job)', () => {
   const spot = { capacity: 'spot' as const, nodes: 1, usdPerHour: 0.1897 };
 
-  it('bills from the recorded start to the last sign of it running: 2404 s at $0.1897/h = $0.126677 → $0.13', () => {
+  it('bills from the recorded start to the last sign of it running: 2404 s at $0.1897/h = $0.126677', () => {
     expect(costOfUnseenEnd({ ...spot, startedAt: T0 }, T0 + 2_404_000, gpuSmall)).toEqual({
       startedAt: T0,
       stoppedAt: T0 + 2_404_000,
       usdPerHour: 0.1897,
-      costUsd: 0.13,
+      costUsd: 0.126677,
     });
   });
 
-  it('bills the start alone (AWS’s 60 s minimum) without a later sign: 60 s at $0.526/h = $0.00877 → $0.01', () => {
+  it('bills the start alone (AWS’s 60 s minimum) without a later sign: 60 s at $0.526/h = $0.008767', () => {
     const started = { capacity: 'on-demand' as const, nodes: 1, startedAt: T0 };
     for (const sign of [undefined, T0 - 5_000, T0]) {
       expect(costOfUnseenEnd(started, sign, gpuSmall)).toEqual({
         startedAt: T0,
         stoppedAt: T0,
         usdPerHour: 0.526,
-        costUsd: 0.01,
+        costUsd: 0.008767,
       });
     }
   });
 
-  it('bills one start at its last sign when no start was recorded: 60 s at $3.06/h = $0.051 → $0.05', () => {
+  it('bills one start at its last sign when no start was recorded: 60 s at $3.06/h = $0.051', () => {
     expect(costOfUnseenEnd({ ...spot, usdPerHour: 3.06 }, T0 + 60_000, gpuSmall)).toEqual({
       startedAt: T0 + 60_000,
       stoppedAt: T0 + 60_000,
       usdPerHour: 3.06,
-      costUsd: 0.05,
+      costUsd: 0.051,
     });
   });
 
@@ -109,8 +111,26 @@ describe('costOfUnseenEnd (Batch no longer reports the job)', () => {
     expect(costOfUnseenEnd(spot, undefined, gpuSmall)).toEqual({ usdPerHour: 0.1897, costUsd: 0 });
   });
 
-  it('multiplies by nodes: 2 nodes × 1 h at $5.672/h = $11.344 → $11.34', () => {
+  it('multiplies by nodes: 2 nodes × 1 h at $5.672/h = $11.344', () => {
     const cost = costOfUnseenEnd({ ...spot, nodes: 2, usdPerHour: 5.672, startedAt: T0 }, T0 + 3_600_000, gpuSmall);
-    expect(cost.costUsd).toBe(11.34);
+    expect(cost.costUsd).toBe(11.344);
+  });
+});
+
+describe('a job of many short attempts', () => {
+  it('is billed what its attempts cost together, rounded to the cent once, not each attempt rounded on its own', () => {
+    // Ten spot attempts reclaimed within a minute, each billed AWS's 60 s minimum at $0.19/h: $0.0031667 each,
+    // $0.031667 in all → $0.03. Rounded to the cent one by one, each would have been $0.00.
+    const attempts = Array.from({ length: 10 }, (_, i) => {
+      const start = T0 + i * 120_000;
+      const { costUsd } = costOfAttempt(
+        { usdPerHour: 0.19, capacity: 'spot', nodes: 1 },
+        { attempts: [{ startedAt: start, stoppedAt: start + 30_000 }] },
+        gpuSmall,
+      );
+      return attemptRecord({ attempt: i + 1, status: 'FAILED', costUsd });
+    });
+
+    expect(recordedCost(attempts)).toBe(0.03);
   });
 });

@@ -402,13 +402,13 @@ describe('batch-events: SUCCEEDED and FAILED', () => {
     const result = await handle(succeeded);
 
     expect(result).toEqual({ action: 'stopped', jobId: JOB_ID, attempt: 2 });
-    // 0.1897 $/h × 2403 s ÷ 3600 = 0.12662 → $0.13; the job: 0.42 + 0.13.
+    // 0.1897 $/h × 2403 s ÷ 3600 = $0.12662475 → $0.126625 (to the micro-dollar); the job: 0.42 + 0.126625 → $0.55.
     expect(await bench.jobs.getAttempt(JOB_ID, 2)).toMatchObject({
       startedAt: T.started,
       stoppedAt: T.stopped,
       status: 'SUCCEEDED',
       usdPerHour: 0.1897,
-      costUsd: 0.13,
+      costUsd: 0.126625,
     });
     expect((await bench.jobs.requireJob(JOB_ID)).costSoFarUsd).toBe(0.55);
   });
@@ -425,12 +425,12 @@ describe('batch-events: SUCCEEDED and FAILED', () => {
     const result = await createBatchEventsHandler(planeOf(jobs))(fixture('batch-succeeded'));
 
     expect(result).toEqual({ action: 'stopped', jobId: JOB_ID, attempt: 1 });
-    // 0.25 $/h × 2403 s ÷ 3600 = 0.166875 → $0.17 (the configured $0.19/h would make it $0.13).
+    // 0.25 $/h × 2403 s ÷ 3600 = $0.166875, the job's $0.17 (the configured $0.19/h would make it $0.13).
     expect(await bench.jobs.getAttempt(JOB_ID, 1)).toMatchObject({
       status: 'SUCCEEDED',
       stoppedAt: T.stopped,
       usdPerHour: 0.25,
-      costUsd: 0.17,
+      costUsd: 0.166875,
     });
     expect((await bench.jobs.requireJob(JOB_ID)).costSoFarUsd).toBe(0.17);
   });
@@ -440,13 +440,13 @@ describe('batch-events: SUCCEEDED and FAILED', () => {
 
     await handle(fixture('batch-failed-reclaimed'));
 
-    // 0.526 $/h × 2403 s ÷ 3600 = 0.351105 → $0.35.
+    // 0.526 $/h × 2403 s ÷ 3600 = $0.351105, the job's $0.35.
     expect(await bench.jobs.getAttempt(JOB_ID, 1)).toMatchObject({
       startedAt: T.started,
       stoppedAt: T.stopped,
       status: 'FAILED',
       usdPerHour: 0.526,
-      costUsd: 0.35,
+      costUsd: 0.351105,
     });
     expect((await bench.jobs.requireJob(JOB_ID)).costSoFarUsd).toBe(0.35);
   });
@@ -620,8 +620,15 @@ describe('batch-events: a Batch job its attempt does not own is stopped, and bil
     expect(bench.recorded.terminated).toEqual([{ batchJobId: BATCH_JOB_ID, reason: TERMINATE_REASONS.jobEnded }]);
   });
 
-  // The fixtures' orphan: 2403 billed seconds at the spot price history's $0.25 an hour, $0.166875, $0.17 to the cent.
-  const ORPHAN_RUN = { capacity: 'spot', startedAt: T.started, stoppedAt: T.stopped, usdPerHour: 0.25, costUsd: 0.17 };
+  // The fixtures' orphan: 2403 billed seconds at the spot price history's $0.25 an hour, $0.166875 (a job's total is
+  // rounded to the cent: $0.17 on its own).
+  const ORPHAN_RUN = {
+    capacity: 'spot',
+    startedAt: T.started,
+    stoppedAt: T.stopped,
+    usdPerHour: 0.25,
+    costUsd: 0.166875,
+  };
   const PERIOD = new Date(T.created).toISOString().slice(0, 7);
 
   function onSpotAt(usdPerHour: number) {
@@ -707,7 +714,7 @@ describe('batch-events: a Batch job its attempt does not own is stopped, and bil
       attempt: 1,
       batchJobId: BATCH_JOB_ID,
       capacity: 'spot',
-      addedUsd: 0.17,
+      addedUsd: 0.166875,
       costUsd: 0.47,
     });
     expect(publishedOf(bench.recorded, 'Job Cost Amended')).toEqual([amended]);
@@ -934,8 +941,8 @@ describe('batch-events: an attempt whose end comes after its job ended', () => {
 
     expect(await handle(asAttempt2('batch-succeeded'))).toEqual({ action: 'stopped', jobId: JOB_ID, attempt: 2 });
 
-    // 2403 billed seconds at $0.19 an hour: $0.126825, $0.13; the job, its budget and its files say $0.43.
-    expect(await bench.jobs.getAttempt(JOB_ID, 2)).toMatchObject({ costUsd: 0.13, endedAfterJob: true });
+    // 2403 billed seconds at $0.19 an hour: $0.126825; the job, its budget and its files say $0.30 + that = $0.43.
+    expect(await bench.jobs.getAttempt(JOB_ID, 2)).toMatchObject({ costUsd: 0.126825, endedAfterJob: true });
     expect(await bench.jobs.requireJob(JOB_ID)).toMatchObject({ state: 'FAILED', costSoFarUsd: 0.43 });
     expect(await bench.ledger.usage('team:vision', PERIOD)).toMatchObject({ spentUsd: 0.43, reservedUsd: 0 });
     const amended = expect.objectContaining({
@@ -945,7 +952,7 @@ describe('batch-events: an attempt whose end comes after its job ended', () => {
       attempt: 2,
       batchJobId: BATCH_JOB_ID,
       capacity: 'spot',
-      addedUsd: 0.13,
+      addedUsd: 0.126825,
       costUsd: 0.43,
       summary: `Job ${JOB_ID} (team vision) cost $0.13 more after it ended FAILED: attempt 2's Batch job ${BATCH_JOB_ID} on spot was still running when the job ended, until Trainyard stopped it. The job's cost is now $0.43, charged to its budget.`,
     });
@@ -962,15 +969,15 @@ describe('batch-events: an attempt whose end comes after its job ended', () => {
   });
 
   describe('an attempt billed while its end was unseen, whose end Batch reports later', () => {
-    // Billed to its last sign of running, 600 s after its start, at $0.19 an hour: $0.031667, $0.03. Batch's record
-    // (the fixture) says it ran 2403 billed seconds: $0.126825, $0.13.
+    // Billed to its last sign of running, 600 s after its start, at $0.19 an hour: $0.031667, the job's $0.03. Batch's
+    // record (the fixture) says it ran 2403 billed seconds: $0.126825, the job's $0.13.
     const UNSEEN = {
       batchJobId: BATCH_JOB_ID,
       status: 'FAILED',
       startedAt: T.started,
       stoppedAt: T.started + 600_000,
       usdPerHour: 0.19,
-      costUsd: 0.03,
+      costUsd: 0.031667,
       endUnseen: true,
       startAnnounced: true,
     } as const;
@@ -988,8 +995,8 @@ describe('batch-events: an attempt whose end comes after its job ended', () => {
       expect(attempt).toMatchObject({
         status: 'SUCCEEDED',
         stoppedAt: T.stopped,
-        costUsd: 0.13,
-        unseenCostUsd: 0.03,
+        costUsd: 0.126825,
+        unseenCostUsd: 0.031667,
         endedAfterJob: true,
       });
       expect(attempt?.endUnseen).toBeUndefined();
@@ -999,7 +1006,8 @@ describe('batch-events: an attempt whose end comes after its job ended', () => {
         eventId: `${JOB_ID}/cost-amended/${BATCH_JOB_ID}`,
         cause: 'unseen-end',
         attempt: 1,
-        addedUsd: 0.1,
+        // $0.126825 − $0.031667, to the micro-dollar (the summary says it to the cent).
+        addedUsd: 0.095158,
         costUsd: 0.13,
         summary: `Job ${JOB_ID} (team vision) cost $0.10 more after it ended FAILED: attempt 1's Batch job ${BATCH_JOB_ID} on spot, billed to its last sign of running when Batch did not report it, ran longer by Batch's own record. The job's cost is now $0.13, charged to its budget.`,
       });
@@ -1016,7 +1024,7 @@ describe('batch-events: an attempt whose end comes after its job ended', () => {
 
       await handle(fixture('batch-succeeded'));
 
-      expect(await bench.jobs.getAttempt(JOB_ID, 1)).toMatchObject({ costUsd: 0.13, unseenCostUsd: 0.03 });
+      expect(await bench.jobs.getAttempt(JOB_ID, 1)).toMatchObject({ costUsd: 0.126825, unseenCostUsd: 0.031667 });
       expect((await bench.jobs.getAttempt(JOB_ID, 1))?.endedAfterJob).toBeUndefined();
       expect(await bench.jobs.requireJob(JOB_ID)).toMatchObject({ state: 'RUNNING', costSoFarUsd: 0.13 });
       expect(bench.recorded.published).toEqual([]);
@@ -1046,7 +1054,7 @@ describe('batch-events: an attempt whose end comes after its job ended', () => {
 
       await handle(fixture('batch-succeeded'));
 
-      expect(await bench.jobs.getAttempt(JOB_ID, 1)).toMatchObject({ costUsd: 0.13, unseenCostUsd: 0.03 });
+      expect(await bench.jobs.getAttempt(JOB_ID, 1)).toMatchObject({ costUsd: 0.126825, unseenCostUsd: 0.031667 });
       expect(await bench.jobs.requireJob(JOB_ID)).toMatchObject({ costSoFarUsd: 0.13 });
     });
   });

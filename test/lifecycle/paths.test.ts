@@ -58,11 +58,15 @@ async function outcome(b: LifecycleBench, jobId: string) {
   };
 }
 
-/** Cents of an attempt's metered cost, recomputed here from its recorded times, price and nodes (60 s minimum). */
-function expectedCents(attempt: AttemptRecord): number {
+/**
+ * Micro-dollars of an attempt's metered cost, recomputed here from its recorded times, price and nodes (per second,
+ * 60 s minimum), in integers: seconds × micro-dollars an hour × nodes ÷ 3600, rounded half up.
+ */
+function expectedMicros(attempt: AttemptRecord): number {
   if (attempt.startedAt === undefined || attempt.stoppedAt === undefined) return 0;
   const seconds = Math.max(60, Math.ceil((attempt.stoppedAt - attempt.startedAt) / 1000));
-  return Math.round((seconds * (attempt.usdPerHour ?? 0) * attempt.nodes * 100) / 3600);
+  const microsPerHour = Math.round((attempt.usdPerHour ?? 0) * 1_000_000);
+  return Math.floor((2 * seconds * microsPerHour * attempt.nodes + 3600) / 7200);
 }
 
 /** What the harness's `shlex.split` makes of TRAINYARD_RESUME_ARGS. */
@@ -71,12 +75,17 @@ function pythonSplit(text: string): string[] {
   return JSON.parse(execFileSync('/usr/bin/python3', ['-c', script, text], { encoding: 'utf8' }));
 }
 
-/** The ledger is settled: nothing reserved for the job, spent equals the sum of its attempt costs, to the cent. */
+/**
+ * The ledger is settled: nothing reserved for the job, spent equals the sum of its attempt costs (each to the
+ * micro-dollar), rounded to the cent once. Returns those cents.
+ */
 async function expectSettled(b: LifecycleBench, jobId: string): Promise<number> {
   const attempts = await b.plane.jobs.listAttempts(jobId);
-  const cents = attempts.reduce((sum, a) => sum + expectedCents(a), 0);
-  for (const a of attempts)
-    expect(Math.round((a.costUsd ?? 0) * 100), `attempt ${a.attempt} cost`).toBe(expectedCents(a));
+  const micros = attempts.reduce((sum, a) => sum + expectedMicros(a), 0);
+  const cents = Math.floor((micros + 5_000) / 10_000);
+  for (const a of attempts) {
+    expect(Math.round((a.costUsd ?? 0) * 1_000_000), `attempt ${a.attempt} cost`).toBe(expectedMicros(a));
+  }
   const { scope, period } = teamScope();
   const usage = await b.plane.ledger.usage(scope, period);
   expect(usage?.reservedUsd).toBe(0);
@@ -459,7 +468,7 @@ describe('an attempt whose task failed while Batch ran it (SubmitJob answered 5x
     expect(cents).toBe(Math.round((lost?.costUsd ?? 0) * 100));
     // The settlement is the first one's figure whatever a replay passes: it counted the attempt's whole run, where
     // settling before the attempt ended released the reservation and left its cost to a late charge.
-    expect((await b.plane.ledger.settle(r.jobId, 0)).actualUsd).toBe(lost?.costUsd);
+    expect((await b.plane.ledger.settle(r.jobId, 0)).actualUsd).toBe(cents / 100);
   });
 
   it.each([
