@@ -353,7 +353,11 @@ export const configSchema = z
     ),
     limits: section(
       {
-        maxBundleMiB: setting(intRange(1, 5120), 500, 'Largest code bundle, MiB.'),
+        maxBundleMiB: setting(
+          intRange(1, 1024),
+          500,
+          'Largest code bundle (the compressed archive), MiB. At most 1024: the API function holds the archive and what it unpacks to (at most 1 GiB) in its 3 GiB of memory.',
+        ),
         maxInlineBundleKiB: setting(
           intRange(1, 4096),
           4096,

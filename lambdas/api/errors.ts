@@ -8,7 +8,7 @@ import { InvalidEstimateInput } from '../domain/estimator';
 import { InvalidReportPeriod } from '../domain/showback';
 import { JobNotFound, JobStateConflict } from '../shared/job-store';
 import { logger } from '../shared/logger';
-import { InvalidBundle } from '../shared/tarball';
+import { BundleTooLarge, InvalidBundle } from '../shared/tarball';
 
 /** Error body shape returned on every failure: `{ "error": { code, message, details? } }`. */
 export interface ErrorBody {
@@ -59,6 +59,9 @@ export function toErrorResponse(error: unknown): { status: number; body: ErrorBo
     return { status: 400, body: body('unknown_tier', error.message, { knownTiers: error.knownTiers }) };
   }
   if (error instanceof InvalidScope) return { status: 400, body: body('invalid_scope', error.message) };
+  if (error instanceof BundleTooLarge) {
+    return { status: 413, body: body('payload_too_large', error.message, { maxUnpackedBytes: error.maxBytes }) };
+  }
   if (error instanceof InvalidBundle) return { status: 400, body: body('invalid_bundle', error.message) };
   if (
     error instanceof InvalidRequirement ||

@@ -14,6 +14,7 @@ import {
   retriesSchema,
 } from '../domain/job';
 import { InvalidLabel, labelsSchema, parseLabelSelectors } from '../domain/labels';
+import { shellJoin } from '../domain/submit-job';
 import '../domain/zod-issues'; // zod's English issue messages
 import { badRequest } from './errors';
 
@@ -53,9 +54,11 @@ export const MAX_COMMAND_ARGS = 256;
 /** Longest single argument or environment value, characters. */
 export const MAX_ARG_CHARS = 4096;
 /**
- * Most bytes a job's command, environment and resume arguments may take together, as JSON (UTF-8): every attempt
- * sends them to AWS Batch, whose SubmitJob takes at most 30 KiB, and the platform's own environment variables, tags
- * and names need the rest. Checked before anything is written: a larger job could be stored but never run.
+ * Most bytes a job's command, environment and resume arguments may take together, as JSON (UTF-8), the resume
+ * arguments as the one shell-quoted string an attempt sends (TRAINYARD_RESUME_ARGS; quoting a `'` takes 4 characters):
+ * every attempt sends them to AWS Batch, whose SubmitJob takes at most 30 KiB, and the platform's own environment
+ * variables, tags and names need the rest. Checked before anything is written: a larger job could be stored but never
+ * run.
  */
 const MAX_SUBMIT_OVERRIDE_BYTES = 24 * 1024;
 
@@ -64,7 +67,7 @@ function fitsSubmitJob(
   { command, env, resumeArgs }: { command: string[]; env?: Record<string, string>; resumeArgs?: string[] },
   ctx: z.core.$RefinementCtx,
 ): void {
-  const json = JSON.stringify({ command, env: env ?? {}, resumeArgs: resumeArgs ?? [] });
+  const json = JSON.stringify({ command, env: env ?? {}, resumeArgs: shellJoin(resumeArgs ?? []) });
   const bytes = Buffer.byteLength(json, 'utf8');
   if (bytes <= MAX_SUBMIT_OVERRIDE_BYTES) return;
   ctx.addIssue({
@@ -260,7 +263,18 @@ export const listJobsQuerySchema = z.strictObject({
 export const logsQuerySchema = z.strictObject({
   attempt: z.optional(intParam('attempt', 1, 10_000)),
   limit: z.optional(intParam('limit', 1, 1000)),
+  after: z.optional(
+    z
+      .string()
+      .check(
+        z.minLength(1, 'must be a nextCursor an earlier answer returned'),
+        z.maxLength(2048, 'is too long to be a nextCursor'),
+      ),
+  ),
 });
+
+/** Lines GET /jobs/{id}/logs returns when the query does not say. */
+export const DEFAULT_LOG_LINES = 100;
 
 /**
  * GET /reports/showback query: the period's first and last day (YYYY-MM-DD, checked by customPeriod), a team, and

@@ -295,9 +295,7 @@ export function createBatchEventsHandler(plane: Plane) {
       // An end seen late added what Batch's record says beyond what its unseen end was billed.
       const unseen = stored.unseenCostUsd;
       const added =
-        unseen === undefined
-          ? stored.costUsd
-          : (usdToMicros(stored.costUsd) - usdToMicros(unseen)) / MICROS_PER_USD;
+        unseen === undefined ? stored.costUsd : (usdToMicros(stored.costUsd) - usdToMicros(unseen)) / MICROS_PER_USD;
       const run = { capacity: stored.capacity, stoppedAt: stored.stoppedAt, costUsd: added };
       const cause = unseen === undefined ? 'late-stop' : 'unseen-end';
       await amendEndedJob(current, cause, attempt.attempt, batchJob.jobId, run, total);

@@ -6,7 +6,7 @@
  * every cold start pay for the lot. Dynamic import keeps one module instance, so the clients are the ones tests mock.
  */
 import type { BatchClient } from '@aws-sdk/client-batch';
-import type { CloudWatchLogsClient } from '@aws-sdk/client-cloudwatch-logs';
+import type { CloudWatchLogsClient, GetLogEventsCommandOutput } from '@aws-sdk/client-cloudwatch-logs';
 import type { EC2Client } from '@aws-sdk/client-ec2';
 import type { ECSClient } from '@aws-sdk/client-ecs';
 import type { EventBridgeClient } from '@aws-sdk/client-eventbridge';
@@ -16,7 +16,16 @@ import type { EventEntry } from '../domain/events';
 import { spotPriceAt } from '../domain/metering';
 import { SPOT_PROBE_MIN_INSTANCE_TYPES, spotProbeCanAnswer } from '../domain/placement';
 import { logger } from './logger';
-import type { BatchControl, EventPublisher, FleetFacts, InstanceFacts, LifecycleControl, LogReader } from './ports';
+import {
+  type BatchControl,
+  type EventPublisher,
+  type FleetFacts,
+  type InstanceFacts,
+  InvalidLogPosition,
+  type LifecycleControl,
+  type LogPage,
+  type LogReader,
+} from './ports';
 
 /** Raised when PutEvents rejects entries (it reports failures per entry, not as an exception). */
 export class EventDeliveryFailed extends Error {
@@ -146,8 +155,47 @@ export function awsLogReader(logGroupName: string, client?: CloudWatchLogsClient
         throw error;
       }
     },
+    async readLines(logStreamName, start, limit): Promise<LogPage> {
+      const { GetLogEventsCommand } = await sdk();
+      let token = typeof start === 'object' ? start.after : undefined;
+      for (let reads = 1; ; reads++) {
+        let out: GetLogEventsCommandOutput;
+        try {
+          out = await (await logs()).send(
+            new GetLogEventsCommand({
+              logGroupName,
+              logStreamName,
+              limit,
+              // A forward token must be read with startFromHead (GetLogEvents' rule).
+              startFromHead: start !== 'tail',
+              ...(token !== undefined && { nextToken: token }),
+            }),
+          );
+        } catch (error) {
+          const name = (error as Error).name;
+          if (name === 'ResourceNotFoundException')
+            return { lines: [], ...(token !== undefined && { next: token }), atEnd: true };
+          if (name === 'InvalidParameterException' && token !== undefined) {
+            throw new InvalidLogPosition(`CloudWatch Logs refused the position: ${(error as Error).message}`);
+          }
+          throw error;
+        }
+        const lines = (out.events ?? []).map((e) => e.message ?? '');
+        const next = out.nextForwardToken ?? token;
+        // At the end of the stream GetLogEvents hands back the token it was given. It may also answer an empty page
+        // with a new token while events lie beyond it (it pages by time), so such a page is read past, a few times.
+        const atEnd = lines.length === 0 && next === token;
+        if (lines.length > 0 || start === 'tail' || atEnd || reads >= EMPTY_LOG_PAGES_READ_PAST) {
+          return { lines, ...(next !== undefined && { next }), atEnd: start === 'tail' || atEnd };
+        }
+        token = next;
+      }
+    },
   };
 }
+
+/** Empty GetLogEvents pages with a new token read past before a read answers "nothing yet". */
+const EMPTY_LOG_PAGES_READ_PAST = 5;
 
 /** Where the fleet's compute runs, for the spot probe. */
 export interface FleetFactsOptions {

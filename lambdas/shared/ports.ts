@@ -46,10 +46,41 @@ export interface LifecycleControl {
   sendTaskSuccess(taskToken: string, output: Record<string, unknown>): Promise<void>;
 }
 
+/**
+ * Where a read of a log stream starts: after a position an earlier read handed back (`LogPage.next`), at the
+ * stream's first line ('head'), or at its newest lines ('tail': the last `limit` of them).
+ */
+export type LogReadStart = { readonly after: string } | 'head' | 'tail';
+
+/** Lines read from a log stream, and where the next read goes on from. */
+export interface LogPage {
+  /** Complete lines, oldest first. */
+  readonly lines: string[];
+  /**
+   * The position just after the last line read (on AWS, GetLogEvents' nextForwardToken; locally, a byte offset):
+   * read `{ after: next }` for the lines that follow. Undefined when the stream does not exist yet: read its 'head'.
+   */
+  readonly next?: string;
+  /** Whether the read reached the end of what the stream holds now (nothing more to read until it grows). */
+  readonly atEnd: boolean;
+}
+
+/** A log position that is not one the reader handed out, or one that no longer holds (CloudWatch's last 24 hours). */
+export class InvalidLogPosition extends Error {
+  override name = 'InvalidLogPosition';
+}
+
 /** Reads a job's container logs. */
 export interface LogReader {
   /** The most recent `limit` lines of an attempt's log stream (oldest first); [] when it has none yet. */
   recentLines(logStreamName: string, limit: number): Promise<string[]>;
+  /**
+   * At most `limit` lines of an attempt's log stream from `start`, with the position after them, so a reader that
+   * follows the stream gets every line once, however many arrive between two reads; throws InvalidLogPosition for an
+   * `after` the reader cannot go on from. Optional so that the doubles of callers that never follow a log need not
+   * pretend to; the logs route answers without a cursor when it is missing.
+   */
+  readLines?(logStreamName: string, start: LogReadStart, limit: number): Promise<LogPage>;
 }
 
 /** Where and how an attempt's instance runs, for metering at the price actually paid. */

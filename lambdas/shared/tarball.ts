@@ -10,6 +10,16 @@ export class InvalidBundle extends Error {
   override name = 'InvalidBundle';
 }
 
+/** Raised for a bundle that unpacks to more than the reader allows (the API answers 413, not 400). */
+export class BundleTooLarge extends InvalidBundle {
+  override name = 'BundleTooLarge';
+  constructor(readonly maxBytes: number) {
+    super(
+      `bundle unpacks to more than ${maxBytes} bytes, the most a bundle may hold: leave data, checkpoints and outputs out of it (.gitignore or .trainyardignore) and have the job download what it needs`,
+    );
+  }
+}
+
 /** One file in a bundle. */
 export interface BundleFile {
   readonly path: string;
@@ -71,9 +81,8 @@ export function unpackTarGz(archive: Buffer, maxBytes = 1024 * 1024 * 1024): Bun
   try {
     tar = gunzipSync(archive, { maxOutputLength: maxBytes });
   } catch (error) {
-    throw new InvalidBundle(
-      `bundle is not a gzip-compressed tar (or exceeds ${maxBytes} bytes unpacked): ${(error as Error).message}`,
-    );
+    if ((error as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') throw new BundleTooLarge(maxBytes);
+    throw new InvalidBundle(`bundle is not a gzip-compressed tar: ${(error as Error).message}`);
   }
   const files: BundleFile[] = [];
   let offset = 0;

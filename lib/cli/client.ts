@@ -191,25 +191,76 @@ interface ErrorBody {
   message?: unknown;
 }
 
-/** Sends API requests to a target and maps failures to CliErrors. */
 /**
  * Connection errors a request may be sent again after: the socket was reset or closed under it, as when the server
  * closes an idle keep-alive connection just as the next request goes out on it. Only requests that are safe to
- * repeat are (GET, and requests with an idempotency key), at most CONNECTION_RESET_TRIES times in all.
+ * repeat are (see isRepeatable), at most CONNECTION_RESET_TRIES times in all.
  */
 const CONNECTION_RESETS: ReadonlySet<string> = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET']);
 const CONNECTION_RESET_TRIES = 3;
+
+/**
+ * Statuses that say "not now" rather than "no": API Gateway's throttling (429, the stage's 50 requests/s, burst 100)
+ * and a service that is briefly unavailable (503, also the API's `busy`). A repeatable request is sent again after a
+ * backoff, at most THROTTLED_TRIES times in all.
+ */
+const THROTTLED_STATUSES: ReadonlySet<number> = new Set([429, 503]);
+/** Tries in all for a throttled request (the first and three more). */
+export const THROTTLED_TRIES = 4;
+/** Backoff before the n-th retry: a random wait up to min(BACKOFF_CAP_MS, BACKOFF_BASE_MS · 2^(n-1)) ("full jitter"). */
+export const BACKOFF_BASE_MS = 500;
+export const BACKOFF_CAP_MS = 8000;
+/** The longest Retry-After the client waits out; a longer one is reported rather than waited for. */
+export const MAX_RETRY_AFTER_MS = 30_000;
 
 function connectionErrorCode(error: unknown): string | undefined {
   const cause = (error as { cause?: { code?: string } }).cause;
   return cause?.code ?? (error as { code?: string }).code;
 }
 
+/**
+ * Whether a request may be sent twice with the effect of once: GET, PUT (it sets a value: a budget's limit) and
+ * DELETE (a repeated cancel is answered like the first), and a POST only with an Idempotency-Key (the API answers its
+ * repeat with the first answer); any other POST may have been acted on.
+ */
+export function isRepeatable(method: ApiRequest['method'], headers: Readonly<Record<string, string>>): boolean {
+  return method !== 'POST' || headers['idempotency-key'] !== undefined;
+}
+
+/** The wait a Retry-After header asks for (delta-seconds or an HTTP date), ms; undefined when absent or unreadable. */
+export function retryAfterMs(header: string | null, nowMs: number): number | undefined {
+  if (header === null || header.trim() === '') return undefined;
+  const text = header.trim();
+  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - nowMs);
+}
+
+/** How the client waits before sending a throttled request again (tests pass their own). */
+export interface RetryTiming {
+  /** @default setTimeout */
+  readonly sleep?: (ms: number) => Promise<void>;
+  /** A number in [0, 1) for the jitter. @default Math.random */
+  readonly random?: () => number;
+  /** Epoch ms, for a Retry-After given as a date. @default Date.now */
+  readonly now?: () => number;
+}
+
+/** Sends API requests to a target and maps failures to CliErrors. */
 export class ApiClient {
+  private readonly sleep: (ms: number) => Promise<void>;
+  private readonly random: () => number;
+  private readonly now: () => number;
+
   constructor(
     readonly target: ApiTarget,
     private readonly fetchImpl: FetchLike = fetch,
-  ) {}
+    timing: RetryTiming = {},
+  ) {
+    this.sleep = timing.sleep ?? ((ms) => new Promise<void>((done) => setTimeout(done, ms)));
+    this.random = timing.random ?? Math.random;
+    this.now = timing.now ?? Date.now;
+  }
 
   /** The absolute URL of an API path. */
   urlFor(path: string, query?: ApiRequest['query']): URL {
@@ -221,43 +272,71 @@ export class ApiClient {
     return url;
   }
 
-  /** Sends a request; resolves with a 2xx response, throws CliError otherwise. */
+  /**
+   * Sends a request; resolves with a 2xx response, throws CliError otherwise. A repeatable request is sent again after
+   * a connection reset, and after a 429 or 503 (waiting what Retry-After asks, else a capped exponential backoff with
+   * jitter).
+   */
   async send(request: ApiRequest): Promise<ApiResponse> {
     const url = this.urlFor(request.path, request.query);
     const body = request.body === undefined ? undefined : JSON.stringify(request.body);
     const headers: Record<string, string> = { accept: 'application/json', ...(request.headers ?? {}) };
     if (body !== undefined) headers['content-type'] = 'application/json';
-    const auth = await this.target.authenticate({ method: request.method, url, headers, body });
-    const repeatable = request.method === 'GET' || headers['idempotency-key'] !== undefined;
-    let response: Response | undefined;
-    for (let tries = 1; response === undefined; tries++) {
+    const repeatable = isRepeatable(request.method, headers);
+    for (let tries = 1; ; tries++) {
+      const response = await this.fetchOnce(request.method, url, headers, body, repeatable);
+      const text = await response.text();
+      let parsed: unknown;
+      if (text !== '') {
+        try {
+          parsed = JSON.parse(text);
+        } catch {
+          parsed = undefined;
+        }
+      }
+      if (response.ok) {
+        if (text !== '' && parsed === undefined) {
+          throw new CliError(
+            `the API answered ${request.method} ${request.path} with ${response.status} but a body that is not JSON: ${text.slice(0, 200)}`,
+            EXIT_CODES.unexpected,
+            'InvalidResponse',
+          );
+        }
+        return { status: response.status, body: parsed };
+      }
+      if (!THROTTLED_STATUSES.has(response.status) || !repeatable) {
+        throw this.failure(request, response.status, parsed as ErrorBody | undefined, text);
+      }
+      const asked = retryAfterMs(response.headers.get('retry-after'), this.now());
+      if (tries >= THROTTLED_TRIES || (asked !== undefined && asked > MAX_RETRY_AFTER_MS)) {
+        const why =
+          tries >= THROTTLED_TRIES
+            ? `still ${response.status} after ${tries} tries`
+            : `the API asked to retry after ${Math.ceil((asked as number) / 1000)} s, longer than the ${MAX_RETRY_AFTER_MS / 1000} s the CLI waits`;
+        throw this.failure(request, response.status, parsed as ErrorBody | undefined, text, why);
+      }
+      const backoff = this.random() * Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** (tries - 1));
+      await this.sleep(asked ?? backoff);
+    }
+  }
+
+  /** One fetch, signed afresh (a SigV4 signature holds for minutes), sent again after a connection reset. */
+  private async fetchOnce(
+    method: string,
+    url: URL,
+    headers: Record<string, string>,
+    body: string | undefined,
+    repeatable: boolean,
+  ): Promise<Response> {
+    const auth = await this.target.authenticate({ method, url, headers, body });
+    for (let tries = 1; ; tries++) {
       try {
-        response = await this.fetchImpl(url, { method: request.method, headers: { ...headers, ...auth }, body });
+        return await this.fetchImpl(url, { method, headers: { ...headers, ...auth }, body });
       } catch (error) {
         const reset = CONNECTION_RESETS.has(connectionErrorCode(error) ?? '');
         if (!repeatable || !reset || tries >= CONNECTION_RESET_TRIES) throw this.unreachable(error);
       }
     }
-    const text = await response.text();
-    let parsed: unknown;
-    if (text !== '') {
-      try {
-        parsed = JSON.parse(text);
-      } catch {
-        parsed = undefined;
-      }
-    }
-    if (response.ok) {
-      if (text !== '' && parsed === undefined) {
-        throw new CliError(
-          `the API answered ${request.method} ${request.path} with ${response.status} but a body that is not JSON: ${text.slice(0, 200)}`,
-          EXIT_CODES.unexpected,
-          'InvalidResponse',
-        );
-      }
-      return { status: response.status, body: parsed };
-    }
-    throw this.failure(request, response.status, parsed as ErrorBody | undefined, text);
   }
 
   private unreachable(error: unknown): CliError {
@@ -277,7 +356,13 @@ export class ApiClient {
     );
   }
 
-  private failure(request: ApiRequest, status: number, body: ErrorBody | undefined, text: string): CliError {
+  private failure(
+    request: ApiRequest,
+    status: number,
+    body: ErrorBody | undefined,
+    text: string,
+    throttled?: string,
+  ): CliError {
     const apiMessage = body?.error?.message ?? body?.message;
     const code = typeof body?.error?.code === 'string' ? body.error.code : `Http${status}`;
     const details =
@@ -297,7 +382,9 @@ export class ApiClient {
         ? ' — the token in .trainyard/local-token is not the running server’s; restart `trainyard local`'
         : status === 403 && this.target.kind === 'remote' && aboutCaller
           ? ' — your AWS principal is not mapped to a team (trainyard.config.json teams[].principals) or lacks execute-api:Invoke'
-          : '';
+          : throttled !== undefined
+            ? ` — the API is throttling requests or briefly unavailable (${throttled}); wait a minute and run the command again`
+            : '';
     return new CliError(`${message}${hint}`, exitCodeForStatus(status), code, { status, ...(details ?? {}) });
   }
 }

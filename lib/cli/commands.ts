@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
-import { MAX_JOBS_PAGE, scopeIdProblem } from '../../lambdas/api/schemas';
+import { DEFAULT_LOG_LINES, MAX_JOBS_PAGE, scopeIdProblem } from '../../lambdas/api/schemas';
 import {
   CHECKPOINT_DONE_FILE_RULE,
   GPU_MEMORY_GIB,
@@ -428,6 +428,7 @@ export function createProgram(
         isAlive: deps.isAlive,
       }),
       fetchImpl,
+      { sleep, now },
     );
   const printJson = (value: unknown) => io.stdout(`${JSON.stringify(value, null, 2)}\n`);
   const println = (text: string) => io.stdout(`${text}\n`);
@@ -898,26 +899,47 @@ export function createProgram(
         const limit = options.limit === undefined ? undefined : parseIntegerIn('--limit', options.limit, 1, 1000);
         const intervalMs = parseSeconds('--interval', options.interval, 1, 3600) * 1000;
         const client = clientFor(options);
-        const fetchLines = () =>
-          client.send({ method: 'GET', path: `/jobs/${encodeURIComponent(jobId)}/logs`, query: { attempt, limit } });
+        const fetchLines = (after?: string) =>
+          client.send({
+            method: 'GET',
+            path: `/jobs/${encodeURIComponent(jobId)}/logs`,
+            query: { attempt, limit, after },
+          });
         if (!options.follow) {
           const { body } = await fetchLines();
           if (options.json) printJson(body);
           else for (const line of logLinesOf(body)) println(line.message);
           return;
         }
-        let printed: LogLine[] = [];
+        const print = (lines: readonly LogLine[]) => {
+          for (const line of lines) options.json ? io.stdout(`${JSON.stringify(line)}\n`) : println(line.message);
+        };
+        const pageSize = limit ?? DEFAULT_LOG_LINES;
+        // With the API's cursor every line comes once; an API without one (a stack deployed before it) is followed by
+        // matching each answer's lines against those already printed.
+        let cursor: string | undefined;
+        let guessed: { attempt: unknown; printed: LogLine[] } | undefined;
         for (;;) {
           // Read the state first: lines fetched after seeing a terminal state include the job's last ones.
           const state = jobView(
             (await client.send({ method: 'GET', path: `/jobs/${encodeURIComponent(jobId)}` })).body,
           ).state;
-          const { body } = await fetchLines();
-          const lines = logLinesOf(body);
-          const fresh = newLines(printed, lines);
-          for (const line of fresh) options.json ? io.stdout(`${JSON.stringify(line)}\n`) : println(line.message);
-          printed = [...printed, ...fresh].slice(-10_000);
-          if (isTerminalState(state)) return;
+          const ended = isTerminalState(state);
+          for (;;) {
+            const { body } = await fetchLines(cursor);
+            const lines = logLinesOf(body);
+            const next = str(body, 'nextCursor');
+            if (next === undefined) {
+              guessed = followWithoutCursor(guessed, body, lines, pageSize, print, io.stderr);
+              break;
+            }
+            print(lines);
+            cursor = next;
+            // A full page may have more behind it; once the job has ended, read on until nothing is left (the cursor
+            // then also goes through any later attempt's lines).
+            if (lines.length < pageSize && (!ended || lines.length === 0)) break;
+          }
+          if (ended) return;
           await sleep(intervalMs);
         }
       },
@@ -1201,6 +1223,33 @@ export function createProgram(
   return program;
 }
 
+/**
+ * One poll of `logs --follow` against an API that returns no cursor (only the newest lines): prints the lines not yet
+ * printed, found by matching the answer against the lines already printed. When nothing matches within the same
+ * attempt, more lines than one answer holds arrived between two polls: says on stderr that some were skipped, and
+ * where the whole log is. Returns what the next poll matches against.
+ */
+export function followWithoutCursor(
+  previous: { attempt: unknown; printed: LogLine[] } | undefined,
+  body: unknown,
+  fetched: readonly LogLine[],
+  pageSize: number,
+  print: (lines: readonly LogLine[]) => void,
+  warn: (text: string) => void,
+): { attempt: unknown; printed: LogLine[] } {
+  const attempt = at(body, 'attempt');
+  const printed = previous !== undefined && previous.attempt === attempt ? previous.printed : [];
+  const fresh = newLines(printed, fetched);
+  if (printed.length > 0 && fresh.length === fetched.length && fetched.length > 0) {
+    const stream = str(body, 'logStreamName');
+    warn(
+      `trainyard: … some log lines were skipped: more than ${pageSize} arrived between two polls and this API returns no log cursor to read on from (deploy the current stack, or follow with a larger --limit or a shorter --interval); the whole log is in CloudWatch Logs${stream ? `, stream ${stream}` : ''}\n`,
+    );
+  }
+  print(fresh);
+  return { attempt, printed: [...printed, ...fresh].slice(-10_000) };
+}
+
 /** Lines of `fetched` not yet printed: what follows the longest tail of `printed` that starts `fetched`. */
 export function newLines(printed: readonly LogLine[], fetched: readonly LogLine[]): LogLine[] {
   const key = (l: LogLine) => `${l.timestamp ?? ''}|${l.message}`;
@@ -1326,14 +1375,10 @@ export async function runCli(
     return exitCode;
   } catch (error) {
     if (error instanceof CommanderError) {
-      // Commander has already printed its message (or the help); help and version are successes.
-      if (
-        error.code === 'commander.helpDisplayed' ||
-        error.code === 'commander.version' ||
-        error.code === 'commander.help'
-      ) {
-        return EXIT_CODES.ok;
-      }
+      // Commander has already printed its message (or the help). Help asked for (`--help`, `help`) and the version
+      // are successes; the help shown because no command was given (commander's exit code 1) is bad usage.
+      if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version') return EXIT_CODES.ok;
+      if (error.code === 'commander.help' && error.exitCode === 0) return EXIT_CODES.ok;
       return EXIT_CODES.usage;
     }
     if (error instanceof CliError) {

@@ -9,7 +9,14 @@ import { mkdirSync } from 'node:fs';
 import { appendFile, open } from 'node:fs/promises';
 import { dirname, isAbsolute, join, normalize, sep } from 'node:path';
 import type { EventEntry } from '../../lambdas/domain/events';
-import type { EventPublisher, FleetFacts, InstanceFacts, LogReader } from '../../lambdas/shared/ports';
+import {
+  type EventPublisher,
+  type FleetFacts,
+  type InstanceFacts,
+  InvalidLogPosition,
+  type LogPage,
+  type LogReader,
+} from '../../lambdas/shared/ports';
 import { LOCAL_ACCOUNT, LOCAL_REGION } from './batch-runner';
 import { awsTimestamp } from './fake-imds';
 
@@ -99,40 +106,33 @@ export function localEventPublisher(options: {
 
 const TAIL_CHUNK_BYTES = 64 * 1024;
 
+type LogHandle = Awaited<ReturnType<typeof open>>;
+
 /**
- * GetLogEvents locally: the last `limit` lines of `<logsDir>/<logStreamName>.log`, oldest first; [] for a stream that
- * does not exist or a name that would leave `logsDir` (CloudWatch would answer ResourceNotFound).
+ * GetLogEvents locally, from `<logsDir>/<logStreamName>.log`: the last `limit` lines (recentLines), or a page of
+ * complete lines read from a byte offset (readLines; a position is the offset as a decimal string). A stream that
+ * does not exist, or a name that would leave `logsDir`, has no lines (CloudWatch would answer ResourceNotFound).
  */
 export function localLogReader(logsDir: string): LogReader {
+  const openStream = async (logStreamName: string): Promise<LogHandle | undefined> => {
+    const relative = normalize(`${logStreamName}.log`);
+    if (isAbsolute(relative) || relative.split(sep).includes('..')) return undefined;
+    try {
+      return await open(join(logsDir, relative), 'r');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw error;
+    }
+  };
   return {
     async recentLines(logStreamName, limit) {
       if (limit <= 0) return [];
-      const relative = normalize(`${logStreamName}.log`);
-      if (isAbsolute(relative) || relative.split(sep).includes('..')) return [];
-      let handle: Awaited<ReturnType<typeof open>>;
+      const handle = await openStream(logStreamName);
+      if (!handle) return [];
       try {
-        handle = await open(join(logsDir, relative), 'r');
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
-        throw error;
-      }
-      try {
-        // Read backwards in chunks until `limit` complete lines are in hand, so a long log is not read whole.
         const { size } = await handle.stat();
-        let position = size;
-        let newlines = 0;
-        const chunks: Buffer[] = [];
-        while (position > 0 && newlines <= limit) {
-          const length = Math.min(TAIL_CHUNK_BYTES, position);
-          position -= length;
-          const chunk = Buffer.alloc(length);
-          await handle.read(chunk, 0, length, position);
-          chunks.unshift(chunk);
-          for (const byte of chunk) if (byte === 0x0a) newlines += 1;
-        }
-        // Decoded once, whole: a chunk boundary may fall inside a multi-byte character.
-        const text = Buffer.concat(chunks).toString('utf8');
-        const lines = text.split('\n');
+        const { bytes } = await readTail(handle, size, limit);
+        const lines = bytes.toString('utf8').split('\n');
         if (lines.at(-1) === '') lines.pop();
         // The first piece may be a partial line when the read stopped mid-file; it falls outside the last `limit`.
         return lines.slice(-limit);
@@ -140,7 +140,86 @@ export function localLogReader(logsDir: string): LogReader {
         await handle.close();
       }
     },
+    async readLines(logStreamName, start, limit): Promise<LogPage> {
+      const after = typeof start === 'object' ? byteOffsetOf(start.after) : undefined;
+      const handle = await openStream(logStreamName);
+      if (!handle) return { lines: [], ...(after !== undefined && { next: String(after) }), atEnd: true };
+      try {
+        const { size } = await handle.stat();
+        if (after !== undefined && after > size) {
+          throw new InvalidLogPosition(`byte ${after} is past the end of the log, which holds ${size} bytes`);
+        }
+        return start === 'tail' ? await tailPage(handle, size, limit) : await pageFrom(handle, after ?? 0, size, limit);
+      } finally {
+        await handle.close();
+      }
+    },
   };
+}
+
+/** A local log position: a byte offset written as a decimal string. */
+function byteOffsetOf(position: string): number {
+  if (!/^\d{1,15}$/.test(position)) {
+    throw new InvalidLogPosition(`"${position.slice(0, 40)}" is not a byte offset into a local log`);
+  }
+  return Number(position);
+}
+
+/** The end of a log, read backwards in chunks until more than `limit` newlines are in hand (or the file is read). */
+async function readTail(handle: LogHandle, size: number, limit: number): Promise<{ bytes: Buffer; position: number }> {
+  let position = size;
+  let newlines = 0;
+  const chunks: Buffer[] = [];
+  while (position > 0 && newlines <= limit) {
+    const length = Math.min(TAIL_CHUNK_BYTES, position);
+    position -= length;
+    const chunk = Buffer.alloc(length);
+    await handle.read(chunk, 0, length, position);
+    chunks.unshift(chunk);
+    for (const byte of chunk) if (byte === 0x0a) newlines += 1;
+  }
+  // Decoded by the caller, whole: a chunk boundary may fall inside a multi-byte character.
+  return { bytes: Buffer.concat(chunks), position };
+}
+
+/** The last `limit` complete lines and the offset after them (a line still being written is left for later). */
+async function tailPage(handle: LogHandle, size: number, limit: number): Promise<LogPage> {
+  const { bytes, position } = await readTail(handle, size, limit);
+  const end = bytes.lastIndexOf(0x0a) + 1;
+  const pieces = bytes.subarray(0, end).toString('utf8').split('\n');
+  pieces.pop();
+  // The first piece may be a partial line when the read stopped mid-file; it falls outside the last `limit`.
+  return { lines: limit > 0 ? pieces.slice(-limit) : [], next: String(position + end), atEnd: true };
+}
+
+/** Up to `limit` complete lines from byte `from` and the offset after them. */
+async function pageFrom(handle: LogHandle, from: number, size: number, limit: number): Promise<LogPage> {
+  const chunks: Buffer[] = [];
+  let position = from;
+  let newlines = 0;
+  while (position < size && newlines < limit) {
+    const chunk = Buffer.alloc(Math.min(TAIL_CHUNK_BYTES, size - position));
+    const { bytesRead } = await handle.read(chunk, 0, chunk.length, position);
+    if (bytesRead === 0) break;
+    const read = chunk.subarray(0, bytesRead);
+    chunks.push(read);
+    position += bytesRead;
+    for (const byte of read) if (byte === 0x0a) newlines += 1;
+  }
+  const bytes = Buffer.concat(chunks);
+  // End after the `limit`-th newline, or the last one: a line still being written is left for the next read.
+  let end = 0;
+  let count = 0;
+  for (let i = 0; i < bytes.length && count < limit; i++) {
+    if (bytes[i] === 0x0a) {
+      count += 1;
+      end = i + 1;
+    }
+  }
+  const lines = bytes.subarray(0, end).toString('utf8').split('\n');
+  lines.pop();
+  const next = from + end;
+  return { lines, next: String(next), atEnd: count < limit || next === size };
 }
 
 /**

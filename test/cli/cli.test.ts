@@ -123,6 +123,23 @@ async function seedJob(
   expect(await bench.jobs.createJob(job)).toBe(true);
 }
 
+describe('the program', () => {
+  it('exits 2 (usage) when no command is given, printing the help to stderr', async () => {
+    const run = await cli([]);
+    expect(run.code).toBe(EXIT_CODES.usage);
+    expect(run.stdout).toBe('');
+    expect(run.stderr).toMatch(/^Usage: trainyard \[options\] \[command\]/);
+  });
+
+  it('exits 0 when help is asked for, with --help or the help command', async () => {
+    for (const args of [['--help'], ['help'], ['help', 'submit']]) {
+      const run = await cli(args);
+      expect(run.code, args.join(' ')).toBe(EXIT_CODES.ok);
+      expect(run.stdout, args.join(' ')).toMatch(/^Usage: trainyard /);
+    }
+  });
+});
+
 describe('submit', () => {
   it('estimates, then submits the packed project inline and prints the job id', async () => {
     const run = await cli([
@@ -831,6 +848,17 @@ describe('status, jobs, cancel, budgets, tiers, checkpoints', () => {
     expect((await bench.jobs.getJob(jobId))?.cancelRequested).toBe(true);
   });
 
+  it('cancel again after the cancel ended the job succeeds, naming the state', async () => {
+    const job = jobRecord({ jobId: 'cancel-repeat', team: 'nlp', state: 'CANCELLED', cancelRequested: true });
+    expect(await bench.jobs.createJob(job)).toBe(true);
+
+    const run = await cli(['cancel', 'cancel-repeat']);
+
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(EXIT_CODES.ok);
+    expect(run.stdout).toBe('Cancel requested: job cancel-repeat (CANCELLED)\n');
+  });
+
   it('resume of a job that is not paused is refused by the platform (exit 3)', async () => {
     const run = await cli(['resume', jobId]);
     expect(run.code).toBe(EXIT_CODES.refused);
@@ -1191,6 +1219,86 @@ async function scriptedApi(handle: (method: string, path: string, headers: Incom
 }
 
 describe('logs --follow', () => {
+  it('prints every line once, repeats included, when more lines than a page arrive between two polls', async () => {
+    await seedJob('follow-many', 'nlp', 'RUNNING', {}, 1);
+    const stream = 'trainyard-nlp-gpu-small/default/follow-many-1';
+    await bench.jobs.putAttempt(attemptRecord({ jobId: 'follow-many', status: 'RUNNING', logStreamName: stream }));
+    bench.appendLog(stream, ['start', 'same', 'same']);
+    const burst = Array.from({ length: 250 }, (_, i) => (i % 50 === 0 ? 'same' : `step ${i}`));
+    let polls = 0;
+
+    const run = await cli(['logs', 'follow-many', '--follow'], {
+      sleep: async () => {
+        polls += 1;
+        if (polls === 1) bench.appendLog(stream, [...burst, 'same', 'same']);
+        if (polls === 2) {
+          bench.appendLog(stream, ['end']);
+          await bench.jobs.transition('follow-many', ['RUNNING'], 'SUCCEEDED');
+        }
+      },
+    });
+
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(EXIT_CODES.ok);
+    expect(run.stdout).toBe(`${['start', 'same', 'same', ...burst, 'same', 'same', 'end'].join('\n')}\n`);
+  });
+
+  it('prints the last lines of an attempt, then the next attempt from its first line', async () => {
+    await seedJob('follow-retry', 'nlp', 'RUNNING', {}, 2);
+    const first = 'trainyard-nlp-gpu-small/default/follow-retry-1';
+    const second = 'trainyard-nlp-gpu-small/default/follow-retry-2';
+    await bench.jobs.putAttempt(attemptRecord({ jobId: 'follow-retry', status: 'RUNNING', logStreamName: first }));
+    bench.appendLog(first, ['a1']);
+    let polls = 0;
+
+    const run = await cli(['logs', 'follow-retry', '--follow', '--limit', '2'], {
+      sleep: async () => {
+        polls += 1;
+        if (polls !== 1) return;
+        bench.appendLog(first, ['a2', 'a3 (reclaimed)']);
+        await bench.jobs.putAttempt(
+          attemptRecord({ jobId: 'follow-retry', attempt: 2, status: 'RUNNING', logStreamName: second }),
+        );
+        bench.appendLog(second, ['b1', 'b2', 'b3']);
+        await bench.jobs.transition('follow-retry', ['RUNNING'], 'SUCCEEDED');
+      },
+    });
+
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(EXIT_CODES.ok);
+    expect(run.stdout).toBe('a1\na2\na3 (reclaimed)\nb1\nb2\nb3\n');
+  });
+
+  it('says lines were skipped when an API without a log cursor answers no line already printed', async () => {
+    const windows = [
+      ['a', 'b'],
+      ['x', 'y'],
+    ];
+    const states = ['RUNNING', 'SUCCEEDED'];
+    let poll = 0;
+    const api = await scriptedApi((_method, path) => {
+      if (path.startsWith('/jobs/j1/logs')) {
+        return { body: { jobId: 'j1', attempt: 1, logStreamName: 'g/default/t1', lines: windows[poll] } };
+      }
+      return { body: { job: { jobId: 'j1', state: states[poll] } } };
+    });
+    try {
+      const run = await cli(['logs', 'j1', '--follow', '--limit', '2', '--api', api.url, '--region', 'us-east-1'], {
+        credentials: async () => ({ accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'secret' }),
+        sleep: async () => {
+          poll += 1;
+        },
+      });
+      expect(run.code).toBe(EXIT_CODES.ok);
+      expect(run.stdout).toBe('a\nb\nx\ny\n');
+      expect(run.stderr).toBe(
+        'trainyard: … some log lines were skipped: more than 2 arrived between two polls and this API returns no log cursor to read on from (deploy the current stack, or follow with a larger --limit or a shorter --interval); the whole log is in CloudWatch Logs, stream g/default/t1\n',
+      );
+    } finally {
+      await api.close();
+    }
+  });
+
   it('prints each line once and stops when the job has ended', async () => {
     const windows = [
       ['a', 'b'],

@@ -126,7 +126,7 @@ describe('configReferenceRows', () => {
     ['network.natGateways', 'integer, 0–6', '`1`'],
     ['network.subnetIds', 'array of strings, at least 1', 'required'],
     ['alerts.emails', 'array of e-mail addresses', '`[]`'],
-    ['limits.maxBundleMiB', 'integer, 1–5120', '`500`'],
+    ['limits.maxBundleMiB', 'integer, 1–1024', '`500`'],
   ])('%s is %s with default %s', (key, type, defaultText) => {
     const row = rowFor(key);
     expect(row.type).toBe(type);

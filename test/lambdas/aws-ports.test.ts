@@ -5,7 +5,12 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { BatchClient, DescribeJobsCommand, ListJobsCommand, TerminateJobCommand } from '@aws-sdk/client-batch';
-import { CloudWatchLogsClient, GetLogEventsCommand, ResourceNotFoundException } from '@aws-sdk/client-cloudwatch-logs';
+import {
+  CloudWatchLogsClient,
+  GetLogEventsCommand,
+  InvalidParameterException,
+  ResourceNotFoundException,
+} from '@aws-sdk/client-cloudwatch-logs';
 import {
   DescribeInstancesCommand,
   DescribeSpotPriceHistoryCommand,
@@ -28,6 +33,7 @@ import {
   awsLogReader,
   EventDeliveryFailed,
 } from '../../lambdas/shared/aws-ports';
+import { InvalidLogPosition } from '../../lambdas/shared/ports';
 
 const batch = mockClient(BatchClient);
 const bridge = mockClient(EventBridgeClient);
@@ -184,6 +190,48 @@ describe('CloudWatch Logs', () => {
   it('answers no lines for a stream that does not exist yet', async () => {
     logs.on(GetLogEventsCommand).rejects(new ResourceNotFoundException({ message: 'no stream', $metadata: {} }));
     expect(await awsLogReader('training').recentLines('nlp/default/none', 10)).toEqual([]);
+  });
+
+  it('reads on from a forward token, from the head, and hands back the token to go on from', async () => {
+    logs
+      .on(GetLogEventsCommand, { nextToken: 'f/1' })
+      .resolves({ events: [{ message: 'same' }, { message: 'same' }], nextForwardToken: 'f/3' });
+    const page = await awsLogReader('training').readLines?.('nlp/default/abc', { after: 'f/1' }, 2);
+    expect(page).toEqual({ lines: ['same', 'same'], next: 'f/3', atEnd: false });
+    expect(logs.commandCalls(GetLogEventsCommand)[0]?.args[0].input).toEqual({
+      logGroupName: 'training',
+      logStreamName: 'nlp/default/abc',
+      limit: 2,
+      startFromHead: true,
+      nextToken: 'f/1',
+    });
+  });
+
+  it('reads past empty pages while the token moves, and is at the end when it comes back unchanged', async () => {
+    logs
+      .on(GetLogEventsCommand, { nextToken: 'f/1' })
+      .resolves({ events: [], nextForwardToken: 'f/2' })
+      .on(GetLogEventsCommand, { nextToken: 'f/2' })
+      .resolves({ events: [], nextForwardToken: 'f/2' });
+    const page = await awsLogReader('training').readLines?.('nlp/default/abc', { after: 'f/1' }, 10);
+    expect(page).toEqual({ lines: [], next: 'f/2', atEnd: true });
+    expect(logs.commandCalls(GetLogEventsCommand)).toHaveLength(2);
+  });
+
+  it('reads the newest lines for a tail, with the forward token after them', async () => {
+    logs.on(GetLogEventsCommand).resolves({ events: [{ message: 'last' }], nextForwardToken: 'f/9' });
+    const page = await awsLogReader('training').readLines?.('nlp/default/abc', 'tail', 1);
+    expect(page).toEqual({ lines: ['last'], next: 'f/9', atEnd: true });
+    expect(logs.commandCalls(GetLogEventsCommand)[0]?.args[0].input).toMatchObject({ startFromHead: false, limit: 1 });
+  });
+
+  it('refuses a token CloudWatch does not take (expired after 24 hours) as an invalid position', async () => {
+    logs
+      .on(GetLogEventsCommand)
+      .rejects(new InvalidParameterException({ message: 'The specified nextToken is invalid.', $metadata: {} }));
+    await expect(awsLogReader('training').readLines?.('nlp/default/abc', { after: 'f/old' }, 5)).rejects.toThrow(
+      new InvalidLogPosition('CloudWatch Logs refused the position: The specified nextToken is invalid.'),
+    );
   });
 });
 

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { buildEvent } from '../../lambdas/domain/events';
-import type { InstanceFacts } from '../../lambdas/shared/ports';
+import { type InstanceFacts, InvalidLogPosition } from '../../lambdas/shared/ports';
 import {
   formatEventLine,
   type LocalBusEvent,
@@ -167,6 +167,51 @@ describe('localLogReader', () => {
     write('a\n');
 
     expect(await localLogReader(join(dir, 'logs')).recentLines(stream, 0)).toEqual([]);
+  });
+
+  it('reads on from where the last read ended: every line once, repeats kept, however many arrived', async () => {
+    const reader = localLogReader(join(dir, 'logs'));
+    write('one\ntwo\n');
+    const tail = await reader.readLines?.(stream, 'tail', 1);
+    write('one\ntwo\nsame\nsame\nsame\nlast\n');
+
+    const first = await reader.readLines?.(stream, { after: tail?.next ?? '' }, 3);
+    const second = await reader.readLines?.(stream, { after: first?.next ?? '' }, 3);
+
+    expect(tail).toEqual({ lines: ['two'], next: '8', atEnd: true });
+    expect(first).toEqual({ lines: ['same', 'same', 'same'], next: '23', atEnd: false });
+    expect(second).toEqual({ lines: ['last'], next: '28', atEnd: true });
+  });
+
+  it('leaves a line still being written for the next read, multi-byte characters intact across chunks', async () => {
+    const reader = localLogReader(join(dir, 'logs'));
+    const lines = Array.from({ length: 5000 }, (_, i) => `line ${i} — ünïcødé ${'x'.repeat(i % 50)}`);
+    write(`${lines.join('\n')}\npartial`);
+
+    const head = await reader.readLines?.(stream, 'head', 4000);
+    const rest = await reader.readLines?.(stream, { after: head?.next ?? '' }, 4000);
+
+    expect(head?.lines).toEqual(lines.slice(0, 4000));
+    expect(rest?.lines).toEqual(lines.slice(4000));
+    expect(rest?.atEnd).toBe(true);
+  });
+
+  it('answers a stream that does not exist yet with no lines and no position (read its head later)', async () => {
+    expect(await localLogReader(join(dir, 'logs')).readLines?.('vision/default/missing', 'tail', 5)).toEqual({
+      lines: [],
+      atEnd: true,
+    });
+  });
+
+  it.each([
+    ['not a byte offset', 'f/123', '"f/123" is not a byte offset into a local log'],
+    ['past the end of the log', '999', 'byte 999 is past the end of the log, which holds 2 bytes'],
+  ])('refuses a position %s', async (_label, after, message) => {
+    write('a\n');
+
+    await expect(localLogReader(join(dir, 'logs')).readLines?.(stream, { after }, 5)).rejects.toThrow(
+      new InvalidLogPosition(message),
+    );
   });
 });
 

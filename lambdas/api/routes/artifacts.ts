@@ -5,21 +5,24 @@
  * batch-events handler records it on the attempt when the attempt starts; when a record carries only the ECS task ARN
  * the name is derived from Batch's convention with the job definition name (batch-names.ts); with neither, the
  * attempt has not started a container yet and there are no lines.
+ *
+ * Following a log: every answer carries `nextCursor`, the position after its last line (job, attempt, and the log
+ * reader's position in that attempt's stream); `after=<cursor>` answers the lines that came after it, so a follower
+ * gets each line once, however many arrive between two polls. Without `attempt`, a cursor goes on into the job's next
+ * attempt (from its first line) once its own attempt has nothing more to read.
  */
 import { jobDefinitionName } from '../../domain/batch-names';
 import type { AttemptRecord, JobRecord } from '../../domain/job';
 import { jobKeysFor } from '../../domain/workspace-layout';
-import { notFound } from '../errors';
+import { InvalidLogPosition, type LogPage, type LogReadStart } from '../../shared/ports';
+import { badRequest, notFound } from '../errors';
 import type { ApiPlane } from '../plane';
 import { type ApiRequest, type ApiResponse, type Route, requireTeam } from '../router';
-import { logsQuerySchema, noQuerySchema, parseRequest } from '../schemas';
+import { DEFAULT_LOG_LINES, logsQuerySchema, noQuerySchema, parseRequest } from '../schemas';
 import { ownJob } from './jobs';
 
 /** How long checkpoint download URLs stay valid, seconds. */
 export const DOWNLOAD_URL_SECONDS = 900;
-
-/** Lines GET /jobs/{id}/logs returns when the query does not say. */
-export const DEFAULT_LOG_LINES = 100;
 
 /** Routes of checkpoints and logs. */
 export function artifactRoutes(plane: ApiPlane): Route[] {
@@ -65,26 +68,129 @@ export function logStreamOf(attempt: AttemptRecord, job: JobRecord, batchPrefix:
   return undefined;
 }
 
+/** Where a follower of a job's log stands: an attempt (0: the job had none yet) and a position in its stream. */
+export interface LogCursor {
+  readonly jobId: string;
+  readonly attempt: number;
+  /** The log reader's position (LogPage.next); none: the attempt's first line. */
+  readonly position?: string;
+}
+
+/** A cursor as the API hands it out: base64url JSON, opaque to callers. */
+export function encodeLogCursor(cursor: LogCursor): string {
+  const { jobId, attempt, position } = cursor;
+  return Buffer.from(JSON.stringify({ j: jobId, a: attempt, ...(position !== undefined && { p: position }) })).toString(
+    'base64url',
+  );
+}
+
+/** The cursor `after` holds, or a 400 saying it is not one this job's logs handed out. */
+function decodeLogCursor(after: string, jobId: string): LogCursor {
+  let decoded: unknown;
+  try {
+    decoded = JSON.parse(Buffer.from(after, 'base64url').toString('utf8'));
+  } catch {
+    decoded = undefined;
+  }
+  const fields = (decoded ?? {}) as Record<string, unknown>;
+  const valid =
+    typeof decoded === 'object' &&
+    typeof fields.j === 'string' &&
+    Number.isInteger(fields.a) &&
+    (fields.a as number) >= 0 &&
+    (fields.p === undefined || typeof fields.p === 'string');
+  if (!valid || fields.j !== jobId) {
+    throw badRequest(
+      `query.after: is not a nextCursor GET /jobs/${jobId}/logs returned; leave it out to start from the newest lines`,
+    );
+  }
+  return { jobId, attempt: fields.a as number, ...(fields.p !== undefined && { position: fields.p as string }) };
+}
+
 async function recentLogs(plane: ApiPlane, request: ApiRequest): Promise<ApiResponse> {
   const query = parseRequest(logsQuerySchema, request.query, 'query');
   const team = requireTeam(request.caller);
   const job = await ownJob(plane, team.id, request.params.id);
+  const limit = query.limit ?? DEFAULT_LOG_LINES;
   const attempts = await plane.jobs.listAttempts(job.jobId);
-  const attempt = query.attempt !== undefined ? attempts.find((a) => a.attempt === query.attempt) : attempts.at(-1);
-  if (query.attempt !== undefined && !attempt) {
-    throw notFound(
-      `job ${job.jobId} has no attempt ${query.attempt}; it has ${attempts.length === 0 ? 'none yet' : `attempts 1-${attempts.length}`}`,
-    );
-  }
-  const stream = attempt ? logStreamOf(attempt, job, plane.batchPrefix) : undefined;
-  const lines = stream ? await plane.logs.recentLines(stream, query.limit ?? DEFAULT_LOG_LINES) : [];
-  return {
+  const answer = (
+    attempt: AttemptRecord | undefined,
+    stream: string | undefined,
+    page: LogPage | undefined,
+    at?: LogCursor,
+  ) => ({
     status: 200,
     body: {
       jobId: job.jobId,
       attempt: attempt?.attempt ?? null,
       logStreamName: stream ?? null,
-      lines,
+      lines: page?.lines ?? [],
+      ...(at && { nextCursor: encodeLogCursor(at) }),
     },
+  });
+  const readLines = plane.logs.readLines?.bind(plane.logs);
+  const read = async (stream: string, start: LogReadStart): Promise<LogPage> => {
+    try {
+      return await (readLines as NonNullable<typeof readLines>)(stream, start, limit);
+    } catch (error) {
+      if (!(error instanceof InvalidLogPosition)) throw error;
+      throw badRequest(
+        `query.after: the log position it holds cannot be read from (${error.message}); CloudWatch's positions last 24 hours: leave after out to start from the newest lines`,
+      );
+    }
   };
+
+  if (query.after === undefined) {
+    const attempt = query.attempt !== undefined ? attempts.find((a) => a.attempt === query.attempt) : attempts.at(-1);
+    if (query.attempt !== undefined && !attempt) {
+      throw notFound(
+        `job ${job.jobId} has no attempt ${query.attempt}; it has ${attempts.length === 0 ? 'none yet' : `attempts 1-${attempts.length}`}`,
+      );
+    }
+    const stream = attempt ? logStreamOf(attempt, job, plane.batchPrefix) : undefined;
+    if (!readLines) {
+      const lines = stream ? await plane.logs.recentLines(stream, limit) : [];
+      return answer(attempt, stream, { lines, atEnd: true });
+    }
+    const page = stream ? await read(stream, 'tail') : undefined;
+    const position = page?.next;
+    return answer(attempt, stream, page, {
+      jobId: job.jobId,
+      attempt: attempt?.attempt ?? 0,
+      ...(position !== undefined && { position }),
+    });
+  }
+
+  const cursor = decodeLogCursor(query.after, job.jobId);
+  if (!readLines) throw badRequest('query.after: this API cannot read logs from a position; leave after out');
+  if (query.attempt !== undefined && query.attempt !== cursor.attempt) {
+    throw badRequest(
+      `query.after: is a cursor into attempt ${cursor.attempt}, but attempt=${query.attempt} was asked for; pass that attempt's cursor, or leave attempt out`,
+    );
+  }
+  // Without `attempt` the cursor follows the job: an attempt with nothing more to read hands over to the next one.
+  const followsJob = query.attempt === undefined;
+  let at: LogCursor = cursor;
+  for (;;) {
+    const attempt = attempts.find((a) => a.attempt === at.attempt);
+    if (at.attempt !== 0 && !attempt) {
+      throw badRequest(
+        `query.after: is a cursor into attempt ${at.attempt}, which job ${job.jobId} does not have; leave after out to start from the newest lines`,
+      );
+    }
+    const stream = attempt ? logStreamOf(attempt, job, plane.batchPrefix) : undefined;
+    const page = stream
+      ? await read(stream, at.position === undefined ? 'head' : { after: at.position })
+      : { lines: [], atEnd: true };
+    const later = followsJob ? attempts.find((a) => a.attempt > at.attempt) : undefined;
+    if (page.lines.length > 0 || !page.atEnd || !later) {
+      const position = page.next ?? at.position;
+      return answer(attempt, stream, page, {
+        jobId: job.jobId,
+        attempt: at.attempt,
+        ...(position !== undefined && { position }),
+      });
+    }
+    at = { jobId: job.jobId, attempt: later.attempt };
+  }
 }

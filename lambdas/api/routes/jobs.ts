@@ -325,11 +325,22 @@ async function sendToPausedTask(plane: ApiPlane, token: string, action: 'resume'
   }
 }
 
+/** Whether a job ended because a cancel was acted on: CANCELLED with its cancel flag set. */
+function cancelActedOn(job: JobRecord): boolean {
+  return job.state === 'CANCELLED' && job.cancelRequested === true;
+}
+
 async function cancelJob(plane: ApiPlane, request: ApiRequest): Promise<ApiResponse> {
   parseRequest(noQuerySchema, request.query, 'query');
   const team = requireTeam(request.caller);
   const job = await ownJob(plane, team.id, request.params.id);
+  // A cancel repeated after the first was acted on is answered as that one was: there is nothing left to do.
+  const repeated = (cancelled: JobRecord): ApiResponse => {
+    logger.info('job cancel repeated', { jobId: job.jobId, team: team.id, state: cancelled.state });
+    return { status: 202, body: { job: publicJob(cancelled), terminatedBatchJob: false, releasedPause: false } };
+  };
   if (isTerminal(job.state)) {
+    if (cancelActedOn(job)) return repeated(job);
     throw conflict('job_finished', `job ${job.jobId} is ${job.state}; a finished job cannot be cancelled`, {
       state: job.state,
     });
@@ -338,6 +349,7 @@ async function cancelJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
   const flagged = await plane.jobs.patchJob(job.jobId, { cancelRequested: true });
   // It finished between the read and the flag: nothing is left to cancel (the flag on a finished job does nothing).
   if (isTerminal(flagged.state)) {
+    if (cancelActedOn(flagged)) return repeated(flagged);
     throw conflict('job_finished', `job ${job.jobId} is ${flagged.state}; a finished job cannot be cancelled`, {
       state: flagged.state,
     });

@@ -2,7 +2,7 @@
 // 404 indistinguishable from an unknown one), cancel in every state, resume only when paused, the job view's costs
 // and forecast worked out by hand, and checkpoint listings that hide incomplete checkpoints.
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { logStreamOf } from '../../../lambdas/api/routes/artifacts';
+import { encodeLogCursor, logStreamOf } from '../../../lambdas/api/routes/artifacts';
 import type { AttemptRecord, JobRecord, JobState } from '../../../lambdas/domain/job';
 import { budgetPeriodOf } from '../../../lambdas/domain/watch';
 import { jobKeysFor } from '../../../lambdas/domain/workspace-layout';
@@ -548,6 +548,26 @@ describe('DELETE /jobs/{id} (cancel)', () => {
     expect(bench.recorded.terminated.length).toBe(terminations);
   });
 
+  it('answers a cancel repeated after the first ended the job (CANCELLED) with 202 and the job, doing nothing', async () => {
+    const job = await seedJob('nlp', 'CANCELLED', { cancelRequested: true, pauseToken: 'token-spent' });
+    await seedAttempt(job.jobId, 1, { batchJobId: 'b-cancelled', startedAt: NOW - 300_000 });
+    const before = await bench.snapshot();
+    const terminations = bench.recorded.terminated.length;
+    const releases = bench.recorded.taskSuccesses.length;
+
+    const { status, body } = await bench.call({ method: 'DELETE', path: `/jobs/${job.jobId}` });
+
+    expect(status).toBe(202);
+    expect(body).toMatchObject({
+      job: { jobId: job.jobId, state: 'CANCELLED', cancelRequested: true },
+      terminatedBatchJob: false,
+      releasedPause: false,
+    });
+    expect(await bench.snapshot()).toEqual(before);
+    expect(bench.recorded.terminated.length).toBe(terminations);
+    expect(bench.recorded.taskSuccesses.length).toBe(releases);
+  });
+
   it.each(['SUCCEEDED', 'FAILED', 'CANCELLED', 'REJECTED'] as const)(
     'refuses to cancel a %s job with 409 naming the state, writing nothing',
     async (state) => {
@@ -716,7 +736,125 @@ describe('GET /jobs/{id}/logs', () => {
     await seedAttempt(job.jobId, 1, { status: 'RUNNABLE' });
     const { status, body } = await bench.call({ method: 'GET', path: `/jobs/${job.jobId}/logs` });
     expect(status).toBe(200);
-    expect(body).toEqual({ jobId: job.jobId, attempt: 1, logStreamName: null, lines: [] });
+    expect(body).toEqual({
+      jobId: job.jobId,
+      attempt: 1,
+      logStreamName: null,
+      lines: [],
+      nextCursor: expect.any(String),
+    });
+  });
+
+  /** GET /jobs/{id}/logs with a query; the answer's status, lines, attempt and cursor. */
+  async function readLogs(jobId: string, query: Record<string, string> = {}) {
+    const { status, body } = await bench.call({ method: 'GET', path: `/jobs/${jobId}/logs`, query });
+    return {
+      status,
+      body,
+      lines: body.lines as string[],
+      attempt: body.attempt as number | null,
+      next: body.nextCursor as string,
+    };
+  }
+
+  it('answers the newest lines with a cursor after which come exactly the lines logged since, however many', async () => {
+    const job = await seedJob('nlp', 'RUNNING');
+    const stream = `trainyard-nlp-gpu-small/default/${job.jobId}-1`;
+    await seedAttempt(job.jobId, 1, { logStreamName: stream });
+    bench.appendLog(stream, ['one', 'two', 'three']);
+
+    const first = await readLogs(job.jobId, { limit: '2' });
+    bench.appendLog(stream, ['four', 'same', 'same', 'same', 'five']);
+    const second = await readLogs(job.jobId, { limit: '2', after: first.next });
+    const third = await readLogs(job.jobId, { limit: '2', after: second.next });
+    const fourth = await readLogs(job.jobId, { limit: '2', after: third.next });
+    const caughtUp = await readLogs(job.jobId, { limit: '2', after: fourth.next });
+
+    expect(first).toMatchObject({ status: 200, lines: ['two', 'three'], attempt: 1 });
+    expect(first.body.logStreamName).toBe(stream);
+    expect([second.lines, third.lines, fourth.lines]).toEqual([['four', 'same'], ['same', 'same'], ['five']]);
+    expect(caughtUp).toMatchObject({ status: 200, lines: [], attempt: 1, next: fourth.next });
+  });
+
+  it('goes on from the first line of the next attempt once the cursor has read all of its own', async () => {
+    const job = await seedJob('nlp', 'RUNNING');
+    const firstStream = `trainyard-nlp-gpu-small/default/${job.jobId}-1`;
+    await seedAttempt(job.jobId, 1, { logStreamName: firstStream });
+    bench.appendLog(firstStream, ['a1']);
+    const start = await readLogs(job.jobId);
+    bench.appendLog(firstStream, ['a2 (its last line)']);
+    const secondStream = `trainyard-nlp-gpu-small/default/${job.jobId}-2`;
+    await seedAttempt(job.jobId, 2, { logStreamName: secondStream });
+    bench.appendLog(secondStream, ['b1', 'b2', 'b3']);
+
+    const rest = await readLogs(job.jobId, { after: start.next });
+    const next = await readLogs(job.jobId, { after: rest.next });
+
+    expect(rest).toMatchObject({ lines: ['a2 (its last line)'], attempt: 1 });
+    expect(next).toMatchObject({ lines: ['b1', 'b2', 'b3'], attempt: 2 });
+    expect(next.body.logStreamName).toBe(secondStream);
+  });
+
+  it('follows a job from before its first attempt to the first line of that attempt', async () => {
+    const job = await seedJob('nlp', 'WAITING');
+    const before = await readLogs(job.jobId);
+    const stream = `trainyard-nlp-gpu-small/default/${job.jobId}-1`;
+    await seedAttempt(job.jobId, 1, { logStreamName: stream });
+    bench.appendLog(stream, ['first', 'second']);
+
+    const after = await readLogs(job.jobId, { limit: '1', after: before.next });
+
+    expect(before).toMatchObject({ lines: [], attempt: null });
+    expect(after).toMatchObject({ lines: ['first'], attempt: 1 });
+  });
+
+  it('keeps a cursor in its attempt when attempt is given, and refuses one of another attempt', async () => {
+    const job = await seedJob('nlp', 'RUNNING');
+    const firstStream = `trainyard-nlp-gpu-small/default/${job.jobId}-1`;
+    await seedAttempt(job.jobId, 1, { logStreamName: firstStream });
+    bench.appendLog(firstStream, ['a1']);
+    await seedAttempt(job.jobId, 2, { logStreamName: `trainyard-nlp-gpu-small/default/${job.jobId}-2` });
+    bench.appendLog(`trainyard-nlp-gpu-small/default/${job.jobId}-2`, ['b1']);
+    const pinned = await readLogs(job.jobId, { attempt: '1' });
+
+    const stays = await readLogs(job.jobId, { attempt: '1', after: pinned.next });
+    const mismatched = await readLogs(job.jobId, { attempt: '2', after: pinned.next });
+
+    expect(stays).toMatchObject({ status: 200, lines: [], attempt: 1 });
+    expect(mismatched.status).toBe(400);
+    expect(errorOf(mismatched.body).message).toBe(
+      "query.after: is a cursor into attempt 1, but attempt=2 was asked for; pass that attempt's cursor, or leave attempt out",
+    );
+  });
+
+  it('refuses a cursor whose log position cannot be read from, saying why and how to start over', async () => {
+    const job = await seedJob('nlp', 'RUNNING');
+    const stream = `trainyard-nlp-gpu-small/default/${job.jobId}-1`;
+    await seedAttempt(job.jobId, 1, { logStreamName: stream });
+    bench.appendLog(stream, ['one']);
+
+    const { status, body } = await readLogs(job.jobId, {
+      after: encodeLogCursor({ jobId: job.jobId, attempt: 1, position: '999' }),
+    });
+
+    expect(status).toBe(400);
+    expect(errorOf(body).message).toBe(
+      "query.after: the log position it holds cannot be read from (byte 999 is past the end of the log, which holds 4 bytes); CloudWatch's positions last 24 hours: leave after out to start from the newest lines",
+    );
+  });
+
+  it("refuses a cursor that is not one this job's logs handed out, saying how to start over", async () => {
+    const job = await seedJob('nlp', 'RUNNING');
+    const other = await seedJob('nlp', 'RUNNING');
+    const othersCursor = (await readLogs(other.jobId)).next;
+
+    for (const after of ['not-a-cursor', othersCursor]) {
+      const { status, body } = await readLogs(job.jobId, { after });
+      expect(status).toBe(400);
+      expect(errorOf(body).message).toBe(
+        `query.after: is not a nextCursor GET /jobs/${job.jobId}/logs returned; leave it out to start from the newest lines`,
+      );
+    }
   });
 
   it('names the attempts a job has when asked for one it does not have', async () => {

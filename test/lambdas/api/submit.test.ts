@@ -4,12 +4,12 @@ import { createHash } from 'node:crypto';
 import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { userNameOf } from '../../../lambdas/api/caller';
-import { INTERNAL_MESSAGE } from '../../../lambdas/api/errors';
+import { INTERNAL_MESSAGE, toErrorResponse } from '../../../lambdas/api/errors';
 import { keptAnswer } from '../../../lambdas/api/routes/jobs';
 import { analyzeWorkload } from '../../../lambdas/domain/analysis';
 import { CHECKPOINT_DONE_FILE_RULE } from '../../../lambdas/domain/job';
 import { uploadKey } from '../../../lambdas/domain/workspace-layout';
-import { packTarGz } from '../../../lambdas/shared/tarball';
+import { BundleTooLarge, packTarGz, unpackTarGz } from '../../../lambdas/shared/tarball';
 import { parseConfig } from '../../../lib/config';
 import {
   type ApiBench,
@@ -226,7 +226,7 @@ describe('POST /jobs refuses bad input with an exact status and message and writ
       message: 'body.command: must hold the program and its arguments, e.g. ["python", "train.py"]',
     },
     {
-      // {"command":["python","train.py",7 × "x…" of 4000],"env":{},"resumeArgs":[]}: 12 + 8 + 11 + 7 × 4003 + 2 + 8 + 1
+      // {"command":["python","train.py",7 × "x…" of 4000],"env":{},"resumeArgs":""}: 12 + 8 + 11 + 7 × 4003 + 2 + 8 + 1
       // + 15 + 1 = 28079 bytes; AWS Batch takes 30 KiB per SubmitJob, and the platform's own settings need 6 of them.
       name: 'a command too large for a Batch submission though each argument is within the limit',
       body: { bundle: bundleB64, command: ['python', 'train.py', ...Array(7).fill('x'.repeat(4000))] },
@@ -237,7 +237,7 @@ describe('POST /jobs refuses bad input with an exact status and message and writ
     },
     {
       // Bytes, not characters: 3 × 4000 + 300 "é" (each value within 4096 characters) are 24,600 bytes; with the
-      // names, the command and the other resume argument, 24,701.
+      // names, the command and the other resume argument (sent as "--init_from=resume 'é…'"), 24,699.
       name: 'an environment and resume arguments too many bytes together',
       body: {
         bundle: bundleB64,
@@ -247,7 +247,22 @@ describe('POST /jobs refuses bad input with an exact status and message and writ
       },
       status: 400,
       code: 'invalid_request',
-      message: /^body: command, env and resumeArgs take 24701 bytes together \(as JSON\), more than the 24576 allowed/,
+      message: /^body: command, env and resumeArgs take 24699 bytes together \(as JSON\), more than the 24576 allowed/,
+    },
+    {
+      // Resume arguments are sent as one shell-quoted string, each ' written '\'' (and the \ escaped in JSON: 5 bytes).
+      // {"command":["python","train.py"],"env":{"A":"x…"},"resumeArgs":"'…' '…'"}: 11 + 21 + 7 + (6 + 4000 + 2) + 14
+      // + (2 + (2 + 4000 × 5) + 1 + (2 + 200 × 5)) + 1 = 25,069 bytes, though as a JSON array they take 4,208.
+      name: 'resume arguments whose shell quoting would not fit a Batch submission',
+      body: {
+        bundle: bundleB64,
+        command,
+        env: { A: 'x'.repeat(4000) },
+        resumeArgs: ["'".repeat(4000), "'".repeat(200)],
+      },
+      status: 400,
+      code: 'invalid_request',
+      message: /^body: command, env and resumeArgs take 25069 bytes together \(as JSON\), more than the 24576 allowed/,
     },
     {
       // A budget scope never holds '..', so the job would be booked to no project budget.
@@ -419,7 +434,7 @@ describe('POST /jobs refuses bad input with an exact status and message and writ
       body: { bundle: notTarGz, command },
       status: 400,
       code: 'invalid_bundle',
-      message: /^bundle is not a gzip-compressed tar \(or exceeds 1073741824 bytes unpacked\): /,
+      message: /^bundle is not a gzip-compressed tar: /,
     },
     {
       name: 'an inline bundle one KiB over the 8 KiB limit',
@@ -768,5 +783,34 @@ describe('Idempotency-Key replays answered from the claim', () => {
 describe('limits come from the configuration', () => {
   it('the test config really sets the limits the cases above rely on', () => {
     expect(parseConfig(TEST_CONFIG_INPUT).limits).toEqual({ maxInlineBundleKiB: 8, maxBundleMiB: 1, maxEnvVars: 3 });
+  });
+});
+
+describe('a bundle that unpacks to more than the limit', () => {
+  it('is refused as too large (413, payload_too_large), not as a bundle that cannot be read', () => {
+    // 64 KiB of zeros compress to well under 1 KiB; a 16 KiB limit is crossed while unpacking.
+    const archive = packTarGz([{ path: 'zeros.bin', content: Buffer.alloc(64 * 1024) }]);
+    const limit = 16 * 1024;
+
+    let thrown: unknown;
+    try {
+      unpackTarGz(archive, limit);
+    } catch (error) {
+      thrown = error;
+    }
+
+    expect(thrown).toBeInstanceOf(BundleTooLarge);
+    expect(toErrorResponse(thrown)).toEqual({
+      status: 413,
+      body: {
+        error: {
+          code: 'payload_too_large',
+          message:
+            'bundle unpacks to more than 16384 bytes, the most a bundle may hold: leave data, checkpoints and outputs out of it (.gitignore or .trainyardignore) and have the job download what it needs',
+          details: { maxUnpackedBytes: 16384 },
+        },
+      },
+    });
+    expect(unpackTarGz(archive, 128 * 1024).map((f) => f.content.length)).toEqual([64 * 1024]);
   });
 });

@@ -1,11 +1,11 @@
 /**
- * Test bench for the API handler: real dynalite (jobs, budgets) and s3rver (workspace) behind the real adapters, and
- * the ports without a local engine (Batch, Step Functions, EventBridge, CloudWatch Logs, spot quotes) as small
- * in-process recorders. Events are API Gateway HTTP API payload 2.0 with an IAM authorizer, as AWS sends them.
+ * Test bench for the API handler: real dynalite (jobs, budgets) and s3rver (workspace) behind the real adapters,
+ * container logs read by local mode's log reader from files the test appends to, and the ports without a local engine
+ * (Batch, Step Functions, EventBridge, spot quotes) as small in-process recorders. Events are API Gateway HTTP API payload 2.0 with an IAM authorizer, as AWS sends them.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { appendFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { S3Client } from '@aws-sdk/client-s3';
 import type { APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { type ApiEvent, createApiHandler } from '../../../lambdas/api/app';
@@ -17,6 +17,7 @@ import { BudgetLedger } from '../../../lambdas/shared/ledger';
 import { Workspace } from '../../../lambdas/shared/workspace';
 import { parseConfig, type TrainyardConfig } from '../../../lib/config';
 import { startS3rver } from '../../../lib/local/engines';
+import { localLogReader } from '../../../lib/local/local-ports';
 import { startTestDynamo, type TestDynamo } from '../../support/dynamo';
 
 /** Principal ARNs used by the tests. */
@@ -47,9 +48,6 @@ export interface Recorded {
   readonly taskSuccesses: Array<{ token: string; output: Record<string, unknown> }>;
   /** Task tokens Step Functions no longer knows (sendTaskSuccess fails with TaskTimedOut). */
   readonly spentTokens: Set<string>;
-  /** Log lines per stream name. */
-  readonly logStreams: Map<string, string[]>;
-  readonly logReads: Array<{ stream: string; limit: number }>;
   /** Set to make the next StartExecution fail the way a dropped connection does (then it clears). */
   failNextStart: boolean;
 }
@@ -69,6 +67,8 @@ export interface ApiBench {
   readonly handler: (event: ApiEvent) => Promise<APIGatewayProxyStructuredResultV2>;
   /** Sends a request and returns the status and parsed body. */
   call(request: RequestSpec): Promise<{ status: number; body: Record<string, unknown> }>;
+  /** Appends lines to a container log stream, as the awslogs driver would (local mode's file layout). */
+  appendLog(logStreamName: string, lines: readonly string[]): void;
   /** Every item of both tables and every object key in the bucket: compare before/after a refused request. */
   snapshot(): Promise<{ jobs: unknown[]; budgets: unknown[]; objects: string[] }>;
   stop(): Promise<void>;
@@ -152,6 +152,7 @@ export async function startApiBench(configInput: unknown = TEST_CONFIG_INPUT): P
     requestChecksumCalculation: 'WHEN_REQUIRED',
     responseChecksumValidation: 'WHEN_REQUIRED',
   });
+  const logsDir = mkdtempSync(join(tmpdir(), 'trainyard-api-logs-'));
   const recorded: Recorded = {
     terminated: [],
     published: [],
@@ -159,8 +160,6 @@ export async function startApiBench(configInput: unknown = TEST_CONFIG_INPUT): P
     startCalls: [],
     taskSuccesses: [],
     spentTokens: new Set(),
-    logStreams: new Map(),
-    logReads: [],
     failNextStart: false,
   };
   let seq = 0;
@@ -215,12 +214,7 @@ export async function startApiBench(configInput: unknown = TEST_CONFIG_INPUT): P
         recorded.spentTokens.add(token);
       },
     },
-    logs: {
-      async recentLines(stream, limit) {
-        recorded.logReads.push({ stream, limit });
-        return (recorded.logStreams.get(stream) ?? []).slice(-limit);
-      },
-    },
+    logs: localLogReader(logsDir),
     spotQuotes: {
       async quotesFor(types) {
         return bench.quotes?.filter((q) => types.includes(q.instanceType));
@@ -243,6 +237,11 @@ export async function startApiBench(configInput: unknown = TEST_CONFIG_INPUT): P
       const result = await handler(apiEvent(spec));
       return { status: result.statusCode ?? 0, body: JSON.parse(result.body ?? 'null') as Record<string, unknown> };
     },
+    appendLog(logStreamName: string, lines: readonly string[]) {
+      const file = join(logsDir, `${logStreamName}.log`);
+      mkdirSync(dirname(file), { recursive: true });
+      appendFileSync(file, lines.map((line) => `${line}\n`).join(''));
+    },
     async snapshot() {
       return {
         jobs: await dynamo.scanAll(dynamo.tables.jobs),
@@ -255,6 +254,7 @@ export async function startApiBench(configInput: unknown = TEST_CONFIG_INPUT): P
       await s3engine.stop();
       await dynamo.stop();
       rmSync(directory, { recursive: true, force: true });
+      rmSync(logsDir, { recursive: true, force: true });
     },
   });
   return bench;
