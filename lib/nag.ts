@@ -3,7 +3,9 @@ import type { IConstruct } from 'constructs';
 
 /**
  * Acknowledges one exact cdk-nag AwsSolutions finding on one construct (and its children), with the reason.
- * Findings are named in full (`IAM5[Resource::…]`), never by rule alone, so a new wildcard still fails synth.
+ * Findings are named in full (`IAM5[Resource::…]`), never by rule alone, so a wildcard on a new resource still fails
+ * synth. A finding does not name the action, though: every function acknowledges `IAM5[Resource::*]` for X-Ray, so
+ * test/infra/nag.test.ts checks each action granted on `*` against those with no resource-level permissions.
  */
 export function acknowledgeFinding(construct: IConstruct, finding: string, reason: string): void {
   Validations.of(construct).acknowledge({ id: `AwsSolutions-${finding}`, reason });

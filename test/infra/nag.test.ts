@@ -30,6 +30,51 @@ describe('cdk-nag AwsSolutions', () => {
     expect(new AwsSolutionsChecks().validateScope(s.platform).violations).toEqual([]);
   });
 
+  /**
+   * cdk-nag names a wildcard finding by its resource alone (`IAM5[Resource::*]`), and every function acknowledges that
+   * one for X-Ray: any action granted on `*` would pass under it. Checked here instead, action by action: only the
+   * actions that have no resource-level permissions may be granted on every resource.
+   */
+  it('grants on every resource only actions that cannot be scoped to one', () => {
+    const unscopable: Record<string, string> = {
+      'xray:PutTraceSegments': 'active tracing',
+      'xray:PutTelemetryRecords': 'active tracing',
+      'xray:GetSamplingRules': 'state machine tracing',
+      'xray:GetSamplingTargets': 'state machine tracing',
+      'ec2:DescribeSpotPriceHistory': 'the spot price an attempt ran at, and estimates',
+      'ec2:DescribeInstances': 'the instance behind a Batch job',
+      'ec2:GetSpotPlacementScores': 'the spot probe of the periodic check',
+      'ec2:DescribeSubnets': 'the zones of the compute subnets the probe scores',
+      'batch:DescribeJobs': 'looking an attempt up in Batch (also how submitJob.sync follows a job)',
+      'batch:ListJobs': 'looking an attempt up in Batch by queue and name',
+      'states:SendTaskSuccess': 'acts on a task token',
+      'ecr:GetAuthorizationToken': 'a registry login token, pulled by the job execution role',
+      // What CDK grants a state machine for vended log delivery to CloudWatch Logs.
+      'logs:CreateLogDelivery': 'execution logging',
+      'logs:DeleteLogDelivery': 'execution logging',
+      'logs:DescribeLogGroups': 'execution logging',
+      'logs:DescribeResourcePolicies': 'execution logging',
+      'logs:GetLogDelivery': 'execution logging',
+      'logs:ListLogDeliveries': 'execution logging',
+      'logs:PutResourcePolicy': 'execution logging',
+      'logs:UpdateLogDelivery': 'execution logging',
+    };
+    const granted: Array<{ policy: string; action: string }> = [];
+    for (const template of [s.statefulTemplate, s.platformTemplate]) {
+      for (const [id, policy] of Object.entries(template.findResources('AWS::IAM::Policy'))) {
+        const statements = (policy as { Properties: { PolicyDocument: { Statement: Array<Record<string, unknown>> } } })
+          .Properties.PolicyDocument.Statement;
+        for (const statement of statements) {
+          const resources = [statement.Resource].flat();
+          if (!resources.includes('*')) continue;
+          for (const action of [statement.Action].flat() as string[]) granted.push({ policy: id, action });
+        }
+      }
+    }
+    expect(granted.length).toBeGreaterThan(0);
+    expect(granted.filter(({ action }) => !(action in unscopable))).toEqual([]);
+  });
+
   it('names the exact finding in every IAM acknowledgement and gives a reason', () => {
     const acks = [...acknowledgements(s.stateful), ...acknowledgements(s.platform)];
     expect(acks.length).toBeGreaterThan(0);
