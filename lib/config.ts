@@ -7,7 +7,13 @@
 import { existsSync, readFileSync } from 'node:fs';
 import * as z from 'zod/mini';
 import '../lambdas/domain/zod-issues'; // zod's English issue messages
-import { fargateSizeFor, GPU_INSTANCE_FAMILIES, GPU_INSTANCES, instanceFamily } from './instance-catalog';
+import {
+  fargateSizeFor,
+  GPU_INSTANCE_FAMILIES,
+  GPU_INSTANCES,
+  instanceFamily,
+  jobMemoryLimitMiB,
+} from './instance-catalog';
 
 /** Raised when a configuration file is missing, unreadable or invalid; the message names key, value and rule. */
 export class ConfigError extends Error {
@@ -86,7 +92,14 @@ const tierSchema = z.strictObject({
   gpus: setting(intRange(0, 8), 0, 'GPUs per node.'),
   gpuMemoryGiB: setting(z.number().check(z.gte(0)), 0, 'Memory per GPU, GiB (used to decide whether a model fits).'),
   vcpus: z.number().check(z.positive(), z.lte(192), z.describe('vCPUs per node given to the job.')),
-  memoryMiB: z.int().check(z.gte(128), z.describe('Memory per node given to the job, MiB.')),
+  memoryMiB: z
+    .int()
+    .check(
+      z.gte(128),
+      z.describe(
+        'Memory per node given to the job, MiB. For gpu tiers at most 95 % of each listed instance type’s memory (the kernel and the ECS agent keep the rest).',
+      ),
+    ),
   maxRuntime: durationSchema.check(
     z.describe('Longest a job may run on this tier (1s..14d), e.g. 30s, 10m, 2h or 1d.'),
   ),
@@ -514,11 +527,12 @@ function checkTier(tier: TierConfig, at: (key: string) => (string | number)[], c
         message: `${type} has ${facts.gpuMemoryGiB} GiB per GPU; tier states ${tier.gpuMemoryGiB}`,
       });
     }
-    if (tier.vcpus > facts.vcpus || tier.memoryMiB > facts.memoryGiB * 1024) {
+    const memoryLimit = jobMemoryLimitMiB(facts.memoryGiB);
+    if (tier.vcpus > facts.vcpus || tier.memoryMiB > memoryLimit) {
       ctx.addIssue({
         code: 'custom',
         path: where,
-        message: `${type} has ${facts.vcpus} vCPU / ${facts.memoryGiB * 1024} MiB; tier asks ${tier.vcpus} vCPU / ${tier.memoryMiB} MiB (leave room for the ECS agent)`,
+        message: `${type} has ${facts.vcpus} vCPU / ${facts.memoryGiB * 1024} MiB, of which a job may ask at most ${memoryLimit} MiB (the kernel and the ECS agent keep the rest, and a job asking more is never placed); tier asks ${tier.vcpus} vCPU / ${tier.memoryMiB} MiB`,
       });
     }
   });

@@ -24,6 +24,19 @@ export interface GpuInstanceFacts {
  */
 export const GPU_INSTANCE_FAMILIES = ['g4dn', 'g5', 'g6', 'g6e', 'gr6', 'p4d', 'p4de', 'p5', 'p5e'] as const;
 
+/**
+ * Share of an instance's installed memory a job may ask for. The ECS agent registers less than the installed memory
+ * (the kernel and platform keep some: an m4.large registers 7,985 of its 8,192 MiB, 2.5 %, per AWS Batch's "Compute
+ * resource memory management"), and Batch's AMI keeps another 32 MiB for the agent. A job asking more than what
+ * registers is never placed and waits RUNNABLE (on-demand, with no time limit), so tiers keep 5 % of headroom.
+ */
+export const JOB_MEMORY_SHARE = 0.95;
+
+/** The most memory, MiB, a tier's job may ask for on an instance with `memoryGiB` installed. */
+export function jobMemoryLimitMiB(memoryGiB: number): number {
+  return Math.floor(memoryGiB * 1024 * JOB_MEMORY_SHARE);
+}
+
 /** Instance sizes Trainyard knows exactly, used to check a tier's GPU count, memory and vCPUs against. */
 export const GPU_INSTANCES: Readonly<Record<string, GpuInstanceFacts>> = {
   'g4dn.xlarge': { gpus: 1, gpuMemoryGiB: 16, gpuModel: 'T4', vcpus: 4, memoryGiB: 16 },

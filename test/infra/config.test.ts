@@ -44,6 +44,12 @@ describe('configuration defaults', () => {
     });
   });
 
+  it('accepts a gpu tier asking exactly the memory a job may have on its instance (95 % of installed)', () => {
+    // g5.xlarge: 16 × 1024 × 0.95 = 15,564.8 MiB.
+    expect(parseConfig({ tiers: [gpu({ memoryMiB: 15564 })] }).tiers[0]?.memoryMiB).toBe(15564);
+    expect(() => parseConfig({ tiers: [gpu({ memoryMiB: 15565 })] })).toThrow(/at most 15564 MiB/);
+  });
+
   it('parses durations into seconds', () => {
     expect([parseDuration('30s'), parseDuration('10m'), parseDuration('2h'), parseDuration('1.5d')]).toEqual([
       30, 600, 7200, 129600,
@@ -172,6 +178,12 @@ describe('bad configuration is refused with the key, the value and what is allow
       'more GPU memory than the instance has',
       { tiers: [gpu({ instanceTypes: ['g4dn.xlarge'], gpuMemoryGiB: 24 })] },
       'tiers[0].instanceTypes[0]: g4dn.xlarge has 16 GiB per GPU; tier states 24 (got "g4dn.xlarge")',
+    ],
+    [
+      // g5.xlarge: 16 GiB = 16,384 MiB installed; a job may ask 95 % of it, 15,564.8 → 15,564 MiB.
+      'a job memory equal to the instance memory, which ECS never registers in full',
+      { tiers: [gpu({ memoryMiB: 16384 })] },
+      'tiers[0].instanceTypes[0]: g5.xlarge has 4 vCPU / 16384 MiB, of which a job may ask at most 15564 MiB (the kernel and the ECS agent keep the rest, and a job asking more is never placed); tier asks 4 vCPU / 16384 MiB (got "g5.xlarge")',
     ],
     [
       'a CPU tier no Fargate size can hold',
