@@ -22,6 +22,20 @@ export const TERMINATE_REASONS = {
 /** Reason the spot queues' jobStateTimeLimitActions attach when they cancel a job stuck waiting for capacity. */
 export const CAPACITY_WAIT_REASON = 'CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY';
 
+/**
+ * Reasons every queue's jobStateTimeLimitActions attach when they cancel a job Batch can never place: no instance of
+ * the compute environments can hold what it asks (JOB_RESOURCE_REQUIREMENT), or it asks more vCPUs than their maxvCpus
+ * (COMPUTE_ENVIRONMENT_MAX_RESOURCE). Config validation keeps tiers inside their instances; these end, rather than
+ * leave RUNNABLE for ever, a job that slips past it (an instance type whose memory the catalog does not know).
+ */
+export const UNPLACEABLE_REASONS = [
+  'MISCONFIGURATION:JOB_RESOURCE_REQUIREMENT',
+  'MISCONFIGURATION:COMPUTE_ENVIRONMENT_MAX_RESOURCE',
+] as const;
+
+/** How long a job Batch says it cannot place sits RUNNABLE before its queue cancels it: Batch's minimum, 600 s. */
+export const UNPLACEABLE_WAIT_SECONDS = 600;
+
 /** Batch's statusReason when the host of a spot attempt was reclaimed: `Host EC2 (instance i-…) terminated.` */
 export const HOST_TERMINATED_PATTERN = /^Host EC2 \(instance (i-[0-9a-f]+)\) terminated\.?$/;
 

@@ -295,6 +295,9 @@ export function decideNextStep(input: NextStepInput): NextStep {
 
     case 'infra-error': {
       counters.infraErrors = before.infraErrors + 1;
+      if (!outcome.resumable) {
+        return finalize('FAILED', `Not retried, running it again as it is cannot help: ${outcome.reason}`);
+      }
       if (before.infraErrors >= INFRA_RETRY_LIMIT) {
         return finalize(
           'FAILED',

@@ -12,6 +12,8 @@
  *  3. The queue's capacity-wait cancellation → capacity-starved. Batch writes `Canceled by JobStateTimeLimit action
  *     due to reason: CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY`
  *     (https://docs.aws.amazon.com/batch/latest/userguide/job_stuck_in_runnable_capacity.html); the job never ran.
+ *     The same cancellation for a MISCONFIGURATION reason (UNPLACEABLE_REASONS) → infra-error, not resumable: no
+ *     instance of the tier can hold the job, so no retry could place it.
  *  4. `Host EC2 (instance i-…) terminated.` (job or attempt statusReason) → reclaimed. The host went away under the
  *     container, so whatever exit code exists is noise. The CDK's `Reason.SPOT_INSTANCE_RECLAIMED` matches the same
  *     text (`onStatusReason: 'Host EC2*'`, aws-cdk-lib aws-batch job-definition-base).
@@ -42,6 +44,7 @@ import {
   HOST_TERMINATED_PATTERN,
   TERMINATE_REASONS,
   TRAINYARD_REASON_PREFIX,
+  UNPLACEABLE_REASONS,
 } from './batch-reasons';
 
 /** Raised when asked to classify a job that has not finished (status other than SUCCEEDED or FAILED). */
@@ -204,6 +207,15 @@ export function classifyAttemptOutcome(job: BatchJob, context: OutcomeContext = 
       kind: 'capacity-starved',
       reason: `Batch statusReason ${quote(capacityReason)}: no instance capacity was found within the queue's wait limit.`,
       resumable: true,
+    };
+  }
+
+  const unplaceableReason = statusReasons.find((r) => UNPLACEABLE_REASONS.some((u) => r.includes(u)));
+  if (unplaceableReason) {
+    return {
+      kind: 'infra-error',
+      reason: `Batch statusReason ${quote(unplaceableReason)}: no instance of the tier's compute environments can hold what the job asks (vCPUs, memory, GPUs), so it was never placed; the tier's configuration needs fixing.`,
+      resumable: false,
     };
   }
 

@@ -1,9 +1,10 @@
-import { Annotations, type Duration } from 'aws-cdk-lib';
+import { Annotations, Duration } from 'aws-cdk-lib';
 import * as batch from 'aws-cdk-lib/aws-batch';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import type * as iam from 'aws-cdk-lib/aws-iam';
 import { Construct } from 'constructs';
 import { queueName } from '../../lambdas/domain/batch-names';
+import { UNPLACEABLE_REASONS, UNPLACEABLE_WAIT_SECONDS } from '../../lambdas/domain/batch-reasons';
 import { SPOT_PROBE_MIN_INSTANCE_TYPES, spotProbeCanAnswer } from '../../lambdas/domain/placement';
 import type { TierConfig } from '../config';
 import { GPU_INSTANCES } from '../instance-catalog';
@@ -85,7 +86,7 @@ export class GpuTierCapacity extends Construct {
         priority: 1,
         schedulingPolicy: props.schedulingPolicy,
         computeEnvironments: [{ computeEnvironment: spot, order: 1 }],
-        jobStateTimeLimitActions: [capacityWaitAction(props.capacityWait)],
+        jobStateTimeLimitActions: [capacityWaitAction(props.capacityWait), ...unplaceableActions()],
       });
     }
     const onDemand = new batch.ManagedEc2EcsComputeEnvironment(this, 'OnDemand', {
@@ -102,6 +103,7 @@ export class GpuTierCapacity extends Construct {
       priority: 1,
       schedulingPolicy: props.schedulingPolicy,
       computeEnvironments: [{ computeEnvironment: onDemand, order: 1 }],
+      jobStateTimeLimitActions: unplaceableActions(),
     });
   }
 
@@ -176,7 +178,7 @@ export class CpuTierCapacity extends Construct {
             priority: 1,
             schedulingPolicy: props.schedulingPolicy,
             computeEnvironments: [{ computeEnvironment: spot, order: 1 }],
-            jobStateTimeLimitActions: [capacityWaitAction(props.capacityWait)],
+            jobStateTimeLimitActions: [capacityWaitAction(props.capacityWait), ...unplaceableActions()],
           }),
         );
       }
@@ -187,10 +189,29 @@ export class CpuTierCapacity extends Construct {
           priority: 1,
           schedulingPolicy: props.schedulingPolicy,
           computeEnvironments: [{ computeEnvironment: onDemand, order: 1 }],
+          jobStateTimeLimitActions: unplaceableActions(),
         }),
       );
     }
   }
+}
+
+/**
+ * Cancel a job Batch says it can never place (UNPLACEABLE_REASONS) after 10 minutes RUNNABLE, on every queue: without
+ * it an on-demand job that no instance can hold would wait for ever, blocking its queue.
+ */
+function unplaceableActions(): batch.JobStateTimeLimitAction[] {
+  const reasons: Record<(typeof UNPLACEABLE_REASONS)[number], batch.JobStateTimeLimitActionsReason> = {
+    'MISCONFIGURATION:JOB_RESOURCE_REQUIREMENT': batch.JobStateTimeLimitActionsReason.JOB_RESOURCE_REQUIREMENT,
+    'MISCONFIGURATION:COMPUTE_ENVIRONMENT_MAX_RESOURCE':
+      batch.JobStateTimeLimitActionsReason.COMPUTE_ENVIRONMENT_MAX_RESOURCE,
+  };
+  return UNPLACEABLE_REASONS.map((reason) => ({
+    action: batch.JobStateTimeLimitActionsAction.CANCEL,
+    maxTime: Duration.seconds(UNPLACEABLE_WAIT_SECONDS),
+    reason: reasons[reason],
+    state: batch.JobStateTimeLimitActionsState.RUNNABLE,
+  }));
 }
 
 /** Cancel a job that has sat RUNNABLE at the head of the spot queue for `wait`: spot capacity isn't coming. */

@@ -73,6 +73,12 @@ const OUTCOMES = {
     resumable: false,
   },
   pull: { kind: 'infra-error', reason: 'CannotPullContainerError: not found.', resumable: true },
+  unplaceable: {
+    kind: 'infra-error',
+    reason:
+      'Batch statusReason "Canceled by JobStateTimeLimit action due to reason: MISCONFIGURATION:JOB_RESOURCE_REQUIREMENT": no instance can hold it.',
+    resumable: false,
+  },
   resume76: {
     kind: 'resume-failed',
     reason: 'Container exit code 76: the training command failed right after the checkpoint was restored.',
@@ -319,6 +325,12 @@ const TABLE: Row[] = [
     name: 'the third infrastructure error is retried after 120 s',
     input: input(OUTCOMES.pull, {}, { counters: { attempts: 2, infraErrors: 2 } }),
     expected: { action: 'run-attempt', delaySeconds: 120, counters: { ...zero, attempts: 3, infraErrors: 3 } },
+  },
+  {
+    name: 'a job Batch can never place fails at once, with infrastructure retries left',
+    input: input(OUTCOMES.unplaceable),
+    expected: { action: 'finalize', finalState: 'FAILED', counters: { ...zero, attempts: 1, infraErrors: 1 } },
+    reasonMentions: ['Not retried', 'MISCONFIGURATION:JOB_RESOURCE_REQUIREMENT'],
   },
   {
     name: 'the fourth infrastructure error fails the job',

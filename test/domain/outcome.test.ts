@@ -161,6 +161,12 @@ const TABLE: Row[] = [
     quotes: '"Canceled by JobStateTimeLimit action due to reason: CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY"',
   },
   {
+    // An on-demand attempt asking the g4dn.xlarge's nominal 16,384 MiB, which no instance registers.
+    fixture: 'unplaceable-cancelled.sfn-failure.json',
+    expected: { kind: 'infra-error', resumable: false },
+    quotes: '"Canceled by JobStateTimeLimit action due to reason: MISCONFIGURATION:JOB_RESOURCE_REQUIREMENT"',
+  },
+  {
     fixture: 'terminated-spot-notice.sfn-failure.json',
     expected: { kind: 'reclaimed', resumable: true, exitCode: 75 },
     quotes: '"Trainyard: spot interruption notice"',

@@ -163,18 +163,35 @@ describe('queues', () => {
     }
   });
 
-  it('cancels spot jobs stuck RUNNABLE for the configured capacity wait', () => {
+  // Every queue cancels, after Batch's minimum of 600 s, a job Batch says no instance can ever hold.
+  const unplaceable = [
+    {
+      Action: 'CANCEL',
+      MaxTimeSeconds: 600,
+      Reason: 'MISCONFIGURATION:JOB_RESOURCE_REQUIREMENT',
+      State: 'RUNNABLE',
+    },
+    {
+      Action: 'CANCEL',
+      MaxTimeSeconds: 600,
+      Reason: 'MISCONFIGURATION:COMPUTE_ENVIRONMENT_MAX_RESOURCE',
+      State: 'RUNNABLE',
+    },
+  ];
+
+  it('cancels spot jobs stuck RUNNABLE for the configured capacity wait, and jobs no instance can hold', () => {
     const waitSeconds = s.config.spotPolicy.capacityWaitMinutes * 60;
     for (const tier of s.config.tiers.filter((t) => t.spotAllowed)) {
       expect(queue(`trainyard-${tier.id}-spot`).JobStateTimeLimitActions).toEqual([
         { Action: 'CANCEL', MaxTimeSeconds: waitSeconds, Reason: CAPACITY_WAIT_REASON, State: 'RUNNABLE' },
+        ...unplaceable,
       ]);
     }
   });
 
-  it('never cancels on-demand jobs for capacity', () => {
+  it('never cancels on-demand jobs for capacity, only jobs no instance can hold', () => {
     for (const tier of s.config.tiers) {
-      expect(queue(`trainyard-${tier.id}-on-demand`).JobStateTimeLimitActions).toBeUndefined();
+      expect(queue(`trainyard-${tier.id}-on-demand`).JobStateTimeLimitActions).toEqual(unplaceable);
     }
   });
 
