@@ -22,6 +22,7 @@ import { type JobWithAttempts, mayHaveRunIn, type ReportPeriod } from '../domain
 import { InvalidTierSpotRecord, parseTierSpotRecord, type TierSpotRecord } from '../domain/tier-spot';
 import { mapConcurrently } from './concurrency';
 import { documentSdk, dynamoDbSdk } from './dynamo';
+import { decodeOpaqueCursor, encodeOpaqueCursor } from './opaque-cursor';
 import { JOBS_INDEXES, jobKeys } from './table-design';
 
 // Loaded with require (see dynamo.ts), so destructured here rather than imported.
@@ -639,9 +640,12 @@ export class JobStore {
     const maxRead = options.maxRead ?? MAX_JOBS_READ_PER_PAGE;
     const filter = jobListFilter(options);
     const jobs: JobRecord[] = [];
-    let start: Record<string, unknown> | undefined = options.cursor
-      ? JSON.parse(Buffer.from(options.cursor, 'base64url').toString())
-      : undefined;
+    const given = options.cursor ? decodeOpaqueCursor(options.cursor) : undefined;
+    // The API checks a cursor before it lists; anything else passing one it did not get here is a bug.
+    if (options.cursor && (typeof given !== 'object' || given === null)) {
+      throw new Error(`listJobsByTeam: cursor "${options.cursor.slice(0, 40)}" is not one this store handed out`);
+    }
+    let start = given as Record<string, unknown> | undefined;
     let read = 0;
     do {
       const page = await this.client.send(
@@ -671,7 +675,7 @@ export class JobStore {
     } while (start && jobs.length < limit && read < maxRead);
     return {
       jobs,
-      nextCursor: start ? Buffer.from(JSON.stringify(start)).toString('base64url') : undefined,
+      nextCursor: start ? encodeOpaqueCursor(start) : undefined,
     };
   }
 

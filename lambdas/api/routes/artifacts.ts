@@ -14,6 +14,7 @@
 import { jobDefinitionName } from '../../domain/batch-names';
 import type { AttemptRecord, JobRecord } from '../../domain/job';
 import { jobKeysFor } from '../../domain/workspace-layout';
+import { decodeOpaqueCursor, encodeOpaqueCursor } from '../../shared/opaque-cursor';
 import { InvalidLogPosition, type LogPage, type LogReadStart } from '../../shared/ports';
 import { badRequest, notFound } from '../errors';
 import type { ApiPlane } from '../plane';
@@ -79,19 +80,12 @@ export interface LogCursor {
 /** A cursor as the API hands it out: base64url JSON, opaque to callers. */
 export function encodeLogCursor(cursor: LogCursor): string {
   const { jobId, attempt, position } = cursor;
-  return Buffer.from(JSON.stringify({ j: jobId, a: attempt, ...(position !== undefined && { p: position }) })).toString(
-    'base64url',
-  );
+  return encodeOpaqueCursor({ j: jobId, a: attempt, ...(position !== undefined && { p: position }) });
 }
 
 /** The cursor `after` holds, or a 400 saying it is not one this job's logs handed out. */
 function decodeLogCursor(after: string, jobId: string): LogCursor {
-  let decoded: unknown;
-  try {
-    decoded = JSON.parse(Buffer.from(after, 'base64url').toString('utf8'));
-  } catch {
-    decoded = undefined;
-  }
+  const decoded = decodeOpaqueCursor(after);
   const fields = (decoded ?? {}) as Record<string, unknown>;
   const valid =
     typeof decoded === 'object' &&

@@ -19,6 +19,7 @@ import { jobKeysFor, uploadKey } from '../../domain/workspace-layout';
 import { reserveToFinish } from '../../shared/budget-alerts';
 import { JobNotFound } from '../../shared/job-store';
 import { logger } from '../../shared/logger';
+import { decodeOpaqueCursor } from '../../shared/opaque-cursor';
 import { sha256Hex, textFilesOf } from '../../shared/tarball';
 import { resolveBundle } from '../bundle';
 import { badRequest, conflict, forbidden } from '../errors';
@@ -221,12 +222,7 @@ async function startLifecycle(plane: ApiPlane, job: JobRecord): Promise<void> {
 }
 
 function checkCursor(cursor: string, team: string): void {
-  let decoded: unknown;
-  try {
-    decoded = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-  } catch {
-    decoded = undefined;
-  }
+  const decoded = decodeOpaqueCursor(cursor);
   if (!isTeamCursor(decoded, team)) {
     throw badRequest('query.cursor: is not a cursor GET /jobs returned to this team; start again without it');
   }

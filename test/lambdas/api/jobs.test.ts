@@ -250,6 +250,10 @@ describe('GET /jobs', () => {
         cursor: empty.nextCursor as string,
       });
       expect(found.jobs.map((j) => j.jobId)).toEqual(ids(['b1']));
+      // A cursor the store did not hand out is a caller's bug: refused, never read as "from the start".
+      await expect(bench.jobs.listJobsByTeam('robotics', { cursor: 'not-a-cursor' })).rejects.toThrow(
+        'listJobsByTeam: cursor "not-a-cursor" is not one this store handed out',
+      );
     });
 
     it.each([
