@@ -1,5 +1,5 @@
 // The CLI's API client against a real HTTP server on loopback that drops connections under chosen requests.
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ApiClient, type ApiTarget } from '../../lib/cli/client';
@@ -12,17 +12,17 @@ afterEach(async () => {
   server = undefined;
 });
 
-/** A server that destroys the socket under its first `drops` requests, as a keep-alive close racing a request does. */
-async function droppingServer(drops: number): Promise<{ target: ApiTarget; seen: () => number }> {
+/**
+ * A loopback server; `answer` handles its n-th request (1-based). Its target is local mode's (no signing), and
+ * `seen()` counts the requests that reached it.
+ */
+async function loopbackServer(
+  answer: (n: number, request: IncomingMessage, response: ServerResponse) => void,
+): Promise<{ target: ApiTarget; seen: () => number }> {
   let seen = 0;
   server = createServer((request, response) => {
     seen += 1;
-    if (seen <= drops) {
-      request.socket.destroy();
-      return;
-    }
-    response.writeHead(200, { 'content-type': 'application/json' });
-    response.end(JSON.stringify({ request: seen }));
+    answer(seen, request, response);
   });
   await new Promise<void>((done) => server?.listen(0, '127.0.0.1', done));
   const { port } = server.address() as AddressInfo;
@@ -30,6 +30,18 @@ async function droppingServer(drops: number): Promise<{ target: ApiTarget; seen:
     target: { kind: 'local', baseUrl: new URL(`http://127.0.0.1:${port}`), authenticate: async () => ({}) },
     seen: () => seen,
   };
+}
+
+/** A server that destroys the socket under its first `drops` requests, as a keep-alive close racing a request does. */
+function droppingServer(drops: number): Promise<{ target: ApiTarget; seen: () => number }> {
+  return loopbackServer((n, request, response) => {
+    if (n <= drops) {
+      request.socket.destroy();
+      return;
+    }
+    response.writeHead(200, { 'content-type': 'application/json' });
+    response.end(JSON.stringify({ request: n }));
+  });
 }
 
 describe('ApiClient', () => {
@@ -74,28 +86,20 @@ describe('ApiClient', () => {
 });
 
 /** A server answering its requests with the given statuses in turn (then 200), each with the given headers. */
-async function scriptedServer(
+function scriptedServer(
   answers: ReadonlyArray<{ status: number; headers?: Record<string, string> }>,
 ): Promise<{ target: ApiTarget; seen: () => number }> {
-  let seen = 0;
-  server = createServer((_request, response) => {
-    const answer = answers[seen] ?? { status: 200 };
-    seen += 1;
+  return loopbackServer((n, _request, response) => {
+    const answer = answers[n - 1] ?? { status: 200 };
     response.writeHead(answer.status, { 'content-type': 'application/json', ...(answer.headers ?? {}) });
     response.end(
       JSON.stringify(
         answer.status === 200
-          ? { request: seen }
+          ? { request: n }
           : { error: { code: answer.status === 429 ? 'TooManyRequests' : 'busy', message: 'not now' } },
       ),
     );
   });
-  await new Promise<void>((done) => server?.listen(0, '127.0.0.1', done));
-  const { port } = server.address() as AddressInfo;
-  return {
-    target: { kind: 'local', baseUrl: new URL(`http://127.0.0.1:${port}`), authenticate: async () => ({}) },
-    seen: () => seen,
-  };
 }
 
 describe('ApiClient when the API says "not now" (429, 503)', () => {
