@@ -17,6 +17,7 @@ import {
 import { MAX_LABELS } from '../../lambdas/domain/labels';
 import { checkpointToRestore } from '../../lambdas/domain/workspace-layout';
 import { mapConcurrently } from '../../lambdas/shared/concurrency';
+import packageJson from '../../package.json' with { type: 'json' };
 import { ConfigError, loadConfig } from '../config';
 import { ApiClient, type FetchLike, resolveTarget } from './client';
 import { CliError, EXIT_CODES, exitCodeForJobState } from './exit-codes';
@@ -435,6 +436,7 @@ export function createProgram(
 
   const program = new Command('trainyard')
     .description('Submit and follow GPU training jobs on Trainyard (a deployed stack, or local mode).')
+    .version(`trainyard ${packageJson.version}`, '-V, --version', "print the CLI's version")
     .exitOverride()
     // A command's options belong to it, not to its parent: `budgets set … --month` is set's month, not the listing's.
     .enablePositionalOptions()

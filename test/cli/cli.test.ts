@@ -131,6 +131,16 @@ describe('the program', () => {
     expect(run.stderr).toMatch(/^Usage: trainyard \[options\] \[command\]/);
   });
 
+  it("prints the CLI's version (package.json's) with --version and exits 0", async () => {
+    const { version } = JSON.parse(readFileSync(join(import.meta.dirname, '../../package.json'), 'utf8')) as {
+      version: string;
+    };
+    const run = await cli(['--version']);
+    expect(run.code).toBe(EXIT_CODES.ok);
+    expect(run.stdout).toBe(`trainyard ${version}\n`);
+    expect(version).toMatch(/^\d+\.\d+\.\d+/);
+  });
+
   it('exits 0 when help is asked for, with --help or the help command', async () => {
     for (const args of [['--help'], ['help'], ['help', 'submit']]) {
       const run = await cli(args);
