@@ -260,6 +260,7 @@ export function localCommands(deps: LocalCommandDeps = {}): CommandRegistrar {
           const budgetWatchSeconds = parseIntegerIn('--budget-watch-seconds', options.budgetWatchSeconds, 1, 86400);
           const config = configFor(r, options.config);
           refuseSecondInstance(r, dir);
+          requireHarnessPython(r.python);
           const mode = await start({
             dir,
             config,
@@ -411,6 +412,47 @@ function safeState(dir: string) {
   }
 }
 
+/** The exact command that installs what the job harness needs under local mode (it reaches local S3 with boto3). */
+export const HARNESS_INSTALL_COMMAND = 'sudo apt-get install python3-boto3';
+
+/**
+ * Refuses to start local mode with an interpreter the job harness cannot run under: every job would fail at its first
+ * step with an import error, reported as the job's own failure. Checks that the interpreter runs, is Python 3.10 or
+ * later (the harness's `requires-python`), and imports boto3.
+ */
+export function requireHarnessPython(python: string): void {
+  const check = spawnSync(
+    python,
+    ['-c', 'import sys; assert sys.version_info >= (3, 10), sys.version.split()[0]; import boto3'],
+    { encoding: 'utf8', timeout: 120_000 },
+  );
+  const refuse = (why: string) => {
+    throw new CliError(
+      `local mode runs each job's harness under ${python}, but ${why}`,
+      EXIT_CODES.usage,
+      'HarnessPythonMissing',
+    );
+  };
+  if (check.error) refuse(`it cannot be run (${check.error.message})`);
+  if (check.status === 0) return;
+  const stderr = check.stderr ?? '';
+  if (/AssertionError/.test(stderr)) {
+    refuse(
+      `it is Python ${stderr
+        .trim()
+        .split('\n')
+        .at(-1)
+        ?.replace(/^AssertionError: ?/, '')}; the harness needs 3.10 or later`,
+    );
+  }
+  if (/No module named '?boto3'?/.test(stderr)) {
+    refuse(
+      `\`import boto3\` fails there (the harness reaches local S3 with it); install it with: ${HARNESS_INSTALL_COMMAND}`,
+    );
+  }
+  refuse(`checking it failed (exit ${check.status}): ${stderr.trim().split('\n').at(-1) ?? ''}`);
+}
+
 /** Whether `import torch` works under this interpreter. */
 export function torchAvailable(python: string): boolean {
   return spawnSync(python, ['-c', 'import torch'], { stdio: 'ignore', timeout: 120_000 }).status === 0;
@@ -432,7 +474,8 @@ async function runDemo(
   const step = (n: number, text: string) => say(`\n[${elapsed()}] ${n}. ${text}`);
 
   let job = NANOGPT_DEMO;
-  step(1, `Checking for torch under ${r.python}`);
+  step(1, `Checking the job harness's Python (${r.python}): boto3, and torch for nanoGPT`);
+  requireHarnessPython(r.python);
   if (torchAvailable(r.python))
     say('   torch is installed: the demo trains nanoGPT (examples/nanogpt-shakespeare, CPU preset).');
   else {
