@@ -3,6 +3,7 @@
 import io
 import json
 import re
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -43,9 +44,9 @@ def test_user_patterns_are_tried_before_the_defaults():
     assert fields == {'step': 5, 'custom_loss': 1.5}
 
 
-def recorder(tmp_path, total_steps=None, attempt=1):
+def recorder(tmp_path, total_steps=None, attempt=1, **options):
     storage = FileStorage(f'file://{tmp_path}/metrics')
-    return storage, MetricsRecorder(storage, 'job-7', attempt, total_steps, [], Logger(io.StringIO()))
+    return storage, MetricsRecorder(storage, 'job-7', attempt, total_steps, [], Logger(io.StringIO()), **options)
 
 
 def test_uploads_metrics_jsonl_and_progress_json(tmp_path):
@@ -213,3 +214,120 @@ def test_a_metrics_file_that_cannot_be_read_is_reported_once_and_read_once_it_ca
     assert rec.step == 3
     events = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [(e['event'], e['path']) for e in events] == [('metrics_file_unreadable', str(path))]
+
+
+@pytest.fixture
+def ticking_clock(monkeypatch):
+    """Each sample one second after the one before, so their times tell them apart and tell their order."""
+    moments = iter(datetime(2025, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=n) for n in range(10**7))
+    monkeypatch.setattr(metrics, '_now', lambda: next(moments))
+
+
+def uploaded(storage, rec) -> list[dict]:
+    rec.upload(force=True)
+    return [json.loads(line) for line in storage.get_bytes('metrics.jsonl').decode().splitlines()]
+
+
+def test_the_default_cap_keeps_twenty_thousand_samples():
+    assert metrics.MAX_METRIC_LINES == 20_000
+
+
+def test_the_history_never_holds_more_samples_than_the_cap(tmp_path, ticking_clock):
+    storage, rec = recorder(tmp_path, max_lines=40)
+    sizes = []
+
+    for step in range(1000):
+        rec.record({'step': step})
+        sizes.append(len(rec.lines))
+
+    assert max(sizes) == 40
+    assert len(uploaded(storage, rec)) <= 40
+
+
+def test_the_newest_half_of_the_cap_is_kept_whole_and_in_order(tmp_path, ticking_clock):
+    storage, rec = recorder(tmp_path, max_lines=40)
+
+    for step in range(1000):
+        rec.record({'step': step, 'loss': 1.0})
+
+    assert [s['step'] for s in uploaded(storage, rec)][-20:] == list(range(980, 1000))
+
+
+def test_thinned_samples_stay_in_time_order_and_cover_the_whole_run_evenly(tmp_path, ticking_clock):
+    storage, rec = recorder(tmp_path, max_lines=40)
+
+    for step in range(1000):
+        rec.record({'step': step})
+
+    samples = uploaded(storage, rec)
+    times = [s['time'] for s in samples]
+    assert times == sorted(times) and len(set(times)) == len(times)
+    steps = [s['step'] for s in samples]
+    whole_from = len(steps) - 1
+    while steps[whole_from - 1] == steps[whole_from] - 1:
+        whole_from -= 1
+    older, newest = steps[:whole_from], steps[whole_from:]
+    assert len(newest) >= 20 and newest[-1] == 999
+    assert older[0] == 0, 'the run keeps its first sample'
+    # One sample per time bucket (2^k ms wide; samples 1 s apart): gaps differ by at most the rounding, from the first
+    # sample to the full-resolution window, so no stretch of the run is thinned more than another.
+    points = [*older, newest[0]]
+    gaps = [b - a for a, b in zip(points, points[1:])]
+    assert max(gaps) - min(gaps[1:-1]) <= 1, f'uneven: {older} then {newest[0]}'
+
+
+def test_each_attempts_first_and_last_samples_survive_thinning(tmp_path, ticking_clock):
+    storage, rec = recorder(tmp_path, attempt=1, max_lines=40)
+    for step in range(500):
+        rec.record({'step': step})
+    for attempt, first_step in ((2, 300), (3, 450)):
+        rec.upload(force=True)
+        _, rec = recorder(tmp_path, attempt=attempt, max_lines=40)
+        rec.load_previous()
+        for step in range(first_step, first_step + 500):
+            rec.record({'step': step})
+
+    samples = uploaded(storage, rec)
+
+    by_attempt = {a: [s['step'] for s in samples if s['attempt'] == a] for a in (1, 2, 3)}
+    assert [(steps[0], steps[-1]) for steps in by_attempt.values()] == [(0, 499), (300, 799), (450, 949)]
+    assert [s['attempt'] for s in samples] == sorted(s['attempt'] for s in samples)
+    assert [s['time'] for s in samples] == sorted(s['time'] for s in samples)
+    assert len(samples) <= 40
+
+
+def test_an_oversized_earlier_file_is_thinned_as_it_is_read(tmp_path):
+    storage, _ = recorder(tmp_path)
+    start = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    rows = [
+        json.dumps({'time': (start + timedelta(seconds=n)).isoformat().replace('+00:00', 'Z'), 'attempt': 1, 'step': n})
+        for n in range(5000)
+    ]
+    rows[2500] = 'torn {"time": '
+    storage.put_bytes(('\n'.join(rows) + '\n').encode(), 'metrics.jsonl')
+    _, rec = recorder(tmp_path, attempt=2, max_lines=40)
+
+    rec.load_previous()
+    rec.record({'step': 5000})
+
+    assert len(rec.lines) <= 40
+    samples = [json.loads(line) for line in rec.lines if not line.startswith('torn')]
+    steps = [s['step'] for s in samples]
+    assert steps[0] == 0 and steps[-21:] == list(range(4980, 5001))
+    assert steps == sorted(steps)
+    assert rec.thinning_passes <= 1 + (5000 - 40) // 10, 'one pass per quarter of the cap read, not one per line'
+
+
+def test_thinning_runs_once_per_quarter_of_the_cap_not_once_per_sample(tmp_path, ticking_clock):
+    _, rec = recorder(tmp_path, max_lines=400)
+
+    for step in range(20_000):
+        rec.record({'step': step})
+
+    # A pass visits at most the cap's lines and frees at least a quarter of it: O(1) work per sample, amortised.
+    assert 1 <= rec.thinning_passes <= 1 + (20_000 - 400) // 100
+
+
+def test_a_cap_too_small_to_split_is_refused(tmp_path):
+    with pytest.raises(ValueError, match='max_lines must be at least 8 .*, got 4'):
+        recorder(tmp_path, max_lines=4)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -42,6 +43,15 @@ DEFAULT_PATTERNS: tuple[re.Pattern[str], ...] = (
 MAX_PARSED_LINE_CHARS = 8 * 1024
 
 
+# The most samples metrics.jsonl keeps. Its readers need little: the API's forecast (lambdas/domain/forecast.ts) takes
+# steps/s from the last ~11 step samples, and the report (Finalize, execution-ended) draws at most 2,000 points and
+# reads at most 64 MiB (lambdas/shared/job-files.ts, ~440,000 samples). But the API reads the whole object on every
+# `job show`, and the harness uploads it every minute. 20,000 samples of ~150-250 bytes are 3-5 MB: each upload and
+# each read stays that size however long the run (a 10-hour nanoGPT run logging every 10 iterations makes 100,000+),
+# and the newest 10,000 (an hour or more of such logging, GPU samples every 15 s included) stay whole.
+MAX_METRIC_LINES = 20_000
+
+
 # The keys the harness sets on every sample in metrics.jsonl; a script's fields of these names are renamed `user_<key>`.
 HARNESS_SAMPLE_KEYS = frozenset({'time', 'attempt'})
 
@@ -77,14 +87,49 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat(timespec='milliseconds').replace('+00:00', 'Z')
+
+
 def _now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec='milliseconds').replace('+00:00', 'Z')
+    return _iso(_now())
+
+
+def _epoch_ms(moment: datetime) -> float:
+    return max(0.0, moment.timestamp() * 1000)  # never negative: a bucket wide enough then holds every sample
+
+
+def _placement_of(line: str, previous: tuple[Any, float]) -> tuple[Any, float]:
+    """A metrics.jsonl line's `attempt` and `time` (epoch ms); a line without them (not JSON, torn, a time that does
+    not parse) is placed with the line before it."""
+    try:
+        document = json.loads(line)
+    except (ValueError, RecursionError):
+        return previous
+    if not isinstance(document, dict):
+        return previous
+    attempt, time_ms = previous
+    if isinstance(document.get('attempt'), int):
+        attempt = document['attempt']
+    if isinstance(document.get('time'), str):
+        try:
+            moment = datetime.fromisoformat(document['time'].replace('Z', '+00:00'))
+        except ValueError:
+            pass
+        else:
+            time_ms = _epoch_ms(moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc))
+    return attempt, time_ms
 
 
 class MetricsRecorder:
     """Collects samples, keeps the latest progress, and writes `metrics.jsonl` and `progress.json` to storage.
 
-    Earlier attempts' samples are read back at start so one `metrics.jsonl` tells the job's whole story.
+    Earlier attempts' samples are read back at start so one `metrics.jsonl` tells the job's whole story. At most
+    `max_lines` are kept: past that the older samples are thinned (`_thin`), the newest half never.
     """
 
     def __init__(
@@ -95,6 +140,7 @@ class MetricsRecorder:
         total_steps: int | None,
         patterns: Iterable[re.Pattern[str]],
         log: Logger,
+        max_lines: int = MAX_METRIC_LINES,
     ):
         self.storage = storage
         self.job_id = job_id
@@ -113,12 +159,89 @@ class MetricsRecorder:
         self.gpu: dict[str, float] = {}
         self._lock = threading.Lock()
         self._dirty = True
+        if max_lines < 8:
+            raise ValueError(f'max_lines must be at least 8 (a recent window and an older part), got {max_lines}')
+        self.max_lines = max_lines
+        # The newest half is kept whole; the older lines are kept at most one per time bucket, at most a quarter of the
+        # cap, so a pass leaves room for a quarter of the cap before the next: O(1) amortised work per sample.
+        self._recent_lines = max_lines // 2
+        self._older_limit = max_lines // 4
+        # Each line's attempt and time (epoch ms), parallel to `lines`: where attempts begin and end, which bucket.
+        self._line_attempts: list[Any] = []
+        self._line_times: list[float] = []
+        self._older_count = 0  # `lines[:_older_count]` are thinned to one per bucket already
+        # Only grows (doubling), so the older lines' spacing is even across the run, earlier attempts' included.
+        self._bucket_ms = 1
+        self.thinning_passes = 0  # each costs O(max_lines) and frees a quarter of it: the amortised bound, countable
 
     def load_previous(self) -> None:
-        """Reads metrics.jsonl written by earlier attempts so this attempt appends to it."""
+        """Reads earlier attempts' metrics.jsonl so this attempt appends to it (thinned to the cap as it is read)."""
         raw = self.storage.get_bytes('metrics.jsonl')
-        if raw:
-            self.lines = [line for line in raw.decode('utf-8', 'replace').splitlines() if line.strip()]
+        if not raw:
+            return
+        with self._lock:
+            ours = list(zip(self.lines, self._line_attempts, self._line_times))
+            self.lines, self._line_attempts, self._line_times = [], [], []
+            self._older_count = 0
+            placement: tuple[Any, float] = (None, 0.0)
+            # Line by line, so an earlier attempt's large file is never held as a list of every line.
+            for text in io.StringIO(raw.decode('utf-8', 'replace'), newline='\n'):
+                line = text.rstrip('\r\n')
+                if not line.strip():
+                    continue
+                placement = _placement_of(line, placement)
+                self._append(line, *placement)
+            for line, attempt, time_ms in ours:
+                self._append(line, attempt, time_ms)
+            self._dirty = True
+
+    def _append(self, line: str, attempt: Any, time_ms: float) -> None:
+        """Adds a line, thinning the older lines when the cap is passed (the caller holds the lock)."""
+        self.lines.append(line)
+        self._line_attempts.append(attempt)
+        self._line_times.append(time_ms)
+        if len(self.lines) > self.max_lines:
+            self._thin()
+
+    def _is_attempt_edge(self, index: int) -> bool:
+        """Whether `lines[index]` is its attempt's first or last: kept through every pass, so each attempt's span (and
+        the run's first sample) stays in the file. Thinning only drops lines inside an attempt, so the neighbours still
+        in the list tell the edges as the original ones would."""
+        attempts = self._line_attempts
+        return (
+            index == 0
+            or index == len(attempts) - 1
+            or attempts[index] != attempts[index - 1]
+            or attempts[index] != attempts[index + 1]
+        )
+
+    def _one_per_bucket(self, indexes: Iterable[int], kept: list[int]) -> list[int]:
+        """`kept` plus each of `indexes` that is an attempt edge or in a later time bucket than the last one kept."""
+        width, times = self._bucket_ms, self._line_times
+        last = times[kept[-1]] // width if kept else None
+        for index in indexes:
+            bucket = times[index] // width
+            if bucket != last or self._is_attempt_edge(index):
+                kept.append(index)
+                last = bucket
+        return kept
+
+    def _thin(self) -> None:
+        """Keeps the newest `_recent_lines` whole and, of the lines before them, each attempt's first and last and the
+        first in each time bucket, doubling the bucket while they are more than `_older_limit`. Order is kept, so the
+        file stays in time order, and older lines thin evenly over the run's time rather than the oldest most."""
+        self.thinning_passes += 1
+        leaving = len(self.lines) - self._recent_lines
+        kept = self._one_per_bucket(range(self._older_count, leaving), list(range(self._older_count)))
+        # The first in a bucket twice as wide is the first of one of its halves, so each doubling keeps a subset of
+        # what the narrower buckets kept: the older lines never depend on how often they were thinned.
+        while len(kept) > self._older_limit and not all(self._is_attempt_edge(i) for i in kept):
+            self._bucket_ms *= 2
+            kept = self._one_per_bucket(kept, [])
+        self.lines = [self.lines[i] for i in kept] + self.lines[leaving:]
+        self._line_attempts = [self._line_attempts[i] for i in kept] + self._line_attempts[leaving:]
+        self._line_times = [self._line_times[i] for i in kept] + self._line_times[leaving:]
+        self._older_count = len(kept)
 
     def record(self, fields: dict[str, Any]) -> None:
         """Adds one sample and updates progress (step, loss)."""
@@ -126,8 +249,9 @@ class MetricsRecorder:
             # `time` and `attempt` are the harness's: a script's own fields of those names (a metrics file's epoch
             # `time`, say) are kept as `user_time` / `user_attempt` rather than misplacing the sample.
             own = {f'user_{k}' if k in HARNESS_SAMPLE_KEYS else k: v for k, v in fields.items()}
-            sample = {'time': _now_iso(), 'attempt': self.attempt, **self.gpu, **own}
-            self.lines.append(json.dumps({k: _json_safe(v) for k, v in sample.items()}))
+            now = _now()
+            sample = {'time': _iso(now), 'attempt': self.attempt, **self.gpu, **own}
+            self._append(json.dumps({k: _json_safe(v) for k, v in sample.items()}), self.attempt, _epoch_ms(now))
             step = fields.get('step')
             if isinstance(step, int):
                 self.step = step
