@@ -127,6 +127,11 @@ interface Metered {
   attempts: AttemptRecord[];
   tier: TierConfig;
   blockedScopes: string[];
+  /**
+   * Why the accrual's threshold crossings could not be published (they stay recorded, unpublished, for a later run).
+   * The accrual stands and its blocked scopes still stop their jobs: a stop never waits on an alert getting out.
+   */
+  unpublished?: Error;
 }
 
 /** A running attempt to stop for an exhausted budget. */
@@ -203,16 +208,21 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     const attempts = await plane.jobs.listAttempts(job.jobId);
     const costSoFar = jobCostSoFar(attempts, tier, nowMs);
     let blockedScopes: string[] = [];
+    let unpublished: Error | undefined;
     try {
       const accrual = await plane.ledger.accrue(job.jobId, costSoFar);
       blockedScopes = accrual.blockedScopes;
-      result.events += await publishCrossings(plane, accrual.crossings, at);
       result.metered.push(job.jobId);
+      try {
+        result.events += await publishCrossings(plane, accrual.crossings, at);
+      } catch (error) {
+        unpublished = error as Error;
+      }
     } catch (error) {
       if (!(error instanceof UnknownBudgetJob)) throw error;
       logger.warn('running job has no reservation in the budget ledger; not metered', { jobId: job.jobId });
     }
-    return { job: current, attempts, tier, blockedScopes };
+    return { job: current, attempts, tier, blockedScopes, ...(unpublished && { unpublished }) };
   }
 
   /** The running attempt a job in a blocked scope is still to be stopped for, with its decisions; undefined once done. */
@@ -426,7 +436,10 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     const metered: Metered[] = [];
     for (const job of running.now) {
       await attempt(job.jobId, async () => {
-        metered.push(await meter(job, nowMs, at, result));
+        const m = await meter(job, nowMs, at, result);
+        metered.push(m);
+        // Counted as this job's failure (the run ends incomplete and is retried), after its blocked scopes are kept.
+        if (m.unpublished) throw m.unpublished;
       });
     }
 

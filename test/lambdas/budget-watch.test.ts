@@ -465,6 +465,27 @@ describe('budget watch: exhausted budgets', () => {
     ]);
   });
 
+  it('stops a job whose accrual blocked its budget even when the crossing alert cannot be published', async () => {
+    // Limit $0.20, $0.01 reserved; the on-demand job accrues $0.25: past warn (70 %) and block (100 %) at once.
+    const job = id('unannounced');
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 0.2);
+    await runningJob(job, { reserveUsd: 0.01, capacity: 'on-demand' });
+    const throttled = throttledEvents(['Budget Threshold Crossed']);
+
+    const failed = watch({}, configForCurrentTeam(), throttled)(fixture('scheduled-event'));
+
+    await expect(failed).rejects.toThrow(`${job}: ThrottlingException: Rate exceeded`);
+    expect(bench.recorded.terminated).toEqual([{ batchJobId: `batch-${job}`, reason: TERMINATE_REASONS.budgetPause }]);
+    expect(await bench.jobs.listDecisions(job)).toEqual([
+      expect.objectContaining({ decision: 'stop-attempt 1 budget-pause' }),
+    ]);
+    expect(publishedOf(bench.recorded, 'Budget Threshold Crossed')).toEqual([]);
+    // The crossings stay recorded for a later run to announce.
+    expect(
+      (await bench.ledger.unpublishedAlerts(currentTeam, PERIOD)).crossings.map((c) => c.crossing.threshold).sort(),
+    ).toEqual(['block', 'warn']);
+  });
+
   it('announces an exhaustion whose publish failed on a later tick, once, naming the jobs it stopped', async () => {
     // The budget of the first test in this block: both jobs tip it, and both are stopped before PutEvents fails.
     const older = id('older');
