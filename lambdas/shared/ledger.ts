@@ -282,6 +282,7 @@ const NAMES = {
   '#crossings': 'crossings',
   '#exhaustions': 'exhaustions',
   '#published': 'published',
+  '#by': 'by',
   '#limit': 'limitMicros',
   '#blockLimit': 'blockLimitMicros',
   '#blockThreshold': 'blockThreshold',
@@ -473,6 +474,9 @@ export class BudgetLedger {
     if (now?.state === 'reserved' && now.reserveResult) return { ok: true, ...now.reserveResult };
     if (now?.state === 'reserving') throw this.runOvertaken(id, run);
     await this.compensate(id, scopeTexts, checkedPeriod);
+    // The reservation the crossings marked is gone: unmark them, or budget-watch would announce a crossing nothing
+    // made and, the marker taking the period's place, the real one later this month would go unannounced.
+    await this.withdrawCrossings(crossings, id);
     if (now?.refusal) throw new BudgetExceeded(now.refusal);
     throw new BudgetJobConflict(
       `job ${id} was ${now?.state ?? 'removed'} while its reservation was being made; nothing stays reserved for it`,
@@ -1189,6 +1193,25 @@ export class BudgetLedger {
       if (marked) crossings.push(crossing);
     }
     return crossings;
+  }
+
+  /**
+   * Removes the crossing markers `by` recorded that are not published yet (a published one has been announced and
+   * stays). A threshold the scope still stands past is marked again by its next reservation, accrual or settlement.
+   */
+  private async withdrawCrossings(crossings: readonly ThresholdCrossing[], by: string): Promise<void> {
+    for (const crossing of crossings) {
+      await this.conditionalUpdate({
+        Key: budgetKeys.period(crossing.scope, crossing.period),
+        UpdateExpression: 'REMOVE #crossings.#threshold',
+        ConditionExpression: '#crossings.#threshold.#by = :by AND #crossings.#threshold.#published = :unpublished',
+        ExpressionAttributeNames: {
+          ...names('#crossings', '#by', '#published'),
+          '#threshold': crossing.threshold,
+        },
+        ExpressionAttributeValues: { ':by': by, ':unpublished': false },
+      });
+    }
   }
 
   private async createScopeItem(scope: Scope, period: string, limitMicros: number): Promise<boolean> {

@@ -275,6 +275,34 @@ describe('overlapping invocations of one reservation, one failing on the wire', 
     expect(await reserved()).toEqual([20, 20]);
   });
 
+  it('a reservation given back because the job was released meanwhile leaves no crossing behind', async () => {
+    const team = freshTeam();
+    const scope = `team:${team}`;
+    const ledger = newLedger();
+    await ledger.ensureBudget(scope, PERIOD, 100);
+    const finalWrite = heldWrite();
+    // Writes: the job record, the scope ($80 of $100: past the 70 % warning), the warn marker, then the job record's
+    // `reserved`, held while Finalize releases the job (cancelled before its cost gate finished).
+    const reserving = settledOutcome(
+      ledgerWithWrites(async (n) => {
+        if (n === 4) await finalWrite.wait();
+      }).reserve(`${team}-gone`, [scope], 80, PERIOD),
+    );
+    await finalWrite.reached;
+    expect((await figures(ledger, scope)).thresholdsCrossed).toEqual(['warn']);
+
+    await ledger.release(`${team}-gone`);
+    finalWrite.letGo();
+    const outcome = await reserving;
+
+    expect(outcome.ok ? undefined : outcome.error).toBeInstanceOf(BudgetJobConflict);
+    expect(await figures(ledger, scope)).toMatchObject({ reservedUsd: 0, availableUsd: 100, thresholdsCrossed: [] });
+    expect((await ledger.unpublishedAlerts(team, PERIOD)).crossings).toEqual([]);
+    // The threshold is marked when money that stays crosses it.
+    const real = await ledger.reserve(`${team}-real`, [scope], 75, PERIOD);
+    expect(real.crossings.map((c) => c.threshold)).toEqual(['warn']);
+  });
+
   it("a slow undo of the failed run leaves alone what the cost gate's retry reserved meanwhile", async () => {
     const { team, scopes, ledger, reserved } = await twoScopes('ida');
     const undoWrite = heldWrite();
