@@ -32,7 +32,9 @@
  *    deadline reason (`stop-attempt <n> deadline`, once); the lifecycle ends the job timed out.
  * 6. PAUSED_BUDGET jobs whose scopes are no longer blocked and can hold what the job is forecast to cost to finish
  *    (its reservation is raised to that first, `reserveToFinish`; a job a scope cannot cover stays paused, nothing
- *    raised): SendTaskSuccess(pauseToken, { action: 'resume' }), then the token is removed from the job.
+ *    raised): SendTaskSuccess(pauseToken, { action: 'resume' }), then the token is removed from the job. A paused
+ *    deadline job whose deadline has passed is sent the same, with nothing reserved, blocked or not: its next step
+ *    (PrepareAttempt) checks the deadline first and fails it.
  * 7. Budget alerts left behind: crossings of this month or the last that a writer (cost gate, finalize, the API,
  *    an earlier tick) recorded over a minute ago and never marked published are published now, and so are
  *    exhaustions an earlier tick recorded and did not announce (budget-alerts.ts).
@@ -104,7 +106,10 @@ export interface BudgetWatchResult {
   readonly metered: string[];
   readonly progressUpdated: string[];
   readonly budgetStopped: string[];
-  /** Jobs whose queued or running attempt was stopped because their deadline had passed. */
+  /**
+   * Jobs whose queued or running attempt was stopped because their deadline had passed, and paused jobs whose pause
+   * was ended for it (they fail at their next step).
+   */
   readonly deadlineStopped: string[];
   readonly moved: Array<{ jobId: string; to: 'spot' | 'on-demand' }>;
   readonly resumed: string[];
@@ -360,6 +365,19 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     return datums;
   }
 
+  /**
+   * Ends the pause of a job whose deadline has passed, budget or not: the resumed execution's next step
+   * (PrepareAttempt) checks the deadline before the budget and fails the job. Nothing is reserved for it. True when
+   * it sent the resume; without it, a deadline job paused for budget would wait for a raise that could no longer help.
+   */
+  async function releaseAtDeadline(job: JobRecord, nowMs: number): Promise<boolean> {
+    const deadline = job.requirements.deadlineSeconds;
+    if (!job.pauseToken || deadline === undefined || nowMs < Date.parse(job.createdAt) + deadline * 1000) return false;
+    logger.info('a paused job reached its deadline; its pause ends so that the job fails', { jobId: job.jobId });
+    await releasePause(job);
+    return true;
+  }
+
   /** Resumes a paused job when none of its scopes is blocked; true when it sent the resume. */
   async function resumeIfAllowed(job: JobRecord, at: string): Promise<boolean> {
     if (!job.pauseToken) return false;
@@ -377,6 +395,13 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
       });
       return false;
     }
+    await releasePause(job);
+    return true;
+  }
+
+  /** Sends the job's pause token `resume` (one already spent is fine) and clears that token from the job. */
+  async function releasePause(job: JobRecord): Promise<void> {
+    if (!job.pauseToken) return;
     try {
       await plane.lifecycle.sendTaskSuccess(job.pauseToken, { action: 'resume' });
     } catch (error) {
@@ -392,7 +417,6 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
         jobId: job.jobId,
       });
     }
-    return true;
   }
 
   return async function runBudgetWatch(event: unknown): Promise<BudgetWatchResult> {
@@ -536,7 +560,8 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     result.deferred.push(...paused.later.map((j) => j.jobId));
     for (const job of paused.now) {
       await attempt(job.jobId, async () => {
-        if (await resumeIfAllowed(job, at)) result.resumed.push(job.jobId);
+        if (await releaseAtDeadline(job, nowMs)) result.deadlineStopped.push(job.jobId);
+        else if (await resumeIfAllowed(job, at)) result.resumed.push(job.jobId);
       });
     }
 

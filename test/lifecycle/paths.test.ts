@@ -936,6 +936,25 @@ describe('job lifecycle on the synthesized state machine', () => {
     expect(await raiseAndSucceed(bench, jobId)).toEqual(['succeeded']);
   });
 
+  it('fails a deadline job paused for budget once its deadline passes, though its budget stays blocked', async () => {
+    const { bench, jobId } = await pausedBeforePrepare(1, [{ result: 'succeed' }], {
+      requirements: { deadlineSeconds: 3 * 3600 },
+    });
+    bench.clock.advance(2 * 3600);
+    await bench.runBudgetWatch();
+    expect((await bench.plane.jobs.requireJob(jobId)).state).toBe('PAUSED_BUDGET');
+
+    bench.clock.advance(3600);
+    await bench.runBudgetWatch();
+    await bench.finish(jobId);
+
+    const r = await outcome(bench, jobId);
+    expect(r.job.state).toBe('FAILED');
+    expect(r.job.reason).toContain('the deadline passed before the next attempt could start');
+    expect(bench.batch.submissions).toHaveLength(0);
+    await expectSettled(bench, jobId);
+  });
+
   it('pauses, instead of starting another attempt, a job reclaimed while its budget is blocked', async () => {
     const b = await start({
       config: { teams: [{ id: 'nlp', principals: [RESEARCHER], monthlyBudgetUsd: 1 }] },
