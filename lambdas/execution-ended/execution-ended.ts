@@ -118,11 +118,13 @@ export function createExecutionEndedHandler(plane: Plane, options: ExecutionEnde
       return { action: 'ignored', why: 'unknown-job' };
     }
     const { terminated, newestStatus } = await endAttempts(job);
+    // Read again after the wait for the attempts (minutes, at worst): a cancel accepted meanwhile makes it CANCELLED.
+    const now = (await plane.jobs.getJob(job.jobId)) ?? job;
     // The training may have finished before the execution could say so: then the job succeeded (its Batch job is
     // the evidence).
     const output = await finalize({
       jobId: job.jobId,
-      ...(isTerminal(job.state) ? {} : endWithoutOutcome(job, newestStatus, executionEndedReason(ended))),
+      ...(isTerminal(now.state) ? {} : endWithoutOutcome(now, newestStatus, executionEndedReason(ended))),
     });
     logger.info('job of an ended execution finalized', { ...keys, jobId: job.jobId, state: output.state });
     return { action: 'finalized', jobId: job.jobId, state: output.state, costUsd: output.costUsd, terminated };

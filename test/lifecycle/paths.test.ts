@@ -259,6 +259,27 @@ describe('executions that end without Finalize (the execution-ended rule)', () =
     expect((await b.plane.jobs.requireJob(jobId)).reason).toBe(job.reason);
   });
 
+  it('ends CANCELLED a job cancelled while the ended execution waited for its attempt to stop', async () => {
+    const b = await start();
+    const { jobId, batchJobId } = await heldJob(b);
+    b.clock.advance(1800);
+    // The user's DELETE (202) lands while execution-ended waits for the attempt it has just sent TerminateJob.
+    const terminate = b.batch.terminateJob.bind(b.batch);
+    b.batch.terminateJob = async (id, reason) => {
+      await b.plane.jobs.patchJob(jobId, { cancelRequested: true });
+      await terminate(id, reason);
+    };
+
+    expect(await b.machine.stopExecution(jobId, { error: 'Operator', cause: 'stopped from the console' })).toBe(true);
+    await b.finish(jobId);
+
+    expect(b.executionsEnded).toEqual([
+      { action: 'finalized', jobId, state: 'CANCELLED', costUsd: expect.any(Number), terminated: [batchJobId] },
+    ]);
+    expect((await b.plane.jobs.requireJob(jobId)).state).toBe('CANCELLED');
+    await expectSettled(b, jobId);
+  });
+
   it('finalizes as SUCCEEDED a job whose training succeeded but whose Finalize kept failing', async () => {
     const tries = (FINALIZE_RETRY.maxAttempts ?? 0) + 1;
     const b = await start({ failBefore: { Finalize: Array.from({ length: tries }, (_, i) => i + 1) } });
