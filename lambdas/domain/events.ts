@@ -195,6 +195,8 @@ export const EVENT_SCHEMAS = {
   'Job PausedForBudget': z.strictObject({
     ...jobHeader,
     attempt,
+    /** Which of the job's pauses this is (1 for its first); the event id's last part. */
+    pause: z.int().check(z.positive()),
     /** The scope whose budget is exhausted. */
     scope,
     costSoFarUsd: usd,
@@ -272,7 +274,9 @@ const EVENT_IDS: Record<DetailType, (d: AnyInput) => string> = {
   'Job Failed': (d) => `${str(d.jobId)}/failed`,
   'Job Cancelled': (d) => `${str(d.jobId)}/cancelled`,
   'Job Cost Amended': (d) => `${str(d.jobId)}/cost-amended/${str(d.batchJobId)}`,
-  'Job PausedForBudget': (d) => `${str(d.jobId)}/paused-for-budget/${str(d.attempt)}`,
+  // By the job's pause count, not the attempt: a job paused before an attempt and again while it runs, or again
+  // after a resume its budget could not hold, pauses twice at one attempt number.
+  'Job PausedForBudget': (d) => `${str(d.jobId)}/paused-for-budget/${str(d.pause)}`,
   'Budget Threshold Crossed': (d) => `budget/${str(d.scope)}/${str(d.period)}/threshold/${str(d.thresholdPercent)}`,
   // The limit is part of the id: raising the budget and exhausting it again in the same month is a new event.
   'Budget Exhausted': (d) => `budget/${str(d.scope)}/${str(d.period)}/exhausted/${str(d.limitUsd)}`,

@@ -240,6 +240,11 @@ export const jobRecordSchema = z.strictObject({
    * success), or sitting out the wait before a retry (Backoff: a cancel sends it, and the job ends at once).
    */
   pauseToken: z.optional(z.string().check(z.minLength(1))),
+  /**
+   * How many times the job has been paused for budget (a retried pause step counts once); numbers its
+   * `Job PausedForBudget` events, so a second pause is never taken for a repeat of the first.
+   */
+  pauses: z.optional(z.int().check(z.positive())),
   /** Last change to the record. */
   updatedAt: z.optional(isoTimestamp),
 });

@@ -41,15 +41,26 @@ export function createPauseHandler(
       if (!(error instanceof UnknownBudgetJob)) throw error;
     }
     await plane.ledger.returnHeld(jobId);
+    // A paused job still holding a token is this pause, its step retried; one without (PrepareAttempt clears the
+    // spent token of a resumed job) or not paused at all starts a new pause.
+    const samePause = job.state === 'PAUSED_BUDGET' && job.pauseToken !== undefined;
+    const pauses = samePause ? (job.pauses ?? 1) : (job.pauses ?? 0) + 1;
     const paused = await plane.jobs.transition(jobId, ['WAITING', 'RUNNING', 'PAUSED_BUDGET'], 'PAUSED_BUDGET', {
       pauseToken: taskToken,
+      pauses,
       reason,
     });
     await plane.events.publish([
       jobEvent(
         'Job PausedForBudget',
         job,
-        { attempt: Math.max(1, paused.counters.attempts), scope, costSoFarUsd: paused.costSoFarUsd, reason },
+        {
+          attempt: Math.max(1, paused.counters.attempts),
+          pause: paused.pauses ?? pauses,
+          scope,
+          costSoFarUsd: paused.costSoFarUsd,
+          reason,
+        },
         now,
       ),
     ]);

@@ -80,6 +80,9 @@ export function createPrepareAttemptHandler(
         // Blocked before its first attempt (between the cost gate and now): the job is still ANALYZING, and the pause
         // step takes a WAITING job, as a job that runs would be by now.
         if (job.state === 'ANALYZING') await plane.jobs.transition(jobId, ['ANALYZING', 'WAITING'], 'WAITING');
+        // The token of a pause or backoff the job was resumed from is spent; without it the pause step counts a new
+        // pause (a resume whose budget could not hold the job pauses it again).
+        if (job.pauseToken !== undefined) await plane.jobs.patchJob(jobId, {}, ['pauseToken']);
         return { jobId, next: 'pause', plan, scope: blocked };
       }
     }

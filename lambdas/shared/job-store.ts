@@ -139,6 +139,7 @@ export type JobPatch = Partial<
     | 'reason'
     | 'cancelRequested'
     | 'pauseToken'
+    | 'pauses'
     | 'requirements'
   >
 >;

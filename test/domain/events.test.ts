@@ -109,7 +109,7 @@ describe('buildEvent', () => {
     ['Job FellBackToOnDemand', { jobId: 'j1', attempt: 4 }, 'j1/fell-back-to-on-demand/4'],
     ['Job Succeeded', { jobId: 'j1' }, 'j1/succeeded'],
     ['Job Failed', { jobId: 'j1' }, 'j1/failed'],
-    ['Job PausedForBudget', { jobId: 'j1', attempt: 2 }, 'j1/paused-for-budget/2'],
+    ['Job PausedForBudget', { jobId: 'j1', attempt: 2, pause: 3 }, 'j1/paused-for-budget/3'],
     [
       'Budget Threshold Crossed',
       { scope: 'user:vision/alice', period: '2026-12', thresholdPercent: 70 },

@@ -1020,6 +1020,35 @@ describe('job lifecycle on the synthesized state machine', () => {
     await expectSettled(b, jobId);
   });
 
+  it('announces a second pause of one attempt as a new event: resumed, then held back again by a blocked budget', async () => {
+    let bench: LifecycleBench | undefined;
+    const { b, jobId } = await pausedJob({
+      beforeTask: {
+        // The resume's PrepareAttempt finds the budget lowered again, and pauses the job a second time.
+        PrepareAttempt: async (call) => {
+          if (call !== 2 || !bench) return;
+          expect((await bench.call('PUT', '/budgets/team:nlp', ADMIN, { limitUsd: 0.01 })).status).toBe(200);
+        },
+      },
+    });
+    bench = b;
+    expect((await b.call('PUT', '/budgets/team:nlp', ADMIN, { limitUsd: 20 })).status).toBe(200);
+    // Resumed by its owner (the API leaves the spent token on the job for PrepareAttempt to clear).
+    expect((await b.call('POST', `/jobs/${jobId}/resume`, RESEARCHER)).status).toBe(202);
+    await b.until('the second pause', async () => {
+      const job = await b.plane.jobs.requireJob(jobId);
+      return job.state === 'PAUSED_BUDGET' && job.pauses === 2 && job.pauseToken !== undefined;
+    });
+
+    await raiseAndFinish(b, jobId);
+    const paused = b.published.filter((e) => e.DetailType === 'Job PausedForBudget').map((e) => JSON.parse(e.Detail));
+    expect(paused.map((e) => [e.eventId, e.attempt])).toEqual([
+      [`${jobId}/paused-for-budget/1`, 1],
+      [`${jobId}/paused-for-budget/2`, 1],
+    ]);
+    await expectSettled(b, jobId);
+  });
+
   it('pauses a running job when its budget is exhausted, and resumes it once the budget is raised', async () => {
     const { b, jobId } = await pausedJob({});
 

@@ -64,6 +64,25 @@ describe('PausedForBudget', () => {
     expect(await bench.ledger.usage('team:vision', PERIOD)).toMatchObject({ spentUsd: 3.4, availableUsd: 6.6 });
   });
 
+  it('numbers each pause of a job: a retried step is the same pause, a pause after a resume is the next', async () => {
+    await pausing({ limitUsd: 10, reservedUsd: 5 });
+    const pauseIds = () => publishedOf(bench.recorded, 'Job PausedForBudget').map((e) => [e.eventId, e.pause]);
+
+    await pause({ jobId: JOB_ID, taskToken: 'token-1' });
+    // The step retried (its first try's token is on the job): the same pause, the same event id.
+    await pause({ jobId: JOB_ID, taskToken: 'token-2' });
+    // Resumed (PrepareAttempt clears the spent token), then paused again before the attempt starts.
+    await bench.jobs.patchJob(JOB_ID, {}, ['pauseToken']);
+    await pause({ jobId: JOB_ID, taskToken: 'token-3' });
+
+    expect(pauseIds()).toEqual([
+      [`${JOB_ID}/paused-for-budget/1`, 1],
+      [`${JOB_ID}/paused-for-budget/1`, 1],
+      [`${JOB_ID}/paused-for-budget/2`, 2],
+    ]);
+    expect(await bench.jobs.requireJob(JOB_ID)).toMatchObject({ pauses: 2, pauseToken: 'token-3' });
+  });
+
   it('announces the threshold the late charge crosses', async () => {
     // $3.20 reserved of $4.80 is 66.7 %; spent past the reservation, $3.40 is 70.8 %, over the 70 % warning.
     await pausing({ limitUsd: 4.8, reservedUsd: 3.2 });
