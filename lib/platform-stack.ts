@@ -93,7 +93,6 @@ export class PlatformStack extends Stack {
       workspace: props.workspace,
       eventBus: this.events.bus,
       stateMachine: this.lifecycle.stateMachine,
-      jobQueues: this.fleet.queues,
       config,
       batchPrefix: props.namePrefix,
       logRetention: config.logRetentionDays,

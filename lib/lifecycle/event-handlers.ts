@@ -1,5 +1,4 @@
 import { Duration, Stack } from 'aws-cdk-lib';
-import type * as batch from 'aws-cdk-lib/aws-batch';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as cloudwatchActions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
@@ -40,11 +39,13 @@ export interface EventHandlersProps {
   readonly eventBus: events.IEventBus;
   /** The job state machine (budget-watch resumes paused jobs with SendTaskSuccess). */
   readonly stateMachine: sfn.IStateMachine;
-  /** Every Batch queue Trainyard submits to: the Batch rule listens to these queues only. */
-  readonly jobQueues: readonly batch.IJobQueue[];
   /** Resolved configuration (tiers, teams, budgets, spot policy), baked into the functions. */
   readonly config: TrainyardConfig;
-  /** Prefix of Batch queue and job definition names. */
+  /**
+   * Prefix of Batch queue and job definition names. The Batch rule listens to the queues it starts (`<prefix>-…` in
+   * this account and region): one prefix, where a list of every queue's ARN outgrew EventBridge's 2,048-character
+   * event pattern at about a dozen tiers.
+   */
   readonly batchPrefix: string;
   /** Retention of the functions' logs. */
   readonly logRetention: logs.RetentionDays;
@@ -137,9 +138,6 @@ export class EventHandlers extends Construct {
         `batchPrefix must be 1-40 characters of a-z, 0-9 and '-', starting with a letter (it prefixes Batch queue names), got "${props.batchPrefix}"`,
       );
     }
-    if (props.jobQueues.length === 0) {
-      throw new Error('jobQueues must list at least one Batch queue: the Batch rule listens to Trainyard queues only');
-    }
 
     this.interruption = this.handler('Interruption', props, {
       entry: 'lambdas/interruption/handler.ts',
@@ -171,7 +169,15 @@ export class EventHandlers extends Construct {
             source: ['aws.batch'],
             detailType: [BATCH_STATE_CHANGE_DETAIL_TYPE],
             detail: {
-              jobQueue: props.jobQueues.map((q) => q.jobQueueArn),
+              // A queue of another deployment whose prefix starts with this one's (`trainyard-dev-…`) matches too;
+              // the handler ignores its jobs, which name no attempt in this deployment's table.
+              jobQueue: events.Match.prefix(
+                Stack.of(this).formatArn({
+                  service: 'batch',
+                  resource: 'job-queue',
+                  resourceName: `${props.batchPrefix}-`,
+                }),
+              ),
               status: [...BATCH_STATUSES_HANDLED],
             },
           },

@@ -2,7 +2,6 @@
 // a clean cdk-nag run. Lambda bundling is skipped ('aws:cdk:bundling-stacks': []): no esbuild runs here.
 import { Fn, Stack, Validations } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
-import * as batch from 'aws-cdk-lib/aws-batch';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as events from 'aws-cdk-lib/aws-events';
@@ -55,7 +54,6 @@ function build(overrides: Partial<EventHandlersProps> = {}, withTopic = true): B
       'JobStateMachine',
       'arn:aws:states:us-east-1:123456789012:stateMachine:trainyard-jobs',
     ),
-    jobQueues: QUEUE_ARNS.map((arn, i) => batch.JobQueue.fromJobQueueArn(stack, `Queue${i}`, arn)),
     config: parseConfig({}, 'test config'),
     batchPrefix: 'trainyard',
     logRetention: logs.RetentionDays.ONE_MONTH,
@@ -84,6 +82,14 @@ function ruleFor(fnLogicalId: string): Record<string, unknown> {
   return found[1];
 }
 
+/** A CloudFormation `Fn::Join` of strings and pseudo-parameter `Ref`s, resolved with the given values. */
+function resolveArn(value: unknown, refs: Record<string, string>): string {
+  const [separator, parts] = (value as { 'Fn::Join': [string, unknown[]] })['Fn::Join'];
+  return parts
+    .map((part) => (typeof part === 'string' ? part : (refs[(part as { Ref: string }).Ref] ?? '<unresolved>')))
+    .join(separator);
+}
+
 function policyOf(fnLogicalId: string): unknown[] {
   const fn = built.template.findResources('AWS::Lambda::Function')[fnLogicalId] as {
     Properties: { Role: { 'Fn::GetAtt': [string, string] } };
@@ -110,8 +116,25 @@ describe('EventHandlers rules', () => {
     expect(rule.EventPattern).toEqual({
       source: ['aws.batch'],
       'detail-type': ['Batch Job State Change'],
-      detail: { jobQueue: QUEUE_ARNS, status: ['RUNNABLE', 'RUNNING', 'SUCCEEDED', 'FAILED'] },
+      detail: { jobQueue: [{ prefix: expect.anything() }], status: ['RUNNABLE', 'RUNNING', 'SUCCEEDED', 'FAILED'] },
     });
+    // One prefix, this deployment's queues in its own account and region, whatever the number of tiers (a list of
+    // every queue's ARN outgrew EventBridge's 2,048-character pattern at about a dozen tiers).
+    const pattern = rule.EventPattern as { detail: { jobQueue: Array<{ prefix: unknown }> } };
+    const prefix = resolveArn(pattern.detail.jobQueue[0]?.prefix, {
+      'AWS::Partition': 'aws',
+      'AWS::Region': 'us-east-1',
+      'AWS::AccountId': '123456789012',
+    });
+    expect(prefix).toBe('arn:aws:batch:us-east-1:123456789012:job-queue/trainyard-');
+    expect(QUEUE_ARNS.every((arn) => arn.startsWith(prefix))).toBe(true);
+    for (const other of [
+      'arn:aws:batch:us-east-1:999999999999:job-queue/trainyard-gpu-small-spot',
+      'arn:aws:batch:eu-west-1:123456789012:job-queue/trainyard-gpu-small-spot',
+      'arn:aws:batch:us-east-1:123456789012:job-queue/other-gpu-small-spot',
+    ]) {
+      expect(other.startsWith(prefix), other).toBe(false);
+    }
   });
 
   it('listens for the job state machine’s executions that ended without Finalize, with time to wait for a stop', () => {
@@ -487,12 +510,6 @@ describe('EventHandlers reports', () => {
 });
 
 describe('EventHandlers props and cdk-nag', () => {
-  it('refuses an empty queue list', () => {
-    expect(() => build({ jobQueues: [] })).toThrow(
-      'jobQueues must list at least one Batch queue: the Batch rule listens to Trainyard queues only',
-    );
-  });
-
   it('refuses a batch prefix that cannot prefix a queue name', () => {
     expect(() => build({ batchPrefix: 'Trainyard_' })).toThrow(
       `batchPrefix must be 1-40 characters of a-z, 0-9 and '-', starting with a letter (it prefixes Batch queue names), got "Trainyard_"`,
