@@ -82,7 +82,8 @@ export function globToRegexSource(glob: string): string {
 /** Parses the text of one ignore file found in folder `base` ('' for the project root). */
 export function parseIgnoreFile(text: string, base = ''): IgnoreRule[] {
   const rules: IgnoreRule[] = [];
-  for (const rawLine of text.split(/\r?\n/)) {
+  // A byte-order mark (some editors write one) is not part of the first pattern, as git reads it.
+  for (const rawLine of text.replace(/^\uFEFF/, '').split(/\r?\n/)) {
     // Trailing spaces are dropped unless escaped with a backslash.
     let line = rawLine.replace(/(?<!\\)\s+$/, '');
     if (line === '' || line.startsWith('#')) continue;
@@ -119,7 +120,12 @@ export function parseIgnoreFile(text: string, base = ''): IgnoreRule[] {
  * that matches decides. Callers check folders before descending, so a path's parents are already known not ignored.
  */
 export function isIgnored(rules: readonly IgnoreRule[], path: string, isDirectory: boolean): boolean {
-  let ignored = false;
+  return ignoredBy(rules, path, isDirectory) ?? false;
+}
+
+/** What the last of `rules` that matches `path` says (true: ignored, false: re-included); undefined when none does. */
+export function ignoredBy(rules: readonly IgnoreRule[], path: string, isDirectory: boolean): boolean | undefined {
+  let ignored: boolean | undefined;
   for (const rule of rules) {
     if (rule.directoryOnly && !isDirectory) continue;
     let relative: string;

@@ -3,11 +3,11 @@
  * .gitignore and .trainyardignore (lib/cli/ignore.ts) and skipping VCS data, dependencies, local mode data and
  * bytecode. Refuses an unreadable directory and a bundle over the limit before anything is sent.
  */
-import { type Dirent, readdirSync, readFileSync, statSync } from 'node:fs';
-import { join, resolve } from 'node:path';
-import { type BundleFile, packTarGz, sha256Hex, textFilesOf } from '../../lambdas/shared/tarball';
+import { type Dirent, existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve, sep } from 'node:path';
+import { type BundleFile, InvalidBundle, packTarGz, sha256Hex, textFilesOf } from '../../lambdas/shared/tarball';
 import { CliError, EXIT_CODES } from './exit-codes';
-import { ALWAYS_SKIPPED, IGNORE_FILES, type IgnoreRule, isIgnored, parseIgnoreFile } from './ignore';
+import { ALWAYS_SKIPPED, IGNORE_FILES, type IgnoreRule, ignoredBy, parseIgnoreFile } from './ignore';
 
 /** The API unpacks bundles with this cap (unpackTarGz's default): a larger tar cannot be accepted. */
 export const MAX_UNPACKED_BYTES = 1024 * 1024 * 1024;
@@ -62,6 +62,14 @@ export function packDirectory(directory: string, limits: PackLimits): PackedProj
   }
 
   const maxUnpacked = limits.maxUnpackedBytes ?? MAX_UNPACKED_BYTES;
+  // A project inside a git work tree also honours the ignore files of the folders above it, up to the work tree's
+  // root, and the repository's info/exclude, as `git status` would: a root .gitignore's `.env` stays out of a
+  // subfolder's bundle. Rules of the project's own folders, deeper, come after them and win.
+  const outer = outerIgnoreRules(root, directory);
+  const isIgnored = (rules: readonly IgnoreRule[], path: string, isDirectory: boolean): boolean =>
+    ignoredBy(rules, path, isDirectory) ??
+    (outer ? ignoredBy(outer.rules, `${outer.prefix}${path}`, isDirectory) : undefined) ??
+    false;
   const files: BundleFile[] = [];
   const skipped: string[] = [];
   let tarBytes = 2 * BLOCK;
@@ -125,7 +133,14 @@ export function packDirectory(directory: string, limits: PackLimits): PackedProj
       'EmptyProject',
     );
   }
-  const archive = packTarGz(files);
+  let archive: Buffer;
+  try {
+    archive = packTarGz(files);
+  } catch (error) {
+    // A file the archive format cannot hold is the project's to fix, like an unreadable one: a usage error.
+    if (!(error instanceof InvalidBundle)) throw error;
+    throw new CliError(`cannot pack ${directory}: ${error.message}`, EXIT_CODES.usage, 'UnpackableProject');
+  }
   if (archive.length > limits.maxBundleBytes) {
     throw new CliError(
       `code bundle for ${directory} is ${mib(archive.length)} (${archive.length} bytes) compressed; the limit is ${mib(limits.maxBundleBytes)} (${limits.maxBundleBytes} bytes): add large data, outputs and checkpoints to .trainyardignore`,
@@ -153,6 +168,49 @@ function readProjectFileBytes(absolute: string, path: string, directory: string)
   } catch (error) {
     throw new CliError(
       `cannot read ${path} in ${directory}: ${describeFsError(error)} (ignore it in .trainyardignore or fix its permissions)`,
+      EXIT_CODES.usage,
+      'UnreadableFile',
+    );
+  }
+}
+
+/**
+ * The ignore rules that apply to `root` from outside it: those of the git work tree it is in (found by the nearest
+ * `.git` above it), from the tree's root down to `root`'s parent, with `.git/info/exclude` first; paths tested
+ * against them are `prefix` + the project-relative path. Undefined outside a work tree, or at its root (whose
+ * own ignore files the walk reads; only info/exclude is added then).
+ */
+function outerIgnoreRules(root: string, directory: string): { prefix: string; rules: IgnoreRule[] } | undefined {
+  let top = root;
+  while (!existsSync(join(top, '.git'))) {
+    const up = dirname(top);
+    if (up === top) return undefined;
+    top = up;
+  }
+  const rules: IgnoreRule[] = [];
+  const exclude = join(top, '.git', 'info', 'exclude');
+  if (existsSync(exclude)) rules.push(...parseIgnoreFile(readOuterFile(exclude, directory), ''));
+  const inside = relative(top, root)
+    .split(sep)
+    .filter((part) => part !== '');
+  for (let depth = 0; depth < inside.length; depth++) {
+    const base = inside.slice(0, depth).join('/');
+    for (const name of IGNORE_FILES) {
+      const file = join(top, ...inside.slice(0, depth), name);
+      if (existsSync(file) && statSync(file).isFile())
+        rules.push(...parseIgnoreFile(readOuterFile(file, directory), base));
+    }
+  }
+  if (rules.length === 0) return undefined;
+  return { prefix: inside.length === 0 ? '' : `${inside.join('/')}/`, rules };
+}
+
+function readOuterFile(absolute: string, directory: string): string {
+  try {
+    return readFileSync(absolute, 'utf8');
+  } catch (error) {
+    throw new CliError(
+      `cannot read ${absolute}, an ignore file of the git work tree ${directory} is in: ${describeFsError(error)}`,
       EXIT_CODES.usage,
       'UnreadableFile',
     );

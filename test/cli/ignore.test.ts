@@ -45,6 +45,8 @@ describe('isIgnored follows gitignore(5)', () => {
     ['*', 'anything', false, true],
     ['src/*.txt', 'src/a.txt', false, true],
     ['src/*.txt', 'src/sub/a.txt', false, false],
+    // A byte-order mark at the start of the file is not part of its first pattern (git strips it).
+    ['\uFEFF*.log', 'train.log', false, true],
   ];
   it.each(cases)('pattern %j, path %j (folder %s) → ignored %s', (text, path, isDirectory, expected) => {
     expect(isIgnored(parseIgnoreFile(text), path, isDirectory)).toBe(expected);

@@ -44,6 +44,37 @@ function refusal(run: () => unknown): CliError {
 }
 
 describe('packDirectory honours ignore rules', () => {
+  it('honours the ignore files above a project inside a git work tree, as git status would; its own rules win', () => {
+    const repo = project({
+      '.git/HEAD': 'ref: refs/heads/main\n',
+      '.git/info/exclude': 'scratch.txt\n',
+      '.gitignore': '.env\n*.ckpt\nsecrets/\n/proj/anchored.txt\n',
+      'experiments/.gitignore': 'outputs/\n',
+      'experiments/proj/train.py': 'print(1)\n',
+      'experiments/proj/.env': 'AWS_SECRET_ACCESS_KEY=x\n',
+      'experiments/proj/model.ckpt': 'weights',
+      'experiments/proj/best.ckpt': 'weights',
+      'experiments/proj/secrets/key.pem': 'k',
+      'experiments/proj/outputs/run.log': 'l',
+      'experiments/proj/scratch.txt': 's',
+      // Anchored to the repository's root: /proj/ there, not experiments/proj/, so this file stays.
+      'experiments/proj/anchored.txt': 'a',
+      'experiments/proj/.trainyardignore': '!best.ckpt\n',
+    });
+
+    expect(archived(join(repo, 'experiments', 'proj'))).toEqual([
+      '.trainyardignore',
+      'anchored.txt',
+      'best.ckpt',
+      'train.py',
+    ]);
+  });
+
+  it('reads no ignore files above a project that is not in a git work tree', () => {
+    const parent = project({ '.gitignore': '*.ckpt\n', 'proj/train.py': 'print(1)\n', 'proj/model.ckpt': 'w' });
+    expect(archived(join(parent, 'proj'))).toEqual(['model.ckpt', 'train.py']);
+  });
+
   it('leaves out what .gitignore and .trainyardignore match, and .git, node_modules, .trainyard, __pycache__', () => {
     const root = project({
       'train.py': 'print(1)\n',
