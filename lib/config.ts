@@ -7,6 +7,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import * as z from 'zod/mini';
 import '../lambdas/domain/zod-issues'; // zod's English issue messages
+import { ALL_TEAMS } from '../lambdas/domain/workspace-layout';
 import {
   fargateSizeFor,
   GPU_INSTANCE_FAMILIES,
@@ -133,7 +134,12 @@ const tierSchema = z.strictObject({
 });
 
 const teamSchema = z.strictObject({
-  id: idSchema('team id'),
+  id: idSchema('team id').check(
+    z.refine(
+      (id) => id !== ALL_TEAMS,
+      `team id "${ALL_TEAMS}" is reserved: it names the showback report of all teams together`,
+    ),
+  ),
   principals: setting(z.array(principalSchema), [], 'IAM principal ARNs whose API calls act for this team.'),
   monthlyBudgetUsd: z
     .number()

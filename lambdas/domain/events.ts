@@ -16,6 +16,7 @@ import { formatDuration, formatUsd } from './analysis/format';
 import { PERIOD_PATTERN, PERIOD_RULE, parseScope, type ThresholdName } from './budgets';
 import type { AttemptRecord } from './job';
 import { type JobLabels, labelsSchema } from './labels';
+import { ALL_TEAMS } from './workspace-layout';
 import { describeIssues } from './zod-issues';
 
 /** Raised when a detail does not match its detail-type's schema, or the entry would exceed PutEvents' size limit. */
@@ -281,7 +282,7 @@ const EVENT_IDS: Record<DetailType, (d: AnyInput) => string> = {
   // The limit is part of the id: raising the budget and exhausting it again in the same month is a new event.
   'Budget Exhausted': (d) => `budget/${str(d.scope)}/${str(d.period)}/exhausted/${str(d.limitUsd)}`,
   'Cost Report Ready': (d) =>
-    `report/${str(d.report)}/${str(d.periodStart)}/${str(d.periodEnd)}/${d.team === undefined ? 'all-teams' : str(d.team)}`,
+    `report/${str(d.report)}/${str(d.periodStart)}/${str(d.periodEnd)}/${d.team === undefined ? ALL_TEAMS : str(d.team)}`,
 };
 
 const attemptsText = (n: unknown) => `${str(n)} attempt${n === 1 ? '' : 's'}`;

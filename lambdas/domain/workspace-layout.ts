@@ -31,9 +31,12 @@ export function teamReportKeys(kind: string, periodStart: string, team: string) 
   return { json: `${base}.json`, csv: `${base}.csv` } as const;
 }
 
+/** What names the report of all teams together (its key, its event id): no team may take it as its id. */
+export const ALL_TEAMS = 'all-teams';
+
 /** The all-teams showback of a report kind and period (see {@link teamReportKeys}). */
 export function allTeamsReportKey(kind: string, periodStart: string): string {
-  return `reports/${kind}/${periodStart}/all-teams.json`;
+  return `reports/${kind}/${periodStart}/${ALL_TEAMS}.json`;
 }
 
 /** A presigned upload lands here until POST /jobs claims it (scratch/ expires after 30 days). */

@@ -209,6 +209,12 @@ describe('bad configuration is refused with the key, the value and what is allow
     ],
     ['an unknown key', { tierz: [] }, '(root): Unrecognized key: "tierz"'],
     [
+      // Its reports' event ids and the all-teams rollup's would be one and the same.
+      'a team named like the all-teams report',
+      { teams: [team({ id: 'all-teams' })] },
+      'teams[0].id: team id "all-teams" is reserved: it names the showback report of all teams together (got "all-teams")',
+    ],
+    [
       'one principal in two teams',
       {
         teams: [
