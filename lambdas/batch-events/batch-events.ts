@@ -261,6 +261,7 @@ export function createBatchEventsHandler(plane: Plane) {
       if (seen.stoppedAt !== undefined && seen.costUsd > (attempt.costUsd ?? 0)) {
         const written = await plane.jobs.recordSeenEnd(attempt, {
           status: batchJob.status,
+          ...(seen.startedAt !== undefined && { startedAt: seen.startedAt }),
           stoppedAt: seen.stoppedAt,
           costUsd: seen.costUsd,
           ...(hasEnded(job) ? { endedAfterJob: true } : {}),

@@ -357,14 +357,26 @@ export class JobStore {
    * Records again, from Batch's own record, the stop and cost of an attempt that was billed while its end was unseen
    * (`endUnseen`, to its last sign of running): what it was billed stays as `unseenCostUsd`, and `endUnseen` is
    * cleared. Once: the write holds only while the attempt is still as billed (unseen, at that stop and cost, with no
-   * `unseenCostUsd`), so a redelivery or a second writer changes nothing. Returns the attempt as written, or undefined
-   * when it was not as billed any more.
+   * `unseenCostUsd`), so a redelivery or a second writer changes nothing. A start Batch's record puts earlier than
+   * the one recorded (an attempt whose RUNNING was never seen is recorded as starting at its last sign of running) is
+   * recorded too, so that reports place its hours where it ran. Returns the attempt as written, or undefined when it
+   * was not as billed any more.
    */
   async recordSeenEnd(
     billed: AttemptRecord,
-    seen: { status: AttemptRecord['status']; stoppedAt: number; costUsd: number; endedAfterJob?: boolean },
+    seen: {
+      status: AttemptRecord['status'];
+      startedAt?: number;
+      stoppedAt: number;
+      costUsd: number;
+      endedAfterJob?: boolean;
+    },
   ): Promise<AttemptRecord | undefined> {
     if (!billed.endUnseen || billed.stoppedAt === undefined || billed.costUsd === undefined) return undefined;
+    const earlierStart =
+      seen.startedAt !== undefined && (billed.startedAt === undefined || seen.startedAt < billed.startedAt)
+        ? seen.startedAt
+        : undefined;
     try {
       const { Attributes } = await this.client.send(
         new UpdateCommand({
@@ -372,7 +384,7 @@ export class JobStore {
           Key: jobKeys.attempt(billed.jobId, billed.attempt),
           UpdateExpression: `SET #status = :status, #stoppedAt = :stoppedAt, #costUsd = :costUsd, #unseenCost = :billedCost${
             seen.endedAfterJob ? ', #endedAfterJob = :true' : ''
-          } REMOVE #endUnseen`,
+          }${earlierStart !== undefined ? ', #startedAt = :startedAt' : ''} REMOVE #endUnseen`,
           ConditionExpression:
             '#endUnseen = :true AND #stoppedAt = :billedStop AND #costUsd = :billedCost AND attribute_not_exists(#unseenCost)',
           ExpressionAttributeNames: {
@@ -382,6 +394,7 @@ export class JobStore {
             '#unseenCost': 'unseenCostUsd',
             '#endUnseen': 'endUnseen',
             ...(seen.endedAfterJob ? { '#endedAfterJob': 'endedAfterJob' } : {}),
+            ...(earlierStart !== undefined ? { '#startedAt': 'startedAt' } : {}),
           },
           ExpressionAttributeValues: {
             ':status': seen.status,
@@ -390,6 +403,7 @@ export class JobStore {
             ':billedCost': billed.costUsd,
             ':billedStop': billed.stoppedAt,
             ':true': true,
+            ...(earlierStart !== undefined ? { ':startedAt': earlierStart } : {}),
           },
           ReturnValues: 'ALL_NEW',
         }),

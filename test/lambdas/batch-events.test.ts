@@ -1019,6 +1019,22 @@ describe('batch-events: an attempt whose end comes after its job ended', () => {
       expect(publishedOf(bench.recorded, 'Job Cost Amended')).toEqual([amended, amended]);
     });
 
+    it('records the start Batch reports when it was recorded at the last sign of running (RUNNING never seen)', async () => {
+      // Recorded as starting 300 s after Batch's start: the last sign of it running, since its RUNNING event was lost.
+      await seed(
+        { state: 'RUNNING', costSoFarUsd: 0.03, counters: { ...jobRecord().counters, attempts: 1 } },
+        { ...UNSEEN, startedAt: T.started + 300_000, stoppedAt: T.started + 300_000 + 600_000 },
+      );
+
+      await handle(fixture('batch-succeeded'));
+
+      expect(await bench.jobs.getAttempt(JOB_ID, 1)).toMatchObject({
+        startedAt: T.started,
+        stoppedAt: T.stopped,
+        costUsd: 0.126825,
+      });
+    });
+
     it('puts the longer run on the job’s cost while the job goes on, announcing nothing', async () => {
       await seed({ state: 'RUNNING', costSoFarUsd: 0.03, counters: { ...jobRecord().counters, attempts: 1 } }, UNSEEN);
 
