@@ -24,7 +24,8 @@
  * - Otherwise `Essential container in task exited` with the exit code (SUCCEEDED only for 0); a harness that could not
  *   be started (no interpreter, a NUL byte in its command, a folder that cannot be made) → `Task failed to start` with
  *   container reason `CannotStartContainerError: …`, no exit code, and, as on AWS, no RUNNING and no start time.
- * An attempt's working folder goes when it ends, as a container's disk does; its checkpoints are in S3.
+ * An attempt's working folder goes when it ends, as a container's disk does; its checkpoints are in S3. So does every
+ * process it started (known by its `AWS_BATCH_JOB_ID`), as a container's teardown kills them, before its end is reported.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -468,18 +469,11 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
    */
   async reapOrphans(): Promise<ReapedAttempt[]> {
     const attemptsDir = join(this.workDir, 'attempts');
-    const found = new Map<string, Set<number>>();
-    const children = childrenByParent(); // one read of /proc for every orphan's tree
-    for (const { pid, environment } of processEnvironments()) {
-      const batchJobId = environment.get('AWS_BATCH_JOB_ID');
-      if (batchJobId === undefined || this.attempts.has(batchJobId) || pid === process.pid) continue;
-      if (environment.get('TRAINYARD_WORK_DIR') !== join(attemptsDir, batchJobId, 'code')) continue;
-      const pids = found.get(batchJobId) ?? new Set<number>();
-      for (const member of [pid, ...descendantsIn(children, pid)]) pids.add(member);
-      found.set(batchJobId, pids);
-    }
-    const reaped = [...found].map(([batchJobId, pids]) => ({ batchJobId, pids: [...pids].sort((a, b) => a - b) }));
-    for (const { pids } of reaped) for (const pid of pids) signal(pid, 'SIGKILL');
+    const reaped = killAttemptProcesses(
+      (batchJobId, environment) =>
+        !this.attempts.has(batchJobId) &&
+        environment.get('TRAINYARD_WORK_DIR') === join(attemptsDir, batchJobId, 'code'),
+    );
     await whenGone(reaped.flatMap((r) => r.pids));
     const folders = existsSync(attemptsDir) ? readdirSync(attemptsDir) : [];
     for (const batchJobId of folders.filter((name) => !this.attempts.has(name)))
@@ -487,7 +481,10 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
     return reaped;
   }
 
-  /** Kills every running harness and IMDS server; later runJob calls are refused. */
+  /**
+   * Kills every running harness, everything its attempt started (found by its environment, as a harness that already
+   * died left it reparented out of reach) and every IMDS server; later runJob calls are refused.
+   */
   async stop(): Promise<void> {
     this.stopped = true;
     const running = [...this.attempts.values()].filter((a) => !a.ended);
@@ -495,7 +492,9 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
       attempt.stop ??= { kind: 'shutdown' };
       this.kill(attempt);
     }
+    this.killLeftovers(running.filter((a) => a.child !== undefined));
     await Promise.all(running.map((a) => (a.child ? a.exited.promise : Promise.resolve())));
+    await whenGone(running.flatMap((a) => a.killed));
     await Promise.all(running.map((a) => a.imds?.stop()));
   }
 
@@ -597,17 +596,18 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
     child.on('error', (error) => this.reportError(error, `harness of ${attempt.batchJobId}`));
     attempt.startedAt = this.now();
     attempt.child = child;
-    this.pipeLogs(attempt, child, logFile);
+    const endLogs = this.pipeLogs(attempt, child, logFile);
     child.once('close', (code, signal) => {
       attempt.exitCode = code ?? 128 + (signal ? (osConstants.signals[signal] ?? 0) : 0);
       attempt.exited.resolve();
     });
-    // A grandchild that outlives the harness would hold the pipes open and delay 'close' for ever.
     child.once('exit', () => {
-      const timer = setTimeout(() => {
-        child.stdout?.destroy();
-        child.stderr?.destroy();
-      }, 5000);
+      // A harness that dies (an exception out of main(), the OOM killer) kills nothing, and the user command, in a
+      // session of its own, is reparented out of the harness's tree: as the container's teardown does on Batch, every
+      // process of the attempt goes before its end is reported, so a retry never runs alongside it.
+      this.killLeftovers([attempt]);
+      // A process that shed the attempt's environment may still hold the pipes open, which would delay 'close' for ever.
+      const timer = setTimeout(endLogs, 5000);
       timer.unref();
     });
     this.later(attempt, attempt.attemptDurationSeconds, () => {
@@ -685,7 +685,8 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
     return bin;
   }
 
-  private pipeLogs(attempt: Attempt, child: ChildProcess, logFile: string): void {
+  /** Copies the harness's output to its log file and onLogLine; returns what ends the log with the pipes still open. */
+  private pipeLogs(attempt: Attempt, child: ChildProcess, logFile: string): () => void {
     const out = this.options.openLogFile?.(logFile) ?? createWriteStream(logFile, { flags: 'a' });
     // A log file that cannot be written (a full disk) loses the file, not local mode: the job runs on, its lines still
     // reach onLogLine, as a container outlives a failing log driver.
@@ -696,8 +697,8 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
     });
     const streams = [child.stdout, child.stderr].filter((s) => s !== null);
     let open = streams.length;
-    for (const stream of streams) {
-      const lines = createInterface({ input: stream, crlfDelay: Number.POSITIVE_INFINITY });
+    const readers = streams.map((stream) => createInterface({ input: stream, crlfDelay: Number.POSITIVE_INFINITY }));
+    for (const lines of readers) {
       lines.on('line', (line) => {
         if (writable) out.write(`${line}\n`);
         try {
@@ -712,6 +713,11 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
       });
     }
     attempt.logsFlushed = new Promise((done) => out.once('close', () => done()));
+    // readline closes on its input's 'end' alone, which a destroyed stream never emits: close the readers themselves.
+    return () => {
+      for (const lines of readers) lines.close();
+      for (const stream of streams) stream.destroy();
+    };
   }
 
   private finishedDetail(attempt: Attempt): BatchJobDetail {
@@ -822,6 +828,15 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
 
   private kill(attempt: Attempt): void {
     attempt.killed.push(...killTree(attempt.child));
+  }
+
+  /** SIGKILLs every process whose environment names one of these attempts, with everything under it, in one scan. */
+  private killLeftovers(attempts: readonly Attempt[]): void {
+    if (attempts.length === 0) return;
+    const byId = new Map(attempts.map((a) => [a.batchJobId, a]));
+    for (const { batchJobId, pids } of killAttemptProcesses((id) => byId.has(id))) {
+      byId.get(batchJobId)?.killed.push(...pids);
+    }
   }
 
   private later(attempt: Attempt, seconds: number, action: () => void): void {
@@ -944,6 +959,28 @@ async function whenGone(pids: readonly number[]): Promise<void> {
   while (pids.some(alive) && Date.now() < deadline) {
     await new Promise((done) => setTimeout(done, 10));
   }
+}
+
+/**
+ * SIGKILLs every process (but this one) whose environment names an attempt (`AWS_BATCH_JOB_ID`, which the runner sets
+ * and the user command inherits) that `belongs`, with everything under it; returns them by Batch job id. Reads Linux's
+ * /proc; elsewhere it finds nothing.
+ */
+function killAttemptProcesses(
+  belongs: (batchJobId: string, environment: ReadonlyMap<string, string>) => boolean,
+): ReapedAttempt[] {
+  const found = new Map<string, Set<number>>();
+  const children = childrenByParent(); // one read of /proc for every attempt's tree
+  for (const { pid, environment } of processEnvironments()) {
+    const batchJobId = environment.get('AWS_BATCH_JOB_ID');
+    if (batchJobId === undefined || pid === process.pid || !belongs(batchJobId, environment)) continue;
+    const pids = found.get(batchJobId) ?? new Set<number>();
+    for (const member of [pid, ...descendantsIn(children, pid)]) pids.add(member);
+    found.set(batchJobId, pids);
+  }
+  const killed = [...found].map(([batchJobId, pids]) => ({ batchJobId, pids: [...pids].sort((a, b) => a - b) }));
+  for (const { pids } of killed) for (const pid of pids) signal(pid, 'SIGKILL');
+  return killed;
 }
 
 /** Every process whose environment this user may read (/proc/<pid>/environ), as name → value; none off Linux. */

@@ -720,6 +720,79 @@ describe('runner bookkeeping and shutdown', () => {
   });
 });
 
+describe('processes an attempt leaves behind', () => {
+  it('kills the user command when the harness itself is killed, before reporting the end', async () => {
+    const rec = makeRunner();
+    const training = [
+      'python',
+      '-c',
+      'import os, time; print("training pid", os.getpid(), flush=True); time.sleep(120)',
+    ];
+    const run = rec.runner.runJob(await submission({ command: training }));
+    const trainer = Number((await rec.line(/^training pid (\d+)$/))[1]);
+    const harness = rec.runner.runningAttempts()[0]?.harnessPid ?? -1;
+
+    process.kill(harness, 'SIGKILL'); // as the OOM killer would: the harness kills nothing on its way out
+    const job = parseBatchFailureCause((await failureOf(run)).cause);
+
+    expect(job.attempts[0]?.container?.exitCode).toBe(137);
+    // The user command ran in a session of its own and was reparented out of the harness's tree when it died.
+    expect(trainer).not.toBe(harness);
+    expect(await exits(trainer)).toBe(true);
+  });
+
+  it('stop() kills what an attempt started outside its harness’s process tree', async () => {
+    const harnessPath = standInHarness(
+      'daemonizing-harness',
+      [
+        'import subprocess, time',
+        "# In a session of its own, reparented once sh exits: out of this tree and process group, still the attempt's.",
+        'daemonize = ["sh", "-c", "sleep 300 >/dev/null 2>&1 & echo $!"]',
+        'pid = subprocess.run(daemonize, capture_output=True, text=True, start_new_session=True).stdout',
+        'print("daemon pid", pid.strip(), flush=True)',
+        'time.sleep(300)',
+      ].join('\n'),
+    );
+    const rec = makeRunner({ harnessPath });
+    const run = rec.runner.runJob(await submission({ command: sleepForever })).catch((error: unknown) => error);
+    const daemon = Number((await rec.line(/^daemon pid (\d+)$/))[1]);
+
+    await rec.runner.stop();
+
+    expect(await exits(daemon)).toBe(true);
+    await run;
+  });
+
+  it('ends the log and reports the end when a process outside the attempt holds the harness’s output open', async () => {
+    const workDir = join(dir, `pipe-holder-${++jobCounter}`);
+    const harnessPath = standInHarness(
+      'pipe-holding-harness',
+      [
+        'import os, subprocess',
+        "# A cleared environment keeps it from being known as the attempt's: only the log fallback can end the log.",
+        'holder = subprocess.Popen(["/usr/bin/sleep", "60"], env={}, start_new_session=True)',
+        'print("holder pid", holder.pid, flush=True)',
+        'print("last line", flush=True)',
+        'os._exit(0)',
+      ].join('\n'),
+    );
+    const rec = makeRunner({ workDir, harnessPath });
+    const holderPid = rec.line(/^holder pid (\d+)$/);
+
+    const job = parseBatchJob(await rec.runner.runJob(await submission({ command: sleepForever })));
+
+    const holder = Number((await holderPid)[1]);
+    try {
+      expect(job.status).toBe('SUCCEEDED');
+      expect(isAlive(holder)).toBe(true); // still holding the pipe: the fallback, not a kill, ended the log
+      const log = readFileSync(join(workDir, 'logs', `${job.container?.logStreamName ?? ''}.log`), 'utf8');
+      expect(log).toBe(`holder pid ${holder}\nlast line\n`);
+    } finally {
+      process.kill(holder, 'SIGKILL');
+    }
+  });
+});
+
 describe('describeAttemptEnd → classifyAttemptOutcome', () => {
   const instanceId = 'i-0abc1230abc123456';
   const host = `Host EC2 (instance ${instanceId}) terminated.`;
@@ -957,6 +1030,36 @@ describe('pascalCaseJob', () => {
     });
   });
 });
+
+/** A `trainyard_harness` package whose `__main__` is `source`, standing in for the real harness; returns its folder. */
+function standInHarness(name: string, source: string): string {
+  const folder = join(dir, `${name}-${++jobCounter}`);
+  mkdirSync(join(folder, 'trainyard_harness'), { recursive: true });
+  writeFileSync(join(folder, 'trainyard_harness', '__main__.py'), `${source}\n`);
+  return folder;
+}
+
+/**
+ * Whether the process exits within 10 s: gone (signal 0 answers ESRCH), or a zombie, which has exited and only awaits
+ * its reaper (the init of some containers reaps late or never).
+ */
+async function exits(pid: number): Promise<boolean> {
+  const deadline = Date.now() + 10_000;
+  const exited = () => {
+    try {
+      process.kill(pid, 0);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ESRCH') return true;
+      throw error;
+    }
+    return processState(pid) === 'Z';
+  };
+  while (!exited()) {
+    if (Date.now() > deadline) return false;
+    await new Promise((done) => setTimeout(done, 50));
+  }
+  return true;
+}
 
 function isAlive(pid: number): boolean {
   try {
