@@ -1,6 +1,7 @@
 /**
- * Minimal tar.gz (POSIX ustar) writer and reader for code bundles: the CLI packs a project, the API and the analyze
- * step read its text files, and the harness unpacks it with Python's tarfile. Regular files only; no links.
+ * Minimal tar.gz (POSIX ustar, with PAX headers for long paths) writer and reader for code bundles: the CLI packs a
+ * project, the API and the analyze step read its text files, and the harness unpacks it with Python's tarfile.
+ * Regular files only; no links.
  */
 import { createHash } from 'node:crypto';
 import { gunzipSync, gzipSync } from 'node:zlib';
@@ -28,54 +29,129 @@ export interface BundleFile {
 }
 
 const BLOCK = 512;
+const NAME_BYTES = 100;
+const PREFIX_BYTES = 155;
+/** The largest size an 11-digit octal size field holds (8 GiB - 1). */
+const MAX_ENTRY_BYTES = 0o77777777777;
+/** Name of the PAX extended header entry itself, as Python's tarfile writes it; readers that know PAX skip it. */
+const PAX_HEADER_NAME = '././@PaxHeader';
 
 function octal(value: number, length: number): string {
   return `${value.toString(8).padStart(length - 1, '0')}\0`;
 }
 
-function header(path: string, size: number, mode: number): Buffer {
-  const block = Buffer.alloc(BLOCK, 0);
-  let name = path;
-  let prefix = '';
-  if (Buffer.byteLength(name) > 100) {
-    const cut = path.lastIndexOf('/', 155);
-    if (cut <= 0 || Buffer.byteLength(path.slice(cut + 1)) > 100)
-      throw new InvalidBundle(`path too long for a bundle: ${path}`);
-    prefix = path.slice(0, cut);
-    name = path.slice(cut + 1);
+interface UstarName {
+  readonly name: string;
+  readonly prefix: string;
+}
+
+/**
+ * Splits a path into ustar name (≤100 bytes) and prefix (≤155 bytes) at a '/', measuring UTF-8 bytes; the longest
+ * prefix that fits wins, which is the split earlier versions wrote for every path they wrote correctly. Undefined
+ * when no split fits, and the path needs a PAX header.
+ */
+function ustarName(path: string): UstarName | undefined {
+  if (Buffer.byteLength(path) <= NAME_BYTES) return { name: path, prefix: '' };
+  for (let cut = path.lastIndexOf('/'); cut > 0; cut = path.lastIndexOf('/', cut - 1)) {
+    const prefix = path.slice(0, cut);
+    const name = path.slice(cut + 1);
+    if (Buffer.byteLength(name) > NAME_BYTES) return undefined;
+    if (name && Buffer.byteLength(prefix) <= PREFIX_BYTES) return { name, prefix };
   }
-  block.write(name, 0, 100, 'utf8');
+  return undefined;
+}
+
+/** The ustar name field of an entry whose real path is in a PAX header: ASCII, at most 100 bytes, for old readers. */
+function fallbackName(path: string): string {
+  return path.replace(/[^\x20-\x7e]/g, '?').slice(0, NAME_BYTES);
+}
+
+function header(entry: UstarName, size: number, mode: number, type: '0' | 'x'): Buffer {
+  if (size > MAX_ENTRY_BYTES) throw new InvalidBundle(`bundle entry too large for a tar header: ${size} bytes`);
+  const block = Buffer.alloc(BLOCK, 0);
+  block.write(entry.name, 0, NAME_BYTES, 'utf8');
   block.write(octal(mode, 8), 100, 8, 'ascii');
   block.write(octal(0, 8), 108, 8, 'ascii');
   block.write(octal(0, 8), 116, 8, 'ascii');
   block.write(octal(size, 12), 124, 12, 'ascii');
   block.write(octal(0, 12), 136, 12, 'ascii');
   block.write('        ', 148, 8, 'ascii');
-  block.write('0', 156, 1, 'ascii');
+  block.write(type, 156, 1, 'ascii');
   block.write('ustar\u000000', 257, 8, 'ascii');
-  block.write(prefix, 345, 155, 'utf8');
+  block.write(entry.prefix, 345, PREFIX_BYTES, 'utf8');
   let sum = 0;
   for (const byte of block) sum += byte;
   block.write(`${sum.toString(8).padStart(6, '0')}\0 `, 148, 8, 'ascii');
   return block;
 }
 
-/** Packs files (paths relative, forward slashes) into a gzip-compressed tar. Deterministic for the same input. */
+/** One PAX record, `"<length> <key>=<value>\n"`, whose decimal length counts the whole record, itself included. */
+function paxRecord(key: string, value: string): Buffer {
+  const rest = Buffer.byteLength(` ${key}=${value}\n`);
+  let length = rest + 1;
+  while (length !== rest + String(length).length) length = rest + String(length).length;
+  return Buffer.from(`${length} ${key}=${value}\n`, 'utf8');
+}
+
+function padded(body: Buffer): Buffer[] {
+  const padding = (BLOCK - (body.length % BLOCK)) % BLOCK;
+  return padding ? [body, Buffer.alloc(padding, 0)] : [body];
+}
+
+/** Header blocks for one file: a ustar header, preceded by a PAX header carrying the path when ustar cannot. */
+function headersFor(path: string, size: number, mode: number): Buffer[] {
+  const name = ustarName(path);
+  if (name) return [header(name, size, mode, '0')];
+  const pax = paxRecord('path', path);
+  return [
+    header({ name: PAX_HEADER_NAME, prefix: '' }, pax.length, 0o644, 'x'),
+    ...padded(pax),
+    header({ name: fallbackName(path), prefix: '' }, size, mode, '0'),
+  ];
+}
+
+/**
+ * Packs files (paths relative, forward slashes) into a gzip-compressed tar. Deterministic for the same input. Paths
+ * that fit ustar are written as ustar; longer ones (by UTF-8 bytes) get a PAX `path` record, as tarfile and GNU tar read.
+ */
 export function packTarGz(files: readonly BundleFile[]): Buffer {
   const parts: Buffer[] = [];
   for (const file of [...files].sort((a, b) => a.path.localeCompare(b.path))) {
     if (file.path.startsWith('/') || file.path.split('/').includes('..')) {
       throw new InvalidBundle(`bundle paths must be relative and stay inside the project: ${file.path}`);
     }
-    parts.push(header(file.path, file.content.length, file.mode ?? 0o644), file.content);
-    const padding = (BLOCK - (file.content.length % BLOCK)) % BLOCK;
-    if (padding) parts.push(Buffer.alloc(padding, 0));
+    if (file.path.includes('\0')) throw new InvalidBundle(`bundle paths cannot hold a NUL character: ${file.path}`);
+    parts.push(...headersFor(file.path, file.content.length, file.mode ?? 0o644), ...padded(file.content));
   }
   parts.push(Buffer.alloc(BLOCK * 2, 0));
   return gzipSync(Buffer.concat(parts), { level: 6, mtime: 0 } as never);
 }
 
-/** Reads the regular files of a tar.gz; refuses absolute paths, `..`, and more than `maxBytes` uncompressed. */
+/** Parses the records of a PAX extended header; `at` is the header's offset, for the error message. */
+function paxRecords(body: Buffer, at: number): Map<string, string> {
+  const corrupt = () => new InvalidBundle(`bundle has a corrupt PAX header at byte ${at}`);
+  const records = new Map<string, string>();
+  let start = 0;
+  while (start < body.length) {
+    if (body[start] === 0) break;
+    const space = body.indexOf(0x20, start);
+    const digits = space < 0 ? '' : body.subarray(start, space).toString('ascii');
+    if (!/^[0-9]+$/.test(digits)) throw corrupt();
+    const end = start + Number(digits);
+    if (end <= space + 1 || end > body.length || body[end - 1] !== 0x0a) throw corrupt();
+    const record = body.subarray(space + 1, end - 1).toString('utf8');
+    const equals = record.indexOf('=');
+    if (equals <= 0) throw corrupt();
+    records.set(record.slice(0, equals), record.slice(equals + 1));
+    start = end;
+  }
+  return records;
+}
+
+/**
+ * Reads the regular files of a tar.gz (ustar, GNU long names, PAX `path` records); refuses absolute paths, `..`,
+ * and more than `maxBytes` uncompressed.
+ */
 export function unpackTarGz(archive: Buffer, maxBytes = 1024 * 1024 * 1024): BundleFile[] {
   let tar: Buffer;
   try {
@@ -86,8 +162,11 @@ export function unpackTarGz(archive: Buffer, maxBytes = 1024 * 1024 * 1024): Bun
   }
   const files: BundleFile[] = [];
   let offset = 0;
+  // A GNU 'L' entry or a PAX 'x' header names the next entry only; a global 'g' header names nothing we keep.
   let longName: string | undefined;
+  let paxPath: string | undefined;
   while (offset + BLOCK <= tar.length) {
+    const at = offset;
     const block = tar.subarray(offset, offset + BLOCK);
     if (block.every((b) => b === 0)) break;
     const field = (start: number, length: number) =>
@@ -96,22 +175,34 @@ export function unpackTarGz(archive: Buffer, maxBytes = 1024 * 1024 * 1024): Bun
         .toString('utf8')
         .replace(/\0.*$/s, '');
     const size = Number.parseInt(field(124, 12).trim() || '0', 8);
-    if (!Number.isFinite(size) || size < 0)
-      throw new InvalidBundle(`bundle has a corrupt tar header at byte ${offset}`);
+    if (!Number.isFinite(size) || size < 0) throw new InvalidBundle(`bundle has a corrupt tar header at byte ${at}`);
+    if (at + BLOCK + size > tar.length) throw new InvalidBundle(`bundle is truncated inside the entry at byte ${at}`);
     const type = field(156, 1) || '0';
-    const prefix = field(345, 155);
-    let path = longName ?? (prefix ? `${prefix}/${field(0, 100)}` : field(0, 100));
-    longName = undefined;
-    const body = tar.subarray(offset + BLOCK, offset + BLOCK + size);
+    const body = tar.subarray(at + BLOCK, at + BLOCK + size);
     offset += BLOCK + Math.ceil(size / BLOCK) * BLOCK;
     if (type === 'L') {
       longName = body.toString('utf8').replace(/\0.*$/s, '');
       continue;
     }
+    if (type === 'x') {
+      const records = paxRecords(body, at);
+      // Bundles never need one, and honouring it would let this reader and tarfile see different file bodies.
+      if (records.has('size')) throw new InvalidBundle(`bundle has a PAX size record at byte ${at}`);
+      // An empty value deletes the record (POSIX), leaving the ustar name in force.
+      const path = records.get('path');
+      if (path !== undefined) paxPath = path || undefined;
+      continue;
+    }
+    if (type === 'g' || type === 'K') continue;
+    const prefix = field(345, 155);
+    let path = paxPath ?? longName ?? (prefix ? `${prefix}/${field(0, 100)}` : field(0, 100));
+    longName = undefined;
+    paxPath = undefined;
     if (type !== '0' && type !== '\0') continue;
     path = path.replace(/^\.\//, '');
     if (path.startsWith('/') || path.split('/').includes('..'))
       throw new InvalidBundle(`bundle path escapes the project: ${path}`);
+    if (path.includes('\0')) throw new InvalidBundle(`bundle path holds a NUL character: ${JSON.stringify(path)}`);
     files.push({ path, content: Buffer.from(body), mode: Number.parseInt(field(100, 8).trim() || '644', 8) });
   }
   return files;
