@@ -121,6 +121,46 @@ export class Workspace {
     return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   }
 
+  /**
+   * The last `maxBytes` of an object, from its first complete line on (a text log read from its end), or the whole
+   * object when it is no larger; undefined when it does not exist. `truncated` says whether the start was left out.
+   * The size is read first and the tail asked for from that offset (`bytes=<start>-`), which S3 and s3rver serve
+   * alike; an object that shrank between the two reads is read again.
+   */
+  async getTail(key: string, maxBytes: number): Promise<{ bytes: Buffer; truncated: boolean } | undefined> {
+    const { GetObjectCommand, HeadObjectCommand } = await s3Sdk();
+    const s3 = await this.client();
+    for (let reads = 1; ; reads++) {
+      let size: number;
+      try {
+        size = (await s3.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }))).ContentLength ?? 0;
+      } catch (error) {
+        const name = (error as Error).name;
+        if (name === 'NotFound' || name === 'NoSuchKey') return undefined;
+        throw error;
+      }
+      if (size <= maxBytes) {
+        const whole = await this.get(key);
+        return whole === undefined ? undefined : { bytes: whole, truncated: false };
+      }
+      try {
+        const out = await s3.send(
+          new GetObjectCommand({ Bucket: this.bucket, Key: key, Range: `bytes=${size - maxBytes}-` }),
+        );
+        const tail = Buffer.from(
+          await (out.Body as { transformToByteArray(): Promise<Uint8Array> }).transformToByteArray(),
+        );
+        const firstLine = tail.indexOf(0x0a) + 1;
+        return { bytes: tail.subarray(firstLine), truncated: true };
+      } catch (error) {
+        const name = (error as Error).name;
+        if ((name === 'InvalidRange' || name === 'NoSuchKey') && reads < 3) continue;
+        if (name === 'NoSuchKey') return undefined;
+        throw error;
+      }
+    }
+  }
+
   /** A JSON object, or undefined when it does not exist or does not parse. */
   async getJson(key: string): Promise<unknown> {
     const body = await this.get(key);

@@ -161,3 +161,32 @@ describe('Workspace.getAtMost', () => {
     expect(await workspace.getAtMost('capped/missing.jsonl', 1024)).toBeUndefined();
   });
 });
+
+describe('Workspace.getTail', () => {
+  it('returns an object no larger than the limit whole', async () => {
+    const workspace = new Workspace(localS3Client(s3rver.endpoint), BUCKET);
+    await workspace.put('tail/small.jsonl', '{"step":1}\n{"step":2}\n');
+
+    const tail = await workspace.getTail('tail/small.jsonl', 22);
+
+    expect(tail).toEqual({ bytes: Buffer.from('{"step":1}\n{"step":2}\n'), truncated: false });
+  });
+
+  it('returns the end of a larger object from its first complete line', async () => {
+    const workspace = new Workspace(localS3Client(s3rver.endpoint), BUCKET);
+    // 1,000 lines of 13 bytes ("{"step":NNN}\n"): the last 30 bytes hold the end of line 997 and lines 998 and 999.
+    const lines = Array.from({ length: 1000 }, (_, i) => `{"step":${String(i).padStart(3, '0')}}\n`);
+    await workspace.put('tail/large.jsonl', lines.join(''));
+
+    const tail = await workspace.getTail('tail/large.jsonl', 30);
+
+    expect(tail?.truncated).toBe(true);
+    expect(tail?.bytes.toString('utf8')).toBe('{"step":998}\n{"step":999}\n');
+  });
+
+  it('answers undefined for a missing key', async () => {
+    const workspace = new Workspace(localS3Client(s3rver.endpoint), BUCKET);
+
+    expect(await workspace.getTail('tail/missing.jsonl', 1024)).toBeUndefined();
+  });
+});

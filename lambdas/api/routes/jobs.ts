@@ -281,10 +281,12 @@ async function showJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespons
   if (!terminal && attempts.length > 0) {
     const [progress, metrics] = await Promise.all([
       plane.workspace.getJson(keys.progress),
-      plane.workspace.get(keys.metricsLog),
+      // The forecast takes its rate from the newest samples: the log's end is all it needs, whatever the log's size
+      // (the harness keeps it to 20,000 samples; a job's own role could write more).
+      plane.workspace.getTail(keys.metricsLog, FORECAST_METRICS_BYTES),
     ]);
     if (progress && typeof progress === 'object') harnessProgress = progress as Record<string, unknown>;
-    samplesText = metrics?.toString('utf8') ?? '';
+    samplesText = metrics?.bytes.toString('utf8') ?? '';
   }
   const harnessTotal = harnessProgress?.total_steps;
   const totalSteps = job.progress?.totalSteps ?? (typeof harnessTotal === 'number' ? harnessTotal : undefined);
@@ -307,6 +309,12 @@ async function showJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespons
     },
   };
 }
+
+/**
+ * How much of the end of a job's metrics.jsonl GET /jobs/{id} reads for its forecast: about 5,000 samples of the
+ * harness's usual 200 bytes, many times the last intervals the forecast takes its rate from (FORECAST_WINDOW_INTERVALS).
+ */
+export const FORECAST_METRICS_BYTES = 1024 * 1024;
 
 /** Errors Step Functions gives for a task token that is no longer waiting (already resumed, cancelled or timed out). */
 const SPENT_TOKEN_ERRORS = new Set(['TaskTimedOut', 'TaskDoesNotExist', 'InvalidToken']);

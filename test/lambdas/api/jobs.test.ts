@@ -3,6 +3,7 @@
 // and forecast worked out by hand, and checkpoint listings that hide incomplete checkpoints.
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { encodeLogCursor, logStreamOf } from '../../../lambdas/api/routes/artifacts';
+import { FORECAST_METRICS_BYTES } from '../../../lambdas/api/routes/jobs';
 import type { AttemptRecord, JobRecord, JobState } from '../../../lambdas/domain/job';
 import { budgetPeriodOf } from '../../../lambdas/domain/watch';
 import { jobKeysFor } from '../../../lambdas/domain/workspace-layout';
@@ -442,6 +443,39 @@ describe('GET /jobs/{id}', () => {
     expect(first?.orphans).toEqual({ 'b-orphan': { ...orphan, costUsd: 0.05 } });
     // $0.05 + attempt 2's 600 s at $0.30/h ($0.05).
     expect(body.costSoFarUsd).toBe(0.1);
+  });
+
+  it('forecasts from the end of a metrics log larger than it reads, at the newest rate', async () => {
+    const job = await seedJob('nlp', 'RUNNING');
+    const started = NOW - 7_200_000;
+    await seedAttempt(job.jobId, 1, { batchJobId: 'b-1', startedAt: started, usdPerHour: 0.36 });
+    // Over 1 MiB of early samples at 1 step/s (padded), then the newest ones at 2 steps/s: 10 steps every 5 s.
+    const iso = (ms: number) => new Date(ms).toISOString();
+    const pad = 'x'.repeat(400);
+    const early = Array.from({ length: 3000 }, (_, i) =>
+      JSON.stringify({ time: iso(started + i * 1000), attempt: 1, step: i, note: pad }),
+    );
+    const recent = Array.from({ length: 20 }, (_, i) =>
+      JSON.stringify({ time: iso(started + 3_000_000 + i * 5000), attempt: 1, step: 3000 + i * 10 }),
+    );
+    const log = `${[...early, ...recent].join('\n')}\n`;
+    expect(Buffer.byteLength(log)).toBeGreaterThan(FORECAST_METRICS_BYTES);
+    const keys = jobKeysFor('nlp', job.jobId);
+    await bench.workspace.put(keys.metricsLog, log);
+    await bench.workspace.put(keys.progress, JSON.stringify({ step: 3190, total_steps: 4000 }));
+    const wholeReads = vi.spyOn(bench.workspace, 'get');
+
+    const { status, body } = await bench.call({ method: 'GET', path: `/jobs/${job.jobId}` });
+
+    expect(status).toBe(200);
+    // Its end only: the log is never read whole.
+    expect(wholeReads.mock.calls.map(([key]) => key)).not.toContain(keys.metricsLog);
+    wholeReads.mockRestore();
+    const forecast = body.forecast as { available: boolean; forecast: Record<string, unknown> };
+    expect(forecast.available).toBe(true);
+    expect(forecast.forecast.stepsPerSecond).toBeCloseTo(2, 12);
+    // 4000 − 3190 = 810 steps left at 2 steps/s.
+    expect((forecast.forecast.etaSeconds as { value: number }).value).toBeCloseTo(405, 9);
   });
 
   it('gives a finished job no forecast, with the reason', async () => {
