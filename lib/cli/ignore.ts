@@ -1,7 +1,8 @@
 /**
- * The gitignore subset the CLI honours when it packs a project: comments, blank lines, `*`, `?`, `[…]`, `**`
- * (leading, trailing and middle), anchoring by a slash, directory-only patterns (trailing `/`), negation (`!`) and
- * backslash escapes, with later rules overriding earlier ones and nested ignore files applying below their folder.
+ * The gitignore subset the CLI honours when it packs a project: comments, blank lines, `*`, `?`, `[…]` (with
+ * ranges and `[:digit:]`-style classes), `**` (leading, trailing and middle), anchoring by a slash, directory-only
+ * patterns (trailing `/`), negation (`!`) and backslash escapes, with later rules overriding earlier ones and nested
+ * ignore files applying below their folder. Globs follow git's wildmatch, edge cases included (checked against git).
  * As in git, a file inside an ignored folder cannot be re-included: the packer never descends into that folder.
  */
 
@@ -21,40 +22,138 @@ function escapeRegex(char: string): string {
   return /[\\^$.*+?()[\]{}|]/.test(char) ? `\\${char}` : char;
 }
 
-/** Translates a gitignore glob (no leading `!`, no trailing `/`) into a regex source matching a whole path. */
-export function globToRegexSource(glob: string): string {
+function escapeClassMember(char: string): string {
+  return /[\\\]^[-]/.test(char) ? `\\${char}` : char;
+}
+
+/** A regex source that matches nothing: what git makes of a pattern wildmatch rejects as malformed. */
+const NEVER_MATCHES = '(?!)';
+
+/** git's `[:name:]` classes, ASCII only as in git's own ctype tables (checked against git 2.39 char by char). */
+const POSIX_CLASSES: Readonly<Record<string, string>> = {
+  alnum: '0-9A-Za-z',
+  alpha: 'A-Za-z',
+  blank: '\\t ',
+  cntrl: '\\x00-\\x1f\\x7f',
+  digit: '0-9',
+  graph: '!-~',
+  lower: 'a-z',
+  print: ' -~',
+  punct: '!-/:-@\\[-`{-~',
+  space: '\\t\\n\\r ',
+  upper: 'A-Z',
+  xdigit: '0-9A-Fa-f',
+};
+
+/**
+ * Translates the bracket expression opening at `glob[open]` the way git's wildmatch reads it: a `]` right after
+ * `[` or `[!` is a member, `\` escapes the next character, `a-z` is a range (an inverted one is empty), and
+ * `[:name:]` is a POSIX class. Returns undefined when git finds the bracket malformed (never closed, or an unknown
+ * class name), which makes the whole pattern match nothing.
+ */
+function bracketToRegex(glob: string, open: number, pathname: boolean): { source: string; next: number } | undefined {
+  let i = open + 1;
+  const negated = glob[i] === '!' || glob[i] === '^';
+  if (negated) i += 1;
+  let members = '';
+  // The last single character seen, which a following `-` turns into a range start; none after a range or class.
+  let previous: string | undefined;
+  do {
+    let char = glob[i];
+    if (char === undefined) return undefined;
+    if (char === '\\') {
+      i += 1;
+      char = glob[i];
+      if (char === undefined) return undefined;
+      members += escapeClassMember(char);
+      previous = char;
+    } else if (char === '-' && previous !== undefined && i + 1 < glob.length && glob[i + 1] !== ']') {
+      i += 1;
+      let last = glob[i] ?? '';
+      if (last === '\\') {
+        i += 1;
+        last = glob[i] ?? '';
+        if (last === '') return undefined;
+      }
+      if (previous <= last) members += `${escapeClassMember(previous)}-${escapeClassMember(last)}`;
+      previous = undefined;
+    } else if (char === '[' && glob[i + 1] === ':') {
+      const close = glob.indexOf(']', i + 2);
+      if (close === -1) return undefined;
+      if (close - (i + 2) >= 1 && glob[close - 1] === ':') {
+        const posix = POSIX_CLASSES[glob.slice(i + 2, close - 1)];
+        if (posix === undefined) return undefined;
+        members += posix;
+        previous = undefined;
+        i = close;
+      } else {
+        // No `:]` before the next `]`: this `[` is an ordinary member.
+        members += '\\[';
+        previous = '[';
+      }
+    } else {
+      members += escapeClassMember(char);
+      previous = char;
+    }
+    i += 1;
+  } while (glob[i] !== ']');
+  const next = i + 1;
+  // git never lets a bracket match the `/` between folders when it matches a whole path.
+  if (negated) return { source: `[^${members}${pathname ? '/' : ''}]`, next };
+  if (members === '') return { source: NEVER_MATCHES, next };
+  const source = `[${members}]`;
+  return { source: pathname && new RegExp(source).test('/') ? `(?!/)${source}` : source, next };
+}
+
+/**
+ * Translates a gitignore glob (no leading `!`, no trailing `/`) into a regex source matching a whole path, with
+ * git's wildmatch semantics: a pattern git finds malformed (an unclosed bracket, an unknown `[:class:]`, a trailing
+ * `\`) becomes a regex that matches nothing. `pathname` is set for patterns that contain a slash and are matched
+ * against the whole relative path (git's WM_PATHNAME); it keeps brackets from matching `/`.
+ */
+export function globToRegexSource(glob: string, pathname = false): string {
+  // git compares the text before the first wildcard separately and hands only the rest to wildmatch, so a `**`
+  // right after that literal prefix counts as starting the pattern (git 2.39: `ab**/c` matches `abc` and `abx/y/c`).
+  const prefixEnd = glob.search(/[*?[\\]/);
   let out = '';
   let i = 0;
   while (i < glob.length) {
     const char = glob[i] ?? '';
-    if (char === '\\' && i + 1 < glob.length) {
+    if (char === '\\') {
+      // A trailing backslash escapes nothing; wildmatch then never matches.
+      if (i + 1 === glob.length) return NEVER_MATCHES;
       out += escapeRegex(glob[i + 1] ?? '');
       i += 2;
       continue;
     }
     if (char === '*') {
-      if (glob[i + 1] === '*') {
-        const atStart = i === 0 || glob[i - 1] === '/';
-        const atEnd = i + 2 === glob.length || glob[i + 2] === '/';
-        if (atStart && atEnd) {
-          if (i + 2 === glob.length) {
-            // Trailing `**` (after a slash, or the whole pattern): everything inside.
-            out += '.*';
-            i += 2;
-          } else {
-            // `**/`: zero or more folders.
-            out += '(?:.*/)?';
-            i += 3;
-          }
+      let end = i;
+      while (glob[end] === '*') end += 1;
+      // A run of two or more stars that starts the pattern or follows a slash, and ends it or precedes a slash,
+      // is git's `**`, however many stars it has; any other run is a single `*`.
+      const starts = i === 0 || i === prefixEnd || glob[i - 1] === '/';
+      if (end - i >= 2 && starts) {
+        if (end === glob.length) {
+          // Trailing `**` (after a slash, or the whole pattern): everything inside.
+          out += '.*';
+          i = end;
           continue;
         }
-        // `**` glued to other characters is an ordinary `*`, as git treats it.
-        out += '[^/]*';
-        i += 2;
-        continue;
+        if (glob[end] === '/') {
+          // `**/`: zero or more folders.
+          out += '(?:.*/)?';
+          i = end + 1;
+          continue;
+        }
+        if (glob[end] === '\\' && glob[end + 1] === '/') {
+          // `**\/`: git skips its zero-folder shortcut here, so at least one folder.
+          out += '.*';
+          i = end;
+          continue;
+        }
       }
       out += '[^/]*';
-      i += 1;
+      i = end;
       continue;
     }
     if (char === '?') {
@@ -63,15 +162,11 @@ export function globToRegexSource(glob: string): string {
       continue;
     }
     if (char === '[') {
-      const close = glob.indexOf(']', i + 2);
-      if (close !== -1) {
-        let body = glob.slice(i + 1, close);
-        const negate = body.startsWith('!') || body.startsWith('^');
-        if (negate) body = body.slice(1);
-        out += `[${negate ? '^' : ''}${body.replace(/\\/g, '\\\\').replace(/\//g, '')}]`;
-        i = close + 1;
-        continue;
-      }
+      const bracket = bracketToRegex(glob, i, pathname);
+      if (bracket === undefined) return NEVER_MATCHES;
+      out += bracket.source;
+      i = bracket.next;
+      continue;
     }
     out += escapeRegex(char);
     i += 1;
@@ -79,25 +174,43 @@ export function globToRegexSource(glob: string): string {
   return out;
 }
 
+/** Drops trailing spaces (only spaces, as git does) unless the last one is escaped with a backslash. */
+function trimTrailingSpaces(line: string): string {
+  let firstTrailingSpace = -1;
+  for (let i = 0; i < line.length; i += 1) {
+    const char = line[i];
+    if (char === ' ') {
+      if (firstTrailingSpace === -1) firstTrailingSpace = i;
+      continue;
+    }
+    if (char === '\\') {
+      i += 1;
+      if (i === line.length) return line;
+    }
+    firstTrailingSpace = -1;
+  }
+  return firstTrailingSpace === -1 ? line : line.slice(0, firstTrailingSpace);
+}
+
 /** Parses the text of one ignore file found in folder `base` ('' for the project root). */
 export function parseIgnoreFile(text: string, base = ''): IgnoreRule[] {
   const rules: IgnoreRule[] = [];
   // A byte-order mark (some editors write one) is not part of the first pattern, as git reads it.
-  for (const rawLine of text.replace(/^\uFEFF/, '').split(/\r?\n/)) {
-    // Trailing spaces are dropped unless escaped with a backslash.
-    let line = rawLine.replace(/(?<!\\)\s+$/, '');
+  for (const rawLine of text.replace(/^\uFEFF/, '').split('\n')) {
+    // git drops one carriage return before the line break, then trailing spaces unless escaped with a backslash.
+    let line = trimTrailingSpaces(rawLine.replace(/\r$/, ''));
     if (line === '' || line.startsWith('#')) continue;
+    // `\!` and `\#` stay escaped: the glob reads them as literal characters, as git's wildmatch does.
     let negated = false;
     if (line.startsWith('!')) {
       negated = true;
       line = line.slice(1);
-    } else if (line.startsWith('\\!') || line.startsWith('\\#')) {
-      line = line.slice(1);
     }
+    // git strips exactly one trailing slash; a pattern still ending in `/` can then match nothing.
     let directoryOnly = false;
     if (line.endsWith('/')) {
       directoryOnly = true;
-      line = line.replace(/\/+$/, '');
+      line = line.slice(0, -1);
     }
     if (line === '') continue;
     // A slash at the start or in the middle anchors the pattern to its ignore file's folder.
@@ -109,7 +222,7 @@ export function parseIgnoreFile(text: string, base = ''): IgnoreRule[] {
       negated,
       directoryOnly,
       anchored,
-      regex: new RegExp(`^${globToRegexSource(line)}$`),
+      regex: new RegExp(`^${globToRegexSource(line, anchored)}$`),
     });
   }
   return rules;

@@ -47,6 +47,62 @@ describe('isIgnored follows gitignore(5)', () => {
     ['src/*.txt', 'src/sub/a.txt', false, false],
     // A byte-order mark at the start of the file is not part of its first pattern (git strips it).
     ['\uFEFF*.log', 'train.log', false, true],
+    // Rows below were each checked against real git 2.39 (`git check-ignore --no-index` and
+    // `git ls-files -o -i --exclude-standard --directory` in a scratch repo holding that .gitignore and path);
+    // the expectations are hard-coded so the tests never need the git binary.
+    // POSIX classes inside brackets, ASCII only as git's ctype tables define them.
+    ['[[:digit:]]x', '1x', false, true],
+    ['[[:digit:]]x', 'ax', false, false],
+    ['[![:digit:]]x', 'ax', false, true],
+    ['[[:alpha:]]x', 'ax', false, true],
+    ['[[:alpha:]]x', '1x', false, false],
+    ['[[:space:]]x', ' x', false, true],
+    ['[[:upper:][:digit:]]', 'A', false, true],
+    // An unknown class name makes the whole pattern match nothing; `[:` without `:]` is just two members.
+    ['[[:bogus:]]', 'b', false, false],
+    ['[[:alpha]', ':', false, true],
+    // A `]` right after `[` or `[!` is a member, and may start a range.
+    ['[]]x', ']x', false, true],
+    ['[]]x', 'x', false, false],
+    ['[!]]x', 'ax', false, true],
+    ['[!]]x', ']x', false, false],
+    ['[]-a]x', '^x', false, true],
+    // Backslash escapes inside brackets; an inverted range is empty; an unclosed bracket matches nothing.
+    ['[\\]]x', ']x', false, true],
+    ['[\\]]x', '\\]x', false, false],
+    ['[a\\-z]', '-', false, true],
+    ['[a\\-z]', 'b', false, false],
+    ['[z-a]', 'm', false, false],
+    ['[!z-a]x', 'qx', false, true],
+    ['foo[', 'foo[', false, false],
+    // A bracket in a pattern with a slash never matches the `/` between folders, even negated.
+    ['x/a[!y]b', 'x/a/b', false, false],
+    ['x/a[!y]b', 'x/azb', false, true],
+    // Three or more stars: `**` where a `**` would be (start or after `/`, end or before `/`), else a `*`.
+    ['***/x', 'x', false, true],
+    ['***/x', 'a/b/x', false, true],
+    ['a/***/b', 'a/b', false, true],
+    ['a/***/b', 'a/x/y/b', false, true],
+    ['a/***', 'a/b/c', false, true],
+    ['a***b', 'axb', false, true],
+    ['x/a***b', 'x/a/b', false, false],
+    // git matches the literal text before the first wildcard apart, so a `**` right after it acts as leading.
+    ['ab**/c', 'abc', false, true],
+    ['ab**/c', 'abx/y/c', false, true],
+    // A trailing unescaped backslash makes the pattern match nothing; before other characters it escapes them.
+    ['foo\\', 'foo\\', false, false],
+    ['foo\\', 'foo', false, false],
+    ['foo\\/', 'foo\\', true, false],
+    ['\\a', 'a', false, true],
+    ['\\*', 'x', false, false],
+    ['\\*', '*', false, true],
+    // Only trailing spaces are dropped (not tabs), and `\\` before a space escapes the backslash, not the space.
+    ['foo\t', 'foo\t', false, true],
+    ['foo\t', 'foo', false, false],
+    ['foo\\\\ ', 'foo\\', false, true],
+    ['foo\\ ', 'foo ', false, true],
+    // Only one trailing slash is stripped; what remains ends in `/` and matches nothing.
+    ['foo//', 'foo', true, false],
   ];
   it.each(cases)('pattern %j, path %j (folder %s) → ignored %s', (text, path, isDirectory, expected) => {
     expect(isIgnored(parseIgnoreFile(text), path, isDirectory)).toBe(expected);
@@ -72,6 +128,10 @@ describe('globToRegexSource', () => {
     ['[abc]', '[abc]'],
     ['[!abc]', '[^abc]'],
     ['a+b(c)', 'a\\+b\\(c\\)'],
+    ['[]]', '[\\]]'],
+    ['[[:digit:]]', '[0-9]'],
+    ['***/x', '(?:.*/)?x'],
+    ['foo\\', '(?!)'],
   ];
   it.each(cases)('%j → %j', (glob, source) => {
     expect(globToRegexSource(glob)).toBe(source);
