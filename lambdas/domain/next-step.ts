@@ -215,7 +215,11 @@ export function decideNextStep(input: NextStepInput): NextStep {
           `The on-demand host was terminated: resume from the checkpoint on on-demand.`,
         );
       }
-      const placed = decidePlacement(placementState('attempt-reclaimed', 'spot'), input.policy);
+      // Spot has just gone from under the job: its restart on spot is not free (the benchmark's view of a reclaim).
+      const placed = decidePlacement(
+        { ...placementState('attempt-reclaimed', 'spot'), spotAvailable: false },
+        input.policy,
+      );
       return runAttempt(
         placed.capacity,
         0,

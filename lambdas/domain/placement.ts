@@ -479,8 +479,20 @@ function decideByPlan(
             'the job stays on on-demand until spot is back.',
         );
       const held = state.current === 'spot' && !available ? 'none' : state.current;
-      const capacity = plan({ ...base, held, spotAvailable: available, stateAgeSeconds: age });
       const heldCapacity: Capacity = state.current === 'on-demand' ? 'on-demand' : 'spot';
+      // A running job with no work left (its last save or upload) is never stopped; nor is one moved back to spot
+      // when the work left could not pay for the restart even if spot held to the end (the plan counts work in whole
+      // check intervals, so near the end it sees more work than there is).
+      const work = base.workLeftSeconds;
+      if (state.current !== 'none' && work <= 0)
+        return decision(heldCapacity, false, `No work is left: the job stays on ${heldCapacity} to finish.`);
+      if (state.current === 'on-demand' && (work + config.restartOverheadSeconds) * planning.spotPriceRatio >= work)
+        return decision(
+          'on-demand',
+          false,
+          `${Math.round(work)} s of work left cannot pay for a ${config.restartOverheadSeconds} s restart on spot: the job finishes on on-demand.`,
+        );
+      const capacity = plan({ ...base, held, spotAvailable: available, stateAgeSeconds: age });
       const seen = `spot ${available ? 'available' : 'unavailable'} for ${Math.round(age)} s`;
       if (capacity === heldCapacity)
         return decision(capacity, false, `With ${pace} and ${seen}, the plan keeps the job on ${capacity}.`);

@@ -378,6 +378,18 @@ const TABLE: Row[] = [
     expected: { action: 'run-attempt', capacity: 'on-demand', fellBackToOnDemand: true },
   },
   {
+    name: 'a reclaim counts the restart on spot against the slack: 1 200 s cannot absorb it and a fallback, so on-demand',
+    // 7200 s deadline, at 3600 s with 2400 s of work left: slack 1200 s, under the safety net (2 × 360 + 300 s) plus
+    // the 360 s start on spot again; spot has just gone, so that start is not free.
+    input: input(
+      OUTCOMES.reclaimed,
+      { nowSeconds: 3600, workSeconds: 7200, progressSeconds: 4800, spotAvailable: true },
+      { deadlineSeconds: 7200 },
+    ),
+    expected: { action: 'run-attempt', capacity: 'on-demand', fellBackToOnDemand: true },
+    reasonMentions: ['can no longer absorb a spot restart'],
+  },
+  {
     name: 'a reclaim after the deadline has passed fails the job',
     input: input(OUTCOMES.reclaimed, { nowSeconds: 7300 }, { deadlineSeconds: 7200 }),
     expected: { action: 'finalize', finalState: 'FAILED' },

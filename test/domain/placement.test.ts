@@ -456,6 +456,30 @@ describe('decidePlacement with a spot plan', () => {
     });
   });
 
+  it('never stops a job with no work left, nor moves one back to spot whose work left cannot pay the restart', () => {
+    const seen = { ...onDemand, spotAvailable: true, spotAvailableForSeconds: 600 };
+    // Done (its last save or upload running): stays where it runs, on-demand or spot.
+    expect(decidePlacement({ ...seen, progressSeconds: 50_000 }, steady)).toMatchObject({
+      capacity: 'on-demand',
+      move: false,
+      reason: 'No work is left: the job stays on on-demand to finish.',
+    });
+    expect(
+      decidePlacement({ ...seen, current: 'spot', progressSeconds: 50_000, spotAvailable: true }, steady),
+    ).toMatchObject({ capacity: 'spot', move: false });
+    // 100 s left: on spot it would cost (100 + 360) × 0.3 = 138 on-demand seconds, more than the 100 it costs as is.
+    expect(decidePlacement({ ...seen, progressSeconds: 49_900 }, steady)).toMatchObject({
+      capacity: 'on-demand',
+      move: false,
+      reason: '100 s of work left cannot pay for a 360 s restart on spot: the job finishes on on-demand.',
+    });
+    // 600 s left: (600 + 360) × 0.3 = 288 < 600, so the plan decides, and moves it.
+    expect(decidePlacement({ ...seen, progressSeconds: 49_400 }, steady)).toMatchObject({
+      capacity: 'spot',
+      move: true,
+    });
+  });
+
   it('keeps an on-demand job running through an outage the plan would wait out in the queue', () => {
     // 20 000 s of work in 60 000 s: the plan itself rates waiting cheaper, since an outage ends within a check half the
     // time and spot then stays at 0.3 of the price.
