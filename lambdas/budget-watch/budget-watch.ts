@@ -62,6 +62,7 @@ import {
   budgetPauseDecision,
   budgetPeriodOf,
   deadlineDecision,
+  deadlinePassed,
   hasDecision,
   jobCostSoFar,
   jobScopes,
@@ -371,8 +372,7 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
    * it sent the resume; without it, a deadline job paused for budget would wait for a raise that could no longer help.
    */
   async function releaseAtDeadline(job: JobRecord, nowMs: number): Promise<boolean> {
-    const deadline = job.requirements.deadlineSeconds;
-    if (!job.pauseToken || deadline === undefined || nowMs < Date.parse(job.createdAt) + deadline * 1000) return false;
+    if (!job.pauseToken || !deadlinePassed(job, nowMs)) return false;
     logger.info('a paused job reached its deadline; its pause ends so that the job fails', { jobId: job.jobId });
     await releasePause(job);
     return true;

@@ -405,9 +405,14 @@ export function attemptPastDeadline(
   attempts: readonly AttemptRecord[],
   nowMs: number,
 ): AttemptRecord | undefined {
-  const deadline = job.requirements.deadlineSeconds;
-  if (deadline === undefined || nowMs < Date.parse(job.createdAt) + deadline * 1000) return undefined;
+  if (!deadlinePassed(job, nowMs)) return undefined;
   return newestAttempt(attempts, (a) => a.batchJobId !== undefined && a.stoppedAt === undefined);
+}
+
+/** Whether a job has a deadline and it has passed at `nowMs`. */
+export function deadlinePassed(job: Pick<JobRecord, 'createdAt' | 'requirements'>, nowMs: number): boolean {
+  const deadline = job.requirements.deadlineSeconds;
+  return deadline !== undefined && nowMs >= Date.parse(job.createdAt) + deadline * 1000;
 }
 
 /** Decision text for moving a running attempt to other capacity. */

@@ -77,10 +77,9 @@ export interface LogReader {
   /**
    * At most `limit` lines of an attempt's log stream from `start`, with the position after them, so a reader that
    * follows the stream gets every line once, however many arrive between two reads; throws InvalidLogPosition for an
-   * `after` the reader cannot go on from. Optional so that the doubles of callers that never follow a log need not
-   * pretend to; the logs route answers without a cursor when it is missing.
+   * `after` the reader cannot go on from.
    */
-  readLines?(logStreamName: string, start: LogReadStart, limit: number): Promise<LogPage>;
+  readLines(logStreamName: string, start: LogReadStart, limit: number): Promise<LogPage>;
 }
 
 /** Where and how an attempt's instance runs, for metering at the price actually paid. */

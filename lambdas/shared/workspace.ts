@@ -123,35 +123,31 @@ export class Workspace {
 
   /**
    * The last `maxBytes` of an object, from its first complete line on (a text log read from its end), or the whole
-   * object when it is no larger; undefined when it does not exist. `truncated` says whether the start was left out.
-   * The size is read first and the tail asked for from that offset (`bytes=<start>-`), which S3 and s3rver serve
-   * alike; an object that shrank between the two reads is read again.
+   * object when it is no larger; undefined when it does not exist. One GET when it fits (its Content-Length says so);
+   * a larger one's body is left unread and its tail asked for from that offset (`bytes=<start>-`, which S3 and
+   * s3rver serve alike; s3rver has no suffix ranges). An object that shrank between the two reads is read again.
    */
-  async getTail(key: string, maxBytes: number): Promise<{ bytes: Buffer; truncated: boolean } | undefined> {
-    const { GetObjectCommand, HeadObjectCommand } = await s3Sdk();
+  async getTail(key: string, maxBytes: number): Promise<Buffer | undefined> {
+    const { GetObjectCommand, NoSuchKey } = await s3Sdk();
     const s3 = await this.client();
+    const bytesOf = async (out: GetObjectCommandOutput) =>
+      Buffer.from(await (out.Body as { transformToByteArray(): Promise<Uint8Array> }).transformToByteArray());
     for (let reads = 1; ; reads++) {
-      let size: number;
+      let whole: GetObjectCommandOutput;
       try {
-        size = (await s3.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }))).ContentLength ?? 0;
+        whole = await s3.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }));
       } catch (error) {
-        const name = (error as Error).name;
-        if (name === 'NotFound' || name === 'NoSuchKey') return undefined;
+        if (error instanceof NoSuchKey || (error as Error).name === 'NoSuchKey') return undefined;
         throw error;
       }
-      if (size <= maxBytes) {
-        const whole = await this.get(key);
-        return whole === undefined ? undefined : { bytes: whole, truncated: false };
-      }
+      const size = whole.ContentLength ?? 0;
+      if (size <= maxBytes) return bytesOf(whole);
+      (whole.Body as { destroy?: () => void }).destroy?.();
       try {
-        const out = await s3.send(
-          new GetObjectCommand({ Bucket: this.bucket, Key: key, Range: `bytes=${size - maxBytes}-` }),
+        const tail = await bytesOf(
+          await s3.send(new GetObjectCommand({ Bucket: this.bucket, Key: key, Range: `bytes=${size - maxBytes}-` })),
         );
-        const tail = Buffer.from(
-          await (out.Body as { transformToByteArray(): Promise<Uint8Array> }).transformToByteArray(),
-        );
-        const firstLine = tail.indexOf(0x0a) + 1;
-        return { bytes: tail.subarray(firstLine), truncated: true };
+        return tail.subarray(tail.indexOf(0x0a) + 1);
       } catch (error) {
         const name = (error as Error).name;
         if ((name === 'InvalidRange' || name === 'NoSuchKey') && reads < 3) continue;

@@ -122,10 +122,9 @@ async function recentLogs(plane: ApiPlane, request: ApiRequest): Promise<ApiResp
       ...(at && { nextCursor: encodeLogCursor(at) }),
     },
   });
-  const readLines = plane.logs.readLines?.bind(plane.logs);
   const read = async (stream: string, start: LogReadStart): Promise<LogPage> => {
     try {
-      return await (readLines as NonNullable<typeof readLines>)(stream, start, limit);
+      return await plane.logs.readLines(stream, start, limit);
     } catch (error) {
       if (!(error instanceof InvalidLogPosition)) throw error;
       throw badRequest(
@@ -142,10 +141,6 @@ async function recentLogs(plane: ApiPlane, request: ApiRequest): Promise<ApiResp
       );
     }
     const stream = attempt ? logStreamOf(attempt, job, plane.batchPrefix) : undefined;
-    if (!readLines) {
-      const lines = stream ? await plane.logs.recentLines(stream, limit) : [];
-      return answer(attempt, stream, { lines, atEnd: true });
-    }
     const page = stream ? await read(stream, 'tail') : undefined;
     const position = page?.next;
     return answer(attempt, stream, page, {
@@ -156,7 +151,6 @@ async function recentLogs(plane: ApiPlane, request: ApiRequest): Promise<ApiResp
   }
 
   const cursor = decodeLogCursor(query.after, job.jobId);
-  if (!readLines) throw badRequest('query.after: this API cannot read logs from a position; leave after out');
   if (query.attempt !== undefined && query.attempt !== cursor.attempt) {
     throw badRequest(
       `query.after: is a cursor into attempt ${cursor.attempt}, but attempt=${query.attempt} was asked for; pass that attempt's cursor, or leave attempt out`,

@@ -286,7 +286,7 @@ async function showJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespons
       plane.workspace.getTail(keys.metricsLog, FORECAST_METRICS_BYTES),
     ]);
     if (progress && typeof progress === 'object') harnessProgress = progress as Record<string, unknown>;
-    samplesText = metrics?.bytes.toString('utf8') ?? '';
+    samplesText = metrics?.toString('utf8') ?? '';
   }
   const harnessTotal = harnessProgress?.total_steps;
   const totalSteps = job.progress?.totalSteps ?? (typeof harnessTotal === 'number' ? harnessTotal : undefined);
