@@ -335,8 +335,9 @@ export function tierPlacementInputs(
  * - reclaims / capacityCancellations: since the job last moved back to spot; spotAllowed: the tier's setting.
  * A job whose attempt waits in the spot queue (queuedSpotAttempt) is 'none' with spot unavailable since it was queued,
  * once it has waited `startAllowanceSeconds` (the restart overhead: an instance booting and pulling the image keeps a
- * placed attempt RUNNABLE that long); a younger one is starting, not proof of an outage, so it says nothing of spot
- * and the tier's record speaks (a move to spot is not undone while its attempt starts).
+ * placed attempt RUNNABLE that long). A younger one is starting, not proof of an outage: while the tier's record sees
+ * spot it is on spot, available since it was queued (its start is not charged a second time, so a move to spot is
+ * not undone while its attempt starts); otherwise it says nothing of spot and the record, if any, speaks.
  * Undefined when the job has no estimate (no work figure) or no running or queued attempt.
  */
 export function placementStateFor(
@@ -357,12 +358,17 @@ export function placementStateFor(
     PlacementState,
     'current' | 'spotAvailable' | 'spotAvailableForSeconds' | 'spotUnavailableForSeconds'
   >;
-  if (queued?.submittedAt !== undefined)
-    observed =
-      since(queued.submittedAt) < startAllowanceSeconds
-        ? { current: 'none' }
-        : { current: 'none', spotAvailable: false, spotUnavailableForSeconds: since(queued.submittedAt) };
-  else if (running?.capacity === 'spot')
+  if (queued?.submittedAt !== undefined) {
+    const waited = since(queued.submittedAt);
+    if (waited >= startAllowanceSeconds)
+      observed = { current: 'none', spotAvailable: false, spotUnavailableForSeconds: waited };
+    else if (tierSpot?.available)
+      // Starting while the tier's probe sees spot: it is on spot, its start under way since it was queued, as the
+      // benchmark's simulator places it. Taken as waiting, its start would be charged again at every check until it
+      // ran, and a job moved to spot with 1,380-1,680 s of slack (d = 360 s) would be sent back at the next check.
+      observed = { current: 'spot', spotAvailable: true, spotAvailableForSeconds: waited };
+    else observed = { current: 'none' };
+  } else if (running?.capacity === 'spot')
     observed = {
       current: 'spot',
       spotAvailable: true,

@@ -2,7 +2,7 @@
 // price × billed seconds ÷ 3600 (60 s minimum, started seconds billed whole), summed, rounded to the cent.
 import { describe, expect, it } from 'vitest';
 import type { AttemptRecord, DecisionRecord } from '../../lambdas/domain/job';
-import { DEFAULT_PLACEMENT_CONFIG } from '../../lambdas/domain/placement';
+import { DEFAULT_PLACEMENT_CONFIG, decidePlacement } from '../../lambdas/domain/placement';
 import { FLEET_SPOT_MODEL } from '../../lambdas/domain/spot-fleet-model';
 import {
   attemptRefOf,
@@ -342,6 +342,57 @@ describe('placement input', () => {
       spotAvailable: false,
       spotUnavailableForSeconds: 1200,
     });
+  });
+
+  it('sees a spot attempt starting while the tier record sees spot as on spot, available since it was queued', () => {
+    const young = [attempt(1, { submittedAt: now - 200_000, startedAt: undefined, batchJobId: 'b-1' })];
+    const seen = { available: true, forSeconds: 900, sinceChange: true };
+    expect(placementStateFor(job, young, { spotAllowed: true }, now, seen, 360)).toMatchObject({
+      current: 'spot',
+      spotAvailable: true,
+      spotAvailableForSeconds: 200,
+    });
+    // The record sees an outage: the young attempt says nothing, and the record speaks.
+    const outage = { available: false, forSeconds: 900, sinceChange: true };
+    const state = placementStateFor(job, young, { spotAllowed: true }, now, outage, 360);
+    expect(state).toMatchObject({ current: 'none' });
+    expect(state?.spotAvailable).toBeUndefined();
+  });
+
+  it('does not send a job moved to spot back to on-demand while its spot attempt is still starting', () => {
+    // A deadline job on on-demand, spot seen for two hours. Slack = deadline − now − work left:
+    // 27 000 − (27 000 − 3 600 − 1 500) − 3 600 = 1 500 s, within 1 380 (3d + check) … 1 680 s, the band in which a
+    // start charged again at the next check (slack 1 200 − 360 < 2·360 + 300) undid the move.
+    const deadlineJob = {
+      createdAt: new Date(T0).toISOString(),
+      requirements: { deadlineSeconds: 27_000 },
+      estimate: { ...estimate, runtimeSeconds: 7200 },
+      progress: { fraction: 0.5, updatedAt: '2026-11-20T14:29:40.123Z' },
+    };
+    const policy = placementConfigFrom(
+      DEFAULT_PLACEMENT_CONFIG,
+      { reclaimsBeforeOnDemand: 2, capacityWaitMinutes: 20 },
+      tier,
+    );
+    const moveAt = T0 + (27_000 - 3_600 - 1_500) * 1000;
+    const onDemandAttempt = attempt(1, {
+      capacity: 'on-demand',
+      submittedAt: T0,
+      startedAt: T0 + 60_000,
+      batchJobId: 'b-1',
+    });
+    const seen = (forSeconds: number) => ({ available: true, forSeconds, sinceChange: true });
+    const first = placementStateFor(deadlineJob, [onDemandAttempt], tier, moveAt, seen(7200), 360);
+    expect(first && decidePlacement(first, policy)).toMatchObject({ capacity: 'spot', move: true });
+
+    // Five minutes on, the spot attempt queued at the move is still starting (300 s of its 360 s); no progress since.
+    const later = moveAt + 300_000;
+    const attempts = [
+      { ...onDemandAttempt, stoppedAt: moveAt },
+      attempt(2, { submittedAt: moveAt, startedAt: undefined, status: 'RUNNABLE', batchJobId: 'b-2' }),
+    ];
+    const second = placementStateFor(deadlineJob, attempts, tier, later, seen(7500), 360);
+    expect(second && decidePlacement(second, policy)).toMatchObject({ capacity: 'spot', move: false });
   });
 
   it('sees a job waiting in the spot queue as holding nothing, with spot unavailable since it was queued', () => {
