@@ -657,14 +657,19 @@ export function planFits(timeLeftSeconds: number, workLeftSeconds: number, stepS
   return planGridPoints(timeLeftSeconds, workLeftSeconds, stepSeconds) <= MAX_PLAN_GRID_POINTS;
 }
 
-/** Plans kept per process: one per (model, step, overhead, price ratio) in use, each grown to the largest job seen. */
+/**
+ * Plans kept per process, least recently used first: for each (model, step, overhead, price ratio, risk aversion) in
+ * use, the plan grown to cover the jobs seen, and beside it a plan for each job that no plan of the key could grow to
+ * cover within MAX_PLAN_GRID_POINTS (a long deadline with little work and a short one with much), so that a tick
+ * deciding such jobs in turn does not re-solve each one's plan for the other.
+ */
 const PLAN_CACHE_SIZE = 8;
 /**
  * How much a cached plan grows when a state needs more steps or work than it covers: the first factor whose plan
  * stays within MAX_PLAN_GRID_POINTS (1 = just what the state needs).
  */
 const PLAN_GROWTH = [1.5, 1.25, 1.1, 1];
-const plans = new Map<string, SpotPlan>();
+const plans: Array<{ key: string; plan: SpotPlan }> = [];
 
 /** Each model's content as a key, kept per model object (a decision asks for its plan at every check). */
 const modelKeys = new WeakMap<SpotLengthModel, string>();
@@ -686,39 +691,36 @@ function cacheKey(parameters: Omit<SpotPlanParameters, 'horizonSteps' | 'maxWork
 /**
  * The plan for a decision in `state`. A plan answers for every state with no more steps and work left than it was
  * solved for, so one plan per (model, step, overhead, price ratio, risk aversion) serves a job's later decisions and
- * every smaller job; a state it does not cover re-solves it for the larger of both, so a warm process solves each key
- * a few times.
+ * every smaller job; a state no plan of its key covers grows the most recently used one that can grow to cover it
+ * within the limit, or else gets a plan of its own beside them, so a warm process solves each key a few times.
  */
 export function spotPlanFor(
   state: PlanState,
   parameters: Omit<SpotPlanParameters, 'horizonSteps' | 'maxWorkSeconds'>,
 ): SpotPlan {
   const key = cacheKey(parameters);
-  const cached = plans.get(key);
-  if (cached?.covers(state)) {
+  const touch = (index: number, plan: SpotPlan): SpotPlan => {
     // Least recently used goes first: a plan in use stays while others come and go.
-    plans.delete(key);
-    plans.set(key, cached);
-    return cached;
-  }
+    if (index >= 0) plans.splice(index, 1);
+    plans.push({ key, plan });
+    if (plans.length > PLAN_CACHE_SIZE) plans.shift();
+    return plan;
+  };
+  const hit = plans.findLastIndex((c) => c.key === key && c.plan.covers(state));
+  if (hit >= 0) return touch(hit, (plans[hit] as { plan: SpotPlan }).plan);
   const horizonSteps = Math.max(0, Math.floor(state.timeLeftSeconds / parameters.stepSeconds + 1e-9));
   // A cached plan too small grows to cover both: in each dimension it falls short in, by the largest of PLAN_GROWTH
-  // that stays within the limit (so jobs that each need a little more than the last do not each solve again);
-  // otherwise the state is solved alone.
+  // that stays within the limit (so jobs that each need a little more than the last do not each solve again).
   const grown = (needed: number, had: number, factor: number): number =>
     needed > had ? Math.max(needed, had * factor) : had;
-  const sizes = cached
-    ? PLAN_GROWTH.map((factor) => ({
-        horizonSteps: Math.ceil(grown(horizonSteps, cached.parameters.horizonSteps, factor)),
-        maxWorkSeconds: grown(state.workLeftSeconds, cached.parameters.maxWorkSeconds, factor),
-      }))
-    : [];
-  const size = sizes.find(
-    (s) => gridPoints(s.horizonSteps, s.maxWorkSeconds, parameters.stepSeconds) <= MAX_PLAN_GRID_POINTS,
-  ) ?? { horizonSteps, maxWorkSeconds: state.workLeftSeconds };
-  const plan = SpotPlan.solve({ ...parameters, ...size });
-  plans.delete(key);
-  plans.set(key, plan);
-  if (plans.size > PLAN_CACHE_SIZE) plans.delete(plans.keys().next().value as string);
-  return plan;
+  for (let index = plans.length - 1; index >= 0; index--) {
+    const cached = plans[index] as { key: string; plan: SpotPlan };
+    if (cached.key !== key) continue;
+    const size = PLAN_GROWTH.map((factor) => ({
+      horizonSteps: Math.ceil(grown(horizonSteps, cached.plan.parameters.horizonSteps, factor)),
+      maxWorkSeconds: grown(state.workLeftSeconds, cached.plan.parameters.maxWorkSeconds, factor),
+    })).find((s) => gridPoints(s.horizonSteps, s.maxWorkSeconds, parameters.stepSeconds) <= MAX_PLAN_GRID_POINTS);
+    if (size) return touch(index, SpotPlan.solve({ ...parameters, ...size }));
+  }
+  return touch(-1, SpotPlan.solve({ ...parameters, horizonSteps, maxWorkSeconds: state.workLeftSeconds }));
 }

@@ -391,6 +391,27 @@ describe('spotPlanFor', () => {
     expect(longer.parameters).toMatchObject({ horizonSteps: 60, maxWorkSeconds: 6000 });
     expect(spotPlanFor({ ...waiting, timeLeftSeconds: 59 * step, workLeftSeconds: 6000 }, grown)).toBe(longer);
   });
+
+  it('keeps plans side by side for jobs no one plan can cover, so deciding them in turn solves each once', () => {
+    const model = { binSeconds: step, availableHazards: [0.04], unavailableHazards: [0.15] };
+    const side = { ...parameters, model };
+    // 2,000 steps with 10 cells of work, and 10 steps with 2,000 cells: together 2,001 × 2,002 points, past the limit.
+    const long = { ...waiting, timeLeftSeconds: 2000 * step, workLeftSeconds: 10 * step };
+    const heavy = { ...waiting, timeLeftSeconds: 10 * step, workLeftSeconds: 2000 * step };
+    expect(2001 * 2002).toBeGreaterThan(MAX_PLAN_GRID_POINTS);
+    const forLong = spotPlanFor(long, side);
+    const forHeavy = spotPlanFor(heavy, side);
+    expect(forHeavy).not.toBe(forLong);
+    expect(forHeavy.parameters).toMatchObject({ horizonSteps: 10, maxWorkSeconds: 2000 * step });
+    // The next round of decisions finds both plans: neither replaced the other.
+    expect(spotPlanFor(long, side)).toBe(forLong);
+    expect(spotPlanFor(heavy, side)).toBe(forHeavy);
+    // A job a little longer than the long one's plan grows that plan, not the heavy one's.
+    const longer = spotPlanFor({ ...long, timeLeftSeconds: 2100 * step }, side);
+    expect(longer.parameters).toMatchObject({ horizonSteps: 3000, maxWorkSeconds: 10 * step });
+    expect(spotPlanFor(long, side)).toBe(longer);
+    expect(spotPlanFor(heavy, side)).toBe(forHeavy);
+  });
 });
 
 describe('planFits', () => {
