@@ -636,7 +636,7 @@ function planeOver(engines: Engines, config: TrainyardConfig, lifecycle: () => L
     events: { publish: async () => undefined },
     metrics: { publish: async () => undefined },
     lifecycle,
-    logs: { recentLines: async () => [], readLines: async () => ({ lines: [], atEnd: true }) },
+    logs: { readLines: async () => ({ lines: [], atEnd: true }) },
     fleet: FLEET,
   });
 }

@@ -143,18 +143,6 @@ export function awsLogReader(logGroupName: string, client?: CloudWatchLogsClient
   const sdk = once(() => import('@aws-sdk/client-cloudwatch-logs'));
   const logs = once(async () => client ?? new (await sdk()).CloudWatchLogsClient({}));
   return {
-    async recentLines(logStreamName, limit) {
-      const { GetLogEventsCommand } = await sdk();
-      try {
-        const out = await (await logs()).send(
-          new GetLogEventsCommand({ logGroupName, logStreamName, limit, startFromHead: false }),
-        );
-        return (out.events ?? []).map((e) => e.message ?? '');
-      } catch (error) {
-        if ((error as Error).name === 'ResourceNotFoundException') return [];
-        throw error;
-      }
-    },
     async readLines(logStreamName, start, limit): Promise<LogPage> {
       const { GetLogEventsCommand } = await sdk();
       let token = typeof start === 'object' ? start.after : undefined;

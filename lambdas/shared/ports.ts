@@ -72,8 +72,6 @@ export class InvalidLogPosition extends Error {
 
 /** Reads a job's container logs. */
 export interface LogReader {
-  /** The most recent `limit` lines of an attempt's log stream (oldest first); [] when it has none yet. */
-  recentLines(logStreamName: string, limit: number): Promise<string[]>;
   /**
    * At most `limit` lines of an attempt's log stream from `start`, with the position after them, so a reader that
    * follows the stream gets every line once, however many arrive between two reads; throws InvalidLogPosition for an

@@ -109,9 +109,10 @@ const TAIL_CHUNK_BYTES = 64 * 1024;
 type LogHandle = Awaited<ReturnType<typeof open>>;
 
 /**
- * GetLogEvents locally, from `<logsDir>/<logStreamName>.log`: the last `limit` lines (recentLines), or a page of
- * complete lines read from a byte offset (readLines; a position is the offset as a decimal string). A stream that
- * does not exist, or a name that would leave `logsDir`, has no lines (CloudWatch would answer ResourceNotFound).
+ * GetLogEvents locally, from `<logsDir>/<logStreamName>.log`: the last `limit` complete lines, or a page of complete
+ * lines read from a byte offset (a position is the offset as a decimal string); a line still being written is left
+ * for the next read. A stream that does not exist, or a name that would leave `logsDir`, has no lines (CloudWatch
+ * would answer ResourceNotFound).
  */
 export function localLogReader(logsDir: string): LogReader {
   const openStream = async (logStreamName: string): Promise<LogHandle | undefined> => {
@@ -125,21 +126,6 @@ export function localLogReader(logsDir: string): LogReader {
     }
   };
   return {
-    async recentLines(logStreamName, limit) {
-      if (limit <= 0) return [];
-      const handle = await openStream(logStreamName);
-      if (!handle) return [];
-      try {
-        const { size } = await handle.stat();
-        const { bytes } = await readTail(handle, size, limit);
-        const lines = bytes.toString('utf8').split('\n');
-        if (lines.at(-1) === '') lines.pop();
-        // The first piece may be a partial line when the read stopped mid-file; it falls outside the last `limit`.
-        return lines.slice(-limit);
-      } finally {
-        await handle.close();
-      }
-    },
     async readLines(logStreamName, start, limit): Promise<LogPage> {
       const after = typeof start === 'object' ? byteOffsetOf(start.after) : undefined;
       const handle = await openStream(logStreamName);

@@ -171,32 +171,19 @@ describe('Step Functions', () => {
 });
 
 describe('CloudWatch Logs', () => {
-  it('reads the newest lines of a stream', async () => {
-    logs
-      .on(GetLogEventsCommand)
-      .resolves({ events: [{ message: 'iter 1: loss 4.1' }, { message: 'iter 2: loss 3.9' }] });
-    expect(await awsLogReader('training').recentLines('nlp/default/abc', 2)).toEqual([
-      'iter 1: loss 4.1',
-      'iter 2: loss 3.9',
-    ]);
-    expect(logs.commandCalls(GetLogEventsCommand)[0]?.args[0].input).toEqual({
-      logGroupName: 'training',
-      logStreamName: 'nlp/default/abc',
-      limit: 2,
-      startFromHead: false,
-    });
-  });
-
-  it('answers no lines for a stream that does not exist yet', async () => {
+  it('answers no lines and no position for a stream that does not exist yet', async () => {
     logs.on(GetLogEventsCommand).rejects(new ResourceNotFoundException({ message: 'no stream', $metadata: {} }));
-    expect(await awsLogReader('training').recentLines('nlp/default/none', 10)).toEqual([]);
+    expect(await awsLogReader('training').readLines('nlp/default/none', 'tail', 10)).toEqual({
+      lines: [],
+      atEnd: true,
+    });
   });
 
   it('reads on from a forward token, from the head, and hands back the token to go on from', async () => {
     logs
       .on(GetLogEventsCommand, { nextToken: 'f/1' })
       .resolves({ events: [{ message: 'same' }, { message: 'same' }], nextForwardToken: 'f/3' });
-    const page = await awsLogReader('training').readLines?.('nlp/default/abc', { after: 'f/1' }, 2);
+    const page = await awsLogReader('training').readLines('nlp/default/abc', { after: 'f/1' }, 2);
     expect(page).toEqual({ lines: ['same', 'same'], next: 'f/3', atEnd: false });
     expect(logs.commandCalls(GetLogEventsCommand)[0]?.args[0].input).toEqual({
       logGroupName: 'training',
@@ -213,14 +200,14 @@ describe('CloudWatch Logs', () => {
       .resolves({ events: [], nextForwardToken: 'f/2' })
       .on(GetLogEventsCommand, { nextToken: 'f/2' })
       .resolves({ events: [], nextForwardToken: 'f/2' });
-    const page = await awsLogReader('training').readLines?.('nlp/default/abc', { after: 'f/1' }, 10);
+    const page = await awsLogReader('training').readLines('nlp/default/abc', { after: 'f/1' }, 10);
     expect(page).toEqual({ lines: [], next: 'f/2', atEnd: true });
     expect(logs.commandCalls(GetLogEventsCommand)).toHaveLength(2);
   });
 
   it('reads the newest lines for a tail, with the forward token after them', async () => {
     logs.on(GetLogEventsCommand).resolves({ events: [{ message: 'last' }], nextForwardToken: 'f/9' });
-    const page = await awsLogReader('training').readLines?.('nlp/default/abc', 'tail', 1);
+    const page = await awsLogReader('training').readLines('nlp/default/abc', 'tail', 1);
     expect(page).toEqual({ lines: ['last'], next: 'f/9', atEnd: true });
     expect(logs.commandCalls(GetLogEventsCommand)[0]?.args[0].input).toMatchObject({ startFromHead: false, limit: 1 });
   });
@@ -229,7 +216,7 @@ describe('CloudWatch Logs', () => {
     logs
       .on(GetLogEventsCommand)
       .rejects(new InvalidParameterException({ message: 'The specified nextToken is invalid.', $metadata: {} }));
-    await expect(awsLogReader('training').readLines?.('nlp/default/abc', { after: 'f/old' }, 5)).rejects.toThrow(
+    await expect(awsLogReader('training').readLines('nlp/default/abc', { after: 'f/old' }, 5)).rejects.toThrow(
       new InvalidLogPosition('CloudWatch Logs refused the position: The specified nextToken is invalid.'),
     );
   });

@@ -413,7 +413,7 @@ export async function startLifecycleBench(options: BenchOptions = {}): Promise<L
       if (!machine) throw new Error('state machine not started');
       return machine;
     },
-    logs: { recentLines: async () => [], readLines: async () => ({ lines: [], atEnd: true }) },
+    logs: { readLines: async () => ({ lines: [], atEnd: true }) },
     fleet,
     clock: clock.now,
   });

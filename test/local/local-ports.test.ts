@@ -133,50 +133,57 @@ describe('localLogReader', () => {
     writeFileSync(join(dir, 'logs', `${stream}.log`), content);
   };
 
-  it('returns the last `limit` lines, oldest first', async () => {
+  const tail = async (name: string, limit: number) =>
+    (await localLogReader(join(dir, 'logs')).readLines(name, 'tail', limit)).lines;
+
+  it('reads the last `limit` lines for a tail, oldest first', async () => {
     write('one\ntwo\nthree\nfour\n');
 
-    expect(await localLogReader(join(dir, 'logs')).recentLines(stream, 2)).toEqual(['three', 'four']);
-    expect(await localLogReader(join(dir, 'logs')).recentLines(stream, 10)).toEqual(['one', 'two', 'three', 'four']);
+    expect(await tail(stream, 2)).toEqual(['three', 'four']);
+    expect(await tail(stream, 10)).toEqual(['one', 'two', 'three', 'four']);
   });
 
-  it('keeps a last line without a trailing newline', async () => {
+  it('leaves a last line without a trailing newline for the next read, and hands back the offset before it', async () => {
     write('a\nb');
 
-    expect(await localLogReader(join(dir, 'logs')).recentLines(stream, 5)).toEqual(['a', 'b']);
+    expect(await localLogReader(join(dir, 'logs')).readLines(stream, 'tail', 5)).toEqual({
+      lines: ['a'],
+      next: '2',
+      atEnd: true,
+    });
   });
 
   it('reads the tail of a log larger than one read chunk, multi-byte characters intact', async () => {
     const lines = Array.from({ length: 5000 }, (_, i) => `line ${i} — ünïcødé ${'x'.repeat(i % 50)}`);
     write(`${lines.join('\n')}\n`);
 
-    expect(await localLogReader(join(dir, 'logs')).recentLines(stream, 3000)).toEqual(lines.slice(-3000));
+    expect(await tail(stream, 3000)).toEqual(lines.slice(-3000));
   });
 
   it.each([
     ['a stream that does not exist', 'vision/default/missing'],
     ['a name that climbs out of the logs directory', '../../etc/passwd'],
     ['an absolute name', '/etc/passwd'],
-  ])('returns [] for %s (CloudWatch: ResourceNotFound)', async (_label, name) => {
+  ])('reads no lines for %s (CloudWatch: ResourceNotFound)', async (_label, name) => {
     write('secret\n');
 
-    expect(await localLogReader(join(dir, 'logs')).recentLines(name, 10)).toEqual([]);
+    expect(await tail(name, 10)).toEqual([]);
   });
 
-  it('returns [] for a limit of 0', async () => {
+  it('reads no lines for a limit of 0', async () => {
     write('a\n');
 
-    expect(await localLogReader(join(dir, 'logs')).recentLines(stream, 0)).toEqual([]);
+    expect(await tail(stream, 0)).toEqual([]);
   });
 
   it('reads on from where the last read ended: every line once, repeats kept, however many arrived', async () => {
     const reader = localLogReader(join(dir, 'logs'));
     write('one\ntwo\n');
-    const tail = await reader.readLines?.(stream, 'tail', 1);
+    const tail = await reader.readLines(stream, 'tail', 1);
     write('one\ntwo\nsame\nsame\nsame\nlast\n');
 
-    const first = await reader.readLines?.(stream, { after: tail?.next ?? '' }, 3);
-    const second = await reader.readLines?.(stream, { after: first?.next ?? '' }, 3);
+    const first = await reader.readLines(stream, { after: tail?.next ?? '' }, 3);
+    const second = await reader.readLines(stream, { after: first?.next ?? '' }, 3);
 
     expect(tail).toEqual({ lines: ['two'], next: '8', atEnd: true });
     expect(first).toEqual({ lines: ['same', 'same', 'same'], next: '23', atEnd: false });
@@ -188,8 +195,8 @@ describe('localLogReader', () => {
     const lines = Array.from({ length: 5000 }, (_, i) => `line ${i} — ünïcødé ${'x'.repeat(i % 50)}`);
     write(`${lines.join('\n')}\npartial`);
 
-    const head = await reader.readLines?.(stream, 'head', 4000);
-    const rest = await reader.readLines?.(stream, { after: head?.next ?? '' }, 4000);
+    const head = await reader.readLines(stream, 'head', 4000);
+    const rest = await reader.readLines(stream, { after: head?.next ?? '' }, 4000);
 
     expect(head?.lines).toEqual(lines.slice(0, 4000));
     expect(rest?.lines).toEqual(lines.slice(4000));
@@ -197,7 +204,7 @@ describe('localLogReader', () => {
   });
 
   it('answers a stream that does not exist yet with no lines and no position (read its head later)', async () => {
-    expect(await localLogReader(join(dir, 'logs')).readLines?.('vision/default/missing', 'tail', 5)).toEqual({
+    expect(await localLogReader(join(dir, 'logs')).readLines('vision/default/missing', 'tail', 5)).toEqual({
       lines: [],
       atEnd: true,
     });
@@ -209,7 +216,7 @@ describe('localLogReader', () => {
   ])('refuses a position %s', async (_label, after, message) => {
     write('a\n');
 
-    await expect(localLogReader(join(dir, 'logs')).readLines?.(stream, { after }, 5)).rejects.toThrow(
+    await expect(localLogReader(join(dir, 'logs')).readLines(stream, { after }, 5)).rejects.toThrow(
       new InvalidLogPosition(message),
     );
   });
