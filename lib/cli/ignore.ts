@@ -2,7 +2,8 @@
  * The gitignore subset the CLI honours when it packs a project: comments, blank lines, `*`, `?`, `[…]` (with
  * ranges and `[:digit:]`-style classes), `**` (leading, trailing and middle), anchoring by a slash, directory-only
  * patterns (trailing `/`), negation (`!`) and backslash escapes, with later rules overriding earlier ones and nested
- * ignore files applying below their folder. Globs follow git's wildmatch, edge cases included (checked against git).
+ * ignore files applying below their folder. Globs follow git's wildmatch, edge cases included (checked against git),
+ * and match bytes as git does: `?` is one byte of a name's UTF-8, so `é` takes `??`.
  * As in git, a file inside an ignored folder cannot be re-included: the packer never descends into that folder.
  */
 
@@ -192,6 +193,14 @@ function trimTrailingSpaces(line: string): string {
   return firstTrailingSpace === -1 ? line : line.slice(0, firstTrailingSpace);
 }
 
+/**
+ * A string's UTF-8 bytes, one character each (U+0000–U+00FF): patterns and paths are compared in this form, so that
+ * wildmatch's byte-wise `?`, `*` and brackets apply to the bytes git compares.
+ */
+function utf8Bytes(text: string): string {
+  return Buffer.from(text, 'utf8').toString('latin1');
+}
+
 /** Parses the text of one ignore file found in folder `base` ('' for the project root). */
 export function parseIgnoreFile(text: string, base = ''): IgnoreRule[] {
   const rules: IgnoreRule[] = [];
@@ -222,7 +231,8 @@ export function parseIgnoreFile(text: string, base = ''): IgnoreRule[] {
       negated,
       directoryOnly,
       anchored,
-      regex: new RegExp(`^${globToRegexSource(line, anchored)}$`),
+      // `s`: a `**` matches every byte of a name, a newline in it too, as in git.
+      regex: new RegExp(`^${globToRegexSource(utf8Bytes(line), anchored)}$`, 's'),
     });
   }
   return rules;
@@ -246,7 +256,7 @@ export function ignoredBy(rules: readonly IgnoreRule[], path: string, isDirector
     else if (path.startsWith(`${rule.base}/`)) relative = path.slice(rule.base.length + 1);
     else continue;
     const subject = rule.anchored ? relative : relative.slice(relative.lastIndexOf('/') + 1);
-    if (rule.regex.test(subject)) ignored = !rule.negated;
+    if (rule.regex.test(utf8Bytes(subject))) ignored = !rule.negated;
   }
   return ignored;
 }

@@ -103,6 +103,19 @@ describe('isIgnored follows gitignore(5)', () => {
     ['foo\\ ', 'foo ', false, true],
     // Only one trailing slash is stripped; what remains ends in `/` and matches nothing.
     ['foo//', 'foo', true, false],
+    // wildmatch compares bytes: `?`, a bracket and a negated bracket each take one byte of a name's UTF-8.
+    ['?.txt', 'é.txt', false, false],
+    ['??.txt', 'é.txt', false, true],
+    ['[é].txt', 'é.txt', false, false],
+    ['[é][é].txt', 'é.txt', false, true],
+    ['[!a][!a].txt', 'é.txt', false, true],
+    ['a???b', 'a€b', false, true],
+    ['a?b', 'a€b', false, false],
+    ['[a-é]', 'b', false, true],
+    ['[à-é]x', 'èx', false, false],
+    ['é.txt', 'é.txt', false, true],
+    ['*.txt', 'é.txt', false, true],
+    ['a/**', 'a/line\nbreak', false, true],
   ];
   it.each(cases)('pattern %j, path %j (folder %s) → ignored %s', (text, path, isDirectory, expected) => {
     expect(isIgnored(parseIgnoreFile(text), path, isDirectory)).toBe(expected);
