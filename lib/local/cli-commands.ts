@@ -11,7 +11,6 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
-import { attemptCostUsd } from '../../lambdas/domain/metering';
 import { REPORT_KINDS } from '../../lambdas/domain/showback';
 import { jobKeysFor, s3Uri } from '../../lambdas/domain/workspace-layout';
 import { ApiClient, type FetchLike, processAlive, resolveTarget, runningLocalState } from '../cli/client';
@@ -631,20 +630,14 @@ async function demoLifecycle(
   step(8, 'Result');
   const view = jobView(final);
   say(`   Job ${jobId}: ${view.state ?? '?'}${view.reason ? ` — ${view.reason}` : ''}`);
-  say('   Cost per attempt (recorded at the cent, as the ledger settles; exact metered figure in brackets):');
+  say('   Cost per attempt (metered to the micro-dollar at the price per hour shown):');
   for (const attempt of (at(final, 'attempts') as unknown[] | undefined) ?? []) {
-    const startedAt = at(attempt, 'startedAt');
-    const stoppedAt = at(attempt, 'stoppedAt');
     const rate = at(attempt, 'usdPerHour');
-    const exact =
-      typeof startedAt === 'number' && typeof stoppedAt === 'number' && typeof rate === 'number'
-        ? ` [${formatMoney(attemptCostUsd({ startedAtMs: startedAt, stoppedAtMs: stoppedAt, usdPerHour: rate, nodes: Number(at(attempt, 'nodes') ?? 1) }))}]`
-        : '';
     say(
-      `     attempt ${String(at(attempt, 'attempt'))}  ${String(at(attempt, 'capacity')).padEnd(9)} ${String(at(attempt, 'outcome.kind') ?? at(attempt, 'status') ?? '?').padEnd(10)} ${formatSeconds(at(attempt, 'durationSeconds'))}  ${typeof rate === 'number' ? formatRate(rate) : '?'}  ${formatMoney(Number(at(attempt, 'costUsd') ?? 0))}${exact}`,
+      `     attempt ${String(at(attempt, 'attempt'))}  ${String(at(attempt, 'capacity')).padEnd(9)} ${String(at(attempt, 'outcome.kind') ?? at(attempt, 'status') ?? '?').padEnd(10)} ${formatSeconds(at(attempt, 'durationSeconds'))}  ${typeof rate === 'number' ? `${formatRate(rate)}/h` : '?'}  ${formatMoney(Number(at(attempt, 'costUsd') ?? 0))}`,
     );
   }
-  say(`   Total: ${formatMoney(view.costSoFarUsd ?? 0)}`);
+  say(`   Total, at the cent as the ledger settles it: ${formatMoney(view.costSoFarUsd ?? 0)}`);
   say('   Ledger after settlement (GET /budgets):');
   say(indent(formatBudgets((await client.send({ method: 'GET', path: '/budgets' })).body)));
   say('   Showback, this month so far (GET /reports/showback; `trainyard report` shows it by user, project and job):');
