@@ -496,9 +496,13 @@ export class BudgetLedger {
       throw new UnknownBudgetJob(`job ${id} has no reservation in the budget ledger; accrue needs a reserve`);
     const period = record.period;
     if (period === undefined) return { crossings: [], blockedScopes: [] };
+    // Only a job that still holds its reservation takes a scope budgeted since (adopts an entry there): a stale tick
+    // that accrues after the job settled, released or was refused would otherwise charge a budget set after it ended,
+    // with an entry no settle would ever close.
+    const adopt = record.state === 'reserved';
     const outcomes = await Promise.all(
       record.scopes.map(async (scope) => {
-        const applied = await this.applyToEntry(scope, period, id, (entry) => accrualChange(entry, spentMicros), true);
+        const applied = await this.applyToEntry(scope, period, id, (entry) => accrualChange(entry, spentMicros), adopt);
         if (!applied) return { crossings: [], blocked: false, scope };
         const crossings = applied.changed ? await this.recordCrossings(applied.item, id) : [];
         return { crossings, blocked: isBlocked(applied.item), scope };

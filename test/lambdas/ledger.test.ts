@@ -842,6 +842,26 @@ describe('settlement, accrual and release', () => {
     expect(await entryOf(carol, 'adopt-4')).toBeUndefined();
   });
 
+  it('a stale accrual after a job settled does not charge a budget set after it ended', async () => {
+    const team = freshTeam();
+    const [teamScope, userScope] = [`team:${team}`, `user:${team}/dana`];
+    const ledger = newLedger();
+    await ledger.ensureBudget(teamScope, PERIOD, 1000);
+    await ledger.reserve('adopt-5', [teamScope, userScope], 10, PERIOD);
+    await ledger.settle('adopt-5', 5);
+    // The admin caps dana, then a budget-watch tick that read the job as running before it ended accrues.
+    await ledger.setLimit(userScope, PERIOD, 100);
+
+    const late = await ledger.accrue('adopt-5', 4.5);
+
+    expect(late).toEqual({ crossings: [], blockedScopes: [] });
+    expect(await entryOf(userScope, 'adopt-5')).toBeUndefined();
+    const dana = await figures(ledger, userScope);
+    expect([dana.spentUsd, dana.reservedUsd, dana.availableUsd]).toEqual([0, 0, 100]);
+    const team$ = await figures(ledger, teamScope);
+    expect([team$.spentUsd, team$.reservedUsd]).toEqual([5, 0]);
+  });
+
   it('an accrual past the reservation that exhausts the budget reports the scope as blocked', async () => {
     const team = freshTeam();
     const scope = `team:${team}`;
