@@ -39,6 +39,14 @@ export const UNPLACEABLE_WAIT_SECONDS = 600;
 /** Batch's statusReason when the host of a spot attempt was reclaimed: `Host EC2 (instance i-…) terminated.` */
 export const HOST_TERMINATED_PATTERN = /^Host EC2 \(instance (i-[0-9a-f]+)\) terminated\.?$/;
 
+/**
+ * The stop reason of a Fargate Spot task reclaimed by AWS (the CPU tiers' spot queues run on Fargate Spot), which
+ * Batch hands on as the job's statusReason: `Your Spot Task was interrupted.` Fargate sends no EC2 interruption
+ * warning and serves no instance metadata notice; the task gets SIGTERM and, 30 s later, SIGKILL
+ * (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/fargate-capacity-providers.html).
+ */
+export const FARGATE_SPOT_INTERRUPTED_PATTERN = /^Your Spot Task was interrupted\.?$/;
+
 /** Harness exit codes (images/harness/README.md). */
 export const HARNESS_EXIT = {
   success: 0,

@@ -16,7 +16,9 @@
  *     instance of the tier can hold the job, so no retry could place it.
  *  4. `Host EC2 (instance i-…) terminated.` (job or attempt statusReason) → reclaimed. The host went away under the
  *     container, so whatever exit code exists is noise. The CDK's `Reason.SPOT_INSTANCE_RECLAIMED` matches the same
- *     text (`onStatusReason: 'Host EC2*'`, aws-cdk-lib aws-batch job-definition-base).
+ *     text (`onStatusReason: 'Host EC2*'`, aws-cdk-lib aws-batch job-definition-base). Likewise Fargate Spot's
+ *     `Your Spot Task was interrupted.` (job or attempt statusReason, or the container's reason) on the CPU tiers'
+ *     spot queues: a 75 after a saved checkpoint or a 137 after Fargate's SIGKILL are both the reclaim's doing.
  *  5. `Job attempt duration exceeded timeout` → timed-out. Batch sends SIGTERM at attemptDurationSeconds
  *     (https://docs.aws.amazon.com/batch/latest/userguide/job_timeouts.html), so the harness may then exit 75: the
  *     timeout, not the checkpointed exit, is why the attempt ended.
@@ -40,6 +42,7 @@ import './zod-issues'; // zod's English issue messages
 import type { BatchJob } from './batch-job';
 import {
   CAPACITY_WAIT_REASON,
+  FARGATE_SPOT_INTERRUPTED_PATTERN,
   HARNESS_EXIT,
   HOST_TERMINATED_PATTERN,
   TERMINATE_REASONS,
@@ -233,6 +236,20 @@ export function classifyAttemptOutcome(job: BatchJob, context: OutcomeContext = 
         exitCode,
       );
     }
+  }
+
+  const fargateReason = [...statusReasons, containerReason?.trim()].find(
+    (r): r is string => r !== undefined && FARGATE_SPOT_INTERRUPTED_PATTERN.test(r),
+  );
+  if (fargateReason) {
+    return withExit(
+      {
+        kind: 'reclaimed',
+        reason: `Batch reason ${quote(fargateReason)}: the Fargate Spot capacity was reclaimed.`,
+        resumable: true,
+      },
+      exitCode,
+    );
   }
 
   // 5. Batch's own attempt timeout.

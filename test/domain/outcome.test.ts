@@ -327,6 +327,26 @@ describe('classifyAttemptOutcome precedence', () => {
       kind: 'reclaimed',
     },
     {
+      name: 'a Fargate Spot interruption wins over the checkpointed exit 75 with no notice (no EC2 warning exists)',
+      job: () => variant({ statusReason: 'Your Spot Task was interrupted.', exitCode: 75 }),
+      kind: 'reclaimed',
+    },
+    {
+      name: 'a Fargate Spot interruption wins over the SIGKILL exit 137 of a save that overran its 30 s',
+      job: () =>
+        variant({
+          statusReason: 'Essential container in task exited',
+          attemptReason: 'Your Spot Task was interrupted.',
+          exitCode: 137,
+        }),
+      kind: 'reclaimed',
+    },
+    {
+      name: 'a Fargate Spot interruption in the container reason counts too',
+      job: () => variant({ exitCode: 143, containerReason: 'Your Spot Task was interrupted.' }),
+      kind: 'reclaimed',
+    },
+    {
       name: 'the Batch timeout wins over OOM and exit codes',
       job: () =>
         variant({
