@@ -152,14 +152,55 @@ const teamSchema = z.strictObject({
   tiers: z.optional(z.array(z.string())).check(z.describe('Tier ids this team may use. Default: all tiers.')),
 });
 
+/** An Availability Zone name: its region (`us-east-1`, `ap-southeast-2`, `us-gov-west-1`) and a letter. */
+const AVAILABILITY_ZONE_PATTERN = /^[a-z]{2}(?:-[a-z]+)+-\d[a-z]$/;
+/** Zones a new VPC may name: its /16 holds three /18 compute subnets beside the /20 public ones. */
+const MAX_NAMED_AZS = 3;
+/** The region of an Availability Zone name (`us-east-1a` → `us-east-1`). */
+const regionOfZone = (zone: string): string => zone.slice(0, -1);
+
 const NETWORK_MODE_DESCRIPTION = '"new": Trainyard creates a VPC; "existing": it uses a VPC and subnets you name.';
 const networkSchema = z
   .prefault(
     z.discriminatedUnion('mode', [
       z.strictObject({
         mode: z.literal('new').check(z.describe(NETWORK_MODE_DESCRIPTION)),
-        maxAzs: setting(intRange(1, 6), 2, 'Availability zones for the new VPC.'),
-        natGateways: setting(intRange(0, 6), 1, 'NAT gateways (0 puts compute in public subnets with public IPs).'),
+        maxAzs: setting(
+          intRange(1, 2),
+          2,
+          'Availability zones for the new VPC, the first of the deploy region’s: at most 2, all CDK gives a stack not bound to one region; name up to 3 with availabilityZones.',
+        ),
+        availabilityZones: z
+          .optional(
+            z
+              .array(
+                z
+                  .string()
+                  .check(z.regex(AVAILABILITY_ZONE_PATTERN, 'must be an Availability Zone name like us-east-1a')),
+              )
+              .check(
+                z.minLength(1, 'must name at least one zone'),
+                z.maxLength(
+                  MAX_NAMED_AZS,
+                  `names at most ${MAX_NAMED_AZS} zones (the VPC's /16 holds 3 compute subnets of /18)`,
+                ),
+                z.refine((zones) => new Set(zones).size === zones.length, 'names a zone twice'),
+                z.refine(
+                  (zones) => new Set(zones.map(regionOfZone)).size === 1,
+                  'names zones of more than one region; a VPC lies in one',
+                ),
+              ),
+          )
+          .check(
+            z.describe(
+              'Availability Zones for the new VPC by name, in place of maxAzs: 1–3 zones of the region you deploy to (e.g. ["us-east-1a", "us-east-1b", "us-east-1c"]); more zones give the GPU tiers more spot pools.',
+            ),
+          ),
+        natGateways: setting(
+          intRange(0, MAX_NAMED_AZS),
+          1,
+          'NAT gateways, at most one per zone (0 puts compute in public subnets with public IPs).',
+        ),
       }),
       z.strictObject({
         mode: z.literal('existing').check(z.describe(NETWORK_MODE_DESCRIPTION)),
@@ -183,7 +224,11 @@ const networkSchema = z
     ]),
     { mode: 'new' },
   )
-  .check(z.describe('Network: { mode: "new", maxAzs, natGateways } or { mode: "existing", vpcId, subnetIds }.'));
+  .check(
+    z.describe(
+      'Network: { mode: "new", maxAzs or availabilityZones, natGateways } or { mode: "existing", vpcId, subnetIds }.',
+    ),
+  );
 
 /** Seed tiers: what `npx cdk synth` deploys when the config file does not list tiers. */
 export const DEFAULT_TIERS = [
@@ -451,6 +496,17 @@ function checkCrossReferences(config: z.output<z.ZodMiniObject>, ctx: z.core.$Re
     });
   }
 
+  if (cfg.network.mode === 'new') {
+    const zones = cfg.network.availabilityZones?.length ?? cfg.network.maxAzs;
+    if (cfg.network.natGateways > zones) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['network', 'natGateways'],
+        message: `natGateways (${cfg.network.natGateways}) must be at most the VPC's zones (${zones}): a NAT gateway serves its own zone`,
+      });
+    }
+  }
+
   const multiNode = cfg.tiers.find((t) => t.nodes > 1);
   if (multiNode && cfg.network.mode === 'new' && cfg.network.natGateways === 0) {
     ctx.addIssue({
@@ -497,6 +553,10 @@ function checkTier(tier: TierConfig, at: (key: string) => (string | number)[], c
     issue('instanceTypes', `gpu tier "${tier.id}" must list at least one instance type, e.g. ["g4dn.xlarge"]`);
   }
   if (tier.gpus < 1) issue('gpus', `gpu tier "${tier.id}" must have at least 1 GPU, got ${tier.gpus}`);
+  if (!Number.isInteger(tier.vcpus)) {
+    // Batch takes whole vCPUs on EC2 ("you must specify at least one vCPU"); fractions are Fargate sizes.
+    issue('vcpus', `gpu tier "${tier.id}" runs on EC2, where Batch gives jobs whole vCPUs: use a whole number ≥ 1`);
+  }
   if (tier.gpuMemoryGiB <= 0) issue('gpuMemoryGiB', `gpu tier "${tier.id}" must state its GPU memory, got 0`);
   tier.instanceTypes.forEach((type, j) => {
     if (tier.instanceTypes.indexOf(type) !== j) {

@@ -43,8 +43,10 @@ export class Network extends Construct {
       this.assignPublicIp = false;
     } else {
       const privateCompute = network.natGateways > 0;
+      // A stack not bound to a region gets two zones from CDK however many maxAzs asks; named zones need no lookup.
+      const zones = network.availabilityZones;
       const vpc = new ec2.Vpc(this, 'Vpc', {
-        maxAzs: network.maxAzs,
+        ...(zones ? { availabilityZones: [...zones] } : { maxAzs: network.maxAzs }),
         natGateways: network.natGateways,
         subnetConfiguration: [
           { name: 'Public', subnetType: ec2.SubnetType.PUBLIC, cidrMask: 20 },

@@ -123,7 +123,7 @@ describe('configReferenceRows', () => {
     ['teams[].principals', 'array of strings', '`[]`'],
     ['teams', 'array of objects, at least 1', '`[{"id":"research","monthlyBudgetUsd":500}]`'],
     ['network.mode', '"new" | "existing"', 'required'],
-    ['network.natGateways', 'integer, 0–6', '`1`'],
+    ['network.natGateways', 'integer, 0–3', '`1`'],
     ['network.subnetIds', 'array of strings, at least 1', 'required'],
     ['alerts.emails', 'array of e-mail addresses', '`[]`'],
     ['limits.maxBundleMiB', 'integer, 1–1024', '`500`'],

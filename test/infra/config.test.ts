@@ -145,6 +145,41 @@ describe('bad configuration is refused with the key, the value and what is allow
       'network.natGateways: tier "gpu-x" runs multi-node jobs, whose containers Batch gives no public IP (awsvpc mode), so without a NAT gateway they cannot reach ECR, S3 or CloudWatch: set natGateways to 1 or more, or remove the tier (got 0)',
     ],
     [
+      'a gpu tier with a fraction of a vCPU (Batch on EC2 takes whole vCPUs)',
+      { tiers: [gpu({ vcpus: 2.5 })] },
+      'tiers[0].vcpus: gpu tier "gpu-x" runs on EC2, where Batch gives jobs whole vCPUs: use a whole number ≥ 1 (got 2.5)',
+    ],
+    [
+      'more zones by count than a stack not bound to a region gets',
+      { network: { mode: 'new', maxAzs: 3 } },
+      'network.maxAzs: Too big: expected number to be <=2 (got 3)',
+    ],
+    [
+      'more NAT gateways than zones',
+      { network: { mode: 'new', maxAzs: 1, natGateways: 2 } },
+      "network.natGateways: natGateways (2) must be at most the VPC's zones (1): a NAT gateway serves its own zone (got 2)",
+    ],
+    [
+      'a zone named twice',
+      { network: { mode: 'new', availabilityZones: ['us-east-1a', 'us-east-1a'] } },
+      'network.availabilityZones: names a zone twice',
+    ],
+    [
+      'zones of two regions',
+      { network: { mode: 'new', availabilityZones: ['us-east-1a', 'us-west-2a'] } },
+      'network.availabilityZones: names zones of more than one region; a VPC lies in one',
+    ],
+    [
+      'four named zones',
+      { network: { mode: 'new', availabilityZones: ['us-east-1a', 'us-east-1b', 'us-east-1c', 'us-east-1d'] } },
+      "network.availabilityZones: names at most 3 zones (the VPC's /16 holds 3 compute subnets of /18)",
+    ],
+    [
+      'a zone id in place of a zone name',
+      { network: { mode: 'new', availabilityZones: ['use1-az1'] } },
+      'network.availabilityZones[0]: must be an Availability Zone name like us-east-1a (got "use1-az1")',
+    ],
+    [
       'a malformed principal ARN',
       { teams: [team({ principals: ['arn:aws:iam::12345:role/x'] })] },
       'teams[0].principals[0]: must be an IAM user or role ARN (arn:aws:iam::123456789012:role/Name) or an assumed-role ARN (arn:aws:sts::123456789012:assumed-role/Role/session) (got "arn:aws:iam::12345:role/x")',

@@ -465,6 +465,20 @@ describe('network', () => {
     });
   });
 
+  it('spreads compute over two zones by count, and over up to three named zones with a NAT gateway each', () => {
+    const computeSubnets = (t: typeof s.platformTemplate) =>
+      resourcesOf(t, 'AWS::EC2::Subnet').filter(([, p]) => p.MapPublicIpOnLaunch === false);
+    expect(computeSubnets(s.platformTemplate)).toHaveLength(2);
+    const named = synthesize({
+      ...TWO_TEAM_CONFIG,
+      network: { mode: 'new', availabilityZones: ['eu-west-1a', 'eu-west-1b', 'eu-west-1c'], natGateways: 3 },
+    });
+    const subnets = computeSubnets(named.platformTemplate);
+    expect(subnets.map(([, p]) => p.AvailabilityZone).sort()).toEqual(['eu-west-1a', 'eu-west-1b', 'eu-west-1c']);
+    expect(subnets.map(([, p]) => p.CidrBlock).sort()).toEqual(['10.0.128.0/18', '10.0.192.0/18', '10.0.64.0/18']);
+    named.platformTemplate.resourceCountIs('AWS::EC2::NatGateway', 3);
+  });
+
   it('uses an existing VPC and its subnets when configured, creating none', () => {
     const existing = synthesize({
       ...TWO_TEAM_CONFIG,
