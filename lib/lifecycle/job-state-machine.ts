@@ -275,6 +275,20 @@ export class JobStateMachine extends Construct {
     });
     if (props.alertTopic) this.failedExecutionsAlarm.addAlarmAction(new cloudwatchActions.SnsAction(props.alertTopic));
     this.grantBatchIntegration(props);
+    // Pause and Backoff end a wait of their own execution (a cancel or a resume that came before the token was stored)
+    // with SendTaskSuccess, on this state machine alone. The grant is a policy of its own, not the roles' default
+    // policy: a function waits for its default policy, and this state machine for the functions.
+    const taskResponse = new iam.Policy(this, 'StepsTaskResponse', {
+      statements: [
+        new iam.PolicyStatement({
+          actions: ['states:SendTaskSuccess'],
+          resources: [this.stateMachine.stateMachineArn],
+        }),
+      ],
+    });
+    for (const fn of [props.steps.pause, props.steps.backoff]) {
+      if (fn.role) taskResponse.attachToRole(fn.role);
+    }
     const s = props.steps;
     for (const fn of [s.analyze, s.costGate, s.prepareAttempt, s.attemptOutcome, s.pause, s.backoff, s.finalize]) {
       acknowledgeFinding(

@@ -124,7 +124,6 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
     });
     // It accrues the job's recorded cost and gives back what the job still holds (ledger writes).
     props.budgetsTable.grantReadWriteData(this.pause);
-    this.pause.addToRolePolicy(new iam.PolicyStatement({ actions: ['states:SendTaskSuccess'], resources: ['*'] }));
 
     this.backoff = make(
       'Backoff',
@@ -132,8 +131,8 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
       'Trainyard lifecycle: record the task token a job waits on before its next attempt, so a cancel ends the wait',
       {},
     );
-    // A cancel that came before the token was stored: the step sends it task success itself.
-    this.backoff.addToRolePolicy(new iam.PolicyStatement({ actions: ['states:SendTaskSuccess'], resources: ['*'] }));
+    // A cancel that came before the token was stored: the step sends it task success itself. Pause does the same; both
+    // are granted SendTaskSuccess on the job state machine alone once it exists (JobStateMachine).
 
     this.finalize = make(
       'Finalize',
@@ -192,12 +191,5 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
       'IAM5[Resource::*]',
       'batch:DescribeJobs and batch:ListJobs (looking up an attempt still in Batch when its job ends) have no resource-level permissions.',
     );
-    for (const fn of [this.pause, this.backoff]) {
-      acknowledgeFinding(
-        fn,
-        'IAM5[Resource::*]',
-        'states:SendTaskSuccess acts on a task token and has no resource-level permissions.',
-      );
-    }
   }
 }

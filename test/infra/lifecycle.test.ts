@@ -104,9 +104,29 @@ describe('job state machine', () => {
     expect(backoff.Retry).toEqual(states[STATE_NAMES.pausedForBudget]?.Retry);
   });
 
-  it('lets the Backoff step write only the jobs table and send task success', () => {
+  it('lets Pause and Backoff send task success to the job state machine alone', () => {
+    const policies = resourcesOf(s.platformTemplate, 'AWS::IAM::Policy').filter(([id]) =>
+      id.startsWith('LifecycleStepsTaskResponse'),
+    );
+    expect(policies).toHaveLength(1);
+    const [, policy] = policies[0] ?? [];
+    expect(policy?.PolicyDocument).toEqual({
+      Version: '2012-10-17',
+      Statement: [
+        {
+          Effect: 'Allow',
+          Action: 'states:SendTaskSuccess',
+          Resource: { Ref: expect.stringMatching(/^LifecycleStateMachine/) },
+        },
+      ],
+    });
+    expect(JSON.stringify(policy?.Roles)).toMatch(/LifecycleStepsPauseServiceRole/);
+    expect(JSON.stringify(policy?.Roles)).toMatch(/LifecycleStepsBackoffServiceRole/);
+    expect(policy?.Roles).toHaveLength(2);
+  });
+
+  it('lets the Backoff step write only the jobs table', () => {
     const statements = roleStatements('LifecycleStepsBackoffServiceRole');
-    expect(actionsOf(statements)).toContain('states:SendTaskSuccess');
     expect(JSON.stringify(statements)).not.toContain('BudgetsTable');
     expect(batchActionsOf(statements)).toEqual([]);
   });

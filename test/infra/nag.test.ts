@@ -47,7 +47,6 @@ describe('cdk-nag AwsSolutions', () => {
       'ec2:DescribeSubnets': 'the zones of the compute subnets the probe scores',
       'batch:DescribeJobs': 'looking an attempt up in Batch (also how submitJob.sync follows a job)',
       'batch:ListJobs': 'looking an attempt up in Batch by queue and name',
-      'states:SendTaskSuccess': 'acts on a task token',
       'ecr:GetAuthorizationToken': 'a registry login token, pulled by the job execution role',
       // What CDK grants a state machine for vended log delivery to CloudWatch Logs.
       'logs:CreateLogDelivery': 'execution logging',
