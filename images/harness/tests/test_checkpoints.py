@@ -22,7 +22,7 @@ from trainyard_harness.checkpoints import (
     unfinished_write,
 )
 from trainyard_harness.logs import Logger
-from trainyard_harness.storage import FileStorage, S3Storage, SourceChanged, StorageError
+from trainyard_harness.storage import FileStorage, S3Storage, SourceChanged, StorageError, escapes
 
 
 def make_store(tmp_path, keep=3):
@@ -145,6 +145,39 @@ def test_skips_a_checkpoint_whose_manifest_lists_a_missing_file(tmp_path):
     assert store.restore_newest(str(tmp_path / 'local'))['checkpoint'] == 'ckpt-000001'
 
 
+@pytest.mark.parametrize('name', ['..keep', '...', '..config', 'sub/..hidden', '.. spaced'])
+def test_a_checkpoint_file_whose_name_starts_with_two_dots_is_restored(tmp_path, name):
+    # Only a real parent step ('../x') leads outside the directory; these are names, and refusing one made every
+    # checkpoint holding it look corrupt, so the job started again from nothing.
+    _storage, store = make_store(tmp_path)
+    local = local_dir(tmp_path, {'ckpt.pt': b'weights'})
+    (local / name).parent.mkdir(parents=True, exist_ok=True)
+    (local / name).write_bytes(b'kept')
+    uploaded = store.upload_snapshot(str(local), 'j', 1, 5)
+
+    restored = store.restore_newest(str(tmp_path / 'restored'))
+
+    assert restored['checkpoint'] == uploaded['checkpoint']
+    assert (tmp_path / 'restored' / name).read_bytes() == b'kept'
+
+
+@pytest.mark.parametrize(
+    ('path', 'leaves'),
+    [
+        ('..keep', False),
+        ('...', False),
+        ('a/..b', False),
+        ('a/../b', False),
+        ('..', True),
+        ('../ckpt.pt', True),
+        ('a/../../ckpt.pt', True),
+        ('/etc/passwd', True),
+    ],
+)
+def test_only_a_path_with_a_real_parent_step_or_an_absolute_one_escapes_its_folder(path, leaves):
+    assert escapes(path) is leaves
+
+
 def test_restore_replaces_stale_local_files_and_returns_none_without_checkpoints(tmp_path):
     storage, store = make_store(tmp_path)
     local = local_dir(tmp_path, {'stale.pt': b'stale'})
@@ -245,7 +278,7 @@ def test_a_file_gone_before_its_format_is_checked_abandons_the_snapshot(tmp_path
     local = local_dir(tmp_path, {'a.pt': b'step 100'})
     _storage, store = make_store(tmp_path)
     scan = checkpoints.scan_directory
-    monkeypatch.setattr(checkpoints, 'scan_directory', lambda root: {**scan(root), 'gone.pt': (5, 1, 1)})
+    monkeypatch.setattr(checkpoints, 'scan_directory', lambda *args: {**scan(*args), 'gone.pt': (5, 1, 1)})
 
     with pytest.raises(DirectoryChanged) as raised:
         store.upload_snapshot(str(local), 'j', 1, None)
@@ -381,6 +414,23 @@ def test_skips_fifos_and_sockets_which_are_no_checkpoint_and_would_block_a_read(
     assert sorted(scan_directory(str(local))) == ['ckpt.pt']
     manifest = store.upload_snapshot(str(local), 'j', 1, None)
     assert [e['path'] for e in manifest['files']] == ['ckpt.pt']
+
+
+def test_a_file_whose_name_is_not_utf8_is_no_checkpoint_and_is_named_when_it_is_all_there_is(tmp_path):
+    _storage, store = make_store(tmp_path)
+    out = io.StringIO()
+    store.log = Logger(out)
+    local = tmp_path / 'local'
+    local.mkdir()
+    with open(os.path.join(os.fsencode(local), b'mod\xe8le.pt'), 'wb') as handle:
+        handle.write(b'weights')
+    syncer = CheckpointSyncer(store, str(local), 'j', 1, 300, 0, lambda: None, store.log)
+
+    assert scan_directory(str(local)) == {}
+    assert syncer.sync('final') is None and syncer.sync('final') is None
+    assert folders_in(tmp_path) == []
+    [warning] = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert (warning['event'], warning['paths']) == ('checkpoint_files_left_out', ['mod\\xe8le.pt'])
 
 
 def test_keeps_the_last_k_complete_checkpoints_and_drops_older_partials(tmp_path):

@@ -334,16 +334,65 @@ def test_a_save_a_launcher_kills_mid_write_in_another_session_is_never_uploaded(
     run = run_harness([PYTHON, launcher], base_env(tmp_path, closed_port_endpoint()))
     good = run.wait_for_event('checkpoint_uploaded', reason='settled')
     run.signal(signal.SIGTERM)
-    run.finish()
 
+    assert run.finish() == 75, run.output()
     assert good['checkpoint'] == 'ckpt-000001'
     store = stored_checkpoints(tmp_path)
     assert store.complete_indices() == [1]
-    assert any('without its end record' in r.get('reason', '') for r in run.events('final_sync_retry'))
+    assert any('without its end record' in r.get('reason', '') for r in run.events('final_sync_skipped'))
     restored = store.restore_newest(str(tmp_path / 'restored'))
     assert restored['checkpoint'] == 'ckpt-000001'
     with zipfile.ZipFile(tmp_path / 'restored' / 'ckpt.pt') as archive:
         assert archive.read('archive/data.pkl') == b'w' * 65536 * 20
+
+
+# Saves a complete checkpoint, reports a step, then ends with its next save cut off (a torch.save stopped by a full
+# disk, or by a launcher's SIGKILL at a stop): on SIGTERM, or on its own once the file named by argv[1] exists.
+ENDS_WITH_A_TORN_SAVE = """
+import os, signal, sys, time, zipfile
+path = os.path.join(os.environ['TRAINYARD_CHECKPOINT_DIR'], 'ckpt.pt')
+
+def end_mid_save(*_):
+    with open(path, 'wb') as handle:
+        handle.write(b'PK\\x03\\x04' + b'w' * 5000)  # a zip (torch.save's format) without its end record
+    sys.exit(1)
+
+signal.signal(signal.SIGTERM, end_mid_save)
+with zipfile.ZipFile(path, 'w') as archive:
+    archive.writestr('archive/data.pkl', b'good' * 250)
+print('step=1 loss=1.0', flush=True)
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.02)
+end_mid_save()
+"""
+
+
+@pytest.mark.parametrize(('ending', 'expected', 'state'), [('stopped', 75, 'checkpointed'), ('crashed', 1, 'failed')])
+def test_a_save_torn_at_the_end_is_skipped_and_the_exit_code_stays_the_commands(tmp_path, ending, expected, state):
+    # A torn file is the command's save cut short, not storage failing: the final sync is not retried and does not
+    # turn the attempt into an infrastructure failure (79), and the last complete checkpoint stays the newest.
+    trainer = tmp_path / 'trainer.py'
+    trainer.write_text(ENDS_WITH_A_TORN_SAVE)
+    crash = tmp_path / 'crash-now'
+    run = run_harness([PYTHON, str(trainer), str(crash)], base_env(tmp_path, closed_port_endpoint()))
+    run.wait_for_event('checkpoint_uploaded', reason='settled')
+    if ending == 'stopped':
+        run.signal(signal.SIGTERM)
+    else:
+        crash.touch()
+
+    assert run.finish() == expected, run.output()
+    [skipped] = run.events('final_sync_skipped')
+    assert skipped['files'] == [str(tmp_path / 'ckpt-attempt1' / 'ckpt.pt')]
+    assert 'without its end record' in skipped['reason']
+    assert run.events('final_sync_retry') == [] and run.events('final_sync_gave_up') == []
+    assert run.events('final_sync')[0]['skipped'] is True
+    restored = stored_checkpoints(tmp_path).restore_newest(str(tmp_path / 'restored'))
+    assert restored['checkpoint'] == 'ckpt-000001'
+    with zipfile.ZipFile(tmp_path / 'restored' / 'ckpt.pt') as archive:
+        assert archive.read('archive/data.pkl') == b'good' * 250
+    progress = json.loads((tmp_path / 'store' / 'metrics' / 'progress.json').read_text())
+    assert progress['state'] == state and progress['exit_code'] == expected
 
 
 def test_kills_a_child_that_outlives_the_grace_period(tmp_path):
@@ -508,6 +557,30 @@ def test_finds_checkpoint_files_a_process_group_holds_open_for_writing(tmp_path)
         holder.stdin.close()
         holder.wait(30)
     assert files_open_for_writing(holder.pid, str(directory)) == []
+
+
+def test_a_descriptor_closed_while_it_is_looked_at_hides_no_other_file_open_for_writing(tmp_path, monkeypatch):
+    # A trainer opens and closes files all the time (nanoGPT memmaps train.bin for every batch): one closed between the
+    # listing of /proc/<pid>/fd and its readlink once hid every later descriptor of that process, its checkpoint too.
+    from trainyard_harness.main import files_open_for_writing
+
+    directory = os.path.realpath(tmp_path)
+    batch = open(os.path.join(directory, 'train.bin'), 'wb')  # the lower descriptor: looked at first
+    checkpoint = open(os.path.join(directory, 'ckpt.pt'), 'wb')
+    readlink = os.readlink
+
+    def closed_meanwhile(path, *args, **kwargs):
+        target = readlink(path, *args, **kwargs)
+        if target == batch.name:
+            raise FileNotFoundError(path)
+        return target
+
+    monkeypatch.setattr(os, 'readlink', closed_meanwhile)
+    try:
+        assert files_open_for_writing(os.getpgrp(), directory) == [checkpoint.name]
+    finally:
+        batch.close()
+        checkpoint.close()
 
 
 def test_tells_a_stopped_process_group_from_a_running_one(tmp_path):
@@ -946,3 +1019,36 @@ def test_the_final_checkpoint_sync_does_not_wait_for_a_metrics_upload_in_flight(
     parts = ('request_to_signal_s', 'signal_to_exit_s', 'wind_down_s', 'final_sync_s', 'final_metrics_s')
     assert sum(phases[part] for part in parts) == pytest.approx(phases['total_s'], abs=0.01)
     assert records[-1]['event'] == 'harness_exit'
+
+
+def test_a_failure_reading_the_metrics_file_never_keeps_the_final_sync_from_running(tmp_path, monkeypatch):
+    # The harness reads the metrics file's last lines itself, just before the final sync: whatever that raises (a line
+    # json cannot take once did) is logged, and the final checkpoint is still uploaded.
+    from trainyard_harness import main as harness_main
+    from trainyard_harness.metrics import MetricsFileTail
+    from trainyard_harness.settings import load_settings
+
+    monkeypatch.setattr(harness_main, 'become_subreaper', lambda: False)  # the test process stays an ordinary parent
+
+    def broken_poll(_tail):
+        raise RecursionError('maximum recursion depth exceeded while decoding a JSON array from a unicode string')
+
+    monkeypatch.setattr(MetricsFileTail, 'poll', broken_poll)
+    trainer = script(
+        tmp_path,
+        """
+        import os
+        open(os.path.join(os.environ['TRAINYARD_CHECKPOINT_DIR'], 'final_model.bin'), 'wb').write(b'weights')
+        """,
+    )
+    env = base_env(tmp_path, closed_port_endpoint(), TRAINYARD_METRICS_FILE=str(tmp_path / 'metrics.jsonl'))
+    out = io.StringIO()
+
+    code = harness_main.Harness(load_settings(env, [PYTHON, trainer]), Logger(out)).run()
+
+    records = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert code == 0, out.getvalue()
+    [failed] = [r for r in records if r['event'] == 'metrics_file_read_failed']
+    assert failed['error'].startswith('RecursionError')
+    assert [r['uploaded'] for r in records if r['event'] == 'final_sync'] == [True]
+    assert stored_checkpoints(tmp_path).complete_indices() == [1]

@@ -3,6 +3,7 @@
 import io
 import json
 import re
+import threading
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -13,6 +14,7 @@ from trainyard_harness.metrics import (
     DEFAULT_PATTERNS,
     MAX_PARSED_LINE_CHARS,
     MetricsFileTail,
+    MetricsLoop,
     MetricsRecorder,
     parse_line,
 )
@@ -36,6 +38,16 @@ from trainyard_harness.storage import FileStorage
 )
 def test_default_patterns_parse_nanogpt_and_generic_lines(line, expected):
     assert parse_line(line, DEFAULT_PATTERNS) == expected
+
+
+def test_a_number_too_long_for_an_int_drops_the_step_instead_of_killing_the_reader():
+    # 5,000 digits: past Python's limit on converting text to int (a ValueError that would end the output reader).
+    fields = parse_line(f'step={"1" * 5000} loss=0.5', DEFAULT_PATTERNS)
+    assert fields == {'loss': 0.5}
+    # A user pattern that reads an infinite step (a float) drops it the same way.
+    custom = re.compile(r'it (?P<step>\S+) loss (?P<loss>\S+)')
+    assert parse_line('it 1e999 loss 0.5', [custom]) == {'loss': 0.5}
+    assert parse_line('it inf loss 0.5', [custom]) == {'loss': 0.5}
 
 
 def test_user_patterns_are_tried_before_the_defaults():
@@ -214,6 +226,59 @@ def test_a_metrics_file_that_cannot_be_read_is_reported_once_and_read_once_it_ca
     assert rec.step == 3
     events = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [(e['event'], e['path']) for e in events] == [('metrics_file_unreadable', str(path))]
+
+
+def test_a_line_nested_too_deeply_to_parse_is_skipped_and_the_lines_after_it_are_read(tmp_path):
+    # Legal JSON, but json.loads raises RecursionError (not a ValueError) on it: it once killed the metrics thread, and
+    # read by the harness just before the final sync, kept that sync from running.
+    path = tmp_path / 'train-metrics.jsonl'
+    out = io.StringIO()
+    storage, rec = recorder(tmp_path)
+    tail = MetricsFileTail(str(path), rec, Logger(out))
+    deep = '[' * 5000 + ']' * 5000
+    path.write_text(lines(1) + deep + '\n' + '{"nested": ' + deep + '}\n' + lines(2))
+
+    tail.poll()
+
+    assert recorded_steps(storage, rec) == [1, 2]
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [e['event'] for e in events] == ['metrics_file_bad_line'] * 2
+    assert all(e['error'].startswith('RecursionError') for e in events)
+
+
+class NoPause(threading.Event):
+    """The metrics loop's stop event, without the half second between rounds."""
+
+    def wait(self, timeout=None):
+        return self.is_set()
+
+
+def test_the_metrics_loop_logs_a_failing_round_once_and_goes_on(tmp_path):
+    storage, rec = recorder(tmp_path)
+    path = tmp_path / 'train-metrics.jsonl'
+    path.write_text(lines(7))
+    out = io.StringIO()
+    loop = MetricsLoop(rec, 3600.0, Logger(out), MetricsFileTail(str(path), rec, Logger(out)), gpu_interval=1e9)
+    loop.stopped = NoPause()
+    polls = []
+    poll = loop.tail.poll
+
+    def failing_twice():
+        polls.append(1)
+        if len(polls) <= 2:
+            raise RuntimeError('a bug in reading the file')
+        poll()
+        loop.stopped.set()
+
+    loop.tail.poll = failing_twice
+    loop._run()  # in this thread: it returns once it is stopped, and raises if the failures end it
+
+    assert len(polls) == 3 and rec.step == 7
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [(e['event'], e['step'], e['error']) for e in events] == [
+        ('metrics_loop_failed', 'read_file', 'RuntimeError: a bug in reading the file')
+    ]
+    assert recorded_steps(storage, rec) == [7]
 
 
 @pytest.fixture

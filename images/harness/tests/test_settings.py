@@ -250,6 +250,25 @@ def test_refuses_a_bad_setting_with_a_precise_message(overrides, command, messag
     assert any(message in problem for problem in caught.value.problems), caught.value.problems
 
 
+@pytest.mark.parametrize(
+    ('name', 'relation'),
+    [
+        ('TRAINYARD_STOP_GRACE_SECONDS', '>='),
+        ('TRAINYARD_SYNC_INTERVAL_SECONDS', '>'),
+        ('TRAINYARD_IMDS_POLL_SECONDS', '>'),
+        ('TRAINYARD_SETTLE_SECONDS', '>='),
+        ('TRAINYARD_RESUME_FAILURE_WINDOW_SECONDS', '>='),
+    ],
+)
+@pytest.mark.parametrize('raw', ['inf', '1e999', 'nan', 'Infinity'])
+def test_refuses_a_number_setting_that_is_not_finite(name, relation, raw):
+    # float() takes them all; an infinite poll interval once passed, and the IMDS poller died of OverflowError on its
+    # first wait, so a spot notice went unseen.
+    with pytest.raises(ConfigError) as caught:
+        load({name: raw})
+    assert caught.value.problems == [f'{name} must be a finite number {relation} 0, got {raw!r}']
+
+
 def test_reports_every_problem_at_once():
     with pytest.raises(ConfigError) as caught:
         load_settings({'TRAINYARD_ATTEMPT': '-3', 'TRAINYARD_KEEP_CHECKPOINTS': 'x'}, ['python'])

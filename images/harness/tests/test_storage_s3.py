@@ -140,6 +140,35 @@ def test_checkpoints_snapshot_restore_and_retention_on_s3(s3rver, tmp_path):
     assert stored['files'][0]['sha256'] == hashlib.sha256(b'version 4').hexdigest()
 
 
+def test_files_whose_names_are_not_utf8_are_left_out_of_every_checkpoint_and_named_once(s3rver, tmp_path):
+    # Legal on Linux, but no S3 key can hold them: uploaded, they failed every snapshot as if storage were unreachable
+    # (and the final sync with 79).
+    local = tmp_path / 'local'
+    (local / 'tokenizer').mkdir(parents=True)
+    (local / 'ckpt.pt').write_bytes(b'version 1')
+    (local / 'tokenizer' / 'vocab.json').write_bytes(b'{}')
+    root = os.fsencode(local)
+    with open(os.path.join(root, b'caf\xe9.txt'), 'wb') as handle:  # a Latin-1 name
+        handle.write(b'notes')
+    os.mkdir(os.path.join(root, b'r\xe9sum\xe9'))
+    with open(os.path.join(root, b'r\xe9sum\xe9', b'state.pt'), 'wb') as handle:
+        handle.write(b'state')
+    out = io.StringIO()
+    store = CheckpointStore(S3Storage(prefix(), s3rver.endpoint), 3, Logger(out))
+
+    first = store.upload_snapshot(str(local), 'job', 1, 10)
+    (local / 'ckpt.pt').write_bytes(b'version 2')
+    second = store.upload_snapshot(str(local), 'job', 1, 20)
+
+    for manifest in (first, second):
+        assert [entry['path'] for entry in manifest['files']] == ['ckpt.pt', 'tokenizer/vocab.json']
+    [warning] = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert warning['event'] == 'checkpoint_files_left_out' and warning['level'] == 'warn'
+    assert sorted(warning['paths']) == ['caf\\xe9.txt', 'r\\xe9sum\\xe9/']
+    assert store.restore_newest(str(tmp_path / 'restored'))['checkpoint'] == second['checkpoint']
+    assert (tmp_path / 'restored' / 'ckpt.pt').read_bytes() == b'version 2'
+
+
 def test_harness_runs_a_job_with_code_checkpoints_and_metrics_on_s3(s3rver, tmp_path):
     uri = prefix()
     bundle = io.BytesIO()

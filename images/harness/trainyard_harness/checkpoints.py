@@ -22,7 +22,7 @@ from stat import S_ISREG
 from typing import Callable
 
 from trainyard_harness.logs import Logger
-from trainyard_harness.storage import SourceChanged, Storage, StorageError, StoredObject
+from trainyard_harness.storage import SourceChanged, Storage, StorageError, StoredObject, escapes
 
 MANIFEST_NAME = 'MANIFEST.json'
 MANIFEST_FORMAT = 1
@@ -174,27 +174,63 @@ def is_temporary(relative_path: str) -> bool:
     return name.endswith(_TEMPORARY_SUFFIXES) or name.startswith(_TEMPORARY_PREFIXES) or relative_path == MANIFEST_NAME
 
 
-def scan_directory(root: str) -> Signature:
+def scan_directory(root: str, left_out: list[str] | None = None) -> Signature:
     """Relative path -> (size, mtime_ns, inode) for every finished regular file under `root` (a FIFO or a socket is
-    no checkpoint, and reading a FIFO would block the sync for ever)."""
+    no checkpoint, and reading a FIFO would block the sync for ever).
+
+    A file or directory whose name is not valid UTF-8 (legal on Linux: a name written under a Latin-1 locale) is left
+    out: no object key can name it, and S3 refusing its upload would fail every snapshot of the job as if storage
+    were unreachable. Each one is added to `left_out` as `printable_path` shows it (a directory once, ending in '/').
+    """
     signature: Signature = {}
     if not os.path.isdir(root):
         return signature
     for directory, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if not d.startswith('.')]  # caches and tools' state (.cache, .git), not checkpoints
+        folder = os.path.relpath(directory, root).replace(os.sep, '/')
+        prefix = '' if folder == '.' else folder + '/'
+        kept = []
+        for name in dirs:
+            if name.startswith('.'):
+                continue  # caches and tools' state (.cache, .git), not checkpoints
+            if not _is_utf8(name):
+                _note(left_out, prefix + name + '/')
+                continue
+            kept.append(name)
+        dirs[:] = kept
         for name in files:
-            full = os.path.join(directory, name)
-            relative = os.path.relpath(full, root).replace(os.sep, '/')
+            relative = prefix + name
             if is_temporary(relative):
                 continue
+            if not _is_utf8(name):
+                _note(left_out, relative)
+                continue
             try:
-                stat = os.stat(full)
+                stat = os.stat(os.path.join(directory, name))
             except FileNotFoundError:
                 continue  # renamed or deleted between listing and stat
             if not S_ISREG(stat.st_mode):
                 continue
             signature[relative] = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
     return signature
+
+
+def _is_utf8(name: str) -> bool:
+    """Whether a name as os.walk gives it was valid UTF-8 on disk (bytes that were not are lone surrogates here)."""
+    try:
+        name.encode('utf-8')
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def printable_path(relative: str) -> str:
+    """A path as a log can show it: its bytes that are not UTF-8 written as \\xNN (`caf\\xe9.txt`)."""
+    return os.fsencode(relative).decode('utf-8', 'backslashreplace')
+
+
+def _note(left_out: list[str] | None, relative: str) -> None:
+    if left_out is not None:
+        left_out.append(printable_path(relative))
 
 
 def sha256_file(path: str) -> str:
@@ -275,6 +311,22 @@ class CheckpointStore:
         # The highest folder number this store has taken: an abandoned snapshot deletes its folder, and its number is
         # never taken again, so no folder is ever written twice.
         self._taken = 0
+        self._left_out_named: set[str] = set()  # files `scan` warned it leaves out: each is named once, not per scan
+
+    def scan(self, local_dir: str) -> Signature:
+        """`scan_directory`, warning once about each file it leaves out of every checkpoint (a name that is not
+        UTF-8), so that a checkpoint missing a file the trainer wrote says why."""
+        left_out: list[str] = []
+        signature = scan_directory(local_dir, left_out)
+        unnamed = [path for path in left_out if path not in self._left_out_named]
+        if unnamed:
+            self._left_out_named.update(unnamed)
+            self.log.warn(
+                'checkpoint_files_left_out',
+                reason='their names are not valid UTF-8, which object storage keys must be: rename them to be saved',
+                paths=unnamed,
+            )
+        return signature
 
     def folders(self) -> dict[int, Folder]:
         """Every ckpt-N folder in storage, by index."""
@@ -354,10 +406,9 @@ class CheckpointStore:
 
     def _download_verified(self, folder: Folder, manifest: dict, staging: str) -> bool:
         for entry in manifest['files']:
-            relative = os.path.normpath(entry['path'])
-            if relative.startswith('..') or os.path.isabs(relative):
+            if escapes(entry['path']):  # a manifest that would write outside the checkpoint directory
                 return False
-            target = os.path.join(staging, relative)
+            target = os.path.join(staging, os.path.normpath(entry['path']))
             os.makedirs(os.path.dirname(target), exist_ok=True)
             self.storage.get_file(f'{folder_name(folder.index)}/{entry["path"]}', target)
             if os.path.getsize(target) != entry['size'] or sha256_file(target) != entry['sha256']:
@@ -402,7 +453,7 @@ class CheckpointStore:
         checkpoint is complete, and what it had uploaded is deleted. Logs (`is_log_file`) go last, each from a copy
         taken then, whatever they do.
         """
-        signature = scan_directory(local_dir)
+        signature = self.scan(local_dir)
         if not saved_files(signature) or not accept(signature):
             return None
         folders = self.folders()
@@ -589,7 +640,7 @@ class CheckpointSyncer:
     def sync(self, reason: str, honour_hold: bool = True) -> dict | None:
         """Uploads a new checkpoint if the directory differs from the last upload; None when unchanged or empty."""
         with self._lock:
-            current = scan_directory(self.local_dir)
+            current = self.store.scan(self.local_dir)
             saved = saved_files(current)
             if not saved or saved == saved_files(self.uploaded):
                 return None  # a log that grew is uploaded with the next save, not as one

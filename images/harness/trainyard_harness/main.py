@@ -26,6 +26,7 @@ from trainyard_harness.checkpoints import (
     CheckpointStore,
     CheckpointSyncer,
     DirectoryChanged,
+    UnfinishedWrite,
     is_log_file,
     saved_files,
     scan_directory,
@@ -371,7 +372,10 @@ class Harness:
         poller.stopped.set()
         metrics_loop.stopped.set()
         syncer.stop()
-        metrics_loop.read_file()  # its last lines: a step there is progress (the hold, judging a resume)
+        try:
+            metrics_loop.read_file()  # its last lines: a step there is progress (the hold, judging a resume)
+        except Exception as error:  # progress is advisory: nothing in reading it may keep the final sync from running
+            self.log.warn('metrics_file_read_failed', error=f'{type(error).__name__}: {error}')
         assert returncode is not None and leader_exited_at is not None
         self.log.info(
             'user_command_exited',
@@ -386,19 +390,10 @@ class Harness:
         unsafe = self._unsafe_to_upload(
             child.pid, returncode, killed, torn_files, child_exited_at, reached, shells, adopted
         )
-        uploads = s.is_main_node and not unsafe
-        for attempt in range(1, FINAL_SYNC_ATTEMPTS + 1 if uploads else 0):
-            try:
-                # A command that exited 0 on its own has finished: what it wrote is its result, held or not.
-                manifest = syncer.sync('final', honour_hold=signal_sent_at is None and returncode != 0)
-                sync_error = None
-                break
-            except DirectoryChanged as error:
-                sync_error = str(error)
-                self.log.info('final_sync_retry', attempt=attempt, reason=sync_error)
-            except (StorageError, OSError) as error:
-                sync_error = str(error)
-                self.log.warn('final_sync_failed', attempt=attempt, error=sync_error)
+        if s.is_main_node and not unsafe:
+            # A command that exited 0 on its own has finished: what it wrote is its result, held or not.
+            honour_hold = signal_sent_at is None and returncode != 0
+            manifest, sync_error, unsafe = self._final_sync(syncer, honour_hold)
         sync_done = time.monotonic()
         self.log.info(
             'final_sync',
@@ -439,6 +434,37 @@ class Harness:
             )
         self.log.info('harness_exit', exit_code=code, state=recorder.state, duration_s=round(finished - started, 3))
         return code
+
+    def _final_sync(self, syncer: CheckpointSyncer, honour_hold: bool) -> tuple[dict | None, str | None, bool]:
+        """The final upload: its manifest (None when nothing new was uploaded), why it failed (None when it did not),
+        and whether it was skipped because a file of the save is torn.
+
+        A file that changed while it was uploaded is tried again, FINAL_SYNC_ATTEMPTS times in all: its writer may
+        have been finishing. A file that its own format shows was cut off (UnfinishedWrite) is not: its writer is
+        gone and nobody will finish it. That is the command's save cut short (a launcher that SIGKILLed a worker
+        mid-save at the stop, a crash or a full disk mid-save), like a file open for writing at the harness's SIGKILL,
+        not storage failing: the upload is skipped, the last complete checkpoint stays the newest, and the exit code
+        stays the one the command's end gives. Only storage that fails, or a file that changes on every try, fails
+        the final sync (exit 79).
+        """
+        error: str | None = None
+        for attempt in range(1, FINAL_SYNC_ATTEMPTS + 1):
+            try:
+                return syncer.sync('final', honour_hold=honour_hold), None, False
+            except UnfinishedWrite as torn:
+                self.log.warn(
+                    'final_sync_skipped',
+                    reason=f'a checkpoint file is cut off mid-write: {torn}',
+                    files=[os.path.join(syncer.local_dir, torn.path)],
+                )
+                return None, None, True
+            except DirectoryChanged as changed:
+                error = str(changed)
+                self.log.info('final_sync_retry', attempt=attempt, reason=error)
+            except (StorageError, OSError) as failed:
+                error = str(failed)
+                self.log.warn('final_sync_failed', attempt=attempt, error=error)
+        return None, error, False
 
     def _exit_code(self, returncode: int, stopped_by_us: bool, killed_by_us: bool) -> int:
         """The documented rule (README "Finished or stopped early?").

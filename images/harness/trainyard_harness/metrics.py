@@ -12,7 +12,7 @@ import subprocess
 import threading
 import time
 from datetime import datetime, timezone
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from trainyard_harness.logs import Logger
 from trainyard_harness.storage import Storage
@@ -62,7 +62,12 @@ def _convert(value: str) -> int | float | str:
     except ValueError:
         return value
     if re.fullmatch(r'[-+]?\d+', value.strip()):
-        return int(value)
+        try:
+            return int(value)
+        except ValueError:
+            # Past Python's 4,300-digit limit on int('…'): no metric is that long, and the output reader must not die
+            # of it (the command would block on a full pipe). The float is infinite, which samples leave out.
+            return number
     return number
 
 
@@ -75,7 +80,7 @@ def parse_line(line: str, patterns: Iterable[re.Pattern[str]]) -> dict[str, Any]
             if 'step' in fields and not isinstance(fields['step'], int):
                 try:
                     fields['step'] = int(float(fields['step']))
-                except (TypeError, ValueError):
+                except (TypeError, ValueError, OverflowError):  # text, nan, or an infinite step (`step 1e999`)
                     del fields['step']
             return fields or None
     return None
@@ -357,15 +362,27 @@ class MetricsFileTail:
         chunks = (self.partial + data).split(b'\n')
         self.partial = chunks.pop()
         for chunk in chunks:
-            if not chunk.strip():
-                continue
-            try:
-                document = json.loads(chunk)
-            except ValueError:
-                self.log.warn('metrics_file_bad_line', line=chunk[:200].decode('utf-8', 'replace'))
-                continue
+            if chunk.strip():
+                self._record_line(chunk)
+
+    def _record_line(self, line: bytes) -> None:
+        """Records one line of the file as a sample when it is a JSON object; any other line is logged and skipped.
+
+        Whatever taking one line raises is caught here, not only the ValueError of a line that is not JSON: a legal
+        line nested too deeply for the interpreter's stack raises RecursionError (from json.loads, or from json.dumps
+        when the sample is written out), and one line of the script's must neither stop the lines after it nor the
+        metrics thread, nor the harness itself, which reads the last lines just before the final sync.
+        """
+        try:
+            document = json.loads(line)
             if isinstance(document, dict):
                 self.recorder.record(document)
+        except Exception as error:
+            self.log.warn(
+                'metrics_file_bad_line',
+                line=line[:200].decode('utf-8', 'replace'),
+                error=f'{type(error).__name__}: {error}',
+            )
 
     def _read_new(self, handle) -> bytes:
         """The bytes after the offset, or the whole file (offset reset) if it is not the file read so far."""
@@ -449,21 +466,38 @@ class MetricsLoop:
     def _run(self) -> None:
         has_gpu = shutil.which('nvidia-smi') is not None
         last_upload = last_gpu = 0.0
+        failing: set[str] = set()
         while not self.stopped.wait(0.5):
             now = time.monotonic()
             if self.tail:
-                self.tail.poll()
+                self._guarded('read_file', self.tail.poll, failing)
             if has_gpu and now - last_gpu >= self.gpu_interval:
                 last_gpu = now
-                reading = sample_gpus()
-                if reading is not None:
-                    self.recorder.observe_gpu(*reading)
+                self._guarded('sample_gpus', self._sample_gpus, failing)
             if now - last_upload >= self.interval:
                 last_upload = now
                 try:
                     self.recorder.upload()
                 except Exception as error:  # metrics are best effort while running; the final upload is checked
                     self.log.warn('metrics_upload_failed', error=str(error))
+
+    def _sample_gpus(self) -> None:
+        reading = sample_gpus()
+        if reading is not None:
+            self.recorder.observe_gpu(*reading)
+
+    def _guarded(self, step: str, action: Callable[[], None], failing: set[str]) -> None:
+        """Runs one step of a round. Metrics are advisory: a step that fails (a harness bug, an input nobody foresaw)
+        is logged, once until it succeeds again, and the rest of the round and the next rounds run. A thread that
+        died of it would report no progress for the rest of the attempt, and say so nowhere."""
+        try:
+            action()
+        except Exception as error:
+            if step not in failing:
+                self.log.warn('metrics_loop_failed', step=step, error=f'{type(error).__name__}: {error}')
+            failing.add(step)
+        else:
+            failing.discard(step)
 
 
 def resolve_metrics_file(path: str | None, cwd: str) -> str | None:

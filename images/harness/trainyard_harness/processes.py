@@ -218,14 +218,29 @@ def files_open_for_writing(pgid: int, directory: str) -> list[str]:
     found: list[str] = []
     for pid in group_pids(pgid):
         try:
-            for fd in os.listdir(f'/proc/{pid}/fd'):
-                target = os.readlink(f'/proc/{pid}/fd/{fd}')
-                if not target.startswith(directory + os.sep):
-                    continue
-                with open(f'/proc/{pid}/fdinfo/{fd}', encoding='ascii') as info:
-                    flags = next((int(line.split()[1], 8) for line in info if line.startswith('flags:')), 0)
-                if flags & (os.O_WRONLY | os.O_RDWR):
-                    found.append(target)
-        except (OSError, ValueError):
+            fds = os.listdir(f'/proc/{pid}/fd')
+        except OSError:
             continue  # the process exited while we looked
+        for fd in fds:
+            target = _open_for_writing(pid, fd, directory)
+            if target is not None:
+                found.append(target)
     return sorted(set(found))
+
+
+def _open_for_writing(pid: int, fd: str, directory: str) -> str | None:
+    """The file under `directory` that descriptor `fd` of process `pid` has open for writing, if it does.
+
+    Each descriptor is read on its own: a trainer opens and closes files all the time (a data loader's memmap per
+    batch), and one closed between the listing and its readlink must not hide the others, a checkpoint being written
+    among them.
+    """
+    try:
+        target = os.readlink(f'/proc/{pid}/fd/{fd}')
+        if not target.startswith(directory + os.sep):
+            return None
+        with open(f'/proc/{pid}/fdinfo/{fd}', encoding='ascii') as info:
+            flags = next((int(line.split()[1], 8) for line in info if line.startswith('flags:')), 0)
+    except (OSError, ValueError):
+        return None  # closed, or the process exited, while we looked
+    return target if flags & (os.O_WRONLY | os.O_RDWR) else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shlex
@@ -106,15 +107,18 @@ def load_settings(env: Mapping[str, str], argv_command: Sequence[str]) -> Settin
         raw = text(name)
         if raw is None:
             return default
+        kind = 'an integer' if integer else 'a number'
+        relation = '>=' if allow_equal else '>'
         try:
             value = int(raw) if integer else float(raw)
         except ValueError:
-            kind = 'an integer' if integer else 'a number'
-            problems.append(f'{name} must be {kind} >= {minimum:g}, got {raw!r}')
+            problems.append(f'{name} must be {kind} {relation} {minimum:g}, got {raw!r}')
             return default
-        if value < minimum or (not allow_equal and value == minimum) or value != value:
-            relation = '>=' if allow_equal else '>'
-            kind = 'an integer' if integer else 'a number'
+        if not integer and not math.isfinite(value):
+            # float() takes 'inf', 'nan' and '1e999' (inf): a wait that long kills the thread that waits (OverflowError)
+            problems.append(f'{name} must be a finite number {relation} {minimum:g}, got {raw!r}')
+            return default
+        if value < minimum or (not allow_equal and value == minimum):
             problems.append(f'{name} must be {kind} {relation} {minimum:g}, got {raw!r}')
             return default
         return value

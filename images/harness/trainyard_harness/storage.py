@@ -52,6 +52,13 @@ class Storage(Protocol):
     def delete(self, key: str) -> None: ...
 
 
+def escapes(relative: str) -> bool:
+    """Whether a relative key or path leads outside the folder it is relative to: an absolute one, or one whose first
+    component, once normalised, is '..'. A name that only starts with dots ('..keep', '...') is a name like any."""
+    normalized = os.path.normpath(relative)
+    return os.path.isabs(normalized) or normalized.split(os.sep, 1)[0] == os.pardir
+
+
 class FileStorage:
     """`file:///dir` storage; writes go to a temporary name and are renamed so readers never see partial objects."""
 
@@ -60,10 +67,9 @@ class FileStorage:
         self.root = uri[len('file://') :].rstrip('/') or '/'
 
     def _path(self, key: str) -> str:
-        normalized = os.path.normpath(key)
-        if normalized.startswith('..') or os.path.isabs(normalized):
+        if escapes(key):
             raise StorageError(f'key {key!r} escapes the storage prefix {self.uri}')
-        return os.path.join(self.root, normalized)
+        return os.path.join(self.root, os.path.normpath(key))
 
     def _atomic_write(self, key: str, writer) -> None:
         target = self._path(key)
