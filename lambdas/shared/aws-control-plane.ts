@@ -16,6 +16,13 @@ import { configFromEnv } from './runtime-config';
 import { SpotPriceCache } from './spot-prices';
 import { Workspace } from './workspace';
 
+/**
+ * How the Lambdas' S3 client computes request checksums: only where an operation requires one. The SDK's default
+ * (WHEN_SUPPORTED) signs the CRC32 of an empty body into a presigned PutObject URL, which the bundle uploaded there
+ * does not match (POST /uploads).
+ */
+export const WORKSPACE_S3_CLIENT_CONFIG = { requestChecksumCalculation: 'WHEN_REQUIRED' } as const;
+
 /** Environment variable names, as the stacks set them. */
 export const ENV = {
   jobsTable: 'JOBS_TABLE_NAME',
@@ -62,7 +69,7 @@ export function awsControlPlane(options: AwsControlPlaneOptions = {}): ControlPl
     workspace: lazy(
       () =>
         new Workspace(
-          async () => new (await import('@aws-sdk/client-s3')).S3Client({}),
+          async () => new (await import('@aws-sdk/client-s3')).S3Client(WORKSPACE_S3_CLIENT_CONFIG),
           requireEnv(ENV.workspaceBucket),
         ),
     ),

@@ -3,8 +3,9 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { S3Client } from '@aws-sdk/client-s3';
+import { S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WORKSPACE_S3_CLIENT_CONFIG } from '../../lambdas/shared/aws-control-plane';
 import { ObjectTooLarge, Workspace } from '../../lambdas/shared/workspace';
 import { localS3Client } from '../../lib/local/control-plane';
 import { type RunningEngine, startS3rver } from '../../lib/local/engines';
@@ -187,5 +188,28 @@ describe('Workspace.getTail', () => {
     const workspace = new Workspace(localS3Client(s3rver.endpoint), BUCKET);
 
     expect(await workspace.getTail('tail/missing.jsonl', 1024)).toBeUndefined();
+  });
+});
+
+describe('presigned upload URLs on AWS', () => {
+  const awsLike = (config: Record<string, unknown>) =>
+    new Workspace(
+      async () =>
+        new S3Client({
+          ...config,
+          region: 'us-east-1',
+          credentials: { accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'example' },
+        }),
+      'trainyard-workspace',
+    );
+  const checksumParameters = (url: string) =>
+    [...new URL(url).searchParams.keys()].filter((k) => /^x-amz-(checksum-|sdk-checksum)/i.test(k));
+
+  it('carry no checksum: the bundle PUT there has none the URL could have signed', async () => {
+    // The SDK's default signs the CRC32 of an empty body into the URL; the Lambdas' client must not.
+    expect(checksumParameters(await awsLike({}).presignUpload('teams/t/uploads/u.tar.gz'))).not.toEqual([]);
+    expect(
+      checksumParameters(await awsLike(WORKSPACE_S3_CLIENT_CONFIG).presignUpload('teams/t/uploads/u.tar.gz')),
+    ).toEqual([]);
   });
 });
