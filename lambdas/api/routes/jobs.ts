@@ -288,8 +288,13 @@ async function showJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespons
     if (progress && typeof progress === 'object') harnessProgress = progress as Record<string, unknown>;
     samplesText = metrics?.toString('utf8') ?? '';
   }
+  // progress.json is the job's own to write: only a whole, positive step count is one the forecast can take.
   const harnessTotal = harnessProgress?.total_steps;
-  const totalSteps = job.progress?.totalSteps ?? (typeof harnessTotal === 'number' ? harnessTotal : undefined);
+  const totalSteps =
+    job.progress?.totalSteps ??
+    (typeof harnessTotal === 'number' && Number.isSafeInteger(harnessTotal) && harnessTotal > 0
+      ? harnessTotal
+      : undefined);
   return {
     status: 200,
     body: {

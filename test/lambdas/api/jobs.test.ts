@@ -395,6 +395,30 @@ describe('GET /jobs/{id}', () => {
   });
 
   it.each([
+    ['a negative', -1],
+    ['an infinite (1e400 in JSON)', '1e400'],
+    ['a fractional', 10.5],
+  ])('answers 200 with no forecast when progress.json gives %s total_steps', async (_what, total) => {
+    const job = await seedJob('nlp', 'RUNNING');
+    await seedAttempt(job.jobId, 1, { batchJobId: 'b-1', startedAt: NOW - 600_000, usdPerHour: 0.2 });
+    const keys = jobKeysFor('nlp', job.jobId);
+    const iso = (ms: number) => new Date(ms).toISOString();
+    const samples = [0, 1, 2].map((i) =>
+      JSON.stringify({ time: iso(NOW - 600_000 + i * 300_000), attempt: 1, step: i * 5 }),
+    );
+    await bench.workspace.put(keys.metricsLog, `${samples.join('\n')}\n`);
+    await bench.workspace.put(keys.progress, `{"job_id":"${job.jobId}","attempt":1,"step":10,"total_steps":${total}}`);
+
+    const { status, body } = await bench.call({ method: 'GET', path: `/jobs/${job.jobId}` });
+
+    expect(status).toBe(200);
+    expect(body.forecast).toEqual({
+      available: false,
+      reason: 'the total step count is unknown (the harness reports total_steps when set)',
+    });
+  });
+
+  it.each([
     {
       what: 'a newer progress.json wins over the record the last periodic check wrote',
       harness: { step: 500, updated_at: '2026-01-01T00:04:00.000Z' },
