@@ -93,17 +93,21 @@ const uploadId = z
     z.regex(UPLOAD_ID_PATTERN, "must be an upload id returned by POST /uploads (1-80 of A-Z, a-z, 0-9, '_', '-')"),
   );
 
-const command = z
-  .array(z.string().check(z.maxLength(MAX_ARG_CHARS, `must be at most ${MAX_ARG_CHARS} characters`)))
-  .check(
-    z.minLength(1, 'must hold the program and its arguments, e.g. ["python", "train.py"]'),
-    z.maxLength(MAX_COMMAND_ARGS, `may hold at most ${MAX_COMMAND_ARGS} arguments`),
-    // An empty array already failed min(1); this names the other way to have no program.
-    z.refine(
-      (argv) => argv.length === 0 || (argv[0] ?? '').trim().length > 0,
-      'must start with a non-empty program name',
-    ),
-  );
+/** A program argument or environment value: what an attempt's process can be given (no NUL, which ends a C string). */
+const processText = z.string().check(
+  z.maxLength(MAX_ARG_CHARS, `must be at most ${MAX_ARG_CHARS} characters`),
+  z.refine((text) => !text.includes('\0'), 'must not contain a NUL character: no process argument or variable can'),
+);
+
+const command = z.array(processText).check(
+  z.minLength(1, 'must hold the program and its arguments, e.g. ["python", "train.py"]'),
+  z.maxLength(MAX_COMMAND_ARGS, `may hold at most ${MAX_COMMAND_ARGS} arguments`),
+  // An empty array already failed min(1); this names the other way to have no program.
+  z.refine(
+    (argv) => argv.length === 0 || (argv[0] ?? '').trim().length > 0,
+    'must start with a non-empty program name',
+  ),
+);
 
 /** Exactly one of the listed keys must be present. */
 function exactlyOne<T extends Record<string, unknown>>(keys: ReadonlyArray<keyof T & string>) {
@@ -150,7 +154,7 @@ export function submitRequestSchema(maxEnvVars: number) {
           `environment variable names may not start with ${RESERVED_ENV_PREFIXES.join(' or ')} (reserved)`,
         ),
       ),
-      z.string().check(z.maxLength(MAX_ARG_CHARS, `must be at most ${MAX_ARG_CHARS} characters`)),
+      processText,
     )
     .check(
       z.refine((record) => Object.keys(record).length <= maxEnvVars, {
@@ -164,11 +168,7 @@ export function submitRequestSchema(maxEnvVars: number) {
       command,
       requirements: z.optional(requirementsSchema),
       retries: z.optional(retriesSchema),
-      resumeArgs: z.optional(
-        z
-          .array(z.string().check(z.maxLength(MAX_ARG_CHARS, `must be at most ${MAX_ARG_CHARS} characters`)))
-          .check(z.maxLength(32, 'may hold at most 32 arguments')),
-      ),
+      resumeArgs: z.optional(z.array(processText).check(z.maxLength(32, 'may hold at most 32 arguments'))),
       checkpointDoneFile: z.optional(z.string().check(z.refine(isCheckpointDoneFile, CHECKPOINT_DONE_FILE_RULE))),
       env: z.optional(env),
       project: z.optional(scopeId),

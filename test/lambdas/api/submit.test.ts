@@ -379,6 +379,17 @@ describe('POST /jobs refuses bad input with an exact status and message and writ
       code: 'invalid_request',
       message: 'body.env.seed: environment variable names must match ^[A-Z_][A-Z0-9_]*$',
     },
+    ...[
+      ['a command argument', { command: ['python', 'train.py', 'a\u0000b'] }, 'body.command[2]'],
+      ['an environment value', { command, env: { SEED: '1\u00002' } }, 'body.env.SEED'],
+      ['a resume argument', { command, resumeArgs: ['--init_from=\u0000'] }, 'body.resumeArgs[0]'],
+    ].map(([what, fields, key]) => ({
+      name: `a NUL character in ${what}`,
+      body: { bundle: bundleB64, ...(fields as object) },
+      status: 400,
+      code: 'invalid_request',
+      message: `${key}: must not contain a NUL character: no process argument or variable can`,
+    })),
     {
       name: 'a project id that is not a scope id',
       body: { bundle: bundleB64, command, project: 'My Project' },
