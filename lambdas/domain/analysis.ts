@@ -7,7 +7,15 @@
 import { MAX_RUNTIME_SECONDS, maxRuntimeSeconds, type TierConfig } from '../../lib/config';
 import { float32ShareOf16Bit, usableGpuMemoryGiB } from '../../lib/instance-catalog';
 import { formatCount, formatDuration, formatGiB, formatUsd } from './analysis/format';
-import { type CommandOverride, type PythonValue, parseOverride, topLevelAssignments } from './analysis/python-literals';
+import {
+  type CommandOverride,
+  type PythonInclude,
+  type PythonType,
+  type PythonValue,
+  parseOverride,
+  topLevelAssignments,
+  topLevelIncludes,
+} from './analysis/python-literals';
 import { spotRunSeconds } from './estimator';
 
 /** A submitted code bundle: text files by relative path, and the command as argv. */
@@ -202,7 +210,12 @@ export function analyzeWorkload(
   const unknowns: string[] = [];
   const files = normaliseFiles(bundle.files);
   const { entryScript, configFiles, steps } = readCommand(bundle.command, files, unknowns);
-  const { hyper, nonLiteral } = readHyperparameters(files, entryScript, steps);
+  const { hyper, nonLiteral, filesRead, incomplete, dataset } = readHyperparameters(
+    files,
+    entryScript,
+    steps,
+    unknowns,
+  );
   refuseNonNumericSizes(hyper);
   const overridesApplied: string[] = [];
   if (req.totalSteps !== undefined) {
@@ -218,6 +231,8 @@ export function analyzeWorkload(
   // Assumptions made for missing hyper-parameters, by key; reported together with why the key was missing.
   const assumed = new Map<string, string>();
   const run = readRun(hyper, nonLiteral, unknowns, assumed);
+  // A file the code includes but the bundle lacks may set any size: the shape read without it is a guess.
+  if (incomplete) run.shapeConfidence = 'low';
   const framework = detectFramework(files, entryScript);
   const spread = spreadOf(bundle.command);
   const distributed = spread.launched;
@@ -230,8 +245,8 @@ export function analyzeWorkload(
   }
 
   const tf32 = detectTf32(files, hyper);
-  const readFrom = [...(entryScript !== undefined ? [entryScript] : []), ...configFiles];
-  const model = estimateModel(files, readFrom, bundle.command, hyper, run, framework, usesGpu.value, unknowns, assumed);
+  const vocabulary = { files, readFrom: filesRead, command: bundle.command, ...(dataset && { dataset }) };
+  const model = estimateModel(vocabulary, hyper, run, framework, usesGpu.value, unknowns, assumed);
   for (const [key, reason] of nonLiteral) {
     const assumption = assumed.get(key);
     unknowns.push(assumption ? `${reason}; ${assumption}` : reason);
@@ -369,20 +384,52 @@ function readCommand(command: readonly string[], files: Map<string, string>, unk
   return { entryScript, configFiles, steps };
 }
 
+/** How deep included files may nest (a config including a base that includes another…) before the rest is unread. */
+const MAX_INCLUDE_DEPTH = 8;
+
+interface HyperparameterReading {
+  hyper: Hyper;
+  nonLiteral: Map<string, string>;
+  /** The bundle files whose assignments were read, each once, in the order first read. */
+  filesRead: string[];
+  /** Whether a file the code includes was not read (not in the bundle, or nested too deep). */
+  incomplete: boolean;
+  /** The last `dataset` setting when it is a literal string (nanoGPT's data/<dataset>, which decides the vocabulary). */
+  dataset?: Hyper[string];
+}
+
 /**
  * Literal hyper-parameters: the entry script's, then each config file and `--key=value` override in command order,
- * later winning, as nanoGPT's configurator applies them (usually: script < config files < overrides).
+ * later winning, as nanoGPT's configurator applies them (usually: script < config files < overrides). A file that
+ * includes another (`exec(open('config/base.py').read())`, `from config.base import *`) gets that file's settings at
+ * that line, so its own later lines win, as in Python.
  */
 function readHyperparameters(
   files: Map<string, string>,
   entryScript: string | undefined,
   steps: readonly ConfigStep[],
-): { hyper: Hyper; nonLiteral: Map<string, string> } {
+  unknowns: string[],
+): HyperparameterReading {
   const tracked = new Set<string>(TRACKED_KEYS);
+  const sizes = new Set<string>(SIZE_KEYS);
   const hyper: Hyper = {};
   const nonLiteral = new Map<string, string>();
-  const set = (key: string, value: PythonValue | undefined, source: string, text: string) => {
+  // Keys whose value is now a float literal: the configurators take a float override only for a float setting.
+  const floats = new Set<string>();
+  const filesRead: string[] = [];
+  let incomplete = false;
+  let dataset: Hyper[string] | undefined;
+  const set = (
+    key: string,
+    value: PythonValue | undefined,
+    type: PythonType | undefined,
+    source: string,
+    text: string,
+  ) => {
+    if (key === 'dataset') dataset = typeof value === 'string' ? { value, source } : undefined;
     if (!tracked.has(key)) return;
+    if (type === 'float') floats.add(key);
+    else floats.delete(key);
     if (value === undefined || value === null) {
       delete hyper[key];
       const what = value === null ? 'None (decided at run time)' : `not a literal (${text})`;
@@ -392,24 +439,86 @@ function readHyperparameters(
     nonLiteral.delete(key);
     hyper[key] = { value: typeof value === 'boolean' ? (value ? 'True' : 'False') : value, source };
   };
-  const readFile = (path: string) => {
+  // sys.path[0] is the entry script's directory: where `from config.base import *` looks.
+  const entryDir = entryScript?.includes('/') ? entryScript.slice(0, entryScript.lastIndexOf('/') + 1) : '';
+  const readFile = (path: string, including: readonly string[]) => {
     const text = files.get(path);
     if (text === undefined) return;
-    for (const a of topLevelAssignments(text)) set(a.name, a.value, `${path}:${a.line}`, a.text);
+    if (!filesRead.includes(path)) filesRead.push(path);
+    const statements = [
+      ...topLevelAssignments(text).map((assignment) => ({ line: assignment.line, assignment })),
+      ...topLevelIncludes(text).map((include) => ({ line: include.line, include })),
+    ].sort((a, b) => a.line - b.line);
+    for (const statement of statements) {
+      if ('assignment' in statement) {
+        const a = statement.assignment;
+        set(a.name, a.value, a.type, `${path}:${a.line}`, a.text);
+        continue;
+      }
+      const include = statement.include;
+      const where = `${include.text} at ${path}:${include.line}`;
+      const target = resolveInclude(include, files, entryDir);
+      if (target === undefined) continue;
+      if (!files.has(target)) {
+        unknowns.push(
+          `${target} is not in the bundle (${where}): the settings it makes are unknown; read as if it made none`,
+        );
+        incomplete = true;
+      } else if (target === path || including.includes(target)) {
+        unknowns.push(`${where} includes ${target}, which is already being read: the cycle is read once`);
+      } else if (including.length + 1 > MAX_INCLUDE_DEPTH) {
+        unknowns.push(
+          `${target} (${where}) is nested more than ${MAX_INCLUDE_DEPTH} includes deep: not read, so the settings it makes are unknown`,
+        );
+        incomplete = true;
+      } else {
+        readFile(target, [...including, path]);
+      }
+    }
   };
-  if (entryScript !== undefined) readFile(entryScript);
+  if (entryScript !== undefined) readFile(entryScript, []);
   for (const step of steps) {
     if ('file' in step) {
-      readFile(step.file);
+      readFile(step.file, []);
       continue;
     }
-    const { key, value, constant, arg } = step.override;
+    const { key, value, constant, type, arg } = step.override;
+    if (constant && type === 'float' && sizes.has(key) && !floats.has(key)) {
+      throw new InvalidRequirement(floatSizeMessage(key, value as number, arg));
+    }
     // A call, subscript or display (`int(5e3)`, `[8][0]`) is an expression some configurators evaluate: not a literal.
     // Other text stays the string nanoGPT's configurator makes of it.
     const expression = !constant && /[([{]/.test(String(value));
-    set(key, expression ? undefined : value, arg, arg);
+    set(key, expression ? undefined : value, expression ? undefined : type, arg, arg);
   }
-  return { hyper, nonLiteral };
+  return { hyper, nonLiteral, filesRead, incomplete, ...(dataset && { dataset }) };
+}
+
+/**
+ * The bundle path an include reads: exec's path from the working directory (the bundle's root); a module through
+ * the entry script's directory, as `<module path>.py` or its package's `__init__.py`. Undefined for a module that is
+ * not the bundle's (an installed library, or a namespace package, which `import *` takes nothing from). A missing
+ * file under a directory of the bundle (`config.base` with `config/` there) is returned, to be reported as missing.
+ */
+function resolveInclude(include: PythonInclude, files: Map<string, string>, entryDir: string): string | undefined {
+  if (include.kind === 'exec') return normalisePath(include.target);
+  const base = `${entryDir}${include.target.replaceAll('.', '/')}`;
+  const found = [`${base}.py`, `${base}/__init__.py`].find((path) => files.has(path));
+  if (found) return found;
+  const under = (dir: string) => [...files.keys()].some((path) => path.startsWith(`${dir}/`));
+  if (under(base)) return undefined;
+  const top = `${entryDir}${include.target.split('.')[0]}`;
+  return include.target.includes('.') && under(top) ? `${base}.py` : undefined;
+}
+
+/**
+ * A float override of an integer size: nanoGPT's configurator asserts an override keeps the default's type, and the
+ * example trainer refuses a float for an int setting, so the job would stop after its machine started.
+ */
+function floatSizeMessage(key: string, value: number, arg: string): string {
+  const text = arg.slice(arg.indexOf('=') + 1).trim();
+  const whole = Number.isInteger(value) ? ` (write ${value})` : '';
+  return `${key} is ${text}, a float (${arg}): it must be an int${whole}; the script's configurator refuses a float for an int setting, so the job would stop after its machine started`;
 }
 
 const IMPORT_PATTERN = /^\s*(?:import|from)\s+(torch|tensorflow|jax)\b/m;
@@ -450,31 +559,73 @@ function detectFramework(files: Map<string, string>, entryScript: string | undef
  * How much of a tier the command trains on: one GPU, unless its program is a launcher that starts a process per GPU
  * (torchrun, deepspeed, accelerate, horovodrun, mpirun, `python -m torch.distributed.run|launch`; as argv[0] or as the
  * first word of a command in an `sh -c "…"` line, never in a script's arguments), then as many GPUs of each node as
- * `--nproc_per_node` says (all of them without a number); every node of a multi-node tier only when it also joins the
- * nodes (`--nnodes` other than 1, else a rendezvous endpoint, a main-node address or a node rank), since Batch runs
- * the same command on each node and unjoined copies each train alone. DistributedDataParallel in the code is not
- * enough: nanoGPT's train.py imports it and trains on one GPU unless a launcher sets RANK.
+ * its process count says (PROCESS_OPTIONS; all of them without a number); every node of a multi-node tier only when it
+ * also joins the nodes (`--nnodes` other than 1, else a rendezvous endpoint, a main-node address or a node rank), since
+ * Batch runs the same command on each node and unjoined copies each train alone. DistributedDataParallel in the code
+ * is not enough: nanoGPT's train.py imports it and trains on one GPU unless a launcher sets RANK.
  */
 interface Spread {
   /** Whether a launcher starts the training processes; without one, one process trains on one GPU. */
   launched: boolean;
-  /** Processes the launcher starts on each node (`--nproc_per_node`), when it gives a number; else one per GPU. */
+  /** Processes the launcher starts on each node, when its options give a number; else one per GPU. */
   processesPerNode?: number;
+  /** The options that gave processesPerNode, as the basis quotes them (`--nproc_per_node=2`, `-np 1`). */
+  processesOption?: string;
   /** Whether the launcher joins the nodes of a multi-node tier. */
   joinsNodes: boolean;
 }
+
+type Launcher = 'torchrun' | 'deepspeed' | 'accelerate' | 'horovodrun' | 'mpirun';
+
+/**
+ * Each launcher's option for the number of training processes it starts: on each node for torchrun and
+ * `torch.distributed.launch` (`--nproc_per_node`) and deepspeed (`--num_gpus`, alias `--num_accelerators`); in all for
+ * accelerate (`--num_processes`, divided among `--num_machines`), Open MPI's mpirun (`-np`, `-n`, `-c`, also with two
+ * dashes) and horovodrun (`-np`, `--num-proc`), which on one node is the same.
+ */
+const PROCESS_OPTIONS: Readonly<Record<Launcher, RegExp>> = {
+  torchrun: /^--nproc[-_]per[-_]node$/,
+  deepspeed: /^--num_(?:gpus|accelerators)$/,
+  accelerate: /^--num[-_]processes$/,
+  mpirun: /^--?(?:np|n|c)$/,
+  horovodrun: /^(?:-np|--num-proc)$/,
+};
+
 function spreadOf(command: readonly string[]): Spread {
   const launcher = programsOf(command)
     .map(launcherOptions)
-    .find((options) => options !== undefined);
+    .find((found) => found !== undefined);
   if (!launcher) return { launched: false, joinsNodes: false };
-  const nproc = Number(optionValue(launcher, /^--nproc[-_]per[-_]node$/));
-  const nnodes = optionValue(launcher, /^--nnodes$/);
+  const { options } = launcher;
+  const nnodes = optionValue(options, /^--nnodes$/);
   const joinsNodes =
     nnodes !== undefined
       ? !/^1(:1)?$/.test(nnodes)
-      : launcher.some((w) => /^--(rdzv[-_]endpoint|master[-_]addr|node[-_]rank)(=|$)/.test(w));
-  return { launched: true, ...(Number.isInteger(nproc) && nproc >= 1 && { processesPerNode: nproc }), joinsNodes };
+      : options.some((w) => /^--(rdzv[-_]endpoint|master[-_]addr|node[-_]rank)(=|$)/.test(w));
+  const processes = processesPerNode(launcher.name, options);
+  return { launched: true, ...processes, joinsNodes };
+}
+
+/** The processes a launcher's options start on each node, with the options quoted; nothing without a number. */
+function processesPerNode(
+  name: Launcher,
+  options: readonly string[],
+): Pick<Spread, 'processesPerNode' | 'processesOption'> {
+  // `--nproc_per_node` stays read for every launcher, as it always was; the launcher's own option comes first.
+  const option = optionOf(options, PROCESS_OPTIONS[name]) ?? optionOf(options, PROCESS_OPTIONS.torchrun);
+  const count = Number(option?.value);
+  if (!option || !Number.isInteger(count) || count < 1) return {};
+  if (name === 'accelerate') {
+    const machines = optionOf(options, /^--num[-_]machines$/);
+    const perMachine = Number(machines?.value);
+    if (machines && Number.isInteger(perMachine) && perMachine > 1) {
+      return {
+        processesPerNode: Math.ceil(count / perMachine),
+        processesOption: `${option.text} over ${machines.text}`,
+      };
+    }
+  }
+  return { processesPerNode: count, processesOption: option.text };
 }
 
 /** The words of each program the command runs: the command itself, or each command of an `sh -c` line. */
@@ -493,28 +644,44 @@ function programsOf(command: readonly string[]): string[][] {
  * A launcher's own options (the words between it and the entry script) when the program is one; undefined otherwise.
  * Variable assignments, `env` and `exec` before the program are skipped, as a shell runs past them.
  */
-function launcherOptions(words: readonly string[]): string[] | undefined {
+function launcherOptions(words: readonly string[]): { name: Launcher; options: string[] } | undefined {
   let i = 0;
   while (i < words.length && /^([A-Za-z_]\w*=.*|env|exec)$/.test(words[i] as string)) i++;
   const program = words[i] ?? '';
+  const launcher = DISTRIBUTED_LAUNCHERS.exec(program)?.[2] as Launcher | undefined;
+  let name: Launcher;
   let first: number;
-  if (DISTRIBUTED_LAUNCHERS.test(program)) first = i + 1;
-  else if (PYTHON_INTERPRETER.test(program) && words[i + 1] === '-m' && LAUNCHER_MODULES.test(words[i + 2] ?? ''))
+  if (launcher) {
+    name = launcher;
+    first = i + 1;
+  } else if (PYTHON_INTERPRETER.test(program) && words[i + 1] === '-m' && LAUNCHER_MODULES.test(words[i + 2] ?? '')) {
+    name = 'torchrun';
     first = i + 3;
-  else return undefined;
+  } else return undefined;
   const rest = words.slice(first);
   const script = rest.findIndex((w) => !w.startsWith('-') && w.endsWith('.py'));
-  return script < 0 ? rest : rest.slice(0, script);
+  return { name, options: script < 0 ? rest : rest.slice(0, script) };
 }
 
-/** The value of the last `--name=value` or `--name value` among a launcher's options. */
-function optionValue(options: readonly string[], name: RegExp): string | undefined {
-  let value: string | undefined;
+/**
+ * The last `--name=value`, `--name value` or `-name value` among a launcher's options whose name matches, with the
+ * text the basis quotes for it.
+ */
+function optionOf(options: readonly string[], name: RegExp): { value: string; text: string } | undefined {
+  let found: { value: string; text: string } | undefined;
   options.forEach((word, i) => {
-    const match = /^(--[\w-]+)(?:=(.*))?$/.exec(word);
-    if (match?.[1] && name.test(match[1])) value = match[2] ?? options[i + 1];
+    const match = /^(--?[\w-]+)(?:=(.*))?$/.exec(word);
+    const value = match?.[2] ?? options[i + 1];
+    if (match?.[1] && name.test(match[1]) && value !== undefined) {
+      found = { value, text: match[1].startsWith('--') ? `${match[1]}=${value}` : `${match[1]} ${value}` };
+    }
   });
-  return value;
+  return found;
+}
+
+/** The value of the last matching option among a launcher's options (see optionOf). */
+function optionValue(options: readonly string[], name: RegExp): string | undefined {
+  return optionOf(options, name)?.value;
 }
 
 const EXPLICIT_GPU_PATTERNS: ReadonlyArray<[RegExp, string]> = [
@@ -754,11 +921,62 @@ const numeric = (hyper: Hyper, key: string): number | undefined => {
   return typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : undefined;
 };
 
+/**
+ * What says a run's vocabulary is the corpus's characters (65 for tiny Shakespeare, as nanoGPT's shakespeare_char and
+ * the example trainer build it), strongest first: code that builds such a vocabulary (`chars = sorted(list(set(text)))`,
+ * `len(chars)`); else the literal `dataset` nanoGPT reads data/<dataset>/meta.pkl for (a character dataset such as
+ * `shakespeare_char`, or another, which is GPT-2's BPE); else, with no literal dataset, the words `shakespeare_char`,
+ * "character-level" or "char-level" in the files or the command. A corpus's name alone is not enough (nanoGPT's
+ * data/shakespeare encodes tinyshakespeare with GPT-2's BPE), nor is any `sorted(set(…))`, which may collect words.
+ */
+const CHAR_VOCABULARY_CODE: readonly RegExp[] = [
+  /\bchars\s*=\s*sorted\(\s*(?:list\(\s*)?set\(/,
+  /\blen\(\s*chars\s*\)/,
+];
+const CHAR_LEVEL_WORDS: readonly RegExp[] = [/shakespeare_char/i, /char(?:acter)?[-_ ]level/i];
+
+/** Where the run says what its vocabulary is. */
+interface VocabularySources {
+  files: Map<string, string>;
+  /** The files that set hyper-parameters, in the order read: only they speak for this run (other configs may not). */
+  readFrom: readonly string[];
+  command: readonly string[];
+  /** The last literal `dataset` setting, if any. */
+  dataset?: Hyper[string];
+}
+
+/** The sign of a character-level vocabulary the run gives (see CHAR_VOCABULARY_CODE), as `'…' at f:n`; else none. */
+function charLevelEvidence({ files, readFrom, command, dataset }: VocabularySources): string | undefined {
+  const first = (patterns: readonly RegExp[], text: string) => {
+    for (const pattern of patterns) {
+      const match = pattern.exec(text);
+      if (match) return match[0];
+    }
+    return undefined;
+  };
+  // Code is quoted by its line (`chars = sorted(set(text))`), words by themselves.
+  const inFiles = (patterns: readonly RegExp[], quoteLine: boolean) => {
+    for (const path of readFrom) {
+      for (const [index, line] of (files.get(path) ?? '').split('\n').entries()) {
+        const found = first(patterns, line);
+        if (found) return `'${quoteLine ? line.trim() : found}' at ${path}:${index + 1}`;
+      }
+    }
+    return undefined;
+  };
+  const code = inFiles(CHAR_VOCABULARY_CODE, true);
+  if (code) return code;
+  if (dataset)
+    return /char/i.test(String(dataset.value)) ? `dataset '${dataset.value}' (${dataset.source})` : undefined;
+  const words = inFiles(CHAR_LEVEL_WORDS, false);
+  if (words) return words;
+  const said = first(CHAR_LEVEL_WORDS, command.join(' '));
+  return said ? `'${said}' in the command` : undefined;
+}
+
 /** Parameter count, memory, tokens and FLOPs of a GPT-shaped model; undefined when its size is not literal. */
 function estimateModel(
-  files: Map<string, string>,
-  readFrom: readonly string[],
-  command: readonly string[],
+  vocabulary: VocabularySources,
   hyper: Hyper,
   run: RunKind,
   framework: Framework,
@@ -787,12 +1005,10 @@ function estimateModel(
 
   let V = numeric(hyper, 'vocab_size');
   if (V === undefined) {
-    // Only the files that set hyper-parameters speak for this run: other configs in the bundle may be for others.
-    const corpus = [...readFrom.map((path) => files.get(path) ?? ''), command.join(' ')].join('\n');
-    const charLevel = /shakespeare_char|char[-_ ]level/i.test(corpus);
-    V = charLevel ? ANALYSIS_ASSUMPTIONS.charLevelVocab : ANALYSIS_ASSUMPTIONS.gpt2Vocab;
-    const why = charLevel
-      ? `assumed ${V} (character-level tiny Shakespeare: the code or command mentions shakespeare_char/char-level)`
+    const evidence = charLevelEvidence(vocabulary);
+    V = evidence ? ANALYSIS_ASSUMPTIONS.charLevelVocab : ANALYSIS_ASSUMPTIONS.gpt2Vocab;
+    const why = evidence
+      ? `assumed ${V} (character-level, taken as tiny Shakespeare's ${V} characters: ${evidence})`
       : `assumed ${V} (GPT-2 vocabulary padded to 64)`;
     assumed.set('vocab_size', why);
     paramAssumptions.push(`vocab_size ${why}`);
@@ -974,7 +1190,7 @@ function runtimeOn(tier: TierConfig, ctx: TierContext): Figure<number> | undefin
     tflops = tier.peakTflops * ANALYSIS_ASSUMPTIONS.cpuUtilisation;
     basis = `${tier.peakTflops} TFLOPS fp32 × ${ANALYSIS_ASSUMPTIONS.cpuUtilisation} utilisation`;
   } else {
-    const { launched, processesPerNode, joinsNodes } = ctx.spread;
+    const { launched, processesPerNode, processesOption, joinsNodes } = ctx.spread;
     const gpus = Math.max(1, tier.gpus);
     const gpusUsed = launched ? Math.min(processesPerNode ?? gpus, gpus) : 1;
     const nodesUsed = launched && joinsNodes ? tier.nodes : 1;
@@ -987,7 +1203,7 @@ function runtimeOn(tier: TierConfig, ctx: TierContext): Figure<number> | undefin
         ? ` ÷ ${tier.gpus} GPUs (no launcher: one process, one GPU)`
         : ''
       : gpusUsed < gpus
-        ? ` on ${gpusUsed} of ${gpus} GPUs (--nproc_per_node=${processesPerNode})`
+        ? ` on ${gpusUsed} of ${gpus} GPUs (${processesOption})`
         : '';
     const nodeText =
       !launched || tier.nodes <= 1

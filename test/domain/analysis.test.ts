@@ -6,7 +6,13 @@ import {
   UnknownTier,
   WorkloadRefused,
 } from '../../lambdas/domain/analysis';
-import { evaluateLiteral, parseOverride, topLevelAssignments } from '../../lambdas/domain/analysis/python-literals';
+import {
+  evaluateLiteral,
+  parseLiteral,
+  parseOverride,
+  topLevelAssignments,
+  topLevelIncludes,
+} from '../../lambdas/domain/analysis/python-literals';
 import { parseConfig } from '../../lib/config';
 import { projectFiles } from '../support/projects';
 
@@ -186,6 +192,41 @@ describe('launchers: the share of a tier a command is credited with', () => {
     { launch: [], gpus: 4 },
   ])('credits torchrun $launch with $gpus of the node’s 4 GPUs', ({ launch, gpus }) => {
     expect(onMultinode(['torchrun', ...launch, ...args])?.value).toBeCloseTo(seconds(gpus, 1), 6);
+  });
+
+  // Each launcher names its process count its own way: per node for deepspeed (like torchrun), in all for accelerate
+  // (divided among its machines), mpirun and horovodrun (which on one node is the same). The script's arguments follow
+  // the entry script and are not the launcher's.
+  it.each([
+    { launch: ['deepspeed', '--num_gpus=1'], gpus: 1, option: '--num_gpus=1' },
+    { launch: ['deepspeed', '--num_gpus', '2'], gpus: 2, option: '--num_gpus=2' },
+    { launch: ['deepspeed', '--num_accelerators=3'], gpus: 3, option: '--num_accelerators=3' },
+    { launch: ['accelerate', 'launch', '--num_processes=1'], gpus: 1, option: '--num_processes=1' },
+    { launch: ['accelerate', 'launch', '--num_processes', '2'], gpus: 2, option: '--num_processes=2' },
+    // 4 processes over 2 machines: 4 / 2 = 2 on each node.
+    {
+      launch: ['accelerate', 'launch', '--num_processes=4', '--num_machines=2'],
+      gpus: 2,
+      option: '--num_processes=4 over --num_machines=2',
+    },
+    { launch: ['mpirun', '-np', '1', 'python'], gpus: 1, option: '-np 1' },
+    { launch: ['mpirun', '-n', '2', 'python'], gpus: 2, option: '-n 2' },
+    { launch: ['mpirun', '--np', '3', '-x', 'NCCL_DEBUG=INFO', 'python'], gpus: 3, option: '--np=3' },
+    { launch: ['horovodrun', '-np', '2', 'python'], gpus: 2, option: '-np 2' },
+    { launch: ['horovodrun', '--num-proc', '3', 'python'], gpus: 3, option: '--num-proc=3' },
+  ])('credits $launch with $gpus of the node’s 4 GPUs, naming the option', ({ launch, gpus, option }) => {
+    const runtime = onMultinode([...launch, ...args]);
+    expect(runtime?.value).toBeCloseTo(seconds(gpus, 1), 6);
+    expect(runtime?.basis).toContain(`500 TFLOPS 16-bit peak on ${gpus} of 4 GPUs (${option})`);
+  });
+
+  it.each([
+    { launch: ['deepspeed'], name: 'deepspeed without --num_gpus' },
+    { launch: ['accelerate', 'launch', '--multi_gpu'], name: 'accelerate without --num_processes' },
+    { launch: ['mpirun', 'python'], name: 'mpirun without -np' },
+  ])('credits $name with every GPU of the node, as before, whatever the script’s own arguments', ({ launch }) => {
+    expect(onMultinode([...launch, ...args])?.value).toBeCloseTo(seconds(4, 1), 6);
+    expect(onMultinode([...launch, ...args, '--num_gpus=1'])?.value).toBeCloseTo(seconds(4, 1), 6);
   });
 
   it('credits a launch that joins the nodes with the processes it starts on each, and says how many', () => {
@@ -478,6 +519,99 @@ describe('hyper-parameter precedence', () => {
     // float32 on a T4 runs at 8.1 of its 65 16-bit TFLOPS (1/8), and activations take 4 bytes.
     const small = a.perTier.find((t) => t.tier === 'gpu-small');
     expect(small?.runtimeSeconds?.basis).toContain('× 0.125 (float32 (TF32 not allowed): T4 8.1 of 65 TFLOPS');
+  });
+});
+
+describe('files that include others: read in place, as Python runs them', () => {
+  // nanoGPT-style derived configs (its config/short_char.py pattern): the base's settings at the include's line, the
+  // includer's later lines over them. The base is the fixture's config/train_small.py: L=4, d=384, T=256, V=65, no
+  // biases: 65·384 + 256·384 + 4 × (12·384² + 2·384) + 384 = 24,960 + 98,304 + 4 × 1,770,240 + 384 = 7,204,608.
+  it.each([
+    { include: "exec(open('config/train_small.py').read())" },
+    { include: 'exec(open("./config/train_small.py", encoding="utf-8").read())' },
+    { include: 'from config.train_small import *' },
+  ])('reads the base a config includes with $include', ({ include }) => {
+    const files = { ...nanogpt, 'config/short.py': `${include}  # the base\nmax_iters = 2000\n` };
+    const a = analyzeWorkload({ files, command: ['python', 'train.py', 'config/short.py'] }, tiers);
+    expect(a.hyperparameters).toMatchObject({
+      n_layer: { value: 4, source: 'config/train_small.py:12' },
+      n_embd: { value: 384, source: 'config/train_small.py:14' },
+      vocab_size: { value: 65, source: 'config/train_small.py:10' },
+      batch_size: { value: 64, source: 'config/train_small.py:8' },
+      max_iters: { value: 2000, source: 'config/short.py:2' },
+    });
+    expect(a.parameterCount).toMatchObject({ value: 7_204_608, confidence: 'high' });
+    // 2000 iterations × 64 sequences × 256 tokens.
+    expect(a.totalTokens?.value).toBe(32_768_000);
+    expect(a.unknowns.filter((u) => u.includes('bundle'))).toEqual([]);
+  });
+
+  it('applies an include at its line: what the includer set before it is replaced, what it sets after wins', () => {
+    const files = {
+      ...nanogpt,
+      'config/mixed.py': 'n_layer = 9\nn_embd = 128\nfrom config.train_small import *\nn_embd = 256\n',
+    };
+    const a = analyzeWorkload({ files, command: ['python', 'train.py', 'config/mixed.py'] }, tiers);
+    expect(a.hyperparameters.n_layer).toEqual({ value: 4, source: 'config/train_small.py:12' });
+    expect(a.hyperparameters.n_embd).toEqual({ value: 256, source: 'config/mixed.py:4' });
+  });
+
+  it('reads a module the entry script imports with *, found from the entry script’s directory as Python does', () => {
+    const script = (nanogpt['train.py'] ?? '').replace('n_layer = 12\n', 'from settings import *\n');
+    const files = { 'src/train.py': script, 'src/settings.py': 'n_layer = 3\n', 'settings.py': 'n_layer = 7\n' };
+    const a = analysed({ files, command: ['python', 'src/train.py'] });
+    expect(a.hyperparameters.n_layer).toEqual({ value: 3, source: 'src/settings.py:1' });
+  });
+
+  it.each([{ include: "exec(open('config/base.py').read())" }, { include: 'from config.base import *' }])(
+    'lists a base missing from the bundle ($include) and lowers the parameter count’s confidence',
+    ({ include }) => {
+      const files = { ...nanogpt, 'config/short.py': `${include}\nmax_iters = 2000\n` };
+      const a = analyzeWorkload({ files, command: ['python', 'train.py', 'config/short.py'] }, tiers);
+      expect(a.unknowns).toContain(
+        `config/base.py is not in the bundle (${include} at config/short.py:1): the settings it makes are unknown; read as if it made none`,
+      );
+      expect(a.parameterCount?.confidence).toBe('low');
+    },
+  );
+
+  it('takes `from <module> import *` of a module outside the bundle for an installed library: nothing to report', () => {
+    const files = { ...nanogpt, 'config/short.py': 'from math import *\nfrom torch.nn import *\nmax_iters = 2000\n' };
+    const a = analyzeWorkload(
+      { files, command: ['python', 'train.py', 'config/train_small.py', 'config/short.py'] },
+      tiers,
+    );
+    expect(a.unknowns.filter((u) => u.includes('bundle'))).toEqual([]);
+    expect(a.parameterCount?.confidence).toBe('high');
+  });
+
+  it('reads a cycle of includes once and says so', () => {
+    const files = {
+      ...nanogpt,
+      'config/a.py': "exec(open('config/b.py').read())\nn_layer = 5\n",
+      'config/b.py': "exec(open('config/a.py').read())\nn_embd = 256\n",
+    };
+    const a = analysed({ files, command: ['python', 'train.py', 'config/a.py'] });
+    expect(a.hyperparameters.n_layer).toEqual({ value: 5, source: 'config/a.py:2' });
+    expect(a.hyperparameters.n_embd).toEqual({ value: 256, source: 'config/b.py:2' });
+    expect(a.unknowns).toContain(
+      "exec(open('config/a.py').read()) at config/b.py:1 includes config/a.py, which is already being read: the cycle is read once",
+    );
+  });
+
+  it('stops following includes nested more than 8 deep, and says the settings there are unknown', () => {
+    // config/c0.py (from the command) includes c1, which includes c2, … c8 includes c9: c9 is 9 includes deep.
+    const chain: Record<string, string> = {};
+    for (let i = 0; i < 9; i++) chain[`config/c${i}.py`] = `exec(open('config/c${i + 1}.py').read())\n`;
+    chain['config/c8.py'] += 'n_layer = 8\n';
+    chain['config/c9.py'] = 'n_embd = 64\n';
+    const a = analysed({ files: { ...nanogpt, ...chain }, command: ['python', 'train.py', 'config/c0.py'] });
+    expect(a.hyperparameters.n_layer).toEqual({ value: 8, source: 'config/c8.py:2' });
+    expect(a.hyperparameters.n_embd).toEqual({ value: 768, source: 'train.py:29' });
+    expect(a.unknowns).toContain(
+      "config/c9.py (exec(open('config/c9.py').read()) at config/c8.py:1) is nested more than 8 includes deep: not read, so the settings it makes are unknown",
+    );
+    expect(a.parameterCount?.confidence).toBe('low');
   });
 });
 
@@ -822,6 +956,70 @@ describe('user requirements override the analysis', () => {
     },
   );
 
+  // ast.literal_eval reads every Python spelling of an int, as the configurators do: 0x40 = 64, 0o3720 = 3·512 +
+  // 7·64 + 2·8 = 2000, 0b110 = 6: the same run as the decimal command (6 layers, 2000 iterations of 64 × 256 tokens).
+  it('reads hexadecimal, octal and binary sizes as the numbers Python makes of them', () => {
+    const a = analyzeWorkload(
+      {
+        files: nanogpt,
+        command: [
+          'python',
+          'train.py',
+          'config/train_small.py',
+          '--n_layer=0b110',
+          '--max_iters=0o3720',
+          '--batch_size=0x40',
+        ],
+      },
+      tiers,
+    );
+    expect(a.hyperparameters).toMatchObject({
+      n_layer: { value: 6, source: '--n_layer=0b110' },
+      max_iters: { value: 2000, source: '--max_iters=0o3720' },
+      batch_size: { value: 64, source: '--batch_size=0x40' },
+    });
+    // 2000 iterations × 64 sequences × 256 tokens = 32,768,000.
+    expect(a.totalTokens?.value).toBe(32_768_000);
+  });
+
+  // nanoGPT's configurator asserts type(attempt) == type(globals()[key]); the example trainer raises "--max_iters
+  // expects an int" for a float given to an int setting. Both stop the job after its machine started.
+  it.each([
+    [
+      '--max_iters=5e3',
+      "max_iters is 5e3, a float (--max_iters=5e3): it must be an int (write 5000); the script's configurator refuses a float for an int setting, so the job would stop after its machine started",
+    ],
+    [
+      '--batch_size=12.5',
+      "batch_size is 12.5, a float (--batch_size=12.5): it must be an int; the script's configurator refuses a float for an int setting, so the job would stop after its machine started",
+    ],
+    [
+      '--n_layer=6.',
+      "n_layer is 6., a float (--n_layer=6.): it must be an int (write 6); the script's configurator refuses a float for an int setting, so the job would stop after its machine started",
+    ],
+  ])('refuses the float override %s of an int size, naming the key, the value and what is allowed', (arg, message) => {
+    const error = thrown(() => analyzeWorkload({ files: nanogpt, command: [...nanogptCommand, arg] }, tiers));
+    expect(error).toEqual(new InvalidRequirement(message));
+  });
+
+  it('takes a float override of a size the code sets to a float, as the configurators do, and floats in files', () => {
+    // A Python file is not type checked: `max_iters = 5e3` makes max_iters the float 5000.0, and a float override of
+    // it keeps the type. 6e3 = 6000 iterations × 64 × 256 = 98,304,000 tokens.
+    const files = { ...nanogpt, 'config/float.py': 'max_iters = 5e3\n' };
+    const command = ['python', 'train.py', 'config/train_small.py', 'config/float.py'];
+    expect(analyzeWorkload({ files, command }, tiers).hyperparameters.max_iters).toEqual({
+      value: 5000,
+      source: 'config/float.py:1',
+    });
+    const a = analyzeWorkload({ files, command: [...command, '--max_iters=6e3'] }, tiers);
+    expect(a.hyperparameters.max_iters).toEqual({ value: 6000, source: '--max_iters=6e3' });
+    expect(a.totalTokens?.value).toBe(98_304_000);
+    // A float for a setting that is not a size is the script's business (learning_rate, dropout are floats anyway).
+    expect(() =>
+      analyzeWorkload({ files: nanogpt, command: [...nanogptCommand, '--dropout=0.1'] }, tiers),
+    ).not.toThrow();
+  });
+
   it('leaves a size given as an expression it cannot evaluate as not literal, for the script to decide', () => {
     const a = analyzeWorkload({ files: nanogpt, command: [...nanogptCommand, '--max_iters=int(5e3)'] }, tiers);
     expect(a.hyperparameters.max_iters).toBeUndefined();
@@ -851,7 +1049,7 @@ describe('unknowns are reported, assumptions stated', () => {
   it('assumes the character-level vocabulary for a tiny-Shakespeare project and says where vocab_size was set', () => {
     const a = analyzeWorkload({ files: withoutVocab(nanogpt), command: nanogptCommand }, tiers);
     expect(a.unknowns).toContain(
-      'vocab_size at train.py:32 is None (decided at run time); assumed 65 (character-level tiny Shakespeare: the code or command mentions shakespeare_char/char-level)',
+      "vocab_size at train.py:32 is None (decided at run time); assumed 65 (character-level, taken as tiny Shakespeare's 65 characters: dataset 'shakespeare_char' (config/train_small.py:5))",
     );
     expect(a.parameterCount?.value).toBe(gptParams(6, 384, 256, 65, false));
     expect(a.parameterCount?.confidence).toBe('medium');
@@ -863,6 +1061,59 @@ describe('unknowns are reported, assumptions stated', () => {
     const a = analyzeWorkload({ files, command: nanogptCommand }, tiers);
     expect(a.parameterCount?.value).toBe(gptParams(6, 384, 256, 50304, false));
     expect(a.unknowns.some((u) => u.endsWith('assumed 50304 (GPT-2 vocabulary padded to 64)'))).toBe(true);
+  });
+
+  // A script that sets no vocab_size: what it says about its vocabulary decides the assumption. With L=2, d=64, T=32
+  // and biases (assumed): V·64 + 32·64 + 2 × (12·64² + 13·64) + 2·64 = V·64 + 2,048 + 2 × 49,984 + 128
+  // = 106,304 for V = 65 (4,160 + 102,144) and 3,321,600 for V = 50,304 (3,219,456 + 102,144).
+  const charScript = (lines: string[]) => ({
+    'train.py': [
+      ...lines,
+      'import torch',
+      'n_layer = 2',
+      'n_embd = 64',
+      'block_size = 32',
+      'batch_size = 8',
+      'max_iters = 100',
+      "device = 'cuda'",
+    ].join('\n'),
+  });
+  it.each([
+    {
+      name: 'a docstring saying Character-level',
+      lines: ['"""Character-level GPT on tinyshakespeare."""'],
+      evidence: "'Character-level' at train.py:1",
+    },
+    {
+      name: 'a vocabulary of the text’s characters',
+      lines: ['text = open("input.txt").read()', 'chars = sorted(list(set(text)))'],
+      evidence: "'chars = sorted(list(set(text)))' at train.py:2",
+    },
+    {
+      name: 'a vocabulary size counted from the characters',
+      lines: ['vocab = len(chars)  # distinct characters'],
+      evidence: "'vocab = len(chars)  # distinct characters' at train.py:1",
+    },
+  ])('assumes 65 characters for $name', ({ lines, evidence }) => {
+    const a = analyzeWorkload({ files: charScript(lines), command: ['python', 'train.py'] }, tiers);
+    expect(a.parameterCount?.value).toBe(106_304);
+    expect(a.unknowns).toContain(
+      `vocab_size is not set in the code or command; assumed 65 (character-level, taken as tiny Shakespeare's 65 characters: ${evidence})`,
+    );
+  });
+
+  it.each([
+    // nanoGPT's data/shakespeare encodes tinyshakespeare with GPT-2's BPE: a corpus's name is not a vocabulary.
+    { name: 'the corpus’s name alone', lines: ['"""GPT on tinyshakespeare."""'] },
+    { name: 'a sorted set of words', lines: ['words = sorted(set(text.split()))'] },
+    // nanoGPT reads the vocabulary from data/<dataset>/meta.pkl: a literal dataset outranks the words.
+    {
+      name: 'a BPE dataset, whatever the words',
+      lines: ['"""A character-level trainer."""', "dataset = 'openwebtext'"],
+    },
+  ])('assumes the GPT-2 vocabulary for $name', ({ lines }) => {
+    const a = analyzeWorkload({ files: charScript(lines), command: ['python', 'train.py'] }, tiers);
+    expect(a.parameterCount?.value).toBe(3_321_600);
   });
 
   it('leaves model figures undefined when the size is not literal, and still picks the cheapest GPU tier', () => {
@@ -924,6 +1175,75 @@ describe('python literal reading', () => {
     expect(evaluateLiteral(text)).toBe(value);
   });
 
+  // Python's numeric literals (Language Reference 2.4.5-2.4.6), as ast.literal_eval reads them: 0x40 = 4·16 = 64,
+  // 0o17 = 1·8 + 7 = 15, 0b101 = 4 + 1 = 5; an underscore may sit between digits, in an exponent too (1e1_0 = 1e10).
+  // A decimal int with a leading zero, a doubled or trailing underscore, a bare 0x and an imaginary number are not
+  // numbers (literal_eval raises, so a configurator keeps the text).
+  it.each([
+    ['0x40', 64],
+    ['0X4_0', 64],
+    ['0o17', 15],
+    ['0b101', 5],
+    ['0b_101', 5],
+    ['1e1_0', 1e10],
+    ['1_000.5', 1000.5],
+    ['1.e2', 100],
+    ['012.5', 12.5],
+    ['00', 0],
+    ['2 * 0x10', 32],
+    ['012', undefined],
+    ['1__0', undefined],
+    ['1_', undefined],
+    ['0x', undefined],
+    ['0b2', undefined],
+    ['3j', undefined],
+    ['5k', undefined],
+  ])('reads the number %s as %s', (text, value) => {
+    expect(evaluateLiteral(text)).toBe(value);
+  });
+
+  // The type Python gives: int op int is an int, except true division and a negative power; a float anywhere makes a
+  // float; 5e3 and 5. are floats although whole.
+  it.each([
+    ['5000', 5000, 'int'],
+    ['5_000', 5000, 'int'],
+    ['0x40', 64, 'int'],
+    ['5e3', 5000, 'float'],
+    ['5.', 5, 'float'],
+    ['-2', -2, 'int'],
+    ['-2.0', -2, 'float'],
+    ['7 // 2', 3, 'int'],
+    ['7 % 4', 3, 'int'],
+    ['6 / 3', 2, 'float'],
+    ['2 ** 3', 8, 'int'],
+    ['2 ** -1', 0.5, 'float'],
+    ['1.0 * 3', 3, 'float'],
+    ['7.0 // 2', 3, 'float'],
+    ["'ab'", 'ab', 'str'],
+    ['True', true, 'bool'],
+    ['None', null, 'NoneType'],
+  ])('types %s as %s (%s)', (text, value, type) => {
+    expect(parseLiteral(text)).toEqual({ value, type });
+  });
+
+  // `import config.base` runs the module but binds only the name `config`: its settings do not become the importer's.
+  it('finds the top-level statements that pull another file’s settings in', () => {
+    const source = [
+      "exec(open('config/base.py').read())  # the base",
+      'from config.common import *',
+      'if fast:',
+      "    exec(open('config/fast.py').read())",
+      'exec(open(config_file).read())',
+      'from . import *',
+      'from config import base',
+      'import config.base',
+    ].join('\n');
+    expect(topLevelIncludes(source)).toEqual([
+      { line: 1, kind: 'exec', target: 'config/base.py', text: "exec(open('config/base.py').read())" },
+      { line: 2, kind: 'import', target: 'config.common', text: 'from config.common import *' },
+    ]);
+  });
+
   it('reads only unindented assignments and strips comments outside strings', () => {
     const source = [
       "name = 'x#y'  # the comment",
@@ -941,10 +1261,15 @@ describe('python literal reading', () => {
   });
 
   it.each([
-    ['--n_layer=6', { key: 'n_layer', value: 6, constant: true, arg: '--n_layer=6' }],
-    ['--device=cpu', { key: 'device', value: 'cpu', constant: false, arg: '--device=cpu' }],
-    ['--compile=False', { key: 'compile', value: false, constant: true, arg: '--compile=False' }],
-    ['--max_iters=int(5e3)', { key: 'max_iters', value: 'int(5e3)', constant: false, arg: '--max_iters=int(5e3)' }],
+    ['--n_layer=6', { key: 'n_layer', value: 6, constant: true, type: 'int', arg: '--n_layer=6' }],
+    ['--device=cpu', { key: 'device', value: 'cpu', constant: false, type: 'str', arg: '--device=cpu' }],
+    ['--compile=False', { key: 'compile', value: false, constant: true, type: 'bool', arg: '--compile=False' }],
+    [
+      '--max_iters=int(5e3)',
+      { key: 'max_iters', value: 'int(5e3)', constant: false, type: 'str', arg: '--max_iters=int(5e3)' },
+    ],
+    ['--batch_size=0x40', { key: 'batch_size', value: 64, constant: true, type: 'int', arg: '--batch_size=0x40' }],
+    ['--max_iters=5e3', { key: 'max_iters', value: 5000, constant: true, type: 'float', arg: '--max_iters=5e3' }],
     ['--n_layer', undefined],
     ['n_layer=6', undefined],
   ])('parses override %s', (arg, expected) => {

@@ -1,12 +1,27 @@
 /**
  * Reads literal values out of Python source without running it: top-level `name = <literal>` assignments (as in
- * nanoGPT's train.py and config/*.py files) and `--key=value` command-line overrides. Only constant expressions are
- * evaluated (numbers, strings, True/False/None, + - * / // % ** and parentheses), so a bundle can never make the
- * analysis execute anything; anything else is reported as a non-literal expression with its text.
+ * nanoGPT's train.py and config/*.py files), the top-level statements that pull another file's assignments in
+ * (`exec(open('config/base.py').read())`, `from config.base import *`), and `--key=value` command-line overrides.
+ * Only constant expressions are evaluated (numbers in every Python spelling, strings, True/False/None, + - * / // % **
+ * and parentheses), so a bundle can never make the analysis execute anything; anything else is reported as a
+ * non-literal expression with its text.
  */
 
 /** A Python constant as the analysis sees it: booleans keep Python's spelling (`True`/`False`), None is null. */
 export type PythonValue = number | string | boolean | null;
+
+/**
+ * The Python type of a constant. JavaScript has one number type, so whether `64` or `64.0` was written is kept here:
+ * configurators compare it with the default's type (nanoGPT asserts `type(attempt) == type(globals()[key])`; the
+ * example trainer refuses a float for an int setting).
+ */
+export type PythonType = 'int' | 'float' | 'str' | 'bool' | 'NoneType';
+
+/** A constant expression's value with its Python type. */
+export interface PythonLiteral {
+  readonly value: PythonValue;
+  readonly type: PythonType;
+}
 
 /** One top-level assignment found in a file. */
 export interface PythonAssignment {
@@ -18,6 +33,8 @@ export interface PythonAssignment {
   readonly text: string;
   /** The evaluated constant, or undefined when the right-hand side is not a constant expression. */
   readonly value: PythonValue | undefined;
+  /** The constant's Python type; undefined with value. */
+  readonly type: PythonType | undefined;
 }
 
 /** Top-level (unindented) `name = expr` and `name: type = expr` assignments, in file order. */
@@ -30,7 +47,44 @@ export function topLevelAssignments(source: string): PythonAssignment[] {
     const match = /^([A-Za-z_]\w*)\s*(?::\s*[A-Za-z_][\w.[\], ]*)?=(?!=)\s*(.+?)\s*$/.exec(line);
     if (!match?.[1] || match[2] === undefined) return;
     const text = match[2];
-    out.push({ name: match[1], line: index + 1, text, value: evaluateLiteral(text) });
+    const literal = parseLiteral(text);
+    out.push({ name: match[1], line: index + 1, text, value: literal?.value, type: literal?.type });
+  });
+  return out;
+}
+
+/**
+ * A top-level statement that runs another file's top-level code into this file's names: `exec(open('path').read())`
+ * (the way nanoGPT's train.py runs configurator.py and its config files, relative to the working directory) or
+ * `from module import *` (found through sys.path, whose first entry is the entry script's directory).
+ */
+export interface PythonInclude {
+  /** 1-based line number. */
+  readonly line: number;
+  readonly kind: 'exec' | 'import';
+  /** The path exec opens, or the dotted module name. */
+  readonly target: string;
+  /** The statement as written (comment stripped). */
+  readonly text: string;
+}
+
+/** Top-level `exec(open('<literal path>').read())` and `from <module> import *` statements, in file order. */
+export function topLevelIncludes(source: string): PythonInclude[] {
+  const out: PythonInclude[] = [];
+  source.split(/\r?\n/).forEach((raw, index) => {
+    // Indented lines run only when their block does (nanoGPT's configurator execs its config files in a loop; those
+    // come from the command and are read as config files).
+    const line = stripComment(raw);
+    const exec = /^exec\(\s*open\(\s*(?:'([^'\\]+)'|"([^"\\]+)")\s*(?:,[^()]*)?\)\s*\.read\(\s*\)\s*\)\s*;?$/.exec(
+      line,
+    );
+    const path = exec?.[1] ?? exec?.[2];
+    if (path !== undefined) {
+      out.push({ line: index + 1, kind: 'exec', target: path, text: line });
+      return;
+    }
+    const star = /^from\s+([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\s+import\s+\*\s*;?$/.exec(line);
+    if (star?.[1]) out.push({ line: index + 1, kind: 'import', target: star[1], text: line });
   });
   return out;
 }
@@ -50,10 +104,30 @@ export function stripComment(line: string): string {
 }
 
 type Token =
-  | { kind: 'num'; value: number }
+  | { kind: 'num'; value: number; float: boolean }
   | { kind: 'str'; value: string }
   | { kind: 'name'; value: string }
   | { kind: 'op'; value: string };
+
+// Python's numeric literals (Language Reference, 2.4.5-2.4.6): an underscore may only sit between two digits; a
+// decimal integer has no leading zero (`012` is a syntax error, so literal_eval refuses it and a configurator keeps
+// the text); integers may be hexadecimal, octal or binary. Imaginary literals (`3j`) are not numbers here.
+const DIGITS = String.raw`\d(?:_?\d)*`;
+const INTEGER = /^(?:0[xX](?:_?[\da-fA-F])+|0[oO](?:_?[0-7])+|0[bB](?:_?[01])+|[1-9](?:_?\d)*|0(?:_?0)*)/;
+const FLOAT = new RegExp(
+  String.raw`^(?:(?:(?:${DIGITS})?\.${DIGITS}|${DIGITS}\.)(?:[eE][+-]?${DIGITS})?|${DIGITS}[eE][+-]?${DIGITS})`,
+);
+
+/** A numeric literal at the start of text, with its length; undefined when text does not start with one. */
+function numberAt(text: string): { value: number; float: boolean; length: number } | undefined {
+  const float = FLOAT.exec(text);
+  if (float) return { value: Number(float[0].replaceAll('_', '')), float: true, length: float[0].length };
+  const integer = INTEGER.exec(text);
+  if (!integer) return undefined;
+  const digits = integer[0].replaceAll('_', '');
+  // Number() reads 0x and 0o and 0b; it would read a decimal with leading zeros (`00`) too, which Python allows.
+  return { value: Number(digits), float: false, length: integer[0].length };
+}
 
 function tokenize(text: string): Token[] | undefined {
   const tokens: Token[] = [];
@@ -65,12 +139,13 @@ function tokenize(text: string): Token[] | undefined {
       i += space[0].length;
       continue;
     }
-    const num = /^(?:\d[\d_]*\.?[\d_]*|\.\d[\d_]*)(?:[eE][+-]?\d+)?/.exec(rest);
-    if (num) {
-      const value = Number(num[0].replaceAll('_', ''));
-      if (!Number.isFinite(value)) return undefined;
-      tokens.push({ kind: 'num', value });
-      i += num[0].length;
+    if (/^\.?\d/.test(rest)) {
+      const num = numberAt(rest);
+      // A number runs into a letter, digit or dot only when it is not one (`5k`, `012`, `1__0`, `0x`, `3j`).
+      if (!num || /^[\w.]/.test(rest.slice(num.length))) return undefined;
+      if (!Number.isFinite(num.value)) return undefined;
+      tokens.push({ kind: 'num', value: num.value, float: num.float });
+      i += num.length;
       continue;
     }
     const str = /^(?:'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)")/.exec(rest);
@@ -103,6 +178,14 @@ function unescapePython(body: string): string {
  * than * / // %, then + -.
  */
 export function evaluateLiteral(text: string): PythonValue | undefined {
+  return parseLiteral(text)?.value;
+}
+
+/**
+ * Evaluates a Python constant expression as evaluateLiteral does, keeping its Python type: as in Python, arithmetic
+ * on two ints is an int except `/` and a negative power, and anything with a float is a float.
+ */
+export function parseLiteral(text: string): PythonLiteral | undefined {
   const tokens = tokenize(text.trim());
   if (!tokens || tokens.length === 0) return undefined;
   let pos = 0;
@@ -112,24 +195,24 @@ export function evaluateLiteral(text: string): PythonValue | undefined {
     return t?.kind === 'op' && t.value === value;
   };
   const fail = Symbol('fail');
-  type Result = PythonValue | typeof fail;
+  type Result = PythonLiteral | typeof fail;
+  const isNumber = (r: Result): r is PythonLiteral & { value: number } =>
+    r !== fail && (r.type === 'int' || r.type === 'float');
 
   const atom = (): Result => {
     const t = tokens[pos++];
     if (!t) return fail;
-    if (t.kind === 'num' || t.kind === 'str') {
+    if (t.kind === 'num') return { value: t.value, type: t.float ? 'float' : 'int' };
+    if (t.kind === 'str') {
       // Adjacent string literals concatenate, as in Python.
-      if (t.kind === 'str') {
-        let s = t.value;
-        while (peek()?.kind === 'str') s += (tokens[pos++] as { value: string }).value;
-        return s;
-      }
-      return t.value;
+      let s = t.value;
+      while (peek()?.kind === 'str') s += (tokens[pos++] as { value: string }).value;
+      return { value: s, type: 'str' };
     }
     if (t.kind === 'name') {
-      if (t.value === 'True') return true;
-      if (t.value === 'False') return false;
-      if (t.value === 'None') return null;
+      if (t.value === 'True') return { value: true, type: 'bool' };
+      if (t.value === 'False') return { value: false, type: 'bool' };
+      if (t.value === 'None') return { value: null, type: 'NoneType' };
       return fail;
     }
     if (t.value === '(') {
@@ -153,8 +236,8 @@ export function evaluateLiteral(text: string): PythonValue | undefined {
     if (isOp('-') || isOp('+')) {
       const sign = (tokens[pos++] as { value: string }).value;
       const operand = unary();
-      if (typeof operand !== 'number') return fail;
-      return sign === '-' ? -operand : operand;
+      if (!isNumber(operand)) return fail;
+      return sign === '-' ? { value: -operand.value, type: operand.type } : operand;
     }
     return power();
   };
@@ -172,29 +255,33 @@ export function evaluateLiteral(text: string): PythonValue | undefined {
       const op = (tokens[pos++] as { value: string }).value;
       const right = product();
       left =
-        typeof left === 'string' && typeof right === 'string' && op === '+'
-          ? left + right
+        left !== fail && right !== fail && left.type === 'str' && right.type === 'str' && op === '+'
+          ? { value: `${left.value}${right.value}`, type: 'str' }
           : arithmetic(op, left, right);
     }
     return left;
   };
-  const arithmetic = (op: string, a: Result, b: Result): Result => {
-    if (typeof a !== 'number' || typeof b !== 'number') return fail;
+  const arithmetic = (op: string, x: Result, y: Result): Result => {
+    if (!isNumber(x) || !isNumber(y)) return fail;
+    const a = x.value;
+    const b = y.value;
+    const ints = x.type === 'int' && y.type === 'int';
+    const typed = (value: number, int = ints): Result => ({ value, type: int ? 'int' : 'float' });
     switch (op) {
       case '+':
-        return a + b;
+        return typed(a + b);
       case '-':
-        return a - b;
+        return typed(a - b);
       case '*':
-        return a * b;
+        return typed(a * b);
       case '/':
-        return b === 0 ? fail : a / b;
+        return b === 0 ? fail : typed(a / b, false);
       case '//':
-        return b === 0 ? fail : Math.floor(a / b);
+        return b === 0 ? fail : typed(Math.floor(a / b));
       case '%':
-        return b === 0 ? fail : a - b * Math.floor(a / b);
+        return b === 0 ? fail : typed(a - b * Math.floor(a / b));
       case '**':
-        return a ** b;
+        return typed(a ** b, ints && b >= 0);
       default:
         return fail;
     }
@@ -202,7 +289,7 @@ export function evaluateLiteral(text: string): PythonValue | undefined {
 
   const result = sum();
   if (result === fail || pos !== tokens.length) return undefined;
-  if (typeof result === 'number' && !Number.isFinite(result)) return undefined;
+  if (typeof result.value === 'number' && !Number.isFinite(result.value)) return undefined;
   return result;
 }
 
@@ -212,6 +299,8 @@ export interface CommandOverride {
   readonly value: PythonValue;
   /** Whether value is the Python constant the text evaluates to; false when it is the raw text, kept as a string. */
   readonly constant: boolean;
+  /** The value's Python type (`str` for raw text). */
+  readonly type: PythonType;
   /** The argument as given, e.g. `--n_layer=6`: the source shown to users. */
   readonly arg: string;
 }
@@ -220,8 +309,8 @@ export interface CommandOverride {
 export function parseOverride(arg: string): CommandOverride | undefined {
   const match = /^--([A-Za-z_]\w*)=(.*)$/s.exec(arg);
   if (!match?.[1] || match[2] === undefined) return undefined;
-  const literal = evaluateLiteral(match[2]);
+  const literal = parseLiteral(match[2]);
   return literal === undefined
-    ? { key: match[1], value: match[2], constant: false, arg }
-    : { key: match[1], value: literal, constant: true, arg };
+    ? { key: match[1], value: match[2], constant: false, type: 'str', arg }
+    : { key: match[1], value: literal.value, constant: true, type: literal.type, arg };
 }
