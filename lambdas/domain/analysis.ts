@@ -13,6 +13,7 @@ import {
   type PythonType,
   type PythonValue,
   parseOverride,
+  stripComment,
   topLevelAssignments,
   topLevelIncludes,
 } from './analysis/python-literals';
@@ -210,11 +211,13 @@ export function analyzeWorkload(
   const unknowns: string[] = [];
   const files = normaliseFiles(bundle.files);
   const { entryScript, configFiles, steps } = readCommand(bundle.command, files, unknowns);
+  const threadsCall = cpuThreadsCall(files, entryScript);
   const { hyper, nonLiteral, filesRead, incomplete, dataset } = readHyperparameters(
     files,
     entryScript,
     steps,
     unknowns,
+    threadsCall?.name === undefined ? [] : [threadsCall.name],
   );
   refuseNonNumericSizes(hyper);
   const overridesApplied: string[] = [];
@@ -234,6 +237,7 @@ export function analyzeWorkload(
   // A file the code includes but the bundle lacks may set any size: the shape read without it is a guess.
   if (incomplete) run.shapeConfidence = 'low';
   const framework = detectFramework(files, entryScript);
+  const cpuThreads = threadsCall && cpuThreadsOf(threadsCall, hyper);
   const spread = spreadOf(bundle.command);
   const distributed = spread.launched;
   const usesGpu = detectGpu(files, framework, hyper, unknowns);
@@ -270,7 +274,17 @@ export function analyzeWorkload(
   if (req.deadlineSeconds !== undefined) overridesApplied.push(`deadlineSeconds=${req.deadlineSeconds}`);
 
   const perTier = tiers.map((tier) =>
-    assessTier(tier, { usesGpu: usesGpu.value, tf32, framework, spread, model, peakGpuMemoryGiB, hyper, req }),
+    assessTier(tier, {
+      usesGpu: usesGpu.value,
+      tf32,
+      framework,
+      spread,
+      model,
+      peakGpuMemoryGiB,
+      hyper,
+      req,
+      ...(cpuThreads && { cpuThreads }),
+    }),
   );
   const fitting = perTier.filter((t) => t.fits).sort((a, b) => costOrder(a, b, tiers));
 
@@ -409,8 +423,9 @@ function readHyperparameters(
   entryScript: string | undefined,
   steps: readonly ConfigStep[],
   unknowns: string[],
+  extraKeys: readonly string[] = [],
 ): HyperparameterReading {
-  const tracked = new Set<string>(TRACKED_KEYS);
+  const tracked = new Set<string>([...TRACKED_KEYS, ...extraKeys]);
   const sizes = new Set<string>(SIZE_KEYS);
   const hyper: Hyper = {};
   const nonLiteral = new Map<string, string>();
@@ -1176,6 +1191,41 @@ interface TierContext {
   peakGpuMemoryGiB: Figure<number> | undefined;
   hyper: Hyper;
   req: JobRequirements;
+  /** The CPU threads the code limits PyTorch to (`torch.set_num_threads`), when it says how many. */
+  cpuThreads?: Figure<number>;
+}
+
+/**
+ * A `torch.set_num_threads(…)` call in the entry script: its argument as an int literal or as a name the code sets
+ * (nanoGPT-style `threads = 1`, overridable like any setting). The call may sit in a block (`if device_type ==
+ * 'cpu':`): it limits the CPU run wherever it is.
+ */
+interface ThreadsCall {
+  readonly where: string;
+  readonly literal?: number;
+  readonly name?: string;
+}
+
+function cpuThreadsCall(files: Map<string, string>, entryScript: string | undefined): ThreadsCall | undefined {
+  const text = entryScript === undefined ? undefined : files.get(entryScript);
+  if (text === undefined) return undefined;
+  const lines = text.split(/\r?\n/);
+  for (const [index, raw] of lines.entries()) {
+    const match = /\btorch\.set_num_threads\(\s*(?:(\d+)|([A-Za-z_]\w*))\s*\)/.exec(stripComment(raw));
+    if (!match) continue;
+    const where = `torch.set_num_threads(${match[1] ?? match[2]}) at ${entryScript}:${index + 1}`;
+    return match[1] !== undefined ? { where, literal: Number(match[1]) } : { where, name: match[2] as string };
+  }
+  return undefined;
+}
+
+/** How many CPU threads the call gives PyTorch, when its argument is a whole number the analysis can read. */
+function cpuThreadsOf(call: ThreadsCall, hyper: Hyper): Figure<number> | undefined {
+  if (call.literal !== undefined) return call.literal >= 1 ? figure(call.literal, call.where, 'high') : undefined;
+  const setting = call.name === undefined ? undefined : hyper[call.name];
+  const value = setting?.value;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) return undefined;
+  return figure(value, `${call.where}, ${call.name} = ${value} at ${setting?.source}`, 'high');
 }
 
 /** Runtime on a tier: startup + FLOPs ÷ (peak × share of the tier the code uses × utilisation). */
@@ -1187,8 +1237,12 @@ function runtimeOn(tier: TierConfig, ctx: TierContext): Figure<number> | undefin
   let tflops: number;
   let basis: string;
   if (tier.kind === 'cpu') {
-    tflops = tier.peakTflops * ANALYSIS_ASSUMPTIONS.cpuUtilisation;
-    basis = `${tier.peakTflops} TFLOPS fp32 × ${ANALYSIS_ASSUMPTIONS.cpuUtilisation} utilisation`;
+    // PyTorch uses every vCPU unless the code says fewer; the tier's peak is for all of them.
+    const threads = ctx.cpuThreads;
+    const share = threads === undefined ? 1 : Math.min(1, threads.value / tier.vcpus);
+    const shareText = share < 1 ? ` × ${threads?.value} of ${tier.vcpus} vCPUs (${threads?.basis})` : '';
+    tflops = tier.peakTflops * share * ANALYSIS_ASSUMPTIONS.cpuUtilisation;
+    basis = `${tier.peakTflops} TFLOPS fp32${shareText} × ${ANALYSIS_ASSUMPTIONS.cpuUtilisation} utilisation`;
   } else {
     const { launched, processesPerNode, processesOption, joinsNodes } = ctx.spread;
     const gpus = Math.max(1, tier.gpus);

@@ -77,11 +77,44 @@ describe('examples/nanogpt-shakespeare', () => {
     // FLOPs: per token 6 × (208,320 − 64·64) + 12·4·64·64 = 6 × 204,224 + 196,608 = 1,421,952; training
     // 1500 × 16 × 64 = 1,536,000 tokens; evaluation (1500/300 + 1 = 6) × 5 iters × 2 splits × 16·64 = 61,440 tokens at
     // a third: 1,421,952 × 1,536,000 + 473,984 × 61,440 = 2,184,118,272,000 + 29,121,576,960 = 2,213,239,848,960.
-    // cpu-large: 0.2 TFLOPS × 0.5 utilisation, + 5 s PyTorch startup: 22.13 + 5 = 27.13 s, in its 10 min maximum.
+    // cpu-large: 0.2 TFLOPS for its 2 vCPUs, of which train.py gives PyTorch one (torch.set_num_threads(threads),
+    // threads = 1 in cpu_smoke.py) × 0.5 utilisation, + 5 s PyTorch startup: 44.26 + 5 = 49.26 s (the demo's two
+    // attempts train about a minute together), in its 10 min maximum.
     const cpuLarge = a.perTier.find((t) => t.tier === 'cpu-large');
-    expect(cpuLarge?.runtimeSeconds?.value).toBeCloseTo(2_213_239_848_960 / (0.2e12 * 0.5) + 5, 6);
+    expect(cpuLarge?.runtimeSeconds?.value).toBeCloseTo(2_213_239_848_960 / (0.2e12 * (1 / 2) * 0.5) + 5, 6);
+    expect(cpuLarge?.runtimeSeconds?.basis).toContain(
+      '× 1 of 2 vCPUs (torch.set_num_threads(threads) at train.py:193, threads = 1 at config/cpu_smoke.py:5)',
+    );
     expect(cpuLarge?.fits).toBe(true);
     expect(a.recommendedTier).toBe('cpu-large');
     expect(a.recommendationReason).toMatch(/^cpu-large was requested \(tier override\); it fits: /);
+  });
+});
+
+describe('CPU threads: a run that limits PyTorch with torch.set_num_threads takes that share of a CPU tier', () => {
+  const smoke = ['python', 'train.py', 'config/cpu_smoke.py'];
+  // Runtime less the 5 s PyTorch startup: FLOPs ÷ throughput, so two runs' ratio is their throughputs' inverse ratio.
+  const compute = (files: Record<string, string>, command: readonly string[]) =>
+    (analyzeWorkload({ files, command: [...command] }, tiers, { tier: 'cpu-large' }).perTier.find(
+      (t) => t.tier === 'cpu-large',
+    )?.runtimeSeconds?.value ?? Number.NaN) - 5;
+  const withCall = (call: string) => ({
+    ...example,
+    'train.py': (example['train.py'] ?? '').replace('torch.set_num_threads(threads)', call),
+  });
+
+  it.each([
+    // threads = 1 (cpu_smoke.py) on cpu-large's 2 vCPUs: half its peak, twice the time of a run on both.
+    { what: 'the setting the code passes, 1 of 2', command: smoke, files: example, factor: 2 },
+    { what: 'the setting overridden to 2', command: [...smoke, '--threads=2'], files: example, factor: 1 },
+    // More threads than vCPUs use the tier's vCPUs, no more.
+    { what: 'a literal above the vCPUs', command: smoke, files: withCall('torch.set_num_threads(8)'), factor: 1 },
+    { what: 'a literal 1', command: smoke, files: withCall('torch.set_num_threads(1)'), factor: 2 },
+    // Unreadable (an expression) or absent: every vCPU, the assumption for code that does not say.
+    { what: 'an expression', command: smoke, files: withCall('torch.set_num_threads(max(1, threads))'), factor: 1 },
+    { what: 'no call', command: smoke, files: withCall('pass'), factor: 1 },
+  ])('reads $what', ({ command, files, factor }) => {
+    const allVcpus = compute(withCall('pass'), smoke);
+    expect(compute(files, command) / allVcpus).toBeCloseTo(factor, 9);
   });
 });
