@@ -269,6 +269,25 @@ def test_refuses_a_number_setting_that_is_not_finite(name, relation, raw):
     assert caught.value.problems == [f'{name} must be a finite number {relation} 0, got {raw!r}']
 
 
+@pytest.mark.parametrize(
+    'name',
+    [
+        'TRAINYARD_STOP_GRACE_SECONDS',
+        'TRAINYARD_SYNC_INTERVAL_SECONDS',
+        'TRAINYARD_IMDS_POLL_SECONDS',
+        'TRAINYARD_SETTLE_SECONDS',
+        'TRAINYARD_RESUME_FAILURE_WINDOW_SECONDS',
+    ],
+)
+def test_refuses_a_wait_longer_than_a_job_can_run(name):
+    # 1e10 s is finite but past what a thread's wait takes (about 9.2e9 s): the waiting thread died of OverflowError.
+    with pytest.raises(ConfigError) as caught:
+        load({name: '1e10'})
+    assert caught.value.problems == [f"{name} must be at most 1.2096e+06 (14 days), got '1e10'"]
+    # 14 days exactly is a wait a job can have.
+    assert load({name: str(14 * 86400)}) is not None
+
+
 def test_reports_every_problem_at_once():
     with pytest.raises(ConfigError) as caught:
         load_settings({'TRAINYARD_ATTEMPT': '-3', 'TRAINYARD_KEEP_CHECKPOINTS': 'x'}, ['python'])

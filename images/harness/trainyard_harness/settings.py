@@ -13,6 +13,9 @@ from typing import Mapping, Sequence
 
 from trainyard_harness.checkpoints import is_temporary
 
+MAX_WAIT_SECONDS = 14 * 86400
+"""The longest a seconds setting may be: a tier's longest runtime (lib/config.ts MAX_RUNTIME_SECONDS, 14 days)."""
+
 DEFAULT_CHECKPOINT_DIR = '/tmp/trainyard/checkpoints'
 DEFAULT_WORK_DIR = '/tmp/trainyard/code'
 DEFAULT_RESUME_ARGS = '--init_from=resume'
@@ -75,6 +78,7 @@ class Settings:
         return self.node_index is None or self.node_index == self.main_node_index
 
 
+
 def metrics_file_problem(setting: str, resolved: str | None = None) -> str:
     """What is wrong with a TRAINYARD_METRICS_FILE that names a directory (`resolved`: where a relative one led)."""
     where = f' ({resolved})' if resolved is not None and resolved != setting else ''
@@ -103,7 +107,14 @@ def load_settings(env: Mapping[str, str], argv_command: Sequence[str]) -> Settin
             return None
         return value.strip()
 
-    def number(name: str, default: float, minimum: float, integer: bool, allow_equal: bool = True) -> float:
+    def number(
+        name: str,
+        default: float,
+        minimum: float,
+        integer: bool,
+        allow_equal: bool = True,
+        maximum: float | None = None,
+    ) -> float:
         raw = text(name)
         if raw is None:
             return default
@@ -120,6 +131,9 @@ def load_settings(env: Mapping[str, str], argv_command: Sequence[str]) -> Settin
             return default
         if value < minimum or (not allow_equal and value == minimum):
             problems.append(f'{name} must be {kind} {relation} {minimum:g}, got {raw!r}')
+            return default
+        if maximum is not None and value > maximum:
+            problems.append(f'{name} must be at most {maximum:g} ({maximum / 86400:g} days), got {raw!r}')
             return default
         return value
 
@@ -180,12 +194,17 @@ def load_settings(env: Mapping[str, str], argv_command: Sequence[str]) -> Settin
         else:
             stop_signal = signal.Signals[name]
 
-    grace = number('TRAINYARD_STOP_GRACE_SECONDS', 90.0, 0.0, integer=False)
-    sync_interval = number('TRAINYARD_SYNC_INTERVAL_SECONDS', 300.0, 0.0, integer=False, allow_equal=False)
+    # A wait is at most a job's longest run (14 days): longer ones overflow the waits' timeouts (OverflowError past
+    # about 9.2e9 s), which would end the thread that waits.
+    longest = MAX_WAIT_SECONDS
+    grace = number('TRAINYARD_STOP_GRACE_SECONDS', 90.0, 0.0, integer=False, maximum=longest)
+    sync_interval = number(
+        'TRAINYARD_SYNC_INTERVAL_SECONDS', 300.0, 0.0, integer=False, allow_equal=False, maximum=longest
+    )
     keep = int(number('TRAINYARD_KEEP_CHECKPOINTS', 3, 1, integer=True))
-    poll = number('TRAINYARD_IMDS_POLL_SECONDS', 5.0, 0.0, integer=False, allow_equal=False)
-    settle = number('TRAINYARD_SETTLE_SECONDS', 2.0, 0.0, integer=False)
-    resume_window = number('TRAINYARD_RESUME_FAILURE_WINDOW_SECONDS', 1200.0, 0.0, integer=False)
+    poll = number('TRAINYARD_IMDS_POLL_SECONDS', 5.0, 0.0, integer=False, allow_equal=False, maximum=longest)
+    settle = number('TRAINYARD_SETTLE_SECONDS', 2.0, 0.0, integer=False, maximum=longest)
+    resume_window = number('TRAINYARD_RESUME_FAILURE_WINDOW_SECONDS', 1200.0, 0.0, integer=False, maximum=longest)
     total_steps_raw = text('TRAINYARD_TOTAL_STEPS')
     total_steps: int | None = None
     if total_steps_raw is not None:
