@@ -372,8 +372,18 @@ interface CommandParts {
 }
 
 /** Finds the entry script (first `.py` argument), the config files after it and the `--key=value` overrides. */
-function readCommand(command: readonly string[], files: Map<string, string>, unknowns: string[]): CommandParts {
-  const entryIndex = command.findIndex((arg) => !arg.startsWith('-') && arg.endsWith('.py'));
+function readCommand(given: readonly string[], files: Map<string, string>, unknowns: string[]): CommandParts {
+  // `sh -c "cd src && python train.py …"`: the shell's command that runs a Python script is the one to read.
+  const script = shellScript(given);
+  const isEntry = (arg: string) => !arg.startsWith('-') && arg.endsWith('.py');
+  const command =
+    script === undefined
+      ? given
+      : (script
+          .split(/&&|\|\||[;|\n]/)
+          .map(shellWords)
+          .find((words) => words.some(isEntry)) ?? given);
+  const entryIndex = command.findIndex(isEntry);
   if (entryIndex < 0) {
     unknowns.push(
       `no Python entry script in the command (${JSON.stringify(command)}): hyper-parameters read from no file`,
@@ -645,14 +655,51 @@ function processesPerNode(
 
 /** The words of each program the command runs: the command itself, or each command of an `sh -c` line. */
 function programsOf(command: readonly string[]): string[][] {
-  const words = (text: string) => text.split(/\s+/).filter((w) => w.length > 0);
-  if (SHELLS.test(command[0] ?? '')) {
-    const options = command.slice(1).findIndex((arg) => !arg.startsWith('-'));
-    const script = options < 0 ? undefined : command[options + 1];
-    const reads = command.slice(1, options + 1).some((arg) => /^-[a-zA-Z]*c[a-zA-Z]*$/.test(arg));
-    if (reads && script !== undefined) return script.split(/&&|\|\||[;|\n]/).map(words);
+  const script = shellScript(command);
+  if (script !== undefined) return script.split(/&&|\|\||[;|\n]/).map(shellWords);
+  return [command.flatMap((text) => text.split(/\s+/).filter((w) => w.length > 0))];
+}
+
+/** The script of an `sh -c "…"` command (any of SHELLS, `-c` among its options); undefined for any other command. */
+function shellScript(command: readonly string[]): string | undefined {
+  if (!SHELLS.test(command[0] ?? '')) return undefined;
+  const options = command.slice(1).findIndex((arg) => !arg.startsWith('-'));
+  const script = options < 0 ? undefined : command[options + 1];
+  const reads = command.slice(1, options + 1).some((arg) => /^-[a-zA-Z]*c[a-zA-Z]*$/.test(arg));
+  return reads ? script : undefined;
+}
+
+/**
+ * The words a POSIX shell splits a simple command into: blanks outside quotes separate them; '…' is literal; "…" is
+ * literal but for \ before " \ $ or `; outside quotes \ takes the next character as it is. Expansions ($VAR, globs)
+ * stay as written: the analysis reads only what the text says.
+ */
+export function shellWords(text: string): string[] {
+  const words: string[] = [];
+  let word: string | undefined;
+  for (let i = 0; i < text.length; i++) {
+    const char = text[i] as string;
+    if (/\s/.test(char)) {
+      if (word !== undefined) words.push(word);
+      word = undefined;
+    } else if (char === "'") {
+      const end = text.indexOf("'", i + 1);
+      const close = end < 0 ? text.length : end;
+      word = (word ?? '') + text.slice(i + 1, close);
+      i = close;
+    } else if (char === '"') {
+      word ??= '';
+      for (i += 1; i < text.length && text[i] !== '"'; i++) {
+        if (text[i] === '\\' && /["\\$`]/.test(text[i + 1] ?? '')) i += 1;
+        word += text[i] ?? '';
+      }
+    } else if (char === '\\') {
+      i += 1;
+      word = (word ?? '') + (text[i] ?? '');
+    } else word = (word ?? '') + char;
   }
-  return [command.flatMap(words)];
+  if (word !== undefined) words.push(word);
+  return words;
 }
 
 /**

@@ -3,6 +3,7 @@ import {
   analyzeWorkload,
   type CodeBundle,
   InvalidRequirement,
+  shellWords,
   UnknownTier,
   WorkloadRefused,
 } from '../../lambdas/domain/analysis';
@@ -267,11 +268,12 @@ describe('launchers: the share of a tier a command is credited with', () => {
   });
 
   it.each([
-    { script: 'torchrun --nproc_per_node=4 train.py', distributed: true },
-    { script: 'cd /code && torchrun train.py', distributed: true },
-    { script: 'pip install -q tiktoken; NCCL_DEBUG=INFO exec deepspeed train.py', distributed: true },
-    { script: 'python train.py --out_dir=runs/accelerate', distributed: false },
-    { script: 'echo torchrun && python train.py', distributed: false },
+    // The script and its settings (the shell's Python command is read for them too), as one shell word each.
+    { script: `torchrun --nproc_per_node=4 ${args.join(' ')}`, distributed: true },
+    { script: `cd /code && torchrun ${args.join(' ')}`, distributed: true },
+    { script: `pip install -q tiktoken; NCCL_DEBUG=INFO exec deepspeed ${args.join(' ')}`, distributed: true },
+    { script: `python ${args.join(' ')} --out_dir=runs/accelerate`, distributed: false },
+    { script: `echo torchrun && python ${args.join(' ')}`, distributed: false },
   ])('reads the programs of a shell line, not their arguments: $script', ({ script, distributed }) => {
     for (const shell of [
       ['sh', '-c', script],
@@ -653,6 +655,36 @@ describe('requirements.totalSteps: the steps a job runs, for its progress and it
     expect(
       thrown(() => analyzeWorkload({ files: nanogpt, command: nanogptCommand }, tiers, { totalSteps })),
     ).toBeInstanceOf(InvalidRequirement);
+  });
+});
+
+describe('a command run through a shell (sh -c "…")', () => {
+  const direct = analyzeWorkload({ files: nanogpt, command: nanogptCommand }, tiers);
+
+  it.each([
+    ['one command', 'python train.py config/train_small.py --n_layer=6 --max_iters=2000'],
+    [
+      'after other commands',
+      'set -e; nvidia-smi || true && python train.py config/train_small.py --n_layer=6 "--max_iters=2000"',
+    ],
+    ['with quoted and escaped words', "python train.py 'config/train_small.py' --n_layer=\\6 --max_iters='2000'"],
+  ])('reads the Python command %s as if it were given alone', (_what, script) => {
+    const viaShell = analyzeWorkload({ files: nanogpt, command: ['bash', '-c', script] }, tiers);
+    expect(viaShell.parameterCount?.value).toBe(direct.parameterCount?.value);
+    expect(viaShell.flops?.value).toBe(direct.flops?.value);
+    expect(viaShell.unknowns.filter((u) => u.includes('no Python entry script'))).toEqual([]);
+  });
+
+  it('splits words as a POSIX shell does, expansions left as written', () => {
+    expect(shellWords(`python train.py --a='x y' --b="q \\"r\\" \\$s" c\\ d  e $HOME`)).toEqual([
+      'python',
+      'train.py',
+      '--a=x y',
+      '--b=q "r" $s',
+      'c d',
+      'e',
+      '$HOME',
+    ]);
   });
 });
 
