@@ -53,7 +53,7 @@ import type { TierConfig } from '../../lib/config';
 import { attemptPrice } from '../domain/attempt-cost';
 import { TERMINATE_REASONS } from '../domain/batch-reasons';
 import { BudgetExceeded, formatScope, periodBefore, periodOf } from '../domain/budgets';
-import { type AttemptRecord, type DecisionRecord, type JobRecord, tierOfJob } from '../domain/job';
+import { type AttemptRecord, type DecisionRecord, type JobRecord, type JobState, tierOfJob } from '../domain/job';
 import { DEFAULT_PLACEMENT_CONFIG, decidePlacement } from '../domain/placement';
 import type { MetricDatum } from '../domain/platform-metrics';
 import { nextTierSpot, type TierSpotRecord } from '../domain/tier-spot';
@@ -455,7 +455,14 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
       });
     }
 
-    const running = turnOf(await plane.jobs.listJobsInStates(teams, ['RUNNING']), cap, nowMs);
+    // The jobs this tick handles, in one read of each team's jobs: a record that does not parse is this run's failure
+    // (named, so the run ends incomplete), never every other job's.
+    const live = await plane.jobs.listJobsInStates(teams, ['RUNNING', 'WAITING', 'PAUSED_BUDGET'], ({ key, error }) => {
+      logger.error('budget watch could not read a job record', { key, error: error.message });
+      failures.push(`${key}: ${error.name}: ${error.message}`);
+    });
+    const inState = (state: JobState) => live.filter((job) => job.state === state);
+    const running = turnOf(inState('RUNNING'), cap, nowMs);
     result.deferred.push(...running.later.map((j) => j.jobId));
     const metered: Metered[] = [];
     for (const job of running.now) {
@@ -535,9 +542,8 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     }
 
     // Deadline jobs waiting in the spot queue: the check may move them to on-demand before the capacity wait ends.
-    const allWaiting = await plane.jobs.listJobsInStates(teams, ['WAITING']);
     const waiting = turnOf(
-      allWaiting.filter((job) => job.requirements.deadlineSeconds !== undefined && job.estimate !== undefined),
+      inState('WAITING').filter((job) => job.requirements.deadlineSeconds !== undefined && job.estimate !== undefined),
       cap,
       nowMs,
     );
@@ -556,7 +562,7 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
       });
     }
 
-    const paused = turnOf(await plane.jobs.listJobsInStates(teams, ['PAUSED_BUDGET']), cap, nowMs);
+    const paused = turnOf(inState('PAUSED_BUDGET'), cap, nowMs);
     result.deferred.push(...paused.later.map((j) => j.jobId));
     for (const job of paused.now) {
       await attempt(job.jobId, async () => {
@@ -573,7 +579,7 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
 
     if (plane.config.observability.platformMetrics) {
       await attempt('metrics', async () => {
-        await plane.metrics.publish(await gauges(metered, allWaiting.length, nowMs, result.spotSeen), nowMs);
+        await plane.metrics.publish(await gauges(metered, inState('WAITING').length, nowMs, result.spotSeen), nowMs);
       });
     }
 

@@ -9,6 +9,7 @@ import {
   type AttemptRecord,
   assertTransition,
   type DecisionRecord,
+  InvalidJobRecord,
   type JobRecord,
   type JobState,
   type OrphanRun,
@@ -23,7 +24,7 @@ import { InvalidTierSpotRecord, parseTierSpotRecord, type TierSpotRecord } from 
 import { mapConcurrently } from './concurrency';
 import { documentSdk, dynamoDbSdk } from './dynamo';
 import { decodeOpaqueCursor, encodeOpaqueCursor } from './opaque-cursor';
-import { JOBS_INDEXES, jobKeys } from './table-design';
+import { JOBS_INDEXES, jobKeys, KEYS } from './table-design';
 
 // Loaded with require (see dynamo.ts), so destructured here rather than imported.
 const { ConditionalCheckFailedException } = dynamoDbSdk;
@@ -82,6 +83,12 @@ function jobListFilter({
     conditions.push(`#state IN (${states.map((_, i) => `:s${i}`).join(', ')})`);
   }
   return { expression: conditions.join(' AND '), names, values };
+}
+
+/** A job record the store could not parse: its item's partition key (`JOB#<jobId>`) and why. */
+export interface UnreadableJob {
+  readonly key: string;
+  readonly error: InvalidJobRecord;
 }
 
 /** How many jobs' attempts {@link JobStore.jobsThatMayHaveRunIn} reads at once. */
@@ -701,7 +708,12 @@ export class JobStore {
    */
   async *teamJobs(
     team: string,
-    options: { createdBeforeMs?: number; states?: readonly JobState[] } = {},
+    options: {
+      createdBeforeMs?: number;
+      states?: readonly JobState[];
+      /** Given: a record that does not parse is handed here and skipped; not given, it throws InvalidJobRecord. */
+      onInvalid?: (invalid: UnreadableJob) => void;
+    } = {},
   ): AsyncGenerator<JobRecord> {
     const index = JOBS_INDEXES.byTeam;
     const bounded = options.createdBeforeMs !== undefined;
@@ -723,7 +735,21 @@ export class JobStore {
         ...states,
       },
     });
-    for await (const item of items) yield parseJobRecord(stripKeys(item));
+    for await (const item of items) {
+      if (!options.onInvalid) {
+        yield parseJobRecord(stripKeys(item));
+        continue;
+      }
+      let job: JobRecord;
+      try {
+        job = parseJobRecord(stripKeys(item));
+      } catch (error) {
+        if (!(error instanceof InvalidJobRecord)) throw error;
+        options.onInvalid({ key: String(item[KEYS.partition]), error });
+        continue;
+      }
+      yield job;
+    }
   }
 
   /**
@@ -808,12 +834,20 @@ export class JobStore {
   /**
    * Jobs in the given states across teams (budget-watch and the periodic check), oldest first per team. The states
    * are filtered by DynamoDB, so only those jobs come back and are parsed: a team's finished jobs, which grow without
-   * end, are read by the index query but never sent or parsed (budget-watch asks three times every 5 minutes).
+   * end, are read by the index query but never sent or parsed (budget-watch asks once every 5 minutes, for every live
+   * state it handles). With `onInvalid`, a record that does not parse is handed to it and left out, so one bad record
+   * does not hide the others; without, it throws InvalidJobRecord.
    */
-  async listJobsInStates(teams: readonly string[], states: readonly JobState[]): Promise<JobRecord[]> {
+  async listJobsInStates(
+    teams: readonly string[],
+    states: readonly JobState[],
+    onInvalid?: (invalid: UnreadableJob) => void,
+  ): Promise<JobRecord[]> {
     if (states.length === 0) return [];
     const out: JobRecord[] = [];
-    for (const team of teams) for await (const job of this.teamJobs(team, { states })) out.push(job);
+    for (const team of teams) {
+      for await (const job of this.teamJobs(team, { states, ...(onInvalid && { onInvalid }) })) out.push(job);
+    }
     return out;
   }
 

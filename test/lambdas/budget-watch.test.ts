@@ -309,6 +309,35 @@ describe('budget watch: metering and progress', () => {
     expect(result.metered).toEqual([id('reserved')]);
   });
 
+  it('meters every other job when one record cannot be read, and fails the run naming it', async () => {
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 400);
+    await runningJob(id('good'), { reserveUsd: 1 });
+    // A running job whose record an older or newer release (or a hand edit) left with a cost that is not a number.
+    const bad = jobRecord({ jobId: id('bad'), team: currentTeam, createdAt: '2026-11-20T14:00:03.000Z' });
+    await bench.dynamo.doc.send(
+      new PutCommand({
+        TableName: bench.dynamo.tables.jobs,
+        Item: {
+          ...jobKeys.job(bad.jobId),
+          ...jobKeys.teamIndex(bad.team, bad.createdAt, bad.jobId),
+          kind: 'job',
+          ...bad,
+          costSoFarUsd: 'oops',
+        },
+      }),
+    );
+
+    const run = watch()(fixture('scheduled-event'));
+
+    await expect(run).rejects.toThrow(BudgetWatchIncomplete);
+    await expect(run).rejects.toThrow(
+      new RegExp(`JOB#${id('bad')}: InvalidJobRecord: invalid job record: costSoFarUsd`),
+    );
+    // The good job was metered all the same: its running cost is in the ledger.
+    const usage = await bench.ledger.usage(`team:${currentTeam}`, PERIOD);
+    expect(usage?.spentUsd).toBeGreaterThan(0);
+  });
+
   it('handles at most maxJobsPerRun running jobs per run, in turns, and names the rest', async () => {
     await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 400);
     await runningJob(id('newer'), { reserveUsd: 1, createdAt: '2026-11-20T14:00:05.000Z' });

@@ -1,7 +1,11 @@
 // JobStore.listJobsInStates against dynalite: the jobs of the given states across teams, filtered by DynamoDB.
+
+import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { JobState } from '../../lambdas/domain/job';
+import { InvalidJobRecord } from '../../lambdas/domain/job';
 import { JobStore } from '../../lambdas/shared/job-store';
+import { jobKeys } from '../../lambdas/shared/table-design';
 import { startTestDynamo, type TestDynamo } from '../support/dynamo';
 import { jobRecord, T } from '../support/records';
 
@@ -44,5 +48,32 @@ describe('JobStore.listJobsInStates', () => {
 
     expect(jobs.map((j) => j.jobId)).toEqual(ids);
     for (const job of jobs) expect(states).toContain(job.state);
+  });
+
+  it('hands a record that does not parse to onInvalid and returns the others; without it, throws', async () => {
+    const bad = jobRecord({ jobId: 'lab-bad', team: 'lab', state: 'RUNNING' });
+    await dynamo.doc.send(
+      new PutCommand({
+        TableName: dynamo.tables.jobs,
+        Item: { ...jobKeys.job(bad.jobId), ...jobKeys.teamIndex('lab', bad.createdAt, bad.jobId), ...bad, user: 7 },
+      }),
+    );
+    await store.createJob(
+      jobRecord({
+        jobId: 'lab-good',
+        team: 'lab',
+        state: 'RUNNING',
+        createdAt: new Date(T.created + 60_000).toISOString(),
+      }),
+    );
+    const invalid: string[] = [];
+
+    const jobs = await store.listJobsInStates(['lab'], ['RUNNING'], ({ key, error }) =>
+      invalid.push(`${key}: ${error.message}`),
+    );
+
+    expect(jobs.map((j) => j.jobId)).toEqual(['lab-good']);
+    expect(invalid).toEqual([expect.stringMatching(/^JOB#lab-bad: invalid job record: user/)]);
+    await expect(store.listJobsInStates(['lab'], ['RUNNING'])).rejects.toThrow(InvalidJobRecord);
   });
 });
