@@ -52,6 +52,12 @@ export interface CheckpointSummary {
   readonly setAside: boolean;
 }
 
+/**
+ * The most {@link Workspace.getJson} reads of a document: a manifest of a checkpoint with thousands of shards is a few
+ * hundred KiB, progress.json a few hundred bytes.
+ */
+export const MAX_JSON_DOCUMENT_BYTES = 4 * 1024 * 1024;
+
 /** Raised by {@link Workspace.getAtMost} for an object larger than the caller will hold in memory. */
 export class ObjectTooLarge extends Error {
   override name = 'ObjectTooLarge';
@@ -157,9 +163,19 @@ export class Workspace {
     }
   }
 
-  /** A JSON object, or undefined when it does not exist or does not parse. */
-  async getJson(key: string): Promise<unknown> {
-    const body = await this.get(key);
+  /**
+   * A JSON document, or undefined when it does not exist, does not parse or holds more than `maxBytes`. The documents
+   * read so (progress.json, a checkpoint's manifest) are a job's own to write: one as large as its role likes must not
+   * take a Lambda's memory with it.
+   */
+  async getJson(key: string, maxBytes = MAX_JSON_DOCUMENT_BYTES): Promise<unknown> {
+    let body: Buffer | undefined;
+    try {
+      body = await this.getAtMost(key, maxBytes);
+    } catch (error) {
+      if (error instanceof ObjectTooLarge) return undefined;
+      throw error;
+    }
     if (!body) return undefined;
     try {
       return JSON.parse(body.toString('utf8'));

@@ -567,15 +567,24 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
  * every few seconds), which S3 never does — a GET there returns the old or the new object whole.
  */
 export class S3rverWorkspace extends Workspace {
-  override async get(key: string): Promise<Buffer | undefined> {
-    for (let tries = 1; ; tries++) {
-      try {
-        return await super.get(key);
-      } catch (error) {
-        const code = (error as NodeJS.ErrnoException).code;
-        const dropped = code === 'ECONNRESET' || (error as Error).message === 'aborted';
-        if (!dropped || tries >= 3) throw error;
-      }
+  override get(key: string): Promise<Buffer | undefined> {
+    return retryDropped(() => super.get(key));
+  }
+
+  override getAtMost(key: string, maxBytes: number): Promise<Buffer | undefined> {
+    return retryDropped(() => super.getAtMost(key, maxBytes));
+  }
+}
+
+/** A read s3rver dropped mid-body, tried again up to twice. */
+async function retryDropped<T>(read: () => Promise<T>): Promise<T> {
+  for (let tries = 1; ; tries++) {
+    try {
+      return await read();
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      const dropped = code === 'ECONNRESET' || (error as Error).message === 'aborted';
+      if (!dropped || tries >= 3) throw error;
     }
   }
 }

@@ -191,6 +191,18 @@ describe('Workspace.getTail', () => {
   });
 });
 
+describe('JSON documents a job writes', () => {
+  it('reads one of at most the limit, and none larger, whatever it holds', async () => {
+    const workspace = new Workspace(async () => localS3Client(s3rver.endpoint), BUCKET);
+    const document = JSON.stringify({ step: 1, pad: 'x'.repeat(100) });
+    await workspace.put('json/progress.json', document);
+
+    expect(await workspace.getJson('json/progress.json', document.length)).toEqual(JSON.parse(document));
+    // One byte over: not read (ObjectTooLarge from its Content-Length), as if there were none.
+    expect(await workspace.getJson('json/progress.json', document.length - 1)).toBeUndefined();
+  });
+});
+
 describe('presigned upload URLs on AWS', () => {
   const awsLike = (config: Record<string, unknown>) =>
     new Workspace(
