@@ -5,16 +5,17 @@
  * ended or run beside it.
  *
  * Order and idempotency (EventBridge delivers at least once): the attempt's `noticeAt` is the record-once marker.
- * A delivery that finds it set changes nothing and calls nothing. Otherwise the handler calls TerminateJob, emits
- * `Job Interrupted` (cause reclaimed; its eventId is deterministic, so consumers drop a duplicate) and only then
- * records `noticeAt` (updateAttempt(..., 'noticeAt')). Recording last means a failure part-way (TerminateJob
- * throttled, PutEvents down) makes the Lambda fail and EventBridge retry the whole thing, instead of leaving a
- * recorded notice whose TerminateJob never happened; the price is a repeated TerminateJob (harmless on a job that is
- * already stopping) only after such a failure. The `SpotInterruptions` metric counts the notice once, after it is
- * recorded.
+ * A delivery that finds it set changes nothing and calls nothing. Otherwise the handler calls TerminateJob and only
+ * then records `noticeAt` (updateAttempt(..., 'noticeAt')). Recording last means a failure part-way (TerminateJob
+ * throttled) makes the Lambda fail and EventBridge retry the whole thing, instead of leaving a recorded notice whose
+ * TerminateJob never happened; the price is a repeated TerminateJob (harmless on a job that is already stopping) only
+ * after such a failure. The `SpotInterruptions` metric counts the notice once, after it is recorded.
+ *
+ * It announces nothing: `Job Interrupted` is the attempt's end, which AttemptOutcome publishes once Batch reports it
+ * (cause reclaimed, since the notice is recorded), with Batch's reason and stop time. An event at the warning would
+ * take that event's id with a warning's time and reason, and would be wrong for an attempt that then finishes.
  */
 import { TERMINATE_REASONS } from '../domain/batch-reasons';
-import { buildEvent, jobIdentity } from '../domain/events';
 import type { AttemptRecord } from '../domain/job';
 import type { ControlPlane } from '../shared/control-plane';
 import { parseSpotInterruptionEvent, type SpotInterruption } from '../shared/event-schemas';
@@ -37,9 +38,7 @@ export type InterruptionResult =
   | { readonly action: 'handled'; readonly attempts: readonly AttemptNotice[] };
 
 /** Builds the interruption handler from the parts of the control plane it uses. */
-export function createInterruptionHandler(
-  plane: Pick<ControlPlane, 'config' | 'jobs' | 'batch' | 'events' | 'metrics'>,
-) {
+export function createInterruptionHandler(plane: Pick<ControlPlane, 'config' | 'jobs' | 'batch' | 'metrics'>) {
   /** Stops one attempt running on the warned instance, or finds that a delivery before this one did. */
   async function noticeAttempt(notice: SpotInterruption, attempt: AttemptRecord): Promise<AttemptNotice> {
     const keys = { jobId: attempt.jobId, attempt: attempt.attempt, instanceId: notice.instanceId };
@@ -55,17 +54,6 @@ export function createInterruptionHandler(
     } else {
       logger.warn('spot interruption warning for an attempt with no Batch job id; nothing to terminate', keys);
     }
-    await plane.events.publish([
-      buildEvent('Job Interrupted', {
-        ...jobIdentity(job),
-        occurredAt: new Date(notice.timeMs).toISOString(),
-        attempt: attempt.attempt,
-        capacity: attempt.capacity,
-        cause: 'reclaimed',
-        instanceId: notice.instanceId,
-        reason: `EC2 spot interruption warning for ${notice.instanceId} (instance-action ${notice.action}): stopping attempt ${attempt.attempt} so it checkpoints before the instance goes`,
-      }),
-    ]);
     const recorded = await plane.jobs.updateAttempt(
       attempt.jobId,
       attempt.attempt,

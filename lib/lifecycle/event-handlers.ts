@@ -118,7 +118,7 @@ export const REPORTS_TIMEOUT = Duration.minutes(10);
  *   (the zones of the compute subnets it scores), which have no resource-level permissions either (acknowledged).
  */
 export class EventHandlers extends Construct {
-  /** EC2 spot interruption warnings → record the notice, emit Job Interrupted, TerminateJob. */
+  /** EC2 spot interruption warnings → TerminateJob, record the notice. */
   public readonly interruption: EventHandler;
   /** Batch job state changes → attempt records, instance and price, cost, Job Started. */
   public readonly batchEvents: EventHandler;
@@ -141,8 +141,8 @@ export class EventHandlers extends Construct {
 
     this.interruption = this.handler('Interruption', props, {
       entry: 'lambdas/interruption/handler.ts',
-      description: 'Trainyard: spot interruption warning → record the notice, emit Job Interrupted, stop the attempt',
-      environment: { [ENV.jobsTable]: props.jobsTable.tableName, [ENV.eventBus]: props.eventBus.eventBusName },
+      description: 'Trainyard: spot interruption warning → stop the attempt so it checkpoints, record the notice',
+      environment: { [ENV.jobsTable]: props.jobsTable.tableName },
       rules: [
         {
           description: 'EC2 spot interruption warnings (any instance; the handler ignores instances it does not know)',
@@ -380,10 +380,9 @@ export class EventHandlers extends Construct {
     const jobArns = stack.formatArn({ service: 'batch', resource: 'job', resourceName: '*' });
     const terminate = () => new iam.PolicyStatement({ actions: ['batch:TerminateJob'], resources: [jobArns] });
 
-    for (const fn of [interruption, batchEvents, budgetWatch]) {
-      props.jobsTable.grantReadWriteData(fn);
-      props.eventBus.grantPutEventsTo(fn);
-    }
+    for (const fn of [interruption, batchEvents, budgetWatch]) props.jobsTable.grantReadWriteData(fn);
+    // Interruption announces nothing (AttemptOutcome announces the attempt's end).
+    for (const fn of [batchEvents, budgetWatch]) props.eventBus.grantPutEventsTo(fn);
     interruption.addToRolePolicy(terminate());
     budgetWatch.addToRolePolicy(terminate());
     batchEvents.addToRolePolicy(terminate());

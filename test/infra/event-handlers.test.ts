@@ -362,6 +362,8 @@ describe('EventHandlers grants', () => {
     );
     const interruptionActions = actionsOf(policyOf(logicalId(built.handlers.interruption.function)));
     expect(interruptionActions.filter((a) => a.startsWith('ec2:') || a.startsWith('ecs:'))).toEqual([]);
+    // It announces nothing: AttemptOutcome publishes Job Interrupted when the attempt ends.
+    expect(interruptionActions).not.toContain('events:PutEvents');
     const budgetWatchActions = actionsOf(policyOf(logicalId(built.handlers.budgetWatch.function)));
     expect(budgetWatchActions.filter((a) => a.startsWith('ec2:') || a.startsWith('ecs:')).sort()).toEqual([
       'ec2:DescribeSubnets',

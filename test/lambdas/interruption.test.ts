@@ -14,7 +14,6 @@ import {
   INSTANCE_ID,
   JOB_ID,
   jobRecord,
-  publishedOf,
   startEventBench,
   T,
 } from './event-bench';
@@ -31,7 +30,6 @@ beforeEach(async () => {
     config: CONFIG,
     jobs: bench.jobs,
     batch: bench.ports.batch,
-    events: bench.ports.events,
     metrics: bench.ports.metrics,
   });
 });
@@ -64,29 +62,15 @@ const EARLIER = '01JDA7Q6ZK0000000000000000';
 const LATER = '01JDA7Q6ZKZZZZZZZZZZZZZZZZ';
 
 describe('interruption handler', () => {
-  it('terminates the attempt on the warned instance, emits Job Interrupted and records the notice', async () => {
+  it('terminates the attempt on the warned instance and records the notice, announcing nothing', async () => {
     await seedRunningSpotAttempt();
 
     const result = await handle(fixture('spot-interruption-warning'));
 
     expect(result).toEqual(handled({ action: 'stopped', jobId: JOB_ID, attempt: 1, terminated: true }));
     expect(bench.recorded.terminated).toEqual([{ batchJobId: BATCH_JOB_ID, reason: TERMINATE_REASONS.spotNotice }]);
-    const [interrupted, ...others] = publishedOf(bench.recorded, 'Job Interrupted');
-    expect(others).toEqual([]);
-    expect(interrupted).toMatchObject({
-      version: '1',
-      eventId: `${JOB_ID}/interrupted/1`,
-      jobId: JOB_ID,
-      team: 'vision',
-      user: 'alice',
-      project: 'shakespeare',
-      attempt: 1,
-      capacity: 'spot',
-      cause: 'reclaimed',
-      instanceId: INSTANCE_ID,
-      occurredAt: '2026-11-20T14:20:00.000Z',
-    });
-    expect(String(interrupted?.reason)).toContain('instance-action terminate');
+    // Job Interrupted is the attempt's end, which AttemptOutcome announces with Batch's reason and stop time.
+    expect(bench.recorded.published).toEqual([]);
     expect((await bench.jobs.getAttempt(JOB_ID, 1))?.noticeAt).toBe(NOTICE_MS);
     expect(extractMetrics(bench.recorded.metricLines)).toEqual([
       {
@@ -106,7 +90,6 @@ describe('interruption handler', () => {
       config: { ...CONFIG, observability: { ...CONFIG.observability, platformMetrics: false } },
       jobs: bench.jobs,
       batch: bench.ports.batch,
-      events: bench.ports.events,
       metrics: bench.ports.metrics,
     });
 
@@ -130,7 +113,7 @@ describe('interruption handler', () => {
     ]);
     expect(await bench.snapshot()).toEqual(afterFirst);
     expect(bench.recorded.terminated).toHaveLength(1);
-    expect(bench.recorded.published).toHaveLength(1);
+    expect(bench.recorded.published).toEqual([]);
     expect(extractMetrics(bench.recorded.metricLines).map((m) => m.value)).toEqual([1]);
   });
 
@@ -234,10 +217,6 @@ describe('interruption handler', () => {
       ),
     );
     expect(bench.recorded.terminated.map((t) => t.batchJobId)).toEqual(['packed-batch-job', BATCH_JOB_ID]);
-    expect(publishedOf(bench.recorded, 'Job Interrupted').map((e) => [e.jobId, e.user])).toEqual([
-      [first, 'bob'],
-      [second, 'alice'],
-    ]);
     expect((await bench.jobs.getAttempt(second, 1))?.noticeAt).toBe(NOTICE_MS);
     expect(extractMetrics(bench.recorded.metricLines).map((m) => m.value)).toEqual([1, 1]);
   });
@@ -265,7 +244,6 @@ describe('interruption handler', () => {
 
     expect(result).toEqual(handled({ action: 'stopped', jobId: JOB_ID, attempt: 1, terminated: false }));
     expect(bench.recorded.terminated).toEqual([]);
-    expect(publishedOf(bench.recorded, 'Job Interrupted')).toHaveLength(1);
     expect((await bench.jobs.getAttempt(JOB_ID, 1))?.noticeAt).toBe(NOTICE_MS);
   });
 
