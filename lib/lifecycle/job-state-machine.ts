@@ -266,8 +266,18 @@ export class JobStateMachine extends Construct {
     });
     this.failedExecutionsAlarm = new cloudwatch.Alarm(this, 'ExecutionsFailedAlarm', {
       alarmDescription:
-        'Trainyard lifecycle: a job execution failed before its Finalize completed; the job may still hold its budget reservation and show a live state (runbook: docs/operations.md, "Failed executions")',
-      metric: this.stateMachine.metricFailed({ period: Duration.minutes(5), statistic: cloudwatch.Stats.SUM }),
+        'Trainyard lifecycle: a job execution failed, was aborted or timed out before its Finalize completed; the job may still hold its budget reservation and show a live state (runbook: docs/operations.md, "Failed executions")',
+      // Failed, aborted (stopped by hand) or timed out: each ends a job's execution before its Finalize completed.
+      metric: new cloudwatch.MathExpression({
+        expression: 'failed + aborted + timedOut',
+        label: 'Executions failed, aborted or timed out',
+        period: Duration.minutes(5),
+        usingMetrics: {
+          failed: this.stateMachine.metricFailed({ statistic: cloudwatch.Stats.SUM }),
+          aborted: this.stateMachine.metricAborted({ statistic: cloudwatch.Stats.SUM }),
+          timedOut: this.stateMachine.metricTimedOut({ statistic: cloudwatch.Stats.SUM }),
+        },
+      }),
       threshold: 0,
       comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
       evaluationPeriods: 1,

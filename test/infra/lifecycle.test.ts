@@ -45,22 +45,38 @@ describe('job state machine', () => {
     for (const name of Object.values(STATE_NAMES)) expect(definition).toContain(`\\"${name}\\":{`);
   });
 
-  it('alarms on failed executions, notifying the alert topic', () => {
-    const alarms = resourcesOf(s.platformTemplate, 'AWS::CloudWatch::Alarm').filter(
-      ([, p]) => p.MetricName === 'ExecutionsFailed',
+  it('alarms on executions that failed, were aborted or timed out, notifying the alert topic', () => {
+    const alarms = resourcesOf(s.platformTemplate, 'AWS::CloudWatch::Alarm').filter(([id]) =>
+      id.startsWith('LifecycleExecutionsFailedAlarm'),
     );
     expect(alarms).toHaveLength(1);
     const [, alarm] = alarms[0] as [string, Record<string, unknown>];
     expect(alarm).toMatchObject({
-      Namespace: 'AWS/States',
-      Statistic: 'Sum',
-      Period: 300,
       Threshold: 0,
       ComparisonOperator: 'GreaterThanThreshold',
       TreatMissingData: 'notBreaching',
     });
     const [machineId] = resourcesOf(s.platformTemplate, 'AWS::StepFunctions::StateMachine')[0] as [string, unknown];
-    expect(alarm.Dimensions).toEqual([{ Name: 'StateMachineArn', Value: { Ref: machineId } }]);
+    type Query = { Id: string; Expression?: string; ReturnData?: boolean; MetricStat?: Record<string, unknown> };
+    const queries = alarm.Metrics as Query[];
+    const sum = queries.find((q) => q.Expression !== undefined);
+    expect(sum?.Expression).toBe('failed + aborted + timedOut');
+    const stats = Object.fromEntries(queries.filter((q) => q.MetricStat).map((q) => [q.Id, q.MetricStat]));
+    for (const [id, metricName] of [
+      ['failed', 'ExecutionsFailed'],
+      ['aborted', 'ExecutionsAborted'],
+      ['timedOut', 'ExecutionsTimedOut'],
+    ]) {
+      expect(stats[id as string]).toEqual({
+        Metric: {
+          Namespace: 'AWS/States',
+          MetricName: metricName,
+          Dimensions: [{ Name: 'StateMachineArn', Value: { Ref: machineId } }],
+        },
+        Period: 300,
+        Stat: 'Sum',
+      });
+    }
     const topics = resourcesOf(s.platformTemplate, 'AWS::SNS::Topic').map(([id]) => ({ Ref: id }));
     expect(topics).toHaveLength(1);
     expect(alarm.AlarmActions).toEqual(topics);
