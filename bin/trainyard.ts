@@ -34,3 +34,7 @@ const code = await runCli(
   registrars,
 );
 process.exitCode = code;
+// Every command has finished its work here. Should anything still hold the event loop (a library's timer, a socket
+// left open), the process exits all the same, once its output has had two seconds to drain: a stopped local mode
+// must give the terminal back. The timer is unref'd, so a process with nothing left exits at once, as before.
+setTimeout(() => process.exit(code), 2000).unref();

@@ -2,7 +2,7 @@
  * The CLI's API client: picks the target (a deployed stack's URL, signed with SigV4, or local mode's loopback server
  * with its bearer token), sends JSON requests, and turns failures into CliErrors with the documented exit codes.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { NOT_A_MEMBER } from '../../lambdas/api/caller';
 import {
@@ -49,15 +49,25 @@ export interface TargetOptions {
   readonly isAlive?: (pid: number) => boolean;
 }
 
-/** Whether a process id is alive (EPERM: it exists but belongs to someone else). */
+/**
+ * Whether the process named in local.json is still a live local mode: it exists (EPERM: it belongs to someone else,
+ * but exists) and, where /proc tells, its command line names trainyard. After a crash the pid may be reused by
+ * another process; `trainyard local stop` would signal it, and `trainyard local` refuse to start.
+ */
 export function processAlive(pid: number): boolean {
+  if (pid === process.pid) return true;
   try {
     process.kill(pid, 0);
-    return true;
   } catch (error) {
-    // EPERM: it exists but belongs to someone else — alive.
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
+    if ((error as NodeJS.ErrnoException).code !== 'EPERM') return false;
   }
+  let commandLine: string;
+  try {
+    commandLine = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+  } catch {
+    return true; // no /proc (macOS), or not readable: the pid is all there is to go on
+  }
+  return commandLine.includes('trainyard');
 }
 
 /**

@@ -150,17 +150,35 @@ function resolveDeps(deps: LocalCommandDeps, program: Command): Resolved {
   };
 }
 
-/** Resolves on the first SIGINT or SIGTERM, with its name. */
-function untilSignal(): Promise<string> {
-  return new Promise((done) => {
-    const on = (signal: NodeJS.Signals) => {
-      process.off('SIGINT', on);
-      process.off('SIGTERM', on);
-      done(signal);
-    };
-    process.on('SIGINT', on);
-    process.on('SIGTERM', on);
+/** Signals that stop local mode: Ctrl-C, `trainyard local stop` (SIGTERM) and a closed terminal or SSH session. */
+const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+
+/**
+ * Listens for a stop signal: `signal` resolves on the first, with its name. Later ones, while local mode stops, are
+ * answered with a line on stderr rather than Node's default of dying at once, which would leave the attempts' harness
+ * and training processes running (they run in sessions of their own). `dispose` stops listening.
+ */
+export function onStopSignal(): { signal: Promise<string>; dispose: () => void } {
+  let stopping = false;
+  let done: (signal: string) => void = () => undefined;
+  const signal = new Promise<string>((resolve) => {
+    done = resolve;
   });
+  const on = (name: NodeJS.Signals) => {
+    if (stopping) {
+      process.stderr.write(`${name}: local mode is already stopping (killing attempts, closing the engines)…\n`);
+      return;
+    }
+    stopping = true;
+    done(name);
+  };
+  for (const name of STOP_SIGNALS) process.on(name, on);
+  return {
+    signal,
+    dispose: () => {
+      for (const name of STOP_SIGNALS) process.off(name, on);
+    },
+  };
 }
 
 function localDir(r: Resolved, option: string | undefined): string {
@@ -288,9 +306,16 @@ export function localCommands(deps: LocalCommandDeps = {}): CommandRegistrar {
               '',
             ].join('\n'),
           );
-          const why = await (deps.untilStopped ?? untilSignal)(mode);
-          r.out(`Stopping local mode (${why}): killing running attempts, closing the API and the engines…\n`);
-          await mode.stop();
+          const signals = deps.untilStopped ? undefined : onStopSignal();
+          try {
+            const why = await (deps.untilStopped
+              ? deps.untilStopped(mode)
+              : (signals as { signal: Promise<string> }).signal);
+            r.out(`Stopping local mode (${why}): killing running attempts, closing the API and the engines…\n`);
+            await mode.stop();
+          } finally {
+            signals?.dispose();
+          }
           r.out('Local mode stopped. Jobs, budgets and checkpoints are kept for the next start.\n');
         },
       );
@@ -462,6 +487,9 @@ export function s3rverObjectPath(s3Directory: string, bucket: string, key: strin
   return join(s3Directory, bucket, `${key}._S3rver_object`);
 }
 
+/** `trainyard demo` stopped by a signal (Ctrl-C): the shells' convention, 128 + SIGINT. */
+export const DEMO_INTERRUPTED_EXIT_CODE = 130;
+
 async function runDemo(
   r: Resolved,
   deps: LocalCommandDeps,
@@ -499,11 +527,21 @@ async function runDemo(
     ...deps.localModeOptions,
   });
   say(`   API ${mode.apiUrl}, acting as ${mode.principalArn} for team ${mode.team}`);
+  // Ctrl-C (or a closed terminal) stops the demo and local mode with it: the attempts' processes run in sessions of
+  // their own, which the terminal's signal does not reach, so only local mode's stop ends them.
+  const signals = deps.untilStopped ? undefined : onStopSignal();
   try {
-    return await demoLifecycle(r, mode, job, say, step);
+    const lifecycle = demoLifecycle(r, mode, job, say, step);
+    if (!signals) return await lifecycle;
+    const ended = await Promise.race([lifecycle, signals.signal]);
+    if (typeof ended === 'number') return ended;
+    lifecycle.catch(() => undefined); // it fails as local mode closes under it: the signal is the news
+    say(`\n   ${ended}: the demo stops here.`);
+    return DEMO_INTERRUPTED_EXIT_CODE;
   } finally {
     step(9, 'Stopping local mode');
     await mode.stop();
+    signals?.dispose();
     say(`   Stopped. The demo's data stays in ${dir} (delete it when done). Total time ${elapsed().trim()}.`);
   }
 }

@@ -363,6 +363,8 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
       const live = machine;
       const running = live ? live.running().map((name) => live.waitFor(name)) : [];
       await settleWithin([...running, ...deliveries], 10_000);
+      // What still runs waits (a retry's backoff, a budget pause): left for the next start, as its engines close.
+      live?.abandon();
     });
     started.push(() => runner.stop());
 

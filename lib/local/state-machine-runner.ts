@@ -119,12 +119,20 @@ export class TaskDoesNotExist extends Error {
   override name = 'TaskDoesNotExist';
 }
 
+/** Ends a token wait that local mode's stop abandoned (LocalStateMachine.abandon). */
+export class ExecutionAbandoned extends Error {
+  override name = 'ExecutionAbandoned';
+}
+
 /** The job state machine running in this process. */
 export class LocalStateMachine implements LifecycleControl {
   private readonly machine: StateMachine;
   private readonly executions = new Map<string, LocalExecution>();
   private readonly aborts = new Map<string, { abort: () => void; error?: string; cause?: string }>();
   private readonly waiting = new Map<string, (output: unknown) => void>();
+  /** The token waits in progress, by token, with how to end one unsent (abandon). */
+  private readonly unsent = new Map<string, (error: Error) => void>();
+  private abandoned = false;
   private tokenCounter = 0;
 
   constructor(private readonly options: LocalStateMachineOptions) {
@@ -149,7 +157,14 @@ export class LocalStateMachine implements LifecycleControl {
       async (payload: unknown) => {
         this.tokenCounter += 1;
         const taskToken = `local-task-${name}-${this.tokenCounter}`;
-        const resumed = new Promise<unknown>((resolve) => this.waiting.set(taskToken, resolve));
+        const resumed = new Promise<unknown>((resolve, reject) => {
+          this.waiting.set(taskToken, resolve);
+          this.unsent.set(taskToken, reject);
+        });
+        resumed.then(
+          () => this.unsent.delete(taskToken),
+          () => this.unsent.delete(taskToken),
+        );
         // The Task's Parameters are a lambda:invoke request: { FunctionName, Payload: { jobId, taskToken, … } }.
         const request = (payload as { Payload?: Record<string, unknown> }).Payload ?? {};
         try {
@@ -157,6 +172,7 @@ export class LocalStateMachine implements LifecycleControl {
         } catch (error) {
           // The Task failed: its retry waits under a new token, and this one will never be sent.
           this.waiting.delete(taskToken);
+          this.unsent.delete(taskToken);
           throw error;
         }
         const end = ends?.(request);
@@ -240,7 +256,7 @@ export class LocalStateMachine implements LifecycleControl {
       }
       this.aborts.delete(name);
       await collecting.catch(() => undefined);
-      if (ended && this.options.onExecutionEnded) {
+      if (ended && this.options.onExecutionEnded && !this.abandoned) {
         try {
           await this.options.onExecutionEnded(ended);
         } catch (error) {
@@ -262,6 +278,22 @@ export class LocalStateMachine implements LifecycleControl {
     Object.assign(running, details);
     running.abort();
     return true;
+  }
+
+  /**
+   * At local mode's stop: every execution still running is left where it is, as a host that stops leaves Step
+   * Functions' executions, and reports no end (the next start finalizes their jobs). Each is aborted and its token
+   * wait ended unsent, so nothing of it keeps the process alive: the engine times a waiting Task (a retry's backoff
+   * for up to an hour, a budget pause for weeks) with a timer only the Task's end clears.
+   */
+  abandon(): void {
+    this.abandoned = true;
+    for (const running of this.aborts.values()) running.abort();
+    for (const [token, end] of this.unsent) {
+      this.waiting.delete(token);
+      end(new ExecutionAbandoned(`local mode stopped while this execution waited on task token ${token}`));
+    }
+    this.unsent.clear();
   }
 
   /** SendTaskSuccess: continues the paused execution holding the token. */

@@ -1,8 +1,10 @@
 // The CLI's API client against a real HTTP server on loopback that drops connections under chosen requests.
+
+import { spawn } from 'node:child_process';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ApiClient, type ApiTarget } from '../../lib/cli/client';
+import { ApiClient, type ApiTarget, processAlive } from '../../lib/cli/client';
 import { CliError, EXIT_CODES } from '../../lib/cli/exit-codes';
 
 let server: Server | undefined;
@@ -198,5 +200,36 @@ describe('ApiClient when the API says "not now" (429, 503)', () => {
     expect((await client.send({ method: 'PUT', path: '/budgets/nlp', body: { limitUsd: 5 } })).status).toBe(200);
     expect((await client.send({ method: 'DELETE', path: '/jobs/j' })).status).toBe(200);
     expect(seen()).toBe(4);
+  });
+});
+
+describe('processAlive (is the pid in local.json still local mode?)', () => {
+  const started = (argv0: string) => {
+    // bash's exec -a names the process as argv[0]: /proc/<pid>/cmdline then starts with it.
+    const child = spawn('bash', ['-c', `exec -a ${argv0} sleep 30`], { stdio: 'ignore' });
+    return child;
+  };
+
+  it('takes a live process whose command line names trainyard for local mode, and this process too', async () => {
+    const child = started('node-bin-trainyard.ts-local');
+    try {
+      await new Promise((done) => setTimeout(done, 100));
+      expect(processAlive(child.pid as number)).toBe(true);
+      expect(processAlive(process.pid)).toBe(true);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+
+  it('does not take another process that reuses the pid after a crash, nor one that has exited', async () => {
+    const child = started('sleep');
+    try {
+      await new Promise((done) => setTimeout(done, 100));
+      expect(processAlive(child.pid as number)).toBe(false);
+    } finally {
+      child.kill('SIGKILL');
+    }
+    await new Promise((done) => child.once('exit', done));
+    expect(processAlive(child.pid as number)).toBe(false);
   });
 });

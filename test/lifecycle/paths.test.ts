@@ -789,6 +789,26 @@ describe('job lifecycle on the synthesized state machine', () => {
     await expectSettled(b, jobId);
   });
 
+  it('leaves a job waiting out an hour’s backoff where it is when local mode stops, its wait ended at once', async () => {
+    const b = await start({ realBackoff: true });
+    const jobId = await submit(b, [{ result: 'app-error', seconds: 300 }, { result: 'succeed' }], {
+      retries: { maxAppRetries: 2, backoffSeconds: 3600 },
+    });
+    await b.until('the job to wait out its backoff', async () => {
+      return (await b.plane.jobs.requireJob(jobId)).pauseToken !== undefined;
+    });
+    const before = await b.plane.jobs.requireJob(jobId);
+
+    b.machine.abandon();
+    // Ends at once, not in an hour: its token wait ended unsent, which ends the Task and clears the engine's timer.
+    const execution = await b.machine.waitFor(jobId);
+
+    expect(execution.status).toBe('ABORTED');
+    // No end reported: the job stays as it was, for the next start of local mode to finalize.
+    expect(b.executionsEnded).toEqual([]);
+    expect(await b.plane.jobs.requireJob(jobId)).toEqual(before);
+  });
+
   it('cancels a running job: TerminateJob with the cancel reason, CANCELLED, ledger settled', async () => {
     const b = await start();
     const jobId = await submit(b, [{ result: 'hold' }]);
