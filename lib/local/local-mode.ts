@@ -564,9 +564,10 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
 }
 
 /**
- * The workspace adapter, unchanged, except that a GET s3rver drops mid-body is retried (twice): s3rver closes the
- * connection when the object is replaced while it streams it (the harness rewrites metrics.jsonl and progress.json
- * every few seconds), which S3 never does — a GET there returns the old or the new object whole.
+ * The workspace adapter, unchanged, except that a GET s3rver drops mid-body is retried (twice), in every read of an
+ * object (get, getAtMost and so getJson, getTail): s3rver closes the connection when the object is replaced while it
+ * streams it (the harness rewrites metrics.jsonl and progress.json every few seconds), which S3 never does — a GET
+ * there returns the old or the new object whole.
  */
 export class S3rverWorkspace extends Workspace {
   override get(key: string): Promise<Buffer | undefined> {
@@ -575,6 +576,10 @@ export class S3rverWorkspace extends Workspace {
 
   override getAtMost(key: string, maxBytes: number): Promise<Buffer | undefined> {
     return retryDropped(() => super.getAtMost(key, maxBytes));
+  }
+
+  override getTail(key: string, maxBytes: number): Promise<Buffer | undefined> {
+    return retryDropped(() => super.getTail(key, maxBytes));
   }
 }
 
