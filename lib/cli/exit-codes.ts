@@ -23,6 +23,8 @@ export const EXIT_CODES = {
   jobUnsuccessful: 7,
   /** `watch` / `submit --wait --timeout`: the job had not ended when the timeout ran out (it keeps running). */
   watchTimedOut: 8,
+  /** `demo`: stopped by Ctrl-C (or a closed terminal) before its job ended; local mode and its attempts stopped too. */
+  interrupted: 130,
 } as const;
 
 /** One of the documented exit codes. */

@@ -418,6 +418,9 @@ export function localCommands(deps: LocalCommandDeps = {}): CommandRegistrar {
       .action(async (options: { dir?: string; config?: string; team?: string }) => {
         const r = resolveDeps(deps, program);
         const code = await runDemo(r, deps, options);
+        if (code === EXIT_CODES.interrupted) {
+          throw new CliError('the demo was stopped before its job ended', EXIT_CODES.interrupted, 'DemoInterrupted');
+        }
         if (code !== EXIT_CODES.ok) {
           throw new CliError('the demo job did not succeed (see above)', EXIT_CODES.jobUnsuccessful, 'DemoFailed');
         }
@@ -487,9 +490,6 @@ export function s3rverObjectPath(s3Directory: string, bucket: string, key: strin
   return join(s3Directory, bucket, `${key}._S3rver_object`);
 }
 
-/** `trainyard demo` stopped by a signal (Ctrl-C): the shells' convention, 128 + SIGINT. */
-export const DEMO_INTERRUPTED_EXIT_CODE = 130;
-
 async function runDemo(
   r: Resolved,
   deps: LocalCommandDeps,
@@ -537,7 +537,7 @@ async function runDemo(
     if (typeof ended === 'number') return ended;
     lifecycle.catch(() => undefined); // it fails as local mode closes under it: the signal is the news
     say(`\n   ${ended}: the demo stops here.`);
-    return DEMO_INTERRUPTED_EXIT_CODE;
+    return EXIT_CODES.interrupted;
   } finally {
     step(9, 'Stopping local mode');
     await mode.stop();
