@@ -146,7 +146,7 @@ function resolveDeps(deps: LocalCommandDeps, program: Command): Resolved {
     sleep: deps.sleep ?? ((ms) => new Promise<void>((done) => setTimeout(done, ms))),
     isAlive: deps.isAlive ?? processAlive,
     kill: deps.kill ?? ((pid, signal) => process.kill(pid, signal)),
-    python: deps.python ?? '/usr/bin/python3',
+    python: deps.python ?? (deps.env ?? process.env).TRAINYARD_PYTHON ?? DEFAULT_HARNESS_PYTHON,
   };
 }
 
@@ -443,6 +443,12 @@ function safeState(dir: string) {
 export const HARNESS_INSTALL_COMMAND = 'sudo apt-get install python3-boto3';
 
 /**
+ * The interpreter local mode runs each job's harness under, unless TRAINYARD_PYTHON names another: Debian's, whose
+ * python3-boto3 and python3-torch packages the README installs (a `python3` on PATH may be a pyenv shim without them).
+ */
+export const DEFAULT_HARNESS_PYTHON = '/usr/bin/python3';
+
+/**
  * Refuses to start local mode with an interpreter the job harness cannot run under: every job would fail at its first
  * step with an import error, reported as the job's own failure. Checks that the interpreter runs, is Python 3.10 or
  * later (the harness's `requires-python`), and imports boto3.
@@ -455,7 +461,7 @@ export function requireHarnessPython(python: string): void {
   );
   const refuse = (why: string) => {
     throw new CliError(
-      `local mode runs each job's harness under ${python}, but ${why}`,
+      `local mode runs each job's harness under ${python}, but ${why} (TRAINYARD_PYTHON names another interpreter)`,
       EXIT_CODES.usage,
       'HarnessPythonMissing',
     );

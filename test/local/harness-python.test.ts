@@ -5,8 +5,9 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { runCli } from '../../lib/cli/commands';
 import { CliError, EXIT_CODES } from '../../lib/cli/exit-codes';
-import { HARNESS_INSTALL_COMMAND, requireHarnessPython } from '../../lib/local/cli-commands';
+import { HARNESS_INSTALL_COMMAND, localCommands, requireHarnessPython } from '../../lib/local/cli-commands';
 
 const dir = mkdtempSync(join(tmpdir(), 'trainyard-harness-python-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -40,14 +41,14 @@ describe('requireHarnessPython', () => {
     expect(error.exitCode).toBe(EXIT_CODES.usage);
     expect(error.code).toBe('HarnessPythonMissing');
     expect(error.message).toBe(
-      `local mode runs each job's harness under ${python}, but \`import boto3\` fails there (the harness reaches local S3 with it); install it with: ${HARNESS_INSTALL_COMMAND}`,
+      `local mode runs each job's harness under ${python}, but \`import boto3\` fails there (the harness reaches local S3 with it); install it with: ${HARNESS_INSTALL_COMMAND} (TRAINYARD_PYTHON names another interpreter)`,
     );
   });
 
   it('refuses a Python older than the harness needs, naming its version', () => {
     const python = fakePython('old', 'AssertionError: 3.9.18', 1);
     expect(refusal(python).message).toBe(
-      `local mode runs each job's harness under ${python}, but it is Python 3.9.18; the harness needs 3.10 or later`,
+      `local mode runs each job's harness under ${python}, but it is Python 3.9.18; the harness needs 3.10 or later (TRAINYARD_PYTHON names another interpreter)`,
     );
   });
 
@@ -61,7 +62,28 @@ describe('requireHarnessPython', () => {
   it('refuses any other failure with its last line', () => {
     const python = fakePython('broken', 'Fatal Python error: init_fs_encoding', 1);
     expect(refusal(python).message).toBe(
-      `local mode runs each job's harness under ${python}, but checking it failed (exit 1): Fatal Python error: init_fs_encoding`,
+      `local mode runs each job's harness under ${python}, but checking it failed (exit 1): Fatal Python error: init_fs_encoding (TRAINYARD_PYTHON names another interpreter)`,
     );
+  });
+});
+
+describe('TRAINYARD_PYTHON', () => {
+  it('names the interpreter `trainyard local` checks and runs the harness under', async () => {
+    const python = fakePython('chosen', "ModuleNotFoundError: No module named 'boto3'", 1);
+    let stderr = '';
+    const env = { TRAINYARD_PYTHON: python, TRAINYARD_LOCAL_DIR: join(dir, 'local'), PATH: process.env.PATH };
+    const io = {
+      stdout: () => undefined,
+      stderr: (text: string) => {
+        stderr += text;
+      },
+      isTTY: false,
+    };
+    const code = await runCli(['local'], { io: { ...io, confirm: async () => false }, env, cwd: dir }, [
+      localCommands({ env, cwd: dir }),
+    ]);
+
+    expect(code).toBe(EXIT_CODES.usage);
+    expect(stderr).toContain(`local mode runs each job's harness under ${python}, but \`import boto3\` fails there`);
   });
 });
