@@ -6,7 +6,7 @@
  * resume, settled cost, report). Registered on the program by bin/trainyard.ts; docs/cli.md "Local mode".
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -207,23 +207,52 @@ function parseRate(text: string): number {
   return value;
 }
 
-/** Fails when a live local mode already serves this folder (two would share one LevelDB and one local.json). */
-function refuseSecondInstance(r: Resolved, dir: string): void {
+/**
+ * Claims `dir` for this process, or fails when a live local mode already serves it: two would share one LevelDB and
+ * one local.json. The claim is `local.lock`, created exclusively before any engine starts, so of two starts at once
+ * one is refused with this message rather than crashing inside the database's lock; one left by a process that is
+ * gone (or whose pid now names another program) is taken over. Returns the release, for after the stop.
+ */
+function claimLocalDir(r: Resolved, dir: string): () => void {
+  const lock = join(dir, LOCAL_LOCK_FILE);
+  mkdirSync(dir, { recursive: true });
+  const refuse = (pid: number, where: string) => {
+    throw new CliError(
+      `local mode is already running for ${dir} (pid ${pid}${where}); stop it with \`trainyard local stop\` or use another --dir`,
+      EXIT_CODES.usage,
+      'LocalAlreadyRunning',
+    );
+  };
   let state: ReturnType<typeof readLocalState>;
   try {
     state = readLocalState(dir);
   } catch (error) {
-    if (error instanceof LocalStateError) return; // unreadable: the new server rewrites it
-    throw error;
+    if (!(error instanceof LocalStateError)) throw error; // unreadable: the new server rewrites it
   }
-  if (state && state.pid !== process.pid && r.isAlive(state.pid)) {
-    throw new CliError(
-      `local mode is already running for ${dir} (pid ${state.pid}, ${state.apiUrl}); stop it with \`trainyard local stop\` or use another --dir`,
-      EXIT_CODES.usage,
-      'LocalAlreadyRunning',
-    );
+  if (state && state.pid !== process.pid && r.isAlive(state.pid)) refuse(state.pid, `, ${state.apiUrl}`);
+  for (let tries = 0; tries < 2; tries++) {
+    try {
+      writeFileSync(lock, `${process.pid}\n`, { flag: 'wx' });
+      return () => {
+        // Only our own claim: a later local mode may have taken over a lock this process was too slow to release.
+        if (readFileSync(lock, 'utf8').trim() === String(process.pid)) rmSync(lock, { force: true });
+      };
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+    const holder = Number.parseInt(readFileSync(lock, 'utf8'), 10);
+    if (Number.isSafeInteger(holder) && holder !== process.pid && r.isAlive(holder)) refuse(holder, ', starting');
+    rmSync(lock, { force: true }); // left by a local mode that is gone: taken over
   }
+  throw new CliError(
+    `could not claim ${lock}: another local mode is starting there`,
+    EXIT_CODES.usage,
+    'LocalAlreadyRunning',
+  );
 }
+
+/** The file a local mode holds its folder by, from before its engines start until after they stop. */
+const LOCAL_LOCK_FILE = 'local.lock';
 
 async function start(options: LocalModeOptions): Promise<LocalMode> {
   try {
@@ -276,45 +305,49 @@ export function localCommands(deps: LocalCommandDeps = {}): CommandRegistrar {
           const seed = options.seed === undefined ? undefined : parseIntegerIn('--seed', options.seed, 0, 2 ** 31 - 1);
           const budgetWatchSeconds = parseIntegerIn('--budget-watch-seconds', options.budgetWatchSeconds, 1, 86400);
           const config = configFor(r, options.config);
-          refuseSecondInstance(r, dir);
           requireHarnessPython(r.python);
-          const mode = await start({
-            dir,
-            config,
-            ...(port !== undefined ? { port } : {}),
-            ...(options.team !== undefined ? { team: options.team } : {}),
-            spotInterruptionsPerHour: rate,
-            ...(seed !== undefined ? { random: seededRandom(seed) } : {}),
-            budgetWatchSeconds,
-            python: r.python,
-            console: (line) => r.out(`${line}\n`),
-            ...deps.localModeOptions,
-          });
-          r.out(
-            [
-              `Trainyard local mode is running (pid ${process.pid}).`,
-              `  API        ${mode.apiUrl}  (bearer token in ${join(dir, 'local-token')})`,
-              `  data       ${dir}  (DynamoDB: dynamo/, S3: s3/, logs: logs/, events: events.jsonl, metrics: metrics.jsonl)`,
-              `  acting as  ${mode.principalArn} → team ${mode.team}`,
-              `  spot       ${rate > 0 ? `${rate} random interruption(s) per attempt-hour` : 'interruptions on demand: trainyard local interrupt <job>'}`,
-              ...(mode.recovered.length
-                ? [
-                    `  recovered  ${mode.recovered.length} job(s) cut off by the last stop, now FAILED: ${mode.recovered.join(', ')}`,
-                  ]
-                : []),
-              'Use the CLI from another terminal (trainyard submit …). Ctrl-C or `trainyard local stop` stops local mode.',
-              '',
-            ].join('\n'),
-          );
-          const signals = deps.untilStopped ? undefined : onStopSignal();
+          const release = claimLocalDir(r, dir);
           try {
-            const why = await (deps.untilStopped
-              ? deps.untilStopped(mode)
-              : (signals as { signal: Promise<string> }).signal);
-            r.out(`Stopping local mode (${why}): killing running attempts, closing the API and the engines…\n`);
-            await mode.stop();
+            const mode = await start({
+              dir,
+              config,
+              ...(port !== undefined ? { port } : {}),
+              ...(options.team !== undefined ? { team: options.team } : {}),
+              spotInterruptionsPerHour: rate,
+              ...(seed !== undefined ? { random: seededRandom(seed) } : {}),
+              budgetWatchSeconds,
+              python: r.python,
+              console: (line) => r.out(`${line}\n`),
+              ...deps.localModeOptions,
+            });
+            r.out(
+              [
+                `Trainyard local mode is running (pid ${process.pid}).`,
+                `  API        ${mode.apiUrl}  (bearer token in ${join(dir, 'local-token')})`,
+                `  data       ${dir}  (DynamoDB: dynamo/, S3: s3/, logs: logs/, events: events.jsonl, metrics: metrics.jsonl)`,
+                `  acting as  ${mode.principalArn} → team ${mode.team}`,
+                `  spot       ${rate > 0 ? `${rate} random interruption(s) per attempt-hour` : 'interruptions on demand: trainyard local interrupt <job>'}`,
+                ...(mode.recovered.length
+                  ? [
+                      `  recovered  ${mode.recovered.length} job(s) cut off by the last stop, now FAILED: ${mode.recovered.join(', ')}`,
+                    ]
+                  : []),
+                'Use the CLI from another terminal (trainyard submit …). Ctrl-C or `trainyard local stop` stops local mode.',
+                '',
+              ].join('\n'),
+            );
+            const signals = deps.untilStopped ? undefined : onStopSignal();
+            try {
+              const why = await (deps.untilStopped
+                ? deps.untilStopped(mode)
+                : (signals as { signal: Promise<string> }).signal);
+              r.out(`Stopping local mode (${why}): killing running attempts, closing the API and the engines…\n`);
+              await mode.stop();
+            } finally {
+              signals?.dispose();
+            }
           } finally {
-            signals?.dispose();
+            release();
           }
           r.out('Local mode stopped. Jobs, budgets and checkpoints are kept for the next start.\n');
         },
@@ -521,34 +554,38 @@ async function runDemo(
   const dir = options.dir ? resolve(r.cwd, options.dir) : mkdtempSync(join(tmpdir(), 'trainyard-demo-'));
   const config = configFor(r, options.config);
   step(2, `Starting local mode in ${dir}`);
-  refuseSecondInstance(r, dir);
-  const mode = await start({
-    dir,
-    config,
-    ...(options.team !== undefined ? { team: options.team } : {}),
-    python: r.python,
-    // Frequent budget-watch ticks show accrual and refresh the job's recorded progress while the demo runs.
-    budgetWatchSeconds: 10,
-    console: (line) => say(`   event │ ${line}`),
-    ...deps.localModeOptions,
-  });
-  say(`   API ${mode.apiUrl}, acting as ${mode.principalArn} for team ${mode.team}`);
-  // Ctrl-C (or a closed terminal) stops the demo and local mode with it: the attempts' processes run in sessions of
-  // their own, which the terminal's signal does not reach, so only local mode's stop ends them.
-  const signals = deps.untilStopped ? undefined : onStopSignal();
+  const release = claimLocalDir(r, dir);
   try {
-    const lifecycle = demoLifecycle(r, mode, job, say, step);
-    if (!signals) return await lifecycle;
-    const ended = await Promise.race([lifecycle, signals.signal]);
-    if (typeof ended === 'number') return ended;
-    lifecycle.catch(() => undefined); // it fails as local mode closes under it: the signal is the news
-    say(`\n   ${ended}: the demo stops here.`);
-    return EXIT_CODES.interrupted;
+    const mode = await start({
+      dir,
+      config,
+      ...(options.team !== undefined ? { team: options.team } : {}),
+      python: r.python,
+      // Frequent budget-watch ticks show accrual and refresh the job's recorded progress while the demo runs.
+      budgetWatchSeconds: 10,
+      console: (line) => say(`   event │ ${line}`),
+      ...deps.localModeOptions,
+    });
+    say(`   API ${mode.apiUrl}, acting as ${mode.principalArn} for team ${mode.team}`);
+    // Ctrl-C (or a closed terminal) stops the demo and local mode with it: the attempts' processes run in sessions of
+    // their own, which the terminal's signal does not reach, so only local mode's stop ends them.
+    const signals = deps.untilStopped ? undefined : onStopSignal();
+    try {
+      const lifecycle = demoLifecycle(r, mode, job, say, step);
+      if (!signals) return await lifecycle;
+      const ended = await Promise.race([lifecycle, signals.signal]);
+      if (typeof ended === 'number') return ended;
+      lifecycle.catch(() => undefined); // it fails as local mode closes under it: the signal is the news
+      say(`\n   ${ended}: the demo stops here.`);
+      return EXIT_CODES.interrupted;
+    } finally {
+      step(9, 'Stopping local mode');
+      await mode.stop();
+      signals?.dispose();
+      say(`   Stopped. The demo's data stays in ${dir} (delete it when done). Total time ${elapsed().trim()}.`);
+    }
   } finally {
-    step(9, 'Stopping local mode');
-    await mode.stop();
-    signals?.dispose();
-    say(`   Stopped. The demo's data stays in ${dir} (delete it when done). Total time ${elapsed().trim()}.`);
+    release();
   }
 }
 

@@ -300,6 +300,8 @@ describe('local mode through the CLI', () => {
     expect(local.code).toBe(EXIT_CODES.ok);
     expect(local.stdout).toContain('Stopping local mode (SIGTERM)');
     expect(readLocalState(localDir)).toBeUndefined();
+    // Its claim on the folder is released with it: the next start there finds none.
+    expect(existsSync(join(localDir, 'local.lock'))).toBe(false);
     const after = await trainyard(['jobs'], localDir);
     expect(after.code).toBe(EXIT_CODES.unreachable);
   });
