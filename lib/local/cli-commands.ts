@@ -424,10 +424,11 @@ export function localCommands(deps: LocalCommandDeps = {}): CommandRegistrar {
         const state = runningLocalState(dir, r.isAlive);
         r.kill(state.pid, 'SIGTERM');
         r.out(`Sent SIGTERM to local mode (pid ${state.pid}); waiting for it to stop…\n`);
-        // The server removes local.json as its last step of a clean stop.
+        // The server removes local.json first, as it closes the API; the process exits once its attempts are killed
+        // and its engines closed, so the folder is free only then (a process is not waited on for itself).
         for (let waited = 0; waited < 60_000; waited += 200) {
           const now = safeState(dir);
-          if (now?.pid !== state.pid) {
+          if (now?.pid !== state.pid && (state.pid === process.pid || !r.isAlive(state.pid))) {
             r.out('Local mode stopped.\n');
             return;
           }
