@@ -690,7 +690,16 @@ async function demoLifecycle(
       const checkpoints = await completeCheckpoints(client, jobId);
       step(7, `Interrupting: trainyard local interrupt ${jobId}`);
       say(`   Complete checkpoints so far: ${checkpoints.map((c) => String(at(c, 'name'))).join(', ')}`);
-      const served = await client.send({ method: 'POST', path: `/_local/jobs/${encodeURIComponent(jobId)}/interrupt` });
+      let served: Awaited<ReturnType<typeof client.send>>;
+      try {
+        served = await client.send({ method: 'POST', path: `/_local/jobs/${encodeURIComponent(jobId)}/interrupt` });
+      } catch (error) {
+        // The attempt ended between the poll and the notice (a checkpoint's exit, the job's last step): try again.
+        if (!(error instanceof CliError && error.code === 'NoRunningAttempt')) throw error;
+        say('   Its attempt ended just then: the notice goes to the next one.');
+        await r.sleep(1000);
+        continue;
+      }
       say(
         `   Spot notice served through the fake IMDS to ${String(at(served.body, 'instanceId'))} (reclaim at ${String(at(served.body, 'noticeTime'))}).`,
       );
