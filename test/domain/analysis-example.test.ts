@@ -4,31 +4,18 @@
  * give. Its train.py sets no vocab_size: it builds the vocabulary from the text (`chars = sorted(set(text))`,
  * `ModelArgs(len(chars), …)`), 65 characters for tinyshakespeare.
  */
-import { readdirSync, readFileSync, statSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { analyzeWorkload } from '../../lambdas/domain/analysis';
-import { type BundleFile, textFilesOf } from '../../lambdas/shared/tarball';
 import { parseConfig } from '../../lib/config';
 import { NANOGPT_DEMO } from '../../lib/local/cli-commands';
+import { textFilesUnder } from '../support/projects';
 
 const tiers = parseConfig({}).tiers;
 const GiB = 1024 ** 3;
 const ROOT = join(import.meta.dirname, '..', '..');
 
-function exampleFiles(example: string): Record<string, string> {
-  const root = join(ROOT, example);
-  const files: BundleFile[] = [];
-  const walk = (dir: string) => {
-    for (const entry of readdirSync(dir)) {
-      const path = join(dir, entry);
-      if (statSync(path).isDirectory()) walk(path);
-      else files.push({ path: relative(root, path), content: readFileSync(path) });
-    }
-  };
-  walk(root);
-  return textFilesOf(files);
-}
+const exampleFiles = (example: string): Record<string, string> => textFilesUnder(join(ROOT, example));
 
 const example = exampleFiles('examples/nanogpt-shakespeare');
 
