@@ -462,6 +462,7 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
       failures.push(`${key}: ${error.name}: ${error.message}`);
     });
     const inState = (state: JobState) => live.filter((job) => job.state === state);
+    const allWaiting = inState('WAITING');
     const running = turnOf(inState('RUNNING'), cap, nowMs);
     result.deferred.push(...running.later.map((j) => j.jobId));
     const metered: Metered[] = [];
@@ -543,7 +544,7 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
 
     // Deadline jobs waiting in the spot queue: the check may move them to on-demand before the capacity wait ends.
     const waiting = turnOf(
-      inState('WAITING').filter((job) => job.requirements.deadlineSeconds !== undefined && job.estimate !== undefined),
+      allWaiting.filter((job) => job.requirements.deadlineSeconds !== undefined && job.estimate !== undefined),
       cap,
       nowMs,
     );
@@ -579,7 +580,7 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
 
     if (plane.config.observability.platformMetrics) {
       await attempt('metrics', async () => {
-        await plane.metrics.publish(await gauges(metered, inState('WAITING').length, nowMs, result.spotSeen), nowMs);
+        await plane.metrics.publish(await gauges(metered, allWaiting.length, nowMs, result.spotSeen), nowMs);
       });
     }
 

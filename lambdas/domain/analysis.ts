@@ -374,15 +374,9 @@ interface CommandParts {
 /** Finds the entry script (first `.py` argument), the config files after it and the `--key=value` overrides. */
 function readCommand(given: readonly string[], files: Map<string, string>, unknowns: string[]): CommandParts {
   // `sh -c "cd src && python train.py …"`: the shell's command that runs a Python script is the one to read.
-  const script = shellScript(given);
   const isEntry = (arg: string) => !arg.startsWith('-') && arg.endsWith('.py');
   const command =
-    script === undefined
-      ? given
-      : (script
-          .split(/&&|\|\||[;|\n]/)
-          .map(shellWords)
-          .find((words) => words.some(isEntry)) ?? given);
+    shellScript(given) === undefined ? given : (programsOf(given).find((words) => words.some(isEntry)) ?? given);
   const entryIndex = command.findIndex(isEntry);
   if (entryIndex < 0) {
     unknowns.push(

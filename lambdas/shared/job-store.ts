@@ -736,15 +736,11 @@ export class JobStore {
       },
     });
     for await (const item of items) {
-      if (!options.onInvalid) {
-        yield parseJobRecord(stripKeys(item));
-        continue;
-      }
       let job: JobRecord;
       try {
         job = parseJobRecord(stripKeys(item));
       } catch (error) {
-        if (!(error instanceof InvalidJobRecord)) throw error;
+        if (!(options.onInvalid && error instanceof InvalidJobRecord)) throw error;
         options.onInvalid({ key: String(item[KEYS.partition]), error });
         continue;
       }

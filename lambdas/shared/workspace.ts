@@ -71,6 +71,17 @@ export class ObjectTooLarge extends Error {
   }
 }
 
+/** A GetObject response's body, read whole. */
+async function bytesOf(out: GetObjectCommandOutput): Promise<Buffer> {
+  const bytes = await (out.Body as { transformToByteArray(): Promise<Uint8Array> }).transformToByteArray();
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+/** Lets go of a GetObject response whose body will not be read. */
+function leaveUnread(out: GetObjectCommandOutput): void {
+  (out.Body as { destroy?: () => void } | undefined)?.destroy?.();
+}
+
 /** Reads and writes the workspace bucket. */
 export class Workspace {
   private readonly client: () => Promise<S3Client>;
@@ -92,15 +103,8 @@ export class Workspace {
 
   /** An object's bytes, or undefined when it does not exist. */
   async get(key: string): Promise<Buffer | undefined> {
-    const { GetObjectCommand, NoSuchKey } = await s3Sdk();
-    const s3 = await this.client();
-    try {
-      const out = await s3.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }));
-      return Buffer.from(await (out.Body as { transformToByteArray(): Promise<Uint8Array> }).transformToByteArray());
-    } catch (error) {
-      if (error instanceof NoSuchKey || (error as Error).name === 'NoSuchKey') return undefined;
-      throw error;
-    }
+    const out = await this.open(key);
+    return out && bytesOf(out);
   }
 
   /**
@@ -108,58 +112,56 @@ export class Workspace {
    * {@link ObjectTooLarge} as soon as the response's Content-Length says so, its body left unread.
    */
   async getAtMost(key: string, maxBytes: number): Promise<Buffer | undefined> {
-    const { GetObjectCommand, NoSuchKey } = await s3Sdk();
-    const s3 = await this.client();
-    let out: GetObjectCommandOutput;
-    try {
-      out = await s3.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }));
-    } catch (error) {
-      if (error instanceof NoSuchKey || (error as Error).name === 'NoSuchKey') return undefined;
-      throw error;
-    }
-    const body = out.Body as { transformToByteArray(): Promise<Uint8Array>; destroy?: () => void };
+    const out = await this.open(key);
+    if (!out) return undefined;
     if (out.ContentLength !== undefined && out.ContentLength > maxBytes) {
-      body.destroy?.();
+      leaveUnread(out);
       throw new ObjectTooLarge(key, out.ContentLength, maxBytes);
     }
-    const bytes = await body.transformToByteArray();
+    const bytes = await bytesOf(out);
     if (bytes.byteLength > maxBytes) throw new ObjectTooLarge(key, bytes.byteLength, maxBytes);
-    return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    return bytes;
   }
 
   /**
    * The last `maxBytes` of an object, from its first complete line on (a text log read from its end), or the whole
    * object when it is no larger; undefined when it does not exist. One GET when it fits (its Content-Length says so);
    * a larger one's body is left unread and its tail asked for from that offset (`bytes=<start>-`, which S3 and
-   * s3rver serve alike; s3rver has no suffix ranges). An object that shrank between the two reads is read again.
+   * s3rver serve alike; s3rver has no suffix ranges). An object that shrank or went between the two reads is read
+   * again.
    */
   async getTail(key: string, maxBytes: number): Promise<Buffer | undefined> {
-    const { GetObjectCommand, NoSuchKey } = await s3Sdk();
-    const s3 = await this.client();
-    const bytesOf = async (out: GetObjectCommandOutput) =>
-      Buffer.from(await (out.Body as { transformToByteArray(): Promise<Uint8Array> }).transformToByteArray());
     for (let reads = 1; ; reads++) {
-      let whole: GetObjectCommandOutput;
-      try {
-        whole = await s3.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }));
-      } catch (error) {
-        if (error instanceof NoSuchKey || (error as Error).name === 'NoSuchKey') return undefined;
-        throw error;
-      }
+      const whole = await this.open(key);
+      if (!whole) return undefined;
       const size = whole.ContentLength ?? 0;
       if (size <= maxBytes) return bytesOf(whole);
-      (whole.Body as { destroy?: () => void }).destroy?.();
+      leaveUnread(whole);
+      let tail: GetObjectCommandOutput | undefined;
       try {
-        const tail = await bytesOf(
-          await s3.send(new GetObjectCommand({ Bucket: this.bucket, Key: key, Range: `bytes=${size - maxBytes}-` })),
-        );
-        return tail.subarray(tail.indexOf(0x0a) + 1);
+        tail = await this.open(key, `bytes=${size - maxBytes}-`);
       } catch (error) {
-        const name = (error as Error).name;
-        if ((name === 'InvalidRange' || name === 'NoSuchKey') && reads < 3) continue;
-        if (name === 'NoSuchKey') return undefined;
+        if ((error as Error).name === 'InvalidRange' && reads < 3) continue;
         throw error;
       }
+      if (!tail) {
+        if (reads < 3) continue;
+        return undefined;
+      }
+      const bytes = await bytesOf(tail);
+      return bytes.subarray(bytes.indexOf(0x0a) + 1);
+    }
+  }
+
+  /** GetObject (a byte range of it with `range`), or undefined when the object does not exist. */
+  private async open(key: string, range?: string): Promise<GetObjectCommandOutput | undefined> {
+    const { GetObjectCommand, NoSuchKey } = await s3Sdk();
+    const s3 = await this.client();
+    try {
+      return await s3.send(new GetObjectCommand({ Bucket: this.bucket, Key: key, ...(range && { Range: range }) }));
+    } catch (error) {
+      if (error instanceof NoSuchKey || (error as Error).name === 'NoSuchKey') return undefined;
+      throw error;
     }
   }
 

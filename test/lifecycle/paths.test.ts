@@ -766,7 +766,8 @@ describe('job lifecycle on the synthesized state machine', () => {
     await expectSettled(b, r.jobId);
   });
 
-  it('ends CANCELLED at once a job cancelled while it waits out a retry’s backoff, not when the wait is over', async () => {
+  /** A job whose first attempt failed, waiting out a one-hour backoff before its retry. */
+  async function waitingOutAnHoursBackoff(): Promise<{ b: LifecycleBench; jobId: string }> {
     const b = await start({ realBackoff: true });
     const jobId = await submit(b, [{ result: 'app-error', seconds: 300 }, { result: 'succeed' }], {
       retries: { maxAppRetries: 2, backoffSeconds: 3600 },
@@ -774,6 +775,11 @@ describe('job lifecycle on the synthesized state machine', () => {
     await b.until('the job to wait out its backoff', async () => {
       return (await b.plane.jobs.requireJob(jobId)).pauseToken !== undefined;
     });
+    return { b, jobId };
+  }
+
+  it('ends CANCELLED at once a job cancelled while it waits out a retry’s backoff, not when the wait is over', async () => {
+    const { b, jobId } = await waitingOutAnHoursBackoff();
 
     const response = await b.call('DELETE', `/jobs/${jobId}`);
     expect(response.status).toBe(202);
@@ -790,13 +796,7 @@ describe('job lifecycle on the synthesized state machine', () => {
   });
 
   it('leaves a job waiting out an hour’s backoff where it is when local mode stops, its wait ended at once', async () => {
-    const b = await start({ realBackoff: true });
-    const jobId = await submit(b, [{ result: 'app-error', seconds: 300 }, { result: 'succeed' }], {
-      retries: { maxAppRetries: 2, backoffSeconds: 3600 },
-    });
-    await b.until('the job to wait out its backoff', async () => {
-      return (await b.plane.jobs.requireJob(jobId)).pauseToken !== undefined;
-    });
+    const { b, jobId } = await waitingOutAnHoursBackoff();
     const before = await b.plane.jobs.requireJob(jobId);
 
     b.machine.abandon();
