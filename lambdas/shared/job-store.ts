@@ -100,6 +100,19 @@ function stripKeys(item: Record<string, unknown>): Record<string, unknown> {
   return out;
 }
 
+/** Whether a Query failed because the table lacks the index, or DynamoDB is still filling it. */
+function isIndexUnavailable(error: unknown, indexName: string): boolean {
+  // DynamoDB: "The table does not have the specified index: <name>" (dynalite says the same), or "Cannot read from
+  // backfilling global secondary index: <name>" while an index added to a table is being filled.
+  const e = error as Error;
+  return e?.name === 'ValidationException' && typeof e.message === 'string' && e.message.includes(indexName);
+}
+
+/** Code-unit order, as DynamoDB sorts string keys (localeCompare would not). */
+function compareStrings(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
 function isConditionFailure(error: unknown): boolean {
   return (
     error instanceof ConditionalCheckFailedException || (error as Error).name === 'ConditionalCheckFailedException'
@@ -736,15 +749,8 @@ export class JobStore {
       },
     });
     for await (const item of items) {
-      let job: JobRecord;
-      try {
-        job = parseJobRecord(stripKeys(item));
-      } catch (error) {
-        if (!(options.onInvalid && error instanceof InvalidJobRecord)) throw error;
-        options.onInvalid({ key: String(item[KEYS.partition]), error });
-        continue;
-      }
-      yield job;
+      const job = this.parseListed(item, options.onInvalid);
+      if (job) yield job;
     }
   }
 
@@ -828,23 +834,81 @@ export class JobStore {
   }
 
   /**
-   * Jobs in the given states across teams (budget-watch and the periodic check), oldest first per team. The states
-   * are filtered by DynamoDB, so only those jobs come back and are parsed: a team's finished jobs, which grow without
-   * end, are read by the index query but never sent or parsed (budget-watch asks once every 5 minutes, for every live
-   * state it handles). With `onInvalid`, a record that does not parse is handed to it and left out, so one bad record
-   * does not hide the others; without, it throws InvalidJobRecord.
+   * Jobs in the given states across teams (budget-watch and local mode's restart), oldest first (by creation, then
+   * id). Each state is one Query of the byState index, so only the jobs in it are read: a team's finished jobs, which
+   * grow without end, are never read (budget-watch asks every 5 minutes). A jobs table without that index yet (a
+   * deployment whose index is still being filled, a local mode folder from before it) is read the earlier way, each
+   * team's jobs through byTeam with the states filtered by DynamoDB. With `onInvalid`, a record that does not parse is
+   * handed to it and left out, so one bad record does not hide the others; without, it throws InvalidJobRecord.
    */
   async listJobsInStates(
     teams: readonly string[],
     states: readonly JobState[],
     onInvalid?: (invalid: UnreadableJob) => void,
   ): Promise<JobRecord[]> {
-    if (states.length === 0) return [];
-    const out: JobRecord[] = [];
-    for (const team of teams) {
-      for await (const job of this.teamJobs(team, { states, ...(onInvalid && { onInvalid }) })) out.push(job);
+    if (states.length === 0 || teams.length === 0) return [];
+    const unreadable: UnreadableJob[] = [];
+    let jobs: JobRecord[];
+    try {
+      jobs = await this.jobsInStatesByIndex(teams, states, onInvalid && ((invalid) => unreadable.push(invalid)));
+    } catch (error) {
+      if (!isIndexUnavailable(error, JOBS_INDEXES.byState.name)) throw error;
+      unreadable.length = 0;
+      jobs = [];
+      for (const team of teams) {
+        for await (const job of this.teamJobs(team, {
+          states,
+          ...(onInvalid && { onInvalid: (i) => unreadable.push(i) }),
+        }))
+          jobs.push(job);
+      }
+      jobs.sort((a, b) => compareStrings(`${a.createdAt}#${a.jobId}`, `${b.createdAt}#${b.jobId}`));
     }
-    return out;
+    for (const invalid of unreadable) onInvalid?.(invalid);
+    return jobs;
+  }
+
+  /**
+   * {@link listJobsInStates} through the byState index. The index is read a state at a time, so a job that changes
+   * state between two of the queries can be read twice; the later read is the one kept. Index reads are eventually
+   * consistent, as byTeam's always were.
+   */
+  private async jobsInStatesByIndex(
+    teams: readonly string[],
+    states: readonly JobState[],
+    onInvalid: ((invalid: UnreadableJob) => void) | undefined,
+  ): Promise<JobRecord[]> {
+    const index = JOBS_INDEXES.byState;
+    const wanted = new Set(teams);
+    const byId = new Map<string, { order: string; job: JobRecord }>();
+    for (const state of new Set(states)) {
+      const items = this.queryAll({
+        IndexName: index.name,
+        KeyConditionExpression: '#state = :state',
+        ExpressionAttributeNames: { '#state': index.partition },
+        ExpressionAttributeValues: { ':state': state },
+      });
+      for await (const item of items) {
+        if (!wanted.has(String(item.team))) continue;
+        const job = this.parseListed(item, onInvalid);
+        if (job) byId.set(job.jobId, { order: String(item[index.sort]), job });
+      }
+    }
+    return [...byId.values()].sort((a, b) => compareStrings(a.order, b.order)).map(({ job }) => job);
+  }
+
+  /** A job record read by a list; one that does not parse goes to `onInvalid` when given, else throws. */
+  private parseListed(
+    item: Record<string, unknown>,
+    onInvalid: ((invalid: UnreadableJob) => void) | undefined,
+  ): JobRecord | undefined {
+    try {
+      return parseJobRecord(stripKeys(item));
+    } catch (error) {
+      if (!(onInvalid && error instanceof InvalidJobRecord)) throw error;
+      onInvalid({ key: String(item[KEYS.partition]), error });
+      return undefined;
+    }
   }
 
   private async queryPrefix(jobId: string, prefix: string): Promise<Record<string, unknown>[]> {

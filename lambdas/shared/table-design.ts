@@ -11,6 +11,9 @@
  *   pk = REPORT#<kind>#<first day>  sk = <team>|ALL-TEAMS   a scheduled showback report that was announced
  *   GSI byTeam:      gsi1pk = TEAM#<team>, gsi1sk = <createdAt ISO>#<jobId>   (job records only)
  *   GSI byInstance:  gsi2pk = INSTANCE#<i-…>, gsi2sk = JOB#<jobId>#ATTEMPT#<nnn> (attempts with a known instance)
+ *   GSI byState:     state = <job state>, gsi1sk = <createdAt ISO>#<jobId>              (job records only)
+ *     Keyed on attributes every job record has always carried, so DynamoDB fills it from the records already there
+ *     when an existing table gains it: the jobs in a live state are one Query each, not a read of every team's history.
  *
  * Budgets table (one partition per scope, one item per period):
  *   pk = SCOPE#<kind>:<id>   sk = PERIOD#<YYYY-MM>   limit, spent, reserved, available, per-job reservations
@@ -23,6 +26,7 @@ export const KEYS = { partition: 'pk', sort: 'sk' } as const;
 export const JOBS_INDEXES = {
   byTeam: { name: 'byTeam', partition: 'gsi1pk', sort: 'gsi1sk' },
   byInstance: { name: 'byInstance', partition: 'gsi2pk', sort: 'gsi2sk' },
+  byState: { name: 'byState', partition: 'state', sort: 'gsi1sk' },
 } as const;
 
 /** Zero-padded attempt and decision numbers sort correctly as strings. */
@@ -79,7 +83,7 @@ export interface TableDefinition {
 export const JOBS_TABLE: TableDefinition = {
   partitionKey: KEYS.partition,
   sortKey: KEYS.sort,
-  indexes: [JOBS_INDEXES.byTeam, JOBS_INDEXES.byInstance],
+  indexes: [JOBS_INDEXES.byTeam, JOBS_INDEXES.byInstance, JOBS_INDEXES.byState],
 };
 
 /** Global secondary indexes on the budgets table. */

@@ -99,7 +99,7 @@ describe('tables', () => {
     expect(table(name).DeletionPolicy).toBe('Retain');
   });
 
-  it('indexes jobs by team and time, and attempts by EC2 instance id', () => {
+  it('indexes jobs by team and time and by state, and attempts by EC2 instance id', () => {
     expect(table('Jobs').Properties.GlobalSecondaryIndexes).toEqual([
       {
         IndexName: 'byTeam',
@@ -117,7 +117,19 @@ describe('tables', () => {
         ],
         Projection: { ProjectionType: 'ALL' },
       },
+      {
+        IndexName: 'byState',
+        KeySchema: [
+          { AttributeName: 'state', KeyType: 'HASH' },
+          { AttributeName: 'gsi1sk', KeyType: 'RANGE' },
+        ],
+        Projection: { ProjectionType: 'ALL' },
+      },
     ]);
+    expect(table('Jobs').Properties.AttributeDefinitions).toContainEqual({
+      AttributeName: 'state',
+      AttributeType: 'S',
+    });
   });
 });
 

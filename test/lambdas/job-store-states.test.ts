@@ -1,60 +1,132 @@
-// JobStore.listJobsInStates against dynalite: the jobs of the given states across teams, filtered by DynamoDB.
+// JobStore.listJobsInStates against dynalite: the jobs of the given states across teams, read through the byState
+// index (only the jobs in those states), or, on a table without that index, through each team's history.
 
-import { PutCommand } from '@aws-sdk/lib-dynamodb';
+import { CreateTableCommand } from '@aws-sdk/client-dynamodb';
+import { PutCommand, type QueryCommandOutput } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { JobState } from '../../lambdas/domain/job';
 import { InvalidJobRecord } from '../../lambdas/domain/job';
 import { JobStore } from '../../lambdas/shared/job-store';
-import { jobKeys } from '../../lambdas/shared/table-design';
+import { createTableRequest, JOBS_INDEXES, JOBS_TABLE, jobKeys } from '../../lambdas/shared/table-design';
 import { startTestDynamo, type TestDynamo } from '../support/dynamo';
 import { jobRecord, T } from '../support/records';
 
+/** The jobs table as it was before the byState index (a local mode folder from then, or a stack mid-upgrade). */
+const WITHOUT_BY_STATE = 'trainyard-jobs-without-by-state';
+
 let dynamo: TestDynamo;
-let store: JobStore;
+/** Each store, with the number of items its Queries read (ScannedCount: what DynamoDB bills, kept or not). */
+const stores: Record<'indexed' | 'unindexed', { store: JobStore; scanned: () => number; reset: () => void }> =
+  {} as never;
+
+function countingStore(table: string) {
+  let scanned = 0;
+  const client = {
+    send: async (command: Parameters<typeof dynamo.doc.send>[0]) => {
+      const out = (await dynamo.doc.send(command)) as Partial<QueryCommandOutput>;
+      scanned += out.ScannedCount ?? 0;
+      return out;
+    },
+  } as unknown as typeof dynamo.doc;
+  return {
+    store: new JobStore(client, table),
+    scanned: () => scanned,
+    reset: () => {
+      scanned = 0;
+    },
+  };
+}
 
 beforeAll(async () => {
   dynamo = await startTestDynamo();
-  store = new JobStore(dynamo.doc, dynamo.tables.jobs);
-  // Team "vision": 117 finished jobs with a running (7th), a waiting (47th) and a paused one (87th) among them; one
-  // running job each in "nlp" and in "audio", a team not asked for.
-  const states: JobState[] = ['RUNNING', 'WAITING', 'PAUSED_BUDGET'];
-  for (let i = 0; i < 120; i++) {
-    const live = i % 40 === 7 ? states[Math.floor(i / 40)] : undefined;
-    await store.createJob(
-      jobRecord({
-        jobId: `vision-${String(i).padStart(3, '0')}`,
-        team: 'vision',
-        state: live ?? (i % 2 === 0 ? 'SUCCEEDED' : 'FAILED'),
-        createdAt: new Date(T.created + i * 60_000).toISOString(),
+  await dynamo.client.send(
+    new CreateTableCommand(
+      createTableRequest(WITHOUT_BY_STATE, {
+        ...JOBS_TABLE,
+        indexes: JOBS_TABLE.indexes.filter((index) => index.name !== JOBS_INDEXES.byState.name),
       }),
+    ),
+  );
+  stores.indexed = countingStore(dynamo.tables.jobs);
+  stores.unindexed = countingStore(WITHOUT_BY_STATE);
+  // Team "vision": 117 finished jobs with a running (7th), a waiting (47th) and a paused one (87th) among them; one
+  // running job each in "nlp" (created first) and in "audio", a team not asked for.
+  const states: JobState[] = ['RUNNING', 'WAITING', 'PAUSED_BUDGET'];
+  for (const { store } of Object.values(stores)) {
+    for (let i = 0; i < 120; i++) {
+      const live = i % 40 === 7 ? states[Math.floor(i / 40)] : undefined;
+      await store.createJob(
+        jobRecord({
+          jobId: `vision-${String(i).padStart(3, '0')}`,
+          team: 'vision',
+          state: live ?? (i % 2 === 0 ? 'SUCCEEDED' : 'FAILED'),
+          createdAt: new Date(T.created + i * 60_000).toISOString(),
+        }),
+      );
+    }
+    await store.createJob(jobRecord({ jobId: 'nlp-001', team: 'nlp', state: 'RUNNING' }));
+    await store.createJob(
+      jobRecord({ jobId: 'audio-001', team: 'audio', state: 'RUNNING', createdAt: new Date(T.created).toISOString() }),
     );
   }
-  await store.createJob(jobRecord({ jobId: 'nlp-001', team: 'nlp', state: 'RUNNING' }));
-  await store.createJob(jobRecord({ jobId: 'audio-001', team: 'audio', state: 'RUNNING' }));
 });
 
 afterAll(async () => {
   await dynamo.stop();
 });
 
-describe('JobStore.listJobsInStates', () => {
+describe.each(['indexed', 'unindexed'] as const)('JobStore.listJobsInStates on the %s table', (which) => {
   it.each([
-    { states: ['RUNNING'] as JobState[], ids: ['vision-007', 'nlp-001'] },
+    { states: ['RUNNING'] as JobState[], ids: ['nlp-001', 'vision-007'] },
     { states: ['WAITING'] as JobState[], ids: ['vision-047'] },
-    { states: ['RUNNING', 'PAUSED_BUDGET'] as JobState[], ids: ['vision-007', 'vision-087', 'nlp-001'] },
+    { states: ['RUNNING', 'PAUSED_BUDGET'] as JobState[], ids: ['nlp-001', 'vision-007', 'vision-087'] },
+    {
+      states: ['PAUSED_BUDGET', 'RUNNING', 'WAITING'] as JobState[],
+      ids: ['nlp-001', 'vision-007', 'vision-047', 'vision-087'],
+    },
     { states: [] as JobState[], ids: [] },
-  ])('returns the $states jobs of the teams asked for, oldest first per team', async ({ states, ids }) => {
-    const jobs = await store.listJobsInStates(['vision', 'nlp'], states);
+  ])('returns the $states jobs of the teams asked for, oldest first', async ({ states, ids }) => {
+    const jobs = await stores[which].store.listJobsInStates(['vision', 'nlp'], states);
 
     expect(jobs.map((j) => j.jobId)).toEqual(ids);
     for (const job of jobs) expect(states).toContain(job.state);
   });
 
-  it('hands a record that does not parse to onInvalid and returns the others; without it, throws', async () => {
+  it('returns nothing for no teams', async () => {
+    expect(await stores[which].store.listJobsInStates([], ['RUNNING'])).toEqual([]);
+  });
+});
+
+describe('what listJobsInStates reads', () => {
+  it('through byState, only the jobs in the states asked for, not the teams’ finished history', async () => {
+    const { store, scanned, reset } = stores.indexed;
+    reset();
+
+    await store.listJobsInStates(['vision', 'nlp'], ['RUNNING', 'WAITING', 'PAUSED_BUDGET']);
+
+    // vision's three live jobs, nlp's and audio's running job (read, then left out as a team not asked for).
+    expect(scanned()).toBe(5);
+  });
+
+  it('without byState, every job of each team asked for (the reason for the index)', async () => {
+    const { store, scanned, reset } = stores.unindexed;
+    reset();
+
+    await store.listJobsInStates(['vision', 'nlp'], ['RUNNING', 'WAITING', 'PAUSED_BUDGET']);
+
+    expect(scanned()).toBe(121);
+  });
+});
+
+describe.each(['indexed', 'unindexed'] as const)('a record that does not parse, on the %s table', (which) => {
+  const table = () => (which === 'indexed' ? dynamo.tables.jobs : WITHOUT_BY_STATE);
+
+  it('is handed to onInvalid and the others returned; without onInvalid, it throws', async () => {
+    const { store } = stores[which];
     const bad = jobRecord({ jobId: 'lab-bad', team: 'lab', state: 'RUNNING' });
     await dynamo.doc.send(
       new PutCommand({
-        TableName: dynamo.tables.jobs,
+        TableName: table(),
         Item: { ...jobKeys.job(bad.jobId), ...jobKeys.teamIndex('lab', bad.createdAt, bad.jobId), ...bad, user: 7 },
       }),
     );
@@ -75,5 +147,26 @@ describe('JobStore.listJobsInStates', () => {
     expect(jobs.map((j) => j.jobId)).toEqual(['lab-good']);
     expect(invalid).toEqual([expect.stringMatching(/^JOB#lab-bad: invalid job record: user/)]);
     await expect(store.listJobsInStates(['lab'], ['RUNNING'])).rejects.toThrow(InvalidJobRecord);
+  });
+});
+
+describe('a job that changes state between two of the index queries', () => {
+  it('is returned once, as the later query read it', async () => {
+    // The store's queries run state by state in the order asked; the job moves after the first query has read it.
+    const { store } = stores.indexed;
+    await store.createJob(jobRecord({ jobId: 'moving-001', team: 'moving', state: 'WAITING' }));
+    let queries = 0;
+    const client = {
+      send: async (command: Parameters<typeof dynamo.doc.send>[0]) => {
+        const out = await dynamo.doc.send(command);
+        if ((command.input as { IndexName?: string }).IndexName === JOBS_INDEXES.byState.name && queries++ === 0)
+          await store.transition('moving-001', ['WAITING'], 'RUNNING');
+        return out;
+      },
+    } as unknown as typeof dynamo.doc;
+
+    const jobs = await new JobStore(client, dynamo.tables.jobs).listJobsInStates(['moving'], ['WAITING', 'RUNNING']);
+
+    expect(jobs.map((j) => [j.jobId, j.state])).toEqual([['moving-001', 'RUNNING']]);
   });
 });
