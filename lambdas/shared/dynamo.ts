@@ -34,13 +34,15 @@ export interface DocumentClientOptions {
   readonly endpoint?: string;
   /** @default - the SDK's region chain (AWS_REGION in Lambda); us-east-1 when an endpoint is given without one */
   readonly region?: string;
+  /** What a local engine is signed with (local mode starts its engines with a key of its own). @default dummy ones */
+  readonly credentials?: { readonly accessKeyId: string; readonly secretAccessKey: string };
 }
 
 /**
  * A document client that drops undefined attributes (optional fields stay optional instead of failing the write)
  * and refuses class instances (a Date or a class slipped into an item is a bug, not something to flatten silently).
- * Against a local endpoint it signs with fixed dummy credentials, because local engines ignore signatures and the
- * tests run with no AWS credentials at all.
+ * Against a local endpoint it signs with the credentials given, else fixed dummy ones: the tests run with no AWS
+ * credentials at all, and an engine started without a key answers any.
  */
 export function createDocumentClient(options: DocumentClientOptions = {}): DynamoDBDocumentClient {
   const local = options.endpoint !== undefined;
@@ -49,7 +51,7 @@ export function createDocumentClient(options: DocumentClientOptions = {}): Dynam
       ? {
           endpoint: options.endpoint,
           region: options.region ?? 'us-east-1',
-          credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+          credentials: { ...(options.credentials ?? { accessKeyId: 'local', secretAccessKey: 'local' }) },
         }
       : options.region === undefined
         ? {}

@@ -50,6 +50,7 @@ import { ATTEMPT_TIMEOUT_REASON } from '../../lambdas/domain/outcome';
 import { containerOverridesOf } from '../../lambdas/domain/submit-job';
 import type { BatchControl, BatchJobRef, InstanceFacts } from '../../lambdas/shared/ports';
 import { maxRuntimeSeconds, type TierConfig } from '../config';
+import { type EngineCredentials, OPEN_ENGINE_CREDENTIALS } from './engines';
 import { awsTimestamp, FakeImds } from './fake-imds';
 import { BatchTaskFailed, type LocalBatch, type SubmitJobInput } from './local-batch';
 
@@ -123,6 +124,8 @@ export interface LocalBatchRunnerOptions {
   readonly workDir: string;
   /** The s3rver endpoint the harness uses for code, checkpoints and metrics. */
   readonly s3Endpoint: string;
+  /** What s3rver was started with; the attempts sign with it. @default OPEN_ENGINE_CREDENTIALS */
+  readonly s3Credentials?: EngineCredentials;
   /** The tier and capacity behind a queue name; undefined for a queue that does not exist. */
   readonly tiersByQueue: (queueName: string) => QueueTarget | undefined;
   /** Receives every state change's detail (RUNNABLE, STARTING, RUNNING, SUCCEEDED/FAILED). @default - none */
@@ -640,8 +643,8 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
     Object.assign(env, {
       PATH: `${bin}:${process.env.PATH ?? '/usr/bin:/bin'}`,
       PYTHONPATH: this.harnessPath,
-      AWS_ACCESS_KEY_ID: 'S3RVER',
-      AWS_SECRET_ACCESS_KEY: 'S3RVER',
+      AWS_ACCESS_KEY_ID: (this.options.s3Credentials ?? OPEN_ENGINE_CREDENTIALS).accessKeyId,
+      AWS_SECRET_ACCESS_KEY: (this.options.s3Credentials ?? OPEN_ENGINE_CREDENTIALS).secretAccessKey,
       AWS_REGION: LOCAL_REGION,
       AWS_DEFAULT_REGION: LOCAL_REGION,
       // boto3 must never look for credentials at the real 169.254.169.254.

@@ -28,6 +28,7 @@ import type {
 import { BUDGETS_TABLE, createTableRequest, JOBS_TABLE } from '../../lambdas/shared/table-design';
 import { Workspace } from '../../lambdas/shared/workspace';
 import type { TrainyardConfig } from '../config';
+import { type EngineCredentials, OPEN_ENGINE_CREDENTIALS } from './engines';
 import type { LocalStepHandlers } from './state-machine-runner';
 
 /** Table and bucket names local mode uses (the stacks name theirs; the layout inside is the same). */
@@ -37,24 +38,27 @@ export const LOCAL_NAMES = {
   bucket: 'trainyard-workspace',
 };
 
-/** Credentials the local engines accept. */
-export const LOCAL_CREDENTIALS = { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' } as const;
-
-/** An S3 client for s3rver: path-style, and checksums only when required (else stream uploads corrupt). */
-export function localS3Client(endpoint: string): S3Client {
+/**
+ * An S3 client for s3rver: path-style, and checksums only when required (else stream uploads corrupt); signing with
+ * the credentials s3rver was started with (engines.ts).
+ */
+export function localS3Client(endpoint: string, credentials: EngineCredentials = OPEN_ENGINE_CREDENTIALS): S3Client {
   return new S3Client({
     endpoint,
     region: 'us-east-1',
     forcePathStyle: true,
-    credentials: LOCAL_CREDENTIALS,
+    credentials: { ...credentials },
     requestChecksumCalculation: 'WHEN_REQUIRED',
     responseChecksumValidation: 'WHEN_REQUIRED',
   });
 }
 
 /** Creates the jobs and budgets tables unless they exist (a restarted local mode keeps its data). */
-export async function ensureLocalTables(dynamoEndpoint: string): Promise<void> {
-  const client = new DynamoDBClient({ endpoint: dynamoEndpoint, region: 'us-east-1', credentials: LOCAL_CREDENTIALS });
+export async function ensureLocalTables(
+  dynamoEndpoint: string,
+  credentials: EngineCredentials = OPEN_ENGINE_CREDENTIALS,
+): Promise<void> {
+  const client = new DynamoDBClient({ endpoint: dynamoEndpoint, region: 'us-east-1', credentials: { ...credentials } });
   try {
     for (const [name, table] of [
       [LOCAL_NAMES.jobsTable, JOBS_TABLE],
@@ -77,6 +81,8 @@ export interface LocalPlaneParts {
   readonly config: TrainyardConfig;
   readonly dynamoEndpoint: string;
   readonly s3Endpoint: string;
+  /** What the engines were started with (engines.ts). @default OPEN_ENGINE_CREDENTIALS */
+  readonly engineCredentials?: EngineCredentials;
   readonly batch: BatchControl;
   readonly events: EventPublisher;
   /** Where the metrics go (local mode: an EMF file beside the event log). */
@@ -94,7 +100,8 @@ export interface LocalPlaneParts {
 /** A control plane over the local engines. */
 export function localControlPlane(parts: LocalPlaneParts): ControlPlane {
   const clock = parts.clock ?? (() => new Date());
-  const doc = createDocumentClient({ endpoint: parts.dynamoEndpoint });
+  const credentials = parts.engineCredentials ?? OPEN_ENGINE_CREDENTIALS;
+  const doc = createDocumentClient({ endpoint: parts.dynamoEndpoint, credentials });
   return {
     config: parts.config,
     jobs: new JobStore(doc, LOCAL_NAMES.jobsTable, clock),
@@ -104,7 +111,7 @@ export function localControlPlane(parts: LocalPlaneParts): ControlPlane {
       thresholds: { warn: parts.config.budgets.warnThreshold, block: parts.config.budgets.blockThreshold },
       now: clock,
     }),
-    workspace: new Workspace(localS3Client(parts.s3Endpoint), LOCAL_NAMES.bucket),
+    workspace: new Workspace(localS3Client(parts.s3Endpoint, credentials), LOCAL_NAMES.bucket),
     batch: parts.batch,
     events: parts.events,
     metrics: parts.metrics,

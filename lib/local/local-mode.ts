@@ -60,7 +60,13 @@ import {
 } from './batch-runner';
 import { ensureLocalTables, LOCAL_NAMES, lifecycleSteps, localControlPlane, localS3Client } from './control-plane';
 import { type StateMachineDefinition, synthesizeJobStateMachineDefinition } from './definition';
-import { type RunningEngine, startDynalite, startS3rver } from './engines';
+import {
+  type EngineCredentials,
+  type RunningEngine,
+  randomEngineCredentials,
+  startDynalite,
+  startS3rver,
+} from './engines';
 import { awsTimestamp } from './fake-imds';
 import type { SubmitJobInput } from './local-batch';
 import { formatEventLine, localEventPublisher, localFleetFacts, localLogReader } from './local-ports';
@@ -185,6 +191,8 @@ export interface LocalMode {
   readonly dynamoEndpoint: string;
   /** s3rver's loopback endpoint (the workspace bucket). */
   readonly s3Endpoint: string;
+  /** The key both engines answer, made afresh at each start (engines.ts); nothing else is answered. */
+  readonly engineCredentials: EngineCredentials;
   /** The configuration in effect (with the local principal added when needed). */
   readonly config: TrainyardConfig;
   readonly team: string;
@@ -321,11 +329,17 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
     started.length = 0;
   };
   try {
-    const dynamo: RunningEngine = await startDynalite({ path: join(dir, 'dynamo') });
+    // Loopback is open to every user of the machine: the engines answer only this start's key.
+    const credentials = randomEngineCredentials();
+    const dynamo: RunningEngine = await startDynalite({ path: join(dir, 'dynamo'), credentials });
     started.push(() => dynamo.stop());
-    const s3: RunningEngine = await startS3rver({ directory: join(dir, 's3'), buckets: [LOCAL_NAMES.bucket] });
+    const s3: RunningEngine = await startS3rver({
+      directory: join(dir, 's3'),
+      buckets: [LOCAL_NAMES.bucket],
+      credentials,
+    });
     started.push(() => s3.stop());
-    await ensureLocalTables(dynamo.endpoint);
+    await ensureLocalTables(dynamo.endpoint, credentials);
 
     const queues = localQueues(config, 'trainyard');
     // Handlers are created after the plane; the runner calls them through these late-bound references.
@@ -340,6 +354,7 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
     const runner = new LocalBatchRunner({
       workDir: dir,
       s3Endpoint: s3.endpoint,
+      s3Credentials: credentials,
       tiersByQueue: (name) => queues.get(name),
       onStateChange: async (detail) => {
         await track(onBatchState(batchStateChangeEvent(detail, Date.now())));
@@ -372,6 +387,7 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
       config,
       dynamoEndpoint: dynamo.endpoint,
       s3Endpoint: s3.endpoint,
+      engineCredentials: credentials,
       batch: runner,
       events: consoleDedupedEvents(join(dir, 'events.jsonl'), print),
       metrics: fileMetricPublisher(join(dir, 'metrics.jsonl')),
@@ -386,7 +402,10 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
     // copied so the late-bound lifecycle getter stays a getter.
     const plane = Object.defineProperties({} as ControlPlane, {
       ...Object.getOwnPropertyDescriptors(basePlane),
-      workspace: { value: new S3rverWorkspace(localS3Client(s3.endpoint), LOCAL_NAMES.bucket), enumerable: true },
+      workspace: {
+        value: new S3rverWorkspace(localS3Client(s3.endpoint, credentials), LOCAL_NAMES.bucket),
+        enumerable: true,
+      },
     });
     // Set when stop() begins: executions end where they stand (see LocalModeStopped) instead of going on without
     // compute, so a job cut off by a stop is left live for the next start to finalize.
@@ -540,6 +559,7 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
       dir,
       dynamoEndpoint: dynamo.endpoint,
       s3Endpoint: s3.endpoint,
+      engineCredentials: credentials,
       config,
       team: team.id,
       principalArn,
