@@ -579,7 +579,8 @@ function detectFramework(files: Map<string, string>, entryScript: string | undef
  * (torchrun, deepspeed, accelerate, horovodrun, mpirun, `python -m torch.distributed.run|launch`; as argv[0] or as the
  * first word of a command in an `sh -c "…"` line, never in a script's arguments), then as many GPUs of each node as
  * its process count says (PROCESS_OPTIONS; all of them without a number); every node of a multi-node tier only when it
- * also joins the nodes (`--nnodes` other than 1, else a rendezvous endpoint, a main-node address or a node rank), since
+ * also joins the nodes (NODE_OPTIONS: a node count other than 1, else a rendezvous endpoint, a main-node address, a
+ * node rank or a host list), since
  * Batch runs the same command on each node and unjoined copies each train alone. DistributedDataParallel in the code
  * is not enough: nanoGPT's train.py imports it and trains on one GPU unless a launcher sets RANK.
  */
@@ -590,6 +591,11 @@ interface Spread {
   processesPerNode?: number;
   /** The options that gave processesPerNode, as the basis quotes them (`--nproc_per_node=2`, `-np 1`). */
   processesOption?: string;
+  /**
+   * Whether processesPerNode counts the processes of every node (mpirun's `-np`, horovodrun's, accelerate's
+   * `--num_processes` without `--num_machines`): across joined nodes each node runs its share of them.
+   */
+  processesInAll?: boolean;
   /** Whether the launcher joins the nodes of a multi-node tier. */
   joinsNodes: boolean;
 }
@@ -615,23 +621,43 @@ function spreadOf(command: readonly string[]): Spread {
     .map(launcherOptions)
     .find((found) => found !== undefined);
   if (!launcher) return { launched: false, joinsNodes: false };
-  const { options } = launcher;
-  const nnodes = optionValue(options, /^--nnodes$/);
-  const joinsNodes =
-    nnodes !== undefined
-      ? !/^1(:1)?$/.test(nnodes)
-      : options.some((w) => /^--(rdzv[-_]endpoint|master[-_]addr|node[-_]rank)(=|$)/.test(w));
-  const processes = processesPerNode(launcher.name, options);
-  return { launched: true, ...processes, joinsNodes };
+  const { name, options } = launcher;
+  const processes = processesPerNode(name, options);
+  return { launched: true, ...processes, joinsNodes: joinsNodes(name, options) };
+}
+
+/**
+ * How each launcher is told to join nodes: an option giving the number of nodes (torchrun's `--nnodes`, where `1` and
+ * `1:1` mean one and an elastic range such as `1:4` more; deepspeed's `--num_nodes`, where -1, its default, means
+ * "every host in the hostfile"; accelerate's `--num_machines`), else options that only make sense across nodes (a
+ * rendezvous endpoint, a main-node address, a node rank, a host list or hostfile). torchrun's words are read for every
+ * launcher, as they always were.
+ */
+const NODE_OPTIONS: Readonly<Record<Launcher, { count?: RegExp; joins: RegExp }>> = {
+  torchrun: { count: /^--nnodes$/, joins: /^--(?:rdzv[-_]endpoint|master[-_]addr|node[-_]rank)$/ },
+  deepspeed: { count: /^--num[-_]nodes$/, joins: /^(?:-H|--hostfile|--master[-_]addr|--node[-_]rank)$/ },
+  accelerate: { count: /^--num[-_]machines$/, joins: /^--(?:main[-_]process[-_]ip|machine[-_]rank)$/ },
+  mpirun: { joins: /^--?(?:H|host|hostfile|machinefile|default-hostfile)$/ },
+  horovodrun: { joins: /^(?:-H|--hosts|--hostfile|--host-discovery-script)$/ },
+};
+
+/** Whether a launcher's options join the nodes of a multi-node tier (NODE_OPTIONS); a node count says it outright. */
+function joinsNodes(name: Launcher, options: readonly string[]): boolean {
+  const { count, joins } = NODE_OPTIONS[name];
+  const nodes = count && optionValue(options, count);
+  if (nodes !== undefined && nodes !== '-1') return !/^1(:1)?$/.test(nodes);
+  const named = (word: string) => word.split('=')[0] as string;
+  return options.some((word) => joins.test(named(word)) || NODE_OPTIONS.torchrun.joins.test(named(word)));
 }
 
 /** The processes a launcher's options start on each node, with the options quoted; nothing without a number. */
 function processesPerNode(
   name: Launcher,
   options: readonly string[],
-): Pick<Spread, 'processesPerNode' | 'processesOption'> {
+): Pick<Spread, 'processesPerNode' | 'processesOption' | 'processesInAll'> {
   // `--nproc_per_node` stays read for every launcher, as it always was; the launcher's own option comes first.
-  const option = optionOf(options, PROCESS_OPTIONS[name]) ?? optionOf(options, PROCESS_OPTIONS.torchrun);
+  const own = optionOf(options, PROCESS_OPTIONS[name]);
+  const option = own ?? optionOf(options, PROCESS_OPTIONS.torchrun);
   const count = Number(option?.value);
   if (!option || !Number.isInteger(count) || count < 1) return {};
   if (name === 'accelerate') {
@@ -644,7 +670,8 @@ function processesPerNode(
       };
     }
   }
-  return { processesPerNode: count, processesOption: option.text };
+  const inAll = own !== undefined && name !== 'torchrun' && name !== 'deepspeed';
+  return { processesPerNode: count, processesOption: option.text, ...(inAll && { processesInAll: true }) };
 }
 
 /** The words of each program the command runs: the command itself, or each command of an `sh -c` line. */
@@ -1285,10 +1312,18 @@ function runtimeOn(tier: TierConfig, ctx: TierContext): Figure<number> | undefin
     tflops = tier.peakTflops * share * ANALYSIS_ASSUMPTIONS.cpuUtilisation;
     basis = `${tier.peakTflops} TFLOPS fp32${shareText} × ${ANALYSIS_ASSUMPTIONS.cpuUtilisation} utilisation`;
   } else {
-    const { launched, processesPerNode, processesOption, joinsNodes } = ctx.spread;
+    const { launched, processesOption, processesInAll, joinsNodes } = ctx.spread;
     const gpus = Math.max(1, tier.gpus);
-    const gpusUsed = launched ? Math.min(processesPerNode ?? gpus, gpus) : 1;
     const nodesUsed = launched && joinsNodes ? tier.nodes : 1;
+    // A count of every node's processes is shared among the nodes it joins.
+    const shared = processesInAll && nodesUsed > 1;
+    const processesPerNode =
+      ctx.spread.processesPerNode === undefined
+        ? undefined
+        : shared
+          ? Math.ceil(ctx.spread.processesPerNode / nodesUsed)
+          : ctx.spread.processesPerNode;
+    const gpusUsed = launched ? Math.min(processesPerNode ?? gpus, gpus) : 1;
     const share = (gpusUsed / gpus) * nodesUsed;
     const float32 = ctx.model.fp32 ? float32ShareOfTier(tier, ctx.tf32) : undefined;
     const precision = float32?.share ?? 1;
@@ -1298,7 +1333,7 @@ function runtimeOn(tier: TierConfig, ctx: TierContext): Figure<number> | undefin
         ? ` ÷ ${tier.gpus} GPUs (no launcher: one process, one GPU)`
         : ''
       : gpusUsed < gpus
-        ? ` on ${gpusUsed} of ${gpus} GPUs (${processesOption})`
+        ? ` on ${gpusUsed} of ${gpus} GPUs (${processesOption}${shared ? ` over ${nodesUsed} nodes` : ''})`
         : '';
     const nodeText =
       !launched || tier.nodes <= 1

@@ -204,12 +204,6 @@ describe('launchers: the share of a tier a command is credited with', () => {
     { launch: ['deepspeed', '--num_accelerators=3'], gpus: 3, option: '--num_accelerators=3' },
     { launch: ['accelerate', 'launch', '--num_processes=1'], gpus: 1, option: '--num_processes=1' },
     { launch: ['accelerate', 'launch', '--num_processes', '2'], gpus: 2, option: '--num_processes=2' },
-    // 4 processes over 2 machines: 4 / 2 = 2 on each node.
-    {
-      launch: ['accelerate', 'launch', '--num_processes=4', '--num_machines=2'],
-      gpus: 2,
-      option: '--num_processes=4 over --num_machines=2',
-    },
     { launch: ['mpirun', '-np', '1', 'python'], gpus: 1, option: '-np 1' },
     { launch: ['mpirun', '-n', '2', 'python'], gpus: 2, option: '-n 2' },
     { launch: ['mpirun', '--np', '3', '-x', 'NCCL_DEBUG=INFO', 'python'], gpus: 3, option: '--np=3' },
@@ -240,6 +234,41 @@ describe('launchers: the share of a tier a command is credited with', () => {
     ]);
     expect(runtime?.value).toBeCloseTo(seconds(2, 2), 6);
     expect(runtime?.basis).toContain('500 TFLOPS 16-bit peak on 2 of 4 GPUs (--nproc_per_node=2) × 2 nodes');
+  });
+
+  // Each launcher joins nodes its own way: a node count (other than one), else the options that only make sense across
+  // nodes. A count of every node's processes (accelerate's over its machines, mpirun's and horovodrun's over the tier's
+  // nodes) is shared among them: 4 over 2 nodes is 2 on each, on both. The basis names the count when it leaves GPUs idle.
+  it.each([
+    { launch: ['deepspeed', '--num_nodes=2', '--num_gpus=2'], gpus: 2, named: '(--num_gpus=2) × 2 nodes' },
+    { launch: ['deepspeed', '--hostfile', '/job/hostfile'], gpus: 4, named: undefined },
+    { launch: ['deepspeed', '-H', '/job/hostfile', '--num_nodes', '-1'], gpus: 4, named: undefined },
+    { launch: ['deepspeed', '--node_rank=$RANK', '--num_gpus', '4'], gpus: 4, named: undefined },
+    {
+      launch: ['accelerate', 'launch', '--num_processes=4', '--num_machines=2'],
+      gpus: 2,
+      named: '(--num_processes=4 over --num_machines=2) × 2 nodes',
+    },
+    { launch: ['accelerate', 'launch', '--main_process_ip', '$MAIN', '--multi_gpu'], gpus: 4, named: undefined },
+    { launch: ['mpirun', '-np', '8', '-H', 'a:4,b:4', 'python'], gpus: 4, named: undefined },
+    { launch: ['mpirun', '-np', '4', '-H', 'a:2,b:2', 'python'], gpus: 2, named: '(-np 4 over 2 nodes) × 2 nodes' },
+    { launch: ['mpirun', '--hostfile', 'hosts', 'python'], gpus: 4, named: undefined },
+    { launch: ['horovodrun', '-np', '6', '-H', 'a:3,b:3', 'python'], gpus: 3, named: '(-np 6 over 2 nodes) × 2 nodes' },
+    { launch: ['horovodrun', '--hostfile', 'hosts', 'python'], gpus: 4, named: undefined },
+  ])('credits $launch with $gpus GPUs on each of both nodes', ({ launch, gpus, named }) => {
+    const runtime = onMultinode([...launch, ...args]);
+    expect(runtime?.value).toBeCloseTo(seconds(gpus, 2), 6);
+    expect(runtime?.basis).toContain(named ?? '500 TFLOPS 16-bit peak × 2 nodes');
+  });
+
+  it.each([
+    { launch: ['deepspeed', '--num_nodes=1', '--hostfile', '/job/hostfile', '--num_gpus=4'] },
+    { launch: ['deepspeed', '--num_nodes', '-1', '--num_gpus=4'] },
+    { launch: ['accelerate', 'launch', '--num_machines=1', '--machine_rank=0', '--num_processes=4'] },
+  ])('keeps $launch on one node: one node said outright, or no word that joins nodes', ({ launch }) => {
+    const runtime = onMultinode([...launch, ...args]);
+    expect(runtime?.value).toBeCloseTo(seconds(4, 1), 6);
+    expect(runtime?.basis).toContain('on one of 2 nodes (the launcher does not join them)');
   });
 
   it.each([
