@@ -455,7 +455,7 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
       });
     }
 
-    // The jobs this tick handles, in one read of each team's jobs: a record that does not parse is this run's failure
+    // The jobs this tick handles, in one read of the live states: a record that does not parse is this run's failure
     // (named, so the run ends incomplete), never every other job's.
     const live = await plane.jobs.listJobsInStates(teams, ['RUNNING', 'WAITING', 'PAUSED_BUDGET'], ({ key, error }) => {
       logger.error('budget watch could not read a job record', { key, error: error.message });

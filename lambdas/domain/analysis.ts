@@ -628,24 +628,27 @@ function spreadOf(command: readonly string[]): Spread {
 
 /**
  * How each launcher is told to join nodes: an option giving the number of nodes (torchrun's `--nnodes`, where `1` and
- * `1:1` mean one and an elastic range such as `1:4` more; deepspeed's `--num_nodes`, where -1, its default, means
- * "every host in the hostfile"; accelerate's `--num_machines`), else options that only make sense across nodes (a
- * rendezvous endpoint, a main-node address, a node rank, a host list or hostfile). torchrun's words are read for every
- * launcher, as they always were.
+ * `1:1` mean one and an elastic range such as `1:4` more; deepspeed's `--num_nodes`, where -1, its default, and 0 mean
+ * "every host in the hostfile"; accelerate's `--num_machines`), else a host list naming more than one host (mpirun's
+ * `-H a:4,b:4`; `-H localhost:4` is one node), else options that only make sense across nodes (a rendezvous endpoint,
+ * a main-node address, a node rank, a hostfile, whose hosts the analysis cannot read). torchrun's words are read for
+ * every launcher, as they always were.
  */
-const NODE_OPTIONS: Readonly<Record<Launcher, { count?: RegExp; joins: RegExp }>> = {
+const NODE_OPTIONS: Readonly<Record<Launcher, { count?: RegExp; hosts?: RegExp; joins: RegExp }>> = {
   torchrun: { count: /^--nnodes$/, joins: /^--(?:rdzv[-_]endpoint|master[-_]addr|node[-_]rank)$/ },
   deepspeed: { count: /^--num[-_]nodes$/, joins: /^(?:-H|--hostfile|--master[-_]addr|--node[-_]rank)$/ },
   accelerate: { count: /^--num[-_]machines$/, joins: /^--(?:main[-_]process[-_]ip|machine[-_]rank)$/ },
-  mpirun: { joins: /^--?(?:H|host|hostfile|machinefile|default-hostfile)$/ },
-  horovodrun: { joins: /^(?:-H|--hosts|--hostfile|--host-discovery-script)$/ },
+  mpirun: { hosts: /^--?(?:H|host)$/, joins: /^--?(?:hostfile|machinefile|default-hostfile)$/ },
+  horovodrun: { hosts: /^(?:-H|--hosts)$/, joins: /^(?:--hostfile|--host-discovery-script)$/ },
 };
 
 /** Whether a launcher's options join the nodes of a multi-node tier (NODE_OPTIONS); a node count says it outright. */
 function joinsNodes(name: Launcher, options: readonly string[]): boolean {
-  const { count, joins } = NODE_OPTIONS[name];
+  const { count, hosts, joins } = NODE_OPTIONS[name];
   const nodes = count && optionValue(options, count);
-  if (nodes !== undefined && nodes !== '-1') return !/^1(:1)?$/.test(nodes);
+  if (nodes !== undefined && nodes !== '-1' && nodes !== '0') return !/^1(:1)?$/.test(nodes);
+  const list = hosts && optionValue(options, hosts);
+  if (list !== undefined) return new Set(list.split(',').map((host) => host.split(':')[0])).size > 1;
   const named = (word: string) => word.split('=')[0] as string;
   return options.some((word) => joins.test(named(word)) || NODE_OPTIONS.torchrun.joins.test(named(word)));
 }
@@ -1312,19 +1315,13 @@ function runtimeOn(tier: TierConfig, ctx: TierContext): Figure<number> | undefin
     tflops = tier.peakTflops * share * ANALYSIS_ASSUMPTIONS.cpuUtilisation;
     basis = `${tier.peakTflops} TFLOPS fp32${shareText} × ${ANALYSIS_ASSUMPTIONS.cpuUtilisation} utilisation`;
   } else {
-    const { launched, processesOption, processesInAll, joinsNodes } = ctx.spread;
+    const { launched, processesPerNode, processesOption, processesInAll, joinsNodes } = ctx.spread;
     const gpus = Math.max(1, tier.gpus);
     const nodesUsed = launched && joinsNodes ? tier.nodes : 1;
-    // A count of every node's processes is shared among the nodes it joins.
-    const shared = processesInAll && nodesUsed > 1;
-    const processesPerNode =
-      ctx.spread.processesPerNode === undefined
-        ? undefined
-        : shared
-          ? Math.ceil(ctx.spread.processesPerNode / nodesUsed)
-          : ctx.spread.processesPerNode;
-    const gpusUsed = launched ? Math.min(processesPerNode ?? gpus, gpus) : 1;
-    const share = (gpusUsed / gpus) * nodesUsed;
+    // A count of every node's processes, across joined nodes, is a count of the GPUs of all of them.
+    const shared = processesInAll === true && nodesUsed > 1;
+    const gpusUsed = launched ? Math.min(processesPerNode ?? gpus, shared ? gpus * nodesUsed : gpus) : 1;
+    const share = shared ? gpusUsed / gpus : (gpusUsed / gpus) * nodesUsed;
     const float32 = ctx.model.fp32 ? float32ShareOfTier(tier, ctx.tf32) : undefined;
     const precision = float32?.share ?? 1;
     tflops = tier.peakTflops * share * precision * ANALYSIS_ASSUMPTIONS.gpuUtilisation;
@@ -1332,11 +1329,15 @@ function runtimeOn(tier: TierConfig, ctx: TierContext): Figure<number> | undefin
       ? tier.gpus > 1
         ? ` ÷ ${tier.gpus} GPUs (no launcher: one process, one GPU)`
         : ''
-      : gpusUsed < gpus
-        ? ` on ${gpusUsed} of ${gpus} GPUs (${processesOption}${shared ? ` over ${nodesUsed} nodes` : ''})`
-        : '';
+      : shared
+        ? gpusUsed < gpus * nodesUsed
+          ? ` on ${gpusUsed} of the ${gpus * nodesUsed} GPUs of ${nodesUsed} nodes (${processesOption})`
+          : ''
+        : gpusUsed < gpus
+          ? ` on ${gpusUsed} of ${gpus} GPUs (${processesOption})`
+          : '';
     const nodeText =
-      !launched || tier.nodes <= 1
+      !launched || tier.nodes <= 1 || (shared && gpusUsed < gpus * nodesUsed)
         ? ''
         : joinsNodes
           ? ` × ${tier.nodes} nodes`

@@ -870,8 +870,9 @@ export class JobStore {
 
   /**
    * {@link listJobsInStates} through the byState index. The index is read a state at a time, so a job that changes
-   * state between two of the queries can be read twice; the later read is the one kept. Index reads are eventually
-   * consistent, as byTeam's always were.
+   * state between two of the queries can be read twice (the later read is kept), or not at all, when it moves into a
+   * state already read: budget-watch then handles it at its next tick, and its accrual, counted from the attempts'
+   * times, loses nothing. Index reads are eventually consistent, as byTeam's always were.
    */
   private async jobsInStatesByIndex(
     teams: readonly string[],

@@ -76,13 +76,19 @@ export async function ensureLocalTables(
   }
 }
 
+/** The key each local engine answers (engines.ts): kept apart, so what holds the bucket's key cannot reach the tables. */
+export interface LocalEngineCredentials {
+  readonly dynamo: EngineCredentials;
+  readonly s3: EngineCredentials;
+}
+
 /** The ports and engines a local control plane is built from. */
 export interface LocalPlaneParts {
   readonly config: TrainyardConfig;
   readonly dynamoEndpoint: string;
   readonly s3Endpoint: string;
-  /** What the engines were started with (engines.ts). @default OPEN_ENGINE_CREDENTIALS */
-  readonly engineCredentials?: EngineCredentials;
+  /** What each engine was started with (engines.ts). @default OPEN_ENGINE_CREDENTIALS for both */
+  readonly engineCredentials?: LocalEngineCredentials;
   readonly batch: BatchControl;
   readonly events: EventPublisher;
   /** Where the metrics go (local mode: an EMF file beside the event log). */
@@ -100,8 +106,10 @@ export interface LocalPlaneParts {
 /** A control plane over the local engines. */
 export function localControlPlane(parts: LocalPlaneParts): ControlPlane {
   const clock = parts.clock ?? (() => new Date());
-  const credentials = parts.engineCredentials ?? OPEN_ENGINE_CREDENTIALS;
-  const doc = createDocumentClient({ endpoint: parts.dynamoEndpoint, credentials });
+  const doc = createDocumentClient({
+    endpoint: parts.dynamoEndpoint,
+    credentials: parts.engineCredentials?.dynamo ?? OPEN_ENGINE_CREDENTIALS,
+  });
   return {
     config: parts.config,
     jobs: new JobStore(doc, LOCAL_NAMES.jobsTable, clock),
@@ -111,7 +119,7 @@ export function localControlPlane(parts: LocalPlaneParts): ControlPlane {
       thresholds: { warn: parts.config.budgets.warnThreshold, block: parts.config.budgets.blockThreshold },
       now: clock,
     }),
-    workspace: new Workspace(localS3Client(parts.s3Endpoint, credentials), LOCAL_NAMES.bucket),
+    workspace: new Workspace(localS3Client(parts.s3Endpoint, parts.engineCredentials?.s3), LOCAL_NAMES.bucket),
     batch: parts.batch,
     events: parts.events,
     metrics: parts.metrics,

@@ -5,10 +5,10 @@
  * Loopback is reachable by every user of the machine, and neither engine checks who calls it. Given an access key,
  * an engine answers only requests signed with it (the SigV4 `Credential` of the Authorization header, or of a presigned
  * URL's `X-Amz-Credential`), as AWS answers a key it does not know: DynamoDB's UnrecognizedClientException, S3's
- * InvalidAccessKeyId. Local mode makes a random key at each start and hands it only to its own clients and the
- * attempts it runs, so another user of the machine can neither read nor change its tables and objects. The key is
- * checked, not the signature: it travels only over loopback, which other users cannot read, as the API's bearer token
- * does.
+ * InvalidAccessKeyId. The key is checked, not the signature: it travels only over loopback, which other users cannot
+ * read, as the API's bearer token does. Local mode makes a random key for each engine at each start: dynalite's stays
+ * in its own process; s3rver's also goes to the attempts it runs and, inside presigned URLs, to the CLI, so a
+ * presigned URL handed to someone else opens the local bucket (never the tables) until local mode restarts.
  */
 
 import { randomBytes, timingSafeEqual } from 'node:crypto';
@@ -33,7 +33,7 @@ export interface EngineCredentials {
 /** What clients of an engine started without credentials sign with: s3rver's built-in key (dynalite takes any). */
 export const OPEN_ENGINE_CREDENTIALS: EngineCredentials = { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' };
 
-/** Fresh random credentials for engines that must answer no one else (local mode makes one at each start). */
+/** Fresh random credentials for an engine that must answer no one else (local mode makes one per engine per start). */
 export function randomEngineCredentials(): EngineCredentials {
   return {
     accessKeyId: `TYLOCAL${randomBytes(10).toString('hex').toUpperCase()}`,
@@ -76,6 +76,11 @@ export async function startS3rver(options: {
     configureBuckets: (options.buckets ?? []).map((name) => ({ name })),
   });
   const credentials = options.credentials;
+  if (credentials?.accessKeyId === OPEN_ENGINE_CREDENTIALS.accessKeyId) {
+    throw new Error(
+      `s3rver's built-in key ${credentials.accessKeyId} opens every s3rver: start it without credentials`,
+    );
+  }
   if (credentials) {
     // s3rver refuses an access key it has no record of; its only record is this account (it checks no V4 signature).
     s3rverAccount().createKeyPair(credentials.accessKeyId, credentials.secretAccessKey);
@@ -84,12 +89,24 @@ export async function startS3rver(options: {
     const serve = koa.callback.bind(s3rver);
     koa.callback = () => guardListener(serve(), credentials.accessKeyId, refuseS3);
   }
-  const address = await s3rver.run();
+  const forget = () => {
+    if (credentials) s3rverAccount().revokeAccessKey(credentials.accessKeyId);
+  };
+  let address: AddressInfo;
+  try {
+    address = await s3rver.run();
+  } catch (error) {
+    forget();
+    throw error;
+  }
   return {
     endpoint: `http://127.0.0.1:${address.port}`,
     stop: async () => {
-      await s3rver.close();
-      if (credentials) s3rverAccount().revokeAccessKey(credentials.accessKeyId);
+      try {
+        await s3rver.close();
+      } finally {
+        forget();
+      }
     },
   };
 }

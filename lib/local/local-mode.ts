@@ -58,15 +58,16 @@ import {
   type ReapedAttempt,
   type SpotInterruptionWarningEvent,
 } from './batch-runner';
-import { ensureLocalTables, LOCAL_NAMES, lifecycleSteps, localControlPlane, localS3Client } from './control-plane';
-import { type StateMachineDefinition, synthesizeJobStateMachineDefinition } from './definition';
 import {
-  type EngineCredentials,
-  type RunningEngine,
-  randomEngineCredentials,
-  startDynalite,
-  startS3rver,
-} from './engines';
+  ensureLocalTables,
+  LOCAL_NAMES,
+  type LocalEngineCredentials,
+  lifecycleSteps,
+  localControlPlane,
+  localS3Client,
+} from './control-plane';
+import { type StateMachineDefinition, synthesizeJobStateMachineDefinition } from './definition';
+import { type RunningEngine, randomEngineCredentials, startDynalite, startS3rver } from './engines';
 import { awsTimestamp } from './fake-imds';
 import type { SubmitJobInput } from './local-batch';
 import { formatEventLine, localEventPublisher, localFleetFacts, localLogReader } from './local-ports';
@@ -191,8 +192,8 @@ export interface LocalMode {
   readonly dynamoEndpoint: string;
   /** s3rver's loopback endpoint (the workspace bucket). */
   readonly s3Endpoint: string;
-  /** The key both engines answer, made afresh at each start (engines.ts); nothing else is answered. */
-  readonly engineCredentials: EngineCredentials;
+  /** The key each engine answers, made afresh at each start (engines.ts); nothing else is answered. */
+  readonly engineCredentials: LocalEngineCredentials;
   /** The configuration in effect (with the local principal added when needed). */
   readonly config: TrainyardConfig;
   readonly team: string;
@@ -329,17 +330,18 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
     started.length = 0;
   };
   try {
-    // Loopback is open to every user of the machine: the engines answer only this start's key.
-    const credentials = randomEngineCredentials();
-    const dynamo: RunningEngine = await startDynalite({ path: join(dir, 'dynamo'), credentials });
+    // Loopback is open to every user of the machine: each engine answers only its key of this start. dynalite's stays
+    // in this process; s3rver's also goes to the attempts and, in presigned URLs, to the CLI.
+    const credentials: LocalEngineCredentials = { dynamo: randomEngineCredentials(), s3: randomEngineCredentials() };
+    const dynamo: RunningEngine = await startDynalite({ path: join(dir, 'dynamo'), credentials: credentials.dynamo });
     started.push(() => dynamo.stop());
     const s3: RunningEngine = await startS3rver({
       directory: join(dir, 's3'),
       buckets: [LOCAL_NAMES.bucket],
-      credentials,
+      credentials: credentials.s3,
     });
     started.push(() => s3.stop());
-    await ensureLocalTables(dynamo.endpoint, credentials);
+    await ensureLocalTables(dynamo.endpoint, credentials.dynamo);
 
     const queues = localQueues(config, 'trainyard');
     // Handlers are created after the plane; the runner calls them through these late-bound references.
@@ -354,7 +356,7 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
     const runner = new LocalBatchRunner({
       workDir: dir,
       s3Endpoint: s3.endpoint,
-      s3Credentials: credentials,
+      s3Credentials: credentials.s3,
       tiersByQueue: (name) => queues.get(name),
       onStateChange: async (detail) => {
         await track(onBatchState(batchStateChangeEvent(detail, Date.now())));
@@ -403,7 +405,7 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
     const plane = Object.defineProperties({} as ControlPlane, {
       ...Object.getOwnPropertyDescriptors(basePlane),
       workspace: {
-        value: new S3rverWorkspace(localS3Client(s3.endpoint, credentials), LOCAL_NAMES.bucket),
+        value: new S3rverWorkspace(localS3Client(s3.endpoint, credentials.s3), LOCAL_NAMES.bucket),
         enumerable: true,
       },
     });

@@ -236,28 +236,39 @@ describe('launchers: the share of a tier a command is credited with', () => {
     expect(runtime?.basis).toContain('500 TFLOPS 16-bit peak on 2 of 4 GPUs (--nproc_per_node=2) × 2 nodes');
   });
 
-  // Each launcher joins nodes its own way: a node count (other than one), else the options that only make sense across
-  // nodes. A count of every node's processes (accelerate's over its machines, mpirun's and horovodrun's over the tier's
-  // nodes) is shared among them: 4 over 2 nodes is 2 on each, on both. The basis names the count when it leaves GPUs idle.
+  // Each launcher joins nodes its own way: a node count (other than one), else a host list naming more than one host,
+  // else the options that only make sense across nodes. A count of every node's processes (accelerate's over its
+  // machines, mpirun's and horovodrun's) is a count of the GPUs of all the nodes it joins. `total` is the GPUs used on
+  // the 2 nodes of 4; the basis names the count when it leaves GPUs idle.
   it.each([
-    { launch: ['deepspeed', '--num_nodes=2', '--num_gpus=2'], gpus: 2, named: '(--num_gpus=2) × 2 nodes' },
-    { launch: ['deepspeed', '--hostfile', '/job/hostfile'], gpus: 4, named: undefined },
-    { launch: ['deepspeed', '-H', '/job/hostfile', '--num_nodes', '-1'], gpus: 4, named: undefined },
-    { launch: ['deepspeed', '--node_rank=$RANK', '--num_gpus', '4'], gpus: 4, named: undefined },
+    { launch: ['deepspeed', '--num_nodes=2', '--num_gpus=2'], total: 4, named: '(--num_gpus=2) × 2 nodes' },
+    { launch: ['deepspeed', '--hostfile', '/job/hostfile'], total: 8, named: undefined },
+    { launch: ['deepspeed', '-H', '/job/hostfile', '--num_nodes', '-1'], total: 8, named: undefined },
+    { launch: ['deepspeed', '--num_nodes=0', '--hostfile=/job/hostfile'], total: 8, named: undefined },
+    { launch: ['deepspeed', '--node_rank=$RANK', '--num_gpus', '4'], total: 8, named: undefined },
     {
       launch: ['accelerate', 'launch', '--num_processes=4', '--num_machines=2'],
-      gpus: 2,
+      total: 4,
       named: '(--num_processes=4 over --num_machines=2) × 2 nodes',
     },
-    { launch: ['accelerate', 'launch', '--main_process_ip', '$MAIN', '--multi_gpu'], gpus: 4, named: undefined },
-    { launch: ['mpirun', '-np', '8', '-H', 'a:4,b:4', 'python'], gpus: 4, named: undefined },
-    { launch: ['mpirun', '-np', '4', '-H', 'a:2,b:2', 'python'], gpus: 2, named: '(-np 4 over 2 nodes) × 2 nodes' },
-    { launch: ['mpirun', '--hostfile', 'hosts', 'python'], gpus: 4, named: undefined },
-    { launch: ['horovodrun', '-np', '6', '-H', 'a:3,b:3', 'python'], gpus: 3, named: '(-np 6 over 2 nodes) × 2 nodes' },
-    { launch: ['horovodrun', '--hostfile', 'hosts', 'python'], gpus: 4, named: undefined },
-  ])('credits $launch with $gpus GPUs on each of both nodes', ({ launch, gpus, named }) => {
+    { launch: ['accelerate', 'launch', '--main_process_ip', '$MAIN', '--multi_gpu'], total: 8, named: undefined },
+    { launch: ['mpirun', '-np', '8', '-H', 'a:4,b:4', 'python'], total: 8, named: undefined },
+    {
+      launch: ['mpirun', '-np', '4', '-H', 'a:2,b:2', 'python'],
+      total: 4,
+      named: 'on 4 of the 8 GPUs of 2 nodes (-np 4)',
+    },
+    {
+      launch: ['mpirun', '-np', '3', '--host=a,b', 'python'],
+      total: 3,
+      named: 'on 3 of the 8 GPUs of 2 nodes (-np 3)',
+    },
+    { launch: ['mpirun', '--hostfile', 'hosts', 'python'], total: 8, named: undefined },
+    { launch: ['horovodrun', '-np', '6', '-H', 'a:3,b:3', 'python'], total: 6, named: '(-np 6)' },
+    { launch: ['horovodrun', '--hostfile', 'hosts', 'python'], total: 8, named: undefined },
+  ])('credits $launch with $total GPUs across both nodes', ({ launch, total, named }) => {
     const runtime = onMultinode([...launch, ...args]);
-    expect(runtime?.value).toBeCloseTo(seconds(gpus, 2), 6);
+    expect(runtime?.value).toBeCloseTo(seconds(total, 1), 6);
     expect(runtime?.basis).toContain(named ?? '500 TFLOPS 16-bit peak × 2 nodes');
   });
 
@@ -265,6 +276,8 @@ describe('launchers: the share of a tier a command is credited with', () => {
     { launch: ['deepspeed', '--num_nodes=1', '--hostfile', '/job/hostfile', '--num_gpus=4'] },
     { launch: ['deepspeed', '--num_nodes', '-1', '--num_gpus=4'] },
     { launch: ['accelerate', 'launch', '--num_machines=1', '--machine_rank=0', '--num_processes=4'] },
+    { launch: ['horovodrun', '-np', '4', '-H', 'localhost:4', 'python'] },
+    { launch: ['mpirun', '-np', '4', '--host', '127.0.0.1:4,127.0.0.1:4', 'python'] },
   ])('keeps $launch on one node: one node said outright, or no word that joins nodes', ({ launch }) => {
     const runtime = onMultinode([...launch, ...args]);
     expect(runtime?.value).toBeCloseTo(seconds(4, 1), 6);

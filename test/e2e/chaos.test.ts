@@ -91,7 +91,7 @@ describe('chaos: random spot interruptions at a high rate', () => {
 
     await Promise.all(submitted.map(({ jobId }) => watchToEnd(jobId, dir, EXIT_CODES.ok, mode.runner)));
 
-    const doc = createDocumentClient({ endpoint: mode.dynamoEndpoint, credentials: mode.engineCredentials });
+    const doc = createDocumentClient({ endpoint: mode.dynamoEndpoint, credentials: mode.engineCredentials.dynamo });
     let teamCents = 0;
     let interruptions = 0;
     for (const { jobId, steps } of submitted) {

@@ -184,3 +184,11 @@ describe('s3rver with a key', () => {
     }
   });
 });
+
+describe('s3rver’s built-in key', () => {
+  it('is refused as an engine’s own key: it would open every s3rver of the process', async () => {
+    await expect(
+      startS3rver({ directory: s3Dir, buckets: [BUCKET], credentials: OPEN_ENGINE_CREDENTIALS }),
+    ).rejects.toThrow(/built-in key S3RVER opens every s3rver: start it without credentials/);
+  });
+});
