@@ -2,13 +2,15 @@
  * Starts the local engines that speak the AWS APIs: dynalite (DynamoDB) and s3rver (S3), on loopback.
  * Used by local mode and by tests, so both exercise the same adapters against the same wire protocol.
  *
- * Loopback is reachable by every user of the machine, and neither engine checks who calls it. Given an access key,
- * an engine answers only requests signed with it (the SigV4 `Credential` of the Authorization header, or of a presigned
- * URL's `X-Amz-Credential`), as AWS answers a key it does not know: DynamoDB's UnrecognizedClientException, S3's
- * InvalidAccessKeyId. The key is checked, not the signature: it travels only over loopback, which other users cannot
- * read, as the API's bearer token does. Local mode makes a random key for each engine at each start: dynalite's stays
- * in its own process; s3rver's also goes to the attempts it runs and, inside presigned URLs, to the CLI, so a
- * presigned URL handed to someone else opens the local bucket (never the tables) until local mode restarts.
+ * Loopback is reachable by every user of the machine, and neither engine checks who calls it. Given credentials, an
+ * engine answers only requests signed with them, as AWS answers any other: local mode makes a random key for each
+ * engine at each start.
+ * - s3rver checks the whole SigV4 signature (sigv4.ts), in the Authorization header or a presigned URL, and answers
+ *   as S3 does (InvalidAccessKeyId, SignatureDoesNotMatch, AccessDenied). Its key goes to the attempts local mode runs;
+ *   a presigned URL the API hands out opens one object, for one method, until it expires.
+ * - dynalite checks the key of the signature's `Credential` (DynamoDB's UnrecognizedClientException otherwise). Its
+ *   key never leaves local mode's process, and the key travels only over loopback, which other users cannot read, as
+ *   the API's bearer token does; verifying a DynamoDB signature would mean hashing the body before dynalite reads it.
  */
 
 import { randomBytes, timingSafeEqual } from 'node:crypto';
@@ -17,6 +19,7 @@ import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import dynalite from 'dynalite';
 import S3rver from 's3rver';
+import { checkS3Signature, type SignatureRefusal } from './sigv4';
 
 /** A running engine: its loopback endpoint and how to stop it. */
 export interface RunningEngine {
@@ -49,7 +52,7 @@ export async function startDynalite(
   options: { path?: string; port?: number; credentials?: EngineCredentials } = {},
 ): Promise<RunningEngine> {
   const server = dynalite({ path: options.path, createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
-  if (options.credentials) guardServer(server, options.credentials.accessKeyId, refuseDynamoDb);
+  if (options.credentials) guardServer(server, dynamoKeyCheck(options.credentials.accessKeyId));
   await listen(server, options.port ?? 0);
   return {
     endpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
@@ -66,6 +69,8 @@ export async function startS3rver(options: {
   buckets?: string[];
   port?: number;
   credentials?: EngineCredentials;
+  /** The clock signatures are checked against (presigned URLs' expiry, header signatures' skew). @default Date.now */
+  now?: () => number;
 }): Promise<RunningEngine> {
   const s3rver = new S3rver({
     address: '127.0.0.1',
@@ -87,7 +92,7 @@ export async function startS3rver(options: {
     // The server s3rver creates in run() serves this callback: guarded before it can take a request.
     const koa = s3rver as unknown as { callback(): RequestListener };
     const serve = koa.callback.bind(s3rver);
-    koa.callback = () => guardListener(serve(), credentials.accessKeyId, refuseS3);
+    koa.callback = () => guardListener(serve(), s3SignatureCheck(credentials, options.now ?? Date.now));
   }
   const forget = () => {
     if (credentials) s3rverAccount().revokeAccessKey(credentials.accessKeyId);
@@ -121,27 +126,46 @@ export function signingAccessKey(request: Pick<IncomingMessage, 'headers' | 'url
   return query.get('X-Amz-Credential')?.split('/')[0];
 }
 
-type Refusal = (response: ServerResponse, accessKey: string | undefined) => void;
+/** What answers a request the guard refuses; undefined lets the request through to the engine. */
+type Check = (request: IncomingMessage) => ((response: ServerResponse) => void) | undefined;
 
-/** Puts the access-key check in front of every request listener a not-yet-listening server has. */
-function guardServer(server: Server, accessKeyId: string, refuse: Refusal): void {
+/** Puts a check in front of every request listener a not-yet-listening server has. */
+function guardServer(server: Server, check: Check): void {
   const listeners = server.listeners('request') as RequestListener[];
   server.removeAllListeners('request');
-  for (const listener of listeners) server.on('request', guardListener(listener, accessKeyId, refuse));
+  for (const listener of listeners) server.on('request', guardListener(listener, check));
 }
 
-function guardListener(listener: RequestListener, accessKeyId: string, refuse: Refusal): RequestListener {
-  const expected = Buffer.from(accessKeyId);
+function guardListener(listener: RequestListener, check: Check): RequestListener {
   return (request, response) => {
-    const given = signingAccessKey(request);
-    const presented = Buffer.from(given ?? '');
-    if (presented.length === expected.length && timingSafeEqual(presented, expected)) {
+    const refuse = check(request);
+    if (refuse === undefined) {
       listener(request, response);
       return;
     }
     // The body is not read: drain it so the client sees the answer rather than a reset connection.
     request.resume();
-    refuse(response, given);
+    refuse(response);
+  };
+}
+
+/**
+ * dynalite's check: the request is signed with its key. Its key stays in local mode's process, so the key alone is
+ * checked (verifying a DynamoDB signature would mean hashing the body before dynalite reads it).
+ */
+function dynamoKeyCheck(accessKeyId: string): Check {
+  const expected = Buffer.from(accessKeyId);
+  return (request) => {
+    const presented = Buffer.from(signingAccessKey(request) ?? '');
+    return presented.length === expected.length && timingSafeEqual(presented, expected) ? undefined : refuseDynamoDb;
+  };
+}
+
+/** s3rver's check: a valid SigV4 signature by its key (sigv4.ts), in the header or a presigned URL. */
+function s3SignatureCheck(credentials: EngineCredentials, now: () => number): Check {
+  return (request) => {
+    const refusal = checkS3Signature(request, credentials, now());
+    return refusal && ((response) => refuseS3(response, refusal));
   };
 }
 
@@ -156,16 +180,19 @@ function refuseDynamoDb(response: ServerResponse): void {
   );
 }
 
-/** S3's answer to a key it does not know (HTTP 403, XML). */
-function refuseS3(response: ServerResponse, accessKey: string | undefined): void {
-  response.writeHead(403, { 'Content-Type': 'application/xml', Connection: 'close' });
-  const [code, message] =
-    accessKey === undefined
-      ? ['AccessDenied', 'Access Denied']
-      : ['InvalidAccessKeyId', 'The AWS Access Key Id you provided does not exist in our records.'];
+/** S3's answer to a request whose signature does not hold (HTTP 403, XML). */
+function refuseS3(response: ServerResponse, refusal: SignatureRefusal): void {
+  response.writeHead(refusal.code === 'AuthorizationQueryParametersError' ? 400 : 403, {
+    'Content-Type': 'application/xml',
+    Connection: 'close',
+  });
   response.end(
-    `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>${code}</Code><Message>${message}</Message></Error>`,
+    `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>${refusal.code}</Code><Message>${escapeXml(refusal.message)}</Message></Error>`,
   );
+}
+
+function escapeXml(text: string): string {
+  return text.replace(/[<>&'"]/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
 interface S3rverAccount {

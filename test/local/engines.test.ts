@@ -1,11 +1,20 @@
 // The local engines started with a key answer only requests signed with it: dynalite as DynamoDB answers an unknown
 // key, s3rver as S3 does, for signed requests and presigned URLs alike, and nothing is changed by a refused request.
 
+import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { CreateTableCommand, DynamoDBClient, ListTablesCommand } from '@aws-sdk/client-dynamodb';
-import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand } from '@aws-sdk/client-s3';
+import {
+  CompleteMultipartUploadCommand,
+  CreateMultipartUploadCommand,
+  GetObjectCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  UploadPartCommand,
+} from '@aws-sdk/client-s3';
 import { PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -22,6 +31,7 @@ import {
   startS3rver,
 } from '../../lib/local/engines';
 
+const execFileAsync = promisify(execFile);
 const BUCKET = 'guarded';
 const key = randomEngineCredentials();
 const other = randomEngineCredentials();
@@ -190,5 +200,134 @@ describe('s3rver’s built-in key', () => {
     await expect(
       startS3rver({ directory: s3Dir, buckets: [BUCKET], credentials: OPEN_ENGINE_CREDENTIALS }),
     ).rejects.toThrow(/built-in key S3RVER opens every s3rver: start it without credentials/);
+  });
+});
+
+describe('s3rver with a key checks the signature, not only the key', () => {
+  const secretless = { ...key, secretAccessKey: 'not the secret' };
+
+  it('refuses the right key signed with another secret', async () => {
+    const client = localS3Client(s3.endpoint, secretless);
+
+    await expect(client.send(new ListObjectsV2Command({ Bucket: BUCKET }))).rejects.toMatchObject({
+      name: 'SignatureDoesNotMatch',
+      $metadata: { httpStatusCode: 403 },
+    });
+    client.destroy();
+  });
+
+  it('opens one object for one method with a presigned URL: another object, a PUT or a late use is refused', async () => {
+    const client = localS3Client(s3.endpoint, key);
+    const url = await getSignedUrl(client, new GetObjectCommand({ Bucket: BUCKET, Key: 'a.txt' }), { expiresIn: 60 });
+    client.destroy();
+
+    expect((await fetch(url)).status).toBe(200);
+    const other = await fetch(url.replace('/a.txt?', '/b.txt?'));
+    expect(other.status).toBe(403);
+    expect(await other.text()).toContain('<Code>SignatureDoesNotMatch</Code>');
+    expect((await fetch(url, { method: 'PUT', body: 'overwritten' })).status).toBe(403);
+    const owner = localS3Client(s3.endpoint, key);
+    const body = await (
+      await owner.send(new GetObjectCommand({ Bucket: BUCKET, Key: 'a.txt' }))
+    ).Body?.transformToString();
+    expect(body).toBe('alpha');
+    owner.destroy();
+  });
+
+  it('refuses a presigned URL once it has expired, by the clock it was started with', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'trainyard-engines-'));
+    let now = Date.now();
+    const own = randomEngineCredentials();
+    const engine = await startS3rver({ directory: dir, buckets: [BUCKET], credentials: own, now: () => now });
+    try {
+      const client = localS3Client(engine.endpoint, own);
+      await client.send(new PutObjectCommand({ Bucket: BUCKET, Key: 'c.txt', Body: 'gamma' }));
+      const url = await getSignedUrl(client, new GetObjectCommand({ Bucket: BUCKET, Key: 'c.txt' }), {
+        expiresIn: 60,
+      });
+      client.destroy();
+      expect((await fetch(url)).status).toBe(200);
+
+      now += 61_000;
+      const late = await fetch(url);
+
+      expect(late.status).toBe(403);
+      expect(await late.text()).toContain('<Message>Request has expired</Message>');
+    } finally {
+      await engine.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('answers what the SDK signs for keys that need encoding, listings by prefix and multipart uploads', async () => {
+    const client = localS3Client(s3.endpoint, key);
+    const keys = ["odd names/a b+c~d*e(f)!g'h.txt", 'odd names/ünï cödé €.txt', 'odd names/100%=&?.txt'];
+    for (const name of keys) await client.send(new PutObjectCommand({ Bucket: BUCKET, Key: name, Body: name }));
+    const listed = await client.send(new ListObjectsV2Command({ Bucket: BUCKET, Prefix: 'odd names/' }));
+    const upload = await client.send(new CreateMultipartUploadCommand({ Bucket: BUCKET, Key: 'odd names/parts.bin' }));
+    const part = await client.send(
+      new UploadPartCommand({
+        Bucket: BUCKET,
+        Key: 'odd names/parts.bin',
+        UploadId: upload.UploadId,
+        PartNumber: 1,
+        Body: 'one part',
+      }),
+    );
+    await client.send(
+      new CompleteMultipartUploadCommand({
+        Bucket: BUCKET,
+        Key: 'odd names/parts.bin',
+        UploadId: upload.UploadId,
+        MultipartUpload: { Parts: [{ ETag: part.ETag, PartNumber: 1 }] },
+      }),
+    );
+
+    expect((listed.Contents ?? []).map((o) => o.Key).sort()).toEqual([...keys].sort());
+    for (const name of keys) {
+      const got = await client.send(new GetObjectCommand({ Bucket: BUCKET, Key: name }));
+      expect(await got.Body?.transformToString()).toBe(name);
+    }
+    const whole = await client.send(new GetObjectCommand({ Bucket: BUCKET, Key: 'odd names/parts.bin' }));
+    expect(await whole.Body?.transformToString()).toBe('one part');
+    client.destroy();
+  });
+
+  it('answers what boto3 signs (the harness’s S3 client): put, multipart upload, list by prefix, get', async () => {
+    // The harness's own client settings (path style, checksums only when required), a multipart threshold of 5 MiB.
+    const script = `
+import os, sys
+sys.path.insert(0, ${JSON.stringify(join(process.cwd(), 'images/harness'))})
+import boto3
+from boto3.s3.transfer import TransferConfig
+from trainyard_harness.storage import s3_client_config
+endpoint = os.environ['ENDPOINT']
+s3 = boto3.client('s3', endpoint_url=endpoint, region_name='us-east-1', config=s3_client_config(endpoint))
+s3.put_object(Bucket='${BUCKET}', Key='py/ünï cödé +1.txt', Body=b'from python')
+path = os.path.join(os.environ['DIR'], 'big.bin')
+with open(path, 'wb') as f:
+    f.write(os.urandom(11 * 1024 * 1024))
+s3.upload_file(path, '${BUCKET}', 'py/big.bin', Config=TransferConfig(multipart_threshold=5 * 1024 * 1024, multipart_chunksize=5 * 1024 * 1024))
+keys = sorted(o['Key'] for o in s3.list_objects_v2(Bucket='${BUCKET}', Prefix='py/')['Contents'])
+body = s3.get_object(Bucket='${BUCKET}', Key='py/ünï cödé +1.txt')['Body'].read()
+size = s3.head_object(Bucket='${BUCKET}', Key='py/big.bin')['ContentLength']
+print(keys, body.decode(), size)
+`;
+    // Not spawnSync: s3rver answers from this process's event loop.
+    const run = await execFileAsync('/usr/bin/python3', ['-c', script], {
+      env: {
+        PATH: process.env.PATH,
+        ENDPOINT: s3.endpoint,
+        DIR: s3Dir,
+        AWS_ACCESS_KEY_ID: key.accessKeyId,
+        AWS_SECRET_ACCESS_KEY: key.secretAccessKey,
+        AWS_EC2_METADATA_DISABLED: 'true',
+      },
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+
+    expect(run.stderr).toBe('');
+    expect(run.stdout.trim()).toBe(`['py/big.bin', 'py/ünï cödé +1.txt'] from python ${11 * 1024 * 1024}`);
   });
 });

@@ -1,0 +1,219 @@
+/**
+ * Checks an S3 request's Signature Version 4, as S3 does, for local mode's s3rver (which checks none): the
+ * Authorization header form the SDKs send, and the presigned-URL form (`X-Amz-Signature` in the query) the API hands
+ * out. With it, a presigned URL opens one object, for one method, until it expires; it is not the bucket's key.
+ *
+ * The canonical request is rebuilt from the request as it arrived (AWS's "Create a canonical request"): the method;
+ * the path as sent (S3 neither normalises nor re-encodes it); the query's names and values decoded and encoded again
+ * per RFC 3986, sorted, without `X-Amz-Signature`; the signed headers, lowercase, trimmed, inner spaces collapsed; and
+ * the payload hash the client signed: `x-amz-content-sha256` (S3 requires it with a header signature), or
+ * `UNSIGNED-PAYLOAD` for a presigned URL. The body itself is not hashed: it would have to be read before s3rver does,
+ * and a signature over a declared hash already binds a request to the key's holder.
+ */
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+
+const ALGORITHM = 'AWS4-HMAC-SHA256';
+/** How far a header-signed request's X-Amz-Date may be from the clock, as S3 allows (RequestTimeTooSkewed). */
+export const MAX_CLOCK_SKEW_SECONDS = 15 * 60;
+/** The longest a presigned URL may be valid, as SigV4 allows (7 days). */
+const MAX_PRESIGNED_SECONDS = 7 * 24 * 3600;
+
+/** Why a request's signature does not hold, as S3's error code and message; undefined when it holds. */
+export interface SignatureRefusal {
+  readonly code: 'AccessDenied' | 'InvalidAccessKeyId' | 'SignatureDoesNotMatch' | 'AuthorizationQueryParametersError';
+  readonly message: string;
+}
+
+/** The parts of a SigV4 signature, from the Authorization header or a presigned URL's query. */
+interface SignatureParts {
+  readonly accessKeyId: string;
+  /** `<yyyymmdd>/<region>/<service>/aws4_request` */
+  readonly scope: string;
+  readonly signedHeaders: string[];
+  readonly signature: string;
+  /** `X-Amz-Date`: yyyymmddThhmmssZ. */
+  readonly amzDate: string;
+  readonly presigned: boolean;
+  /** Seconds a presigned URL is valid for. */
+  readonly expires?: number;
+}
+
+/** Checks the request's SigV4 signature against the one key and secret that may sign; undefined when it holds. */
+export function checkS3Signature(
+  request: Pick<IncomingMessage, 'method' | 'url' | 'headers'>,
+  credentials: { readonly accessKeyId: string; readonly secretAccessKey: string },
+  nowMs: number,
+): SignatureRefusal | undefined {
+  const [path, rawQuery = ''] = splitOnce(request.url ?? '/', '?');
+  const query = queryPairs(rawQuery);
+  const parts = signatureParts(request.headers, query);
+  if (parts === undefined) return { code: 'AccessDenied', message: 'Access Denied' };
+  if (typeof parts === 'string') return { code: 'AuthorizationQueryParametersError', message: parts };
+  if (!sameText(parts.accessKeyId, credentials.accessKeyId)) {
+    return { code: 'InvalidAccessKeyId', message: 'The AWS Access Key Id you provided does not exist in our records.' };
+  }
+  const signedAt = amzDateMs(parts.amzDate);
+  if (signedAt === undefined || !parts.scope.startsWith(`${parts.amzDate.slice(0, 8)}/`)) {
+    return { code: 'AccessDenied', message: `X-Amz-Date ${parts.amzDate} is not a date of the credential's scope` };
+  }
+  if (parts.presigned) {
+    if ((parts.expires ?? 0) < 1 || (parts.expires ?? 0) > MAX_PRESIGNED_SECONDS) {
+      return { code: 'AuthorizationQueryParametersError', message: 'X-Amz-Expires must be 1 to 604800 seconds' };
+    }
+    if (nowMs > signedAt + (parts.expires ?? 0) * 1000) return { code: 'AccessDenied', message: 'Request has expired' };
+  } else if (Math.abs(nowMs - signedAt) > MAX_CLOCK_SKEW_SECONDS * 1000) {
+    return {
+      code: 'AccessDenied',
+      message: 'The difference between the request time and the current time is too large.',
+    };
+  }
+  const payloadHash = parts.presigned
+    ? (query.find(([name]) => name === 'X-Amz-Content-Sha256')?.[1] ?? 'UNSIGNED-PAYLOAD')
+    : headerValue(request.headers, 'x-amz-content-sha256');
+  if (payloadHash === undefined) {
+    return { code: 'AccessDenied', message: 'Missing required header for this request: x-amz-content-sha256' };
+  }
+  const canonicalHeaders = parts.signedHeaders.map((name) => `${name}:${headerValue(request.headers, name) ?? ''}\n`);
+  const canonicalRequest = [
+    (request.method ?? 'GET').toUpperCase(),
+    path,
+    canonicalQuery(query.filter(([name]) => !(parts.presigned && name === 'X-Amz-Signature'))),
+    canonicalHeaders.join(''),
+    parts.signedHeaders.join(';'),
+    payloadHash,
+  ].join('\n');
+  const stringToSign = [ALGORITHM, parts.amzDate, parts.scope, sha256Hex(canonicalRequest)].join('\n');
+  const [date, region, service] = parts.scope.split('/') as [string, string, string];
+  const key = [date, region, service, 'aws4_request'].reduce<Buffer | string>(
+    (k, part) => hmac(k, part),
+    `AWS4${credentials.secretAccessKey}`,
+  );
+  const expected = hmac(key, stringToSign).toString('hex');
+  if (!sameText(parts.signature, expected)) {
+    return {
+      code: 'SignatureDoesNotMatch',
+      message:
+        'The request signature we calculated does not match the signature you provided. Check your key and signing method.',
+    };
+  }
+  return undefined;
+}
+
+/** The signature's parts; undefined with no SigV4 signature at all; a message when one is there but malformed. */
+function signatureParts(
+  headers: IncomingMessage['headers'],
+  query: ReadonlyArray<readonly [string, string]>,
+): SignatureParts | string | undefined {
+  const authorization = headers.authorization;
+  const param = (name: string) => query.find(([n]) => n === name)?.[1];
+  if (typeof authorization === 'string') {
+    const match = /^AWS4-HMAC-SHA256 (.*)$/.exec(authorization.trim());
+    if (!match?.[1]) return undefined;
+    const fields = Object.fromEntries(
+      match[1].split(',').map((field) => splitOnce(field.trim(), '=') as [string, string | undefined]),
+    );
+    const amzDate = headerValue(headers, 'x-amz-date');
+    return parts(fields.Credential, fields.SignedHeaders, fields.Signature, amzDate, false);
+  }
+  if (param('X-Amz-Algorithm') === undefined) return undefined;
+  if (param('X-Amz-Algorithm') !== ALGORITHM) return `X-Amz-Algorithm must be ${ALGORITHM}`;
+  const expires = Number(param('X-Amz-Expires'));
+  return parts(
+    param('X-Amz-Credential'),
+    param('X-Amz-SignedHeaders'),
+    param('X-Amz-Signature'),
+    param('X-Amz-Date'),
+    true,
+    Number.isInteger(expires) ? expires : 0,
+  );
+}
+
+function parts(
+  credential: string | undefined,
+  signedHeaders: string | undefined,
+  signature: string | undefined,
+  amzDate: string | undefined,
+  presigned: boolean,
+  expires?: number,
+): SignatureParts | string {
+  const [accessKeyId, ...scope] = (credential ?? '').split('/');
+  if (!accessKeyId || scope.length !== 4 || scope[3] !== 'aws4_request') {
+    return 'the credential must be <access key>/<date>/<region>/<service>/aws4_request';
+  }
+  if (!signedHeaders || !signature || !amzDate) return 'the signature, its signed headers and X-Amz-Date are required';
+  return {
+    accessKeyId,
+    scope: scope.join('/'),
+    signedHeaders: signedHeaders.split(';').map((name) => name.toLowerCase()),
+    signature,
+    amzDate,
+    presigned,
+    ...(expires !== undefined && { expires }),
+  };
+}
+
+/** The query's name/value pairs, decoded (a `+` stays a `+`: SigV4 clients encode a space as %20). */
+function queryPairs(rawQuery: string): Array<[string, string]> {
+  if (rawQuery === '') return [];
+  return rawQuery.split('&').map((pair) => {
+    const [name, value = ''] = splitOnce(pair, '=');
+    return [decode(name), decode(value)];
+  });
+}
+
+/** SigV4's canonical query: names and values encoded per RFC 3986, sorted by name, then value. */
+function canonicalQuery(pairs: ReadonlyArray<readonly [string, string]>): string {
+  return pairs
+    .map(([name, value]) => [uriEncode(name), uriEncode(value)] as const)
+    .sort(([a, x], [b, y]) => (a < b ? -1 : a > b ? 1 : x < y ? -1 : x > y ? 1 : 0))
+    .map(([name, value]) => `${name}=${value}`)
+    .join('&');
+}
+
+/** A header's value as SigV4 canonicalises it: values joined by commas, trimmed, inner runs of spaces collapsed. */
+function headerValue(headers: IncomingMessage['headers'], name: string): string | undefined {
+  const value = headers[name];
+  if (value === undefined) return undefined;
+  return (Array.isArray(value) ? value.join(',') : value).trim().replace(/\s+/g, ' ');
+}
+
+/** RFC 3986 encoding, every byte but the unreserved characters (A–Z a–z 0–9 - _ . ~). */
+function uriEncode(text: string): string {
+  return encodeURIComponent(text).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+}
+
+function decode(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
+
+function amzDateMs(amzDate: string): number | undefined {
+  const m = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/.exec(amzDate);
+  if (!m) return undefined;
+  const [, y, mo, d, h, mi, s] = m.map(Number) as number[];
+  return Date.UTC(y as number, (mo as number) - 1, d, h, mi, s);
+}
+
+function splitOnce(text: string, separator: string): [string, string | undefined] {
+  const at = text.indexOf(separator);
+  return at < 0 ? [text, undefined] : [text.slice(0, at), text.slice(at + separator.length)];
+}
+
+function sha256Hex(text: string): string {
+  return createHash('sha256').update(text, 'utf8').digest('hex');
+}
+
+function hmac(key: Buffer | string, text: string): Buffer {
+  return createHmac('sha256', key).update(text, 'utf8').digest();
+}
+
+/** Equal strings, compared in constant time for a given length. */
+function sameText(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
