@@ -122,8 +122,18 @@ export function signingAccessKey(request: Pick<IncomingMessage, 'headers' | 'url
   if (typeof authorization === 'string') {
     return /^AWS4-HMAC-SHA256 .*\bCredential=([^/,\s]+)\//.exec(authorization)?.[1];
   }
-  const query = new URL(request.url ?? '/', 'http://loopback').searchParams;
-  return query.get('X-Amz-Credential')?.split('/')[0];
+  // Read by hand: `new URL` throws on request targets Node accepts (`//[`), and a throw here would stop the engine.
+  const query = (request.url ?? '').split('?').slice(1).join('?');
+  const credential = query
+    .split('&')
+    .find((pair) => pair.startsWith('X-Amz-Credential='))
+    ?.slice('X-Amz-Credential='.length);
+  if (credential === undefined) return undefined;
+  try {
+    return decodeURIComponent(credential).split('/')[0];
+  } catch {
+    return undefined;
+  }
 }
 
 /** What answers a request the guard refuses; undefined lets the request through to the engine. */
@@ -138,7 +148,16 @@ function guardServer(server: Server, check: Check): void {
 
 function guardListener(listener: RequestListener, check: Check): RequestListener {
   return (request, response) => {
-    const refuse = check(request);
+    let refuse: ((response: ServerResponse) => void) | undefined;
+    try {
+      refuse = check(request);
+    } catch {
+      // A check that cannot read the request refuses it: a throw in a request listener would stop the engine.
+      refuse = (answer) => {
+        answer.writeHead(400, { Connection: 'close' });
+        answer.end();
+      };
+    }
     if (refuse === undefined) {
       listener(request, response);
       return;

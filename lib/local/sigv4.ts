@@ -68,6 +68,20 @@ export function checkS3Signature(
       message: 'The difference between the request time and the current time is too large.',
     };
   }
+  // As S3: the host is always signed, and so is every x-amz-* header sent (an unsigned x-amz-copy-source would turn a
+  // presigned upload into a copy of any object).
+  if (!parts.signedHeaders.includes('host')) {
+    return { code: 'AccessDenied', message: 'The host header must be signed' };
+  }
+  const unsigned = Object.keys(request.headers).filter(
+    (name) => name.startsWith('x-amz-') && !parts.signedHeaders.includes(name),
+  );
+  if (unsigned.length > 0) {
+    return {
+      code: 'AccessDenied',
+      message: `There were headers present in the request which were not signed: ${unsigned.sort().join(', ')}`,
+    };
+  }
   const payloadHash = parts.presigned
     ? (query.find(([name]) => name === 'X-Amz-Content-Sha256')?.[1] ?? 'UNSIGNED-PAYLOAD')
     : headerValue(request.headers, 'x-amz-content-sha256');
@@ -171,10 +185,15 @@ function canonicalQuery(pairs: ReadonlyArray<readonly [string, string]>): string
     .join('&');
 }
 
-/** A header's value as SigV4 canonicalises it: values joined by commas, trimmed, inner runs of spaces collapsed. */
+/**
+ * A header's value as SigV4 canonicalises it: trimmed, inner runs of spaces collapsed. Only the request's own headers
+ * count (a signed header named `constructor` is not the object's). Node joins a repeated header's values with ", "
+ * (SigV4 with ","): such a request is refused, never let through.
+ */
 function headerValue(headers: IncomingMessage['headers'], name: string): string | undefined {
+  if (!Object.hasOwn(headers, name)) return undefined;
   const value = headers[name];
-  if (value === undefined) return undefined;
+  if (typeof value !== 'string' && !Array.isArray(value)) return undefined;
   return (Array.isArray(value) ? value.join(',') : value).trim().replace(/\s+/g, ' ');
 }
 

@@ -3,6 +3,7 @@
 
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -50,6 +51,15 @@ afterAll(async () => {
   await s3.stop();
   rmSync(s3Dir, { recursive: true, force: true });
 });
+
+async function tables(credentials: EngineCredentials): Promise<string[]> {
+  const client = dynamoClient(credentials);
+  try {
+    return (await client.send(new ListTablesCommand({}))).TableNames ?? [];
+  } finally {
+    client.destroy();
+  }
+}
 
 function dynamoClient(credentials: EngineCredentials) {
   return new DynamoDBClient({ endpoint: dynamo.endpoint, region: 'us-east-1', credentials: { ...credentials } });
@@ -329,5 +339,31 @@ print(keys, body.decode(), size)
 
     expect(run.stderr).toBe('');
     expect(run.stdout.trim()).toBe(`['py/big.bin', 'py/ünï cödé +1.txt'] from python ${11 * 1024 * 1024}`);
+  });
+});
+
+describe('a request target `new URL` cannot read', () => {
+  it.each(['dynalite', 's3rver'])('is answered by %s, which goes on answering', async (which) => {
+    const engine = which === 'dynalite' ? dynamo : s3;
+    const { port } = new URL(engine.endpoint);
+    // fetch would normalise the target; a raw request sends it as written.
+    const status = await new Promise<number>((resolve, reject) => {
+      const socket = connect(Number(port), '127.0.0.1', () =>
+        socket.write('GET //[?X-Amz-Credential=%E0 HTTP/1.1\r\nHost: x\r\n\r\n'),
+      );
+      socket.once('data', (data) => {
+        resolve(Number(data.toString('latin1').split(' ')[1]));
+        socket.destroy();
+      });
+      socket.once('error', reject);
+    });
+
+    expect(status).toBeGreaterThanOrEqual(400);
+    if (which === 'dynalite') expect(await tables(key)).toEqual(['jobs']);
+    else
+      expect(
+        (await localS3Client(s3.endpoint, key).send(new ListObjectsV2Command({ Bucket: BUCKET }))).$metadata
+          .httpStatusCode,
+      ).toBe(200);
   });
 });

@@ -125,3 +125,36 @@ describe('checkS3Signature refuses', () => {
     expect(checkS3Signature(request, CREDENTIALS, SIGNED_AT)).toMatchObject({ code });
   });
 });
+
+describe('checkS3Signature refuses what S3 refuses beyond the signature', () => {
+  it('an x-amz-* header the signature does not cover (a presigned upload sent with x-amz-copy-source)', () => {
+    const request = {
+      ...presignedExample(),
+      headers: { host: 'examplebucket.s3.amazonaws.com', 'x-amz-copy-source': '/examplebucket/another-teams.tar' },
+    };
+
+    expect(checkS3Signature(request, CREDENTIALS, SIGNED_AT)).toEqual({
+      code: 'AccessDenied',
+      message: 'There were headers present in the request which were not signed: x-amz-copy-source',
+    });
+  });
+
+  it('a signature that does not cover the host', () => {
+    const request = presignedExample(
+      `/test.txt?${PRESIGNED_QUERY.replace('X-Amz-SignedHeaders=host', 'X-Amz-SignedHeaders=range')}`,
+    );
+
+    expect(checkS3Signature(request, CREDENTIALS, SIGNED_AT)).toMatchObject({ code: 'AccessDenied' });
+  });
+
+  it.each(['constructor', '__proto__', 'hasOwnProperty'])(
+    'a signed header named %s, without throwing (the headers object’s own properties only)',
+    (name) => {
+      const request = presignedExample(
+        `/test.txt?${PRESIGNED_QUERY.replace('X-Amz-SignedHeaders=host', `X-Amz-SignedHeaders=host%3B${name}`)}`,
+      );
+
+      expect(checkS3Signature(request, CREDENTIALS, SIGNED_AT)).toMatchObject({ code: 'SignatureDoesNotMatch' });
+    },
+  );
+});
