@@ -10,6 +10,7 @@ import {
   assertTransition,
   type DecisionRecord,
   InvalidJobRecord,
+  isTerminal,
   type JobRecord,
   type JobState,
   type OrphanRun,
@@ -53,6 +54,8 @@ const RETIRED_ATTRIBUTES = ['spotSeenSince'] as const;
 
 /** Most jobs one page of a filtered job list (by label or state) reads (1,000 jobs of ~2 KB: about 250 read units). */
 export const MAX_JOBS_READ_PER_PAGE = 1000;
+/** How long a store that found the byState index missing reads through byTeam before it asks for the index again. */
+export const BY_STATE_RECHECK_MS = 5 * 60_000;
 /** Jobs one Query of a filtered list reads at most. */
 const FILTERED_READ = 200;
 
@@ -62,14 +65,24 @@ export interface JobListFilter {
   readonly states?: readonly JobState[];
 }
 
-/** The DynamoDB FilterExpression of a {@link JobListFilter}; undefined when it keeps every job. */
+/**
+ * The DynamoDB FilterExpression of a {@link JobListFilter}, and of the team's byTeam partition when given (a read of
+ * the byState index, which holds every team's jobs); undefined when it keeps every job.
+ */
 function jobListFilter({
   labels = [],
   states = [],
-}: JobListFilter): { expression: string; names: Record<string, string>; values: Record<string, string> } | undefined {
-  if (labels.length === 0 && states.length === 0) return undefined;
+  team,
+}: JobListFilter & { team?: string }):
+  | { expression: string; names: Record<string, string>; values: Record<string, string> }
+  | undefined {
+  if (labels.length === 0 && states.length === 0 && team === undefined) return undefined;
   const names: Record<string, string> = {};
   const values: Record<string, string> = {};
+  if (team !== undefined) {
+    names['#team'] = JOBS_INDEXES.byTeam.partition;
+    values[':team'] = team;
+  }
   const conditions = labels.map((selector, i) => {
     names['#labels'] = 'labels';
     names[`#l${i}`] = selector.key;
@@ -82,6 +95,7 @@ function jobListFilter({
     for (const [i, state] of states.entries()) values[`:s${i}`] = state;
     conditions.push(`#state IN (${states.map((_, i) => `:s${i}`).join(', ')})`);
   }
+  if (team !== undefined) conditions.unshift('#team = :team');
   return { expression: conditions.join(' AND '), names, values };
 }
 
@@ -166,6 +180,9 @@ export type JobPatch = Partial<
 
 /** Reads and writes jobs, attempts and decisions. */
 export class JobStore {
+  /** Until when the byState index is taken as missing (see whileByStateServes). */
+  private byStateMissingUntilMs = 0;
+
   constructor(
     private readonly client: DynamoDBDocumentClient,
     private readonly tableName: string,
@@ -192,6 +209,22 @@ export class JobStore {
     } catch (error) {
       if (isConditionFailure(error)) return false;
       throw error;
+    }
+  }
+
+  /**
+   * A read through the byState index, or undefined when the table has no such index yet (a deployment whose index
+   * DynamoDB is still filling, a local mode folder from before it): the caller then reads through byTeam. Once found
+   * missing, the index is not asked for again for {@link BY_STATE_RECHECK_MS}, so each read costs one query, not two.
+   */
+  private async whileByStateServes<T>(read: () => Promise<T>): Promise<T | undefined> {
+    if (this.now().getTime() < this.byStateMissingUntilMs) return undefined;
+    try {
+      return await read();
+    } catch (error) {
+      if (!isIndexUnavailable(error, JOBS_INDEXES.byState.name)) throw error;
+      this.byStateMissingUntilMs = this.now().getTime() + BY_STATE_RECHECK_MS;
+      return undefined;
     }
   }
 
@@ -664,23 +697,69 @@ export class JobStore {
   /**
    * A page of a team's jobs, newest first. With a filter (label selectors, states), only the jobs it keeps; such a
    * page reads at most `maxRead` jobs (default {@link MAX_JOBS_READ_PER_PAGE}), so it may hold fewer than `limit`
-   * (even none) and still have a next one: the cursor then continues the search where the reading stopped.
+   * (even none) and still have a next one: the cursor then continues the search where the reading stopped. One live
+   * state (`RUNNING`, say: what a team most often asks for) is read through the byState index, so only the jobs in it
+   * are read, not the team's finished history; anything else through byTeam. Cursors are the same either way (a job's
+   * table keys and byTeam keys), so one continues wherever it came from.
    */
   async listJobsByTeam(
     team: string,
     options: JobListFilter & { limit?: number; cursor?: string; maxRead?: number } = {},
   ): Promise<JobPage> {
-    const index = JOBS_INDEXES.byTeam;
-    const limit = options.limit ?? 50;
-    const maxRead = options.maxRead ?? MAX_JOBS_READ_PER_PAGE;
-    const filter = jobListFilter(options);
-    const jobs: JobRecord[] = [];
     const given = options.cursor ? decodeOpaqueCursor(options.cursor) : undefined;
     // The API checks a cursor before it lists; anything else passing one it did not get here is a bug.
     if (options.cursor && (typeof given !== 'object' || given === null)) {
       throw new Error(`listJobsByTeam: cursor "${options.cursor.slice(0, 40)}" is not one this store handed out`);
     }
-    let start = given as Record<string, unknown> | undefined;
+    const position = given as Record<string, unknown> | undefined;
+    const [state, ...more] = options.states ?? [];
+    const viaState =
+      state !== undefined && more.length === 0 && !isTerminal(state)
+        ? await this.whileByStateServes(() => this.listPage(team, options, position, state))
+        : undefined;
+    return viaState ?? this.listPage(team, options, position, undefined);
+  }
+
+  /**
+   * One page of {@link listJobsByTeam}: through byTeam, or, given `byState`, through byState's partition of that
+   * state with the team filtered. Positions (the cursor in and out) are always a job of the team's own, as its table
+   * and byTeam keys: byState holds every team's jobs, and where its reading stopped may be another team's, which a
+   * cursor must not name. So a byState page ends at the last job it kept; one that has read `maxRead` jobs without
+   * filling up (a state crowded with other teams' jobs) reads on through byTeam from there.
+   */
+  private async listPage(
+    team: string,
+    options: JobListFilter & { limit?: number; maxRead?: number },
+    position: Record<string, unknown> | undefined,
+    byState: JobState | undefined,
+  ): Promise<JobPage> {
+    const index = byState === undefined ? JOBS_INDEXES.byTeam : JOBS_INDEXES.byState;
+    const teamPartition = jobKeys.teamPartition(team);
+    const limit = options.limit ?? 50;
+    const maxRead = options.maxRead ?? MAX_JOBS_READ_PER_PAGE;
+    const filter =
+      byState === undefined
+        ? jobListFilter(options)
+        : jobListFilter({ labels: options.labels ?? [], team: teamPartition });
+    const positionOf = (item: Record<string, unknown>) => ({
+      pk: item.pk,
+      sk: item.sk,
+      [JOBS_INDEXES.byTeam.partition]: teamPartition,
+      [JOBS_INDEXES.byTeam.sort]: item[JOBS_INDEXES.byTeam.sort],
+    });
+    // Where the index reads from: a position as byTeam keys, or as byState's (the same job, in the state's partition).
+    let start =
+      position === undefined || byState === undefined
+        ? position
+        : {
+            pk: position.pk,
+            sk: position.sk,
+            [index.partition]: byState,
+            [index.sort]: position[JOBS_INDEXES.byTeam.sort],
+          };
+    const jobs: JobRecord[] = [];
+    let lastKept: Record<string, unknown> | undefined;
+    let overflow = false;
     let read = 0;
     do {
       const page = await this.client.send(
@@ -689,7 +768,7 @@ export class JobStore {
           IndexName: index.name,
           KeyConditionExpression: '#pk = :pk',
           ExpressionAttributeNames: { '#pk': index.partition, ...filter?.names },
-          ExpressionAttributeValues: { ':pk': `TEAM#${team}`, ...filter?.values },
+          ExpressionAttributeValues: { ':pk': byState ?? teamPartition, ...filter?.values },
           ...(filter && { FilterExpression: filter.expression }),
           ScanIndexForward: false,
           // Unfiltered, every job read is kept; filtered, a larger read finds the matches in fewer round trips.
@@ -700,18 +779,25 @@ export class JobStore {
       read += page.ScannedCount ?? 0;
       start = page.LastEvaluatedKey;
       const items = page.Items ?? [];
-      const room = limit - jobs.length;
-      if (items.length > room) {
-        // More matches than the page holds: it ends at the last one kept, whose keys are where the next page starts.
-        const last = items[room - 1] as Record<string, unknown>;
-        start = Object.fromEntries(['pk', 'sk', index.partition, index.sort].map((k) => [k, last[k]]));
-      }
-      for (const item of items.slice(0, room)) jobs.push(parseJobRecord(stripKeys(item)));
-    } while (start && jobs.length < limit && read < maxRead);
-    return {
-      jobs,
-      nextCursor: start ? encodeOpaqueCursor(start) : undefined,
-    };
+      const kept = items.slice(0, limit - jobs.length);
+      // More matches than the page holds: it ends at the last one kept, whose keys are where the next page starts.
+      overflow = items.length > kept.length;
+      for (const item of kept) jobs.push(parseJobRecord(stripKeys(item)));
+      lastKept = kept.at(-1) ?? lastKept;
+    } while (!overflow && start && jobs.length < limit && read < maxRead);
+    const more = overflow || start !== undefined;
+    if (byState === undefined || !more || jobs.length === limit) {
+      // byTeam's own stopping point is always one of the team's jobs; byState's is the last job kept.
+      const at = !more ? undefined : overflow || byState !== undefined ? positionOf(lastKept ?? {}) : start;
+      return { jobs, nextCursor: at ? encodeOpaqueCursor(at) : undefined };
+    }
+    const rest = await this.listPage(
+      team,
+      { ...options, limit: limit - jobs.length },
+      lastKept ? positionOf(lastKept) : position,
+      undefined,
+    );
+    return { jobs: [...jobs, ...rest.jobs], ...(rest.nextCursor !== undefined && { nextCursor: rest.nextCursor }) };
   }
 
   /**
@@ -743,7 +829,7 @@ export class JobStore {
         ...(filtered ? { '#state': 'state' } : {}),
       },
       ExpressionAttributeValues: {
-        ':pk': `TEAM#${team}`,
+        ':pk': jobKeys.teamPartition(team),
         ...(bounded ? { ':before': new Date(options.createdBeforeMs as number).toISOString() } : {}),
         ...states,
       },
@@ -847,13 +933,12 @@ export class JobStore {
     onInvalid?: (invalid: UnreadableJob) => void,
   ): Promise<JobRecord[]> {
     if (states.length === 0 || teams.length === 0) return [];
-    const unreadable: UnreadableJob[] = [];
-    let jobs: JobRecord[];
-    try {
-      jobs = await this.jobsInStatesByIndex(teams, states, onInvalid && ((invalid) => unreadable.push(invalid)));
-    } catch (error) {
-      if (!isIndexUnavailable(error, JOBS_INDEXES.byState.name)) throw error;
-      unreadable.length = 0;
+    let unreadable: UnreadableJob[] = [];
+    let jobs = await this.whileByStateServes(() =>
+      this.jobsInStatesByIndex(teams, states, onInvalid && ((invalid) => unreadable.push(invalid))),
+    );
+    if (jobs === undefined) {
+      unreadable = [];
       jobs = [];
       for (const team of teams) {
         for await (const job of this.teamJobs(team, {

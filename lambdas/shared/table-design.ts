@@ -46,8 +46,10 @@ export const jobKeys = {
     pk: `REPORT#${kind}#${periodStart}`,
     sk: team === undefined ? 'ALL-TEAMS' : `TEAM#${team}`,
   }),
+  /** The byTeam partition of a team's job records. */
+  teamPartition: (team: string) => `TEAM#${team}`,
   teamIndex: (team: string, createdAt: string, jobId: string) => ({
-    gsi1pk: `TEAM#${team}`,
+    gsi1pk: jobKeys.teamPartition(team),
     gsi1sk: `${createdAt}#${jobId}`,
   }),
   instanceIndex: (instanceId: string, jobId: string, attempt: number) => ({

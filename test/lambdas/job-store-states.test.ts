@@ -6,7 +6,8 @@ import { PutCommand, type QueryCommandOutput } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { JobState } from '../../lambdas/domain/job';
 import { InvalidJobRecord } from '../../lambdas/domain/job';
-import { JobStore } from '../../lambdas/shared/job-store';
+import { BY_STATE_RECHECK_MS, JobStore } from '../../lambdas/shared/job-store';
+import { decodeOpaqueCursor } from '../../lambdas/shared/opaque-cursor';
 import { createTableRequest, JOBS_INDEXES, JOBS_TABLE, jobKeys } from '../../lambdas/shared/table-design';
 import { startTestDynamo, type TestDynamo } from '../support/dynamo';
 import { jobRecord, T } from '../support/records';
@@ -16,23 +17,30 @@ const WITHOUT_BY_STATE = 'trainyard-jobs-without-by-state';
 
 let dynamo: TestDynamo;
 /** Each store, with the number of items its Queries read (ScannedCount: what DynamoDB bills, kept or not). */
-const stores: Record<'indexed' | 'unindexed', { store: JobStore; scanned: () => number; reset: () => void }> =
-  {} as never;
+const stores: Record<
+  'indexed' | 'unindexed',
+  { store: JobStore; scanned: () => number; indexes: () => string[]; reset: () => void }
+> = {} as never;
 
-function countingStore(table: string) {
+function countingStore(table: string, now?: () => Date) {
   let scanned = 0;
+  let indexes: string[] = [];
   const client = {
     send: async (command: Parameters<typeof dynamo.doc.send>[0]) => {
+      const index = (command.input as { IndexName?: string }).IndexName;
+      if (index !== undefined) indexes.push(index);
       const out = (await dynamo.doc.send(command)) as Partial<QueryCommandOutput>;
       scanned += out.ScannedCount ?? 0;
       return out;
     },
   } as unknown as typeof dynamo.doc;
   return {
-    store: new JobStore(client, table),
+    store: new JobStore(client, table, now),
     scanned: () => scanned,
+    indexes: () => indexes,
     reset: () => {
       scanned = 0;
+      indexes = [];
     },
   };
 }
@@ -168,5 +176,119 @@ describe('a job that changes state between two of the index queries', () => {
     const jobs = await new JobStore(client, dynamo.tables.jobs).listJobsInStates(['moving'], ['WAITING', 'RUNNING']);
 
     expect(jobs.map((j) => [j.jobId, j.state])).toEqual([['moving-001', 'RUNNING']]);
+  });
+});
+
+describe('listJobsByTeam with one live state', () => {
+  // The beforeAll's tables: vision has 117 finished jobs and one job in each live state; nlp and audio one running.
+  it('reads only that state’s jobs through byState, newest first, page by page with the team’s cursors', async () => {
+    const { store, scanned, reset } = stores.indexed;
+    for (const [i, id] of ['vision-200', 'vision-201'].entries()) {
+      await store.createJob(
+        jobRecord({
+          jobId: id,
+          team: 'vision',
+          state: 'RUNNING',
+          createdAt: new Date(T.created + (200 + i) * 60_000).toISOString(),
+        }),
+      );
+    }
+    reset();
+
+    const first = await store.listJobsByTeam('vision', { states: ['RUNNING'], limit: 2 });
+    expect(stores.indexed.indexes()).toEqual(['byState']);
+    const second = await store.listJobsByTeam('vision', { states: ['RUNNING'], limit: 2, cursor: first.nextCursor });
+
+    expect(first.jobs.map((j) => j.jobId)).toEqual(['vision-201', 'vision-200']);
+    expect(second.jobs.map((j) => j.jobId)).toEqual(['vision-007']);
+    expect(second.nextCursor).toBeUndefined();
+    // Every RUNNING job of every team is read at most twice (the last of a full page is where the next one starts),
+    // none of vision's finished ones.
+    expect(scanned()).toBeLessThanOrEqual(2 * 7);
+  });
+
+  it('gives the jobs the byTeam reading gives, and takes its cursors', async () => {
+    const indexed = stores.indexed.store;
+    const all = await indexed.listJobsByTeam('vision', { limit: 1000 });
+    const running = all.jobs.filter((j) => j.state === 'RUNNING').map((j) => j.jobId);
+
+    const page = await indexed.listJobsByTeam('vision', { states: ['RUNNING'], limit: 1000 });
+    expect(page.jobs.map((j) => j.jobId)).toEqual(running);
+    // An unfiltered page ending just before vision-119 (its cursor: byTeam keys), continued with the state: the running
+    // jobs older than where it ended.
+    const head = await indexed.listJobsByTeam('vision', { limit: all.jobs.findIndex((j) => j.jobId === 'vision-119') });
+    const rest = await indexed.listJobsByTeam('vision', { states: ['RUNNING'], cursor: head.nextCursor });
+    expect(rest.jobs.map((j) => j.jobId)).toEqual(['vision-007']);
+  });
+
+  it('reads a table without byState through byTeam, to the same jobs', async () => {
+    let now = T.created;
+    const { store, indexes, reset } = countingStore(WITHOUT_BY_STATE, () => new Date(now));
+
+    const page = await store.listJobsByTeam('vision', { states: ['RUNNING'] });
+
+    expect(page.jobs.map((j) => j.jobId)).toEqual(['vision-007']);
+    expect(indexes()).toEqual(['byState', 'byTeam']);
+    // Found missing, the index is not asked for again until BY_STATE_RECHECK_MS have passed.
+    reset();
+    await store.listJobsInStates(['vision'], ['RUNNING']);
+    now += BY_STATE_RECHECK_MS - 1;
+    await store.listJobsByTeam('vision', { states: ['RUNNING'] });
+    expect(indexes()).toEqual(['byTeam', 'byTeam']);
+    now += 1;
+    await store.listJobsByTeam('vision', { states: ['RUNNING'] });
+    expect(indexes()).toEqual(['byTeam', 'byTeam', 'byState', 'byTeam']);
+  });
+
+  it('reads a terminal state through byTeam (dense in a team’s history, sparse among every team’s)', async () => {
+    const { store, indexes, reset } = stores.indexed;
+    reset();
+
+    const page = await store.listJobsByTeam('vision', { states: ['SUCCEEDED'], limit: 5 });
+
+    expect(page.jobs.map((j) => j.jobId)).toEqual([
+      'vision-118',
+      'vision-116',
+      'vision-114',
+      'vision-112',
+      'vision-110',
+    ]);
+    expect(new Set(indexes())).toEqual(new Set(['byTeam']));
+  });
+});
+
+// Last in the file: it crowds the RUNNING partition that the tests above count reads of.
+describe('listJobsByTeam with one live state crowded by another team', () => {
+  it('hands out cursors naming only the team’s own jobs, reading on through byTeam where byState is crowded', async () => {
+    const { store, indexes, reset } = stores.indexed;
+    // 300 running jobs of another team, all created between vision-007 and vision-200.
+    for (let i = 0; i < 300; i++) {
+      await store.createJob(
+        jobRecord({
+          jobId: `crowd-${String(i).padStart(3, '0')}`,
+          team: 'crowd',
+          state: 'RUNNING',
+          createdAt: new Date(T.created + 60 * 60_000 + i * 10_000).toISOString(),
+        }),
+      );
+    }
+    reset();
+    const found: string[] = [];
+    const cursors: unknown[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await store.listJobsByTeam('vision', { states: ['RUNNING'], limit: 2, maxRead: 100, cursor });
+      found.push(...page.jobs.map((j) => j.jobId));
+      cursor = page.nextCursor;
+      if (cursor) cursors.push(decodeOpaqueCursor(cursor));
+    } while (cursor);
+
+    expect(found).toEqual(['vision-201', 'vision-200', 'vision-007']);
+    expect(cursors.length).toBeGreaterThan(0);
+    for (const at of cursors) {
+      expect(at).toMatchObject({ pk: expect.stringMatching(/^JOB#vision-/), gsi1pk: 'TEAM#vision' });
+    }
+    // The second page read 100 of the crowd through byState, then went on through byTeam.
+    expect(indexes()).toContain('byTeam');
   });
 });
