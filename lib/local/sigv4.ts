@@ -152,8 +152,8 @@ function parts(
   expires?: number,
 ): SignatureParts | string {
   const [accessKeyId, ...scope] = (credential ?? '').split('/');
-  if (!accessKeyId || scope.length !== 4 || scope[3] !== 'aws4_request') {
-    return 'the credential must be <access key>/<date>/<region>/<service>/aws4_request';
+  if (!accessKeyId || scope.length !== 4 || scope[2] !== 's3' || scope[3] !== 'aws4_request') {
+    return 'the credential must be <access key>/<date>/<region>/s3/aws4_request';
   }
   if (!signedHeaders || !signature || !amzDate) return 'the signature, its signed headers and X-Amz-Date are required';
   return {

@@ -115,6 +115,11 @@ describe('checkS3Signature refuses', () => {
       code: 'AuthorizationQueryParametersError',
     },
     {
+      what: 'a credential scoped to another service',
+      request: presignedExample(`/test.txt?${PRESIGNED_QUERY.replace('%2Fs3%2F', '%2Fdynamodb%2F')}`),
+      code: 'AuthorizationQueryParametersError',
+    },
+    {
       what: 'a date outside the credential’s day',
       request: presignedExample(
         `/test.txt?${PRESIGNED_QUERY.replace('X-Amz-Date=20130524T000000Z', 'X-Amz-Date=20130525T000000Z')}`,
