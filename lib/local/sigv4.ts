@@ -46,6 +46,14 @@ export function checkS3Signature(
   nowMs: number,
 ): SignatureRefusal | undefined {
   const [path, rawQuery = ''] = splitOnce(request.url ?? '/', '?');
+  // SigV4 clients encode a space as %20 and a plus as %2B; s3rver would read a raw + as a space, which the signature
+  // (over %2B) would not cover.
+  if (rawQuery.includes('+')) {
+    return {
+      code: 'AuthorizationQueryParametersError',
+      message: 'a raw + in the query is ambiguous: encode it as %2B',
+    };
+  }
   const query = queryPairs(rawQuery);
   const parts = signatureParts(request.headers, query);
   if (parts === undefined) return { code: 'AccessDenied', message: 'Access Denied' };
@@ -62,6 +70,10 @@ export function checkS3Signature(
       return { code: 'AuthorizationQueryParametersError', message: 'X-Amz-Expires must be 1 to 604800 seconds' };
     }
     if (nowMs > signedAt + (parts.expires ?? 0) * 1000) return { code: 'AccessDenied', message: 'Request has expired' };
+    // A URL dated ahead of the clock would outlive its X-Amz-Expires.
+    if (signedAt - nowMs > MAX_CLOCK_SKEW_SECONDS * 1000) {
+      return { code: 'AccessDenied', message: 'Request is not valid yet: X-Amz-Date is ahead of the clock' };
+    }
   } else if (Math.abs(nowMs - signedAt) > MAX_CLOCK_SKEW_SECONDS * 1000) {
     return {
       code: 'AccessDenied',
@@ -167,7 +179,7 @@ function parts(
   };
 }
 
-/** The query's name/value pairs, decoded (a `+` stays a `+`: SigV4 clients encode a space as %20). */
+/** The query's name/value pairs, decoded (a raw `+` was refused before: SigV4 clients encode a space as %20). */
 function queryPairs(rawQuery: string): Array<[string, string]> {
   if (rawQuery === '') return [];
   return rawQuery.split('&').map((pair) => {

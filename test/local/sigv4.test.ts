@@ -78,6 +78,12 @@ describe('checkS3Signature refuses', () => {
     });
   });
 
+  it('a presigned URL dated more than 15 minutes ahead of the clock', () => {
+    const early = SIGNED_AT - (MAX_CLOCK_SKEW_SECONDS + 1) * 1000;
+    expect(checkS3Signature(presignedExample(), CREDENTIALS, early)).toMatchObject({ code: 'AccessDenied' });
+    expect(checkS3Signature(presignedExample(), CREDENTIALS, early + 2000)).toBeUndefined();
+  });
+
   it('a header signature from further than 15 minutes away', () => {
     const late = SIGNED_AT + (MAX_CLOCK_SKEW_SECONDS + 1) * 1000;
     expect(checkS3Signature(headerExample(), CREDENTIALS, late)).toMatchObject({ code: 'AccessDenied' });
@@ -112,6 +118,11 @@ describe('checkS3Signature refuses', () => {
       request: presignedExample(
         `/test.txt?${PRESIGNED_QUERY.replace(/X-Amz-Credential=[^&]+/, 'X-Amz-Credential=AKIAIOSFODNN7EXAMPLE')}`,
       ),
+      code: 'AuthorizationQueryParametersError',
+    },
+    {
+      what: 'a raw + in the query (s3rver would read a space the signature does not cover)',
+      request: presignedExample(`/test.txt?${PRESIGNED_QUERY}&response-content-type=a+b`),
       code: 'AuthorizationQueryParametersError',
     },
     {
