@@ -10,14 +10,20 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, wr
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { CreateTableCommand } from '@aws-sdk/client-dynamodb';
+import { BatchWriteCommand, type BatchWriteCommandInput } from '@aws-sdk/lib-dynamodb';
 import type { APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { build, type Metafile } from 'esbuild';
 import { type ApiEvent, createApiHandler } from '../lambdas/api/app';
+import type { JobRecord, JobState } from '../lambdas/domain/job';
 import { DEFAULT_PLACEMENT_CONFIG, SPOT_PLAN_RISK_AVERSION } from '../lambdas/domain/placement';
 import { MAX_PLAN_GRID_POINTS, planGridPoints } from '../lambdas/domain/spot-planner';
 import type { ControlPlane } from '../lambdas/shared/control-plane';
+import { createDocumentClient } from '../lambdas/shared/dynamo';
+import { JobStore } from '../lambdas/shared/job-store';
 import { logger } from '../lambdas/shared/logger';
 import type { FleetFacts, LifecycleControl } from '../lambdas/shared/ports';
+import { createTableRequest, JOBS_INDEXES, JOBS_TABLE, jobKeys } from '../lambdas/shared/table-design';
 import { packTarGz } from '../lambdas/shared/tarball';
 import { parseConfig, type TrainyardConfig } from '../lib/config';
 import {
@@ -158,6 +164,28 @@ export interface PlanSolveFigure {
   readonly lambdas: readonly PlanSolveLambdaFigure[];
 }
 
+/** What one way of reading budget-watch's live jobs cost. */
+export interface LiveJobsReadPath {
+  /** `byState` (one Query per live state) or `byTeam` (each team's history, states filtered: before the index). */
+  readonly path: 'byState' | 'byTeam';
+  /** Items DynamoDB read per tick (ScannedCount: what it bills, kept or filtered out). */
+  readonly itemsRead: number;
+  /** Read units per tick: items read × item size, in 4 KB units, halved for eventually consistent reads. */
+  readonly readUnits: number;
+  readonly runs: number;
+  readonly medianMs: number;
+}
+
+/** budget-watch's read of the live jobs (JobStore.listJobsInStates) over a history of finished jobs. */
+export interface LiveJobsReadFigure {
+  readonly teams: number;
+  readonly finishedJobs: number;
+  readonly liveJobs: number;
+  /** About the size of one job item as DynamoDB counts it (attribute names and values), in bytes. */
+  readonly itemBytes: number;
+  readonly paths: readonly LiveJobsReadPath[];
+}
+
 /** Everything part 2 measured. */
 export interface ControlPlaneBenchResult {
   readonly name: 'control-plane';
@@ -169,6 +197,7 @@ export interface ControlPlaneBenchResult {
   readonly latency: readonly LatencyFigure[];
   readonly transitions: TransitionFigure;
   readonly planSolves: readonly PlanSolveFigure[];
+  readonly liveJobsRead: LiveJobsReadFigure;
   readonly elapsedSeconds: number;
 }
 
@@ -810,6 +839,131 @@ async function measureTransitions(engines: Engines, config: TrainyardConfig): Pr
   };
 }
 
+/**
+ * budget-watch's read of the running, waiting and paused jobs (JobStore.listJobsInStates, as each tick makes it),
+ * through the byState index and the way it read them before it (each team's history through byTeam, the states
+ * filtered by DynamoDB), over the same records in two tables: `finished` finished jobs and `live` live ones, spread
+ * over four teams, each a copy of a job the API submitted. What each read costs is counted from the items DynamoDB
+ * reads (ScannedCount), which is what it bills.
+ */
+async function measureLiveJobsRead(
+  engines: Engines,
+  config: TrainyardConfig,
+  options: { finished: number; live: number; runs: number; log: (line: string) => void },
+): Promise<LiveJobsReadFigure> {
+  const doc = createDocumentClient({ endpoint: engines.dynamo.endpoint });
+  try {
+    const team = config.teams[0]?.id ?? 'bench';
+    const template = (await new JobStore(doc, LOCAL_NAMES.jobsTable).listJobsByTeam(team, { limit: 1 })).jobs[0];
+    if (!template) throw new BenchMeasurementFailed('live-jobs read: the API submitted no job to copy');
+    const teams = ['t0', 't1', 't2', 't3'];
+    const liveStates: JobState[] = ['RUNNING', 'WAITING', 'PAUSED_BUDGET'];
+    const total = options.finished + options.live;
+    // The live jobs spread through the history, as long-running jobs are among the finished ones.
+    const liveEvery = Math.floor(total / options.live);
+    const items = Array.from({ length: total }, (_, i) => {
+      const live = i % liveEvery === 0 && i / liveEvery < options.live;
+      const record: JobRecord = {
+        ...template,
+        jobId: `live-bench-${String(i).padStart(6, '0')}`,
+        team: teams[i % teams.length] as string,
+        state: live ? (liveStates[(i / liveEvery) % liveStates.length] as JobState) : 'SUCCEEDED',
+        createdAt: new Date(Date.UTC(2026, 0, 1) + i * 60_000).toISOString(),
+      };
+      return {
+        ...jobKeys.job(record.jobId),
+        ...jobKeys.teamIndex(record.team, record.createdAt, record.jobId),
+        kind: 'job',
+        ...record,
+      };
+    });
+    const tables = {
+      byState: 'live-bench-jobs',
+      byTeam: 'live-bench-jobs-without-by-state',
+    } as const;
+    await doc.send(new CreateTableCommand(createTableRequest(tables.byState, JOBS_TABLE)));
+    await doc.send(
+      new CreateTableCommand(
+        createTableRequest(tables.byTeam, {
+          ...JOBS_TABLE,
+          indexes: JOBS_TABLE.indexes.filter((index) => index.name !== JOBS_INDEXES.byState.name),
+        }),
+      ),
+    );
+    for (const table of Object.values(tables)) {
+      for (let i = 0; i < items.length; i += 25) {
+        const batch = items.slice(i, i + 25).map((Item) => ({ PutRequest: { Item } }));
+        let unprocessed: Record<string, unknown[]> | undefined = { [table]: batch };
+        while (unprocessed && Object.keys(unprocessed).length > 0) {
+          const out = await doc.send(
+            new BatchWriteCommand({ RequestItems: unprocessed as BatchWriteCommandInput['RequestItems'] }),
+          );
+          unprocessed = out.UnprocessedItems as Record<string, unknown[]> | undefined;
+        }
+      }
+      options.log(`control-plane: live-jobs read: ${items.length} jobs written to ${table}`);
+    }
+    const itemBytes = dynamoItemBytes(items[1] as Record<string, unknown>);
+    const paths: LiveJobsReadPath[] = [];
+    let expected: string | undefined;
+    for (const [path, table] of Object.entries(tables) as Array<[LiveJobsReadPath['path'], string]>) {
+      let scanned = 0;
+      const counting = {
+        send: async (command: Parameters<typeof doc.send>[0]) => {
+          const out = (await doc.send(command)) as { ScannedCount?: number };
+          scanned += out.ScannedCount ?? 0;
+          return out;
+        },
+      } as unknown as typeof doc;
+      const store = new JobStore(counting, table);
+      const samples: number[] = [];
+      let itemsRead = 0;
+      for (let run = 0; run < options.runs; run++) {
+        scanned = 0;
+        const started = performance.now();
+        const jobs = await store.listJobsInStates(teams, liveStates);
+        samples.push(performance.now() - started);
+        itemsRead = scanned;
+        const ids = jobs.map((j) => j.jobId).join(',');
+        if (jobs.length !== options.live || (expected !== undefined && ids !== expected)) {
+          throw new BenchMeasurementFailed(
+            `live-jobs read through ${path} found ${jobs.length} jobs, expected the ${options.live} live ones`,
+          );
+        }
+        expected = ids;
+      }
+      paths.push({
+        path,
+        itemsRead,
+        readUnits: Math.ceil((itemsRead * itemBytes) / 4096) / 2,
+        runs: options.runs,
+        medianMs: percentile(samples, 50),
+      });
+      options.log(
+        `control-plane: live-jobs read through ${path}: ${itemsRead} items, ${percentile(samples, 50).toFixed(1)} ms`,
+      );
+    }
+    return { teams: teams.length, finishedJobs: options.finished, liveJobs: options.live, itemBytes, paths };
+  } finally {
+    doc.destroy();
+  }
+}
+
+/** About an item's size as DynamoDB counts it: each attribute's name and value (strings in UTF-8, numbers by digits). */
+function dynamoItemBytes(item: unknown): number {
+  if (typeof item === 'string') return Buffer.byteLength(item);
+  if (typeof item === 'number') return Math.ceil(String(item).length / 2) + 1;
+  if (typeof item === 'boolean' || item === null || item === undefined) return 1;
+  if (Array.isArray(item)) return 3 + item.reduce((sum: number, v) => sum + 1 + dynamoItemBytes(v), 0);
+  return (
+    3 +
+    Object.entries(item as Record<string, unknown>).reduce(
+      (sum, [name, value]) => sum + Buffer.byteLength(name) + 1 + dynamoItemBytes(value),
+      0,
+    )
+  );
+}
+
 /** Runs part 2: bundles, cold starts, warm API latency, state transitions. */
 export async function runControlPlaneBench(options: {
   quick: boolean;
@@ -836,6 +990,12 @@ export async function runControlPlaneBench(options: {
     const latency = await measureWarmLatency(engines, config, options.quick ? 200 : 1000, options.log);
     const transitions = await measureTransitions(engines, config);
     options.log(`control-plane: happy path entered ${transitions.stateEntered} states`);
+    const liveJobsRead = await measureLiveJobsRead(engines, config, {
+      finished: options.quick ? 2_000 : 20_000,
+      live: 20,
+      runs: options.quick ? 3 : 9,
+      log: options.log,
+    });
     return {
       name: 'control-plane',
       quick: options.quick,
@@ -846,6 +1006,7 @@ export async function runControlPlaneBench(options: {
       latency,
       transitions,
       planSolves,
+      liveJobsRead,
       elapsedSeconds: (performance.now() - started) / 1000,
     };
   } finally {
@@ -960,8 +1121,32 @@ export function controlPlaneTables(result: ControlPlaneBenchResult): string {
     `State transitions of a happy-path job (synthesized state machine, local runner): **${t.stateEntered}** StateEntered ` +
       `(goal ≤ ${g.stateTransitions}: ${yesNo(t.withinGoal)}); job ended ${t.jobState}; ${t.states.join(' → ')}.`,
   );
+  const r = result.liveJobsRead;
+  lines.push(
+    '',
+    `budget-watch's read of the live jobs each tick (JobStore.listJobsInStates over ${r.teams} teams: ` +
+      `${r.finishedJobs.toLocaleString('en-US')} finished jobs and ${r.liveJobs} running, waiting or paused; ` +
+      `items of ${r.itemBytes.toLocaleString('en-US')} bytes; read units as DynamoDB bills them, a month = 8,640 ticks ` +
+      `at $${DYNAMODB_USD_PER_MILLION_READ_UNITS} per million):`,
+    '',
+    '| read | items read a tick | read units a tick | a month | median |',
+    '|---|---|---|---|---|',
+  );
+  for (const path of r.paths) {
+    const name = path.path === 'byState' ? 'byState, a Query per live state' : 'byTeam, each team’s history (before)';
+    const monthly = (path.readUnits * TICKS_A_MONTH * DYNAMODB_USD_PER_MILLION_READ_UNITS) / 1e6;
+    lines.push(
+      `| ${name} | ${path.itemsRead.toLocaleString('en-US')} | ${path.readUnits.toLocaleString('en-US')} | ` +
+        `$${monthly.toFixed(2)} | ${path.medianMs.toFixed(1)} ms |`,
+    );
+  }
   return lines.join('\n');
 }
+
+/** budget-watch runs every 5 minutes: ticks in a 30-day month. */
+const TICKS_A_MONTH = 8_640;
+/** DynamoDB on-demand read request units, us-east-1 (the README's Costs section). */
+const DYNAMODB_USD_PER_MILLION_READ_UNITS = 0.125;
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const quick = process.argv.includes('--quick');

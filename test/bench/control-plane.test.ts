@@ -127,8 +127,26 @@ describe('controlPlaneTables', () => {
         ],
       },
     ],
+    liveJobsRead: {
+      teams: 4,
+      finishedJobs: 20_000,
+      liveJobs: 20,
+      itemBytes: 2_048,
+      paths: [
+        { path: 'byState', itemsRead: 20, readUnits: 5, runs: 9, medianMs: 3.04 },
+        { path: 'byTeam', itemsRead: 20_020, readUnits: 5_005, runs: 9, medianMs: 812.5 },
+      ],
+    },
     elapsedSeconds: 1,
   };
+
+  it('prices each way of reading the live jobs for a month of ticks', () => {
+    const rows = controlPlaneTables(result).split('\n');
+
+    // 5 read units × 8,640 ticks × $0.125 per million = $0.0054; 5,005 units: $5.41.
+    expect(rows).toContain('| byState, a Query per live state | 20 | 5 | $0.01 | 3.0 ms |');
+    expect(rows).toContain('| byTeam, each team’s history (before) | 20,020 | 5,005 | $5.41 | 812.5 ms |');
+  });
 
   it('lists each bundle’s SDK packages loaded at init apart from those loaded on first use', () => {
     const rows = controlPlaneTables(result).split('\n');
