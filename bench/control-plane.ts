@@ -20,10 +20,10 @@ import { DEFAULT_PLACEMENT_CONFIG, SPOT_PLAN_RISK_AVERSION } from '../lambdas/do
 import { MAX_PLAN_GRID_POINTS, planGridPoints } from '../lambdas/domain/spot-planner';
 import type { ControlPlane } from '../lambdas/shared/control-plane';
 import { createDocumentClient } from '../lambdas/shared/dynamo';
-import { JobStore } from '../lambdas/shared/job-store';
+import { JobStore, jobItem } from '../lambdas/shared/job-store';
 import { logger } from '../lambdas/shared/logger';
 import type { FleetFacts, LifecycleControl } from '../lambdas/shared/ports';
-import { createTableRequest, JOBS_INDEXES, JOBS_TABLE, jobKeys } from '../lambdas/shared/table-design';
+import { createTableRequest, JOBS_INDEXES, JOBS_TABLE } from '../lambdas/shared/table-design';
 import { packTarGz } from '../lambdas/shared/tarball';
 import { parseConfig, type TrainyardConfig } from '../lib/config';
 import {
@@ -870,12 +870,7 @@ async function measureLiveJobsRead(
         state: live ? (liveStates[(i / liveEvery) % liveStates.length] as JobState) : 'SUCCEEDED',
         createdAt: new Date(Date.UTC(2026, 0, 1) + i * 60_000).toISOString(),
       };
-      return {
-        ...jobKeys.job(record.jobId),
-        ...jobKeys.teamIndex(record.team, record.createdAt, record.jobId),
-        kind: 'job',
-        ...record,
-      };
+      return jobItem(record);
     });
     const tables = {
       byState: 'live-bench-jobs',

@@ -5,6 +5,7 @@
  * single-item conditional write, so a replay changes nothing.
  */
 import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { compareCodeUnits } from '../domain/code-unit-order';
 import {
   type AttemptRecord,
   assertTransition,
@@ -114,17 +115,25 @@ function stripKeys(item: Record<string, unknown>): Record<string, unknown> {
   return out;
 }
 
+/**
+ * The jobs table item of a job record: its keys, its byTeam keys (which byState shares) and its kind, then the
+ * record's own fields.
+ */
+export function jobItem<T extends Pick<JobRecord, 'jobId' | 'team' | 'createdAt'>>(record: T) {
+  return {
+    ...jobKeys.job(record.jobId),
+    ...jobKeys.teamIndex(record.team, record.createdAt, record.jobId),
+    kind: 'job',
+    ...record,
+  };
+}
+
 /** Whether a Query failed because the table lacks the index, or DynamoDB is still filling it. */
 function isIndexUnavailable(error: unknown, indexName: string): boolean {
   // DynamoDB: "The table does not have the specified index: <name>" (dynalite says the same), or "Cannot read from
   // backfilling global secondary index: <name>" while an index added to a table is being filled.
   const e = error as Error;
   return e?.name === 'ValidationException' && typeof e.message === 'string' && e.message.includes(indexName);
-}
-
-/** Code-unit order, as DynamoDB sorts string keys (localeCompare would not). */
-function compareStrings(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 function isConditionFailure(error: unknown): boolean {
@@ -196,12 +205,7 @@ export class JobStore {
       await this.client.send(
         new PutCommand({
           TableName: this.tableName,
-          Item: {
-            ...jobKeys.job(record.jobId),
-            ...jobKeys.teamIndex(record.team, record.createdAt, record.jobId),
-            kind: 'job',
-            ...record,
-          },
+          Item: jobItem(record),
           ConditionExpression: 'attribute_not_exists(pk)',
         }),
       );
@@ -947,10 +951,11 @@ export class JobStore {
         }))
           jobs.push(job);
       }
-      jobs.sort((a, b) => compareStrings(`${a.createdAt}#${a.jobId}`, `${b.createdAt}#${b.jobId}`));
     }
     for (const invalid of unreadable) onInvalid?.(invalid);
-    return jobs;
+    // Both indexes sort a team's jobs by gsi1sk (creation, then id): the same order across teams.
+    const order = (job: JobRecord) => jobKeys.teamIndex(job.team, job.createdAt, job.jobId).gsi1sk;
+    return jobs.sort((a, b) => compareCodeUnits(order(a), order(b)));
   }
 
   /**
@@ -966,7 +971,7 @@ export class JobStore {
   ): Promise<JobRecord[]> {
     const index = JOBS_INDEXES.byState;
     const wanted = new Set(teams);
-    const byId = new Map<string, { order: string; job: JobRecord }>();
+    const byId = new Map<string, JobRecord>();
     for (const state of new Set(states)) {
       const items = this.queryAll({
         IndexName: index.name,
@@ -977,10 +982,10 @@ export class JobStore {
       for await (const item of items) {
         if (!wanted.has(String(item.team))) continue;
         const job = this.parseListed(item, onInvalid);
-        if (job) byId.set(job.jobId, { order: String(item[index.sort]), job });
+        if (job) byId.set(job.jobId, job);
       }
     }
-    return [...byId.values()].sort((a, b) => compareStrings(a.order, b.order)).map(({ job }) => job);
+    return [...byId.values()];
   }
 
   /** A job record read by a list; one that does not parse goes to `onInvalid` when given, else throws. */

@@ -640,11 +640,12 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
     }
     for (const { Name, Value } of containerOverridesOf(attempt.input).Environment ?? []) env[Name] = Value;
     const bin = this.pythonBin();
+    const s3 = this.options.s3Credentials ?? OPEN_ENGINE_CREDENTIALS;
     Object.assign(env, {
       PATH: `${bin}:${process.env.PATH ?? '/usr/bin:/bin'}`,
       PYTHONPATH: this.harnessPath,
-      AWS_ACCESS_KEY_ID: (this.options.s3Credentials ?? OPEN_ENGINE_CREDENTIALS).accessKeyId,
-      AWS_SECRET_ACCESS_KEY: (this.options.s3Credentials ?? OPEN_ENGINE_CREDENTIALS).secretAccessKey,
+      AWS_ACCESS_KEY_ID: s3.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: s3.secretAccessKey,
       AWS_REGION: LOCAL_REGION,
       AWS_DEFAULT_REGION: LOCAL_REGION,
       // boto3 must never look for credentials at the real 169.254.169.254.

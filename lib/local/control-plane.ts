@@ -119,7 +119,7 @@ export function localControlPlane(parts: LocalPlaneParts): ControlPlane {
       thresholds: { warn: parts.config.budgets.warnThreshold, block: parts.config.budgets.blockThreshold },
       now: clock,
     }),
-    workspace: new Workspace(localS3Client(parts.s3Endpoint, parts.engineCredentials?.s3), LOCAL_NAMES.bucket),
+    workspace: new S3rverWorkspace(localS3Client(parts.s3Endpoint, parts.engineCredentials?.s3), LOCAL_NAMES.bucket),
     batch: parts.batch,
     events: parts.events,
     metrics: parts.metrics,
@@ -147,4 +147,37 @@ export function lifecycleSteps(plane: ControlPlane): LocalStepHandlers {
     backoff: createBackoffHandler(plane),
     finalize: createFinalizeHandler(plane),
   };
+}
+
+/**
+ * The workspace adapter, unchanged, except that a GET s3rver drops mid-body is retried (twice), in every read of an
+ * object (get, getAtMost and so getJson, getTail): s3rver closes the connection when the object is replaced while it
+ * streams it (the harness rewrites metrics.jsonl and progress.json every few seconds), which S3 never does — a GET
+ * there returns the old or the new object whole.
+ */
+export class S3rverWorkspace extends Workspace {
+  override get(key: string): Promise<Buffer | undefined> {
+    return retryDropped(() => super.get(key));
+  }
+
+  override getAtMost(key: string, maxBytes: number): Promise<Buffer | undefined> {
+    return retryDropped(() => super.getAtMost(key, maxBytes));
+  }
+
+  override getTail(key: string, maxBytes: number): Promise<Buffer | undefined> {
+    return retryDropped(() => super.getTail(key, maxBytes));
+  }
+}
+
+/** A read s3rver dropped mid-body, tried again up to twice. */
+async function retryDropped<T>(read: () => Promise<T>): Promise<T> {
+  for (let tries = 1; ; tries++) {
+    try {
+      return await read();
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      const dropped = code === 'ECONNRESET' || (error as Error).message === 'aborted';
+      if (!dropped || tries >= 3) throw error;
+    }
+  }
 }

@@ -13,13 +13,14 @@
  *   the API's bearer token does; verifying a DynamoDB signature would mean hashing the body before dynalite reads it.
  */
 
-import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, RequestListener, Server, ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import dynalite from 'dynalite';
 import S3rver from 's3rver';
-import { checkS3Signature, type SignatureRefusal } from './sigv4';
+import { checkS3Signature, type SignatureRefusal, signingAccessKey } from './sigv4';
+import { tokenMatches } from './token';
 
 /** A running engine: its loopback endpoint and how to stop it. */
 export interface RunningEngine {
@@ -116,26 +117,6 @@ export async function startS3rver(options: {
   };
 }
 
-/** The access key a request is signed with: SigV4's `Credential=<key>/…`, in the Authorization header or the URL. */
-export function signingAccessKey(request: Pick<IncomingMessage, 'headers' | 'url'>): string | undefined {
-  const authorization = request.headers.authorization;
-  if (typeof authorization === 'string') {
-    return /^AWS4-HMAC-SHA256 .*\bCredential=([^/,\s]+)\//.exec(authorization)?.[1];
-  }
-  // Read by hand: `new URL` throws on request targets Node accepts (`//[`), and a throw here would stop the engine.
-  const query = (request.url ?? '').split('?').slice(1).join('?');
-  const credential = query
-    .split('&')
-    .find((pair) => pair.startsWith('X-Amz-Credential='))
-    ?.slice('X-Amz-Credential='.length);
-  if (credential === undefined) return undefined;
-  try {
-    return decodeURIComponent(credential).split('/')[0];
-  } catch {
-    return undefined;
-  }
-}
-
 /** What answers a request the guard refuses; undefined lets the request through to the engine. */
 type Check = (request: IncomingMessage) => ((response: ServerResponse) => void) | undefined;
 
@@ -173,11 +154,7 @@ function guardListener(listener: RequestListener, check: Check): RequestListener
  * checked (verifying a DynamoDB signature would mean hashing the body before dynalite reads it).
  */
 function dynamoKeyCheck(accessKeyId: string): Check {
-  const expected = Buffer.from(accessKeyId);
-  return (request) => {
-    const presented = Buffer.from(signingAccessKey(request) ?? '');
-    return presented.length === expected.length && timingSafeEqual(presented, expected) ? undefined : refuseDynamoDb;
-  };
+  return (request) => (tokenMatches(signingAccessKey(request) ?? '', accessKeyId) ? undefined : refuseDynamoDb);
 }
 
 /** s3rver's check: a valid SigV4 signature by its key (sigv4.ts), in the header or a presigned URL. */

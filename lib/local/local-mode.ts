@@ -45,7 +45,6 @@ import {
 import { logger } from '../../lambdas/shared/logger';
 import { fileMetricPublisher } from '../../lambdas/shared/metrics';
 import type { EventPublisher } from '../../lambdas/shared/ports';
-import { Workspace } from '../../lambdas/shared/workspace';
 import { DEFAULT_CONFIG_PATH, loadConfig, type TeamConfig, type TrainyardConfig } from '../config';
 import {
   type BatchJobDetail,
@@ -64,7 +63,6 @@ import {
   type LocalEngineCredentials,
   lifecycleSteps,
   localControlPlane,
-  localS3Client,
 } from './control-plane';
 import { type StateMachineDefinition, synthesizeJobStateMachineDefinition } from './definition';
 import { type RunningEngine, randomEngineCredentials, startDynalite, startS3rver } from './engines';
@@ -385,7 +383,7 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
     });
     started.push(() => runner.stop());
 
-    const basePlane = localControlPlane({
+    const plane = localControlPlane({
       config,
       dynamoEndpoint: dynamo.endpoint,
       s3Endpoint: s3.endpoint,
@@ -399,15 +397,6 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
       },
       logs: localLogReader(join(dir, 'logs')),
       fleet: localFleetFacts((arn) => runner.instanceFor(arn)),
-    });
-    // The same plane with a workspace that rides out s3rver's dropped reads (see S3rverWorkspace); descriptors are
-    // copied so the late-bound lifecycle getter stays a getter.
-    const plane = Object.defineProperties({} as ControlPlane, {
-      ...Object.getOwnPropertyDescriptors(basePlane),
-      workspace: {
-        value: new S3rverWorkspace(localS3Client(s3.endpoint, credentials.s3), LOCAL_NAMES.bucket),
-        enumerable: true,
-      },
     });
     // Set when stop() begins: executions end where they stand (see LocalModeStopped) instead of going on without
     // compute, so a job cut off by a stop is left live for the next start to finalize.
@@ -582,39 +571,6 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
   } catch (error) {
     await stopAll();
     throw error;
-  }
-}
-
-/**
- * The workspace adapter, unchanged, except that a GET s3rver drops mid-body is retried (twice), in every read of an
- * object (get, getAtMost and so getJson, getTail): s3rver closes the connection when the object is replaced while it
- * streams it (the harness rewrites metrics.jsonl and progress.json every few seconds), which S3 never does — a GET
- * there returns the old or the new object whole.
- */
-export class S3rverWorkspace extends Workspace {
-  override get(key: string): Promise<Buffer | undefined> {
-    return retryDropped(() => super.get(key));
-  }
-
-  override getAtMost(key: string, maxBytes: number): Promise<Buffer | undefined> {
-    return retryDropped(() => super.getAtMost(key, maxBytes));
-  }
-
-  override getTail(key: string, maxBytes: number): Promise<Buffer | undefined> {
-    return retryDropped(() => super.getTail(key, maxBytes));
-  }
-}
-
-/** A read s3rver dropped mid-body, tried again up to twice. */
-async function retryDropped<T>(read: () => Promise<T>): Promise<T> {
-  for (let tries = 1; ; tries++) {
-    try {
-      return await read();
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      const dropped = code === 'ECONNRESET' || (error as Error).message === 'aborted';
-      if (!dropped || tries >= 3) throw error;
-    }
   }
 }
 

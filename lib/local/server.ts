@@ -4,7 +4,7 @@
  * an HTTP API with an IAM authorizer sends (the configured local principal as `authorizer.iam.userArn`), and writes
  * the handler's result back. Local-only control routes (`/_local/...`) go to injected callbacks instead.
  */
-import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type {
@@ -13,7 +13,7 @@ import type {
   APIGatewayProxyStructuredResultV2,
 } from 'aws-lambda';
 import { API_ROUTES } from '../../lambdas/api/route-table';
-import { removeLocalState, writeLocalState } from './token';
+import { removeLocalState, tokenMatches, writeLocalState } from './token';
 
 /** The API handler's signature (what `createApiHandler(plane)` returns). */
 export type ApiHandler = (event: APIGatewayProxyEventV2WithIAMAuthorizer) => Promise<APIGatewayProxyResultV2>;
@@ -146,13 +146,6 @@ export function isTextContentType(contentType: string | undefined): boolean {
     type === 'application/javascript' ||
     type === 'application/x-www-form-urlencoded'
   );
-}
-
-/** Constant-time comparison of a presented token with the expected one (hashing first equalises lengths). */
-export function tokenMatches(presented: string, expected: string): boolean {
-  const a = createHash('sha256').update(presented).digest();
-  const b = createHash('sha256').update(expected).digest();
-  return timingSafeEqual(a, b);
 }
 
 /** Why a request is not authenticated, or undefined when it is. */

@@ -10,8 +10,11 @@
  * `UNSIGNED-PAYLOAD` for a presigned URL. The body itself is not hashed: it would have to be read before s3rver does,
  * and a signature over a declared hash already binds a request to the key's holder.
  */
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
+import { compareCodeUnits } from '../../lambdas/domain/code-unit-order';
+import { sha256Hex } from '../../lambdas/shared/tarball';
+import { tokenMatches } from './token';
 
 const ALGORITHM = 'AWS4-HMAC-SHA256';
 /** How far a header-signed request's X-Amz-Date may be from the clock, as S3 allows (RequestTimeTooSkewed). */
@@ -58,7 +61,13 @@ export function checkS3Signature(
   const parts = signatureParts(request.headers, query);
   if (parts === undefined) return { code: 'AccessDenied', message: 'Access Denied' };
   if (typeof parts === 'string') return { code: 'AuthorizationQueryParametersError', message: parts };
-  if (!sameText(parts.accessKeyId, credentials.accessKeyId)) {
+  if (parts.scope.split('/')[2] !== 's3') {
+    return {
+      code: 'AuthorizationQueryParametersError',
+      message: 'the credential must be <access key>/<date>/<region>/s3/aws4_request',
+    };
+  }
+  if (!tokenMatches(parts.accessKeyId, credentials.accessKeyId)) {
     return { code: 'InvalidAccessKeyId', message: 'The AWS Access Key Id you provided does not exist in our records.' };
   }
   const signedAt = amzDateMs(parts.amzDate);
@@ -116,7 +125,7 @@ export function checkS3Signature(
     `AWS4${credentials.secretAccessKey}`,
   );
   const expected = hmac(key, stringToSign).toString('hex');
-  if (!sameText(parts.signature, expected)) {
+  if (!tokenMatches(parts.signature, expected)) {
     return {
       code: 'SignatureDoesNotMatch',
       message:
@@ -126,48 +135,75 @@ export function checkS3Signature(
   return undefined;
 }
 
-/** The signature's parts; undefined with no SigV4 signature at all; a message when one is there but malformed. */
-function signatureParts(
+/**
+ * The access key a request says it is signed with (the `Credential` of a SigV4 Authorization header or of a presigned
+ * URL's query), for any service; undefined without one. It proves nothing by itself: see checkS3Signature.
+ */
+export function signingAccessKey(request: Pick<IncomingMessage, 'url' | 'headers'>): string | undefined {
+  const [, rawQuery = ''] = splitOnce(request.url ?? '/', '?');
+  return signatureFields(request.headers, queryPairs(rawQuery))?.credential?.split('/')[0] || undefined;
+}
+
+/** A SigV4 signature's fields as the request gives them, unchecked: from the Authorization header, else the query. */
+interface SignatureFields {
+  readonly credential?: string;
+  readonly signedHeaders?: string;
+  readonly signature?: string;
+  readonly amzDate?: string;
+  readonly presigned: boolean;
+  /** X-Amz-Algorithm of a presigned URL. */
+  readonly algorithm?: string;
+  readonly expires?: string;
+}
+
+/** The SigV4 fields of a request; undefined with no SigV4 signature at all (none, or another scheme's header). */
+function signatureFields(
   headers: IncomingMessage['headers'],
   query: ReadonlyArray<readonly [string, string]>,
-): SignatureParts | string | undefined {
+): SignatureFields | undefined {
   const authorization = headers.authorization;
-  const param = (name: string) => query.find(([n]) => n === name)?.[1];
   if (typeof authorization === 'string') {
     const match = /^AWS4-HMAC-SHA256 (.*)$/.exec(authorization.trim());
     if (!match?.[1]) return undefined;
     const fields = Object.fromEntries(
       match[1].split(',').map((field) => splitOnce(field.trim(), '=') as [string, string | undefined]),
     );
-    const amzDate = headerValue(headers, 'x-amz-date');
-    return parts(fields.Credential, fields.SignedHeaders, fields.Signature, amzDate, false);
+    return {
+      credential: fields.Credential,
+      signedHeaders: fields.SignedHeaders,
+      signature: fields.Signature,
+      amzDate: headerValue(headers, 'x-amz-date'),
+      presigned: false,
+    };
   }
+  const param = (name: string) => query.find(([n]) => n === name)?.[1];
   if (param('X-Amz-Algorithm') === undefined) return undefined;
-  if (param('X-Amz-Algorithm') !== ALGORITHM) return `X-Amz-Algorithm must be ${ALGORITHM}`;
-  const expires = Number(param('X-Amz-Expires'));
-  return parts(
-    param('X-Amz-Credential'),
-    param('X-Amz-SignedHeaders'),
-    param('X-Amz-Signature'),
-    param('X-Amz-Date'),
-    true,
-    Number.isInteger(expires) ? expires : 0,
-  );
+  return {
+    credential: param('X-Amz-Credential'),
+    signedHeaders: param('X-Amz-SignedHeaders'),
+    signature: param('X-Amz-Signature'),
+    amzDate: param('X-Amz-Date'),
+    presigned: true,
+    algorithm: param('X-Amz-Algorithm'),
+    expires: param('X-Amz-Expires'),
+  };
 }
 
-function parts(
-  credential: string | undefined,
-  signedHeaders: string | undefined,
-  signature: string | undefined,
-  amzDate: string | undefined,
-  presigned: boolean,
-  expires?: number,
-): SignatureParts | string {
+/** The signature's parts; undefined with no SigV4 signature at all; a message when one is there but malformed. */
+function signatureParts(
+  headers: IncomingMessage['headers'],
+  query: ReadonlyArray<readonly [string, string]>,
+): SignatureParts | string | undefined {
+  const fields = signatureFields(headers, query);
+  if (fields === undefined) return undefined;
+  if (fields.presigned && fields.algorithm !== ALGORITHM) return `X-Amz-Algorithm must be ${ALGORITHM}`;
+  const { credential, signedHeaders, signature, amzDate, presigned } = fields;
   const [accessKeyId, ...scope] = (credential ?? '').split('/');
-  if (!accessKeyId || scope.length !== 4 || scope[2] !== 's3' || scope[3] !== 'aws4_request') {
-    return 'the credential must be <access key>/<date>/<region>/s3/aws4_request';
+  if (!accessKeyId || scope.length !== 4 || scope[3] !== 'aws4_request') {
+    return 'the credential must be <access key>/<date>/<region>/<service>/aws4_request';
   }
   if (!signedHeaders || !signature || !amzDate) return 'the signature, its signed headers and X-Amz-Date are required';
+  const expires = Number(fields.expires);
   return {
     accessKeyId,
     scope: scope.join('/'),
@@ -175,7 +211,7 @@ function parts(
     signature,
     amzDate,
     presigned,
-    ...(expires !== undefined && { expires }),
+    ...(presigned && { expires: Number.isInteger(expires) ? expires : 0 }),
   };
 }
 
@@ -192,7 +228,7 @@ function queryPairs(rawQuery: string): Array<[string, string]> {
 function canonicalQuery(pairs: ReadonlyArray<readonly [string, string]>): string {
   return pairs
     .map(([name, value]) => [uriEncode(name), uriEncode(value)] as const)
-    .sort(([a, x], [b, y]) => (a < b ? -1 : a > b ? 1 : x < y ? -1 : x > y ? 1 : 0))
+    .sort(([a, x], [b, y]) => compareCodeUnits(a, b) || compareCodeUnits(x, y))
     .map(([name, value]) => `${name}=${value}`)
     .join('&');
 }
@@ -234,17 +270,6 @@ function splitOnce(text: string, separator: string): [string, string | undefined
   return at < 0 ? [text, undefined] : [text.slice(0, at), text.slice(at + separator.length)];
 }
 
-function sha256Hex(text: string): string {
-  return createHash('sha256').update(text, 'utf8').digest('hex');
-}
-
 function hmac(key: Buffer | string, text: string): Buffer {
   return createHmac('sha256', key).update(text, 'utf8').digest();
-}
-
-/** Equal strings, compared in constant time for a given length. */
-function sameText(a: string, b: string): boolean {
-  const x = Buffer.from(a);
-  const y = Buffer.from(b);
-  return x.length === y.length && timingSafeEqual(x, y);
 }

@@ -2,7 +2,7 @@
  * Local mode's on-disk handshake: a bearer token (created once, owner-only permissions) that the loopback API server
  * requires, and a state file saying where the running server listens. The CLI reads both to reach local mode.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { chmodSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as z from 'zod/mini';
@@ -119,4 +119,14 @@ function readIfExists(path: string): string | undefined {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw new LocalStateError(`cannot read ${path}: ${(error as Error).message}`);
   }
+}
+
+/**
+ * Constant-time comparison of a presented secret with the expected one (hashing first equalises lengths): the API's
+ * bearer token, the engines' access keys and signatures.
+ */
+export function tokenMatches(presented: string, expected: string): boolean {
+  const a = createHash('sha256').update(presented).digest();
+  const b = createHash('sha256').update(expected).digest();
+  return timingSafeEqual(a, b);
 }

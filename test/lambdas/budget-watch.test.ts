@@ -13,7 +13,7 @@ import type { JobRecord } from '../../lambdas/domain/job';
 import { FLEET_SPOT_MODEL } from '../../lambdas/domain/spot-fleet-model';
 import type { TierSpotRecord } from '../../lambdas/domain/tier-spot';
 import { InvalidEvent } from '../../lambdas/shared/event-schemas';
-import { jobKeys } from '../../lambdas/shared/table-design';
+import { jobItem } from '../../lambdas/shared/job-store';
 import { extractMetrics } from '../support/emf';
 import {
   attemptRecord,
@@ -317,13 +317,7 @@ describe('budget watch: metering and progress', () => {
     await bench.dynamo.doc.send(
       new PutCommand({
         TableName: bench.dynamo.tables.jobs,
-        Item: {
-          ...jobKeys.job(bad.jobId),
-          ...jobKeys.teamIndex(bad.team, bad.createdAt, bad.jobId),
-          kind: 'job',
-          ...bad,
-          costSoFarUsd: 'oops',
-        },
+        Item: { ...jobItem(bad), costSoFarUsd: 'oops' },
       }),
     );
 
@@ -831,13 +825,7 @@ describe('budget watch: the tiers’ spot records', () => {
     await bench.dynamo.doc.send(
       new PutCommand({
         TableName: bench.dynamo.tables.jobs,
-        Item: {
-          ...jobKeys.job(job.jobId),
-          ...jobKeys.teamIndex(job.team, job.createdAt, job.jobId),
-          kind: 'job',
-          ...job,
-          spotSeenSince: TICK_MS - 900_000,
-        },
+        Item: { ...jobItem(job), spotSeenSince: TICK_MS - 900_000 },
       }),
     );
 

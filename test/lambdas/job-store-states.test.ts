@@ -6,9 +6,9 @@ import { PutCommand, type QueryCommandOutput } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { JobState } from '../../lambdas/domain/job';
 import { InvalidJobRecord } from '../../lambdas/domain/job';
-import { BY_STATE_RECHECK_MS, JobStore } from '../../lambdas/shared/job-store';
+import { BY_STATE_RECHECK_MS, JobStore, jobItem } from '../../lambdas/shared/job-store';
 import { decodeOpaqueCursor } from '../../lambdas/shared/opaque-cursor';
-import { createTableRequest, JOBS_INDEXES, JOBS_TABLE, jobKeys } from '../../lambdas/shared/table-design';
+import { createTableRequest, JOBS_INDEXES, JOBS_TABLE } from '../../lambdas/shared/table-design';
 import { startTestDynamo, type TestDynamo } from '../support/dynamo';
 import { jobRecord, T } from '../support/records';
 
@@ -135,7 +135,7 @@ describe.each(['indexed', 'unindexed'] as const)('a record that does not parse, 
     await dynamo.doc.send(
       new PutCommand({
         TableName: table(),
-        Item: { ...jobKeys.job(bad.jobId), ...jobKeys.teamIndex('lab', bad.createdAt, bad.jobId), ...bad, user: 7 },
+        Item: { ...jobItem(bad), user: 7 },
       }),
     );
     await store.createJob(

@@ -27,10 +27,10 @@ import {
   OPEN_ENGINE_CREDENTIALS,
   type RunningEngine,
   randomEngineCredentials,
-  signingAccessKey,
   startDynalite,
   startS3rver,
 } from '../../lib/local/engines';
+import { signingAccessKey } from '../../lib/local/sigv4';
 
 const execFileAsync = promisify(execFile);
 const BUCKET = 'guarded';

@@ -13,6 +13,7 @@
 import { formatUsd } from '../../domain/analysis/format';
 import { TERMINATE_REASONS } from '../../domain/batch-reasons';
 import { BudgetExceeded } from '../../domain/budgets';
+import { compareCodeUnits } from '../../domain/code-unit-order';
 import { isTerminal, JOB_ID_PATTERN, type JobRecord } from '../../domain/job';
 import { budgetPeriodOf, jobScopes } from '../../domain/watch';
 import { jobKeysFor, uploadKey } from '../../domain/workspace-layout';
@@ -77,7 +78,7 @@ export function canonicalJson(value: unknown): string {
   if (value !== null && typeof value === 'object') {
     const entries = Object.entries(value as Record<string, unknown>)
       .filter(([, v]) => v !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+      .sort(([a], [b]) => compareCodeUnits(a, b));
     return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
   }
   return JSON.stringify(value);
