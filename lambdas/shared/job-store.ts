@@ -128,6 +128,16 @@ export function jobItem<T extends Pick<JobRecord, 'jobId' | 'team' | 'createdAt'
   };
 }
 
+/** Where a listing of a team's jobs stands after `item`, one of its jobs: the job's table keys and byTeam keys. */
+function teamPosition(team: string, item: Record<string, unknown>): Record<string, unknown> {
+  return {
+    pk: item.pk,
+    sk: item.sk,
+    [JOBS_INDEXES.byTeam.partition]: jobKeys.teamPartition(team),
+    [JOBS_INDEXES.byTeam.sort]: item[JOBS_INDEXES.byTeam.sort],
+  };
+}
+
 /** Whether a Query failed because the table lacks the index, or DynamoDB is still filling it. */
 function isIndexUnavailable(error: unknown, indexName: string): boolean {
   // DynamoDB: "The table does not have the specified index: <name>" (dynalite says the same), or "Cannot read from
@@ -701,10 +711,10 @@ export class JobStore {
   /**
    * A page of a team's jobs, newest first. With a filter (label selectors, states), only the jobs it keeps; such a
    * page reads at most `maxRead` jobs (default {@link MAX_JOBS_READ_PER_PAGE}), so it may hold fewer than `limit`
-   * (even none) and still have a next one: the cursor then continues the search where the reading stopped. One live
-   * state (`RUNNING`, say: what a team most often asks for) is read through the byState index, so only the jobs in it
-   * are read, not the team's finished history; anything else through byTeam. Cursors are the same either way (a job's
-   * table keys and byTeam keys), so one continues wherever it came from.
+   * (even none) and still have a next one: the cursor then continues the search where the reading stopped. Live states
+   * only (`RUNNING`, or `RUNNING,WAITING`: what a team most often asks for) are read through the byState index, so only
+   * the jobs in them are read, not the team's finished history; anything else through byTeam. Cursors are the same
+   * either way (a job's table keys and byTeam keys), so one continues wherever it came from.
    */
   async listJobsByTeam(
     team: string,
@@ -716,51 +726,25 @@ export class JobStore {
       throw new Error(`listJobsByTeam: cursor "${options.cursor.slice(0, 40)}" is not one this store handed out`);
     }
     const position = given as Record<string, unknown> | undefined;
-    const [state, ...more] = options.states ?? [];
+    const states = [...new Set(options.states ?? [])];
     const viaState =
-      state !== undefined && more.length === 0 && !isTerminal(state)
-        ? await this.whileByStateServes(() => this.listPage(team, options, position, state))
+      states.length > 0 && !states.some(isTerminal)
+        ? await this.whileByStateServes(() => this.liveStatesPage(team, options, position, states))
         : undefined;
-    return viaState ?? this.listPage(team, options, position, undefined);
+    return viaState ?? this.teamPage(team, options, position);
   }
 
-  /**
-   * One page of {@link listJobsByTeam}: through byTeam, or, given `byState`, through byState's partition of that
-   * state with the team filtered. Positions (the cursor in and out) are always a job of the team's own, as its table
-   * and byTeam keys: byState holds every team's jobs, and where its reading stopped may be another team's, which a
-   * cursor must not name. So a byState page ends at the last job it kept; one that has read `maxRead` jobs without
-   * filling up (a state crowded with other teams' jobs) reads on through byTeam from there.
-   */
-  private async listPage(
+  /** One page of {@link listJobsByTeam} through byTeam: the team's jobs, filtered by DynamoDB. */
+  private async teamPage(
     team: string,
     options: JobListFilter & { limit?: number; maxRead?: number },
     position: Record<string, unknown> | undefined,
-    byState: JobState | undefined,
   ): Promise<JobPage> {
-    const index = byState === undefined ? JOBS_INDEXES.byTeam : JOBS_INDEXES.byState;
-    const teamPartition = jobKeys.teamPartition(team);
+    const index = JOBS_INDEXES.byTeam;
     const limit = options.limit ?? 50;
     const maxRead = options.maxRead ?? MAX_JOBS_READ_PER_PAGE;
-    const filter =
-      byState === undefined
-        ? jobListFilter(options)
-        : jobListFilter({ labels: options.labels ?? [], team: teamPartition });
-    const positionOf = (item: Record<string, unknown>) => ({
-      pk: item.pk,
-      sk: item.sk,
-      [JOBS_INDEXES.byTeam.partition]: teamPartition,
-      [JOBS_INDEXES.byTeam.sort]: item[JOBS_INDEXES.byTeam.sort],
-    });
-    // Where the index reads from: a position as byTeam keys, or as byState's (the same job, in the state's partition).
-    let start =
-      position === undefined || byState === undefined
-        ? position
-        : {
-            pk: position.pk,
-            sk: position.sk,
-            [index.partition]: byState,
-            [index.sort]: position[JOBS_INDEXES.byTeam.sort],
-          };
+    const filter = jobListFilter(options);
+    let start = position;
     const jobs: JobRecord[] = [];
     let lastKept: Record<string, unknown> | undefined;
     let overflow = false;
@@ -772,7 +756,7 @@ export class JobStore {
           IndexName: index.name,
           KeyConditionExpression: '#pk = :pk',
           ExpressionAttributeNames: { '#pk': index.partition, ...filter?.names },
-          ExpressionAttributeValues: { ':pk': byState ?? teamPartition, ...filter?.values },
+          ExpressionAttributeValues: { ':pk': jobKeys.teamPartition(team), ...filter?.values },
           ...(filter && { FilterExpression: filter.expression }),
           ScanIndexForward: false,
           // Unfiltered, every job read is kept; filtered, a larger read finds the matches in fewer round trips.
@@ -789,17 +773,108 @@ export class JobStore {
       for (const item of kept) jobs.push(parseJobRecord(stripKeys(item)));
       lastKept = kept.at(-1) ?? lastKept;
     } while (!overflow && start && jobs.length < limit && read < maxRead);
-    const more = overflow || start !== undefined;
-    if (byState === undefined || !more || jobs.length === limit) {
-      // byTeam's own stopping point is always one of the team's jobs; byState's is the last job kept.
-      const at = !more ? undefined : overflow || byState !== undefined ? positionOf(lastKept ?? {}) : start;
-      return { jobs, nextCursor: at ? encodeOpaqueCursor(at) : undefined };
+    const at = overflow ? teamPosition(team, lastKept ?? {}) : start;
+    return { jobs, nextCursor: at ? encodeOpaqueCursor(at) : undefined };
+  }
+
+  /**
+   * One page of {@link listJobsByTeam} for live states: each state's byState partition read newest first with the
+   * team filtered, the partitions merged by gsi1sk (creation, then id: byTeam's order, so the page holds the jobs, in
+   * the order, that byTeam would). A job is handed out only once every partition has been read past it, so none that
+   * ranks before it can come later. A cursor in is read as "older than its job" in every partition (its job may be in
+   * another state by now, or in none asked for), and a cursor out is always a job of the team's own, the last handed
+   * out: byState holds every team's jobs, and where its reading stopped may be another team's, which a cursor must not
+   * name. A page that has read `maxRead` jobs without filling up (states crowded with other teams' jobs) reads on
+   * through byTeam from its last job. The partitions are read one after another, not at one moment: a job that moves
+   * between two of the states while the page is read is handed out once (at its first place), and one that moves into
+   * a partition already read past it is left out, as any listing read page by page can leave it.
+   */
+  private async liveStatesPage(
+    team: string,
+    options: JobListFilter & { limit?: number; maxRead?: number },
+    position: Record<string, unknown> | undefined,
+    states: readonly JobState[],
+  ): Promise<JobPage> {
+    const index = JOBS_INDEXES.byState;
+    const limit = options.limit ?? 50;
+    const maxRead = options.maxRead ?? MAX_JOBS_READ_PER_PAGE;
+    const filter = jobListFilter({ labels: options.labels ?? [], team: jobKeys.teamPartition(team) });
+    const after = position?.[index.sort];
+    const sortOf = (item: Record<string, unknown>) => String(item[index.sort]);
+    /** A state's partition: the matches read and not yet handed out, where its reading stopped, whether it is done. */
+    const partitions = states.map((state) => ({
+      state,
+      matches: [] as Record<string, unknown>[],
+      start: undefined as Record<string, unknown> | undefined,
+      done: false,
+    }));
+    const jobs: JobRecord[] = [];
+    const handedOut = new Set<string>();
+    let last: Record<string, unknown> | undefined;
+    let read = 0;
+    while (jobs.length < limit) {
+      // The match that ranks first among those in hand.
+      let next: { partition: (typeof partitions)[number]; item: Record<string, unknown> } | undefined;
+      for (const partition of partitions) {
+        const head = partition.matches[0];
+        if (head !== undefined && (next === undefined || compareCodeUnits(sortOf(head), sortOf(next.item)) > 0))
+          next = { partition, item: head };
+      }
+      // A partition with no match in hand may still hold one that ranks before it: read that partition first. Its
+      // unread jobs all rank after where its reading stopped.
+      const behind = partitions.find(
+        (p) =>
+          !p.done &&
+          p.matches.length === 0 &&
+          (next === undefined || p.start === undefined || compareCodeUnits(sortOf(p.start), sortOf(next.item)) > 0),
+      );
+      if (behind !== undefined) {
+        if (read >= maxRead) break;
+        const page = await this.client.send(
+          new QueryCommand({
+            TableName: this.tableName,
+            IndexName: index.name,
+            KeyConditionExpression: after === undefined ? '#pk = :pk' : '#pk = :pk AND #sk < :after',
+            ExpressionAttributeNames: {
+              '#pk': index.partition,
+              ...(after !== undefined && { '#sk': index.sort }),
+              ...filter?.names,
+            },
+            ExpressionAttributeValues: {
+              ':pk': behind.state,
+              ...(after !== undefined && { ':after': after }),
+              ...filter?.values,
+            },
+            FilterExpression: filter?.expression,
+            ScanIndexForward: false,
+            Limit: Math.min(FILTERED_READ, maxRead - read),
+            ExclusiveStartKey: behind.start,
+          }),
+        );
+        read += page.ScannedCount ?? 0;
+        behind.matches.push(...(page.Items ?? []));
+        behind.start = page.LastEvaluatedKey;
+        behind.done = behind.start === undefined;
+        continue;
+      }
+      if (next === undefined) break;
+      next.partition.matches.shift();
+      const item = next.item;
+      const job = parseJobRecord(stripKeys(item));
+      if (handedOut.has(job.jobId)) continue;
+      handedOut.add(job.jobId);
+      jobs.push(job);
+      last = item;
     }
-    const rest = await this.listPage(
+    const more = partitions.some((p) => !p.done || p.matches.length > 0);
+    if (!more || jobs.length === limit) {
+      return { jobs, nextCursor: more && last ? encodeOpaqueCursor(teamPosition(team, last)) : undefined };
+    }
+    // Crowded: read `maxRead` jobs without filling the page. byTeam goes on from the last job handed out.
+    const rest = await this.teamPage(
       team,
-      { ...options, limit: limit - jobs.length },
-      lastKept ? positionOf(lastKept) : position,
-      undefined,
+      { ...options, states, limit: limit - jobs.length },
+      last ? teamPosition(team, last) : position,
     );
     return { jobs: [...jobs, ...rest.jobs], ...(rest.nextCursor !== undefined && { nextCursor: rest.nextCursor }) };
   }

@@ -257,13 +257,107 @@ describe('listJobsByTeam with one live state', () => {
   });
 });
 
-// Last in the file: it crowds the RUNNING partition that the tests above count reads of.
-describe('listJobsByTeam with one live state crowded by another team', () => {
-  it('hands out cursors naming only the team’s own jobs, reading on through byTeam where byState is crowded', async () => {
+describe('listJobsByTeam with several live states', () => {
+  // vision: 117 finished jobs, vision-007 and (from the tests above) vision-200/201 running, vision-047 waiting,
+  // vision-087 paused; other teams' running jobs share the RUNNING partition.
+  const live: JobState[] = ['WAITING', 'RUNNING', 'PAUSED_BUDGET'];
+
+  it('reads only those states’ jobs, merged newest first as byTeam orders them, page by page', async () => {
+    const { store, scanned, indexes, reset } = stores.indexed;
+    const everything = await store.listJobsByTeam('vision', { limit: 1000 });
+    const expected = everything.jobs.filter((j) => live.includes(j.state)).map((j) => j.jobId);
+    reset();
+
+    const found: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await store.listJobsByTeam('vision', { states: live, limit: 2, cursor });
+      found.push(...page.jobs.map((j) => j.jobId));
+      cursor = page.nextCursor;
+    } while (cursor);
+
+    expect(expected).toEqual(['vision-201', 'vision-200', 'vision-087', 'vision-047', 'vision-007']);
+    expect(found).toEqual(expected);
+    expect(new Set(indexes())).toEqual(new Set(['byState']));
+    // Three pages, each reading each of the three partitions at most once: the live jobs of every team (9 here), and
+    // none of vision's 117 finished ones.
+    expect(scanned()).toBeLessThanOrEqual(3 * 9);
+    // Before the index (or without it), the first page alone reads through vision's history to its third live job.
+    stores.unindexed.reset();
+    await stores.unindexed.store.listJobsByTeam('vision', { states: live, limit: 2 });
+    expect(stores.unindexed.scanned()).toBeGreaterThanOrEqual(120 - 47);
+  });
+
+  it('gives the jobs and cursors the byTeam reading gives, either continuing the other', async () => {
+    const indexed = stores.indexed.store;
+    const unindexed = stores.unindexed.store;
+    // The unindexed table has vision's first 120 jobs only; list what both hold: created before vision-200.
+    const both = await unindexed.listJobsByTeam('vision', { states: live, limit: 1000 });
+    expect(both.jobs.map((j) => j.jobId)).toEqual(['vision-087', 'vision-047', 'vision-007']);
+
+    const viaIndex = await indexed.listJobsByTeam('vision', { states: live, limit: 3 });
+    expect(viaIndex.jobs.map((j) => j.jobId)).toEqual(['vision-201', 'vision-200', 'vision-087']);
+    // The index's cursor, continued through byTeam (states mixed with a terminal one), and byTeam's through the index.
+    const onByTeam = await indexed.listJobsByTeam('vision', {
+      states: [...live, 'SUCCEEDED'],
+      limit: 2,
+      cursor: viaIndex.nextCursor,
+    });
+    expect(onByTeam.jobs.map((j) => j.jobId)).toEqual(['vision-086', 'vision-084']);
+    const backOnIndex = await indexed.listJobsByTeam('vision', { states: live, cursor: onByTeam.nextCursor });
+    expect(backOnIndex.jobs.map((j) => j.jobId)).toEqual(['vision-047', 'vision-007']);
+    expect(backOnIndex.nextCursor).toBeUndefined();
+  });
+
+  it('reads a list of states with a terminal one through byTeam', async () => {
     const { store, indexes, reset } = stores.indexed;
+    reset();
+
+    const page = await store.listJobsByTeam('vision', { states: ['RUNNING', 'FAILED'], limit: 3 });
+
+    expect(page.jobs.map((j) => j.jobId)).toEqual(['vision-201', 'vision-200', 'vision-119']);
+    expect(new Set(indexes())).toEqual(new Set(['byTeam']));
+  });
+
+  it('hands out a job that moves between two of the states while the page is read once', async () => {
+    const { store } = stores.indexed;
+    for (const [i, state] of (['WAITING', 'RUNNING'] as const).entries()) {
+      await store.createJob(
+        jobRecord({
+          jobId: `hopping-00${i}`,
+          team: 'hopping',
+          state,
+          createdAt: new Date(T.created + i * 60_000).toISOString(),
+        }),
+      );
+    }
+    // The WAITING partition is read first (states in the order asked); hopping-000 moves to RUNNING right after.
+    let queries = 0;
+    const client = {
+      send: async (command: Parameters<typeof dynamo.doc.send>[0]) => {
+        const out = await dynamo.doc.send(command);
+        if ((command.input as { IndexName?: string }).IndexName === JOBS_INDEXES.byState.name && queries++ === 0)
+          await store.transition('hopping-000', ['WAITING'], 'RUNNING');
+        return out;
+      },
+    } as unknown as typeof dynamo.doc;
+
+    const page = await new JobStore(client, dynamo.tables.jobs).listJobsByTeam('hopping', {
+      states: ['WAITING', 'RUNNING'],
+    });
+
+    expect(queries).toBe(2);
+    expect(page.jobs.map((j) => j.jobId)).toEqual(['hopping-001', 'hopping-000']);
+    expect(page.nextCursor).toBeUndefined();
+  });
+});
+
+// Last in the file: it crowds the RUNNING partition that the tests above count reads of.
+describe('listJobsByTeam with live states crowded by another team', () => {
+  beforeAll(async () => {
     // 300 running jobs of another team, all created between vision-007 and vision-200.
     for (let i = 0; i < 300; i++) {
-      await store.createJob(
+      await stores.indexed.store.createJob(
         jobRecord({
           jobId: `crowd-${String(i).padStart(3, '0')}`,
           team: 'crowd',
@@ -272,23 +366,33 @@ describe('listJobsByTeam with one live state crowded by another team', () => {
         }),
       );
     }
-    reset();
-    const found: string[] = [];
-    const cursors: unknown[] = [];
-    let cursor: string | undefined;
-    do {
-      const page = await store.listJobsByTeam('vision', { states: ['RUNNING'], limit: 2, maxRead: 100, cursor });
-      found.push(...page.jobs.map((j) => j.jobId));
-      cursor = page.nextCursor;
-      if (cursor) cursors.push(decodeOpaqueCursor(cursor));
-    } while (cursor);
-
-    expect(found).toEqual(['vision-201', 'vision-200', 'vision-007']);
-    expect(cursors.length).toBeGreaterThan(0);
-    for (const at of cursors) {
-      expect(at).toMatchObject({ pk: expect.stringMatching(/^JOB#vision-/), gsi1pk: 'TEAM#vision' });
-    }
-    // The second page read 100 of the crowd through byState, then went on through byTeam.
-    expect(indexes()).toContain('byTeam');
   });
+
+  it.each([
+    { states: ['RUNNING'] as JobState[], ids: ['vision-201', 'vision-200', 'vision-007'] },
+    { states: ['WAITING', 'RUNNING'] as JobState[], ids: ['vision-201', 'vision-200', 'vision-047', 'vision-007'] },
+  ])(
+    '$states: hands out cursors naming only the team’s own jobs, reading on through byTeam where byState is crowded',
+    async ({ states, ids }) => {
+      const { store, indexes, reset } = stores.indexed;
+      reset();
+      const found: string[] = [];
+      const cursors: unknown[] = [];
+      let cursor: string | undefined;
+      do {
+        const page = await store.listJobsByTeam('vision', { states, limit: 2, maxRead: 100, cursor });
+        found.push(...page.jobs.map((j) => j.jobId));
+        cursor = page.nextCursor;
+        if (cursor) cursors.push(decodeOpaqueCursor(cursor));
+      } while (cursor);
+
+      expect(found).toEqual(ids);
+      expect(cursors.length).toBeGreaterThan(0);
+      for (const at of cursors) {
+        expect(at).toMatchObject({ pk: expect.stringMatching(/^JOB#vision-/), gsi1pk: 'TEAM#vision' });
+      }
+      // The second page read 100 of the crowd through byState, then went on through byTeam.
+      expect(indexes()).toContain('byTeam');
+    },
+  );
 });
