@@ -20,7 +20,7 @@ import { DEFAULT_PLACEMENT_CONFIG, SPOT_PLAN_RISK_AVERSION } from '../lambdas/do
 import { MAX_PLAN_GRID_POINTS, planGridPoints } from '../lambdas/domain/spot-planner';
 import type { ControlPlane } from '../lambdas/shared/control-plane';
 import { createDocumentClient } from '../lambdas/shared/dynamo';
-import { JobStore, jobItem } from '../lambdas/shared/job-store';
+import { JobStore, jobItem, MAX_JOBS_READ_PER_PAGE } from '../lambdas/shared/job-store';
 import { logger } from '../lambdas/shared/logger';
 import type { FleetFacts, LifecycleControl } from '../lambdas/shared/ports';
 import { createTableRequest, JOBS_INDEXES, JOBS_TABLE } from '../lambdas/shared/table-design';
@@ -174,6 +174,14 @@ export interface LiveJobsReadPath {
   readonly readUnits: number;
   readonly runs: number;
   readonly medianMs: number;
+  /** One team's jobs under way as `GET /jobs?state=RUNNING,WAITING,PAUSED_BUDGET` lists them, every page followed. */
+  readonly teamListing: {
+    readonly itemsRead: number;
+    readonly readUnits: number;
+    /** Pages (API calls) until the last: a page reads at most MAX_JOBS_READ_PER_PAGE jobs. */
+    readonly pages: number;
+    readonly medianMs: number;
+  };
 }
 
 /** budget-watch's read of the live jobs (JobStore.listJobsInStates) over a history of finished jobs. */
@@ -181,6 +189,8 @@ export interface LiveJobsReadFigure {
   readonly teams: number;
   readonly finishedJobs: number;
   readonly liveJobs: number;
+  /** The live jobs of the team whose listing was read. */
+  readonly teamLiveJobs: number;
   /** About the size of one job item as DynamoDB counts it (attribute names and values), in bytes. */
   readonly itemBytes: number;
   readonly paths: readonly LiveJobsReadPath[];
@@ -899,6 +909,12 @@ async function measureLiveJobsRead(
       options.log(`control-plane: live-jobs read: ${items.length} jobs written to ${table}`);
     }
     const itemBytes = dynamoItemBytes(items[1] as Record<string, unknown>);
+    const listedTeam = teams[0] as string;
+    // The listed team's live jobs, newest first (their ids sort as they were created).
+    const teamLive = items
+      .filter((item) => item.team === listedTeam && item.state !== 'SUCCEEDED')
+      .map((item) => item.jobId)
+      .reverse();
     const paths: LiveJobsReadPath[] = [];
     let expected: string | undefined;
     for (const [path, table] of Object.entries(tables) as Array<[LiveJobsReadPath['path'], string]>) {
@@ -911,6 +927,7 @@ async function measureLiveJobsRead(
         },
       } as unknown as typeof doc;
       const store = new JobStore(counting, table);
+      const units = (read: number) => Math.ceil((read * itemBytes) / 4096) / 2;
       const samples: number[] = [];
       let itemsRead = 0;
       for (let run = 0; run < options.runs; run++) {
@@ -927,18 +944,57 @@ async function measureLiveJobsRead(
         }
         expected = ids;
       }
+      // The team's own listing of what is under way, as the API pages it, every cursor followed.
+      const listingSamples: number[] = [];
+      let listingRead = 0;
+      let pages = 0;
+      for (let run = 0; run < options.runs; run++) {
+        scanned = 0;
+        pages = 0;
+        const found: string[] = [];
+        let cursor: string | undefined;
+        const started = performance.now();
+        do {
+          const page = await store.listJobsByTeam(listedTeam, { states: liveStates, limit: 20, cursor });
+          found.push(...page.jobs.map((j) => j.jobId));
+          cursor = page.nextCursor;
+          pages++;
+        } while (cursor);
+        listingSamples.push(performance.now() - started);
+        listingRead = scanned;
+        if (found.join(',') !== teamLive.join(',')) {
+          throw new BenchMeasurementFailed(
+            `GET /jobs through ${path} listed ${found.length} jobs, expected ${listedTeam}'s ${teamLive.length} live ones`,
+          );
+        }
+      }
       paths.push({
         path,
         itemsRead,
-        readUnits: Math.ceil((itemsRead * itemBytes) / 4096) / 2,
+        readUnits: units(itemsRead),
         runs: options.runs,
         medianMs: percentile(samples, 50),
+        teamListing: {
+          itemsRead: listingRead,
+          readUnits: units(listingRead),
+          pages,
+          medianMs: percentile(listingSamples, 50),
+        },
       });
       options.log(
-        `control-plane: live-jobs read through ${path}: ${itemsRead} items, ${percentile(samples, 50).toFixed(1)} ms`,
+        `control-plane: live-jobs read through ${path}: ${itemsRead} items, ${percentile(samples, 50).toFixed(1)} ms; ` +
+          `${listedTeam}'s listing: ${listingRead} items in ${pages} pages, ` +
+          `${percentile(listingSamples, 50).toFixed(1)} ms`,
       );
     }
-    return { teams: teams.length, finishedJobs: options.finished, liveJobs: options.live, itemBytes, paths };
+    return {
+      teams: teams.length,
+      finishedJobs: options.finished,
+      liveJobs: options.live,
+      teamLiveJobs: teamLive.length,
+      itemBytes,
+      paths,
+    };
   } finally {
     doc.destroy();
   }
@@ -1133,6 +1189,25 @@ export function controlPlaneTables(result: ControlPlaneBenchResult): string {
     lines.push(
       `| ${name} | ${path.itemsRead.toLocaleString('en-US')} | ${path.readUnits.toLocaleString('en-US')} | ` +
         `$${monthly.toFixed(2)} | ${path.medianMs.toFixed(1)} ms |`,
+    );
+  }
+  lines.push(
+    '',
+    `A team's jobs under way as \`GET /jobs?state=RUNNING,WAITING,PAUSED_BUDGET&limit=20\` lists them, every ` +
+      `cursor followed (one team of the ${r.teams}: ${r.teamLiveJobs} live jobs among its ` +
+      `${Math.round((r.finishedJobs + r.liveJobs) / r.teams).toLocaleString('en-US')}; a page reads at most ` +
+      `${MAX_JOBS_READ_PER_PAGE.toLocaleString('en-US')} jobs):`,
+    '',
+    '| read | items read | read units | pages | median, all pages |',
+    '|---|---|---|---|---|',
+  );
+  for (const path of r.paths) {
+    const name =
+      path.path === 'byState' ? 'byState, the states’ partitions merged' : 'byTeam, the team’s history (before)';
+    const l = path.teamListing;
+    lines.push(
+      `| ${name} | ${l.itemsRead.toLocaleString('en-US')} | ${l.readUnits.toLocaleString('en-US')} | ${l.pages} | ` +
+        `${l.medianMs.toFixed(1)} ms |`,
     );
   }
   return lines.join('\n');

@@ -131,10 +131,25 @@ describe('controlPlaneTables', () => {
       teams: 4,
       finishedJobs: 20_000,
       liveJobs: 20,
+      teamLiveJobs: 5,
       itemBytes: 2_048,
       paths: [
-        { path: 'byState', itemsRead: 20, readUnits: 5, runs: 9, medianMs: 3.04 },
-        { path: 'byTeam', itemsRead: 20_020, readUnits: 5_005, runs: 9, medianMs: 812.5 },
+        {
+          path: 'byState',
+          itemsRead: 20,
+          readUnits: 5,
+          runs: 9,
+          medianMs: 3.04,
+          teamListing: { itemsRead: 20, readUnits: 5, pages: 1, medianMs: 4.26 },
+        },
+        {
+          path: 'byTeam',
+          itemsRead: 20_020,
+          readUnits: 5_005,
+          runs: 9,
+          medianMs: 812.5,
+          teamListing: { itemsRead: 5_005, readUnits: 1_251.5, pages: 6, medianMs: 230 },
+        },
       ],
     },
     elapsedSeconds: 1,
@@ -146,6 +161,15 @@ describe('controlPlaneTables', () => {
     // 5 read units × 8,640 ticks × $0.125 per million = $0.0054; 5,005 units: $5.41.
     expect(rows).toContain('| byState, a Query per live state | 20 | 5 | $0.01 | 3.0 ms |');
     expect(rows).toContain('| byTeam, each team’s history (before) | 20,020 | 5,005 | $5.41 | 812.5 ms |');
+  });
+
+  it('shows a team’s listing of its live jobs with the pages each way takes', () => {
+    const tables = controlPlaneTables(result);
+    const rows = tables.split('\n');
+
+    expect(tables).toContain('one team of the 4: 5 live jobs among its 5,005; a page reads at most 1,000 jobs');
+    expect(rows).toContain('| byState, the states’ partitions merged | 20 | 5 | 1 | 4.3 ms |');
+    expect(rows).toContain('| byTeam, the team’s history (before) | 5,005 | 1,251.5 | 6 | 230.0 ms |');
   });
 
   it('lists each bundle’s SDK packages loaded at init apart from those loaded on first use', () => {
