@@ -30,7 +30,7 @@ export interface MetricSpec {
   readonly dimensions: readonly string[];
   readonly statistic: MetricStatistic;
   /** The handler that emits it. */
-  readonly emitter: 'budget-watch' | 'interruption';
+  readonly emitter: 'budget-watch' | 'interruption' | 'attempt-outcome';
 }
 
 /** Every metric Trainyard publishes (docs/operations.md, "Dashboard and metrics", says what each value means). */
@@ -76,6 +76,17 @@ export const PLATFORM_METRICS = {
     dimensions: ['Tier'],
     statistic: 'Sum',
     emitter: 'interruption',
+  },
+  /**
+   * Spot attempts that ended reclaimed, once per attempt: EC2 reclaims (with or without a warning the platform saw)
+   * and Fargate Spot's on the CPU tiers, which send no EC2 warning. Emitted where an attempt's outcome is recorded
+   * (attempt-outcome, and execution-ended and finalize for an ending job's attempts).
+   */
+  SpotReclaims: {
+    unit: 'Count',
+    dimensions: ['Tier'],
+    statistic: 'Sum',
+    emitter: 'attempt-outcome',
   },
 } as const satisfies Record<string, MetricSpec>;
 

@@ -63,7 +63,7 @@ export interface ExecutionEndedOptions {
   readonly sleep?: (ms: number) => Promise<void>;
 }
 
-type Plane = Pick<ControlPlane, 'config' | 'jobs' | 'ledger' | 'workspace' | 'events' | 'batch' | 'clock'>;
+type Plane = Pick<ControlPlane, 'config' | 'jobs' | 'ledger' | 'workspace' | 'events' | 'batch' | 'clock' | 'metrics'>;
 
 /** The reason a job that was still live ends with. */
 export function executionEndedReason(ended: Pick<ExecutionStatusChange, 'status' | 'error' | 'cause'>): string {

@@ -62,7 +62,7 @@ const INTERRUPTION_KINDS = ['reclaimed', 'capacity-starved', 'moved', 'budget-st
 
 /** Creates the AttemptOutcome step. */
 export function createAttemptOutcomeHandler(
-  plane: Pick<ControlPlane, 'config' | 'jobs' | 'workspace' | 'events' | 'batch' | 'clock' | 'ledger'>,
+  plane: Pick<ControlPlane, 'config' | 'jobs' | 'workspace' | 'events' | 'batch' | 'clock' | 'ledger' | 'metrics'>,
 ) {
   /**
    * The attempt's task failed with no Batch job in its error: the job Batch has for it after all, ended, or undefined

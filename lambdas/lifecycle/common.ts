@@ -131,7 +131,7 @@ export function progressSeconds(job: Pick<JobRecord, 'progress' | 'estimate'>): 
  * {@link AttemptGotBatchJob}, and the caller looks the attempt up again.
  */
 export async function recordAttemptEnd(
-  plane: Pick<ControlPlane, 'config' | 'jobs' | 'events' | 'workspace' | 'batch'>,
+  plane: Pick<ControlPlane, 'config' | 'jobs' | 'events' | 'workspace' | 'batch' | 'metrics'>,
   job: JobRecord,
   attempt: AttemptRecord,
   ended: BatchJob | { missing: string },
@@ -139,6 +139,8 @@ export async function recordAttemptEnd(
 ): Promise<AttemptOutcome> {
   const { jobId } = job;
   let outcome: AttemptOutcome;
+  /** When the attempt stopped, as recorded (from Batch's end). */
+  let stoppedAt: number | undefined;
   if ('missing' in ended && attempt.batchJobId !== undefined) {
     const unseen = unseenText(attempt.batchJobId);
     // Its stop recorded already (batch-events heard Batch's end, or a first run of this wrote it): that record stands.
@@ -213,11 +215,19 @@ export async function recordAttemptEnd(
         logStreamName: ended.attempts.at(-1)?.container?.logStreamName ?? ended.container?.logStreamName,
       };
     });
+    stoppedAt = stored?.stoppedAt;
     // When Batch's RUNNING has not reached batch-events, this write recorded the start too; announce it (a replay
     // announces what a failed first run recorded and did not).
     await announceStart(plane, job, stored, ended.jobId);
   }
-  await plane.jobs.updateAttempt(jobId, attempt.attempt, { outcome }, 'outcome');
+  const recorded = await plane.jobs.updateAttempt(jobId, attempt.attempt, { outcome }, 'outcome');
+  // Counted by the write that recorded the outcome, so a replay (which finds it recorded) does not count it again.
+  if (recorded && outcome.kind === 'reclaimed' && plane.config.observability.platformMetrics) {
+    await plane.metrics.publish(
+      [{ metric: 'SpotReclaims', value: 1, dimensions: { Tier: job.tier } }],
+      stoppedAt ?? now.getTime(),
+    );
+  }
   return outcome;
 }
 
@@ -278,7 +288,7 @@ export function endUnrecorded(attempt: Pick<AttemptRecord, 'stoppedAt' | 'outcom
  * text for the caller's AttemptsStillRunning; none left means every attempt's end and cost are recorded.
  */
 export async function endOpenAttempts(
-  plane: Pick<ControlPlane, 'config' | 'jobs' | 'events' | 'batch' | 'clock' | 'workspace'>,
+  plane: Pick<ControlPlane, 'config' | 'jobs' | 'events' | 'batch' | 'clock' | 'workspace' | 'metrics'>,
   job: JobRecord,
   terminated: Set<string>,
 ): Promise<string[]> {

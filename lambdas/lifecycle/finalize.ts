@@ -39,7 +39,7 @@ export interface FinalizeOutput {
 
 /** Creates the Finalize step. */
 export function createFinalizeHandler(
-  plane: Pick<ControlPlane, 'config' | 'jobs' | 'ledger' | 'workspace' | 'events' | 'batch' | 'clock'>,
+  plane: Pick<ControlPlane, 'config' | 'jobs' | 'ledger' | 'workspace' | 'events' | 'batch' | 'clock' | 'metrics'>,
 ) {
   return async (input: unknown): Promise<FinalizeOutput> => {
     const parsed = parseStep(finalizeInputSchema, 'Finalize', input);

@@ -784,8 +784,9 @@ export class JobStore {
    * ranks before it can come later. A cursor in is read as "older than its job" in every partition (its job may be in
    * another state by now, or in none asked for), and a cursor out is always a job of the team's own, the last handed
    * out: byState holds every team's jobs, and where its reading stopped may be another team's, which a cursor must not
-   * name. A page that has read `maxRead` jobs without filling up (states crowded with other teams' jobs) reads on
-   * through byTeam from its last job. The partitions are read one after another, not at one moment: a job that moves
+   * name. The partitions read at most half of `maxRead`; a page that has read that without filling up (states crowded
+   * with other teams' jobs) reads on through byTeam from its last job with the rest, so the page reads at most
+   * `maxRead` jobs in all. The partitions are read one after another, not at one moment: a job that moves
    * between two of the states while the page is read is handed out once (at its first place), and one that moves into
    * a partition already read past it is left out, as any listing read page by page can leave it.
    */
@@ -808,11 +809,14 @@ export class JobStore {
       start: undefined as Record<string, unknown> | undefined,
       done: false,
     }));
+    // The partitions may read half the page's budget: where they are crowded, byTeam reads on with the rest, so the
+    // page as a whole reads at most `maxRead` jobs.
+    const stateBudget = Math.floor(maxRead / 2);
     const jobs: JobRecord[] = [];
     const handedOut = new Set<string>();
     let last: Record<string, unknown> | undefined;
     let read = 0;
-    while (jobs.length < limit) {
+    while (jobs.length < limit && stateBudget > 0) {
       // The match that ranks first among those in hand.
       let next: { partition: (typeof partitions)[number]; item: Record<string, unknown> } | undefined;
       for (const partition of partitions) {
@@ -829,7 +833,7 @@ export class JobStore {
           (next === undefined || p.start === undefined || compareCodeUnits(sortOf(p.start), sortOf(next.item)) > 0),
       );
       if (behind !== undefined) {
-        if (read >= maxRead) break;
+        if (read >= stateBudget) break;
         const page = await this.client.send(
           new QueryCommand({
             TableName: this.tableName,
@@ -847,7 +851,7 @@ export class JobStore {
             },
             FilterExpression: filter?.expression,
             ScanIndexForward: false,
-            Limit: Math.min(FILTERED_READ, maxRead - read),
+            Limit: Math.min(FILTERED_READ, stateBudget - read),
             ExclusiveStartKey: behind.start,
           }),
         );
@@ -870,10 +874,10 @@ export class JobStore {
     if (!more || jobs.length === limit) {
       return { jobs, nextCursor: more && last ? encodeOpaqueCursor(teamPosition(team, last)) : undefined };
     }
-    // Crowded: read `maxRead` jobs without filling the page. byTeam goes on from the last job handed out.
+    // Crowded: the partitions' budget is spent and the page is not full. byTeam goes on from the last job handed out.
     const rest = await this.teamPage(
       team,
-      { ...options, states, limit: limit - jobs.length },
+      { ...options, states, limit: limit - jobs.length, maxRead: maxRead - read },
       last ? teamPosition(team, last) : position,
     );
     return { jobs: [...jobs, ...rest.jobs], ...(rest.nextCursor !== undefined && { nextCursor: rest.nextCursor }) };

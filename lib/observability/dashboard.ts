@@ -77,6 +77,7 @@ export class OperationsDashboard extends Construct {
     const alarms = constructs.filter((c): c is cloudwatch.Alarm => c instanceof cloudwatch.Alarm);
     const teams = config.teams.map((t) => t.id);
     const spotTiers = config.tiers.filter((t) => t.spotAllowed).map((t) => t.id);
+    const ec2SpotTiers = config.tiers.filter((t) => t.spotAllowed && t.kind === 'gpu').map((t) => t.id);
     const probedTiers = config.tiers.filter(keepsTierSpotRecord).map((t) => t.id);
     const percent = (fraction: number) => Math.round(fraction * 10_000) / 100;
     const machine = props.stateMachine;
@@ -118,10 +119,13 @@ export class OperationsDashboard extends Construct {
               metric.call(machine, { label, period: COUNT_PERIOD, statistic: cloudwatch.Stats.SUM }),
             ),
           ),
-          graph(
-            'Spot interruptions per hour, by tier',
-            spotTiers.map((tier) => platformMetric('SpotInterruptions', { Tier: tier }, { label: tier })),
-          ),
+          // Every spot tier's reclaims; warnings only on the EC2 tiers (Fargate Spot, the CPU tiers', sends none).
+          graph('Spot reclaims and warnings per hour, by tier', [
+            ...spotTiers.map((tier) => platformMetric('SpotReclaims', { Tier: tier }, { label: `${tier} reclaimed` })),
+            ...ec2SpotTiers.map((tier) =>
+              platformMetric('SpotInterruptions', { Tier: tier }, { label: `${tier} warned` }),
+            ),
+          ]),
         ],
         [
           graph(

@@ -92,9 +92,13 @@ describe('operations dashboard', () => {
     ]);
     const spotTiers = s.config.tiers.filter((t) => t.spotAllowed).map((t) => t.id);
     expect(spotTiers).not.toContain('gpu-multinode');
-    expect(
-      trainyardSeries(widget(board.widgets, 'Spot interruptions per hour, by tier')).map((m) => m.dimensions.Tier),
-    ).toEqual(spotTiers);
+    expect(spotTiers).toContain('cpu-small');
+    const spot = trainyardSeries(widget(board.widgets, 'Spot reclaims and warnings per hour, by tier'));
+    // Reclaims on every spot tier; warnings on the EC2 ones only (Fargate Spot sends none).
+    expect(spot.filter((m) => m.metric === 'SpotReclaims').map((m) => m.dimensions.Tier)).toEqual(spotTiers);
+    expect(spot.filter((m) => m.metric === 'SpotInterruptions').map((m) => m.dimensions.Tier)).toEqual(
+      spotTiers.filter((tier) => tier.startsWith('gpu-')),
+    );
   });
 
   it('reads every Trainyard metric with the dimensions and statistic the catalogue gives it', () => {

@@ -54,6 +54,7 @@ function planeOf(jobs: JobStore) {
     events,
     fleet,
     batch,
+    metrics: bench.ports.metrics,
   };
 }
 

@@ -374,13 +374,16 @@ describe('listJobsByTeam with live states crowded by another team', () => {
   ])(
     '$states: hands out cursors naming only the team’s own jobs, reading on through byTeam where byState is crowded',
     async ({ states, ids }) => {
-      const { store, indexes, reset } = stores.indexed;
+      const { store, indexes, scanned, reset } = stores.indexed;
       reset();
       const found: string[] = [];
       const cursors: unknown[] = [];
+      const readPerPage: number[] = [];
       let cursor: string | undefined;
       do {
+        const before = scanned();
         const page = await store.listJobsByTeam('vision', { states, limit: 2, maxRead: 100, cursor });
+        readPerPage.push(scanned() - before);
         found.push(...page.jobs.map((j) => j.jobId));
         cursor = page.nextCursor;
         if (cursor) cursors.push(decodeOpaqueCursor(cursor));
@@ -391,8 +394,10 @@ describe('listJobsByTeam with live states crowded by another team', () => {
       for (const at of cursors) {
         expect(at).toMatchObject({ pk: expect.stringMatching(/^JOB#vision-/), gsi1pk: 'TEAM#vision' });
       }
-      // The second page read 100 of the crowd through byState, then went on through byTeam.
+      // The second page read the crowd through byState, then went on through byTeam, each page within its budget.
       expect(indexes()).toContain('byTeam');
+      for (const read of readPerPage) expect(read).toBeLessThanOrEqual(100);
+      expect(Math.max(...readPerPage)).toBeGreaterThan(50);
     },
   );
 });

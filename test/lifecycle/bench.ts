@@ -45,7 +45,9 @@ export interface AttemptScript {
    * with a 5xx after Batch created the job, which runs until TerminateJob); lost-late (as lost, but ListJobs does not
    * list the job yet and its state-change events reach batch-events only after the attempt was recorded as ended);
    * unrecorded-notice (the harness read a spot notice from IMDS that the platform never recorded, checkpointed and
-   * exited 75 before the host went: `Essential container in task exited`, its progress.json saying `spot_notice`).
+   * exited 75 before the host went: `Essential container in task exited`, its progress.json saying `spot_notice`);
+   * fargate-reclaim (a CPU tier's Fargate Spot task interrupted: no container instance and no EC2 warning, the
+   * harness checkpointed on the SIGTERM and exited 75, Batch's reason `Your Spot Task was interrupted.`).
    */
   readonly result:
     | 'succeed'
@@ -57,7 +59,8 @@ export interface AttemptScript {
     | 'unsubmitted'
     | 'lost'
     | 'lost-late'
-    | 'unrecorded-notice';
+    | 'unrecorded-notice'
+    | 'fargate-reclaim';
   /** Seconds the attempt runs (default 1800). */
   readonly seconds?: number;
   /** Training step reached: the harness writes progress.json and a complete checkpoint at this step. */
@@ -158,8 +161,9 @@ export class ScriptedBatch implements LocalBatch, BatchControl {
     const instance = `i-0${attempt}${jobId.slice(-6).replace(/[^0-9a-f]/g, 'a')}abcdef01`.slice(0, 19);
     const containerInstanceArn = `arn:aws:ecs:us-east-1:123456789012:container-instance/trainyard/${instance}`;
     const logStreamName = `${TEAM}/default/${batchJobId.slice(0, 8)}`;
+    // A Fargate task runs on no container instance of ours.
     const container = {
-      ContainerInstanceArn: containerInstanceArn,
+      ...(script.result === 'fargate-reclaim' ? {} : { ContainerInstanceArn: containerInstanceArn }),
       TaskArn: `arn:aws:ecs:task/${batchJobId}`,
       LogStreamName: logStreamName,
     };
@@ -177,6 +181,11 @@ export class ScriptedBatch implements LocalBatch, BatchControl {
       if (script.notice) await b.deliverSpotNotice(instance);
       b.clock.advance(script.seconds ?? 1800);
       statusReason = `Host EC2 (instance ${instance}) terminated.`;
+      exitCode = 75;
+      status = 'FAILED';
+    } else if (script.result === 'fargate-reclaim') {
+      b.clock.advance(script.seconds ?? 1800);
+      statusReason = 'Your Spot Task was interrupted.';
       exitCode = 75;
       status = 'FAILED';
     } else if (script.result === 'unrecorded-notice') {

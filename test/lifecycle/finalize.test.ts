@@ -48,6 +48,7 @@ beforeEach(async () => {
     workspace,
     events: bench.ports.events,
     batch: bench.ports.batch,
+    metrics: bench.ports.metrics,
     clock: () => NOW,
   });
 });
@@ -269,6 +270,7 @@ describe('Finalize: an orphaned Batch job’s cost', () => {
       workspace,
       events,
       batch,
+      metrics: bench.ports.metrics,
       clock: () => NOW,
     });
   }

@@ -1204,6 +1204,47 @@ describe('placement reads the tier’s spot record', () => {
   });
 });
 
+describe('a CPU tier’s Fargate Spot reclaim', () => {
+  it('resumes the job on spot and counts the reclaim for the tier, with no EC2 warning to count', async () => {
+    const b = await start();
+    // cpu-large runs an attempt 10 minutes at most.
+    const r = await run(
+      b,
+      [
+        { result: 'fargate-reclaim', step: 400, seconds: 120 },
+        { result: 'succeed', seconds: 120 },
+      ],
+      { requirements: { tier: 'cpu-large' } },
+    );
+
+    expect(r.job.state).toBe('SUCCEEDED');
+    expect(r.attempts.map((a) => [a.capacity, a.outcome?.kind])).toEqual([
+      ['spot', 'reclaimed'],
+      ['spot', 'succeeded'],
+    ]);
+    const metrics = extractMetrics(b.metricLines);
+    expect(
+      metrics.filter((m) => m.metric === 'SpotReclaims').map(({ dimensions, value }) => ({ dimensions, value })),
+    ).toEqual([{ dimensions: { Tier: 'cpu-large' }, value: 1 }]);
+    expect(metrics.filter((m) => m.metric === 'SpotInterruptions')).toEqual([]);
+  });
+
+  it('counts nothing when platform metrics are off', async () => {
+    const b = await start({ config: { observability: { platformMetrics: false } } });
+    const r = await run(
+      b,
+      [
+        { result: 'fargate-reclaim', step: 400, seconds: 120 },
+        { result: 'succeed', seconds: 120 },
+      ],
+      { requirements: { tier: 'cpu-large' } },
+    );
+
+    expect(r.attempts.map((a) => a.outcome?.kind)).toEqual(['reclaimed', 'succeeded']);
+    expect(extractMetrics(b.metricLines)).toEqual([]);
+  });
+});
+
 describe('replaying every Task invocation and every AWS event twice', () => {
   const scenario: AttemptScript[] = [
     { result: 'reclaim', step: 800, notice: true, seconds: 1200 },
@@ -1231,6 +1272,9 @@ describe('replaying every Task invocation and every AWS event twice', () => {
       interruptionsCounted: extractMetrics(b.metricLines)
         .filter((m) => m.metric === 'SpotInterruptions')
         .reduce((sum, m) => sum + m.value, 0),
+      reclaimsCounted: extractMetrics(b.metricLines)
+        .filter((m) => m.metric === 'SpotReclaims')
+        .reduce((sum, m) => sum + m.value, 0),
     };
     await b.stop();
     bench = undefined;
@@ -1245,5 +1289,6 @@ describe('replaying every Task invocation and every AWS event twice', () => {
     expect(once.attempts).toHaveLength(2);
     expect(once.ledger.spent).toBe(once.cost);
     expect(once.interruptionsCounted).toBe(1);
+    expect(once.reclaimsCounted).toBe(1);
   });
 });
