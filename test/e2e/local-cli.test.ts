@@ -132,13 +132,15 @@ describe('local mode through the CLI', () => {
     expect(spentCents).toBeGreaterThanOrEqual(6); // two spot attempts of at least 60 s at $1.80/h
     expect(cents(status.costSoFarUsd)).toBe(spentCents);
 
-    // The interruption was counted once, as an EMF line in the local folder where a deployment's log would hold it.
-    const interruptions = extractMetrics(readFileSync(join(localDir, 'metrics.jsonl'), 'utf8').split('\n')).filter(
-      (m) => m.metric === 'SpotInterruptions',
-    );
-    expect(interruptions.map(({ dimensions, value }) => ({ dimensions, value }))).toEqual([
-      { dimensions: { Tier: 'cpu-test' }, value: 1 },
-    ]);
+    // The interruption's warning and its reclaim were each counted once, as EMF lines in the local folder where a
+    // deployment's log would hold them.
+    const metrics = extractMetrics(readFileSync(join(localDir, 'metrics.jsonl'), 'utf8').split('\n'));
+    for (const name of ['SpotInterruptions', 'SpotReclaims']) {
+      expect(
+        metrics.filter((m) => m.metric === name).map(({ dimensions, value }) => ({ dimensions, value })),
+        name,
+      ).toEqual([{ dimensions: { Tier: 'cpu-test' }, value: 1 }]);
+    }
 
     // The ledger: nothing reserved any more, spent equal to the attempts' costs to the cent.
     const budgets = json(await trainyard(['budgets', '--json'], localDir)) as {
