@@ -1,7 +1,8 @@
 /**
- * Local compute that behaves like AWS Batch on EC2 for the lifecycle: each submitted job (one Trainyard attempt) runs
- * the real harness (`python -m trainyard_harness -- <command>`) as a subprocess, with a per-attempt fake IMDS for spot
- * notices and s3rver for code, checkpoints and metrics. It answers as Step Functions' `batch:submitJob.sync` does
+ * Local compute that behaves like AWS Batch for the lifecycle, on EC2 for the GPU tiers and on Fargate for the CPU
+ * tiers: each submitted job (one Trainyard attempt) runs the real harness (`python -m trainyard_harness -- <command>`)
+ * as a subprocess, with a per-attempt fake IMDS for an EC2 attempt's spot notices and s3rver for code, checkpoints
+ * and metrics. It answers as Step Functions' `batch:submitJob.sync` does
  * (the job with PascalCase keys on SUCCEEDED; `States.TaskFailed` with the FAILED job as the Cause otherwise), emits
  * "Batch Job State Change" details (camelCase, as the EventBridge event's `detail`), delivers "EC2 Spot Instance
  * Interruption Warning" events, and implements TerminateJob (the BatchControl port).
@@ -21,6 +22,11 @@
  *   `Host EC2 (instance i-…) terminated.` and no exit code, exactly like reclaimed-spot.event.json. Rule 4: reclaimed.
  * - Spot notice, harness exits 0 before the reclaim → SUCCEEDED (the work finished in time); any other exit code →
  *   `Essential container in task exited` with that code (the job failed on its own before the host went away).
+ * - A CPU tier's attempt runs as on Fargate: no container instance, no IMDS (the harness finds none and stops
+ *   polling), and every stop (TerminateJob, timeout, a spot interruption) SIGKILLs {@link FARGATE_STOP_TIMEOUT_SECONDS}
+ *   after its SIGTERM. A Fargate Spot interruption sends no EC2 warning: the task gets SIGTERM at once, and the job
+ *   ends with statusReason `Your Spot Task was interrupted.` and the harness's exit code (75 after its checkpoint, 137
+ *   when killed), which outcome rule 4 classifies `reclaimed`; exit 0 (the work finished in time) → SUCCEEDED.
  * - Otherwise `Essential container in task exited` with the exit code (SUCCEEDED only for 0); a harness that could not
  *   be started (no interpreter, a NUL byte in its command, a folder that cannot be made) → `Task failed to start` with
  *   container reason `CannotStartContainerError: …`, no exit code, and, as on AWS, no RUNNING and no start time.
@@ -70,6 +76,21 @@ export const TASK_FAILED_TO_START_REASON = 'Task failed to start';
 export const LOCAL_SHUTDOWN_REASON = 'Trainyard local runner stopped: the container was killed';
 
 /** `Host EC2 (instance i-…) terminated.`: what Batch reports once a spot host is reclaimed. */
+/**
+ * Fargate's stop timeout: the container is SIGKILLed this long after its SIGTERM, and Batch lets no job definition
+ * on Fargate change it (docs/architecture.md, "Checkpoint on interruption").
+ */
+export const FARGATE_STOP_TIMEOUT_SECONDS = 30;
+
+/** Batch's statusReason for a job whose Fargate Spot task AWS reclaimed (batch-reasons.ts FARGATE_SPOT_INTERRUPTED_PATTERN). */
+export const FARGATE_SPOT_INTERRUPTED_REASON = 'Your Spot Task was interrupted.';
+
+/**
+ * Where a Fargate attempt's harness looks for IMDS: a loopback port nothing serves (discard, 9), so its polls go
+ * unanswered and it concludes it is not on EC2, as on Fargate, where 169.254.169.254 does not answer.
+ */
+export const NO_IMDS_ENDPOINT = 'http://127.0.0.1:9';
+
 export function hostTerminatedReason(instanceId: string): string {
   return `Host EC2 (instance ${instanceId}) terminated.`;
 }
@@ -138,6 +159,8 @@ export interface LocalBatchRunnerOptions {
   readonly noticeKillSeconds?: number;
   /** Seconds from SIGTERM (TerminateJob, timeout) to SIGKILL, like ECS_CONTAINER_STOP_TIMEOUT. @default 120 */
   readonly stopTimeoutSeconds?: number;
+  /** The same on Fargate (the CPU tiers): every stop, a spot interruption's too. @default FARGATE_STOP_TIMEOUT_SECONDS */
+  readonly fargateStopTimeoutSeconds?: number;
   /** Smallest Timeout.AttemptDurationSeconds accepted; Batch's API refuses less than 60. Tests lower it. @default 60 */
   readonly minAttemptDurationSeconds?: number;
   /** TRAINYARD_IMDS_POLL_SECONDS when the job does not set it; shorter than EC2's 5 s so local runs react fast. @default 1 */
@@ -167,22 +190,34 @@ export interface RunningAttempt {
   readonly attempt?: string;
   readonly queue: string;
   readonly capacity: 'spot' | 'on-demand';
-  readonly instanceId: string;
+  /** EC2 (the GPU tiers) or FARGATE (the CPU tiers), as Batch's platformCapabilities says. */
+  readonly platform: 'EC2' | 'FARGATE';
+  /** The EC2 instance; none on Fargate. */
+  readonly instanceId?: string;
   readonly logStreamName: string;
   readonly startedAt?: number;
+  /** When the spot capacity goes: the EC2 notice's reclaim time, or when Fargate SIGKILLs the interrupted task. */
   readonly noticeTime?: string;
   /** The harness's process id (`kill -USR1` makes it write every thread's stack to the attempt's log). */
   readonly harnessPid?: number;
 }
 
-/** What interrupt() did. */
-export interface SpotNoticeServed {
-  readonly batchJobId: string;
-  readonly instanceId: string;
-  /** When the instance is reclaimed, as the notice says. */
-  readonly noticeTime: string;
-  readonly event: SpotInterruptionWarningEvent;
-}
+/** What interrupt() did: an EC2 spot notice, or a Fargate Spot interruption (SIGTERM now, no warning event). */
+export type SpotNoticeServed =
+  | {
+      readonly platform: 'EC2';
+      readonly batchJobId: string;
+      readonly instanceId: string;
+      /** When the instance is reclaimed, as the notice says. */
+      readonly noticeTime: string;
+      readonly event: SpotInterruptionWarningEvent;
+    }
+  | {
+      readonly platform: 'FARGATE';
+      readonly batchJobId: string;
+      /** When Fargate SIGKILLs the task if it has not stopped (FARGATE_STOP_TIMEOUT_SECONDS after the SIGTERM). */
+      readonly noticeTime: string;
+    };
 
 /** Facts about how an attempt ended, from which {@link describeAttemptEnd} derives Batch's fields. */
 export interface AttemptEndFacts {
@@ -190,8 +225,15 @@ export interface AttemptEndFacts {
   /** The harness's exit code (128+N when killed by signal N); undefined when the process tree was killed by a reclaim. */
   readonly exitCode?: number;
   readonly spawnError?: string;
-  /** First stop request: TerminateJob (with its reason), the attempt timeout, or the runner's own shutdown. */
-  readonly stop?: { kind: 'terminate'; reason: string } | { kind: 'timeout' } | { kind: 'shutdown' };
+  /**
+   * First stop request: TerminateJob (with its reason), the attempt timeout, the runner's own shutdown, or a Fargate
+   * Spot interruption.
+   */
+  readonly stop?:
+    | { kind: 'terminate'; reason: string }
+    | { kind: 'timeout' }
+    | { kind: 'shutdown' }
+    | { kind: 'fargate-spot' };
   readonly noticeServed: boolean;
   /** The notice's deadline passed with the harness still running, so the tree was killed. */
   readonly hostReclaimed: boolean;
@@ -222,6 +264,15 @@ export function describeAttemptEnd(facts: AttemptEndFacts): AttemptEndReport {
       statusReason: TASK_FAILED_TO_START_REASON,
       attemptStatusReason: TASK_FAILED_TO_START_REASON,
       containerReason: `CannotStartContainerError: ${facts.spawnError}`,
+    };
+  }
+  if (facts.stop?.kind === 'fargate-spot') {
+    if (facts.exitCode === 0) return exited('SUCCEEDED', CONTAINER_EXITED_REASON);
+    return {
+      status: 'FAILED',
+      statusReason: FARGATE_SPOT_INTERRUPTED_REASON,
+      attemptStatusReason: FARGATE_SPOT_INTERRUPTED_REASON,
+      ...(facts.exitCode === undefined ? {} : { exitCode: facts.exitCode }),
     };
   }
   if (facts.stop?.kind === 'terminate') return exited('FAILED', facts.stop.reason);
@@ -290,6 +341,9 @@ interface Attempt {
   readonly jobArn: string;
   readonly jobQueueArn: string;
   readonly jobDefinitionArn: string;
+  /** A CPU tier's attempt: it runs as on Fargate (no instance, no IMDS, Fargate's stop timeout and spot stop). */
+  readonly fargate: boolean;
+  /** The EC2 instance and container instance; a Fargate attempt's are never shown. */
   readonly instanceId: string;
   readonly containerInstanceArn: string;
   readonly taskArn: string;
@@ -301,6 +355,8 @@ interface Attempt {
   imds?: FakeImds;
   stop?: AttemptEndFacts['stop'];
   notice?: { time: string; event: SpotInterruptionWarningEvent };
+  /** A Fargate Spot interruption: when the task is SIGKILLed if it has not stopped. */
+  fargateSpotStop?: { time: string };
   hostReclaimed: boolean;
   ended: boolean;
   exitCode?: number;
@@ -325,6 +381,7 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
   private readonly random: () => number;
   private readonly noticeKillSeconds: number;
   private readonly stopTimeoutSeconds: number;
+  private readonly fargateStopTimeoutSeconds: number;
   private readonly attempts = new Map<string, Attempt>();
   private readonly instances = new Map<string, InstanceFacts>();
   private stopped = false;
@@ -338,6 +395,7 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
     this.random = options.random ?? Math.random;
     this.noticeKillSeconds = options.noticeKillSeconds ?? 120;
     this.stopTimeoutSeconds = options.stopTimeoutSeconds ?? 120;
+    this.fargateStopTimeoutSeconds = options.fargateStopTimeoutSeconds ?? FARGATE_STOP_TIMEOUT_SECONDS;
   }
 
   /** Runs one job to its end, like `batch:submitJob.sync`: resolves with the SUCCEEDED job, rejects with BatchTaskFailed. */
@@ -408,10 +466,12 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
   }
 
   /**
-   * Serves a spot interruption notice to a running spot attempt (by Batch job id or the `trainyard:job-id` tag):
+   * Interrupts a running spot attempt (by Batch job id or the `trainyard:job-id` tag) as its platform does. On EC2:
    * the attempt's IMDS answers instance-action, onSpotNotice gets the EventBridge event, and the process tree is
-   * killed if it is still running `noticeKillSeconds` later. A second call for the same attempt returns the first
-   * notice (AWS sends one warning per instance).
+   * killed if it is still running `noticeKillSeconds` later. On Fargate (a CPU tier): no warning event and no IMDS;
+   * the task gets SIGTERM at once and SIGKILL `fargateStopTimeoutSeconds` later, and Batch reports `Your Spot Task
+   * was interrupted.` A second call for the same attempt returns the first interruption (AWS sends one per instance
+   * or task).
    */
   async interrupt(batchJobIdOrTrainyardJobId: string): Promise<SpotNoticeServed> {
     const attempt = this.findRunning(batchJobIdOrTrainyardJobId);
@@ -420,6 +480,7 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
         `${describe(attempt)} runs on on-demand capacity (queue ${attempt.queueName}); only spot attempts receive interruption notices`,
       );
     }
+    if (attempt.fargate) return this.interruptFargate(attempt);
     if (attempt.notice) return this.served(attempt, attempt.notice.time, attempt.notice.event);
     const event = this.spotEvent(attempt);
     const noticeTime = awsTimestamp(this.now() + this.noticeKillSeconds * 1000);
@@ -431,6 +492,21 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
     });
     await this.deliver('onSpotNotice', () => this.options.onSpotNotice?.(event));
     return this.served(attempt, noticeTime, event);
+  }
+
+  /**
+   * A Fargate Spot interruption: SIGTERM now and SIGKILL after Fargate's stop timeout, reported with Fargate's reason.
+   * A stop already under way (TerminateJob, the timeout) keeps its reason: the task is going anyway.
+   */
+  private interruptFargate(attempt: Attempt): SpotNoticeServed {
+    if (attempt.fargateSpotStop === undefined) {
+      attempt.fargateSpotStop = { time: awsTimestamp(this.now() + this.fargateStopTimeoutSeconds * 1000) };
+      if (attempt.stop === undefined) {
+        attempt.stop = { kind: 'fargate-spot' };
+        this.sendStop(attempt);
+      }
+    }
+    return { platform: 'FARGATE', batchJobId: attempt.batchJobId, noticeTime: attempt.fargateSpotStop.time };
   }
 
   /** Attempts that have started and not ended. */
@@ -445,10 +521,11 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
         ...optional('attempt', a.input.Tags?.['trainyard:attempt']),
         queue: a.queueName,
         capacity: a.target.capacity,
-        instanceId: a.instanceId,
+        platform: a.fargate ? ('FARGATE' as const) : ('EC2' as const),
+        ...(a.fargate ? {} : { instanceId: a.instanceId }),
         logStreamName: a.logStreamName,
         ...optional('startedAt', a.startedAt),
-        ...optional('noticeTime', a.notice?.time),
+        ...optional('noticeTime', a.notice?.time ?? a.fargateSpotStop?.time),
         ...optional('harnessPid', a.child?.pid),
       }));
   }
@@ -532,6 +609,7 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
       jobArn: `arn:aws:batch:${LOCAL_REGION}:${LOCAL_ACCOUNT}:job/${batchJobId}`,
       jobQueueArn: `arn:aws:batch:${LOCAL_REGION}:${LOCAL_ACCOUNT}:job-queue/${queueName}`,
       jobDefinitionArn: `arn:aws:batch:${LOCAL_REGION}:${LOCAL_ACCOUNT}:job-definition/${definition.includes(':') ? definition : `${definition}:1`}`,
+      fargate: target.tier.kind === 'cpu',
       instanceId,
       containerInstanceArn: `arn:aws:ecs:${LOCAL_REGION}:${LOCAL_ACCOUNT}:container-instance/${LOCAL_CLUSTER}/${containerInstanceId}`,
       taskArn: `arn:aws:ecs:${LOCAL_REGION}:${LOCAL_ACCOUNT}:task/${LOCAL_CLUSTER}/${taskId}`,
@@ -546,12 +624,14 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
       exited: deferred(),
     };
     this.attempts.set(batchJobId, attempt);
-    this.instances.set(attempt.containerInstanceArn, {
-      instanceId,
-      instanceType: target.tier.instanceTypes[0] ?? 'fargate',
-      availabilityZone: LOCAL_AVAILABILITY_ZONE,
-      lifecycle: target.capacity,
-    });
+    // Fargate tasks run on no container instance of the account's.
+    if (!attempt.fargate)
+      this.instances.set(attempt.containerInstanceArn, {
+        instanceId,
+        instanceType: target.tier.instanceTypes[0] ?? 'fargate',
+        availabilityZone: LOCAL_AVAILABILITY_ZONE,
+        lifecycle: target.capacity,
+      });
     return attempt;
   }
 
@@ -567,9 +647,12 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
     try {
       mkdirSync(root, { recursive: true });
       mkdirSync(dirname(logFile), { recursive: true });
-      const imds = new FakeImds({ instanceId: attempt.instanceId, now: this.now });
-      attempt.imds = imds;
-      const imdsEndpoint = await imds.start();
+      let imdsEndpoint = NO_IMDS_ENDPOINT;
+      if (!attempt.fargate) {
+        const imds = new FakeImds({ instanceId: attempt.instanceId, now: this.now });
+        attempt.imds = imds;
+        imdsEndpoint = await imds.start();
+      }
       // TerminateJob or stop() while the "instance" was starting: the container never starts.
       if (attempt.stop !== undefined) return;
       const command = containerOverridesOf(attempt.input).Command ?? [];
@@ -736,7 +819,7 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
       hostReclaimed: attempt.hostReclaimed,
     });
     const container = {
-      containerInstanceArn: attempt.containerInstanceArn,
+      ...(attempt.fargate ? {} : { containerInstanceArn: attempt.containerInstanceArn }),
       taskArn: attempt.taskArn,
       logStreamName: attempt.logStreamName,
       networkInterfaces: [],
@@ -777,7 +860,7 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
         environment: (containerOverridesOf(input).Environment ?? []).map((e) => ({ name: e.Name, value: e.Value })),
         ...(started
           ? {
-              containerInstanceArn: attempt.containerInstanceArn,
+              ...(attempt.fargate ? {} : { containerInstanceArn: attempt.containerInstanceArn }),
               taskArn: attempt.taskArn,
               logStreamName: attempt.logStreamName,
             }
@@ -785,7 +868,7 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
       },
       tags: { ...(input.Tags ?? {}) },
       propagateTags: input.PropagateTags ?? false,
-      platformCapabilities: ['EC2'],
+      platformCapabilities: [attempt.fargate ? 'FARGATE' : 'EC2'],
       timeout: { attemptDurationSeconds: attempt.attemptDurationSeconds },
     };
   }
@@ -805,7 +888,7 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
   }
 
   private served(attempt: Attempt, noticeTime: string, event: SpotInterruptionWarningEvent): SpotNoticeServed {
-    return { batchJobId: attempt.batchJobId, instanceId: attempt.instanceId, noticeTime, event };
+    return { platform: 'EC2', batchJobId: attempt.batchJobId, instanceId: attempt.instanceId, noticeTime, event };
   }
 
   private findRunning(id: string): Attempt {
@@ -827,7 +910,9 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
   private sendStop(attempt: Attempt): void {
     if (!isRunning(attempt.child)) return;
     signal(attempt.child?.pid, 'SIGTERM');
-    this.later(attempt, this.stopTimeoutSeconds, () => this.kill(attempt));
+    this.later(attempt, attempt.fargate ? this.fargateStopTimeoutSeconds : this.stopTimeoutSeconds, () =>
+      this.kill(attempt),
+    );
   }
 
   private kill(attempt: Attempt): void {

@@ -1,6 +1,7 @@
 /**
  * The CLI's local-mode commands: `trainyard local` (foreground; Ctrl-C stops it cleanly), `trainyard local interrupt
- * <job>` (a spot notice through the job's fake IMDS), `trainyard local report <daily|weekly>` (a scheduled showback
+ * <job>` (a spot interruption as the tier's platform makes it: an EC2 notice through the job's fake IMDS, or Fargate
+ * Spot's SIGTERM), `trainyard local report <daily|weekly>` (a scheduled showback
  * report now), `trainyard local stop` (signals the running local mode) and
  * `trainyard demo` (the whole lifecycle on this machine: estimate, budget gate, run, a spot interruption, checkpoint,
  * resume, settled cost, report). Registered on the program by bin/trainyard.ts; docs/cli.md "Local mode".
@@ -355,7 +356,9 @@ export function localCommands(deps: LocalCommandDeps = {}): CommandRegistrar {
 
     local
       .command('interrupt')
-      .description("serve a spot interruption notice to a job's running attempt (through its fake IMDS)")
+      .description(
+        "interrupt a job's running spot attempt as its platform would: an EC2 notice through its fake IMDS (GPU tiers), SIGTERM as Fargate Spot sends it (CPU tiers)",
+      )
       .argument('<job>', 'job id')
       .option('--dir <path>', 'local folder of the running local mode')
       .option('--json', 'print the answer as JSON')
@@ -371,9 +374,7 @@ export function localCommands(deps: LocalCommandDeps = {}): CommandRegistrar {
           r.out(`${JSON.stringify(body, null, 2)}\n`);
           return;
         }
-        r.out(
-          `Spot interruption notice served to job ${jobId} (instance ${String(at(body, 'instanceId'))}); the instance is reclaimed at ${String(at(body, 'noticeTime'))} unless the attempt stops first.\n`,
-        );
+        r.out(`${interruptionText(jobId, body)}\n`);
       });
 
     local
@@ -700,9 +701,7 @@ async function demoLifecycle(
         await r.sleep(1000);
         continue;
       }
-      say(
-        `   Spot notice served through the fake IMDS to ${String(at(served.body, 'instanceId'))} (reclaim at ${String(at(served.body, 'noticeTime'))}).`,
-      );
+      say(`   ${interruptionText(jobId, served.body)}`);
       say(
         '   Expect: the harness checkpoints and exits, the attempt is classified reclaimed, attempt 2 resumes on spot.',
       );
@@ -747,6 +746,18 @@ async function demoLifecycle(
   if (!interrupted)
     say('   Note: the job finished before it reached the interruption step, so no interruption was injected.');
   return exitCodeForJobState(view.state ?? '');
+}
+
+/**
+ * What `POST /_local/jobs/{id}/interrupt` did, in a sentence: an EC2 spot notice (GPU tiers) or a Fargate Spot
+ * interruption (CPU tiers: no notice on Fargate, the task gets SIGTERM and is killed 30 s later if it has not stopped).
+ */
+export function interruptionText(jobId: string, body: unknown): string {
+  const until = String(at(body, 'noticeTime'));
+  if (at(body, 'platform') === 'FARGATE') {
+    return `Fargate Spot interrupted job ${jobId}'s task: SIGTERM now, and SIGKILL at ${until} unless it stops first (a CPU tier runs on Fargate Spot, which sends no IMDS notice; the harness checkpoints on the signal).`;
+  }
+  return `Spot interruption notice served to job ${jobId} through its fake IMDS (instance ${String(at(body, 'instanceId'))}); the instance is reclaimed at ${until} unless the attempt stops first.`;
 }
 
 async function completeCheckpoints(client: { send: ApiClient['send'] }, jobId: string): Promise<unknown[]> {

@@ -458,10 +458,21 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
       }
       try {
         const served = await runner.interrupt(jobId);
-        print(`Spot notice served  job=${jobId} instance=${served.instanceId} reclaim-at=${served.noticeTime}`);
+        const { platform, batchJobId, noticeTime } = served;
+        if (served.platform === 'EC2') {
+          print(`Spot notice served  job=${jobId} instance=${served.instanceId} reclaim-at=${noticeTime}`);
+        } else {
+          print(`Fargate Spot interruption  job=${jobId} SIGTERM sent, SIGKILL at=${noticeTime}`);
+        }
         return {
           statusCode: 202,
-          body: { jobId, batchJobId: served.batchJobId, instanceId: served.instanceId, noticeTime: served.noticeTime },
+          body: {
+            jobId,
+            batchJobId,
+            platform,
+            ...(served.platform === 'EC2' && { instanceId: served.instanceId }),
+            noticeTime,
+          },
         };
       } catch (error) {
         if (error instanceof NoRunningAttempt) {

@@ -14,6 +14,7 @@ import { parseConfig } from '../../lib/config';
 import { seededRandom } from '../../lib/local/batch-runner';
 import { LOCAL_NAMES } from '../../lib/local/control-plane';
 import { type LocalMode, startLocalMode } from '../../lib/local/local-mode';
+import { extractMetrics } from '../support/emf';
 import {
   cents,
   E2E_CONFIG,
@@ -48,8 +49,8 @@ describe('chaos: random spot interruptions at a high rate', () => {
     mode = await startLocalMode({
       dir,
       config: parseConfig({ ...E2E_CONFIG, teams: [{ id: 'e2e', monthlyBudgetUsd: 5 }] }),
-      // One notice every ~3 s of spot run time on average: most attempts are interrupted; after two reclaims a job
-      // falls back to on-demand (spotPolicy.reclaimsBeforeOnDemand), where no notices come, so every job can finish.
+      // One interruption every ~3 s of spot run time on average: most attempts are interrupted; after two reclaims a
+      // job falls back to on-demand (spotPolicy.reclaimsBeforeOnDemand), where none come, so every job can finish.
       spotInterruptionsPerHour: 1200,
       random: seededRandom(20261121),
       retryIntervalMs: 0,
@@ -64,14 +65,17 @@ describe('chaos: random spot interruptions at a high rate', () => {
   });
 
   it('finishes five concurrent jobs at their step counts with every cent accounted once', async () => {
+    // The jobs alternate between the two kinds of spot: Fargate Spot's SIGTERM (cpu-test) and EC2's IMDS notice,
+    // which the interruption handler also acts on (gpu-test).
     const submitted = await Promise.all(
-      STEPS.map(async (steps) => {
+      STEPS.map(async (steps, index) => {
+        const tier = index % 2 === 0 ? 'cpu-test' : 'gpu-test';
         const run = await trainyard(
           [
             'submit',
             HELLO_CPU,
             '--tier',
-            'cpu-test',
+            tier,
             '--yes',
             '--json',
             '--',
@@ -84,7 +88,7 @@ describe('chaos: random spot interruptions at a high rate', () => {
           dir,
         );
         expect(run.code, run.stderr).toBe(EXIT_CODES.ok);
-        return { jobId: String((json(run).job as { jobId: string }).jobId), steps };
+        return { jobId: String((json(run).job as { jobId: string }).jobId), steps, tier };
       }),
     );
     expect(new Set(submitted.map((s) => s.jobId)).size).toBe(JOBS);
@@ -94,7 +98,8 @@ describe('chaos: random spot interruptions at a high rate', () => {
     const doc = createDocumentClient({ endpoint: mode.dynamoEndpoint, credentials: mode.engineCredentials.dynamo });
     let teamCents = 0;
     let interruptions = 0;
-    for (const { jobId, steps } of submitted) {
+    const reclaimedByTier: Record<string, number> = {};
+    for (const { jobId, steps, tier } of submitted) {
       const status = json(await trainyard(['status', jobId, '--json'], dir)) as {
         job: { state: string; progress: { step: number } };
         attempts: Attempt[];
@@ -107,6 +112,7 @@ describe('chaos: random spot interruptions at a high rate', () => {
       expect(status.attempts.at(-1)?.outcome?.kind).toBe('succeeded');
       for (const attempt of status.attempts.slice(0, -1)) expect(attempt.outcome?.kind).toBe('reclaimed');
       interruptions += status.attempts.length - 1;
+      reclaimedByTier[tier] = (reclaimedByTier[tier] ?? 0) + status.attempts.length - 1;
 
       let jobCents = 0;
       for (const attempt of status.attempts) {
@@ -123,8 +129,19 @@ describe('chaos: random spot interruptions at a high rate', () => {
       expect(Item?.settleActualMicros).toBe(jobCents * 10_000);
       teamCents += jobCents;
     }
-    // The seed and rate must really have exercised interruptions (else this test proves nothing).
+    // The seed and rate must really have exercised interruptions of both kinds (else this test proves nothing).
     expect(interruptions).toBeGreaterThanOrEqual(JOBS);
+    expect(reclaimedByTier['cpu-test']).toBeGreaterThan(0);
+    expect(reclaimedByTier['gpu-test']).toBeGreaterThan(0);
+    // Each reclaim counted once for its tier; EC2 warnings only on the EC2 tier.
+    const metrics = extractMetrics(readFileSync(join(dir, 'metrics.jsonl'), 'utf8').split('\n'));
+    const reclaimsCounted: Record<string, number> = {};
+    for (const m of metrics.filter((m) => m.metric === 'SpotReclaims'))
+      reclaimsCounted[m.dimensions.Tier as string] = (reclaimsCounted[m.dimensions.Tier as string] ?? 0) + m.value;
+    expect(reclaimsCounted).toEqual(reclaimedByTier);
+    const warned = metrics.filter((m) => m.metric === 'SpotInterruptions');
+    expect(warned.length).toBeGreaterThan(0);
+    expect(new Set(warned.map((m) => m.dimensions.Tier))).toEqual(new Set(['gpu-test']));
 
     // Team spend is the sum over the jobs, and nothing is left reserved.
     const budgets = json(await trainyard(['budgets', '--json'], dir)) as {
@@ -134,8 +151,8 @@ describe('chaos: random spot interruptions at a high rate', () => {
     expect(team?.reservedUsd).toBe(0);
     expect(cents(team?.spentUsd ?? -1)).toBe(teamCents);
 
-    // Events: an event about one thing (e.g. attempt 1's interruption, told by both the interruption handler and
-    // AttemptOutcome) carries one eventId, so consumers keep the first; deduplicated, each job started once per
+    // Events: an event about one thing (e.g. attempt 1's start, told by both batch-events and AttemptOutcome)
+    // carries one eventId, so consumers keep the first; deduplicated, each job started once per
     // attempt and succeeded once.
     const lines = readFileSync(join(dir, 'events.jsonl'), 'utf8').trim().split('\n');
     const byId = new Map<string, { type: string; detail: Record<string, unknown> }>();

@@ -21,7 +21,8 @@ export const SPOT_USD_PER_HOUR = 1.8;
 export const ON_DEMAND_USD_PER_HOUR = 3.6;
 
 /**
- * A configuration whose costs show up at the cent: `cpu-test` (5 min max) for the jobs, `cpu-huge` whose hour of
+ * A configuration whose costs show up at the cent: `cpu-test` (5 min max) for the jobs, `gpu-test` at its prices
+ * (an EC2 tier: its spot attempts get IMDS notices, where cpu-test's get Fargate Spot's SIGTERM), `cpu-huge` whose hour of
  * runtime no small budget covers, team `e2e` with a $1 budget and no principals (local mode acts for it) and team
  * `other` with its own principal.
  */
@@ -36,6 +37,19 @@ export const E2E_CONFIG = {
       onDemandUsdPerHour: ON_DEMAND_USD_PER_HOUR,
       spotUsdPerHour: SPOT_USD_PER_HOUR,
       peakTflops: 0.05,
+    },
+    {
+      id: 'gpu-test',
+      kind: 'gpu',
+      instanceTypes: ['g4dn.xlarge', 'g6.xlarge', 'g5.xlarge'],
+      gpus: 1,
+      gpuMemoryGiB: 16,
+      vcpus: 4,
+      memoryMiB: 15000,
+      maxRuntime: '5m',
+      onDemandUsdPerHour: ON_DEMAND_USD_PER_HOUR,
+      spotUsdPerHour: SPOT_USD_PER_HOUR,
+      peakTflops: 65,
     },
     {
       id: 'cpu-huge',

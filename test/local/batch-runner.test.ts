@@ -24,6 +24,7 @@ import {
   pascalCaseJob,
   processState,
   type SpotInterruptionWarningEvent,
+  type SpotNoticeServed,
   seededRandom,
 } from '../../lib/local/batch-runner';
 import { type RunningEngine, startS3rver } from '../../lib/local/engines';
@@ -36,6 +37,9 @@ const config = parseConfig({});
 const gpuSmall = config.tiers.find((t) => t.id === 'gpu-small') as TierConfig;
 const SPOT_QUEUE = queueName(PREFIX, 'gpu-small', 'spot');
 const ON_DEMAND_QUEUE = queueName(PREFIX, 'gpu-small', 'on-demand');
+const cpuSmall = config.tiers.find((t) => t.id === 'cpu-small') as TierConfig;
+/** A CPU tier's spot queue: on AWS, Fargate Spot. */
+const FARGATE_SPOT_QUEUE = queueName(PREFIX, 'cpu-small', 'spot');
 const HELLO = readFileSync(join(process.cwd(), 'examples/hello-cpu/train.py'));
 
 let dir: string;
@@ -96,7 +100,9 @@ function makeRunner(overrides: Partial<LocalBatchRunnerOptions> = {}): Recorder 
         ? { tier: gpuSmall, capacity: 'spot' }
         : name === ON_DEMAND_QUEUE
           ? { tier: gpuSmall, capacity: 'on-demand' }
-          : undefined,
+          : name === FARGATE_SPOT_QUEUE
+            ? { tier: cpuSmall, capacity: 'spot' }
+            : undefined,
     minAttemptDurationSeconds: 1,
     imdsPollSeconds: 0.2,
     onStateChange: async (detail) => {
@@ -354,6 +360,12 @@ describe('LocalBatchRunner.runJob', () => {
   });
 });
 
+/** The EC2 notice interrupt() served (the GPU tiers' spot queues run on EC2). */
+function ec2Notice(served: SpotNoticeServed): Extract<SpotNoticeServed, { platform: 'EC2' }> {
+  if (served.platform !== 'EC2') throw new Error(`expected an EC2 spot notice, got ${JSON.stringify(served)}`);
+  return served;
+}
+
 describe('spot interruptions', () => {
   it('serves the notice on IMDS: the harness checkpoints, exits 75 and the job is reclaimed with the instance id', async () => {
     const rec = makeRunner();
@@ -367,7 +379,7 @@ describe('spot interruptions', () => {
     // The pid is the live harness's: signal 0 probes it without disturbing it.
     expect(() => process.kill(running?.harnessPid ?? -1, 0)).not.toThrow();
 
-    const served = await rec.runner.interrupt(input.jobId);
+    const served = ec2Notice(await rec.runner.interrupt(input.jobId));
     const failure = await failureOf(run);
 
     expect(running).toMatchObject({ trainyardJobId: input.jobId, capacity: 'spot', team: TEAM, attempt: '1' });
@@ -393,8 +405,8 @@ describe('spot interruptions', () => {
     const running = await rec.state('RUNNING');
     const before = Date.now();
 
-    const first = await rec.runner.interrupt(String(running.jobId));
-    const second = await rec.runner.interrupt(input.jobId);
+    const first = ec2Notice(await rec.runner.interrupt(String(running.jobId)));
+    const second = ec2Notice(await rec.runner.interrupt(input.jobId));
     await failureOf(run);
 
     expect(rec.notices).toHaveLength(1);
@@ -428,13 +440,76 @@ describe('spot interruptions', () => {
     const run = rec.runner.runJob(input);
     const pid = Number((await rec.line(/^pid (\d+)$/))[1]);
 
-    const served = await rec.runner.interrupt(input.jobId);
+    const served = ec2Notice(await rec.runner.interrupt(input.jobId));
     const job = parseBatchFailureCause((await failureOf(run)).cause);
 
     expect(job.statusReason).toBe(`Host EC2 (instance ${served.instanceId}) terminated.`);
     expect(job.attempts[0]?.statusReason).toBe(`Host EC2 (instance ${served.instanceId}) terminated.`);
     expect(job.attempts[0]?.container?.exitCode).toBeUndefined();
     expect(classifyAttemptOutcome(job)).toMatchObject({ kind: 'reclaimed', instanceId: served.instanceId });
+    expect(isAlive(pid)).toBe(false);
+  });
+
+  it('interrupts a CPU tier’s attempt as Fargate Spot does: SIGTERM, no IMDS notice, Fargate’s reason', async () => {
+    const rec = makeRunner();
+    const input = await submission({
+      command: ['python', 'train.py', '--max_iters=100000', '--log_interval=1', '--step_delay=0.005'],
+      bundle: true,
+      queue: FARGATE_SPOT_QUEUE,
+    });
+    // Fargate has no IMDS: the harness's polls go unanswered and it stops polling.
+    const noImds = rec.line(/imds_unavailable/);
+    const training = rec.line(/^iter 20:/);
+    const run = rec.runner.runJob(input);
+    await Promise.all([noImds, training]);
+    const [running] = rec.runner.runningAttempts();
+    const before = Date.now();
+
+    const served = await rec.runner.interrupt(input.jobId);
+    const again = await rec.runner.interrupt(input.jobId);
+    const job = parseBatchFailureCause((await failureOf(run)).cause);
+
+    expect(running).toMatchObject({ platform: 'FARGATE', capacity: 'spot' });
+    expect(running?.instanceId).toBeUndefined();
+    expect(served).toMatchObject({ platform: 'FARGATE', batchJobId: running?.batchJobId });
+    expect(again).toEqual(served);
+    // SIGKILL is due Fargate's 30 s after the SIGTERM, to the second.
+    expect(Date.parse(served.noticeTime)).toBeGreaterThanOrEqual(Math.floor(before / 1000) * 1000 + 30_000);
+    expect(Date.parse(served.noticeTime)).toBeLessThanOrEqual(Date.now() + 30_000);
+    // No EC2 warning, no container instance: what Batch reports of a Fargate Spot task AWS took back.
+    expect(rec.notices).toEqual([]);
+    expect(job.statusReason).toBe('Your Spot Task was interrupted.');
+    expect(job.attempts[0]?.statusReason).toBe('Your Spot Task was interrupted.');
+    expect(job.attempts[0]?.container?.exitCode).toBe(75);
+    expect(job.attempts[0]?.container?.containerInstanceArn).toBeUndefined();
+    expect(rec.states.map((d) => (d.platformCapabilities as string[])[0])).toContain('FARGATE');
+    expect(classifyAttemptOutcome(job)).toMatchObject({ kind: 'reclaimed', resumable: true });
+    // The harness checkpointed on the signal.
+    const listed = await s3.send(new ListObjectsV2Command({ Bucket: BUCKET, Prefix: `${input.prefix}checkpoints/` }));
+    expect((listed.Contents ?? []).map((o) => o.Key)).toContain(`${input.prefix}checkpoints/ckpt-000001/MANIFEST.json`);
+  });
+
+  it('kills a Fargate task that outlives its SIGTERM after the stop timeout, reporting Fargate’s reason', async () => {
+    const rec = makeRunner({ fargateStopTimeoutSeconds: 1 });
+    const stubborn = [
+      'python',
+      '-c',
+      'import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print("pid", os.getpid(), flush=True); time.sleep(120)',
+    ];
+    const input = await submission({
+      command: stubborn,
+      env: { TRAINYARD_STOP_GRACE_SECONDS: '60' },
+      queue: FARGATE_SPOT_QUEUE,
+    });
+    const run = rec.runner.runJob(input);
+    const pid = Number((await rec.line(/^pid (\d+)$/))[1]);
+
+    await rec.runner.interrupt(input.jobId);
+    const job = parseBatchFailureCause((await failureOf(run)).cause);
+
+    expect(job.statusReason).toBe('Your Spot Task was interrupted.');
+    expect(job.attempts[0]?.container?.exitCode).toBe(137);
+    expect(classifyAttemptOutcome(job)).toMatchObject({ kind: 'reclaimed' });
     expect(isAlive(pid)).toBe(false);
   });
 
@@ -932,6 +1007,30 @@ describe('describeAttemptEnd → classifyAttemptOutcome', () => {
       'Essential container in task exited',
       undefined,
       'infra-error',
+    ],
+    [
+      'Fargate Spot stop, checkpointed',
+      { instanceId, exitCode: 75, noticeServed: false, hostReclaimed: false, stop: { kind: 'fargate-spot' } },
+      'FAILED',
+      'Your Spot Task was interrupted.',
+      75,
+      'reclaimed',
+    ],
+    [
+      'Fargate Spot stop, killed',
+      { instanceId, exitCode: 137, noticeServed: false, hostReclaimed: false, stop: { kind: 'fargate-spot' } },
+      'FAILED',
+      'Your Spot Task was interrupted.',
+      137,
+      'reclaimed',
+    ],
+    [
+      'Fargate Spot stop, the work finished first',
+      { instanceId, exitCode: 0, noticeServed: false, hostReclaimed: false, stop: { kind: 'fargate-spot' } },
+      'SUCCEEDED',
+      'Essential container in task exited',
+      0,
+      'succeeded',
     ],
     [
       'harness not started',
