@@ -2,5 +2,6 @@
 
 import { createAttemptOutcomeHandler } from '../lifecycle/attempt-outcome';
 import { awsControlPlane } from '../shared/aws-control-plane';
+import { stdoutMetricPublisher } from '../shared/metrics';
 
-export const handler = createAttemptOutcomeHandler(awsControlPlane());
+export const handler = createAttemptOutcomeHandler(awsControlPlane({ metrics: stdoutMetricPublisher }));

@@ -2,5 +2,6 @@
 
 import { createFinalizeHandler } from '../lifecycle/finalize';
 import { awsControlPlane } from '../shared/aws-control-plane';
+import { stdoutMetricPublisher } from '../shared/metrics';
 
-export const handler = createFinalizeHandler(awsControlPlane());
+export const handler = createFinalizeHandler(awsControlPlane({ metrics: stdoutMetricPublisher }));

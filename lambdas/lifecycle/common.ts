@@ -222,7 +222,13 @@ export async function recordAttemptEnd(
   }
   const recorded = await plane.jobs.updateAttempt(jobId, attempt.attempt, { outcome }, 'outcome');
   // Counted by the write that recorded the outcome, so a replay (which finds it recorded) does not count it again.
-  if (recorded && outcome.kind === 'reclaimed' && plane.config.observability.platformMetrics) {
+  // Spot only: an on-demand host can be terminated too (hardware retirement, by hand), which is not spot's doing.
+  if (
+    recorded &&
+    outcome.kind === 'reclaimed' &&
+    attempt.capacity === 'spot' &&
+    plane.config.observability.platformMetrics
+  ) {
     await plane.metrics.publish(
       [{ metric: 'SpotReclaims', value: 1, dimensions: { Tier: job.tier } }],
       stoppedAt ?? now.getTime(),

@@ -50,7 +50,13 @@ export interface AwsControlPlaneOptions {
   readonly metrics?: () => MetricPublisher;
 }
 
-/** A ControlPlane whose parts are built from the environment on first access. */
+/**
+ * A ControlPlane whose parts are built from the environment on first access. Without a metric publisher the plane's
+ * type has no `metrics`, so a handler whose steps publish metrics does not compile against it: its handler.ts must
+ * pass one.
+ */
+export function awsControlPlane(options: AwsControlPlaneOptions & { metrics: () => MetricPublisher }): ControlPlane;
+export function awsControlPlane(options?: AwsControlPlaneOptions): Omit<ControlPlane, 'metrics'>;
 export function awsControlPlane(options: AwsControlPlaneOptions = {}): ControlPlane {
   const config = lazy(configFromEnv);
   const documentClient = lazy(() => createDocumentClient());

@@ -217,6 +217,11 @@ export type SpotNoticeServed =
       readonly batchJobId: string;
       /** When Fargate SIGKILLs the task if it has not stopped (FARGATE_STOP_TIMEOUT_SECONDS after the SIGTERM). */
       readonly noticeTime: string;
+      /**
+       * The task was already stopping (TerminateJob, its timeout): it had its SIGTERM then, and ends with that stop's
+       * reason; the interruption changes nothing.
+       */
+      readonly alreadyStopping: boolean;
     };
 
 /** Facts about how an attempt ended, from which {@link describeAttemptEnd} derives Batch's fields. */
@@ -355,8 +360,10 @@ interface Attempt {
   imds?: FakeImds;
   stop?: AttemptEndFacts['stop'];
   notice?: { time: string; event: SpotInterruptionWarningEvent };
-  /** A Fargate Spot interruption: when the task is SIGKILLed if it has not stopped. */
-  fargateSpotStop?: { time: string };
+  /** A Fargate Spot interruption: when the task is SIGKILLed if it has not stopped, and whether it was stopping already. */
+  fargateSpotStop?: { time: string; alreadyStopping: boolean };
+  /** When the SIGKILL of the stop under way is due (epoch ms). */
+  killDueMs?: number;
   hostReclaimed: boolean;
   ended: boolean;
   exitCode?: number;
@@ -500,13 +507,18 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
    */
   private interruptFargate(attempt: Attempt): SpotNoticeServed {
     if (attempt.fargateSpotStop === undefined) {
-      attempt.fargateSpotStop = { time: awsTimestamp(this.now() + this.fargateStopTimeoutSeconds * 1000) };
-      if (attempt.stop === undefined) {
+      const alreadyStopping = attempt.stop !== undefined;
+      if (!alreadyStopping) {
         attempt.stop = { kind: 'fargate-spot' };
         this.sendStop(attempt);
       }
+      attempt.fargateSpotStop = {
+        time: awsTimestamp(attempt.killDueMs ?? this.now() + this.fargateStopTimeoutSeconds * 1000),
+        alreadyStopping,
+      };
     }
-    return { platform: 'FARGATE', batchJobId: attempt.batchJobId, noticeTime: attempt.fargateSpotStop.time };
+    const { time, alreadyStopping } = attempt.fargateSpotStop;
+    return { platform: 'FARGATE', batchJobId: attempt.batchJobId, noticeTime: time, alreadyStopping };
   }
 
   /** Attempts that have started and not ended. */
@@ -892,7 +904,9 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
   }
 
   private findRunning(id: string): Attempt {
-    const running = [...this.attempts.values()].filter((a) => !a.ended && a.child !== undefined);
+    // An attempt whose harness has exited is ending (its end is reported once its processes are gone): interrupting it
+    // would report its own exit as a reclaim.
+    const running = [...this.attempts.values()].filter((a) => !a.ended && isRunning(a.child));
     const byBatchId = running.find((a) => a.batchJobId === id);
     if (byBatchId) return byBatchId;
     const byJob = running.filter((a) => a.input.Tags?.['trainyard:job-id'] === id);
@@ -910,9 +924,9 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
   private sendStop(attempt: Attempt): void {
     if (!isRunning(attempt.child)) return;
     signal(attempt.child?.pid, 'SIGTERM');
-    this.later(attempt, attempt.fargate ? this.fargateStopTimeoutSeconds : this.stopTimeoutSeconds, () =>
-      this.kill(attempt),
-    );
+    const timeout = attempt.fargate ? this.fargateStopTimeoutSeconds : this.stopTimeoutSeconds;
+    attempt.killDueMs = this.now() + timeout * 1000;
+    this.later(attempt, timeout, () => this.kill(attempt));
   }
 
   private kill(attempt: Attempt): void {

@@ -754,6 +754,9 @@ async function demoLifecycle(
  */
 export function interruptionText(jobId: string, body: unknown): string {
   const until = String(at(body, 'noticeTime'));
+  if (at(body, 'platform') === 'FARGATE' && at(body, 'alreadyStopping') === true) {
+    return `Job ${jobId}'s Fargate task was already stopping (it had its SIGTERM): Fargate SIGKILLs it at ${until} unless it stops first, and its stop's own reason stands.`;
+  }
   if (at(body, 'platform') === 'FARGATE') {
     return `Fargate Spot interrupted job ${jobId}'s task: SIGTERM now, and SIGKILL at ${until} unless it stops first (a CPU tier runs on Fargate Spot, which sends no IMDS notice; the harness checkpoints on the signal).`;
   }

@@ -462,7 +462,9 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
         if (served.platform === 'EC2') {
           print(`Spot notice served  job=${jobId} instance=${served.instanceId} reclaim-at=${noticeTime}`);
         } else {
-          print(`Fargate Spot interruption  job=${jobId} SIGTERM sent, SIGKILL at=${noticeTime}`);
+          print(
+            `Fargate Spot interruption  job=${jobId} ${served.alreadyStopping ? 'already stopping' : 'SIGTERM sent'}, SIGKILL at=${noticeTime}`,
+          );
         }
         return {
           statusCode: 202,
@@ -471,6 +473,7 @@ export async function startLocalMode(options: LocalModeOptions = {}): Promise<Lo
             batchJobId,
             platform,
             ...(served.platform === 'EC2' && { instanceId: served.instanceId }),
+            ...(served.platform === 'FARGATE' && { alreadyStopping: served.alreadyStopping }),
             noticeTime,
           },
         };

@@ -1229,6 +1229,20 @@ describe('a CPU tier’s Fargate Spot reclaim', () => {
     expect(metrics.filter((m) => m.metric === 'SpotInterruptions')).toEqual([]);
   });
 
+  it('counts no spot reclaim for an on-demand host that was terminated', async () => {
+    const b = await start();
+    // gpu-multinode allows no spot: its attempts run on on-demand, whose host can be terminated too.
+    const r = await run(b, [{ result: 'reclaim', step: 400, seconds: 600 }, { result: 'succeed', seconds: 600 }], {
+      requirements: { tier: 'gpu-multinode' },
+    });
+
+    expect(r.attempts.map((a) => [a.capacity, a.outcome?.kind])).toEqual([
+      ['on-demand', 'reclaimed'],
+      ['on-demand', 'succeeded'],
+    ]);
+    expect(extractMetrics(b.metricLines).filter((m) => m.metric === 'SpotReclaims')).toEqual([]);
+  });
+
   it('counts nothing when platform metrics are off', async () => {
     const b = await start({ config: { observability: { platformMetrics: false } } });
     const r = await run(

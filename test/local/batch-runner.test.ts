@@ -471,7 +471,7 @@ describe('spot interruptions', () => {
 
     expect(running).toMatchObject({ platform: 'FARGATE', capacity: 'spot' });
     expect(running?.instanceId).toBeUndefined();
-    expect(served).toMatchObject({ platform: 'FARGATE', batchJobId: running?.batchJobId });
+    expect(served).toMatchObject({ platform: 'FARGATE', batchJobId: running?.batchJobId, alreadyStopping: false });
     expect(again).toEqual(served);
     // SIGKILL is due Fargate's 30 s after the SIGTERM, to the second.
     expect(Date.parse(served.noticeTime)).toBeGreaterThanOrEqual(Math.floor(before / 1000) * 1000 + 30_000);
@@ -487,6 +487,24 @@ describe('spot interruptions', () => {
     // The harness checkpointed on the signal.
     const listed = await s3.send(new ListObjectsV2Command({ Bucket: BUCKET, Prefix: `${input.prefix}checkpoints/` }));
     expect((listed.Contents ?? []).map((o) => o.Key)).toContain(`${input.prefix}checkpoints/ckpt-000001/MANIFEST.json`);
+  });
+
+  it('leaves a Fargate task that is already stopping to its stop: no second SIGTERM, its reason kept', async () => {
+    const rec = makeRunner();
+    const input = await submission({ command: sleepForever, queue: FARGATE_SPOT_QUEUE });
+    const run = rec.runner.runJob(input);
+    const running = await rec.state('RUNNING');
+    const before = Date.now();
+
+    await rec.runner.terminateJob(String(running.jobId), TERMINATE_REASONS.cancel);
+    const served = await rec.runner.interrupt(input.jobId);
+    const job = parseBatchFailureCause((await failureOf(run)).cause);
+
+    expect(served).toMatchObject({ platform: 'FARGATE', alreadyStopping: true });
+    // The SIGKILL due is the TerminateJob's, Fargate's 30 s after its SIGTERM.
+    expect(Date.parse(served.noticeTime)).toBeGreaterThanOrEqual(Math.floor(before / 1000) * 1000 + 30_000);
+    expect(Date.parse(served.noticeTime)).toBeLessThanOrEqual(Date.now() + 30_000);
+    expect(job.statusReason).toBe(TERMINATE_REASONS.cancel);
   });
 
   it('kills a Fargate task that outlives its SIGTERM after the stop timeout, reporting Fargate’s reason', async () => {
