@@ -1232,9 +1232,16 @@ describe('a CPU tier’s Fargate Spot reclaim', () => {
   it('counts no spot reclaim for an on-demand host that was terminated', async () => {
     const b = await start();
     // gpu-multinode allows no spot: its attempts run on on-demand, whose host can be terminated too.
-    const r = await run(b, [{ result: 'reclaim', step: 400, seconds: 600 }, { result: 'succeed', seconds: 600 }], {
-      requirements: { tier: 'gpu-multinode' },
-    });
+    const r = await run(
+      b,
+      [
+        { result: 'reclaim', step: 400, seconds: 600 },
+        { result: 'succeed', seconds: 600 },
+      ],
+      {
+        requirements: { tier: 'gpu-multinode' },
+      },
+    );
 
     expect(r.attempts.map((a) => [a.capacity, a.outcome?.kind])).toEqual([
       ['on-demand', 'reclaimed'],
