@@ -410,7 +410,7 @@ export const configSchema = z
         platformMetrics: setting(
           z.boolean(),
           true,
-          'Publish Trainyard’s metrics (running jobs, spend rate, budget used, spot capacity, interruptions) as EMF from the Lambdas; each metric series costs about $0.30 a month.',
+          'Publish Trainyard’s metrics (running jobs, spend rate, budget used, spot capacity, spot warnings and reclaims) as EMF from the Lambdas; each metric series costs about $0.30 a month.',
         ),
       },
       'The operations dashboard and the metrics it graphs (docs/operations.md, “Dashboard and metrics”).',
