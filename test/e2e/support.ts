@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { expect } from 'vitest';
 import { type CliDeps, runCli } from '../../lib/cli/commands';
 import { EXIT_CODES, type ExitCode } from '../../lib/cli/exit-codes';
+import { DEFAULT_TIERS } from '../../lib/config';
 import { type LocalBatchRunner, processState } from '../../lib/local/batch-runner';
 import { type LocalCommandDeps, localCommands } from '../../lib/local/cli-commands';
 
@@ -39,17 +40,11 @@ export const E2E_CONFIG = {
       peakTflops: 0.05,
     },
     {
+      ...DEFAULT_TIERS.find((tier) => tier.id === 'gpu-small'),
       id: 'gpu-test',
-      kind: 'gpu',
-      instanceTypes: ['g4dn.xlarge', 'g6.xlarge', 'g5.xlarge'],
-      gpus: 1,
-      gpuMemoryGiB: 16,
-      vcpus: 4,
-      memoryMiB: 15000,
       maxRuntime: '5m',
       onDemandUsdPerHour: ON_DEMAND_USD_PER_HOUR,
       spotUsdPerHour: SPOT_USD_PER_HOUR,
-      peakTflops: 65,
     },
     {
       id: 'cpu-huge',

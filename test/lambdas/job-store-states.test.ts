@@ -45,6 +45,23 @@ function countingStore(table: string, now?: () => Date) {
   };
 }
 
+/**
+ * A store on the indexed table whose client moves `jobId` from WAITING to RUNNING right after the first byState Query
+ * has read (a job changing state while a read goes partition by partition); `queries()` counts the byState Queries.
+ */
+function storeMovingAfterFirstStateQuery(jobId: string) {
+  let queries = 0;
+  const client = {
+    send: async (command: Parameters<typeof dynamo.doc.send>[0]) => {
+      const out = await dynamo.doc.send(command);
+      if ((command.input as { IndexName?: string }).IndexName === JOBS_INDEXES.byState.name && queries++ === 0)
+        await stores.indexed.store.transition(jobId, ['WAITING'], 'RUNNING');
+      return out;
+    },
+  } as unknown as typeof dynamo.doc;
+  return { store: new JobStore(client, dynamo.tables.jobs), queries: () => queries };
+}
+
 beforeAll(async () => {
   dynamo = await startTestDynamo();
   await dynamo.client.send(
@@ -163,17 +180,11 @@ describe('a job that changes state between two of the index queries', () => {
     // The store's queries run state by state in the order asked; the job moves after the first query has read it.
     const { store } = stores.indexed;
     await store.createJob(jobRecord({ jobId: 'moving-001', team: 'moving', state: 'WAITING' }));
-    let queries = 0;
-    const client = {
-      send: async (command: Parameters<typeof dynamo.doc.send>[0]) => {
-        const out = await dynamo.doc.send(command);
-        if ((command.input as { IndexName?: string }).IndexName === JOBS_INDEXES.byState.name && queries++ === 0)
-          await store.transition('moving-001', ['WAITING'], 'RUNNING');
-        return out;
-      },
-    } as unknown as typeof dynamo.doc;
 
-    const jobs = await new JobStore(client, dynamo.tables.jobs).listJobsInStates(['moving'], ['WAITING', 'RUNNING']);
+    const jobs = await storeMovingAfterFirstStateQuery('moving-001').store.listJobsInStates(
+      ['moving'],
+      ['WAITING', 'RUNNING'],
+    );
 
     expect(jobs.map((j) => [j.jobId, j.state])).toEqual([['moving-001', 'RUNNING']]);
   });
@@ -332,21 +343,11 @@ describe('listJobsByTeam with several live states', () => {
       );
     }
     // The WAITING partition is read first (states in the order asked); hopping-000 moves to RUNNING right after.
-    let queries = 0;
-    const client = {
-      send: async (command: Parameters<typeof dynamo.doc.send>[0]) => {
-        const out = await dynamo.doc.send(command);
-        if ((command.input as { IndexName?: string }).IndexName === JOBS_INDEXES.byState.name && queries++ === 0)
-          await store.transition('hopping-000', ['WAITING'], 'RUNNING');
-        return out;
-      },
-    } as unknown as typeof dynamo.doc;
+    const moving = storeMovingAfterFirstStateQuery('hopping-000');
 
-    const page = await new JobStore(client, dynamo.tables.jobs).listJobsByTeam('hopping', {
-      states: ['WAITING', 'RUNNING'],
-    });
+    const page = await moving.store.listJobsByTeam('hopping', { states: ['WAITING', 'RUNNING'] });
 
-    expect(queries).toBe(2);
+    expect(moving.queries()).toBe(2);
     expect(page.jobs.map((j) => j.jobId)).toEqual(['hopping-001', 'hopping-000']);
     expect(page.nextCursor).toBeUndefined();
   });

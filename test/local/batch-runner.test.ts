@@ -189,6 +189,12 @@ async function failureOf(promise: Promise<unknown>): Promise<BatchTaskFailed> {
 }
 
 const sleepForever = ['python', '-c', 'import time; time.sleep(120)'];
+/** A command that ignores SIGTERM and prints its pid, so only a SIGKILL ends it. */
+const stubborn = [
+  'python',
+  '-c',
+  'import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print("pid", os.getpid(), flush=True); time.sleep(120)',
+];
 
 describe('LocalBatchRunner.runJob', () => {
   it('resolves with the SUCCEEDED job in PascalCase, with the container, attempt and log stream Batch reports', async () => {
@@ -431,11 +437,6 @@ describe('spot interruptions', () => {
 
   it('kills the whole process tree when the attempt outlives the notice, reporting the reclaim with no exit code', async () => {
     const rec = makeRunner({ noticeKillSeconds: 1 });
-    const stubborn = [
-      'python',
-      '-c',
-      'import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print("pid", os.getpid(), flush=True); time.sleep(120)',
-    ];
     const input = await submission({ command: stubborn, env: { TRAINYARD_STOP_GRACE_SECONDS: '60' } });
     const run = rec.runner.runJob(input);
     const pid = Number((await rec.line(/^pid (\d+)$/))[1]);
@@ -509,11 +510,6 @@ describe('spot interruptions', () => {
 
   it('kills a Fargate task that outlives its SIGTERM after the stop timeout, reporting Fargate’s reason', async () => {
     const rec = makeRunner({ fargateStopTimeoutSeconds: 1 });
-    const stubborn = [
-      'python',
-      '-c',
-      'import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print("pid", os.getpid(), flush=True); time.sleep(120)',
-    ];
     const input = await submission({
       command: stubborn,
       env: { TRAINYARD_STOP_GRACE_SECONDS: '60' },
