@@ -927,64 +927,72 @@ async function measureLiveJobsRead(
         },
       } as unknown as typeof doc;
       const store = new JobStore(counting, table);
-      const units = (read: number) => Math.ceil((read * itemBytes) / 4096) / 2;
-      const samples: number[] = [];
-      let itemsRead = 0;
-      for (let run = 0; run < options.runs; run++) {
-        scanned = 0;
-        const started = performance.now();
-        const jobs = await store.listJobsInStates(teams, liveStates);
-        samples.push(performance.now() - started);
-        itemsRead = scanned;
-        const ids = jobs.map((j) => j.jobId).join(',');
-        if (jobs.length !== options.live || (expected !== undefined && ids !== expected)) {
-          throw new BenchMeasurementFailed(
-            `live-jobs read through ${path} found ${jobs.length} jobs, expected the ${options.live} live ones`,
-          );
+      /** Times `read` over the runs (each checked), with the items DynamoDB read in the last: the same every run. */
+      const timed = async <T>(read: () => Promise<T>, check: (result: T) => void) => {
+        const samples: number[] = [];
+        let result: T | undefined;
+        for (let run = 0; run < options.runs; run++) {
+          scanned = 0;
+          const started = performance.now();
+          result = await read();
+          samples.push(performance.now() - started);
+          check(result);
         }
-        expected = ids;
-      }
+        const itemsRead = scanned;
+        return {
+          itemsRead,
+          readUnits: Math.ceil((itemsRead * itemBytes) / 4096) / 2,
+          medianMs: percentile(samples, 50),
+          result: result as T,
+        };
+      };
+      const tick = await timed(
+        () => store.listJobsInStates(teams, liveStates),
+        (jobs) => {
+          const ids = jobs.map((j) => j.jobId).join(',');
+          if (jobs.length !== options.live || (expected !== undefined && ids !== expected)) {
+            throw new BenchMeasurementFailed(
+              `live-jobs read through ${path} found ${jobs.length} jobs, expected the ${options.live} live ones`,
+            );
+          }
+          expected = ids;
+        },
+      );
       // The team's own listing of what is under way, as the API pages it, every cursor followed.
-      const listingSamples: number[] = [];
-      let listingRead = 0;
-      let pages = 0;
-      for (let run = 0; run < options.runs; run++) {
-        scanned = 0;
-        pages = 0;
-        const found: string[] = [];
-        let cursor: string | undefined;
-        const started = performance.now();
-        do {
-          const page = await store.listJobsByTeam(listedTeam, { states: liveStates, limit: 20, cursor });
-          found.push(...page.jobs.map((j) => j.jobId));
-          cursor = page.nextCursor;
-          pages++;
-        } while (cursor);
-        listingSamples.push(performance.now() - started);
-        listingRead = scanned;
-        if (found.join(',') !== teamLive.join(',')) {
-          throw new BenchMeasurementFailed(
-            `GET /jobs through ${path} listed ${found.length} jobs, expected ${listedTeam}'s ${teamLive.length} live ones`,
-          );
-        }
-      }
+      const listing = await timed(
+        async () => {
+          const found: string[] = [];
+          let cursor: string | undefined;
+          let pages = 0;
+          do {
+            const page = await store.listJobsByTeam(listedTeam, { states: liveStates, limit: 20, cursor });
+            found.push(...page.jobs.map((j) => j.jobId));
+            cursor = page.nextCursor;
+            pages++;
+          } while (cursor);
+          return { found, pages };
+        },
+        ({ found }) => {
+          if (found.join(',') !== teamLive.join(',')) {
+            throw new BenchMeasurementFailed(
+              `GET /jobs through ${path} listed ${found.length} jobs, expected ${listedTeam}'s ${teamLive.length} live ones`,
+            );
+          }
+        },
+      );
+      const { itemsRead, readUnits, medianMs } = tick;
+      const { pages } = listing.result;
       paths.push({
         path,
         itemsRead,
-        readUnits: units(itemsRead),
+        readUnits,
         runs: options.runs,
-        medianMs: percentile(samples, 50),
-        teamListing: {
-          itemsRead: listingRead,
-          readUnits: units(listingRead),
-          pages,
-          medianMs: percentile(listingSamples, 50),
-        },
+        medianMs,
+        teamListing: { itemsRead: listing.itemsRead, readUnits: listing.readUnits, pages, medianMs: listing.medianMs },
       });
       options.log(
-        `control-plane: live-jobs read through ${path}: ${itemsRead} items, ${percentile(samples, 50).toFixed(1)} ms; ` +
-          `${listedTeam}'s listing: ${listingRead} items in ${pages} pages, ` +
-          `${percentile(listingSamples, 50).toFixed(1)} ms`,
+        `control-plane: live-jobs read through ${path}: ${itemsRead} items, ${medianMs.toFixed(1)} ms; ` +
+          `${listedTeam}'s listing: ${listing.itemsRead} items in ${pages} pages, ${listing.medianMs.toFixed(1)} ms`,
       );
     }
     return {

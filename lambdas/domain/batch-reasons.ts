@@ -47,6 +47,9 @@ export const HOST_TERMINATED_PATTERN = /^Host EC2 \(instance (i-[0-9a-f]+)\) ter
  */
 export const FARGATE_SPOT_INTERRUPTED_PATTERN = /^Your Spot Task was interrupted\.?$/;
 
+/** The reason itself, as Batch writes it (local mode's runner reports it for a Fargate Spot interruption). */
+export const FARGATE_SPOT_INTERRUPTED_REASON = 'Your Spot Task was interrupted.';
+
 /** Harness exit codes (images/harness/README.md). */
 export const HARNESS_EXIT = {
   success: 0,

@@ -51,7 +51,7 @@ import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Writable } from 'node:stream';
 import { type BatchJob, parseBatchJob } from '../../lambdas/domain/batch-job';
-import { HARNESS_EXIT } from '../../lambdas/domain/batch-reasons';
+import { FARGATE_SPOT_INTERRUPTED_REASON, HARNESS_EXIT } from '../../lambdas/domain/batch-reasons';
 import { ATTEMPT_TIMEOUT_REASON } from '../../lambdas/domain/outcome';
 import { containerOverridesOf } from '../../lambdas/domain/submit-job';
 import type { BatchControl, BatchJobRef, InstanceFacts } from '../../lambdas/shared/ports';
@@ -81,9 +81,6 @@ export const LOCAL_SHUTDOWN_REASON = 'Trainyard local runner stopped: the contai
  * on Fargate change it (docs/architecture.md, "Checkpoint on interruption").
  */
 export const FARGATE_STOP_TIMEOUT_SECONDS = 30;
-
-/** Batch's statusReason for a job whose Fargate Spot task AWS reclaimed (batch-reasons.ts FARGATE_SPOT_INTERRUPTED_PATTERN). */
-export const FARGATE_SPOT_INTERRUPTED_REASON = 'Your Spot Task was interrupted.';
 
 /**
  * Where a Fargate attempt's harness looks for IMDS: a loopback port nothing serves (discard, 9), so its polls go
