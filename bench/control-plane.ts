@@ -10,8 +10,6 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, wr
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { CreateTableCommand } from '@aws-sdk/client-dynamodb';
-import { BatchWriteCommand, type BatchWriteCommandInput } from '@aws-sdk/lib-dynamodb';
 import type { APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { build, type Metafile } from 'esbuild';
 import { type ApiEvent, createApiHandler } from '../lambdas/api/app';
@@ -19,7 +17,8 @@ import type { JobRecord, JobState } from '../lambdas/domain/job';
 import { DEFAULT_PLACEMENT_CONFIG, SPOT_PLAN_RISK_AVERSION } from '../lambdas/domain/placement';
 import { MAX_PLAN_GRID_POINTS, planGridPoints } from '../lambdas/domain/spot-planner';
 import type { ControlPlane } from '../lambdas/shared/control-plane';
-import { createDocumentClient } from '../lambdas/shared/dynamo';
+import { createDocumentClient, type DocumentClient } from '../lambdas/shared/dynamo';
+import { marshallItem } from '../lambdas/shared/dynamo-items';
 import { JobStore, jobItem, MAX_JOBS_READ_PER_PAGE } from '../lambdas/shared/job-store';
 import { logger } from '../lambdas/shared/logger';
 import type { FleetFacts, LifecycleControl } from '../lambdas/shared/ports';
@@ -886,24 +885,23 @@ async function measureLiveJobsRead(
       byState: 'live-bench-jobs',
       byTeam: 'live-bench-jobs-without-by-state',
     } as const;
-    await doc.send(new CreateTableCommand(createTableRequest(tables.byState, JOBS_TABLE)));
-    await doc.send(
-      new CreateTableCommand(
-        createTableRequest(tables.byTeam, {
-          ...JOBS_TABLE,
-          indexes: JOBS_TABLE.indexes.filter((index) => index.name !== JOBS_INDEXES.byState.name),
-        }),
-      ),
+    await doc.request('CreateTable', createTableRequest(tables.byState, JOBS_TABLE));
+    await doc.request(
+      'CreateTable',
+      createTableRequest(tables.byTeam, {
+        ...JOBS_TABLE,
+        indexes: JOBS_TABLE.indexes.filter((index) => index.name !== JOBS_INDEXES.byState.name),
+      }),
     );
     for (const table of Object.values(tables)) {
       for (let i = 0; i < items.length; i += 25) {
-        const batch = items.slice(i, i + 25).map((Item) => ({ PutRequest: { Item } }));
+        const batch = items.slice(i, i + 25).map((item) => ({ PutRequest: { Item: marshallItem(item) } }));
         let unprocessed: Record<string, unknown[]> | undefined = { [table]: batch };
         while (unprocessed && Object.keys(unprocessed).length > 0) {
-          const out = await doc.send(
-            new BatchWriteCommand({ RequestItems: unprocessed as BatchWriteCommandInput['RequestItems'] }),
-          );
-          unprocessed = out.UnprocessedItems as Record<string, unknown[]> | undefined;
+          const out: { UnprocessedItems?: Record<string, unknown[]> } = await doc.request('BatchWriteItem', {
+            RequestItems: unprocessed,
+          });
+          unprocessed = out.UnprocessedItems;
         }
       }
       options.log(`control-plane: live-jobs read: ${items.length} jobs written to ${table}`);
@@ -919,13 +917,14 @@ async function measureLiveJobsRead(
     let expected: string | undefined;
     for (const [path, table] of Object.entries(tables) as Array<[LiveJobsReadPath['path'], string]>) {
       let scanned = 0;
-      const counting = {
-        send: async (command: Parameters<typeof doc.send>[0]) => {
-          const out = (await doc.send(command)) as { ScannedCount?: number };
-          scanned += out.ScannedCount ?? 0;
+      const counting: DocumentClient = {
+        ...doc,
+        query: async (input) => {
+          const out = await doc.query(input);
+          scanned += out.ScannedCount;
           return out;
         },
-      } as unknown as typeof doc;
+      };
       const store = new JobStore(counting, table);
       /** Times `read` over the runs (each checked), with the items DynamoDB read in the last: the same every run. */
       const timed = async <T>(read: () => Promise<T>, check: (result: T) => void) => {

@@ -1,64 +1,422 @@
 /**
- * The one way adapters build a DynamoDB document client, so marshalling behaves the same in every Lambda, in local
- * mode and in tests; and the one place the DynamoDB SDK packages are loaded.
+ * The one DynamoDB client of the control plane: every Lambda, local mode and the tests read and write the jobs and
+ * budgets tables through it.
+ *
+ * It speaks DynamoDB's JSON protocol itself (an HTTPS POST signed with SigV4, sigv4.ts) rather than through
+ * `@aws-sdk/client-dynamodb` and `lib-dynamodb`, because every handler needs DynamoDB at cold start and those two
+ * packages took 100-120 ms of it to load, more than everything else a handler loads together (`npm run bench --
+ * --only control-plane`). The stores use four operations, GetItem, PutItem, UpdateItem and Query, and this client
+ * does those, with the SDK's behaviour where it matters:
+ * - items are plain values (dynamo-items.ts), marshalled as lib-dynamodb did for the stores;
+ * - a failure is an error named for DynamoDB's type (`ConditionalCheckFailedException`, `ValidationException`…);
+ * - throttling, 5xx answers, dropped connections and timed-out calls are retried, up to 3 attempts in all, with
+ *   full-jitter exponential backoff (the SDK's standard mode); every write the stores make is conditional or
+ *   idempotent, so a retried write that had landed fails its condition or repeats itself, as with the SDK;
+ * - a response whose `x-amz-crc32` does not match its body is retried, not trusted;
+ * - credentials come from the environment (a Lambda's role puts them there), else from the SDK's default chain,
+ *   loaded only then, and refreshed before they expire.
+ * `request` sends any other operation as given (local mode creates its tables with it).
  */
-import { createRequire } from 'node:module';
-import type * as DynamoDbModule from '@aws-sdk/client-dynamodb';
-import type * as DocumentModule from '@aws-sdk/lib-dynamodb';
-import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { crc32 } from 'node:zlib';
+import { type AttributeValue, marshallItem, unmarshallItem } from './dynamo-items';
+import { type AwsCredentials, signRequest } from './sigv4';
 
-/**
- * `@aws-sdk/client-dynamodb`, loaded with `require`, not `import`. Both DynamoDB packages are CommonJS, and Node's ESM
- * loader runs cjs-module-lexer over every CommonJS module an `import` reaches and routes their own `require`s through
- * itself (nodejs/node#47999, #59913), which made importing them ~50 ms slower than requiring the very same modules;
- * every handler loads them at cold start. In a Lambda bundle `require` is the banner's `createRequire` (the bare call
- * also lets esbuild see and keep the package external); under tsx and vitest, where an ES module has no `require`,
- * one is made here. Either way Node's module cache hands out the one instance that an `import` would.
- */
-export const dynamoDbSdk: typeof DynamoDbModule =
-  typeof require === 'function'
-    ? require('@aws-sdk/client-dynamodb')
-    : createRequire(import.meta.url)('@aws-sdk/client-dynamodb');
+export { UnsupportedItemValue } from './dynamo-items';
+export type { AwsCredentials } from './sigv4';
 
-/** `@aws-sdk/lib-dynamodb`, loaded with `require` for the same reason as {@link dynamoDbSdk}. */
-export const documentSdk: typeof DocumentModule =
-  typeof require === 'function'
-    ? require('@aws-sdk/lib-dynamodb')
-    : createRequire(import.meta.url)('@aws-sdk/lib-dynamodb');
+/** An item, a key or expression values, as plain values. */
+export type Item = Record<string, unknown>;
 
-const { DynamoDBClient } = dynamoDbSdk;
+/** `#name` placeholders and `:value`s of an expression. */
+interface ExpressionParts {
+  readonly ExpressionAttributeNames?: Readonly<Record<string, string>>;
+  readonly ExpressionAttributeValues?: Readonly<Item>;
+}
 
-/** Where the client talks to: AWS by default, or a local engine (dynalite) at `endpoint`. */
+/** GetItem's input, with the key as plain values. */
+export interface GetInput {
+  readonly TableName: string;
+  readonly Key: Readonly<Item>;
+  readonly ConsistentRead?: boolean;
+  readonly ProjectionExpression?: string;
+  readonly ExpressionAttributeNames?: Readonly<Record<string, string>>;
+}
+
+/** PutItem's input, with the item as plain values. */
+export interface PutInput extends ExpressionParts {
+  readonly TableName: string;
+  readonly Item: Readonly<Item>;
+  readonly ConditionExpression?: string;
+  readonly ReturnValues?: 'NONE' | 'ALL_OLD';
+}
+
+/** UpdateItem's input, with the key and values as plain values. */
+export interface UpdateInput extends ExpressionParts {
+  readonly TableName: string;
+  readonly Key: Readonly<Item>;
+  readonly UpdateExpression: string;
+  readonly ConditionExpression?: string;
+  readonly ReturnValues?: 'NONE' | 'ALL_OLD' | 'UPDATED_OLD' | 'ALL_NEW' | 'UPDATED_NEW';
+}
+
+/** Query's input, with values and the start key as plain values. */
+export interface QueryInput extends ExpressionParts {
+  readonly TableName: string;
+  readonly IndexName?: string;
+  readonly KeyConditionExpression: string;
+  readonly FilterExpression?: string;
+  readonly ProjectionExpression?: string;
+  readonly ConsistentRead?: boolean;
+  readonly ScanIndexForward?: boolean;
+  readonly Limit?: number;
+  readonly ExclusiveStartKey?: Readonly<Item>;
+  readonly ReturnConsumedCapacity?: 'INDEXES' | 'TOTAL' | 'NONE';
+}
+
+/** The capacity an operation consumed, when it was asked for. */
+export interface ConsumedCapacity {
+  readonly TableName?: string;
+  readonly CapacityUnits?: number;
+  readonly ReadCapacityUnits?: number;
+  readonly WriteCapacityUnits?: number;
+}
+
+/** A page of a Query. */
+export interface QueryOutput {
+  readonly Items: Item[];
+  readonly Count: number;
+  readonly ScannedCount: number;
+  readonly LastEvaluatedKey?: Item;
+  readonly ConsumedCapacity?: ConsumedCapacity;
+}
+
+/** The document operations the stores use. Tests wrap it to count or reorder calls. */
+export interface DocumentClient {
+  /** GetItem: the item, or undefined when there is none. */
+  get(input: GetInput): Promise<{ Item?: Item }>;
+  /** PutItem; `Attributes` only with ReturnValues ALL_OLD and an item replaced. */
+  put(input: PutInput): Promise<{ Attributes?: Item }>;
+  /** UpdateItem; `Attributes` as ReturnValues asks. */
+  update(input: UpdateInput): Promise<{ Attributes?: Item }>;
+  /** One page of a Query. */
+  query(input: QueryInput): Promise<QueryOutput>;
+  /** Any operation, its input and output as DynamoDB's JSON protocol writes them (attribute values, not plain). */
+  request<T = Record<string, unknown>>(operation: string, input: Readonly<Record<string, unknown>>): Promise<T>;
+  /** Closes the client's idle connections. */
+  destroy(): void;
+}
+
+/** Where the client talks to, and how hard it tries. */
 export interface DocumentClientOptions {
-  /** A local engine's URL, e.g. http://127.0.0.1:4567. @default - the AWS regional endpoint */
+  /** A local engine's URL, e.g. http://127.0.0.1:4567. @default - https://dynamodb.<region>.amazonaws.com */
   readonly endpoint?: string;
-  /** @default - the SDK's region chain (AWS_REGION in Lambda); us-east-1 when an endpoint is given without one */
+  /** @default - AWS_REGION, else AWS_DEFAULT_REGION; us-east-1 when an endpoint is given without either */
   readonly region?: string;
-  /** What a local engine is signed with (local mode starts its engines with a key of its own). @default dummy ones */
-  readonly credentials?: { readonly accessKeyId: string; readonly secretAccessKey: string };
+  /**
+   * Credentials, or a function that resolves them (called again before temporary ones expire).
+   * @default - against an endpoint, fixed dummy ones (a local engine started without a key answers any); else
+   * AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN, else the AWS SDK's default provider chain
+   */
+  readonly credentials?: AwsCredentials | (() => Promise<AwsCredentials>);
+  /** Attempts per call, the first included. @default 3 */
+  readonly maxAttempts?: number;
+  /** Base of the backoff between attempts; throttling waits five times as long. @default 100 ms */
+  readonly retryBaseDelayMs?: number;
+  /** How long one attempt may take before it is abandoned (and retried). @default 10,000 ms */
+  readonly requestTimeoutMs?: number;
+}
+
+/** An error DynamoDB answered with, or the last failure of a call that ran out of attempts. */
+export class DynamoDbError extends Error {
+  /** DynamoDB's error type (`ConditionalCheckFailedException`), or `DynamoDbHttpError` for an answer without one. */
+  override readonly name: string;
+  /** The HTTP status, when DynamoDB answered. */
+  readonly statusCode?: number;
+  /** Whether another attempt could succeed (throttling, 5xx, a dropped connection). */
+  readonly retryable: boolean;
+  /** DynamoDB's request id, for AWS support. */
+  readonly requestId?: string;
+  /** How many attempts the call made. */
+  attempts = 1;
+
+  constructor(
+    name: string,
+    message: string,
+    details: { statusCode?: number; retryable: boolean; requestId?: string; cause?: unknown },
+  ) {
+    super(message, details.cause === undefined ? undefined : { cause: details.cause });
+    this.name = name;
+    this.statusCode = details.statusCode;
+    this.retryable = details.retryable;
+    this.requestId = details.requestId;
+  }
+}
+
+/** DynamoDB's throttling errors, retried with the longer backoff. */
+const THROTTLING_ERRORS = new Set([
+  'ThrottlingException',
+  'ProvisionedThroughputExceededException',
+  'RequestLimitExceeded',
+]);
+/** Network failures that another attempt may get past. */
+const TRANSIENT_NETWORK_CODES = new Set(['ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ECONNREFUSED', 'EAI_AGAIN', 'ENOTFOUND']);
+/** Refresh temporary credentials this long before they expire. */
+const CREDENTIAL_REFRESH_MS = 5 * 60_000;
+const MAX_BACKOFF_MS = 20_000;
+const DUMMY_CREDENTIALS: AwsCredentials = { accessKeyId: 'local', secretAccessKey: 'local' };
+
+/** A document client for DynamoDB at AWS, or at a local engine when `endpoint` is given. */
+export function createDocumentClient(options: DocumentClientOptions = {}): DocumentClient {
+  const local = options.endpoint !== undefined;
+  const region =
+    options.region ?? process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION ?? (local ? 'us-east-1' : undefined);
+  if (region === undefined || region === '')
+    throw new Error('DynamoDB client: no AWS region; set AWS_REGION (a Lambda has it) or pass a region');
+  const url = new URL(options.endpoint ?? `https://dynamodb.${region}.${dnsSuffix(region)}`);
+  if (url.protocol !== 'https:' && url.protocol !== 'http:')
+    throw new Error(`DynamoDB client: endpoint ${options.endpoint} must be http:// or https://`);
+  const maxAttempts = options.maxAttempts ?? 3;
+  if (!Number.isInteger(maxAttempts) || maxAttempts < 1)
+    throw new Error(`DynamoDB client: maxAttempts must be a whole number ≥ 1, got ${maxAttempts}`);
+  const baseDelayMs = options.retryBaseDelayMs ?? 100;
+  const timeoutMs = options.requestTimeoutMs ?? 10_000;
+  const credentials = credentialSource(options.credentials ?? (local ? DUMMY_CREDENTIALS : undefined));
+  const secure = url.protocol === 'https:';
+  const agent = secure ? new HttpsAgent({ keepAlive: true }) : new HttpAgent({ keepAlive: true });
+  const send = secure ? httpsRequest : httpRequest;
+
+  /** One attempt: sign, send, read, check the checksum; resolves the parsed body or rejects with a DynamoDbError. */
+  async function attempt(operation: string, body: Buffer): Promise<unknown> {
+    const headers = signRequest(
+      {
+        method: 'POST',
+        host: url.host,
+        path: '/',
+        headers: {
+          'content-type': 'application/x-amz-json-1.0',
+          'x-amz-target': `DynamoDB_20120810.${operation}`,
+          'content-length': String(body.length),
+        },
+        body,
+      },
+      { region: region as string, service: 'dynamodb', credentials: await credentials(), date: new Date() },
+    );
+    const response = await new Promise<{ status: number; headers: IncomingMessage['headers']; body: Buffer }>(
+      (resolve, reject) => {
+        const req = send(
+          { protocol: url.protocol, hostname: url.hostname, port: url.port, path: '/', method: 'POST', headers, agent },
+          (res) => {
+            const chunks: Buffer[] = [];
+            res.on('data', (chunk: Buffer) => chunks.push(chunk));
+            res.on('end', () =>
+              resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }),
+            );
+            res.on('error', reject);
+          },
+        );
+        req.setTimeout(timeoutMs, () =>
+          req.destroy(Object.assign(new Error(`no answer in ${timeoutMs} ms`), { code: 'ETIMEDOUT' })),
+        );
+        req.on('error', reject);
+        req.end(body);
+      },
+    ).catch((error: unknown) => {
+      const code = (error as NodeJS.ErrnoException).code;
+      throw new DynamoDbError(
+        'DynamoDbNetworkError',
+        `${operation} to ${url.host} failed: ${(error as Error).message}`,
+        {
+          retryable: code === undefined || TRANSIENT_NETWORK_CODES.has(code),
+          cause: error,
+        },
+      );
+    });
+    const requestId = headerText(response.headers['x-amzn-requestid']);
+    const expectedCrc = headerText(response.headers['x-amz-crc32']);
+    if (expectedCrc !== undefined && Number(expectedCrc) !== crc32(response.body))
+      throw new DynamoDbError(
+        'DynamoDbCorruptResponse',
+        `${operation}: the answer's body does not match its x-amz-crc32`,
+        {
+          statusCode: response.status,
+          retryable: true,
+          requestId,
+        },
+      );
+    const parsed = parseJson(response.body);
+    if (response.status >= 200 && response.status < 300 && parsed !== undefined) return parsed;
+    throw errorFromAnswer(
+      operation,
+      response.status,
+      parsed,
+      headerText(response.headers['x-amzn-errortype']),
+      requestId,
+    );
+  }
+
+  async function request<T>(operation: string, input: Readonly<Record<string, unknown>>): Promise<T> {
+    const body = Buffer.from(JSON.stringify(input), 'utf8');
+    for (let attemptNumber = 1; ; attemptNumber++) {
+      try {
+        return (await attempt(operation, body)) as T;
+      } catch (error) {
+        if (!(error instanceof DynamoDbError)) throw error;
+        error.attempts = attemptNumber;
+        if (!error.retryable || attemptNumber >= maxAttempts) throw error;
+        const base = THROTTLING_ERRORS.has(error.name) ? baseDelayMs * 5 : baseDelayMs;
+        await sleep(Math.random() * Math.min(MAX_BACKOFF_MS, base * 2 ** (attemptNumber - 1)));
+      }
+    }
+  }
+
+  return {
+    request,
+    async get(input) {
+      const out = await request<{ Item?: Record<string, AttributeValue> }>('GetItem', {
+        ...input,
+        Key: marshallItem(input.Key),
+      });
+      return out.Item === undefined ? {} : { Item: unmarshallItem(out.Item) };
+    },
+    async put(input) {
+      const out = await request<{ Attributes?: Record<string, AttributeValue> }>('PutItem', {
+        ...input,
+        Item: marshallItem(input.Item),
+        ...marshalledValues(input),
+      });
+      return out.Attributes === undefined ? {} : { Attributes: unmarshallItem(out.Attributes) };
+    },
+    async update(input) {
+      const out = await request<{ Attributes?: Record<string, AttributeValue> }>('UpdateItem', {
+        ...input,
+        Key: marshallItem(input.Key),
+        ...marshalledValues(input),
+      });
+      return out.Attributes === undefined ? {} : { Attributes: unmarshallItem(out.Attributes) };
+    },
+    async query(input) {
+      const out = await request<{
+        Items?: Record<string, AttributeValue>[];
+        Count?: number;
+        ScannedCount?: number;
+        LastEvaluatedKey?: Record<string, AttributeValue>;
+        ConsumedCapacity?: ConsumedCapacity;
+      }>('Query', {
+        ...input,
+        ...(input.ExclusiveStartKey === undefined ? {} : { ExclusiveStartKey: marshallItem(input.ExclusiveStartKey) }),
+        ...marshalledValues(input),
+      });
+      return {
+        Items: (out.Items ?? []).map(unmarshallItem),
+        Count: out.Count ?? 0,
+        ScannedCount: out.ScannedCount ?? 0,
+        ...(out.LastEvaluatedKey === undefined ? {} : { LastEvaluatedKey: unmarshallItem(out.LastEvaluatedKey) }),
+        ...(out.ConsumedCapacity === undefined ? {} : { ConsumedCapacity: out.ConsumedCapacity }),
+      };
+    },
+    destroy() {
+      agent.destroy();
+    },
+  };
+}
+
+/** Whether an error is DynamoDB's answer that a write's condition did not hold. */
+export function isConditionalCheckFailure(error: unknown): boolean {
+  return error instanceof Error && error.name === 'ConditionalCheckFailedException';
+}
+
+function marshalledValues(input: ExpressionParts): { ExpressionAttributeValues?: Record<string, AttributeValue> } {
+  return input.ExpressionAttributeValues === undefined
+    ? {}
+    : { ExpressionAttributeValues: marshallItem(input.ExpressionAttributeValues) };
+}
+
+/** The DNS suffix of a region's partition: China's regions have their own. */
+function dnsSuffix(region: string): string {
+  return region.startsWith('cn-') ? 'amazonaws.com.cn' : 'amazonaws.com';
+}
+
+/** A credentials getter that caches, and refreshes temporary credentials before they expire. */
+function credentialSource(
+  given: AwsCredentials | (() => Promise<AwsCredentials>) | undefined,
+): () => Promise<AwsCredentials> {
+  if (given !== undefined && typeof given !== 'function') return async () => given;
+  const resolve = given ?? environmentOrChainCredentials();
+  let cached: Promise<AwsCredentials> | undefined;
+  return async () => {
+    const current = cached === undefined ? undefined : await cached.catch(() => undefined);
+    if (
+      current !== undefined &&
+      (current.expiration === undefined || current.expiration.getTime() - Date.now() > CREDENTIAL_REFRESH_MS)
+    )
+      return current;
+    cached = resolve();
+    return cached;
+  };
 }
 
 /**
- * A document client that drops undefined attributes (optional fields stay optional instead of failing the write)
- * and refuses class instances (a Date or a class slipped into an item is a bug, not something to flatten silently).
- * Against a local endpoint it signs with the credentials given, else fixed dummy ones: the tests run with no AWS
- * credentials at all, and an engine started without a key answers any.
+ * The client's default credentials: the environment's (a Lambda's role puts them there), else the AWS SDK's default
+ * chain (profiles, SSO, container and instance roles), loaded only when the environment has none.
  */
-export function createDocumentClient(options: DocumentClientOptions = {}): DynamoDBDocumentClient {
-  const local = options.endpoint !== undefined;
-  const client = new DynamoDBClient({
-    ...(local
-      ? {
-          endpoint: options.endpoint,
-          region: options.region ?? 'us-east-1',
-          credentials: { ...(options.credentials ?? { accessKeyId: 'local', secretAccessKey: 'local' }) },
-        }
-      : options.region === undefined
-        ? {}
-        : { region: options.region }),
-  });
-  return documentSdk.DynamoDBDocumentClient.from(client, {
-    marshallOptions: { removeUndefinedValues: true, convertClassInstanceToMap: false },
-    unmarshallOptions: { wrapNumbers: false },
-  });
+export function environmentOrChainCredentials(): () => Promise<AwsCredentials> {
+  let chain: (() => Promise<AwsCredentials>) | undefined;
+  return async () => {
+    const {
+      AWS_ACCESS_KEY_ID: accessKeyId,
+      AWS_SECRET_ACCESS_KEY: secretAccessKey,
+      AWS_SESSION_TOKEN: sessionToken,
+    } = process.env;
+    if (accessKeyId && secretAccessKey)
+      return { accessKeyId, secretAccessKey, ...(sessionToken ? { sessionToken } : {}) };
+    chain ??= (await import('@aws-sdk/credential-provider-node')).defaultProvider();
+    return chain();
+  };
+}
+
+function errorFromAnswer(
+  operation: string,
+  status: number,
+  body: unknown,
+  errorTypeHeader: string | undefined,
+  requestId: string | undefined,
+): DynamoDbError {
+  const fields = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
+  const rawType = typeof fields.__type === 'string' ? fields.__type : errorTypeHeader;
+  const type = rawType?.split('#').pop()?.split(':')[0];
+  const message =
+    typeof fields.message === 'string'
+      ? fields.message
+      : typeof fields.Message === 'string'
+        ? fields.Message
+        : undefined;
+  const name = type === undefined || type === '' ? 'DynamoDbHttpError' : type;
+  return new DynamoDbError(
+    name,
+    `${operation}: ${name}${message === undefined ? ` (HTTP ${status})` : `: ${message}`}`,
+    {
+      statusCode: status,
+      retryable: status >= 500 || THROTTLING_ERRORS.has(name),
+      requestId,
+    },
+  );
+}
+
+function parseJson(body: Buffer): unknown {
+  if (body.length === 0) return undefined;
+  try {
+    return JSON.parse(body.toString('utf8')) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+function headerText(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -4,7 +4,6 @@
  * Every write that can be repeated (Step Functions retries, EventBridge redelivery, a client retrying a POST) is a
  * single-item conditional write, so a replay changes nothing.
  */
-import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { compareCodeUnits } from '../domain/code-unit-order';
 import {
   type AttemptRecord,
@@ -24,13 +23,9 @@ import { type LabelSelector, matchesLabels } from '../domain/labels';
 import { type JobWithAttempts, mayHaveRunIn, type ReportPeriod } from '../domain/showback';
 import { InvalidTierSpotRecord, parseTierSpotRecord, type TierSpotRecord } from '../domain/tier-spot';
 import { mapConcurrently } from './concurrency';
-import { documentSdk, dynamoDbSdk } from './dynamo';
+import { type DocumentClient, isConditionalCheckFailure, type QueryInput } from './dynamo';
 import { decodeOpaqueCursor, encodeOpaqueCursor } from './opaque-cursor';
 import { JOBS_INDEXES, jobKeys, KEYS } from './table-design';
-
-// Loaded with require (see dynamo.ts), so destructured here rather than imported.
-const { ConditionalCheckFailedException } = dynamoDbSdk;
-const { GetCommand, PutCommand, QueryCommand, UpdateCommand } = documentSdk;
 
 /** Raised when a job id is unknown (or belongs to nobody the caller can see). */
 export class JobNotFound extends Error {
@@ -146,12 +141,6 @@ function isIndexUnavailable(error: unknown, indexName: string): boolean {
   return e?.name === 'ValidationException' && typeof e.message === 'string' && e.message.includes(indexName);
 }
 
-function isConditionFailure(error: unknown): boolean {
-  return (
-    error instanceof ConditionalCheckFailedException || (error as Error).name === 'ConditionalCheckFailedException'
-  );
-}
-
 /** Raised when a tier's spot record could not be updated because concurrent writers kept changing it. */
 export class TierSpotConflict extends Error {
   override name = 'TierSpotConflict';
@@ -203,7 +192,7 @@ export class JobStore {
   private byStateMissingUntilMs = 0;
 
   constructor(
-    private readonly client: DynamoDBDocumentClient,
+    private readonly client: DocumentClient,
     private readonly tableName: string,
     private readonly now: () => Date = () => new Date(),
   ) {}
@@ -212,16 +201,14 @@ export class JobStore {
   async createJob(job: JobRecord): Promise<boolean> {
     const record = parseJobRecord({ ...job, updatedAt: this.now().toISOString() });
     try {
-      await this.client.send(
-        new PutCommand({
-          TableName: this.tableName,
-          Item: jobItem(record),
-          ConditionExpression: 'attribute_not_exists(pk)',
-        }),
-      );
+      await this.client.put({
+        TableName: this.tableName,
+        Item: jobItem(record),
+        ConditionExpression: 'attribute_not_exists(pk)',
+      });
       return true;
     } catch (error) {
-      if (isConditionFailure(error)) return false;
+      if (isConditionalCheckFailure(error)) return false;
       throw error;
     }
   }
@@ -244,9 +231,11 @@ export class JobStore {
 
   /** The job, or undefined. */
   async getJob(jobId: string): Promise<JobRecord | undefined> {
-    const { Item } = await this.client.send(
-      new GetCommand({ TableName: this.tableName, Key: jobKeys.job(jobId), ConsistentRead: true }),
-    );
+    const { Item } = await this.client.get({
+      TableName: this.tableName,
+      Key: jobKeys.job(jobId),
+      ConsistentRead: true,
+    });
     return Item ? parseJobRecord(stripKeys(Item)) : undefined;
   }
 
@@ -280,20 +269,18 @@ export class JobStore {
     });
     names['#state'] = 'state';
     try {
-      const { Attributes } = await this.client.send(
-        new UpdateCommand({
-          TableName: this.tableName,
-          Key: jobKeys.job(jobId),
-          UpdateExpression: `SET ${sets.join(', ')}`,
-          ConditionExpression: `attribute_exists(pk) AND #state IN (${fromValues.join(', ')})`,
-          ExpressionAttributeNames: names,
-          ExpressionAttributeValues: values,
-          ReturnValues: 'ALL_NEW',
-        }),
-      );
+      const { Attributes } = await this.client.update({
+        TableName: this.tableName,
+        Key: jobKeys.job(jobId),
+        UpdateExpression: `SET ${sets.join(', ')}`,
+        ConditionExpression: `attribute_exists(pk) AND #state IN (${fromValues.join(', ')})`,
+        ExpressionAttributeNames: names,
+        ExpressionAttributeValues: values,
+        ReturnValues: 'ALL_NEW',
+      });
       return parseJobRecord(stripKeys(Attributes ?? {}));
     } catch (error) {
-      if (!isConditionFailure(error)) throw error;
+      if (!isConditionalCheckFailure(error)) throw error;
       const current = await this.requireJob(jobId);
       if (current.state === to) return current;
       throw new JobStateConflict(`job ${jobId} is ${current.state}; cannot move it from ${from.join('|')} to ${to}`);
@@ -317,20 +304,18 @@ export class JobStore {
       return `#r${i}`;
     });
     try {
-      const { Attributes } = await this.client.send(
-        new UpdateCommand({
-          TableName: this.tableName,
-          Key: jobKeys.job(jobId),
-          UpdateExpression: `SET ${sets.join(', ')}${removes.length ? ` REMOVE ${removes.join(', ')}` : ''}`,
-          ConditionExpression: 'attribute_exists(pk)',
-          ExpressionAttributeNames: names,
-          ExpressionAttributeValues: values,
-          ReturnValues: 'ALL_NEW',
-        }),
-      );
+      const { Attributes } = await this.client.update({
+        TableName: this.tableName,
+        Key: jobKeys.job(jobId),
+        UpdateExpression: `SET ${sets.join(', ')}${removes.length ? ` REMOVE ${removes.join(', ')}` : ''}`,
+        ConditionExpression: 'attribute_exists(pk)',
+        ExpressionAttributeNames: names,
+        ExpressionAttributeValues: values,
+        ReturnValues: 'ALL_NEW',
+      });
       return parseJobRecord(stripKeys(Attributes ?? {}));
     } catch (error) {
-      if (isConditionFailure(error)) throw new JobNotFound(jobId);
+      if (isConditionalCheckFailure(error)) throw new JobNotFound(jobId);
       throw error;
     }
   }
@@ -342,19 +327,17 @@ export class JobStore {
    */
   async removePauseToken(jobId: string, token: string): Promise<boolean> {
     try {
-      await this.client.send(
-        new UpdateCommand({
-          TableName: this.tableName,
-          Key: jobKeys.job(jobId),
-          UpdateExpression: 'SET #updatedAt = :now REMOVE #token',
-          ConditionExpression: '#token = :token',
-          ExpressionAttributeNames: { '#updatedAt': 'updatedAt', '#token': 'pauseToken' },
-          ExpressionAttributeValues: { ':now': this.now().toISOString(), ':token': token },
-        }),
-      );
+      await this.client.update({
+        TableName: this.tableName,
+        Key: jobKeys.job(jobId),
+        UpdateExpression: 'SET #updatedAt = :now REMOVE #token',
+        ConditionExpression: '#token = :token',
+        ExpressionAttributeNames: { '#updatedAt': 'updatedAt', '#token': 'pauseToken' },
+        ExpressionAttributeValues: { ':now': this.now().toISOString(), ':token': token },
+      });
       return true;
     } catch (error) {
-      if (isConditionFailure(error)) return false;
+      if (isConditionalCheckFailure(error)) return false;
       throw error;
     }
   }
@@ -363,21 +346,19 @@ export class JobStore {
   async putAttempt(attempt: AttemptRecord): Promise<AttemptRecord> {
     const record = parseAttemptRecord(attempt);
     try {
-      await this.client.send(
-        new PutCommand({
-          TableName: this.tableName,
-          Item: {
-            ...jobKeys.attempt(record.jobId, record.attempt),
-            ...(record.instanceId ? jobKeys.instanceIndex(record.instanceId, record.jobId, record.attempt) : {}),
-            kind: 'attempt',
-            ...record,
-          },
-          ConditionExpression: 'attribute_not_exists(pk)',
-        }),
-      );
+      await this.client.put({
+        TableName: this.tableName,
+        Item: {
+          ...jobKeys.attempt(record.jobId, record.attempt),
+          ...(record.instanceId ? jobKeys.instanceIndex(record.instanceId, record.jobId, record.attempt) : {}),
+          kind: 'attempt',
+          ...record,
+        },
+        ConditionExpression: 'attribute_not_exists(pk)',
+      });
       return record;
     } catch (error) {
-      if (!isConditionFailure(error)) throw error;
+      if (!isConditionalCheckFailure(error)) throw error;
       const existing = await this.getAttempt(record.jobId, record.attempt);
       if (!existing) throw error;
       return existing;
@@ -386,9 +367,11 @@ export class JobStore {
 
   /** One attempt, or undefined. */
   async getAttempt(jobId: string, attempt: number): Promise<AttemptRecord | undefined> {
-    const { Item } = await this.client.send(
-      new GetCommand({ TableName: this.tableName, Key: jobKeys.attempt(jobId, attempt), ConsistentRead: true }),
-    );
+    const { Item } = await this.client.get({
+      TableName: this.tableName,
+      Key: jobKeys.attempt(jobId, attempt),
+      ConsistentRead: true,
+    });
     return Item ? parseAttemptRecord(stripKeys(Item)) : undefined;
   }
 
@@ -445,39 +428,37 @@ export class JobStore {
         ? seen.startedAt
         : undefined;
     try {
-      const { Attributes } = await this.client.send(
-        new UpdateCommand({
-          TableName: this.tableName,
-          Key: jobKeys.attempt(billed.jobId, billed.attempt),
-          UpdateExpression: `SET #status = :status, #stoppedAt = :stoppedAt, #costUsd = :costUsd, #unseenCost = :billedCost${
-            seen.endedAfterJob ? ', #endedAfterJob = :true' : ''
-          }${earlierStart !== undefined ? ', #startedAt = :startedAt' : ''} REMOVE #endUnseen`,
-          ConditionExpression:
-            '#endUnseen = :true AND #stoppedAt = :billedStop AND #costUsd = :billedCost AND attribute_not_exists(#unseenCost)',
-          ExpressionAttributeNames: {
-            '#status': 'status',
-            '#stoppedAt': 'stoppedAt',
-            '#costUsd': 'costUsd',
-            '#unseenCost': 'unseenCostUsd',
-            '#endUnseen': 'endUnseen',
-            ...(seen.endedAfterJob ? { '#endedAfterJob': 'endedAfterJob' } : {}),
-            ...(earlierStart !== undefined ? { '#startedAt': 'startedAt' } : {}),
-          },
-          ExpressionAttributeValues: {
-            ':status': seen.status,
-            ':stoppedAt': seen.stoppedAt,
-            ':costUsd': seen.costUsd,
-            ':billedCost': billed.costUsd,
-            ':billedStop': billed.stoppedAt,
-            ':true': true,
-            ...(earlierStart !== undefined ? { ':startedAt': earlierStart } : {}),
-          },
-          ReturnValues: 'ALL_NEW',
-        }),
-      );
+      const { Attributes } = await this.client.update({
+        TableName: this.tableName,
+        Key: jobKeys.attempt(billed.jobId, billed.attempt),
+        UpdateExpression: `SET #status = :status, #stoppedAt = :stoppedAt, #costUsd = :costUsd, #unseenCost = :billedCost${
+          seen.endedAfterJob ? ', #endedAfterJob = :true' : ''
+        }${earlierStart !== undefined ? ', #startedAt = :startedAt' : ''} REMOVE #endUnseen`,
+        ConditionExpression:
+          '#endUnseen = :true AND #stoppedAt = :billedStop AND #costUsd = :billedCost AND attribute_not_exists(#unseenCost)',
+        ExpressionAttributeNames: {
+          '#status': 'status',
+          '#stoppedAt': 'stoppedAt',
+          '#costUsd': 'costUsd',
+          '#unseenCost': 'unseenCostUsd',
+          '#endUnseen': 'endUnseen',
+          ...(seen.endedAfterJob ? { '#endedAfterJob': 'endedAfterJob' } : {}),
+          ...(earlierStart !== undefined ? { '#startedAt': 'startedAt' } : {}),
+        },
+        ExpressionAttributeValues: {
+          ':status': seen.status,
+          ':stoppedAt': seen.stoppedAt,
+          ':costUsd': seen.costUsd,
+          ':billedCost': billed.costUsd,
+          ':billedStop': billed.stoppedAt,
+          ':true': true,
+          ...(earlierStart !== undefined ? { ':startedAt': earlierStart } : {}),
+        },
+        ReturnValues: 'ALL_NEW',
+      });
       return parseAttemptRecord(stripKeys(Attributes ?? {}));
     } catch (error) {
-      if (isConditionFailure(error)) return undefined;
+      if (isConditionalCheckFailure(error)) return undefined;
       throw error;
     }
   }
@@ -512,20 +493,18 @@ export class JobStore {
       condition += ` AND attribute_not_exists(#unset${i})`;
     });
     try {
-      const { Attributes } = await this.client.send(
-        new UpdateCommand({
-          TableName: this.tableName,
-          Key: jobKeys.attempt(jobId, attempt),
-          UpdateExpression: `SET ${sets.join(', ')}`,
-          ConditionExpression: condition,
-          ExpressionAttributeNames: names,
-          ExpressionAttributeValues: values,
-          ReturnValues: 'ALL_NEW',
-        }),
-      );
+      const { Attributes } = await this.client.update({
+        TableName: this.tableName,
+        Key: jobKeys.attempt(jobId, attempt),
+        UpdateExpression: `SET ${sets.join(', ')}`,
+        ConditionExpression: condition,
+        ExpressionAttributeNames: names,
+        ExpressionAttributeValues: values,
+        ReturnValues: 'ALL_NEW',
+      });
       return parseAttemptRecord(stripKeys(Attributes ?? {}));
     } catch (error) {
-      if (!isConditionFailure(error)) throw error;
+      if (!isConditionalCheckFailure(error)) throw error;
       if (unset.length > 0 && (await this.getAttempt(jobId, attempt))) return undefined;
       throw new JobNotFound(`${jobId} attempt ${attempt}`);
     }
@@ -541,34 +520,30 @@ export class JobStore {
     const parsed = parseOrphanRun(run);
     const key = jobKeys.attempt(jobId, attempt);
     try {
-      await this.client.send(
-        new UpdateCommand({
-          TableName: this.tableName,
-          Key: key,
-          UpdateExpression: 'SET #orphans = if_not_exists(#orphans, :none)',
-          ConditionExpression: 'attribute_exists(pk)',
-          ExpressionAttributeNames: { '#orphans': 'orphans' },
-          ExpressionAttributeValues: { ':none': {} },
-        }),
-      );
+      await this.client.update({
+        TableName: this.tableName,
+        Key: key,
+        UpdateExpression: 'SET #orphans = if_not_exists(#orphans, :none)',
+        ConditionExpression: 'attribute_exists(pk)',
+        ExpressionAttributeNames: { '#orphans': 'orphans' },
+        ExpressionAttributeValues: { ':none': {} },
+      });
     } catch (error) {
-      if (isConditionFailure(error)) throw new JobNotFound(`${jobId} attempt ${attempt}`);
+      if (isConditionalCheckFailure(error)) throw new JobNotFound(`${jobId} attempt ${attempt}`);
       throw error;
     }
     try {
-      await this.client.send(
-        new UpdateCommand({
-          TableName: this.tableName,
-          Key: key,
-          UpdateExpression: 'SET #orphans.#batchJob = :run',
-          ConditionExpression: 'attribute_not_exists(#orphans.#batchJob)',
-          ExpressionAttributeNames: { '#orphans': 'orphans', '#batchJob': batchJobId },
-          ExpressionAttributeValues: { ':run': parsed },
-        }),
-      );
+      await this.client.update({
+        TableName: this.tableName,
+        Key: key,
+        UpdateExpression: 'SET #orphans.#batchJob = :run',
+        ConditionExpression: 'attribute_not_exists(#orphans.#batchJob)',
+        ExpressionAttributeNames: { '#orphans': 'orphans', '#batchJob': batchJobId },
+        ExpressionAttributeValues: { ':run': parsed },
+      });
       return true;
     } catch (error) {
-      if (isConditionFailure(error)) return false;
+      if (isConditionalCheckFailure(error)) return false;
       throw error;
     }
   }
@@ -582,23 +557,23 @@ export class JobStore {
   async putDecision(jobId: string, decision: DecisionRecord): Promise<void> {
     const record = parseDecisionRecord(decision);
     try {
-      await this.client.send(
-        new PutCommand({
-          TableName: this.tableName,
-          Item: { ...jobKeys.decision(jobId, record.seq), kind: 'decision', jobId, ...record },
-          ConditionExpression: 'attribute_not_exists(pk)',
-        }),
-      );
+      await this.client.put({
+        TableName: this.tableName,
+        Item: { ...jobKeys.decision(jobId, record.seq), kind: 'decision', jobId, ...record },
+        ConditionExpression: 'attribute_not_exists(pk)',
+      });
     } catch (error) {
-      if (!isConditionFailure(error)) throw error;
+      if (!isConditionalCheckFailure(error)) throw error;
     }
   }
 
   /** The budget watch's spot record of a tier (tier-spot.ts), or undefined when it has none. */
   async getTierSpot(tier: string): Promise<TierSpotRecord | undefined> {
-    const { Item } = await this.client.send(
-      new GetCommand({ TableName: this.tableName, Key: jobKeys.tierSpot(tier), ConsistentRead: true }),
-    );
+    const { Item } = await this.client.get({
+      TableName: this.tableName,
+      Key: jobKeys.tierSpot(tier),
+      ConsistentRead: true,
+    });
     return Item ? parseTierSpotRecord(stripKeys(Item)) : undefined;
   }
 
@@ -619,28 +594,26 @@ export class JobStore {
       if (record.tier !== tier)
         throw new InvalidTierSpotRecord(`a record for tier ${record.tier} cannot be stored as tier ${tier}'s`);
       try {
-        await this.client.send(
-          new PutCommand({
-            TableName: this.tableName,
-            Item: { ...jobKeys.tierSpot(tier), kind: 'tier-spot', ...record },
-            ...(stored === undefined
-              ? { ConditionExpression: 'attribute_not_exists(pk)' }
-              : {
-                  // Every fold moves at least one of these (tier-spot.ts), so an equal record is the one read.
-                  ConditionExpression:
-                    'seenMs = :seen AND sinceMs = :since AND available = :available AND sinceChange = :change',
-                  ExpressionAttributeValues: {
-                    ':seen': stored.seenMs,
-                    ':since': stored.sinceMs,
-                    ':available': stored.available,
-                    ':change': stored.sinceChange,
-                  },
-                }),
-          }),
-        );
+        await this.client.put({
+          TableName: this.tableName,
+          Item: { ...jobKeys.tierSpot(tier), kind: 'tier-spot', ...record },
+          ...(stored === undefined
+            ? { ConditionExpression: 'attribute_not_exists(pk)' }
+            : {
+                // Every fold moves at least one of these (tier-spot.ts), so an equal record is the one read.
+                ConditionExpression:
+                  'seenMs = :seen AND sinceMs = :since AND available = :available AND sinceChange = :change',
+                ExpressionAttributeValues: {
+                  ':seen': stored.seenMs,
+                  ':since': stored.sinceMs,
+                  ':available': stored.available,
+                  ':change': stored.sinceChange,
+                },
+              }),
+        });
         return record;
       } catch (error) {
-        if (!isConditionFailure(error)) throw error;
+        if (!isConditionalCheckFailure(error)) throw error;
       }
     }
     throw new TierSpotConflict(
@@ -663,16 +636,14 @@ export class JobStore {
     claim: Omit<IdempotencyRecord, 'answer'>,
   ): Promise<IdempotencyClaim> {
     try {
-      await this.client.send(
-        new PutCommand({
-          TableName: this.tableName,
-          Item: { ...jobKeys.idempotency(team, key), kind: 'idempotency', ...claim },
-          ConditionExpression: 'attribute_not_exists(pk)',
-        }),
-      );
+      await this.client.put({
+        TableName: this.tableName,
+        Item: { ...jobKeys.idempotency(team, key), kind: 'idempotency', ...claim },
+        ConditionExpression: 'attribute_not_exists(pk)',
+      });
       return { claimed: true };
     } catch (error) {
-      if (!isConditionFailure(error)) throw error;
+      if (!isConditionalCheckFailure(error)) throw error;
       const found = await this.findIdempotencyKey(team, key);
       return { claimed: false, jobId: String(found?.jobId), sameRequest: found?.requestHash === claim.requestHash };
     }
@@ -683,22 +654,22 @@ export class JobStore {
    * names that job (it always does: a claim is never rewritten, so the condition only guards against misuse).
    */
   async keepIdempotencyAnswer(team: string, key: string, jobId: string, answer: string): Promise<void> {
-    await this.client.send(
-      new UpdateCommand({
-        TableName: this.tableName,
-        Key: jobKeys.idempotency(team, key),
-        UpdateExpression: 'SET answer = :answer',
-        ConditionExpression: 'jobId = :jobId',
-        ExpressionAttributeValues: { ':answer': answer, ':jobId': jobId },
-      }),
-    );
+    await this.client.update({
+      TableName: this.tableName,
+      Key: jobKeys.idempotency(team, key),
+      UpdateExpression: 'SET answer = :answer',
+      ConditionExpression: 'jobId = :jobId',
+      ExpressionAttributeValues: { ':answer': answer, ':jobId': jobId },
+    });
   }
 
   /** A team's claim of an Idempotency-Key, if there is one (read consistently: a claim just made is seen). */
   async findIdempotencyKey(team: string, key: string): Promise<IdempotencyRecord | undefined> {
-    const { Item } = await this.client.send(
-      new GetCommand({ TableName: this.tableName, Key: jobKeys.idempotency(team, key), ConsistentRead: true }),
-    );
+    const { Item } = await this.client.get({
+      TableName: this.tableName,
+      Key: jobKeys.idempotency(team, key),
+      ConsistentRead: true,
+    });
     if (!Item) return undefined;
     return {
       jobId: String(Item.jobId),
@@ -750,20 +721,18 @@ export class JobStore {
     let overflow = false;
     let read = 0;
     do {
-      const page = await this.client.send(
-        new QueryCommand({
-          TableName: this.tableName,
-          IndexName: index.name,
-          KeyConditionExpression: '#pk = :pk',
-          ExpressionAttributeNames: { '#pk': index.partition, ...filter?.names },
-          ExpressionAttributeValues: { ':pk': jobKeys.teamPartition(team), ...filter?.values },
-          ...(filter && { FilterExpression: filter.expression }),
-          ScanIndexForward: false,
-          // Unfiltered, every job read is kept; filtered, a larger read finds the matches in fewer round trips.
-          Limit: filter ? Math.min(FILTERED_READ, maxRead - read) : limit - jobs.length,
-          ExclusiveStartKey: start,
-        }),
-      );
+      const page = await this.client.query({
+        TableName: this.tableName,
+        IndexName: index.name,
+        KeyConditionExpression: '#pk = :pk',
+        ExpressionAttributeNames: { '#pk': index.partition, ...filter?.names },
+        ExpressionAttributeValues: { ':pk': jobKeys.teamPartition(team), ...filter?.values },
+        ...(filter && { FilterExpression: filter.expression }),
+        ScanIndexForward: false,
+        // Unfiltered, every job read is kept; filtered, a larger read finds the matches in fewer round trips.
+        Limit: filter ? Math.min(FILTERED_READ, maxRead - read) : limit - jobs.length,
+        ExclusiveStartKey: start,
+      });
       read += page.ScannedCount ?? 0;
       start = page.LastEvaluatedKey;
       const items = page.Items ?? [];
@@ -834,27 +803,25 @@ export class JobStore {
       );
       if (behind !== undefined) {
         if (read >= stateBudget) break;
-        const page = await this.client.send(
-          new QueryCommand({
-            TableName: this.tableName,
-            IndexName: index.name,
-            KeyConditionExpression: after === undefined ? '#pk = :pk' : '#pk = :pk AND #sk < :after',
-            ExpressionAttributeNames: {
-              '#pk': index.partition,
-              ...(after !== undefined && { '#sk': index.sort }),
-              ...filter?.names,
-            },
-            ExpressionAttributeValues: {
-              ':pk': behind.state,
-              ...(after !== undefined && { ':after': after }),
-              ...filter?.values,
-            },
-            FilterExpression: filter?.expression,
-            ScanIndexForward: false,
-            Limit: Math.min(FILTERED_READ, stateBudget - read),
-            ExclusiveStartKey: behind.start,
-          }),
-        );
+        const page = await this.client.query({
+          TableName: this.tableName,
+          IndexName: index.name,
+          KeyConditionExpression: after === undefined ? '#pk = :pk' : '#pk = :pk AND #sk < :after',
+          ExpressionAttributeNames: {
+            '#pk': index.partition,
+            ...(after !== undefined && { '#sk': index.sort }),
+            ...filter?.names,
+          },
+          ExpressionAttributeValues: {
+            ':pk': behind.state,
+            ...(after !== undefined && { ':after': after }),
+            ...filter?.values,
+          },
+          FilterExpression: filter?.expression,
+          ScanIndexForward: false,
+          Limit: Math.min(FILTERED_READ, stateBudget - read),
+          ExclusiveStartKey: behind.start,
+        });
         read += page.ScannedCount ?? 0;
         behind.matches.push(...(page.Items ?? []));
         behind.start = page.LastEvaluatedKey;
@@ -952,35 +919,31 @@ export class JobStore {
     fields: { uri: string; totalUsd: number; jobs: number; eventId: string },
   ): Promise<void> {
     try {
-      await this.client.send(
-        new PutCommand({
-          TableName: this.tableName,
-          Item: {
-            ...jobKeys.report(report.kind, report.periodStart, report.team),
-            kind: 'report',
-            report: report.kind,
-            periodStart: report.periodStart,
-            ...(report.team === undefined ? {} : { team: report.team }),
-            ...fields,
-            announcedAt: this.now().toISOString(),
-          },
-          ConditionExpression: 'attribute_not_exists(pk)',
-        }),
-      );
+      await this.client.put({
+        TableName: this.tableName,
+        Item: {
+          ...jobKeys.report(report.kind, report.periodStart, report.team),
+          kind: 'report',
+          report: report.kind,
+          periodStart: report.periodStart,
+          ...(report.team === undefined ? {} : { team: report.team }),
+          ...fields,
+          announcedAt: this.now().toISOString(),
+        },
+        ConditionExpression: 'attribute_not_exists(pk)',
+      });
     } catch (error) {
-      if (!isConditionFailure(error)) throw error;
+      if (!isConditionalCheckFailure(error)) throw error;
     }
   }
 
   /** Whether a scheduled report's announcement is on record. */
   async reportAnnounced(report: { kind: string; periodStart: string; team?: string }): Promise<boolean> {
-    const { Item } = await this.client.send(
-      new GetCommand({
-        TableName: this.tableName,
-        Key: jobKeys.report(report.kind, report.periodStart, report.team),
-        ConsistentRead: true,
-      }),
-    );
+    const { Item } = await this.client.get({
+      TableName: this.tableName,
+      Key: jobKeys.report(report.kind, report.periodStart, report.team),
+      ConsistentRead: true,
+    });
     return Item !== undefined;
   }
 
@@ -1094,13 +1057,11 @@ export class JobStore {
 
   /** Every item a query of the jobs table returns, page after page. */
   private async *queryAll(
-    input: Omit<ConstructorParameters<typeof QueryCommand>[0], 'TableName' | 'ExclusiveStartKey'>,
+    input: Omit<QueryInput, 'TableName' | 'ExclusiveStartKey'>,
   ): AsyncGenerator<Record<string, unknown>> {
     let start: Record<string, unknown> | undefined;
     do {
-      const page = await this.client.send(
-        new QueryCommand({ ...input, TableName: this.tableName, ExclusiveStartKey: start }),
-      );
+      const page = await this.client.query({ ...input, TableName: this.tableName, ExclusiveStartKey: start });
       yield* page.Items ?? [];
       start = page.LastEvaluatedKey;
     } while (start);

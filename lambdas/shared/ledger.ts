@@ -28,7 +28,6 @@
  * Known limit: job entries stay in the scope item for the period (they are the idempotency record), so one scope
  * holds roughly 3,000 jobs per month within DynamoDB's 400 KB item size.
  */
-import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import * as z from 'zod/mini';
 import '../domain/zod-issues'; // zod's English issue messages
 import {
@@ -68,11 +67,8 @@ import {
   validateThresholds,
 } from '../domain/budgets';
 import type { CrossedThreshold } from '../domain/events';
-import { documentSdk } from './dynamo';
+import { type DocumentClient, isConditionalCheckFailure } from './dynamo';
 import { BUDGETS_INDEXES, budgetKeys } from './table-design';
-
-// Loaded with require (see dynamo.ts), so destructured here rather than imported.
-const { GetCommand, PutCommand, QueryCommand, UpdateCommand } = documentSdk;
 
 export {
   BudgetExceeded,
@@ -181,7 +177,7 @@ export interface BudgetUsage {
 
 /** How the ledger is wired. */
 export interface BudgetLedgerOptions {
-  readonly client: DynamoDBDocumentClient;
+  readonly client: DocumentClient;
   readonly tableName: string;
   readonly thresholds: Thresholds;
   /** Clock for createdAt and crossing markers. @default - the system clock */
@@ -345,7 +341,7 @@ type ScopeReservation =
 
 /** Budgets per scope and month in DynamoDB: reserve, accrue, settle, release, limits and usage. */
 export class BudgetLedger {
-  private readonly client: DynamoDBDocumentClient;
+  private readonly client: DocumentClient;
   private readonly tableName: string;
   private readonly thresholds: Thresholds;
   private readonly now: () => Date;
@@ -862,25 +858,23 @@ export class BudgetLedger {
     const items: ScopeItem[] = [];
     let start: Record<string, unknown> | undefined;
     do {
-      const page = await this.client.send(
-        new QueryCommand({
-          TableName: this.tableName,
-          IndexName: BUDGETS_INDEXES.byTeam.name,
-          KeyConditionExpression: '#gpk = :gpk AND begins_with(#gsk, :prefix)',
-          // The jobs map can be large; listing needs only the totals and markers.
-          ProjectionExpression: SUMMARY_PROJECTION,
-          ExpressionAttributeNames: {
-            '#gpk': BUDGETS_INDEXES.byTeam.partition,
-            '#gsk': BUDGETS_INDEXES.byTeam.sort,
-            ...names(...SUMMARY_NAMES),
-          },
-          ExpressionAttributeValues: {
-            ':gpk': budgetKeys.teamPartition(teamScope.team),
-            ':prefix': budgetKeys.teamPeriodPrefix(checkedPeriod),
-          },
-          ExclusiveStartKey: start,
-        }),
-      );
+      const page = await this.client.query({
+        TableName: this.tableName,
+        IndexName: BUDGETS_INDEXES.byTeam.name,
+        KeyConditionExpression: '#gpk = :gpk AND begins_with(#gsk, :prefix)',
+        // The jobs map can be large; listing needs only the totals and markers.
+        ProjectionExpression: SUMMARY_PROJECTION,
+        ExpressionAttributeNames: {
+          '#gpk': BUDGETS_INDEXES.byTeam.partition,
+          '#gsk': BUDGETS_INDEXES.byTeam.sort,
+          ...names(...SUMMARY_NAMES),
+        },
+        ExpressionAttributeValues: {
+          ':gpk': budgetKeys.teamPartition(teamScope.team),
+          ':prefix': budgetKeys.teamPeriodPrefix(checkedPeriod),
+        },
+        ExclusiveStartKey: start,
+      });
       for (const raw of page.Items ?? []) items.push(scopeItemSchema.parse(raw));
       start = page.LastEvaluatedKey;
     } while (start);
@@ -1239,24 +1233,24 @@ export class BudgetLedger {
   }
 
   private async readScopeItem(scope: string, period: string, jobId?: string): Promise<ScopeItem | undefined> {
-    const { Item } = await this.client.send(
-      new GetCommand({
-        TableName: this.tableName,
-        Key: budgetKeys.period(scope, period),
-        ConsistentRead: true,
-        // Only the totals, markers and (when asked) one job's entry: the jobs map can be large.
-        ProjectionExpression: jobId === undefined ? SUMMARY_PROJECTION : `${SUMMARY_PROJECTION}, #jobs.#job`,
-        ExpressionAttributeNames:
-          jobId === undefined ? names(...SUMMARY_NAMES) : { ...names(...SUMMARY_NAMES, '#jobs'), '#job': jobId },
-      }),
-    );
+    const { Item } = await this.client.get({
+      TableName: this.tableName,
+      Key: budgetKeys.period(scope, period),
+      ConsistentRead: true,
+      // Only the totals, markers and (when asked) one job's entry: the jobs map can be large.
+      ProjectionExpression: jobId === undefined ? SUMMARY_PROJECTION : `${SUMMARY_PROJECTION}, #jobs.#job`,
+      ExpressionAttributeNames:
+        jobId === undefined ? names(...SUMMARY_NAMES) : { ...names(...SUMMARY_NAMES, '#jobs'), '#job': jobId },
+    });
     return Item ? scopeItemSchema.parse(Item) : undefined;
   }
 
   private async readJob(jobId: string): Promise<JobRecord | undefined> {
-    const { Item } = await this.client.send(
-      new GetCommand({ TableName: this.tableName, Key: budgetKeys.job(jobId), ConsistentRead: true }),
-    );
+    const { Item } = await this.client.get({
+      TableName: this.tableName,
+      Key: budgetKeys.job(jobId),
+      ConsistentRead: true,
+    });
     return Item ? jobRecordSchema.parse(Item) : undefined;
   }
 
@@ -1295,12 +1289,10 @@ export class BudgetLedger {
     ExpressionAttributeValues: Record<string, unknown>;
   }): Promise<Record<string, unknown> | undefined> {
     try {
-      const { Attributes } = await this.client.send(
-        new UpdateCommand({ TableName: this.tableName, ReturnValues: 'ALL_NEW', ...input }),
-      );
+      const { Attributes } = await this.client.update({ TableName: this.tableName, ReturnValues: 'ALL_NEW', ...input });
       return Attributes ?? {};
     } catch (error) {
-      if (isConditionFailure(error)) return undefined;
+      if (isConditionalCheckFailure(error)) return undefined;
       throw error;
     }
   }
@@ -1308,17 +1300,15 @@ export class BudgetLedger {
   /** PutItem under a condition on the key; false when the condition failed. */
   private async conditionalPut(item: Record<string, unknown>, condition: string): Promise<boolean> {
     try {
-      await this.client.send(
-        new PutCommand({
-          TableName: this.tableName,
-          Item: item,
-          ConditionExpression: condition,
-          ExpressionAttributeNames: names('#pk'),
-        }),
-      );
+      await this.client.put({
+        TableName: this.tableName,
+        Item: item,
+        ConditionExpression: condition,
+        ExpressionAttributeNames: names('#pk'),
+      });
       return true;
     } catch (error) {
-      if (isConditionFailure(error)) return false;
+      if (isConditionalCheckFailure(error)) return false;
       throw error;
     }
   }
@@ -1336,8 +1326,4 @@ function exceededDetails(item: ScopeItem, requestedMicros: number): BudgetExceed
     availableUsd: microsToUsd(item.availableMicros),
     blockThreshold: item.blockThreshold,
   };
-}
-
-function isConditionFailure(error: unknown): boolean {
-  return error instanceof Error && error.name === 'ConditionalCheckFailedException';
 }

@@ -3,7 +3,6 @@
  * handlers from it. Local mode and the lifecycle tests both build their control plane here, so they run exactly the
  * adapters and handlers the Lambdas run.
  */
-import { CreateTableCommand, DynamoDBClient, ResourceInUseException } from '@aws-sdk/client-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
 import { createAnalyzeHandler } from '../../lambdas/lifecycle/analyze';
 import { createAttemptOutcomeHandler } from '../../lambdas/lifecycle/attempt-outcome';
@@ -58,17 +57,16 @@ export async function ensureLocalTables(
   dynamoEndpoint: string,
   credentials: EngineCredentials = OPEN_ENGINE_CREDENTIALS,
 ): Promise<void> {
-  const client = new DynamoDBClient({ endpoint: dynamoEndpoint, region: 'us-east-1', credentials: { ...credentials } });
+  const client = createDocumentClient({ endpoint: dynamoEndpoint, credentials });
   try {
     for (const [name, table] of [
       [LOCAL_NAMES.jobsTable, JOBS_TABLE],
       [LOCAL_NAMES.budgetsTable, BUDGETS_TABLE],
     ] as const) {
       try {
-        await client.send(new CreateTableCommand(createTableRequest(name, table)));
+        await client.request('CreateTable', createTableRequest(name, table));
       } catch (error) {
-        if (!(error instanceof ResourceInUseException) && (error as Error).name !== 'ResourceInUseException')
-          throw error;
+        if ((error as Error).name !== 'ResourceInUseException') throw error;
       }
     }
   } finally {

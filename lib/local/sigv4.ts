@@ -10,10 +10,9 @@
  * `UNSIGNED-PAYLOAD` for a presigned URL. The body itself is not hashed: it would have to be read before s3rver does,
  * and a signature over a declared hash already binds a request to the key's holder.
  */
-import { createHmac } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { compareCodeUnits } from '../../lambdas/domain/code-unit-order';
-import { sha256Hex } from '../../lambdas/shared/tarball';
+import { sigV4Signature } from '../../lambdas/shared/sigv4';
 import { tokenMatches } from './token';
 
 const ALGORITHM = 'AWS4-HMAC-SHA256';
@@ -118,13 +117,7 @@ export function checkS3Signature(
     parts.signedHeaders.join(';'),
     payloadHash,
   ].join('\n');
-  const stringToSign = [ALGORITHM, parts.amzDate, parts.scope, sha256Hex(canonicalRequest)].join('\n');
-  const [date, region, service] = parts.scope.split('/') as [string, string, string];
-  const key = [date, region, service, 'aws4_request'].reduce<Buffer | string>(
-    (k, part) => hmac(k, part),
-    `AWS4${credentials.secretAccessKey}`,
-  );
-  const expected = hmac(key, stringToSign).toString('hex');
+  const expected = sigV4Signature(credentials.secretAccessKey, parts.amzDate, parts.scope, canonicalRequest);
   if (!tokenMatches(parts.signature, expected)) {
     return {
       code: 'SignatureDoesNotMatch',
@@ -268,8 +261,4 @@ function amzDateMs(amzDate: string): number | undefined {
 function splitOnce(text: string, separator: string): [string, string | undefined] {
   const at = text.indexOf(separator);
   return at < 0 ? [text, undefined] : [text.slice(0, at), text.slice(at + separator.length)];
-}
-
-function hmac(key: Buffer | string, text: string): Buffer {
-  return createHmac('sha256', key).update(text, 'utf8').digest();
 }

@@ -5,7 +5,6 @@
  */
 import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDocumentClient } from '../../lambdas/shared/dynamo';
 import { budgetKeys } from '../../lambdas/shared/table-design';
@@ -123,9 +122,11 @@ describe('chaos: random spot interruptions at a high rate', () => {
       }
 
       // The ledger's own record of the job: settled at exactly the attempts' sum.
-      const { Item } = await doc.send(
-        new GetCommand({ TableName: LOCAL_NAMES.budgetsTable, Key: budgetKeys.job(jobId), ConsistentRead: true }),
-      );
+      const { Item } = await doc.get({
+        TableName: LOCAL_NAMES.budgetsTable,
+        Key: budgetKeys.job(jobId),
+        ConsistentRead: true,
+      });
       expect(Item?.settleActualMicros).toBe(jobCents * 10_000);
       teamCents += jobCents;
     }

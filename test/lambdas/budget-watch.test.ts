@@ -4,7 +4,6 @@
 // The tick is 2026-11-20T14:30:00Z; running attempts started at 14:01:05, so they have run 1735 s:
 //   spot at the tier's 0.19 $/h:       0.19 × 1735 ÷ 3600 = 0.09157 → $0.09
 //   on-demand at 0.526 $/h:            0.526 × 1735 ÷ 3600 = 0.25350 → $0.25
-import { DeleteCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { BudgetWatchIncomplete, createBudgetWatchHandler } from '../../lambdas/budget-watch/budget-watch';
 import { TERMINATE_REASONS } from '../../lambdas/domain/batch-reasons';
@@ -96,9 +95,10 @@ beforeEach(async () => {
   probed.length = 0;
   // The tiers' spot records are shared by every team: each test starts without them.
   for (const tier of CONFIG.tiers)
-    await bench.dynamo.doc.send(
-      new DeleteCommand({ TableName: bench.dynamo.tables.jobs, Key: { pk: `TIERSPOT#${tier.id}`, sk: 'META' } }),
-    );
+    await bench.dynamo.doc.request('DeleteItem', {
+      TableName: bench.dynamo.tables.jobs,
+      Key: { pk: { S: `TIERSPOT#${tier.id}` }, sk: { S: 'META' } },
+    });
 });
 
 function watch(
@@ -314,12 +314,10 @@ describe('budget watch: metering and progress', () => {
     await runningJob(id('good'), { reserveUsd: 1 });
     // A running job whose record an older or newer release (or a hand edit) left with a cost that is not a number.
     const bad = jobRecord({ jobId: id('bad'), team: currentTeam, createdAt: '2026-11-20T14:00:03.000Z' });
-    await bench.dynamo.doc.send(
-      new PutCommand({
-        TableName: bench.dynamo.tables.jobs,
-        Item: { ...jobItem(bad), costSoFarUsd: 'oops' },
-      }),
-    );
+    await bench.dynamo.doc.put({
+      TableName: bench.dynamo.tables.jobs,
+      Item: { ...jobItem(bad), costSoFarUsd: 'oops' },
+    });
 
     const run = watch()(fixture('scheduled-event'));
 
@@ -822,23 +820,19 @@ describe('budget watch: the tiers’ spot records', () => {
 
   it('reads a job an earlier version stored with its own spotSeenSince, which the tier record replaced', async () => {
     const job = jobRecord({ jobId: id('legacy'), team: currentTeam, createdAt: new Date(T.created).toISOString() });
-    await bench.dynamo.doc.send(
-      new PutCommand({
-        TableName: bench.dynamo.tables.jobs,
-        Item: { ...jobItem(job), spotSeenSince: TICK_MS - 900_000 },
-      }),
-    );
+    await bench.dynamo.doc.put({
+      TableName: bench.dynamo.tables.jobs,
+      Item: { ...jobItem(job), spotSeenSince: TICK_MS - 900_000 },
+    });
 
     expect(await bench.jobs.requireJob(job.jobId)).toEqual(job);
   });
 
   it('fails the run naming the tier when the record cannot be read, after handling everything else', async () => {
-    await bench.dynamo.doc.send(
-      new PutCommand({
-        TableName: bench.dynamo.tables.jobs,
-        Item: { pk: 'TIERSPOT#gpu-small', sk: 'META', tier: 'gpu-small', available: 'yes' },
-      }),
-    );
+    await bench.dynamo.doc.put({
+      TableName: bench.dynamo.tables.jobs,
+      Item: { pk: 'TIERSPOT#gpu-small', sk: 'META', tier: 'gpu-small', available: 'yes' },
+    });
     spotAnswer = true;
 
     const run = watch()(fixture('scheduled-event'));
@@ -1080,9 +1074,10 @@ describe('budget watch: back to spot', () => {
     // The record began at this tick: the job knows only its own 1 735 s, and waits.
     expect(unseen.moved).toEqual([]);
 
-    await bench.dynamo.doc.send(
-      new DeleteCommand({ TableName: bench.dynamo.tables.jobs, Key: { pk: 'TIERSPOT#gpu-small', sk: 'META' } }),
-    );
+    await bench.dynamo.doc.request('DeleteItem', {
+      TableName: bench.dynamo.tables.jobs,
+      Key: { pk: { S: 'TIERSPOT#gpu-small' }, sk: { S: 'META' } },
+    });
     // Fitted an hour ago with nothing learnt: the fleet model stands at this tick.
     await storeTierSpot({
       tier: 'gpu-small',

@@ -2,10 +2,10 @@
 // index (only the jobs in those states), or, on a table without that index, through each team's history.
 
 import { CreateTableCommand } from '@aws-sdk/client-dynamodb';
-import { PutCommand, type QueryCommandOutput } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { JobState } from '../../lambdas/domain/job';
 import { InvalidJobRecord } from '../../lambdas/domain/job';
+import type { DocumentClient } from '../../lambdas/shared/dynamo';
 import { BY_STATE_RECHECK_MS, JobStore, jobItem } from '../../lambdas/shared/job-store';
 import { decodeOpaqueCursor } from '../../lambdas/shared/opaque-cursor';
 import { createTableRequest, JOBS_INDEXES, JOBS_TABLE } from '../../lambdas/shared/table-design';
@@ -25,15 +25,15 @@ const stores: Record<
 function countingStore(table: string, now?: () => Date) {
   let scanned = 0;
   let indexes: string[] = [];
-  const client = {
-    send: async (command: Parameters<typeof dynamo.doc.send>[0]) => {
-      const index = (command.input as { IndexName?: string }).IndexName;
-      if (index !== undefined) indexes.push(index);
-      const out = (await dynamo.doc.send(command)) as Partial<QueryCommandOutput>;
-      scanned += out.ScannedCount ?? 0;
+  const client: DocumentClient = {
+    ...dynamo.doc,
+    query: async (input) => {
+      if (input.IndexName !== undefined) indexes.push(input.IndexName);
+      const out = await dynamo.doc.query(input);
+      scanned += out.ScannedCount;
       return out;
     },
-  } as unknown as typeof dynamo.doc;
+  };
   return {
     store: new JobStore(client, table, now),
     scanned: () => scanned,
@@ -51,14 +51,15 @@ function countingStore(table: string, now?: () => Date) {
  */
 function storeMovingAfterFirstStateQuery(jobId: string) {
   let queries = 0;
-  const client = {
-    send: async (command: Parameters<typeof dynamo.doc.send>[0]) => {
-      const out = await dynamo.doc.send(command);
-      if ((command.input as { IndexName?: string }).IndexName === JOBS_INDEXES.byState.name && queries++ === 0)
+  const client: DocumentClient = {
+    ...dynamo.doc,
+    query: async (input) => {
+      const out = await dynamo.doc.query(input);
+      if (input.IndexName === JOBS_INDEXES.byState.name && queries++ === 0)
         await stores.indexed.store.transition(jobId, ['WAITING'], 'RUNNING');
       return out;
     },
-  } as unknown as typeof dynamo.doc;
+  };
   return { store: new JobStore(client, dynamo.tables.jobs), queries: () => queries };
 }
 
@@ -149,12 +150,10 @@ describe.each(['indexed', 'unindexed'] as const)('a record that does not parse, 
   it('is handed to onInvalid and the others returned; without onInvalid, it throws', async () => {
     const { store } = stores[which];
     const bad = jobRecord({ jobId: 'lab-bad', team: 'lab', state: 'RUNNING' });
-    await dynamo.doc.send(
-      new PutCommand({
-        TableName: table(),
-        Item: { ...jobItem(bad), user: 7 },
-      }),
-    );
+    await dynamo.doc.put({
+      TableName: table(),
+      Item: { ...jobItem(bad), user: 7 },
+    });
     await store.createJob(
       jobRecord({
         jobId: 'lab-good',

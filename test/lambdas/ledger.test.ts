@@ -1,8 +1,7 @@
 // The budgets ledger against dynalite: a real engine speaking the DynamoDB API, conditional writes included.
 // Expected figures are worked out here in whole cents, independently of the ledger's micro-dollar arithmetic.
-import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDocumentClient } from '../../lambdas/shared/dynamo';
+import { type DocumentClient, DynamoDbError } from '../../lambdas/shared/dynamo';
 import {
   BudgetExceeded,
   BudgetJobConflict,
@@ -45,26 +44,26 @@ function newLedger(thresholds = { warn: 0.7, block: 1 }): BudgetLedger {
   });
 }
 
-const wireError = () => Object.assign(new Error('socket hang up'), { name: 'TimeoutError' });
+/** What the client throws once it has run out of attempts on a dropped connection. */
+const wireError = () => new DynamoDbError('DynamoDbNetworkError', 'socket hang up', { retryable: true });
 
 /**
  * A ledger whose every write (PutItem or UpdateItem, counted from 1) first goes through `onWrite(n, pk)`, which may
  * hold it back or fail it the way a dropped connection does: the engine is real, only the wire is played with.
  */
 function ledgerWithWrites(onWrite: (n: number, pk: string) => Promise<void>): BudgetLedger {
-  const doc = createDocumentClient({ endpoint: dynamo.endpoint });
   let seen = 0;
-  doc.middlewareStack.add(
-    (next, context) => async (args) => {
-      if (/^(Put|Update)Item/.test(context.commandName ?? '')) {
-        const input = args.input as { Key?: { pk?: unknown }; Item?: { pk?: unknown } };
-        const pk = input.Key?.pk ?? input.Item?.pk;
-        await onWrite(++seen, typeof pk === 'string' ? pk : ((pk as { S?: string } | undefined)?.S ?? ''));
-      }
-      return next(args);
+  const doc: DocumentClient = {
+    ...dynamo.doc,
+    put: async (input) => {
+      await onWrite(++seen, String(input.Item.pk));
+      return dynamo.doc.put(input);
     },
-    { step: 'initialize', name: 'onWrite' },
-  );
+    update: async (input) => {
+      await onWrite(++seen, String(input.Key.pk));
+      return dynamo.doc.update(input);
+    },
+  };
   return new BudgetLedger({ client: doc, tableName: dynamo.tables.budgets, thresholds: { warn: 0.7, block: 1 } });
 }
 
@@ -504,18 +503,15 @@ describe('multi-scope saga', () => {
     const ledger = newLedger();
     await ledger.ensureBudget(scopes[0] as string, PERIOD, 100);
     await ledger.setLimit(scopes[1] as string, PERIOD, 50);
-    const doc = createDocumentClient({ endpoint: dynamo.endpoint });
     let updates = 0;
-    doc.middlewareStack.add(
-      (next, context) => async (args) => {
+    const doc: DocumentClient = {
+      ...dynamo.doc,
+      update: async (input) => {
         // Exactly the second UpdateItem (the user scope's reservation) fails; everything else goes through.
-        if (context.commandName === 'UpdateItemCommand' && ++updates === 2) {
-          throw Object.assign(new Error('connection reset'), { name: 'TimeoutError' });
-        }
-        return next(args);
+        if (++updates === 2) throw new DynamoDbError('DynamoDbNetworkError', 'connection reset', { retryable: true });
+        return dynamo.doc.update(input);
       },
-      { step: 'initialize', name: 'dropOneWrite' },
-    );
+    };
     const flaky = new BudgetLedger({
       client: doc,
       tableName: dynamo.tables.budgets,
@@ -998,7 +994,7 @@ describe('top-up before a paused job resumes', () => {
 
     // Write 1 raises the team scope, write 2 (the user scope) is lost, write 3 takes the team's raise back.
     const flaky = ledgerThatCrashesAfter(1, 2);
-    await expect(flaky.reserveTo('up-4', 5)).rejects.toMatchObject({ name: 'TimeoutError' });
+    await expect(flaky.reserveTo('up-4', 5)).rejects.toMatchObject({ name: 'DynamoDbNetworkError' });
 
     expect(await Promise.all(scopes.map((scope) => figures(setup, scope)))).toEqual(before);
     for (const scope of scopes) {
@@ -1068,14 +1064,12 @@ describe('limits and thresholds', () => {
     ]);
 
     // A marker written before markers carried the flag: as published.
-    await dynamo.doc.send(
-      new UpdateCommand({
-        TableName: dynamo.tables.budgets,
-        Key: budgetKeys.period(`user:${team}/bo`, PERIOD),
-        UpdateExpression: 'REMOVE crossings.#block.published',
-        ExpressionAttributeNames: { '#block': 'block' },
-      }),
-    );
+    await dynamo.doc.update({
+      TableName: dynamo.tables.budgets,
+      Key: budgetKeys.period(`user:${team}/bo`, PERIOD),
+      UpdateExpression: 'REMOVE crossings.#block.published',
+      ExpressionAttributeNames: { '#block': 'block' },
+    });
     expect((await ledger.unpublishedAlerts(team, PERIOD)).crossings).toEqual([]);
     expect((await ledger.unpublishedAlerts(team, '2026-04')).crossings).toEqual([]);
   });
@@ -1197,13 +1191,11 @@ describe('exhaustions', () => {
 
   it('records into a scope item written before exhaustions were kept', async () => {
     const { team, scope, ledger, j1 } = await budgetWithTwoJobs(12);
-    await dynamo.doc.send(
-      new UpdateCommand({
-        TableName: dynamo.tables.budgets,
-        Key: budgetKeys.period(scope, PERIOD),
-        UpdateExpression: 'REMOVE exhaustions',
-      }),
-    );
+    await dynamo.doc.update({
+      TableName: dynamo.tables.budgets,
+      Key: budgetKeys.period(scope, PERIOD),
+      UpdateExpression: 'REMOVE exhaustions',
+    });
 
     expect(await ledger.recordExhaustion(scope, PERIOD, [j1])).toMatchObject({ pausedJobIds: [j1], spentUsd: 12 });
     expect((await ledger.unpublishedAlerts(team, PERIOD)).exhaustions).toHaveLength(1);

@@ -1,7 +1,6 @@
 // The scheduled showback reports against dynalite (jobs, attempts, announcement records) and s3rver (the report
 // objects). Figures by hand: an ended attempt counts its recorded cost spread over its run; a running one accrues
 // price × seconds up to the end of the period (the report runs after it).
-import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { parseEventDetail } from '../../lambdas/domain/events';
 import type { AttemptRecord, JobRecord } from '../../lambdas/domain/job';
@@ -184,12 +183,10 @@ describe('reports', () => {
     const [a, b] = teams;
     // An attempt record that is not one (no capacity, no status): team B's report cannot be read.
     await bench.jobs.createJob(jobRecord({ jobId: `${b}-broken`, team: b, createdAt: new Date(monday).toISOString() }));
-    await bench.dynamo.doc.send(
-      new PutCommand({
-        TableName: bench.dynamo.tables.jobs,
-        Item: { ...jobKeys.attempt(`${b}-broken`, 1), jobId: `${b}-broken`, attempt: 1 },
-      }),
-    );
+    await bench.dynamo.doc.put({
+      TableName: bench.dynamo.tables.jobs,
+      Item: { ...jobKeys.attempt(`${b}-broken`, 1), jobId: `${b}-broken`, attempt: 1 },
+    });
     const failed = reports()(weeklyInput(monday));
     await expect(failed).rejects.toThrow(ReportsIncomplete);
     await expect(failed).rejects.toThrow(

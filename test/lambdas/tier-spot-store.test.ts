@@ -1,8 +1,9 @@
 // The jobs table's tier spot records (JobStore.updateTierSpot) against dynalite: a write lands only over the record
 // it was computed from, so a writer that lost a race recomputes from the winner's record.
-import type { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
+
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidTierSpotRecord, type TierSpotRecord } from '../../lambdas/domain/tier-spot';
+import type { DocumentClient } from '../../lambdas/shared/dynamo';
 import { JobStore, TierSpotConflict } from '../../lambdas/shared/job-store';
 import { startTestDynamo, type TestDynamo } from '../support/dynamo';
 
@@ -108,13 +109,13 @@ describe('JobStore.updateTierSpot', () => {
  */
 function storeWithRivals(tier: string, rivals: Array<Partial<TierSpotRecord>>): JobStore {
   const queue = [...rivals];
-  const client = {
-    async send(command: PutCommand) {
-      // The store loads the SDK with require (lambdas/shared/dynamo.ts): compare by name, not by class.
-      const rival = command.constructor.name === 'PutCommand' ? queue.shift() : undefined;
+  const client: DocumentClient = {
+    ...dynamo.doc,
+    async put(input) {
+      const rival = queue.shift();
       if (rival !== undefined) await store.updateTierSpot(tier, () => record({ tier, ...rival }));
-      return dynamo.doc.send(command);
+      return dynamo.doc.put(input);
     },
   };
-  return new JobStore(client as unknown as DynamoDBDocumentClient, dynamo.tables.jobs);
+  return new JobStore(client, dynamo.tables.jobs);
 }

@@ -16,7 +16,6 @@ import {
   PutObjectCommand,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
-import { PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDocumentClient } from '../../lambdas/shared/dynamo';
@@ -118,16 +117,17 @@ describe('dynalite with a key', () => {
     const doc = createDocumentClient({ endpoint: dynamo.endpoint, credentials });
 
     await expect(
-      doc.send(new PutCommand({ TableName: 'jobs', Item: { pk: 'JOB#x', sk: 'META', state: 'RUNNING' } })),
+      doc.put({ TableName: 'jobs', Item: { pk: 'JOB#x', sk: 'META', state: 'RUNNING' } }),
     ).rejects.toMatchObject({
       name: 'UnrecognizedClientException',
-      message: 'The security token included in the request is invalid.',
-      $metadata: { httpStatusCode: 400 },
+      message: 'PutItem: UnrecognizedClientException: The security token included in the request is invalid.',
+      statusCode: 400,
+      retryable: false,
     });
     doc.destroy();
     const owner = createDocumentClient({ endpoint: dynamo.endpoint, credentials: key });
-    expect((await owner.send(new ListTablesCommand({}))).TableNames).toEqual(['jobs']);
-    const scan = await owner.send(new ScanCommand({ TableName: 'jobs', ConsistentRead: true }));
+    expect((await owner.request<{ TableNames: string[] }>('ListTables', {})).TableNames).toEqual(['jobs']);
+    const scan = await owner.request<{ Items: unknown[] }>('Scan', { TableName: 'jobs', ConsistentRead: true });
     expect(scan.Items).toEqual([]);
     owner.destroy();
   });

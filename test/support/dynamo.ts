@@ -4,8 +4,8 @@
  * running in parallel never share state.
  */
 import { CreateTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { type DynamoDBDocumentClient, ScanCommand } from '@aws-sdk/lib-dynamodb';
-import { createDocumentClient } from '../../lambdas/shared/dynamo';
+import { DynamoDBDocumentClient, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { createDocumentClient, type DocumentClient } from '../../lambdas/shared/dynamo';
 import { BUDGETS_TABLE, createTableRequest, JOBS_TABLE } from '../../lambdas/shared/table-design';
 import { startDynalite } from '../../lib/local/engines';
 
@@ -13,13 +13,16 @@ import { startDynalite } from '../../lib/local/engines';
 export interface TestDynamo {
   /** The engine's loopback URL (for adapters that build their own client). */
   readonly endpoint: string;
-  /** Document client (lib-dynamodb) against the engine. */
-  readonly doc: DynamoDBDocumentClient;
-  /** A low-level client against the engine (table admin, raw attribute values). */
+  /** The stores' document client (lambdas/shared/dynamo.ts) against the engine. */
+  readonly doc: DocumentClient;
+  /**
+   * The AWS SDK's low-level client against the engine, for table admin and raw attribute values: an implementation
+   * independent of the stores' client, so what the tests check through it was not read back by the code under test.
+   */
   readonly client: DynamoDBClient;
   /** Table names created in this engine. */
   readonly tables: { readonly jobs: string; readonly budgets: string };
-  /** Every item of a table, read consistently and sorted by pk/sk (for before/after comparisons). */
+  /** Every item of a table, read consistently through the SDK and sorted by pk/sk (for before/after comparisons). */
   scanAll(tableName: string): Promise<Record<string, unknown>[]>;
   /** Stops the engine and the client. */
   stop(): Promise<void>;
@@ -51,7 +54,7 @@ export async function startTestDynamo(
     doc,
     client,
     tables,
-    scanAll: (tableName) => scanAll(doc, tableName),
+    scanAll: (tableName) => scanAll(DynamoDBDocumentClient.from(client), tableName),
     stop: async () => {
       doc.destroy();
       client.destroy();

@@ -1,7 +1,6 @@
 // POST /jobs and POST /uploads against real engines (dynalite, s3rver): validation with exact messages, "nothing
 // written on a refused request", the write order, idempotency and crash recovery with the same Idempotency-Key.
 import { createHash } from 'node:crypto';
-import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { userNameOf } from '../../../lambdas/api/caller';
 import { INTERNAL_MESSAGE, toErrorResponse } from '../../../lambdas/api/errors';
@@ -759,7 +758,7 @@ describe('Idempotency-Key replays answered from the claim', () => {
     const request = keyedSubmit(key, { bundle: bundleB64, command });
     const first = await bench.call(request);
     const { bodyHash: _hash, answer: _answer, ...older } = (await claimOf(key)) as Record<string, unknown>;
-    await bench.dynamo.doc.send(new PutCommand({ TableName: bench.dynamo.tables.jobs, Item: older }));
+    await bench.dynamo.doc.put({ TableName: bench.dynamo.tables.jobs, Item: older });
     const findClaim = vi.spyOn(bench.jobs, 'findIdempotencyKey');
     const replay = await bench.call(request);
     expect(replay.status).toBe(200);

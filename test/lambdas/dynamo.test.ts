@@ -1,0 +1,360 @@
+// The stores' DynamoDB client (lambdas/shared/dynamo.ts): against dynalite, where the AWS SDK reads what it wrote and
+// writes what it reads; and against a loopback server answering as DynamoDB does when it fails (throttling, 5xx, a
+// corrupt or missing answer), to show what is retried and what is not.
+
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { crc32 } from 'node:zlib';
+import { GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import {
+  createDocumentClient,
+  type DocumentClient,
+  DynamoDbError,
+  environmentOrChainCredentials,
+  isConditionalCheckFailure,
+} from '../../lambdas/shared/dynamo';
+import { startTestDynamo, type TestDynamo } from '../support/dynamo';
+
+describe('against dynalite', () => {
+  let dynamo: TestDynamo;
+  let table: string;
+  beforeAll(async () => {
+    dynamo = await startTestDynamo();
+    table = dynamo.tables.jobs;
+  });
+  afterAll(async () => dynamo?.stop());
+
+  const item = {
+    pk: 'JOB#round-trip',
+    sk: 'META',
+    state: 'RUNNING',
+    costMicros: 42_000_000,
+    usdPerHour: 0.9731,
+    labels: { project: 'gpt' },
+    attempts: [{ n: 1, spot: true }],
+    stoppedAt: null,
+  };
+
+  it('writes an item that the AWS SDK reads back as written', async () => {
+    await dynamo.doc.put({ TableName: table, Item: item });
+
+    const read = await dynamo.client.send(
+      new GetItemCommand({ TableName: table, Key: marshall({ pk: item.pk, sk: item.sk }), ConsistentRead: true }),
+    );
+    expect(unmarshall(read.Item ?? {})).toEqual(item);
+  });
+
+  it('reads an item that the AWS SDK wrote', async () => {
+    const written = { ...item, pk: 'JOB#sdk-wrote', labels: { team: 'nlp', n: 3 } };
+    await dynamo.client.send(new PutItemCommand({ TableName: table, Item: marshall(written) }));
+
+    const { Item } = await dynamo.doc.get({
+      TableName: table,
+      Key: { pk: written.pk, sk: 'META' },
+      ConsistentRead: true,
+    });
+
+    expect(Item).toEqual(written);
+  });
+
+  it('answers a missing item with no Item', async () => {
+    expect(await dynamo.doc.get({ TableName: table, Key: { pk: 'JOB#none', sk: 'META' } })).toEqual({});
+  });
+
+  it('updates under a condition and returns the new attributes', async () => {
+    await dynamo.doc.put({ TableName: table, Item: { pk: 'JOB#u', sk: 'META', state: 'WAITING', n: 1 } });
+
+    const { Attributes } = await dynamo.doc.update({
+      TableName: table,
+      Key: { pk: 'JOB#u', sk: 'META' },
+      UpdateExpression: 'SET #s = :to, n = n + :one',
+      ConditionExpression: '#s = :from',
+      ExpressionAttributeNames: { '#s': 'state' },
+      ExpressionAttributeValues: { ':from': 'WAITING', ':to': 'RUNNING', ':one': 1 },
+      ReturnValues: 'ALL_NEW',
+    });
+
+    expect(Attributes).toEqual({ pk: 'JOB#u', sk: 'META', state: 'RUNNING', n: 2 });
+  });
+
+  it('fails a write whose condition does not hold with DynamoDB’s error, once, and changes nothing', async () => {
+    await dynamo.doc.put({ TableName: table, Item: { pk: 'JOB#c', sk: 'META', state: 'SUCCEEDED' } });
+
+    const error = await dynamo.doc
+      .put({
+        TableName: table,
+        Item: { pk: 'JOB#c', sk: 'META', state: 'RUNNING' },
+        ConditionExpression: 'attribute_not_exists(pk)',
+      })
+      .catch((e: unknown) => e);
+
+    expect(error).toBeInstanceOf(DynamoDbError);
+    expect(error).toMatchObject({
+      name: 'ConditionalCheckFailedException',
+      statusCode: 400,
+      retryable: false,
+      attempts: 1,
+    });
+    expect(isConditionalCheckFailure(error)).toBe(true);
+    expect((await dynamo.doc.get({ TableName: table, Key: { pk: 'JOB#c', sk: 'META' } })).Item?.state).toBe(
+      'SUCCEEDED',
+    );
+  });
+
+  it('names a malformed request’s error with DynamoDB’s type and message', async () => {
+    await expect(
+      dynamo.doc.update({
+        TableName: table,
+        Key: { pk: 'JOB#u', sk: 'META' },
+        UpdateExpression: 'SET #s = :missing',
+        ExpressionAttributeNames: { '#s': 'state' },
+      }),
+    ).rejects.toMatchObject({
+      name: 'ValidationException',
+      message: expect.stringContaining('UpdateItem: ValidationException: '),
+      retryable: false,
+    });
+  });
+
+  it('pages a query with Limit and the last key it returned', async () => {
+    for (let i = 0; i < 7; i++) await dynamo.doc.put({ TableName: table, Item: { pk: 'PAGED', sk: `S#${i}`, i } });
+
+    const seen: number[] = [];
+    let start: Record<string, unknown> | undefined;
+    let pages = 0;
+    do {
+      const page = await dynamo.doc.query({
+        TableName: table,
+        KeyConditionExpression: 'pk = :pk',
+        ExpressionAttributeValues: { ':pk': 'PAGED' },
+        ScanIndexForward: false,
+        Limit: 3,
+        ExclusiveStartKey: start,
+      });
+      seen.push(...page.Items.map((it) => it.i as number));
+      expect(page.Count).toBe(page.Items.length);
+      start = page.LastEvaluatedKey;
+      pages += 1;
+    } while (start);
+
+    expect(seen).toEqual([6, 5, 4, 3, 2, 1, 0]);
+    expect(pages).toBe(3);
+  });
+});
+
+/** A loopback server that answers each request with the next scripted answer, and records what it was sent. */
+interface ScriptedAnswer {
+  status?: number;
+  body?: string;
+  /** Overrides the x-amz-crc32 header (the right one is sent by default). */
+  crc?: string;
+  /** Never answer (the client's timeout must end the attempt). */
+  hang?: boolean;
+}
+
+describe('against a DynamoDB that fails', () => {
+  let server: Server;
+  let endpoint: string;
+  let script: ScriptedAnswer[] = [];
+  let received: Array<{ headers: IncomingMessage['headers']; body: string }> = [];
+  const clients: DocumentClient[] = [];
+
+  beforeAll(async () => {
+    server = createServer((req: IncomingMessage, res: ServerResponse) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        received.push({ headers: req.headers, body: Buffer.concat(chunks).toString() });
+        const answer = script.shift() ?? { body: '{}' };
+        if (answer.hang) return;
+        const body = Buffer.from(answer.body ?? '{}');
+        res.writeHead(answer.status ?? 200, {
+          'content-type': 'application/x-amz-json-1.0',
+          'x-amzn-requestid': `req-${received.length}`,
+          'x-amz-crc32': answer.crc ?? String(crc32(body)),
+        });
+        res.end(body);
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterEach(() => {
+    script = [];
+    received = [];
+    for (const client of clients.splice(0)) client.destroy();
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  function client(options: Parameters<typeof createDocumentClient>[0] = {}): DocumentClient {
+    const made = createDocumentClient({ endpoint, retryBaseDelayMs: 1, ...options });
+    clients.push(made);
+    return made;
+  }
+  const error = (type: string, message: string, status = 400): ScriptedAnswer => ({
+    status,
+    body: JSON.stringify({ __type: `com.amazonaws.dynamodb.v20120810#${type}`, message }),
+  });
+  const getItem = (c: DocumentClient) => c.get({ TableName: 't', Key: { pk: 'a' } });
+
+  it('retries throttling and a 500, then returns the answer', async () => {
+    script = [
+      error('ProvisionedThroughputExceededException', 'slow down'),
+      error('InternalServerError', 'oops', 500),
+      { body: JSON.stringify({ Item: { pk: { S: 'a' }, n: { N: '5' } } }) },
+    ];
+
+    expect(await getItem(client())).toEqual({ Item: { pk: 'a', n: 5 } });
+    expect(received).toHaveLength(3);
+  });
+
+  it('sends the same signed request on each attempt, signed anew', async () => {
+    script = [error('ThrottlingException', 'slow down'), { body: '{}' }];
+
+    await client({ credentials: { accessKeyId: 'AKID', secretAccessKey: 's', sessionToken: 'tok' } }).put({
+      TableName: 't',
+      Item: { pk: 'a', n: 1 },
+    });
+
+    expect(received.map((r) => r.body)).toEqual([
+      '{"TableName":"t","Item":{"pk":{"S":"a"},"n":{"N":"1"}}}',
+      '{"TableName":"t","Item":{"pk":{"S":"a"},"n":{"N":"1"}}}',
+    ]);
+    for (const { headers } of received) {
+      expect(headers['x-amz-target']).toBe('DynamoDB_20120810.PutItem');
+      expect(headers['content-type']).toBe('application/x-amz-json-1.0');
+      expect(headers['x-amz-security-token']).toBe('tok');
+      expect(headers.authorization).toMatch(
+        /^AWS4-HMAC-SHA256 Credential=AKID\/\d{8}\/us-east-1\/dynamodb\/aws4_request, SignedHeaders=content-length;content-type;host;x-amz-date;x-amz-security-token;x-amz-target, Signature=[0-9a-f]{64}$/,
+      );
+    }
+  });
+
+  it('gives up after its attempts with the last error, saying how many it made', async () => {
+    script = [error('ThrottlingException', 'a'), error('ThrottlingException', 'b'), error('ThrottlingException', 'c')];
+
+    await expect(getItem(client({ maxAttempts: 2 }))).rejects.toMatchObject({
+      name: 'ThrottlingException',
+      message: 'GetItem: ThrottlingException: b',
+      retryable: true,
+      attempts: 2,
+      requestId: 'req-2',
+    });
+    expect(received).toHaveLength(2);
+  });
+
+  it('does not retry a request DynamoDB refused as malformed', async () => {
+    script = [error('ValidationException', 'One or more parameter values were invalid'), { body: '{}' }];
+
+    await expect(getItem(client())).rejects.toMatchObject({ name: 'ValidationException', attempts: 1 });
+    expect(received).toHaveLength(1);
+  });
+
+  it('does not trust an answer whose checksum does not match its body, and asks again', async () => {
+    script = [
+      { body: JSON.stringify({ Item: { pk: { S: 'tampered' } } }), crc: '12345' },
+      { body: JSON.stringify({ Item: { pk: { S: 'a' } } }) },
+    ];
+
+    expect(await getItem(client())).toEqual({ Item: { pk: 'a' } });
+    expect(received).toHaveLength(2);
+  });
+
+  it('fails with DynamoDbCorruptResponse when every answer is corrupt', async () => {
+    script = [{ crc: '1' }, { crc: '2' }, { crc: '3' }];
+
+    await expect(getItem(client())).rejects.toMatchObject({ name: 'DynamoDbCorruptResponse', attempts: 3 });
+  });
+
+  it('abandons an attempt that gets no answer in time and tries again', async () => {
+    script = [{ hang: true }, { body: JSON.stringify({ Item: { pk: { S: 'a' } } }) }];
+
+    expect(await getItem(client({ requestTimeoutMs: 100 }))).toEqual({ Item: { pk: 'a' } });
+    expect(received).toHaveLength(2);
+  });
+
+  it('names an error answer without a type by its HTTP status', async () => {
+    script = [{ status: 403, body: 'Forbidden' }];
+
+    await expect(getItem(client())).rejects.toMatchObject({
+      name: 'DynamoDbHttpError',
+      message: 'GetItem: DynamoDbHttpError (HTTP 403)',
+      statusCode: 403,
+      retryable: false,
+    });
+  });
+
+  it('asks a credentials function again only when what it gave is about to expire', async () => {
+    let calls = 0;
+    const expiring = async () => {
+      calls += 1;
+      // The first set expires in 2 minutes (inside the 5-minute refresh window), the next in an hour.
+      const expiration = new Date(Date.now() + (calls === 1 ? 2 : 60) * 60_000);
+      return { accessKeyId: `KEY${calls}`, secretAccessKey: 's', expiration };
+    };
+    const c = client({ credentials: expiring });
+
+    for (let i = 0; i < 3; i++) await getItem(c);
+
+    expect(calls).toBe(2);
+    expect(received.map((r) => String(r.headers.authorization).split('/')[0])).toEqual([
+      'AWS4-HMAC-SHA256 Credential=KEY1',
+      'AWS4-HMAC-SHA256 Credential=KEY2',
+      'AWS4-HMAC-SHA256 Credential=KEY2',
+    ]);
+  });
+});
+
+describe('createDocumentClient', () => {
+  it.each([
+    {
+      what: 'no region anywhere',
+      options: {},
+      env: { AWS_REGION: undefined, AWS_DEFAULT_REGION: undefined },
+      message: 'DynamoDB client: no AWS region; set AWS_REGION (a Lambda has it) or pass a region',
+    },
+    {
+      what: 'an endpoint that is not http',
+      options: { endpoint: 'ftp://127.0.0.1:1' },
+      env: {},
+      message: 'DynamoDB client: endpoint ftp://127.0.0.1:1 must be http:// or https://',
+    },
+    {
+      what: 'no attempts',
+      options: { endpoint: 'http://127.0.0.1:1', maxAttempts: 0 },
+      env: {},
+      message: 'DynamoDB client: maxAttempts must be a whole number ≥ 1, got 0',
+    },
+  ])('refuses $what', ({ options, env, message }) => {
+    const saved = { ...process.env };
+    for (const [name, value] of Object.entries(env)) if (value === undefined) delete process.env[name];
+    try {
+      expect(() => createDocumentClient(options)).toThrow(message);
+    } finally {
+      process.env = saved;
+    }
+  });
+
+  it('takes a Lambda’s credentials from its environment', async () => {
+    const saved = { ...process.env };
+    Object.assign(process.env, {
+      AWS_ACCESS_KEY_ID: 'ASIAROLE',
+      AWS_SECRET_ACCESS_KEY: 'secret',
+      AWS_SESSION_TOKEN: 'session',
+    });
+    try {
+      expect(await environmentOrChainCredentials()()).toEqual({
+        accessKeyId: 'ASIAROLE',
+        secretAccessKey: 'secret',
+        sessionToken: 'session',
+      });
+    } finally {
+      process.env = saved;
+    }
+  });
+});
