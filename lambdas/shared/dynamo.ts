@@ -271,6 +271,12 @@ export function createDocumentClient(options: DocumentClientOptions = {}): Docum
     }
   }
 
+  /** PutItem or UpdateItem, its input marshalled; the attributes ReturnValues asked for, as plain values. */
+  async function write(operation: string, input: Readonly<Record<string, unknown>>): Promise<{ Attributes?: Item }> {
+    const out = await request<{ Attributes?: Record<string, AttributeValue> }>(operation, input);
+    return out.Attributes === undefined ? {} : { Attributes: unmarshallItem(out.Attributes) };
+  }
+
   return {
     request,
     async get(input) {
@@ -280,22 +286,8 @@ export function createDocumentClient(options: DocumentClientOptions = {}): Docum
       });
       return out.Item === undefined ? {} : { Item: unmarshallItem(out.Item) };
     },
-    async put(input) {
-      const out = await request<{ Attributes?: Record<string, AttributeValue> }>('PutItem', {
-        ...input,
-        Item: marshallItem(input.Item),
-        ...marshalledValues(input),
-      });
-      return out.Attributes === undefined ? {} : { Attributes: unmarshallItem(out.Attributes) };
-    },
-    async update(input) {
-      const out = await request<{ Attributes?: Record<string, AttributeValue> }>('UpdateItem', {
-        ...input,
-        Key: marshallItem(input.Key),
-        ...marshalledValues(input),
-      });
-      return out.Attributes === undefined ? {} : { Attributes: unmarshallItem(out.Attributes) };
-    },
+    put: (input) => write('PutItem', { ...input, Item: marshallItem(input.Item), ...marshalledValues(input) }),
+    update: (input) => write('UpdateItem', { ...input, Key: marshallItem(input.Key), ...marshalledValues(input) }),
     async query(input) {
       const out = await request<{
         Items?: Record<string, AttributeValue>[];
