@@ -14,7 +14,8 @@
  *   idempotent, so a retried write that had landed fails its condition or repeats itself, as with the SDK;
  * - a response whose `x-amz-crc32` does not match its body is retried, not trusted;
  * - credentials come from the environment (a Lambda's role puts them there), else from the SDK's default chain,
- *   loaded only then, and refreshed before they expire.
+ *   loaded only then, and refreshed before they expire;
+ * - in a Lambda, the invocation's X-Ray trace id goes with each call (`X-Amzn-Trace-Id`), as the SDK sends it.
  * `request` sends any other operation as given (local mode creates its tables with it).
  */
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
@@ -203,6 +204,10 @@ export function createDocumentClient(options: DocumentClientOptions = {}): Docum
       },
       { region: region as string, service: 'dynamodb', credentials: await credentials(), date: new Date() },
     );
+    // In a Lambda with active tracing, the invocation's trace id goes along, unsigned, as the SDK sends it, so the
+    // trace shows the DynamoDB calls. It changes with every invocation: read it at each call.
+    const traceId = process.env.AWS_LAMBDA_FUNCTION_NAME ? process.env._X_AMZN_TRACE_ID : undefined;
+    if (traceId) headers['x-amzn-trace-id'] = traceId;
     const response = await new Promise<{ status: number; headers: IncomingMessage['headers']; body: Buffer }>(
       (resolve, reject) => {
         const req = send(

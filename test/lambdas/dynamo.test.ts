@@ -289,6 +289,28 @@ describe('against a DynamoDB that fails', () => {
     });
   });
 
+  it('sends a Lambda invocation’s trace id with each call, outside the signature', async () => {
+    const saved = { ...process.env };
+    Object.assign(process.env, { AWS_LAMBDA_FUNCTION_NAME: 'trainyard-api' });
+    try {
+      const c = client();
+      process.env._X_AMZN_TRACE_ID = 'Root=1-6749b0a0-1;Parent=a;Sampled=1';
+      await getItem(c);
+      process.env._X_AMZN_TRACE_ID = 'Root=1-6749b0a0-2;Parent=b;Sampled=1';
+      await getItem(c);
+    } finally {
+      process.env = saved;
+    }
+    await getItem(client());
+
+    expect(received.map((r) => r.headers['x-amzn-trace-id'])).toEqual([
+      'Root=1-6749b0a0-1;Parent=a;Sampled=1',
+      'Root=1-6749b0a0-2;Parent=b;Sampled=1',
+      undefined,
+    ]);
+    expect(String(received[0]?.headers.authorization)).not.toContain('x-amzn-trace-id');
+  });
+
   it('asks a credentials function again only when what it gave is about to expire', async () => {
     let calls = 0;
     const expiring = async () => {
