@@ -125,7 +125,10 @@ export interface DocumentClientOptions {
   readonly maxAttempts?: number;
   /** Base of the backoff between attempts; throttling waits five times as long. @default 100 ms */
   readonly retryBaseDelayMs?: number;
-  /** How long one attempt may take before it is abandoned (and retried). @default 10,000 ms */
+  /**
+   * How long one attempt may take, connecting included, before it is abandoned (and retried); three attempts and
+   * their backoff fit in a Lambda's 30 s. @default 5,000 ms
+   */
   readonly requestTimeoutMs?: number;
 }
 
@@ -182,9 +185,11 @@ export function createDocumentClient(options: DocumentClientOptions = {}): Docum
   if (!Number.isInteger(maxAttempts) || maxAttempts < 1)
     throw new Error(`DynamoDB client: maxAttempts must be a whole number ≥ 1, got ${maxAttempts}`);
   const baseDelayMs = options.retryBaseDelayMs ?? 100;
-  const timeoutMs = options.requestTimeoutMs ?? 10_000;
+  const timeoutMs = options.requestTimeoutMs ?? 5_000;
   const credentials = credentialSource(options.credentials ?? (local ? DUMMY_CREDENTIALS : undefined));
   const secure = url.protocol === 'https:';
+  // A URL keeps an IPv6 literal's brackets ([::1]); a request wants the address alone.
+  const hostname = url.hostname.replace(/^\[(.*)\]$/, '$1');
   const agent = secure ? new HttpsAgent({ keepAlive: true }) : new HttpAgent({ keepAlive: true });
   const send = secure ? httpsRequest : httpRequest;
 
@@ -210,21 +215,30 @@ export function createDocumentClient(options: DocumentClientOptions = {}): Docum
     if (traceId) headers['x-amzn-trace-id'] = traceId;
     const response = await new Promise<{ status: number; headers: IncomingMessage['headers']; body: Buffer }>(
       (resolve, reject) => {
+        // One deadline for the whole attempt, from the DNS lookup to the last byte: a socket's own timeout starts
+        // only once it has connected and restarts with every byte.
+        const timer = setTimeout(() => {
+          const error = Object.assign(new Error(`no complete answer in ${timeoutMs} ms`), { code: 'ETIMEDOUT' });
+          fail(error);
+          req.destroy(error);
+        }, timeoutMs);
+        const fail = (error: unknown) => {
+          clearTimeout(timer);
+          reject(error);
+        };
         const req = send(
-          { protocol: url.protocol, hostname: url.hostname, port: url.port, path: '/', method: 'POST', headers, agent },
+          { protocol: url.protocol, hostname, port: url.port, path: '/', method: 'POST', headers, agent },
           (res) => {
             const chunks: Buffer[] = [];
             res.on('data', (chunk: Buffer) => chunks.push(chunk));
-            res.on('end', () =>
-              resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }),
-            );
-            res.on('error', reject);
+            res.on('end', () => {
+              clearTimeout(timer);
+              resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) });
+            });
+            res.on('error', fail);
           },
         );
-        req.setTimeout(timeoutMs, () =>
-          req.destroy(Object.assign(new Error(`no answer in ${timeoutMs} ms`), { code: 'ETIMEDOUT' })),
-        );
-        req.on('error', reject);
+        req.on('error', fail);
         req.end(body);
       },
     ).catch((error: unknown) => {
@@ -341,16 +355,31 @@ function credentialSource(
 ): () => Promise<AwsCredentials> {
   if (given !== undefined && typeof given !== 'function') return async () => given;
   const resolve = given ?? environmentOrChainCredentials();
-  let cached: Promise<AwsCredentials> | undefined;
+  let current: AwsCredentials | undefined;
+  // Calls that find the credentials due for refresh wait on one refresh together, rather than each starting its own.
+  let refreshing: Promise<AwsCredentials> | undefined;
   return async () => {
-    const current = cached === undefined ? undefined : await cached.catch(() => undefined);
     if (
       current !== undefined &&
       (current.expiration === undefined || current.expiration.getTime() - Date.now() > CREDENTIAL_REFRESH_MS)
     )
       return current;
-    cached = resolve();
-    return cached;
+    refreshing ??= resolve()
+      .then(
+        (fresh) => {
+          current = fresh;
+          return fresh;
+        },
+        (error: unknown) => {
+          // A refresh that fails while the old credentials still work is tried again at the next call.
+          if (current?.expiration !== undefined && current.expiration.getTime() > Date.now()) return current;
+          throw error;
+        },
+      )
+      .finally(() => {
+        refreshing = undefined;
+      });
+    return refreshing;
   };
 }
 

@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { crc32 } from 'node:zlib';
 import { GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   createDocumentClient,
   type DocumentClient,
@@ -152,6 +152,10 @@ interface ScriptedAnswer {
   crc?: string;
   /** Never answer (the client's timeout must end the attempt). */
   hang?: boolean;
+  /** Move the (faked) clock on by this much before answering. */
+  advanceClockMs?: number;
+  /** Answer, but a byte at a time, every 20 ms, never finishing in time (the socket is never idle for long). */
+  drip?: boolean;
 }
 
 describe('against a DynamoDB that fails', () => {
@@ -161,23 +165,33 @@ describe('against a DynamoDB that fails', () => {
   let received: Array<{ headers: IncomingMessage['headers']; body: string }> = [];
   const clients: DocumentClient[] = [];
 
-  beforeAll(async () => {
-    server = createServer((req: IncomingMessage, res: ServerResponse) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (c: Buffer) => chunks.push(c));
-      req.on('end', () => {
-        received.push({ headers: req.headers, body: Buffer.concat(chunks).toString() });
-        const answer = script.shift() ?? { body: '{}' };
-        if (answer.hang) return;
-        const body = Buffer.from(answer.body ?? '{}');
-        res.writeHead(answer.status ?? 200, {
-          'content-type': 'application/x-amz-json-1.0',
-          'x-amzn-requestid': `req-${received.length}`,
-          'x-amz-crc32': answer.crc ?? String(crc32(body)),
-        });
-        res.end(body);
+  /** Records the request and answers it with the next scripted answer. */
+  const answerScripted = (req: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      received.push({ headers: req.headers, body: Buffer.concat(chunks).toString() });
+      const answer = script.shift() ?? { body: '{}' };
+      if (answer.advanceClockMs !== undefined) vi.setSystemTime(Date.now() + answer.advanceClockMs);
+      if (answer.hang) return;
+      const body = Buffer.from(answer.body ?? '{}');
+      res.writeHead(answer.status ?? 200, {
+        'content-type': 'application/x-amz-json-1.0',
+        'x-amzn-requestid': `req-${received.length}`,
+        'x-amz-crc32': answer.crc ?? String(crc32(body)),
+        ...(answer.drip ? { 'content-length': '100000' } : {}),
       });
+      if (!answer.drip) {
+        res.end(body);
+        return;
+      }
+      const drip = setInterval(() => (res.destroyed ? clearInterval(drip) : res.write(' ')), 20);
+      res.on('close', () => clearInterval(drip));
     });
+  };
+
+  beforeAll(async () => {
+    server = createServer(answerScripted);
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   });
@@ -213,24 +227,32 @@ describe('against a DynamoDB that fails', () => {
     expect(received).toHaveLength(3);
   });
 
-  it('sends the same signed request on each attempt, signed anew', async () => {
-    script = [error('ThrottlingException', 'slow down'), { body: '{}' }];
-
-    await client({ credentials: { accessKeyId: 'AKID', secretAccessKey: 's', sessionToken: 'tok' } }).put({
-      TableName: 't',
-      Item: { pk: 'a', n: 1 },
-    });
+  it('sends the same request on each attempt, signed anew at the time of each', async () => {
+    vi.useFakeTimers({ toFake: ['Date'], now: new Date('2026-11-29T10:00:00Z') });
+    // The first answer (throttled) arrives a minute later, so the retry is signed at 10:01.
+    script = [{ ...error('ThrottlingException', 'slow down'), advanceClockMs: 60_000 }, { body: '{}' }];
+    try {
+      await client({ credentials: { accessKeyId: 'AKID', secretAccessKey: 's', sessionToken: 'tok' } }).put({
+        TableName: 't',
+        Item: { pk: 'a', n: 1 },
+      });
+    } finally {
+      vi.useRealTimers();
+    }
 
     expect(received.map((r) => r.body)).toEqual([
       '{"TableName":"t","Item":{"pk":{"S":"a"},"n":{"N":"1"}}}',
       '{"TableName":"t","Item":{"pk":{"S":"a"},"n":{"N":"1"}}}',
     ]);
+    expect(received.map((r) => r.headers['x-amz-date'])).toEqual(['20261129T100000Z', '20261129T100100Z']);
+    const signatures = received.map((r) => String(r.headers.authorization).split('Signature=')[1]);
+    expect(signatures[0]).not.toBe(signatures[1]);
     for (const { headers } of received) {
       expect(headers['x-amz-target']).toBe('DynamoDB_20120810.PutItem');
       expect(headers['content-type']).toBe('application/x-amz-json-1.0');
       expect(headers['x-amz-security-token']).toBe('tok');
       expect(headers.authorization).toMatch(
-        /^AWS4-HMAC-SHA256 Credential=AKID\/\d{8}\/us-east-1\/dynamodb\/aws4_request, SignedHeaders=content-length;content-type;host;x-amz-date;x-amz-security-token;x-amz-target, Signature=[0-9a-f]{64}$/,
+        /^AWS4-HMAC-SHA256 Credential=AKID\/20261129\/us-east-1\/dynamodb\/aws4_request, SignedHeaders=content-length;content-type;host;x-amz-date;x-amz-security-token;x-amz-target, Signature=[0-9a-f]{64}$/,
       );
     }
   });
@@ -278,6 +300,27 @@ describe('against a DynamoDB that fails', () => {
     expect(received).toHaveLength(2);
   });
 
+  it('abandons an attempt whose answer trickles in past the deadline, though bytes keep coming', async () => {
+    script = [{ drip: true }, { body: JSON.stringify({ Item: { pk: { S: 'a' } } }) }];
+
+    expect(await getItem(client({ requestTimeoutMs: 150 }))).toEqual({ Item: { pk: 'a' } });
+    expect(received).toHaveLength(2);
+  });
+
+  it('talks to an IPv6 endpoint', async () => {
+    const v6 = createServer(answerScripted);
+    await new Promise<void>((resolve) => v6.listen(0, '::1', resolve));
+    script = [{ body: JSON.stringify({ Item: { pk: { S: 'a' } } }) }];
+    try {
+      const c = client({ endpoint: `http://[::1]:${(v6.address() as AddressInfo).port}` });
+      expect(await getItem(c)).toEqual({ Item: { pk: 'a' } });
+      expect(received[0]?.headers.host).toBe(`[::1]:${(v6.address() as AddressInfo).port}`);
+    } finally {
+      v6.closeAllConnections();
+      await new Promise((resolve) => v6.close(resolve));
+    }
+  });
+
   it('names an error answer without a type by its HTTP status', async () => {
     script = [{ status: 403, body: 'Forbidden' }];
 
@@ -290,16 +333,15 @@ describe('against a DynamoDB that fails', () => {
   });
 
   it('sends a Lambda invocation’s trace id with each call, outside the signature', async () => {
-    const saved = { ...process.env };
-    Object.assign(process.env, { AWS_LAMBDA_FUNCTION_NAME: 'trainyard-api' });
+    vi.stubEnv('AWS_LAMBDA_FUNCTION_NAME', 'trainyard-api');
     try {
       const c = client();
-      process.env._X_AMZN_TRACE_ID = 'Root=1-6749b0a0-1;Parent=a;Sampled=1';
+      vi.stubEnv('_X_AMZN_TRACE_ID', 'Root=1-6749b0a0-1;Parent=a;Sampled=1');
       await getItem(c);
-      process.env._X_AMZN_TRACE_ID = 'Root=1-6749b0a0-2;Parent=b;Sampled=1';
+      vi.stubEnv('_X_AMZN_TRACE_ID', 'Root=1-6749b0a0-2;Parent=b;Sampled=1');
       await getItem(c);
     } finally {
-      process.env = saved;
+      vi.unstubAllEnvs();
     }
     await getItem(client());
 
@@ -330,6 +372,47 @@ describe('against a DynamoDB that fails', () => {
       'AWS4-HMAC-SHA256 Credential=KEY2',
     ]);
   });
+
+  it('refreshes credentials once for all the calls that find them due', async () => {
+    let calls = 0;
+    const provider = async () => {
+      calls += 1;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      const minutes = calls === 1 ? 2 : 60;
+      return { accessKeyId: `KEY${calls}`, secretAccessKey: 's', expiration: new Date(Date.now() + minutes * 60_000) };
+    };
+    const c = client({ credentials: provider });
+    await getItem(c);
+
+    await Promise.all(Array.from({ length: 20 }, () => getItem(c)));
+
+    expect(calls).toBe(2);
+    expect(new Set(received.slice(1).map((r) => String(r.headers.authorization).split('/')[0]))).toEqual(
+      new Set(['AWS4-HMAC-SHA256 Credential=KEY2']),
+    );
+  });
+
+  it('keeps credentials that still work when their refresh fails, and fails once they have expired', async () => {
+    let calls = 0;
+    let expiresInMs = 2 * 60_000;
+    const provider = async () => {
+      calls += 1;
+      if (calls > 1) throw new Error('STS is unreachable');
+      return { accessKeyId: 'KEY1', secretAccessKey: 's', expiration: new Date(Date.now() + expiresInMs) };
+    };
+    const c = client({ credentials: provider });
+    await getItem(c);
+
+    await getItem(c);
+    expect(calls).toBe(2);
+    expect(received).toHaveLength(2);
+
+    expiresInMs = -1;
+    const expired = client({ credentials: provider });
+    calls = 0;
+    await getItem(expired);
+    await expect(getItem(expired)).rejects.toThrow('STS is unreachable');
+  });
 });
 
 describe('createDocumentClient', () => {
@@ -353,22 +436,18 @@ describe('createDocumentClient', () => {
       message: 'DynamoDB client: maxAttempts must be a whole number ≥ 1, got 0',
     },
   ])('refuses $what', ({ options, env, message }) => {
-    const saved = { ...process.env };
-    for (const [name, value] of Object.entries(env)) if (value === undefined) delete process.env[name];
+    for (const [name, value] of Object.entries(env)) vi.stubEnv(name, value);
     try {
       expect(() => createDocumentClient(options)).toThrow(message);
     } finally {
-      process.env = saved;
+      vi.unstubAllEnvs();
     }
   });
 
   it('takes a Lambda’s credentials from its environment', async () => {
-    const saved = { ...process.env };
-    Object.assign(process.env, {
-      AWS_ACCESS_KEY_ID: 'ASIAROLE',
-      AWS_SECRET_ACCESS_KEY: 'secret',
-      AWS_SESSION_TOKEN: 'session',
-    });
+    vi.stubEnv('AWS_ACCESS_KEY_ID', 'ASIAROLE');
+    vi.stubEnv('AWS_SECRET_ACCESS_KEY', 'secret');
+    vi.stubEnv('AWS_SESSION_TOKEN', 'session');
     try {
       expect(await environmentOrChainCredentials()()).toEqual({
         accessKeyId: 'ASIAROLE',
@@ -376,7 +455,7 @@ describe('createDocumentClient', () => {
         sessionToken: 'session',
       });
     } finally {
-      process.env = saved;
+      vi.unstubAllEnvs();
     }
   });
 });

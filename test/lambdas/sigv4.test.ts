@@ -16,7 +16,8 @@ async function sdkAuthorization(
     region: scope.region,
     service: scope.service,
     sha256: NodeSha256,
-    // DynamoDB's clients sign without adding x-amz-content-sha256; the body's hash is in the canonical request anyway.
+    // Sign exactly the headers ours signs: the comparison is of canonicalisation and signature. (The SDK's DynamoDB
+    // client adds x-amz-content-sha256 and its own headers; DynamoDB requires none of them.)
     applyChecksum: false,
   });
   const signed = await signer.sign(
