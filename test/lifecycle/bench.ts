@@ -21,6 +21,7 @@ import { jobKeysFor } from '../../lambdas/domain/workspace-layout';
 import { createExecutionEndedHandler, type ExecutionEndedResult } from '../../lambdas/execution-ended/execution-ended';
 import { createInterruptionHandler } from '../../lambdas/interruption/interruption';
 import type { ControlPlane } from '../../lambdas/shared/control-plane';
+import { DynamoDbError } from '../../lambdas/shared/dynamo';
 import { emfMetricPublisher } from '../../lambdas/shared/metrics';
 import type { BatchControl, BatchJobRef, FleetFacts } from '../../lambdas/shared/ports';
 import { parseConfig, type TrainyardConfig } from '../../lib/config';
@@ -319,6 +320,11 @@ export interface BenchOptions {
   readonly beforeTask?: Readonly<Record<string, (call: number) => Promise<void>>>;
   /** Task invocations throttled before their handler runs (Lambda's TooManyRequestsException), as `failAfter`. */
   readonly throttleBefore?: Readonly<Record<string, readonly number[]>>;
+  /**
+   * Task invocations that find DynamoDB out of reach through all of their client's attempts, before their handler
+   * does anything, as `failAfter`.
+   */
+  readonly dynamoUnreachableBefore?: Readonly<Record<string, readonly number[]>>;
   /** Detail types whose first PutEvents is throttled, as EventBridge does under load. */
   readonly throttleOnce?: readonly string[];
   /**
@@ -434,6 +440,11 @@ export async function startLifecycleBench(options: BenchOptions = {}): Promise<L
       await options.beforeTask?.[name]?.(started);
       if (options.failBefore?.[name]?.includes(started)) {
         throw Object.assign(new Error(`${name} call ${started} could not reach its table`), { name: 'TimeoutError' });
+      }
+      if (options.dynamoUnreachableBefore?.[name]?.includes(started)) {
+        throw new DynamoDbError('DynamoDbNetworkError', `GetItem to dynamodb failed: connect ETIMEDOUT (${name})`, {
+          retryable: true,
+        });
       }
       if (options.throttleBefore?.[name]?.includes(started)) {
         throw Object.assign(new Error(`Rate exceeded (${name} call ${started})`), {

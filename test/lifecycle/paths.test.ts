@@ -180,6 +180,19 @@ describe('failures the state machine retries', () => {
     await expectSettled(b, r.jobId);
   });
 
+  it('rides out DynamoDB out of reach past its client’s retries: the reclaimed job resumes, not FAILED', async () => {
+    const unreachable = (STEP_RETRY.maxAttempts ?? 0) + 3;
+    const b = await start({
+      dynamoUnreachableBefore: { AttemptOutcome: Array.from({ length: unreachable }, (_, i) => i + 1) },
+    });
+    const r = await run(b, [{ result: 'reclaim', step: 800, notice: true, seconds: 1200 }, { result: 'succeed' }]);
+
+    expect(r.job.state).toBe('SUCCEEDED');
+    expect(r.attempts.map((a) => a.outcome?.kind)).toEqual(['reclaimed', 'succeeded']);
+    expect(b.taskCalls.filter((t) => t === 'AttemptOutcome')).toHaveLength(unreachable + 2);
+    await expectSettled(b, r.jobId);
+  });
+
   it('ends as SUCCEEDED a job whose training succeeded and whose AttemptOutcome then kept failing', async () => {
     const tries = (STEP_RETRY.maxAttempts ?? 0) + 1;
     const b = await start({ failBefore: { AttemptOutcome: Array.from({ length: tries }, (_, i) => i + 1) } });
