@@ -134,7 +134,10 @@ export interface DocumentClientOptions {
 
 /** An error DynamoDB answered with, or the last failure of a call that ran out of attempts. */
 export class DynamoDbError extends Error {
-  /** DynamoDB's error type (`ConditionalCheckFailedException`), or `DynamoDbHttpError` for an answer without one. */
+  /**
+   * DynamoDB's error type (`ConditionalCheckFailedException`); for an answer without one, `DynamoDbServerError` (a
+   * 5xx, retried) or `DynamoDbHttpError` (any other status).
+   */
   override readonly name: string;
   /** The HTTP status, when DynamoDB answered. */
   readonly statusCode?: number;
@@ -418,7 +421,7 @@ function errorFromAnswer(
       : typeof fields.Message === 'string'
         ? fields.Message
         : undefined;
-  const name = type === undefined || type === '' ? 'DynamoDbHttpError' : type;
+  const name = type !== undefined && type !== '' ? type : status >= 500 ? 'DynamoDbServerError' : 'DynamoDbHttpError';
   return new DynamoDbError(
     name,
     `${operation}: ${name}${message === undefined ? ` (HTTP ${status})` : `: ${message}`}`,

@@ -39,8 +39,8 @@ export interface JobStateMachineProps {
 /**
  * How a Lambda step rides out throttling and a service that is briefly unavailable: Lambda throttling the invoke, or
  * DynamoDB, S3, EventBridge or Batch answering so past the client's own retries (the step then fails under the
- * service's error name), or DynamoDB out of reach or answering garbage through all of its client's attempts
- * (lambdas/shared/dynamo.ts). 2 s doubling up to 2 minutes apart, 10 times: about 10 minutes. A wave of spot reclaims can throttle
+ * service's error name), or DynamoDB out of reach, answering garbage or failing with a 5xx of no type through all of
+ * its client's attempts (lambdas/shared/dynamo.ts). 2 s doubling up to 2 minutes apart, 10 times: about 10 minutes. A wave of spot reclaims can throttle
  * for longer than STEP_RETRY's 14 s, and a resumable job must not end FAILED for it. Listed before STEP_RETRY, whose
  * States.TaskFailed would otherwise match these first.
  */
@@ -60,6 +60,7 @@ export const TRANSIENT_RETRY: sfn.RetryProps = {
     'EventDeliveryFailed',
     'DynamoDbNetworkError',
     'DynamoDbCorruptResponse',
+    'DynamoDbServerError',
   ],
   interval: Duration.seconds(2),
   maxAttempts: 10,

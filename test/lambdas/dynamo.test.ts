@@ -321,6 +321,22 @@ describe('against a DynamoDB that fails', () => {
     }
   });
 
+  it('retries a 5xx answer without a type, and names it DynamoDbServerError when it lasts', async () => {
+    script = [
+      { status: 503, body: 'Service Unavailable' },
+      { status: 502, body: '' },
+      { status: 503, body: 'Service Unavailable' },
+    ];
+
+    await expect(getItem(client())).rejects.toMatchObject({
+      name: 'DynamoDbServerError',
+      message: 'GetItem: DynamoDbServerError (HTTP 503)',
+      statusCode: 503,
+      retryable: true,
+      attempts: 3,
+    });
+  });
+
   it('names an error answer without a type by its HTTP status', async () => {
     script = [{ status: 403, body: 'Forbidden' }];
 

@@ -314,7 +314,10 @@ export interface BenchOptions {
    * Task name and 1-based call number: `{ Finalize: [1, 2] }` fails the first two Finalize calls.
    */
   readonly failAfter?: Readonly<Record<string, readonly number[]>>;
-  /** Task invocations that fail before their handler runs (a step that cannot reach its table), as `failAfter`. */
+  /**
+   * Task invocations that fail before their handler runs, with an error no retry policy names (a bug, a crash of the
+   * sandbox), as `failAfter`: STEP_RETRY's three retries are all they get.
+   */
   readonly failBefore?: Readonly<Record<string, readonly number[]>>;
   /** Runs before each invocation of a Task, with its 1-based call number: the world changing while a job waits. */
   readonly beforeTask?: Readonly<Record<string, (call: number) => Promise<void>>>;
@@ -439,7 +442,7 @@ export async function startLifecycleBench(options: BenchOptions = {}): Promise<L
       const started = taskCalls.filter((n) => n === name).length;
       await options.beforeTask?.[name]?.(started);
       if (options.failBefore?.[name]?.includes(started)) {
-        throw Object.assign(new Error(`${name} call ${started} could not reach its table`), { name: 'TimeoutError' });
+        throw new Error(`${name} call ${started} failed before its work`);
       }
       if (options.dynamoUnreachableBefore?.[name]?.includes(started)) {
         throw new DynamoDbError('DynamoDbNetworkError', `GetItem to dynamodb failed: connect ETIMEDOUT (${name})`, {
