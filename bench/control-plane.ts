@@ -320,7 +320,8 @@ async function measureBundles(
 }
 
 /** Dummy values for every variable the stacks set, so a handler's cold start builds all it would on AWS. */
-const LAMBDA_ENV: Record<string, string> = {
+/** The environment a bundle starts with in the cold-start runs: a Lambda's own variables and the stack's. */
+export const LAMBDA_ENV: Record<string, string> = {
   AWS_REGION: 'us-east-1',
   AWS_DEFAULT_REGION: 'us-east-1',
   AWS_ACCESS_KEY_ID: 'AKIDBENCHONLY',
@@ -350,13 +351,14 @@ const ready = performance.now();
 process.stdout.write(JSON.stringify({ readyMs: ready, importMs: ready - started }));
 `;
 
-interface ChildTiming {
+/** A fresh process's timing: process start → ready, and the import alone, in ms. */
+export interface ChildTiming {
   readyMs: number;
   importMs: number;
 }
 
 /** Imports `specifier` in a fresh Node process with only `env`; resolves its timing or rejects with its stderr. */
-function importInFreshProcess(
+export function importInFreshProcess(
   specifier: string,
   env: Record<string, string>,
   check: 'handler' | 'none' | 'require',
