@@ -8,19 +8,25 @@
  * - s3rver checks the whole SigV4 signature (sigv4.ts), in the Authorization header or a presigned URL, and answers
  *   as S3 does (InvalidAccessKeyId, SignatureDoesNotMatch, AccessDenied). Its key goes to the attempts local mode runs;
  *   a presigned URL the API hands out opens one object, for one method, until it expires.
- * - dynalite checks the key of the signature's `Credential` (DynamoDB's UnrecognizedClientException otherwise). Its
- *   key never leaves local mode's process, and the key travels only over loopback, which other users cannot read, as
- *   the API's bearer token does; verifying a DynamoDB signature would mean hashing the body before dynalite reads it.
+ * - dynalite checks the whole SigV4 signature too (sigv4.ts), over the body as it arrived, and answers as DynamoDB
+ *   does (MissingAuthenticationTokenException, UnrecognizedClientException, InvalidSignatureException). The body is
+ *   read whole first (at most dynalite's own 16 MiB) and handed to dynalite as it came. Its key never leaves local
+ *   mode's process.
  */
 
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, RequestListener, Server, ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
+import { Readable } from 'node:stream';
 import dynalite from 'dynalite';
 import S3rver from 's3rver';
-import { checkS3Signature, type SignatureRefusal, signingAccessKey } from './sigv4';
-import { tokenMatches } from './token';
+import {
+  checkDynamoDbSignature,
+  checkS3Signature,
+  type DynamoDbSignatureRefusal,
+  type SignatureRefusal,
+} from './sigv4';
 
 /** A running engine: its loopback endpoint and how to stop it. */
 export interface RunningEngine {
@@ -47,13 +53,20 @@ export function randomEngineCredentials(): EngineCredentials {
 
 /**
  * Starts dynalite on 127.0.0.1; `path` persists tables in LevelDB, otherwise they live in memory. With `credentials`,
- * only requests signed with its access key are answered.
+ * only requests whose SigV4 signature by them holds are answered.
  */
 export async function startDynalite(
-  options: { path?: string; port?: number; credentials?: EngineCredentials } = {},
+  options: {
+    path?: string;
+    port?: number;
+    credentials?: EngineCredentials;
+    /** The clock signatures are checked against (their skew). @default Date.now */
+    now?: () => number;
+  } = {},
 ): Promise<RunningEngine> {
   const server = dynalite({ path: options.path, createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
-  if (options.credentials) guardServer(server, dynamoKeyCheck(options.credentials.accessKeyId));
+  if (options.credentials)
+    guardServerWithBody(server, dynamoSignatureCheck(options.credentials, options.now ?? Date.now), DYNALITE_MAX_BYTES);
   await listen(server, options.port ?? 0);
   return {
     endpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
@@ -120,13 +133,7 @@ export async function startS3rver(options: {
 /** What answers a request the guard refuses; undefined lets the request through to the engine. */
 type Check = (request: IncomingMessage) => ((response: ServerResponse) => void) | undefined;
 
-/** Puts a check in front of every request listener a not-yet-listening server has. */
-function guardServer(server: Server, check: Check): void {
-  const listeners = server.listeners('request') as RequestListener[];
-  server.removeAllListeners('request');
-  for (const listener of listeners) server.on('request', guardListener(listener, check));
-}
-
+/** The engine's listener behind `check`: a refused request is drained and answered; any other goes through. */
 function guardListener(listener: RequestListener, check: Check): RequestListener {
   return (request, response) => {
     let refuse: ((response: ServerResponse) => void) | undefined;
@@ -149,12 +156,69 @@ function guardListener(listener: RequestListener, check: Check): RequestListener
   };
 }
 
+/** The largest request dynalite reads (its MAX_REQUEST_BYTES); a larger one gets its 413. */
+const DYNALITE_MAX_BYTES = 16 * 1024 * 1024;
+
+/** A check that needs the request's body as well. */
+type BodyCheck = (request: IncomingMessage, body: Buffer) => ((response: ServerResponse) => void) | undefined;
+
 /**
- * dynalite's check: the request is signed with its key. Its key stays in local mode's process, so the key alone is
- * checked (verifying a DynamoDB signature would mean hashing the body before dynalite reads it).
+ * Puts a check that reads the whole body in front of every request listener a not-yet-listening server has: the body
+ * is read first, checked, then handed to the listener as it arrived, in a stream of its own.
  */
-function dynamoKeyCheck(accessKeyId: string): Check {
-  return (request) => (tokenMatches(signingAccessKey(request) ?? '', accessKeyId) ? undefined : refuseDynamoDb);
+function guardServerWithBody(server: Server, check: BodyCheck, maxBytes: number): void {
+  const listeners = server.listeners('request') as RequestListener[];
+  server.removeAllListeners('request');
+  for (const listener of listeners) {
+    server.on('request', (request: IncomingMessage, response: ServerResponse) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      request.on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        if (size <= maxBytes) chunks.push(chunk);
+      });
+      request.on('error', () => response.destroy());
+      request.on('end', () => {
+        if (size > maxBytes) {
+          response.writeHead(413, { Connection: 'close' });
+          response.end();
+          return;
+        }
+        const body = Buffer.concat(chunks);
+        let refuse: ((answer: ServerResponse) => void) | undefined;
+        try {
+          refuse = check(request, body);
+        } catch {
+          refuse = (answer) => {
+            answer.writeHead(400, { Connection: 'close' });
+            answer.end();
+          };
+        }
+        if (refuse !== undefined) refuse(response);
+        else listener(replayOf(request, body), response);
+      });
+    });
+  }
+}
+
+/** The request with its body to read again: its method, URL and headers, and the body as one chunk. */
+function replayOf(request: IncomingMessage, body: Buffer): IncomingMessage {
+  const replay = Readable.from(body.length > 0 ? [body] : [], { objectMode: false });
+  return Object.assign(replay, {
+    headers: request.headers,
+    method: request.method,
+    url: request.url,
+    httpVersion: request.httpVersion,
+    socket: request.socket,
+  }) as unknown as IncomingMessage;
+}
+
+/** dynalite's check: a valid SigV4 signature by its key (sigv4.ts), over the body as it arrived. */
+function dynamoSignatureCheck(credentials: EngineCredentials, now: () => number): BodyCheck {
+  return (request, body) => {
+    const refusal = checkDynamoDbSignature(request, body, credentials, now());
+    return refusal && ((response) => refuseDynamoDb(response, refusal));
+  };
 }
 
 /** s3rver's check: a valid SigV4 signature by its key (sigv4.ts), in the header or a presigned URL. */
@@ -165,14 +229,11 @@ function s3SignatureCheck(credentials: EngineCredentials, now: () => number): Ch
   };
 }
 
-/** DynamoDB's answer to a key it does not know (HTTP 400, JSON 1.0 protocol). */
-function refuseDynamoDb(response: ServerResponse): void {
+/** DynamoDB's answer to a request whose signature does not hold (HTTP 400, JSON 1.0 protocol). */
+function refuseDynamoDb(response: ServerResponse, refusal: DynamoDbSignatureRefusal): void {
   response.writeHead(400, { 'Content-Type': 'application/x-amz-json-1.0', Connection: 'close' });
   response.end(
-    JSON.stringify({
-      __type: 'com.amazonaws.dynamodb.v20120810#UnrecognizedClientException',
-      message: 'The security token included in the request is invalid.',
-    }),
+    JSON.stringify({ __type: `com.amazonaws.dynamodb.v20120810#${refusal.type}`, message: refusal.message }),
   );
 }
 

@@ -1,5 +1,8 @@
 /**
- * Checks an S3 request's Signature Version 4, as S3 does, for local mode's s3rver (which checks none): the
+ * Checks requests' Signature Version 4 for local mode's engines, which check none: DynamoDB's for dynalite
+ * (checkDynamoDbSignature, below) and S3's for s3rver.
+ *
+ * An S3 request's is checked as S3 does: the
  * Authorization header form the SDKs send, and the presigned-URL form (`X-Amz-Signature` in the query) the API hands
  * out. With it, a presigned URL opens one object, for one method, until it expires; it is not the bucket's key.
  *
@@ -13,6 +16,7 @@
 import type { IncomingMessage } from 'node:http';
 import { compareCodeUnits } from '../../lambdas/domain/code-unit-order';
 import { sigV4Signature } from '../../lambdas/shared/sigv4';
+import { sha256Hex } from '../../lambdas/shared/tarball';
 import { tokenMatches } from './token';
 
 const ALGORITHM = 'AWS4-HMAC-SHA256';
@@ -108,17 +112,8 @@ export function checkS3Signature(
   if (payloadHash === undefined) {
     return { code: 'AccessDenied', message: 'Missing required header for this request: x-amz-content-sha256' };
   }
-  const canonicalHeaders = parts.signedHeaders.map((name) => `${name}:${headerValue(request.headers, name) ?? ''}\n`);
-  const canonicalRequest = [
-    (request.method ?? 'GET').toUpperCase(),
-    path,
-    canonicalQuery(query.filter(([name]) => !(parts.presigned && name === 'X-Amz-Signature'))),
-    canonicalHeaders.join(''),
-    parts.signedHeaders.join(';'),
-    payloadHash,
-  ].join('\n');
-  const expected = sigV4Signature(credentials.secretAccessKey, parts.amzDate, parts.scope, canonicalRequest);
-  if (!tokenMatches(parts.signature, expected)) {
+  const signedQuery = canonicalQuery(query.filter(([name]) => !(parts.presigned && name === 'X-Amz-Signature')));
+  if (!signatureHolds(request, parts, path, signedQuery, payloadHash, credentials.secretAccessKey)) {
     return {
       code: 'SignatureDoesNotMatch',
       message:
@@ -128,13 +123,85 @@ export function checkS3Signature(
   return undefined;
 }
 
+/** Why DynamoDB refuses a request's signature: its error type and message (HTTP 400, JSON 1.0 protocol). */
+export interface DynamoDbSignatureRefusal {
+  readonly type:
+    | 'MissingAuthenticationTokenException'
+    | 'IncompleteSignatureException'
+    | 'UnrecognizedClientException'
+    | 'InvalidSignatureException';
+  readonly message: string;
+}
+
 /**
- * The access key a request says it is signed with (the `Credential` of a SigV4 Authorization header or of a presigned
- * URL's query), for any service; undefined without one. It proves nothing by itself: see checkS3Signature.
+ * Checks a DynamoDB request's SigV4 signature as DynamoDB does, for local mode's dynalite (which checks none): the
+ * Authorization header only (DynamoDB has no presigned form), over the path `/` with no query, the signed headers,
+ * and the SHA-256 of the body as it arrived, so a request whose body or signed headers were changed on the way, or
+ * that was signed with another secret, is refused. Undefined when the signature holds.
  */
-export function signingAccessKey(request: Pick<IncomingMessage, 'url' | 'headers'>): string | undefined {
-  const [, rawQuery = ''] = splitOnce(request.url ?? '/', '?');
-  return signatureFields(request.headers, queryPairs(rawQuery))?.credential?.split('/')[0] || undefined;
+export function checkDynamoDbSignature(
+  request: Pick<IncomingMessage, 'method' | 'url' | 'headers'>,
+  body: Buffer,
+  credentials: { readonly accessKeyId: string; readonly secretAccessKey: string },
+  nowMs: number,
+): DynamoDbSignatureRefusal | undefined {
+  if (typeof request.headers.authorization !== 'string')
+    return { type: 'MissingAuthenticationTokenException', message: 'Request is missing Authentication Token' };
+  const parts = signatureParts(request.headers, []);
+  if (parts === undefined || typeof parts === 'string')
+    return { type: 'IncompleteSignatureException', message: parts ?? 'Authorization header requires AWS4-HMAC-SHA256' };
+  if (!tokenMatches(parts.accessKeyId, credentials.accessKeyId))
+    return { type: 'UnrecognizedClientException', message: 'The security token included in the request is invalid.' };
+  if (parts.scope.split('/')[2] !== 'dynamodb')
+    return {
+      type: 'InvalidSignatureException',
+      message: "Credential should be scoped to correct service: 'dynamodb'.",
+    };
+  const signedAt = amzDateMs(parts.amzDate);
+  if (signedAt === undefined || !parts.scope.startsWith(`${parts.amzDate.slice(0, 8)}/`))
+    return {
+      type: 'InvalidSignatureException',
+      message: `X-Amz-Date ${parts.amzDate} is not a date of the credential's scope`,
+    };
+  if (Math.abs(nowMs - signedAt) > MAX_CLOCK_SKEW_SECONDS * 1000)
+    return {
+      type: 'InvalidSignatureException',
+      message: `Signature expired: ${parts.amzDate} is more than ${MAX_CLOCK_SKEW_SECONDS / 60} minutes from the server's time`,
+    };
+  if (!parts.signedHeaders.includes('host'))
+    return {
+      type: 'InvalidSignatureException',
+      message: "'Host' or ':authority' must be a 'SignedHeader' in the AWS Authorization.",
+    };
+  const path = splitOnce(request.url ?? '/', '?')[0];
+  if (!signatureHolds(request, parts, path, '', sha256Hex(body), credentials.secretAccessKey))
+    return {
+      type: 'InvalidSignatureException',
+      message:
+        'The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details.',
+    };
+  return undefined;
+}
+
+/** Whether the signature is the one the secret gives the canonical request rebuilt from the request as it arrived. */
+function signatureHolds(
+  request: Pick<IncomingMessage, 'method' | 'headers'>,
+  parts: SignatureParts,
+  path: string,
+  signedQuery: string,
+  payloadHash: string,
+  secretAccessKey: string,
+): boolean {
+  const canonicalHeaders = parts.signedHeaders.map((name) => `${name}:${headerValue(request.headers, name) ?? ''}\n`);
+  const canonicalRequest = [
+    (request.method ?? 'GET').toUpperCase(),
+    path,
+    signedQuery,
+    canonicalHeaders.join(''),
+    parts.signedHeaders.join(';'),
+    payloadHash,
+  ].join('\n');
+  return tokenMatches(parts.signature, sigV4Signature(secretAccessKey, parts.amzDate, parts.scope, canonicalRequest));
 }
 
 /** A SigV4 signature's fields as the request gives them, unchecked: from the Authorization header, else the query. */

@@ -19,6 +19,7 @@ import {
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDocumentClient } from '../../lambdas/shared/dynamo';
+import { signRequest } from '../../lambdas/shared/sigv4';
 import { createTableRequest, JOBS_TABLE } from '../../lambdas/shared/table-design';
 import { localS3Client } from '../../lib/local/control-plane';
 import {
@@ -29,7 +30,6 @@ import {
   startDynalite,
   startS3rver,
 } from '../../lib/local/engines';
-import { signingAccessKey } from '../../lib/local/sigv4';
 
 const execFileAsync = promisify(execFile);
 const BUCKET = 'guarded';
@@ -72,35 +72,6 @@ describe('randomEngineCredentials', () => {
   });
 });
 
-describe('signingAccessKey', () => {
-  it.each([
-    {
-      what: 'a SigV4 Authorization header',
-      headers: {
-        authorization:
-          'AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20261129/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=ab',
-      },
-      url: '/b/k',
-      key: 'AKIDEXAMPLE',
-    },
-    {
-      what: 'a presigned URL',
-      headers: {},
-      url: '/b/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIDEXAMPLE%2F20261129%2Fus-east-1%2Fs3%2Faws4_request',
-      key: 'AKIDEXAMPLE',
-    },
-    { what: 'no signature', headers: {}, url: '/b/k', key: undefined },
-    {
-      what: 'a SigV2 header (not accepted)',
-      headers: { authorization: 'AWS AKIDEXAMPLE:c2ln' },
-      url: '/',
-      key: undefined,
-    },
-  ])('reads the key of $what', ({ headers, url, key: expected }) => {
-    expect(signingAccessKey({ headers, url })).toBe(expected);
-  });
-});
-
 describe('dynalite with a key', () => {
   it('answers requests signed with it', async () => {
     const client = dynamoClient(key);
@@ -132,7 +103,7 @@ describe('dynalite with a key', () => {
     owner.destroy();
   });
 
-  it('refuses a request with no signature', async () => {
+  it('refuses a request with no signature as DynamoDB does', async () => {
     const response = await fetch(dynamo.endpoint, {
       method: 'POST',
       headers: { 'Content-Type': 'application/x-amz-json-1.0', 'X-Amz-Target': 'DynamoDB_20120810.ListTables' },
@@ -141,9 +112,76 @@ describe('dynalite with a key', () => {
 
     expect(response.status).toBe(400);
     expect(await response.json()).toEqual({
-      __type: 'com.amazonaws.dynamodb.v20120810#UnrecognizedClientException',
-      message: 'The security token included in the request is invalid.',
+      __type: 'com.amazonaws.dynamodb.v20120810#MissingAuthenticationTokenException',
+      message: 'Request is missing Authentication Token',
     });
+  });
+
+  /** A PutItem signed with `signedWith`, then sent with `sentBody` (the signed body unless given). */
+  async function signedPut(signedWith: EngineCredentials, sentBody?: string, date = new Date()) {
+    const signedBody = JSON.stringify({
+      TableName: 'jobs',
+      Item: { pk: { S: 'JOB#signed' }, sk: { S: 'META' }, state: { S: 'RUNNING' } },
+    });
+    const url = new URL(dynamo.endpoint);
+    const headers = signRequest(
+      {
+        method: 'POST',
+        host: url.host,
+        path: '/',
+        headers: { 'content-type': 'application/x-amz-json-1.0', 'x-amz-target': 'DynamoDB_20120810.PutItem' },
+        body: Buffer.from(signedBody),
+      },
+      { region: 'us-east-1', service: 'dynamodb', credentials: signedWith, date },
+    );
+    delete headers.host;
+    const response = await fetch(dynamo.endpoint, { method: 'POST', headers, body: sentBody ?? signedBody });
+    return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+  }
+
+  async function signedItem(): Promise<unknown> {
+    const owner = createDocumentClient({ endpoint: dynamo.endpoint, credentials: key });
+    try {
+      return (await owner.get({ TableName: 'jobs', Key: { pk: 'JOB#signed', sk: 'META' }, ConsistentRead: true })).Item;
+    } finally {
+      owner.destroy();
+    }
+  }
+
+  it.each([
+    {
+      what: 'a body changed after it was signed',
+      send: () =>
+        signedPut(
+          key,
+          '{"TableName":"jobs","Item":{"pk":{"S":"JOB#signed"},"sk":{"S":"META"},"state":{"S":"CANCELLED"}}}',
+        ),
+      message: 'The request signature we calculated does not match the signature you provided.',
+    },
+    {
+      what: 'the right key with another secret',
+      send: () => signedPut({ ...key, secretAccessKey: other.secretAccessKey }),
+      message: 'The request signature we calculated does not match the signature you provided.',
+    },
+    {
+      what: 'a signature 20 minutes old',
+      send: () => signedPut(key, undefined, new Date(Date.now() - 20 * 60_000)),
+      message: 'Signature expired: ',
+    },
+  ])('refuses $what as DynamoDB does, and writes nothing', async ({ send, message }) => {
+    const answer = await send();
+
+    expect(answer.status).toBe(400);
+    expect(answer.body.__type).toBe('com.amazonaws.dynamodb.v20120810#InvalidSignatureException');
+    expect(String(answer.body.message)).toContain(message);
+    expect(await signedItem()).toBeUndefined();
+  });
+
+  it('answers the same request, signed and sent as it was', async () => {
+    const answer = await signedPut(key);
+
+    expect(answer).toEqual({ status: 200, body: {} });
+    expect(await signedItem()).toEqual({ pk: 'JOB#signed', sk: 'META', state: 'RUNNING' });
   });
 });
 

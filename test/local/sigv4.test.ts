@@ -1,8 +1,10 @@
 // checkS3Signature on AWS's own worked examples (Amazon S3 API Reference, "Signature Calculations for the Authorization
-// Header" and "Query String Authentication": GET /test.txt from examplebucket on 24 May 2013), then on what must fail.
+// Header" and "Query String Authentication": GET /test.txt from examplebucket on 24 May 2013), then on what must fail;
+// and checkDynamoDbSignature on what the stores' client signs, then on what DynamoDB refuses.
 
 import { describe, expect, it } from 'vitest';
-import { checkS3Signature, MAX_CLOCK_SKEW_SECONDS } from '../../lib/local/sigv4';
+import { signRequest } from '../../lambdas/shared/sigv4';
+import { checkDynamoDbSignature, checkS3Signature, MAX_CLOCK_SKEW_SECONDS } from '../../lib/local/sigv4';
 
 const CREDENTIALS = {
   accessKeyId: 'AKIAIOSFODNN7EXAMPLE',
@@ -173,4 +175,78 @@ describe('checkS3Signature refuses what S3 refuses beyond the signature', () => 
       expect(checkS3Signature(request, CREDENTIALS, SIGNED_AT)).toMatchObject({ code: 'SignatureDoesNotMatch' });
     },
   );
+});
+
+describe('checkDynamoDbSignature', () => {
+  const body = Buffer.from('{"TableName":"jobs"}');
+  const at = new Date('2026-11-29T12:00:00Z');
+  /** A ListTables request as the stores' client signs it, with `change` applied to its headers after signing. */
+  function signed(change: (headers: Record<string, string>) => void = () => {}) {
+    const headers = signRequest(
+      {
+        method: 'POST',
+        host: '127.0.0.1:4567',
+        path: '/',
+        headers: { 'content-type': 'application/x-amz-json-1.0', 'x-amz-target': 'DynamoDB_20120810.ListTables' },
+        body,
+      },
+      { region: 'us-east-1', service: 'dynamodb', credentials: CREDENTIALS, date: at },
+    );
+    change(headers);
+    return { method: 'POST', url: '/', headers };
+  }
+
+  it('accepts what the client signs', () => {
+    expect(checkDynamoDbSignature(signed(), body, CREDENTIALS, at.getTime())).toBeUndefined();
+  });
+
+  it.each([
+    {
+      what: 'no Authorization header',
+      request: signed((h) => delete h.authorization),
+      type: 'MissingAuthenticationTokenException',
+    },
+    {
+      what: 'a malformed credential',
+      request: signed((h) => {
+        h.authorization = String(h.authorization).replace(
+          /Credential=[^,]+/,
+          'Credential=AKIAIOSFODNN7EXAMPLE/20261129',
+        );
+      }),
+      type: 'IncompleteSignatureException',
+    },
+    {
+      what: 'a scope of another service',
+      request: signed((h) => {
+        h.authorization = String(h.authorization).replace('/dynamodb/', '/s3/');
+      }),
+      type: 'InvalidSignatureException',
+    },
+    {
+      what: 'a signed header changed on the way',
+      request: signed((h) => {
+        h['x-amz-target'] = 'DynamoDB_20120810.DeleteTable';
+      }),
+      type: 'InvalidSignatureException',
+    },
+    {
+      what: 'a signature that does not cover the host',
+      request: signed((h) => {
+        h.authorization = String(h.authorization).replace('host;', '');
+      }),
+      type: 'InvalidSignatureException',
+    },
+  ])('refuses $what', ({ request, type }) => {
+    expect(checkDynamoDbSignature(request, body, CREDENTIALS, at.getTime())?.type).toBe(type);
+  });
+
+  it('refuses a signature from further than 15 minutes away, and not one within', () => {
+    const skew = MAX_CLOCK_SKEW_SECONDS * 1000;
+
+    expect(checkDynamoDbSignature(signed(), body, CREDENTIALS, at.getTime() + skew)).toBeUndefined();
+    expect(checkDynamoDbSignature(signed(), body, CREDENTIALS, at.getTime() + skew + 1000)?.message).toBe(
+      "Signature expired: 20261129T120000Z is more than 15 minutes from the server's time",
+    );
+  });
 });
