@@ -34,10 +34,11 @@ import {
   PLANNING_HANDLERS,
 } from '../lib/function';
 import { BUDGET_WATCH_TIMEOUT } from '../lib/lifecycle/event-handlers';
-import { ensureLocalTables, LOCAL_NAMES, lifecycleSteps, localControlPlane } from '../lib/local/control-plane';
+import { ensureLocalTables, lifecycleSteps, localControlPlane } from '../lib/local/control-plane';
 import { synthesizeJobStateMachineDefinition } from '../lib/local/definition';
 import { type RunningEngine, startDynalite, startS3rver } from '../lib/local/engines';
 import type { LocalBatch, SubmitJobInput } from '../lib/local/local-batch';
+import { LOCAL_NAMES } from '../lib/local/names';
 import { type ExecutionEvent, LocalStateMachine } from '../lib/local/state-machine-runner';
 import { P3_PRICES } from './spot/simulator';
 import { percentile } from './stats';

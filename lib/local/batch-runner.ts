@@ -168,7 +168,7 @@ export interface LocalBatchRunnerOptions {
   readonly harnessPath?: string;
   /** Clock for timestamps (epoch ms). @default - Date.now */
   readonly now?: () => number;
-  /** Uniform [0, 1) source for random interruptions ({@link seededRandom} makes them reproducible). @default - Math.random */
+  /** Uniform [0, 1) source for random interruptions (seeded-random.ts makes them reproducible). @default - Math.random */
   readonly random?: () => number;
   /** Every container log line as it is written. @default - none */
   readonly onLogLine?: (logStreamName: string, line: string) => void;
@@ -298,18 +298,6 @@ export function describeAttemptEnd(facts: AttemptEndFacts): AttemptEndReport {
 export function nextInterruptionDelayMs(ratePerHour: number, u: number): number {
   if (!(ratePerHour > 0)) return Number.POSITIVE_INFINITY;
   return (-Math.log(1 - u) / ratePerHour) * 3_600_000;
-}
-
-/** A reproducible uniform [0, 1) generator (mulberry32) for `random`. */
-export function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
 }
 
 /** Rewrites a camelCase job detail's structural keys to Step Functions' PascalCase; tags and parameters keep theirs. */

@@ -28,14 +28,8 @@ import { BUDGETS_TABLE, createTableRequest, JOBS_TABLE } from '../../lambdas/sha
 import { Workspace } from '../../lambdas/shared/workspace';
 import type { TrainyardConfig } from '../config';
 import { type EngineCredentials, OPEN_ENGINE_CREDENTIALS } from './engines';
+import { LOCAL_NAMES } from './names';
 import type { LocalStepHandlers } from './state-machine-runner';
-
-/** Table and bucket names local mode uses (the stacks name theirs; the layout inside is the same). */
-export const LOCAL_NAMES = {
-  jobsTable: 'trainyard-jobs',
-  budgetsTable: 'trainyard-budgets',
-  bucket: 'trainyard-workspace',
-};
 
 /**
  * An S3 client for s3rver: path-style, and checksums only when required (else stream uploads corrupt); signing with

@@ -57,18 +57,13 @@ import {
   type ReapedAttempt,
   type SpotInterruptionWarningEvent,
 } from './batch-runner';
-import {
-  ensureLocalTables,
-  LOCAL_NAMES,
-  type LocalEngineCredentials,
-  lifecycleSteps,
-  localControlPlane,
-} from './control-plane';
+import { ensureLocalTables, type LocalEngineCredentials, lifecycleSteps, localControlPlane } from './control-plane';
 import { type StateMachineDefinition, synthesizeJobStateMachineDefinition } from './definition';
 import { type RunningEngine, randomEngineCredentials, startDynalite, startS3rver } from './engines';
 import { awsTimestamp } from './fake-imds';
 import type { SubmitJobInput } from './local-batch';
 import { formatEventLine, localEventPublisher, localFleetFacts, localLogReader } from './local-ports';
+import { LOCAL_NAMES } from './names';
 import { type LocalControlHandler, startLocalApiServer } from './server';
 import {
   type EndedExecution,

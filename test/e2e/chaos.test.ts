@@ -10,9 +10,9 @@ import { createDocumentClient } from '../../lambdas/shared/dynamo';
 import { budgetKeys } from '../../lambdas/shared/table-design';
 import { EXIT_CODES } from '../../lib/cli/exit-codes';
 import { parseConfig } from '../../lib/config';
-import { seededRandom } from '../../lib/local/batch-runner';
-import { LOCAL_NAMES } from '../../lib/local/control-plane';
 import { type LocalMode, startLocalMode } from '../../lib/local/local-mode';
+import { LOCAL_NAMES } from '../../lib/local/names';
+import { seededRandom } from '../../lib/local/seeded-random';
 import { extractMetrics } from '../support/emf';
 import {
   cents,

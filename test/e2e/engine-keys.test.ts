@@ -8,9 +8,10 @@ import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createDocumentClient } from '../../lambdas/shared/dynamo';
 import { parseConfig } from '../../lib/config';
-import { LOCAL_NAMES, localS3Client } from '../../lib/local/control-plane';
+import { localS3Client } from '../../lib/local/control-plane';
 import { type EngineCredentials, OPEN_ENGINE_CREDENTIALS } from '../../lib/local/engines';
 import { type LocalMode, startLocalMode } from '../../lib/local/local-mode';
+import { LOCAL_NAMES } from '../../lib/local/names';
 import { E2E_CONFIG, tempDir } from './support';
 
 const dir = tempDir('engine-keys');

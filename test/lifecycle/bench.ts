@@ -25,11 +25,12 @@ import { DynamoDbError } from '../../lambdas/shared/dynamo';
 import { emfMetricPublisher } from '../../lambdas/shared/metrics';
 import type { BatchControl, BatchJobRef, FleetFacts } from '../../lambdas/shared/ports';
 import { parseConfig, type TrainyardConfig } from '../../lib/config';
-import { ensureLocalTables, LOCAL_NAMES, lifecycleSteps, localControlPlane } from '../../lib/local/control-plane';
+import { ensureLocalTables, lifecycleSteps, localControlPlane } from '../../lib/local/control-plane';
 import { synthesizeJobStateMachineDefinition } from '../../lib/local/definition';
 import { type RunningEngine, startDynalite, startS3rver } from '../../lib/local/engines';
 import { BatchTaskFailed, type LocalBatch } from '../../lib/local/local-batch';
 import { executionStatusChangeEvent } from '../../lib/local/local-mode';
+import { LOCAL_NAMES } from '../../lib/local/names';
 import { LocalStateMachine, type LocalStepHandlers } from '../../lib/local/state-machine-runner';
 import { apiEvent, projectBundle } from '../lambdas/api/support';
 

@@ -25,10 +25,10 @@ import {
   processState,
   type SpotInterruptionWarningEvent,
   type SpotNoticeServed,
-  seededRandom,
 } from '../../lib/local/batch-runner';
 import { type RunningEngine, startS3rver } from '../../lib/local/engines';
 import { BatchTaskFailed, type SubmitJobInput } from '../../lib/local/local-batch';
+import { seededRandom } from '../../lib/local/seeded-random';
 
 const BUCKET = 'workspace';
 const PREFIX = 'trainyard';
