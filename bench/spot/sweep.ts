@@ -3,6 +3,7 @@
  * per setting as mean cost relative to on-demand only, mean and 90th-percentile gap to the optimum, and misses.
  */
 import type { PlacementPolicyConfig } from '../../lambdas/domain/placement';
+import { seededRandom } from '../../lib/seeded-random';
 import { percentile } from '../stats';
 import { greedyPolicy, uniformProgressPolicy } from './baselines';
 import { OptimumWorkspace, optimalCost } from './optimum';
@@ -80,18 +81,6 @@ export interface SettingResult {
   policies: Record<PolicyName, PolicyStats>;
 }
 
-/** Deterministic 32-bit PRNG (mulberry32), so offsets are reproducible. */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 function hashString(text: string): number {
   let h = 2166136261;
   for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 16777619);
@@ -106,7 +95,7 @@ export function startOffsets(trace: SpotTrace, deadlineTicks: number, count: num
   const last = trace.available.length - deadlineTicks;
   if (last < 0)
     throw new RangeError(`${trace.name} has ${trace.available.length} ticks, shorter than ${deadlineTicks}`);
-  const random = mulberry32(seed ^ hashString(`${trace.name}:${deadlineTicks}`));
+  const random = seededRandom(seed ^ hashString(`${trace.name}:${deadlineTicks}`));
   return Array.from({ length: count }, () => Math.floor(random() * (last + 1)));
 }
 

@@ -168,7 +168,7 @@ export interface LocalBatchRunnerOptions {
   readonly harnessPath?: string;
   /** Clock for timestamps (epoch ms). @default - Date.now */
   readonly now?: () => number;
-  /** Uniform [0, 1) source for random interruptions (seeded-random.ts makes them reproducible). @default - Math.random */
+  /** Uniform [0, 1) source for random interruptions (lib/seeded-random.ts makes them reproducible). @default - Math.random */
   readonly random?: () => number;
   /** Every container log line as it is written. @default - none */
   readonly onLogLine?: (logStreamName: string, line: string) => void;

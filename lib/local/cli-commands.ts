@@ -30,9 +30,9 @@ import {
 } from '../cli/format';
 import { parseIntegerIn, parseJobId } from '../cli/options';
 import { ConfigError, DEFAULT_CONFIG_PATH, loadConfig, type TrainyardConfig } from '../config';
+import { seededRandom } from '../seeded-random';
 import type { LocalMode, LocalModeOptions } from './local-mode';
 import { LOCAL_NAMES } from './names';
-import { seededRandom } from './seeded-random';
 import { LOCAL_DIR, LocalStateError, readLocalState } from './token';
 
 /** What the local commands need from outside; every field has a default for the real terminal and process. */

@@ -9,12 +9,13 @@ import {
   schedulePolicy,
   simulate,
 } from '../../bench/spot/simulator';
-import { mulberry32, startOffsets } from '../../bench/spot/sweep';
+import { startOffsets } from '../../bench/spot/sweep';
 import { InvalidTraceFile, parseTrace } from '../../bench/spot/traces';
 import { isCheckTick, isWatchTick, TierSpotTimeline, trainyardPolicy } from '../../bench/spot/trainyard';
 import { percentile } from '../../bench/stats';
 import type { PlacementDecision, PlacementMoment } from '../../lambdas/domain/placement';
 import { FLEET_SPOT_MODEL } from '../../lambdas/domain/spot-fleet-model';
+import { seededRandom } from '../../lib/seeded-random';
 
 const HOUR = 3600;
 // Simple prices so hand-worked costs are whole numbers: on-demand $3/h, spot $1/h.
@@ -129,7 +130,7 @@ function bruteForceOptimum(job: JobWindow): number {
 
 describe('optimalCost', () => {
   it('equals brute force over every per-tick schedule on random tiny traces (partial-tick overheads included)', () => {
-    const random = mulberry32(42);
+    const random = seededRandom(42);
     const workspace = new OptimumWorkspace();
     let compared = 0;
     for (let n = 0; n < 150; n++) {
@@ -155,7 +156,7 @@ describe('optimalCost', () => {
   });
 
   it('is never above any policy’s cost on a real-trace-like window', () => {
-    const random = mulberry32(7);
+    const random = seededRandom(7);
     const available = Uint8Array.from({ length: 300 }, (_, i) => (Math.sin(i / 9) + random() * 0.8 > 0 ? 1 : 0));
     const job: JobWindow = {
       available,

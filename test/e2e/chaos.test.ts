@@ -12,7 +12,7 @@ import { EXIT_CODES } from '../../lib/cli/exit-codes';
 import { parseConfig } from '../../lib/config';
 import { type LocalMode, startLocalMode } from '../../lib/local/local-mode';
 import { LOCAL_NAMES } from '../../lib/local/names';
-import { seededRandom } from '../../lib/local/seeded-random';
+import { seededRandom } from '../../lib/seeded-random';
 import { extractMetrics } from '../support/emf';
 import {
   cents,

@@ -28,7 +28,7 @@ import {
 } from '../../lib/local/batch-runner';
 import { type RunningEngine, startS3rver } from '../../lib/local/engines';
 import { BatchTaskFailed, type SubmitJobInput } from '../../lib/local/local-batch';
-import { seededRandom } from '../../lib/local/seeded-random';
+import { seededRandom } from '../../lib/seeded-random';
 
 const BUCKET = 'workspace';
 const PREFIX = 'trainyard';

@@ -1,4 +1,7 @@
-/** A reproducible uniform [0, 1) generator (mulberry32): `trainyard local start --seed` and the chaos test. */
+/**
+ * A reproducible uniform [0, 1) generator (mulberry32): local mode's random interruptions under `trainyard local start
+ * --seed`, the chaos test, and the spot benchmark's start offsets.
+ */
 export function seededRandom(seed: number): () => number {
   let state = seed >>> 0;
   return () => {
