@@ -20,6 +20,7 @@
  */
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { crc32 } from 'node:zlib';
 import { type AttributeValue, marshallItem, unmarshallItem } from './dynamo-items';
 import { type AwsCredentials, signRequest } from './sigv4';
@@ -30,7 +31,7 @@ export type { AwsCredentials } from './sigv4';
 /** An item, a key or expression values, as plain values. */
 export type Item = Record<string, unknown>;
 
-/** `#name` placeholders and `:value`s of an expression. */
+/** What an expression's `#name` and `:value` tokens stand for. */
 interface ExpressionParts {
   readonly ExpressionAttributeNames?: Readonly<Record<string, string>>;
   readonly ExpressionAttributeValues?: Readonly<Item>;
@@ -444,8 +445,4 @@ function parseJson(body: Buffer): unknown {
 
 function headerText(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

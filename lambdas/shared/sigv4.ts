@@ -60,26 +60,50 @@ export function signRequest(request: RequestToSign, scope: SigningScope): Record
   if (scope.credentials.sessionToken !== undefined) headers['x-amz-security-token'] = scope.credentials.sessionToken;
 
   const names = Object.keys(headers).sort();
-  const signedHeaders = names.join(';');
-  const canonicalRequest = [
-    request.method.toUpperCase(),
-    request.path,
-    '',
-    ...names.map((name) => `${name}:${canonicalHeaderValue(headers[name] ?? '')}`),
-    '',
-    signedHeaders,
-    sha256Hex(request.body),
-  ].join('\n');
   const credentialScope = `${day}/${scope.region}/${scope.service}/aws4_request`;
-  const signature = sigV4Signature(scope.credentials.secretAccessKey, amzDate, credentialScope, canonicalRequest);
+  const signature = sigV4Signature(
+    scope.credentials.secretAccessKey,
+    amzDate,
+    credentialScope,
+    canonicalRequest({
+      method: request.method,
+      path: request.path,
+      query: '',
+      headers: names.map((name) => [name, headers[name] ?? '']),
+      payloadHash: sha256Hex(request.body),
+    }),
+  );
   headers.authorization =
     `${ALGORITHM} Credential=${scope.credentials.accessKeyId}/${credentialScope}, ` +
-    `SignedHeaders=${signedHeaders}, Signature=${signature}`;
+    `SignedHeaders=${names.join(';')}, Signature=${signature}`;
   return headers;
 }
 
+/**
+ * SigV4's canonical request ("Create a canonical request"): the method, the path and the canonical query as given,
+ * the signed headers (lower-case names, in order) with their values canonicalised, their names, and the payload's
+ * hash. The signer builds it from what it sends; local mode's check (lib/local/sigv4.ts) from what arrived.
+ */
+export function canonicalRequest(parts: {
+  readonly method: string;
+  readonly path: string;
+  readonly query: string;
+  readonly headers: ReadonlyArray<readonly [name: string, value: string]>;
+  readonly payloadHash: string;
+}): string {
+  return [
+    parts.method.toUpperCase(),
+    parts.path,
+    parts.query,
+    ...parts.headers.map(([name, value]) => `${name}:${canonicalHeaderValue(value)}`),
+    '',
+    parts.headers.map(([name]) => name).join(';'),
+    parts.payloadHash,
+  ].join('\n');
+}
+
 /** A header value as SigV4 canonicalises it: trimmed, runs of spaces folded to one. */
-function canonicalHeaderValue(value: string): string {
+export function canonicalHeaderValue(value: string): string {
   return value.trim().replace(/\s+/g, ' ');
 }
 

@@ -133,19 +133,22 @@ export async function startS3rver(options: {
 /** What answers a request the guard refuses; undefined lets the request through to the engine. */
 type Check = (request: IncomingMessage) => ((response: ServerResponse) => void) | undefined;
 
+/** What a check answers; a check that cannot read the request refuses it (a throw in a listener would stop the engine). */
+function refusalOf(check: () => ReturnType<Check>): ReturnType<Check> {
+  try {
+    return check();
+  } catch {
+    return (answer) => {
+      answer.writeHead(400, { Connection: 'close' });
+      answer.end();
+    };
+  }
+}
+
 /** The engine's listener behind `check`: a refused request is drained and answered; any other goes through. */
 function guardListener(listener: RequestListener, check: Check): RequestListener {
   return (request, response) => {
-    let refuse: ((response: ServerResponse) => void) | undefined;
-    try {
-      refuse = check(request);
-    } catch {
-      // A check that cannot read the request refuses it: a throw in a request listener would stop the engine.
-      refuse = (answer) => {
-        answer.writeHead(400, { Connection: 'close' });
-        answer.end();
-      };
-    }
+    const refuse = refusalOf(() => check(request));
     if (refuse === undefined) {
       listener(request, response);
       return;
@@ -185,15 +188,7 @@ function guardServerWithBody(server: Server, check: BodyCheck, maxBytes: number)
           return;
         }
         const body = Buffer.concat(chunks);
-        let refuse: ((answer: ServerResponse) => void) | undefined;
-        try {
-          refuse = check(request, body);
-        } catch {
-          refuse = (answer) => {
-            answer.writeHead(400, { Connection: 'close' });
-            answer.end();
-          };
-        }
+        const refuse = refusalOf(() => check(request, body));
         if (refuse !== undefined) refuse(response);
         else listener(replayOf(request, body), response);
       });

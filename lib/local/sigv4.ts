@@ -15,7 +15,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import { compareCodeUnits } from '../../lambdas/domain/code-unit-order';
-import { sigV4Signature } from '../../lambdas/shared/sigv4';
+import { canonicalHeaderValue, canonicalRequest, sigV4Signature } from '../../lambdas/shared/sigv4';
 import { sha256Hex } from '../../lambdas/shared/tarball';
 import { tokenMatches } from './token';
 
@@ -192,16 +192,14 @@ function signatureHolds(
   payloadHash: string,
   secretAccessKey: string,
 ): boolean {
-  const canonicalHeaders = parts.signedHeaders.map((name) => `${name}:${headerValue(request.headers, name) ?? ''}\n`);
-  const canonicalRequest = [
-    (request.method ?? 'GET').toUpperCase(),
+  const canonical = canonicalRequest({
+    method: request.method ?? 'GET',
     path,
-    signedQuery,
-    canonicalHeaders.join(''),
-    parts.signedHeaders.join(';'),
+    query: signedQuery,
+    headers: parts.signedHeaders.map((name) => [name, headerValue(request.headers, name) ?? '']),
     payloadHash,
-  ].join('\n');
-  return tokenMatches(parts.signature, sigV4Signature(secretAccessKey, parts.amzDate, parts.scope, canonicalRequest));
+  });
+  return tokenMatches(parts.signature, sigV4Signature(secretAccessKey, parts.amzDate, parts.scope, canonical));
 }
 
 /** A SigV4 signature's fields as the request gives them, unchecked: from the Authorization header, else the query. */
@@ -302,7 +300,7 @@ function headerValue(headers: IncomingMessage['headers'], name: string): string 
   if (!Object.hasOwn(headers, name)) return undefined;
   const value = headers[name];
   if (typeof value !== 'string' && !Array.isArray(value)) return undefined;
-  return (Array.isArray(value) ? value.join(',') : value).trim().replace(/\s+/g, ' ');
+  return canonicalHeaderValue(Array.isArray(value) ? value.join(',') : value);
 }
 
 /** RFC 3986 encoding, every byte but the unreserved characters (A–Z a–z 0–9 - _ . ~). */
