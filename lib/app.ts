@@ -1,5 +1,6 @@
 import { App, DefaultStackSynthesizer } from 'aws-cdk-lib';
 import type { TrainyardConfig } from './config';
+import { CDK_FEATURE_FLAGS } from './feature-flags';
 import { PlatformStack } from './platform-stack';
 import { StatefulStack } from './stateful-stack';
 
@@ -21,17 +22,9 @@ export const DEPLOYMENT_NAMES = {
   imageRepository: 'trainyard-training-images',
 } as const;
 
-/** Context every Trainyard app is created with (bin/app.ts and the tests alike). */
-export const APP_CONTEXT = {
-  // Explicit: stateful exports are consumed by name and must not be removed while the platform uses them.
-  '@aws-cdk/core:defaultCrossStackReferences': 'strong',
-  '@aws-cdk/aws-iam:minimizePolicies': true,
-  '@aws-cdk/core:target-partitions': ['aws', 'aws-cn'],
-} as const;
-
-/** A new CDK app with Trainyard's context. */
+/** A new CDK app with Trainyard's feature flags (feature-flags.ts) and the given context. */
 export function createApp(context: Record<string, unknown> = {}): App {
-  return new App({ context: { ...APP_CONTEXT, ...context } });
+  return new App({ context: { ...CDK_FEATURE_FLAGS, ...context } });
 }
 
 /** Adds Trainyard's stacks to an app (environment-agnostic: no lookups, no account or region needed to synth). */

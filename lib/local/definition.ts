@@ -7,6 +7,7 @@ import { App, Stack } from 'aws-cdk-lib';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import { CDK_FEATURE_FLAGS } from '../feature-flags';
 import { JobStateMachine, type LifecycleSteps } from '../lifecycle/job-state-machine';
 
 /** ASL as JSON. */
@@ -53,7 +54,7 @@ export function localFunctionArn(step: string): string {
 
 /** Synthesizes the job state machine from its construct (no bundling, no assets) and returns its ASL. */
 export function synthesizeJobStateMachineDefinition(): StateMachineDefinition {
-  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+  const app = new App({ context: { ...CDK_FEATURE_FLAGS, 'aws:cdk:bundling-stacks': [] } });
   const stack = new Stack(app, 'TrainyardLocal');
   const fn = (name: string) => lambda.Function.fromFunctionArn(stack, name, localFunctionArn(name));
   const steps: LifecycleSteps = {

@@ -16,6 +16,11 @@ export const WORKSPACE_PREFIXES = {
  * The workspace bucket: code bundles, checkpoints, metrics and reports. Encrypted, SSL-only, never public,
  * versioned (a checkpoint overwritten by mistake can be recovered), server access logs to a companion bucket,
  * and lifecycle rules that keep storage from growing without bound. Retained when the stack is deleted.
+ *
+ * Neither bucket uses ACLs (both are bucket-owner-enforced): S3's log delivery writes to the access-log bucket by its
+ * bucket policy, which lets `logging.s3.amazonaws.com` put objects under `workspace/` only for the workspace bucket of
+ * this account (the `@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy` flag; the log-delivery ACL it replaces granted
+ * the whole bucket to S3's log delivery group).
  */
 export class WorkspaceBucket extends Construct {
   /** The workspace bucket. */
@@ -29,7 +34,7 @@ export class WorkspaceBucket extends Construct {
       encryption: s3.BucketEncryption.S3_MANAGED,
       enforceSSL: true,
       blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
-      objectOwnership: s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
+      objectOwnership: s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
       removalPolicy: RemovalPolicy.RETAIN,
       lifecycleRules: [{ id: 'ExpireAccessLogs', expiration: Duration.days(365) }],
     });

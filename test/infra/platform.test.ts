@@ -458,6 +458,18 @@ describe('network', () => {
     });
   });
 
+  it("strips every rule from the new VPC's default security group, which no compute environment uses", () => {
+    const [vpcId] = resourcesOf(s.platformTemplate, 'AWS::EC2::VPC').map(([id]) => id);
+    s.platformTemplate.hasResourceProperties('Custom::VpcRestrictDefaultSG', {
+      DefaultSecurityGroupId: { 'Fn::GetAtt': [vpcId, 'DefaultSecurityGroup'] },
+    });
+    const groups = resourcesOf(s.platformTemplate, 'AWS::Batch::ComputeEnvironment').flatMap(
+      ([, p]) => computeResources(p).SecurityGroupIds as unknown[],
+    );
+    expect(groups.length).toBeGreaterThan(0);
+    expect(JSON.stringify(groups)).not.toContain('DefaultSecurityGroup');
+  });
+
   it('routes S3 traffic through a gateway endpoint, not the NAT', () => {
     s.platformTemplate.hasResourceProperties('AWS::EC2::VPCEndpoint', {
       ServiceName: { 'Fn::Join': ['', ['com.amazonaws.', { Ref: 'AWS::Region' }, '.s3']] },
@@ -485,6 +497,8 @@ describe('network', () => {
       network: { mode: 'existing', vpcId: 'vpc-0123456789abcdef0', subnetIds: ['subnet-0123456789abcdef0'] },
     });
     existing.platformTemplate.resourceCountIs('AWS::EC2::VPC', 0);
+    // Another VPC's default security group is its owner's to restrict, not ours.
+    existing.platformTemplate.resourceCountIs('Custom::VpcRestrictDefaultSG', 0);
     const [, props] = resourcesOf(existing.platformTemplate, 'AWS::Batch::ComputeEnvironment')[0] ?? [];
     expect(computeResources(props as Record<string, unknown>).Subnets).toEqual(['subnet-0123456789abcdef0']);
   });

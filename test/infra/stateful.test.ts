@@ -44,6 +44,39 @@ describe('workspace bucket', () => {
     });
   });
 
+  it('uses no ACLs, in either bucket: both are bucket-owner-enforced', () => {
+    const buckets = resourcesOf(s.statefulTemplate, 'AWS::S3::Bucket');
+    expect(buckets).toHaveLength(2);
+    for (const [, props] of buckets) {
+      expect(props.AccessControl).toBeUndefined();
+      expect(props.OwnershipControls).toEqual({ Rules: [{ ObjectOwnership: 'BucketOwnerEnforced' }] });
+    }
+  });
+
+  it("lets S3's log delivery write to the access-log bucket only under workspace/, for this account's workspace", () => {
+    const workspaceId = resourcesOf(s.statefulTemplate, 'AWS::S3::Bucket').find(
+      ([, p]) => p.VersioningConfiguration,
+    )?.[0];
+    const logDelivery = resourcesOf(s.statefulTemplate, 'AWS::S3::BucketPolicy')
+      .filter(([, p]) => JSON.stringify(p.Bucket).includes('WorkspaceAccessLogs'))
+      .flatMap(([, p]) => (p.PolicyDocument as { Statement: Array<Record<string, unknown>> }).Statement)
+      .filter((statement) => statement.Effect === 'Allow');
+    expect(logDelivery).toEqual([
+      {
+        Effect: 'Allow',
+        Principal: { Service: 'logging.s3.amazonaws.com' },
+        Action: 's3:PutObject',
+        Resource: {
+          'Fn::Join': ['', [{ 'Fn::GetAtt': [expect.stringMatching(/^WorkspaceAccessLogs/), 'Arn'] }, '/workspace/*']],
+        },
+        Condition: {
+          ArnLike: { 'aws:SourceArn': { 'Fn::GetAtt': [workspaceId, 'Arn'] } },
+          StringEquals: { 'aws:SourceAccount': { Ref: 'AWS::AccountId' } },
+        },
+      },
+    ]);
+  });
+
   it('denies every request that is not over TLS', () => {
     s.statefulTemplate.hasResourceProperties('AWS::S3::BucketPolicy', {
       Bucket: { Ref: Match.stringLikeRegexp('WorkspaceBucket') },
