@@ -50,6 +50,9 @@ export type JobState = (typeof JOB_STATES)[number];
 /** States a job never leaves. */
 export const TERMINAL_STATES: readonly JobState[] = ['REJECTED', 'SUCCEEDED', 'FAILED', 'CANCELLED'];
 
+/** States a job is still in the lifecycle in: every state but the terminal ones. */
+export const LIVE_STATES: readonly JobState[] = JOB_STATES.filter((state) => !TERMINAL_STATES.includes(state));
+
 /**
  * Allowed transitions. WAITING means "an attempt is queued in Batch"; a reclaimed, moved or retried job goes from
  * RUNNING back to WAITING for its next attempt. FAILED is reachable from every live state because a handler can

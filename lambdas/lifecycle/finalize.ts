@@ -18,15 +18,13 @@
  */
 
 import { UnknownBudgetJob } from '../domain/budgets';
-import { isTerminal, type JobState, TRANSITIONS } from '../domain/job';
+import { isTerminal, type JobState, LIVE_STATES, TRANSITIONS } from '../domain/job';
 import { recordedCost } from '../domain/watch';
 import { publishCrossings } from '../shared/budget-alerts';
 import type { ControlPlane } from '../shared/control-plane';
 import { writeJobFiles } from '../shared/job-files';
 import { AttemptsStillRunning, endOpenAttempts, endUnrecorded, endWithoutOutcome, jobEvent } from './common';
 import { finalizeInputSchema, parseStep } from './steps';
-
-const LIVE_STATES: JobState[] = ['SUBMITTED', 'ANALYZING', 'WAITING', 'RUNNING', 'PAUSED_BUDGET'];
 
 /** Finalize's output (the execution's output). */
 export interface FinalizeOutput {

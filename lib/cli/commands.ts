@@ -12,7 +12,9 @@ import {
   CHECKPOINT_DONE_FILE_RULE,
   GPU_MEMORY_GIB,
   isCheckpointDoneFile,
+  LIVE_STATES,
   MAX_TOTAL_STEPS,
+  TERMINAL_STATES,
 } from '../../lambdas/domain/job';
 import { MAX_LABELS } from '../../lambdas/domain/labels';
 import { checkpointToRestore } from '../../lambdas/domain/workspace-layout';
@@ -114,11 +116,8 @@ export interface CliDeps {
 /** A function that adds commands to the program (the lead's `registerLocalCommands` has this shape). */
 export type CommandRegistrar = (program: Command) => void;
 
-/** Job states after which nothing changes. */
-export const TERMINAL_JOB_STATES = ['SUCCEEDED', 'FAILED', 'CANCELLED', 'REJECTED'] as const;
-
 function isTerminalState(state: string | undefined): boolean {
-  return state !== undefined && (TERMINAL_JOB_STATES as readonly string[]).includes(state);
+  return state !== undefined && (TERMINAL_STATES as readonly string[]).includes(state);
 }
 
 interface CommonOptions {
@@ -978,13 +977,17 @@ export function createProgram(
   };
 
   /**
-   * Cancels every unfinished job with the labels: lists them, asks (unless --yes), then cancels each. A job that
-   * ended meanwhile is reported as such; a cancel that fails does not stop the others, and the command then exits by
-   * the first failure, naming every job it could not cancel (re-running retries just those: ended jobs are skipped).
+   * Cancels every unfinished job with the labels: lists them, asks (unless --yes), then cancels each. Only the jobs in
+   * a live state are listed (the API reads those through its byState index, not the team's finished history). A job
+   * that ended meanwhile is reported as such; a cancel that fails does not stop the others, and the command then exits
+   * by the first failure, naming every job it could not cancel (re-running retries just those: ended jobs are not
+   * listed again).
    */
   const cancelLabelled = async (options: CommonOptions & { yes?: boolean }, label: string) => {
     const client = clientFor(options);
-    const { jobs: matched } = await filteredJobs(client, { label }, options.json);
+    const live = { label, state: LIVE_STATES.join(',') };
+    const { jobs: matched } = await filteredJobs(client, live, options.json);
+    // A job can end between the listing's pages; it is no longer one to cancel.
     const open = matched.filter((job) => !isTerminalState(str(job, 'state')));
     if (open.length > 0 && !options.json) println(formatJobsTable({ jobs: open }));
     if (open.length > 0 && !options.yes) {
@@ -1031,11 +1034,7 @@ export function createProgram(
         failed: failed.map((f) => ({ jobId: f.jobId, code: f.error.code, message: f.error.message })),
       });
     } else if (open.length === 0) {
-      println(
-        matched.length === 0
-          ? `No job has --label ${label}.`
-          : `Nothing to cancel: the ${matched.length === 1 ? 'job' : `${matched.length} jobs`} with --label ${label} ${matched.length === 1 ? 'has' : 'have all'} ended.`,
-      );
+      println(`Nothing to cancel: no unfinished job has --label ${label}.`);
     }
     const first = failed[0];
     if (first !== undefined) {

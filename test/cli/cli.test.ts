@@ -973,7 +973,7 @@ describe('cancel --label', () => {
     expect(again.code).toBe(EXIT_CODES.ok);
     expect(JSON.parse(again.stdout)).toEqual({
       label: 'batch=b1',
-      matched: 3,
+      matched: 1,
       cancelled: [{ jobId: ids.waiting, state: 'WAITING' }],
       alreadyEnded: [],
       failed: [],
@@ -988,20 +988,28 @@ describe('cancel --label', () => {
     });
   });
 
-  it('says when every labelled job has ended, or none has the label', async () => {
-    expect((await cli(['cancel', '--label', 'batch=b1', '--label', 'nothing'])).stdout).toBe(
-      'No job has --label batch=b1,nothing.\n',
+  it('lists only the jobs in a live state, and says when no unfinished job has the label', async () => {
+    const states: Array<string | null> = [];
+    const listing: CliDeps['fetch'] = async (input, init) => {
+      const url = new URL(String(input));
+      if (url.pathname.endsWith('/jobs')) states.push(url.searchParams.get('state'));
+      return fetch(input, init);
+    };
+    expect((await cli(['cancel', '--label', 'batch=b1', '--label', 'nothing'], { fetch: listing })).stdout).toBe(
+      'Nothing to cancel: no unfinished job has --label batch=b1,nothing.\n',
     );
     await bench.jobs.transition(ids.other, ['RUNNING'], 'FAILED');
-    const ended = await cli(['cancel', '--label', 'batch=b2']);
+    const ended = await cli(['cancel', '--label', 'batch=b2'], { fetch: listing });
     expect(ended.code).toBe(EXIT_CODES.ok);
-    expect(ended.stdout).toBe('Nothing to cancel: the job with --label batch=b2 has ended.\n');
+    expect(ended.stdout).toBe('Nothing to cancel: no unfinished job has --label batch=b2.\n');
     expect(requests).toEqual(['GET /jobs', 'GET /jobs']);
+    // The finished jobs are not asked for, so the API reads the live ones through byState, not the team's history.
+    expect(states).toEqual(Array(2).fill('SUBMITTED,ANALYZING,WAITING,RUNNING,PAUSED_BUDGET'));
     // On a terminal, --json's stdout is the document alone: no progress line in front of it.
     const json = await cli(['cancel', '--label', 'batch=b2', '--json'], { tty: true });
     expect(JSON.parse(json.stdout)).toEqual({
       label: 'batch=b2',
-      matched: 1,
+      matched: 0,
       cancelled: [],
       alreadyEnded: [],
       failed: [],

@@ -9,6 +9,7 @@ import {
   isTerminal,
   JOB_STATES,
   type JobState,
+  LIVE_STATES,
   parseAttemptRecord,
   parseDecisionRecord,
   parseJobRecord,
@@ -93,6 +94,15 @@ const MINIMAL_JOB = {
   command: ['python', 'train.py'],
   bundle: { key: 'teams/vision/jobs/01JDA7Q6ZK3V8N2M4P5R6S7T8W/code.tar.gz', bytes: 2048, sha256: 'a'.repeat(64) },
 };
+
+describe('LIVE_STATES', () => {
+  it('is every state a job can still leave, by the edges above', () => {
+    const leavable = JOB_STATES.filter((state) => [...ALLOWED].some((edge) => edge.startsWith(`${state}>`)));
+    expect(LIVE_STATES).toEqual(leavable);
+    expect(LIVE_STATES).toEqual(['SUBMITTED', 'ANALYZING', 'WAITING', 'RUNNING', 'PAUSED_BUDGET']);
+    expect(LIVE_STATES.some(isTerminal)).toBe(false);
+  });
+});
 
 describe('job record schema', () => {
   it('fills counters, retries and cost with their documented defaults', () => {
