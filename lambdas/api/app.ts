@@ -13,12 +13,14 @@ import { artifactRoutes } from './routes/artifacts';
 import { budgetRoutes } from './routes/budgets';
 import { catalogRoutes } from './routes/catalog';
 import { jobRoutes } from './routes/jobs';
+import { meRoutes } from './routes/me';
 import { reportRoutes } from './routes/reports';
 import { uploadRoutes } from './routes/uploads';
 
 /** Every route of the API; the CDK construct declares the same method/path pairs (lib/api/http-api.ts). */
 export function apiRoutes(plane: ApiPlane): Route[] {
   return [
+    ...meRoutes(plane),
     ...catalogRoutes(plane),
     ...budgetRoutes(plane),
     ...uploadRoutes(plane),

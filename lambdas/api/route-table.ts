@@ -12,6 +12,7 @@ export interface RouteKey {
 
 /** Every route the API serves. */
 export const API_ROUTES: readonly RouteKey[] = [
+  { method: 'GET', path: '/me' },
   { method: 'GET', path: '/tiers' },
   { method: 'POST', path: '/estimate' },
   { method: 'GET', path: '/budgets' },

@@ -33,6 +33,7 @@ import {
   formatEstimate,
   formatJobStatus,
   formatJobsTable,
+  formatMe,
   formatMoney,
   formatShowback,
   formatSweepPlan,
@@ -1189,6 +1190,17 @@ export function createProgram(
         else println(formatShowback(body, maxJobs));
       },
     );
+
+  addCommon(
+    program
+      .command('whoami')
+      .description('who the platform takes you to be: team, admin, user name, budgets charged and tiers allowed'),
+  ).action(async (options: CommonOptions) => {
+    const client = clientFor(options);
+    const { body } = await client.send({ method: 'GET', path: '/me' });
+    if (options.json) printJson(body);
+    else println(formatMe(body, { kind: client.target.kind, url: client.target.baseUrl.href }));
+  });
 
   addCommon(program.command('tiers').description('list tiers and their prices')).action(
     async (options: CommonOptions) => {

@@ -131,6 +131,39 @@ function count(n: number): string {
   return String(n);
 }
 
+/**
+ * GET /me for people: who the platform takes the caller to be, and through which API.
+ *
+ * ```
+ * Principal arn:aws:sts::123456789012:assumed-role/nlp-researchers/alice@example.com
+ *   team        nlp
+ *   admin       no
+ *   user        alice-example.com
+ *   charged to  team:nlp, user:nlp/alice-example.com (and project:nlp/<name> with submit --project)
+ *   tiers       cpu-small, gpu-small
+ *   API         local mode, http://127.0.0.1:8787/
+ * ```
+ */
+export function formatMe(response: unknown, api: { kind: 'local' | 'remote'; url: string }): string {
+  const team = str(response, 'team');
+  const scopes = list(response, 'chargedTo').map(String);
+  const tiers = list(response, 'tiers').map(String);
+  return [
+    `Principal ${str(response, 'principal') ?? '?'}`,
+    ...rows([
+      ['team', team ?? '— (an admin in no team: budgets and showback only)'],
+      ['admin', at(response, 'admin') === true ? 'yes' : 'no'],
+      ['user', str(response, 'user')],
+      [
+        'charged to',
+        team === undefined ? undefined : `${scopes.join(', ')} (and project:${team}/<name> with submit --project)`,
+      ],
+      ['tiers', team === undefined ? undefined : tiers.length > 0 ? tiers.join(', ') : 'none'],
+      ['API', api.kind === 'local' ? `local mode, ${api.url}` : api.url],
+    ]),
+  ].join('\n');
+}
+
 /** The tier an estimate response is about: explicit `tier`, the estimate's, or the analysis' recommendation. */
 export function estimateTier(response: unknown): string | undefined {
   return (

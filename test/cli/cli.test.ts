@@ -14,9 +14,17 @@ import { jobKeysFor } from '../../lambdas/domain/workspace-layout';
 import { type CliDeps, runCli } from '../../lib/cli/commands';
 import { EXIT_CODES } from '../../lib/cli/exit-codes';
 import { packDirectory } from '../../lib/cli/pack';
+import { parseConfig } from '../../lib/config';
 import { type ApiHandler, type LocalApiServer, startLocalApiServer } from '../../lib/local/server';
 import { ensureLocalToken, writeLocalState } from '../../lib/local/token';
-import { type ApiBench, errorOf, PRINCIPALS, projectBundle, startApiBench } from '../lambdas/api/support';
+import {
+  type ApiBench,
+  errorOf,
+  PRINCIPALS,
+  projectBundle,
+  startApiBench,
+  TEST_CONFIG_INPUT,
+} from '../lambdas/api/support';
 import { attemptRecord, jobRecord } from '../support/records';
 
 const CPU_TINY = join(import.meta.dirname, '..', 'fixtures', 'projects', 'cpu-tiny');
@@ -882,6 +890,29 @@ describe('status, jobs, cancel, budgets, tiers, checkpoints', () => {
       `trainyard: job id must be 1-80 characters of A-Z, a-z, 0-9, '_' and '-', got "../budgets"\n`,
     );
     expect(requests).toEqual([]);
+  });
+});
+
+describe('whoami', () => {
+  it('shows who the platform takes the caller to be, and through which API', async () => {
+    const run = await cli(['whoami']);
+    expect(run.code).toBe(EXIT_CODES.ok);
+    const tiers = parseConfig(TEST_CONFIG_INPUT, 'test').tiers.map((tier) => tier.id);
+    expect(run.stdout).toBe(
+      [
+        `Principal ${PRINCIPALS.nlp}`,
+        '  team        nlp',
+        '  admin       no',
+        '  user        nlp-researchers',
+        '  charged to  team:nlp, user:nlp/nlp-researchers (and project:nlp/<name> with submit --project)',
+        `  tiers       ${tiers.join(', ')}`,
+        `  API         local mode, ${server.url}/`,
+        '',
+      ].join('\n'),
+    );
+    expect(requests).toEqual(['GET /me']);
+    const json = await cli(['whoami', '--json']);
+    expect(JSON.parse(json.stdout)).toMatchObject({ principal: PRINCIPALS.nlp, team: 'nlp', admin: false, tiers });
   });
 });
 

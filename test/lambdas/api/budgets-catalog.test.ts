@@ -1,10 +1,11 @@
-// GET/PUT /budgets, GET /tiers, POST /estimate and the router's own answers (404, 405, 500) against real engines.
+// GET /me, GET/PUT /budgets, GET /tiers, POST /estimate and the router's own answers (404, 405, 500) against real engines.
 // Expected figures are worked out here from the test config (seed tier prices), not taken from the code.
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { userNameOf } from '../../../lambdas/api/caller';
 import { INTERNAL_MESSAGE } from '../../../lambdas/api/errors';
 import { analyzeWorkload } from '../../../lambdas/domain/analysis';
 import { ConcurrentUpdate } from '../../../lambdas/domain/budgets';
+import { parseConfig } from '../../../lib/config';
 import {
   type ApiBench,
   errorOf,
@@ -37,6 +38,49 @@ interface Usage {
   percentUsed: number | null;
   thresholdsCrossed: string[];
 }
+
+describe('GET /me', () => {
+  it("names the caller's team, user and the scopes a job of theirs is charged to, and reads and writes nothing", async () => {
+    const before = await bench.snapshot();
+    const { status, body } = await bench.call({ method: 'GET', path: '/me', as: PRINCIPALS.nlpSession });
+    expect(status).toBe(200);
+    expect(body).toEqual({
+      principal: PRINCIPALS.nlpSession,
+      team: 'nlp',
+      admin: false,
+      // The session name, lower-cased, '@' made '-': the user scope its jobs meet.
+      user: 'alice.smith-example.com',
+      chargedTo: ['team:nlp', 'user:nlp/alice.smith-example.com'],
+      // nlp lists no tiers, so it may use every tier of the config.
+      tiers: parseConfig(TEST_CONFIG_INPUT, 'test').tiers.map((tier) => tier.id),
+    });
+    expect(await bench.snapshot()).toEqual(before);
+  });
+
+  it('gives a team that lists its tiers only those, and an admin in no team no team, scopes or tiers', async () => {
+    const vision = await bench.call({ method: 'GET', path: '/me', as: PRINCIPALS.vision });
+    expect(vision.body).toMatchObject({ team: 'vision', admin: false, tiers: ['cpu-small', 'gpu-small'] });
+    const admin = await bench.call({ method: 'GET', path: '/me', as: PRINCIPALS.admin });
+    expect(admin.body).toEqual({
+      principal: PRINCIPALS.admin,
+      team: null,
+      admin: true,
+      user: 'platform-admin',
+      chargedTo: [],
+      tiers: [],
+    });
+  });
+
+  it('refuses a principal in no team, naming it, and a query parameter', async () => {
+    const stranger = await bench.call({ method: 'GET', path: '/me', as: PRINCIPALS.stranger });
+    expect(stranger.status).toBe(403);
+    expect(errorOf(stranger.body).message).toBe(
+      `principal ${PRINCIPALS.stranger} is not a member of any Trainyard team; ask an admin to add it to the config`,
+    );
+    const query = await bench.call({ method: 'GET', path: '/me', query: { team: 'vision' } });
+    expect(query.status).toBe(400);
+  });
+});
 
 describe('GET /budgets', () => {
   it("creates the team's budget for the month from the config on first sight, then only reads it", async () => {
