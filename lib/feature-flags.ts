@@ -16,7 +16,7 @@ export const CDK_FLAG_DEPARTURES: Readonly<Record<string, string>> = {
   '@aws-cdk/core:defaultCrossStackReferences':
     "'strong': the platform stack imports the stateful stack's tables, bucket and repository as CloudFormation exports, so the stateful stack (which holds every job record, budget and checkpoint) cannot be deleted or have an exported resource replaced while the platform uses it; 'weak' references would allow both.",
   '@aws-cdk/core:enableAdditionalMetadataCollection':
-    "false: Trainyard is deployed into each team's own AWS account, so it does not widen what CDK reports about that account's app (the L2 property keys and values this flag adds); a deployment that wants it sets the flag in its cdk.json.",
+    "false: Trainyard is deployed into its operator's own AWS account, so it does not widen what CDK reports about that account's app (the L2 property keys and values this flag adds); a deployment that wants it sets the flag in its cdk.json.",
 };
 
 /** The CDK feature flags of every Trainyard app (see the module's comment), by name. */

@@ -75,6 +75,11 @@ export function isTerminal(state: JobState): boolean {
   return TERMINAL_STATES.includes(state);
 }
 
+/** Whether a state read from outside the store (an API answer, a command line) names a terminal state. */
+export function namesTerminalState(state: unknown): boolean {
+  return typeof state === 'string' && (TERMINAL_STATES as readonly string[]).includes(state);
+}
+
 /**
  * Throws {@link IllegalTransition} unless `from → to` is allowed. Writing the state a job is already in is allowed
  * (a no-op), so a handler that Step Functions retries can repeat its write.

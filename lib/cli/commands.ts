@@ -14,7 +14,7 @@ import {
   isCheckpointDoneFile,
   LIVE_STATES,
   MAX_TOTAL_STEPS,
-  TERMINAL_STATES,
+  namesTerminalState,
 } from '../../lambdas/domain/job';
 import { MAX_LABELS } from '../../lambdas/domain/labels';
 import { checkpointToRestore } from '../../lambdas/domain/workspace-layout';
@@ -116,10 +116,6 @@ export interface CliDeps {
 
 /** A function that adds commands to the program (the lead's `registerLocalCommands` has this shape). */
 export type CommandRegistrar = (program: Command) => void;
-
-function isTerminalState(state: string | undefined): boolean {
-  return state !== undefined && (TERMINAL_STATES as readonly string[]).includes(state);
-}
 
 interface CommonOptions {
   api?: string;
@@ -560,7 +556,7 @@ export function createProgram(
         const state = view.state ?? 'UNKNOWN';
         if (last.get(job.jobId) !== state) {
           last.set(job.jobId, state);
-          const why = view.reason && state !== 'SUCCEEDED' && isTerminalState(state) ? view.reason : undefined;
+          const why = view.reason && state !== 'SUCCEEDED' && namesTerminalState(state) ? view.reason : undefined;
           if (options.json) {
             io.stdout(
               `${JSON.stringify({ index: job.index, jobId: job.jobId, state, ...(why ? { reason: why } : {}) })}\n`,
@@ -570,7 +566,7 @@ export function createProgram(
             println(`job ${job.index} ${job.jobId} (${params.join(' ')}): ${state}${why ? ` — ${why}` : ''}`);
           }
         }
-        if (isTerminalState(state)) ended.set(job.jobId, state);
+        if (namesTerminalState(state)) ended.set(job.jobId, state);
       }
       if (ended.size === jobs.length) break;
       await untilNextPoll(timing.intervalMs, giveUpAt, () => {
@@ -600,7 +596,7 @@ export function createProgram(
       const { body } = await client.send({ method: 'GET', path: `/jobs/${encodeURIComponent(jobId)}` });
       const view = jobView(body);
       const line = statusLine(view);
-      const terminal = isTerminalState(view.state);
+      const terminal = namesTerminalState(view.state);
       if (options.json) {
         const compact = JSON.stringify(body);
         if (compact !== previous) io.stdout(`${compact}\n`);
@@ -926,7 +922,7 @@ export function createProgram(
           const state = jobView(
             (await client.send({ method: 'GET', path: `/jobs/${encodeURIComponent(jobId)}` })).body,
           ).state;
-          const ended = isTerminalState(state);
+          const ended = namesTerminalState(state);
           for (;;) {
             const { body } = await fetchLines(cursor);
             const lines = logLinesOf(body);
@@ -952,21 +948,23 @@ export function createProgram(
    * pages from `from.cursor` until `want` jobs are found (all of them when `want` is not given) or `maxPages` pages
    * are read, with the cursor to go on from when jobs may remain. The API reads a bounded number of jobs per filtered
    * page, so a page can come back short, or empty, with a cursor: this is why a listing follows them. On a terminal
-   * (and not under --json, whose stdout is the document) a line counts the jobs of a filtered search as they come.
+   * (and not under --json, whose stdout is the document) a line counts the jobs of a filtered search as they come,
+   * naming the filter as the user gave it (`shown`, when the command adds to it).
    */
   const filteredJobs = async (
     client: ApiClient,
     filter: JobsFilter,
     json: boolean | undefined,
-    from: { cursor?: string; want?: number; maxPages?: number } = {},
+    from: { cursor?: string; want?: number; maxPages?: number; shown?: JobsFilter } = {},
   ): Promise<{ jobs: Record<string, unknown>[]; cursor?: string }> => {
-    const progress = io.isTTY && !json && filterText(filter) !== '';
+    const shown = filterText(from.shown ?? filter);
+    const progress = io.isTTY && !json && shown !== '';
     const want = from.want ?? Number.POSITIVE_INFINITY;
     const jobs: Record<string, unknown>[] = [];
     let cursor = from.cursor;
     let pages = 0;
     do {
-      if (progress) io.stdout(`\r\x1b[2KFinding the jobs with ${filterText(filter)}… ${jobs.length} so far`);
+      if (progress) io.stdout(`\r\x1b[2KFinding the jobs with ${shown}… ${jobs.length} so far`);
       const limit = Math.min(MAX_JOBS_PAGE, want - jobs.length);
       const { body } = await client.send({ method: 'GET', path: '/jobs', query: { limit, ...filter, cursor } });
       jobs.push(...(list(body, 'jobs') as Record<string, unknown>[]));
@@ -986,10 +984,11 @@ export function createProgram(
    */
   const cancelLabelled = async (options: CommonOptions & { yes?: boolean }, label: string) => {
     const client = clientFor(options);
-    const live = { label, state: LIVE_STATES.join(',') };
-    const { jobs: matched } = await filteredJobs(client, live, options.json);
-    // A job can end between the listing's pages; it is no longer one to cancel.
-    const open = matched.filter((job) => !isTerminalState(str(job, 'state')));
+    // The API answers with jobs in the states asked for; one that ends after its page was read is still listed, and
+    // its cancel then answers job_finished ("Already ended" below).
+    const { jobs: open } = await filteredJobs(client, { label, state: LIVE_STATES.join(',') }, options.json, {
+      shown: { label },
+    });
     if (open.length > 0 && !options.json) println(formatJobsTable({ jobs: open }));
     if (open.length > 0 && !options.yes) {
       const what = `${open.length} unfinished job${open.length === 1 ? '' : 's'} with --label ${label}`;
@@ -1029,7 +1028,7 @@ export function createProgram(
     if (options.json) {
       printJson({
         label,
-        matched: matched.length,
+        matched: open.length,
         cancelled,
         alreadyEnded,
         failed: failed.map((f) => ({ jobId: f.jobId, code: f.error.code, message: f.error.message })),

@@ -3,6 +3,7 @@
  * status, job list, budgets, checkpoints, logs). The API's JSON is read leniently (a missing field is left out of
  * the view, never invented), so a newer API with more fields still prints; `--json` prints the API's JSON itself.
  */
+import { namesTerminalState } from '../../lambdas/domain/job';
 import { type JobLabels, labelsText } from '../../lambdas/domain/labels';
 
 type Json = Record<string, unknown>;
@@ -151,7 +152,7 @@ export function formatMe(response: unknown, api: { kind: 'local' | 'remote'; url
   return [
     `Principal ${str(response, 'principal') ?? '?'}`,
     ...rows([
-      ['team', team ?? '— (an admin in no team: budgets and showback only)'],
+      ['team', team ?? '— (an admin in no team: budgets, showback and whoami only)'],
       ['admin', at(response, 'admin') === true ? 'yes' : 'no'],
       ['user', str(response, 'user')],
       [
@@ -377,7 +378,7 @@ export function statusLine(view: JobView): string {
 }
 
 function isTerminalView(view: JobView): boolean {
-  return ['SUCCEEDED', 'FAILED', 'CANCELLED', 'REJECTED'].includes(view.state ?? '');
+  return namesTerminalState(view.state);
 }
 
 /** The full status view (`trainyard status`). */

@@ -6,12 +6,14 @@
  * `trainyard demo` (the whole lifecycle on this machine: estimate, budget gate, run, a spot interruption, checkpoint,
  * resume, settled cost, report). Registered on the program by bin/trainyard.ts; docs/cli.md "Local mode".
  */
+
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
+import { namesTerminalState } from '../../lambdas/domain/job';
 import { REPORT_KINDS } from '../../lambdas/domain/showback';
 import { jobKeysFor, s3Uri } from '../../lambdas/domain/workspace-layout';
 import { ApiClient, type FetchLike, processAlive, resolveTarget, runningLocalState } from '../cli/client';
@@ -682,7 +684,7 @@ async function demoLifecycle(
       lastState = view.state;
       lastPrinted = Date.now();
     }
-    if (['SUCCEEDED', 'FAILED', 'CANCELLED', 'REJECTED'].includes(view.state ?? '')) {
+    if (namesTerminalState(view.state)) {
       say(`   ${line}`);
       final = body;
       break;

@@ -29,7 +29,7 @@ import { createApiHandler } from '../../lambdas/api/app';
 import { createBatchEventsHandler } from '../../lambdas/batch-events/batch-events';
 import { createBudgetWatchHandler } from '../../lambdas/budget-watch/budget-watch';
 import { queueName } from '../../lambdas/domain/batch-names';
-import type { JobRecord, JobState } from '../../lambdas/domain/job';
+import { type JobRecord, LIVE_STATES } from '../../lambdas/domain/job';
 import { nextReportRun, REPORT_KINDS, type ReportKind } from '../../lambdas/domain/showback';
 import type { ContainerOverrides } from '../../lambdas/domain/submit-job';
 import { createExecutionEndedHandler } from '../../lambdas/execution-ended/execution-ended';
@@ -93,8 +93,6 @@ export const LOCAL_STATE_MACHINE_ARN = `arn:aws:states:${LOCAL_REGION}:${LOCAL_A
 
 /** images/harness of this checkout: the runner must find it whatever the working directory. */
 const HARNESS_PATH = fileURLToPath(new URL('../../images/harness', import.meta.url));
-
-const LIVE_STATES: readonly JobState[] = ['SUBMITTED', 'ANALYZING', 'WAITING', 'RUNNING', 'PAUSED_BUDGET'];
 
 /**
  * Raised by every lifecycle step once local mode is stopping. It is neither retryable nor catchable (the flags

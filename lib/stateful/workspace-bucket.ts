@@ -17,10 +17,13 @@ export const WORKSPACE_PREFIXES = {
  * versioned (a checkpoint overwritten by mistake can be recovered), server access logs to a companion bucket,
  * and lifecycle rules that keep storage from growing without bound. Retained when the stack is deleted.
  *
- * Neither bucket uses ACLs (both are bucket-owner-enforced): S3's log delivery writes to the access-log bucket by its
- * bucket policy, which lets `logging.s3.amazonaws.com` put objects under `workspace/` only for the workspace bucket of
- * this account (the `@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy` flag; the log-delivery ACL it replaces granted
- * the whole bucket to S3's log delivery group).
+ * Neither bucket grants anything by ACL. S3's log delivery writes to the access-log bucket by its bucket policy, which
+ * lets `logging.s3.amazonaws.com` put objects under `workspace/` only for the workspace bucket of this account (the
+ * `@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy` flag; the log-delivery ACL it replaces granted the whole bucket to
+ * S3's log delivery group). The workspace bucket has ACLs disabled (bucket-owner-enforced). The access-log bucket keeps
+ * them enabled (bucket-owner-preferred), as it was before, so that a stack deployed with the ACL can be updated in
+ * place: S3 refuses to disable ACLs on a bucket whose ACL still grants another party, and CloudFormation may leave the
+ * log-delivery grant in place when the template stops setting it.
  */
 export class WorkspaceBucket extends Construct {
   /** The workspace bucket. */
@@ -34,7 +37,7 @@ export class WorkspaceBucket extends Construct {
       encryption: s3.BucketEncryption.S3_MANAGED,
       enforceSSL: true,
       blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
-      objectOwnership: s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+      objectOwnership: s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
       removalPolicy: RemovalPolicy.RETAIN,
       lifecycleRules: [{ id: 'ExpireAccessLogs', expiration: Duration.days(365) }],
     });

@@ -914,6 +914,37 @@ describe('whoami', () => {
     const json = await cli(['whoami', '--json']);
     expect(JSON.parse(json.stdout)).toMatchObject({ principal: PRINCIPALS.nlp, team: 'nlp', admin: false, tiers });
   });
+
+  it('tells an admin in no team what it may do, and a principal in no team that it is in none (exit 4)', async () => {
+    const as = async (principalArn: string) => {
+      const dir = join(mkdtempSync(join(scratch, 'as-')), '.trainyard');
+      const other = await startLocalApiServer({
+        handler: bench.handler,
+        token: ensureLocalToken(dir),
+        principalArn,
+        stateDir: dir,
+      });
+      try {
+        return { run: await cli(['whoami'], { env: { TRAINYARD_LOCAL_DIR: dir } }), url: other.url };
+      } finally {
+        await other.close();
+      }
+    };
+    const admin = await as(PRINCIPALS.admin);
+    expect(admin.run.stdout).toBe(
+      [
+        `Principal ${PRINCIPALS.admin}`,
+        '  team   — (an admin in no team: budgets, showback and whoami only)',
+        '  admin  yes',
+        '  user   platform-admin',
+        `  API    local mode, ${admin.url}/`,
+        '',
+      ].join('\n'),
+    );
+    const stranger = await as(PRINCIPALS.stranger);
+    expect(stranger.run.code).toBe(EXIT_CODES.auth);
+    expect(stranger.run.stderr).toContain(`principal ${PRINCIPALS.stranger} is not a member of any Trainyard team`);
+  });
 });
 
 describe('cancel --label', () => {
@@ -1038,6 +1069,11 @@ describe('cancel --label', () => {
     expect(states).toEqual(Array(2).fill('SUBMITTED,ANALYZING,WAITING,RUNNING,PAUSED_BUDGET'));
     // On a terminal, --json's stdout is the document alone: no progress line in front of it.
     const json = await cli(['cancel', '--label', 'batch=b2', '--json'], { tty: true });
+    // On a terminal, the progress line names the filter as given, not the states the command adds to it.
+    const progress = await cli(['cancel', '--label', 'batch=b2'], { tty: true });
+    expect(progress.stdout).toBe(
+      '\r\x1b[2KFinding the jobs with --label batch=b2… 0 so far\r\x1b[2KNothing to cancel: no unfinished job has --label batch=b2.\n',
+    );
     expect(JSON.parse(json.stdout)).toEqual({
       label: 'batch=b2',
       matched: 0,

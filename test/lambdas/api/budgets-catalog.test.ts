@@ -17,11 +17,14 @@ import {
 } from './support';
 
 const AUDIO = 'arn:aws:iam::123456789012:role/audio-researchers';
+/** An admin who is also a member of audio. */
+const AUDIO_LEAD = 'arn:aws:iam::123456789012:role/audio-lead';
 let bench: ApiBench;
 beforeAll(async () => {
   bench = await startApiBench({
     ...TEST_CONFIG_INPUT,
-    teams: [...TEST_CONFIG_INPUT.teams, { id: 'audio', principals: [AUDIO], monthlyBudgetUsd: 50 }],
+    teams: [...TEST_CONFIG_INPUT.teams, { id: 'audio', principals: [AUDIO, AUDIO_LEAD], monthlyBudgetUsd: 50 }],
+    admins: [...TEST_CONFIG_INPUT.admins, AUDIO_LEAD],
   });
 });
 afterAll(async () => {
@@ -69,6 +72,9 @@ describe('GET /me', () => {
       chargedTo: [],
       tiers: [],
     });
+    // An admin in a team is that team's member too: its jobs are charged to the team like anyone's.
+    const lead = await bench.call({ method: 'GET', path: '/me', as: AUDIO_LEAD });
+    expect(lead.body).toMatchObject({ team: 'audio', admin: true, chargedTo: ['team:audio', 'user:audio/audio-lead'] });
   });
 
   it('refuses a principal in no team, naming it, and a query parameter', async () => {
@@ -79,6 +85,7 @@ describe('GET /me', () => {
     );
     const query = await bench.call({ method: 'GET', path: '/me', query: { team: 'vision' } });
     expect(query.status).toBe(400);
+    expect(errorOf(query.body).message).toBe('query: unknown field(s) "team"');
   });
 });
 
