@@ -11,14 +11,13 @@
  * markdown table on stdout (progress on stderr).
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseConfig } from '../lib/config';
-import { bundleLambda, importInFreshProcess, LAMBDA_ENV, lambdaEntries } from './control-plane';
-import { describeMachine, gitState } from './report';
-import { percentile } from './stats';
+import { bundleLambda, lambdaEntries, measureColdStarts } from './control-plane';
+import { describeMachine, gitState, markdownTable } from './report';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 /** Inside node_modules, so that the bundles' external `@aws-sdk/*` packages resolve from this tree. */
@@ -81,29 +80,31 @@ async function main(): Promise<void> {
     rmSync(BUILD_DIR, { recursive: true, force: true });
     mkdirSync(BUILD_DIR, { recursive: true });
     const config = parseConfig({}, 'defaults');
-    const bundles: Array<{ handler: string; base: string; head: string }> = [];
+    const baseEntries = new Map(lambdaEntries(worktree).map((e) => [e.handler, e.entry]));
+    const headEntries = new Map(lambdaEntries().map((e) => [e.handler, e.entry]));
+    // Base then head of each handler, in this order: measureColdStarts takes the bundles in turn, run after run.
+    const files = new Map<string, string>();
     for (const handler of handlers) {
-      const baseEntry = join(worktree, 'lambdas', handler, 'handler.ts');
-      if (!existsSync(baseEntry)) {
+      const baseEntry = baseEntries.get(handler);
+      if (baseEntry === undefined) {
         console.error(`${handler}: not at ${commit.slice(0, 7)}, left out`);
         continue;
       }
-      const base = join(BUILD_DIR, `base-${handler}.mjs`);
-      const head = join(BUILD_DIR, `head-${handler}.mjs`);
-      await bundleLambda(baseEntry, base, config);
-      await bundleLambda(join(ROOT, 'lambdas', handler, 'handler.ts'), head, config);
-      bundles.push({ handler, base: pathToFileURL(base).href, head: pathToFileURL(head).href });
-    }
-    const env = { ...LAMBDA_ENV, TRAINYARD_CONFIG: JSON.stringify(config) };
-    const samples = new Map(bundles.map((b) => [b.handler, { base: [] as number[], head: [] as number[] }]));
-    for (let run = 1; run <= args.runs; run++) {
-      for (const bundle of bundles) {
-        const s = samples.get(bundle.handler) as { base: number[]; head: number[] };
-        s.base.push((await importInFreshProcess(bundle.base, env, 'handler')).readyMs);
-        s.head.push((await importInFreshProcess(bundle.head, env, 'handler')).readyMs);
+      for (const [side, entry] of [
+        ['base', baseEntry],
+        ['head', headEntries.get(handler) as string],
+      ] as const) {
+        const file = join(BUILD_DIR, `${side}-${handler}.mjs`);
+        await bundleLambda(entry, file, config);
+        files.set(`${side} ${handler}`, file);
       }
-      console.error(`run ${run} of ${args.runs}`);
     }
+    const medians = new Map(
+      (await measureColdStarts(files, args.runs, config, (line) => console.error(line))).map((f) => [
+        f.handler,
+        f.medianMs,
+      ]),
+    );
     const tree = gitState(ROOT, ['bench/results']);
     const machine = describeMachine();
     console.log(
@@ -116,13 +117,14 @@ async function main(): Promise<void> {
       `Cold start (fresh process start → handler ready), median of ${args.runs} processes each, base and head alternated:`,
     );
     console.log('');
-    console.log('| Lambda | base | head | change |');
-    console.log('|---|---|---|---|');
-    for (const [handler, s] of samples) {
-      const base = percentile(s.base, 50);
-      const head = percentile(s.head, 50);
-      console.log(`| ${handler} | ${base.toFixed(0)} ms | ${head.toFixed(0)} ms | ${(head - base).toFixed(0)} ms |`);
-    }
+    const rows = handlers
+      .filter((handler) => medians.has(`base ${handler}`))
+      .map((handler) => {
+        const base = medians.get(`base ${handler}`) as number;
+        const head = medians.get(`head ${handler}`) as number;
+        return [handler, `${base.toFixed(0)} ms`, `${head.toFixed(0)} ms`, `${(head - base).toFixed(0)} ms`];
+      });
+    console.log(markdownTable(['Lambda', 'base', 'head', 'change'], rows));
   } finally {
     git('worktree', 'remove', '--force', worktree);
   }

@@ -320,7 +320,6 @@ async function measureBundles(
   return { figures, files };
 }
 
-/** Dummy values for every variable the stacks set, so a handler's cold start builds all it would on AWS. */
 /** The environment a bundle starts with in the cold-start runs: a Lambda's own variables and the stack's. */
 export const LAMBDA_ENV: Record<string, string> = {
   AWS_REGION: 'us-east-1',
@@ -400,7 +399,11 @@ interface ColdStartBundle {
   startsWithoutConfigVariable: boolean;
 }
 
-async function measureColdStarts(
+/**
+ * Each bundle's cold start, median of `runs` fresh processes, the bundles taken in turn run after run (also what
+ * bench/cold-start-compare.ts times a commit's bundles against the tree's with).
+ */
+export async function measureColdStarts(
   files: Map<string, string>,
   runs: number,
   config: TrainyardConfig,

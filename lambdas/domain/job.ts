@@ -70,14 +70,9 @@ export const TRANSITIONS: Readonly<Record<JobState, readonly JobState[]>> = {
   CANCELLED: [],
 };
 
-/** True for REJECTED, SUCCEEDED, FAILED and CANCELLED. */
-export function isTerminal(state: JobState): boolean {
-  return TERMINAL_STATES.includes(state);
-}
-
-/** Whether a state read from outside the store (an API answer, a command line) names a terminal state. */
-export function namesTerminalState(state: unknown): boolean {
-  return typeof state === 'string' && (TERMINAL_STATES as readonly string[]).includes(state);
+/** True for REJECTED, SUCCEEDED, FAILED and CANCELLED; also takes a state read from outside (an API answer). */
+export function isTerminal(state: unknown): boolean {
+  return (TERMINAL_STATES as readonly unknown[]).includes(state);
 }
 
 /**

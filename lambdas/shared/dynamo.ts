@@ -51,7 +51,6 @@ export interface PutInput extends ExpressionParts {
   readonly TableName: string;
   readonly Item: Readonly<Item>;
   readonly ConditionExpression?: string;
-  readonly ReturnValues?: 'NONE' | 'ALL_OLD';
 }
 
 /** UpdateItem's input, with the key and values as plain values. */
@@ -74,15 +73,6 @@ export interface QueryInput extends ExpressionParts {
   readonly ScanIndexForward?: boolean;
   readonly Limit?: number;
   readonly ExclusiveStartKey?: Readonly<Item>;
-  readonly ReturnConsumedCapacity?: 'INDEXES' | 'TOTAL' | 'NONE';
-}
-
-/** The capacity an operation consumed, when it was asked for. */
-export interface ConsumedCapacity {
-  readonly TableName?: string;
-  readonly CapacityUnits?: number;
-  readonly ReadCapacityUnits?: number;
-  readonly WriteCapacityUnits?: number;
 }
 
 /** A page of a Query. */
@@ -91,15 +81,14 @@ export interface QueryOutput {
   readonly Count: number;
   readonly ScannedCount: number;
   readonly LastEvaluatedKey?: Item;
-  readonly ConsumedCapacity?: ConsumedCapacity;
 }
 
 /** The document operations the stores use. Tests wrap it to count or reorder calls. */
 export interface DocumentClient {
   /** GetItem: the item, or undefined when there is none. */
   get(input: GetInput): Promise<{ Item?: Item }>;
-  /** PutItem; `Attributes` only with ReturnValues ALL_OLD and an item replaced. */
-  put(input: PutInput): Promise<{ Attributes?: Item }>;
+  /** PutItem. */
+  put(input: PutInput): Promise<void>;
   /** UpdateItem; `Attributes` as ReturnValues asks. */
   update(input: UpdateInput): Promise<{ Attributes?: Item }>;
   /** One page of a Query. */
@@ -169,6 +158,15 @@ const THROTTLING_ERRORS = new Set([
   'RequestLimitExceeded',
 ]);
 /** Network failures that another attempt may get past. */
+/**
+ * The client's own error names for failures that may pass (DynamoDB out of reach, a corrupt or untyped 5xx answer),
+ * after its own attempts: what a caller that retries for longer retries on.
+ */
+export const DYNAMODB_TRANSIENT_ERRORS = [
+  'DynamoDbNetworkError',
+  'DynamoDbCorruptResponse',
+  'DynamoDbServerError',
+] as const;
 const TRANSIENT_NETWORK_CODES = new Set(['ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ECONNREFUSED', 'EAI_AGAIN', 'ENOTFOUND']);
 /** Refresh temporary credentials this long before they expire. */
 const CREDENTIAL_REFRESH_MS = 5 * 60_000;
@@ -247,13 +245,13 @@ export function createDocumentClient(options: DocumentClientOptions = {}): Docum
       },
     ).catch((error: unknown) => {
       const code = (error as NodeJS.ErrnoException).code;
+      const retryable = code === undefined || TRANSIENT_NETWORK_CODES.has(code);
+      // A failure no retry mends (a certificate, a protocol error) is named apart, so callers that retry by name
+      // (the lifecycle's TRANSIENT_RETRY) do not wait on it.
       throw new DynamoDbError(
-        'DynamoDbNetworkError',
+        retryable ? 'DynamoDbNetworkError' : 'DynamoDbConnectionError',
         `${operation} to ${url.host} failed: ${(error as Error).message}`,
-        {
-          retryable: code === undefined || TRANSIENT_NETWORK_CODES.has(code),
-          cause: error,
-        },
+        { retryable, cause: error },
       );
     });
     const requestId = headerText(response.headers['x-amzn-requestid']);
@@ -294,12 +292,6 @@ export function createDocumentClient(options: DocumentClientOptions = {}): Docum
     }
   }
 
-  /** PutItem or UpdateItem, its input marshalled; the attributes ReturnValues asked for, as plain values. */
-  async function write(operation: string, input: Readonly<Record<string, unknown>>): Promise<{ Attributes?: Item }> {
-    const out = await request<{ Attributes?: Record<string, AttributeValue> }>(operation, input);
-    return out.Attributes === undefined ? {} : { Attributes: unmarshallItem(out.Attributes) };
-  }
-
   return {
     request,
     async get(input) {
@@ -309,15 +301,23 @@ export function createDocumentClient(options: DocumentClientOptions = {}): Docum
       });
       return out.Item === undefined ? {} : { Item: unmarshallItem(out.Item) };
     },
-    put: (input) => write('PutItem', { ...input, Item: marshallItem(input.Item), ...marshalledValues(input) }),
-    update: (input) => write('UpdateItem', { ...input, Key: marshallItem(input.Key), ...marshalledValues(input) }),
+    async put(input) {
+      await request('PutItem', { ...input, Item: marshallItem(input.Item), ...marshalledValues(input) });
+    },
+    async update(input) {
+      const out = await request<{ Attributes?: Record<string, AttributeValue> }>('UpdateItem', {
+        ...input,
+        Key: marshallItem(input.Key),
+        ...marshalledValues(input),
+      });
+      return out.Attributes === undefined ? {} : { Attributes: unmarshallItem(out.Attributes) };
+    },
     async query(input) {
       const out = await request<{
         Items?: Record<string, AttributeValue>[];
         Count?: number;
         ScannedCount?: number;
         LastEvaluatedKey?: Record<string, AttributeValue>;
-        ConsumedCapacity?: ConsumedCapacity;
       }>('Query', {
         ...input,
         ...(input.ExclusiveStartKey === undefined ? {} : { ExclusiveStartKey: marshallItem(input.ExclusiveStartKey) }),
@@ -328,7 +328,6 @@ export function createDocumentClient(options: DocumentClientOptions = {}): Docum
         Count: out.Count ?? 0,
         ScannedCount: out.ScannedCount ?? 0,
         ...(out.LastEvaluatedKey === undefined ? {} : { LastEvaluatedKey: unmarshallItem(out.LastEvaluatedKey) }),
-        ...(out.ConsumedCapacity === undefined ? {} : { ConsumedCapacity: out.ConsumedCapacity }),
       };
     },
     destroy() {

@@ -733,9 +733,9 @@ export class JobStore {
         Limit: filter ? Math.min(FILTERED_READ, maxRead - read) : limit - jobs.length,
         ExclusiveStartKey: start,
       });
-      read += page.ScannedCount ?? 0;
+      read += page.ScannedCount;
       start = page.LastEvaluatedKey;
-      const items = page.Items ?? [];
+      const items = page.Items;
       const kept = items.slice(0, limit - jobs.length);
       // More matches than the page holds: it ends at the last one kept, whose keys are where the next page starts.
       overflow = items.length > kept.length;
@@ -822,8 +822,8 @@ export class JobStore {
           Limit: Math.min(FILTERED_READ, stateBudget - read),
           ExclusiveStartKey: behind.start,
         });
-        read += page.ScannedCount ?? 0;
-        behind.matches.push(...(page.Items ?? []));
+        read += page.ScannedCount;
+        behind.matches.push(...page.Items);
         behind.start = page.LastEvaluatedKey;
         behind.done = behind.start === undefined;
         continue;
@@ -1062,7 +1062,7 @@ export class JobStore {
     let start: Record<string, unknown> | undefined;
     do {
       const page = await this.client.query({ ...input, TableName: this.tableName, ExclusiveStartKey: start });
-      yield* page.Items ?? [];
+      yield* page.Items;
       start = page.LastEvaluatedKey;
     } while (start);
   }

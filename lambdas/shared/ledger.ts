@@ -875,7 +875,7 @@ export class BudgetLedger {
         },
         ExclusiveStartKey: start,
       });
-      for (const raw of page.Items ?? []) items.push(scopeItemSchema.parse(raw));
+      for (const raw of page.Items) items.push(scopeItemSchema.parse(raw));
       start = page.LastEvaluatedKey;
     } while (start);
     return items;

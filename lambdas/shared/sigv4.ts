@@ -38,7 +38,8 @@ export interface SigningScope {
   readonly date: Date;
 }
 
-const ALGORITHM = 'AWS4-HMAC-SHA256';
+/** SigV4's algorithm name, as the Authorization header and a presigned URL's X-Amz-Algorithm carry it. */
+export const ALGORITHM = 'AWS4-HMAC-SHA256';
 
 /** The signing key for a day, region and service, kept while the day lasts: derivation is four HMACs. */
 const signingKeys = new Map<string, Buffer>();

@@ -12,9 +12,9 @@ import {
   CHECKPOINT_DONE_FILE_RULE,
   GPU_MEMORY_GIB,
   isCheckpointDoneFile,
+  isTerminal,
   LIVE_STATES,
   MAX_TOTAL_STEPS,
-  namesTerminalState,
 } from '../../lambdas/domain/job';
 import { MAX_LABELS } from '../../lambdas/domain/labels';
 import { checkpointToRestore } from '../../lambdas/domain/workspace-layout';
@@ -556,7 +556,7 @@ export function createProgram(
         const state = view.state ?? 'UNKNOWN';
         if (last.get(job.jobId) !== state) {
           last.set(job.jobId, state);
-          const why = view.reason && state !== 'SUCCEEDED' && namesTerminalState(state) ? view.reason : undefined;
+          const why = view.reason && state !== 'SUCCEEDED' && isTerminal(state) ? view.reason : undefined;
           if (options.json) {
             io.stdout(
               `${JSON.stringify({ index: job.index, jobId: job.jobId, state, ...(why ? { reason: why } : {}) })}\n`,
@@ -566,7 +566,7 @@ export function createProgram(
             println(`job ${job.index} ${job.jobId} (${params.join(' ')}): ${state}${why ? ` — ${why}` : ''}`);
           }
         }
-        if (namesTerminalState(state)) ended.set(job.jobId, state);
+        if (isTerminal(state)) ended.set(job.jobId, state);
       }
       if (ended.size === jobs.length) break;
       await untilNextPoll(timing.intervalMs, giveUpAt, () => {
@@ -596,7 +596,7 @@ export function createProgram(
       const { body } = await client.send({ method: 'GET', path: `/jobs/${encodeURIComponent(jobId)}` });
       const view = jobView(body);
       const line = statusLine(view);
-      const terminal = namesTerminalState(view.state);
+      const terminal = isTerminal(view.state);
       if (options.json) {
         const compact = JSON.stringify(body);
         if (compact !== previous) io.stdout(`${compact}\n`);
@@ -922,7 +922,7 @@ export function createProgram(
           const state = jobView(
             (await client.send({ method: 'GET', path: `/jobs/${encodeURIComponent(jobId)}` })).body,
           ).state;
-          const ended = namesTerminalState(state);
+          const ended = isTerminal(state);
           for (;;) {
             const { body } = await fetchLines(cursor);
             const lines = logLinesOf(body);

@@ -3,7 +3,7 @@
  * status, job list, budgets, checkpoints, logs). The API's JSON is read leniently (a missing field is left out of
  * the view, never invented), so a newer API with more fields still prints; `--json` prints the API's JSON itself.
  */
-import { namesTerminalState } from '../../lambdas/domain/job';
+import { isTerminal } from '../../lambdas/domain/job';
 import { type JobLabels, labelsText } from '../../lambdas/domain/labels';
 
 type Json = Record<string, unknown>;
@@ -377,10 +377,6 @@ export function statusLine(view: JobView): string {
   return parts.join('  ').trimEnd();
 }
 
-function isTerminalView(view: JobView): boolean {
-  return namesTerminalState(view.state);
-}
-
 /** The full status view (`trainyard status`). */
 export function formatJobStatus(response: unknown): string {
   const view = jobView(response);
@@ -406,7 +402,7 @@ export function formatJobStatus(response: unknown): string {
         'forecast',
         view.projectedTotalUsd !== undefined
           ? `${formatMoney(view.projectedTotalUsd)} total`
-          : str(response, 'forecast.reason') && !isTerminalView(view)
+          : str(response, 'forecast.reason') && !isTerminal(view.state)
             ? `not yet: ${str(response, 'forecast.reason')}`
             : undefined,
       ],

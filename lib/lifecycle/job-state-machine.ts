@@ -9,6 +9,7 @@ import type * as sns from 'aws-cdk-lib/aws-sns';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import { Construct } from 'constructs';
+import { DYNAMODB_TRANSIENT_ERRORS } from '../../lambdas/shared/dynamo';
 import { acknowledgeFinding, nagResourceName } from '../nag';
 
 /** The Lambda behind each Task of the job lifecycle. */
@@ -58,9 +59,7 @@ export const TRANSIENT_RETRY: sfn.RetryProps = {
     'InternalServerError',
     'InternalFailure',
     'EventDeliveryFailed',
-    'DynamoDbNetworkError',
-    'DynamoDbCorruptResponse',
-    'DynamoDbServerError',
+    ...DYNAMODB_TRANSIENT_ERRORS,
   ],
   interval: Duration.seconds(2),
   maxAttempts: 10,

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Command } from 'commander';
-import { namesTerminalState } from '../../lambdas/domain/job';
+import { isTerminal } from '../../lambdas/domain/job';
 import { REPORT_KINDS } from '../../lambdas/domain/showback';
 import { jobKeysFor, s3Uri } from '../../lambdas/domain/workspace-layout';
 import { ApiClient, type FetchLike, processAlive, resolveTarget, runningLocalState } from '../cli/client';
@@ -684,7 +684,7 @@ async function demoLifecycle(
       lastState = view.state;
       lastPrinted = Date.now();
     }
-    if (namesTerminalState(view.state)) {
+    if (isTerminal(view.state)) {
       say(`   ${line}`);
       final = body;
       break;

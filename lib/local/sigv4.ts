@@ -15,11 +15,10 @@
  */
 import type { IncomingMessage } from 'node:http';
 import { compareCodeUnits } from '../../lambdas/domain/code-unit-order';
-import { canonicalHeaderValue, canonicalRequest, sigV4Signature } from '../../lambdas/shared/sigv4';
+import { ALGORITHM, canonicalHeaderValue, canonicalRequest, sigV4Signature } from '../../lambdas/shared/sigv4';
 import { sha256Hex } from '../../lambdas/shared/tarball';
 import { tokenMatches } from './token';
 
-const ALGORITHM = 'AWS4-HMAC-SHA256';
 /** How far a header-signed request's X-Amz-Date may be from the clock, as S3 allows (RequestTimeTooSkewed). */
 export const MAX_CLOCK_SKEW_SECONDS = 15 * 60;
 /** The longest a presigned URL may be valid, as SigV4 allows (7 days). */

@@ -11,6 +11,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import {
   createDocumentClient,
   type DocumentClient,
+  DYNAMODB_TRANSIENT_ERRORS,
   DynamoDbError,
   environmentOrChainCredentials,
   isConditionalCheckFailure,
@@ -346,6 +347,19 @@ describe('against a DynamoDB that fails', () => {
       statusCode: 403,
       retryable: false,
     });
+  });
+
+  it('names a connection no retry mends DynamoDbConnectionError, tries it once, and leaves it out of the lifecycle’s retries', async () => {
+    // TLS to a server that answers plain HTTP: the handshake fails with a protocol error.
+    const tls = client({ endpoint: endpoint.replace('http://', 'https://') });
+    const error = await getItem(tls).catch((e: unknown) => e);
+    expect(error).toMatchObject({ name: 'DynamoDbConnectionError', retryable: false, attempts: 1 });
+    expect(DYNAMODB_TRANSIENT_ERRORS).not.toContain((error as Error).name);
+    expect(DYNAMODB_TRANSIENT_ERRORS).toEqual([
+      'DynamoDbNetworkError',
+      'DynamoDbCorruptResponse',
+      'DynamoDbServerError',
+    ]);
   });
 
   it('sends a Lambda invocation’s trace id with each call, outside the signature', async () => {

@@ -39,6 +39,7 @@ export async function startTestDynamo(
     region: 'us-east-1',
     credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
   });
+  const sdkDoc = DynamoDBDocumentClient.from(client);
   const tables = { jobs: options.jobsTable ?? 'trainyard-jobs', budgets: options.budgetsTable ?? 'trainyard-budgets' };
   try {
     await client.send(new CreateTableCommand(createTableRequest(tables.jobs, JOBS_TABLE)));
@@ -54,7 +55,7 @@ export async function startTestDynamo(
     doc,
     client,
     tables,
-    scanAll: (tableName) => scanAll(DynamoDBDocumentClient.from(client), tableName),
+    scanAll: (tableName) => scanAll(sdkDoc, tableName),
     stop: async () => {
       doc.destroy();
       client.destroy();
