@@ -52,7 +52,7 @@
 import type { TierConfig } from '../../lib/config';
 import { attemptPrice } from '../domain/attempt-cost';
 import { TERMINATE_REASONS } from '../domain/batch-reasons';
-import { BudgetExceeded, formatScope, periodBefore, periodOf } from '../domain/budgets';
+import { BudgetExceeded, formatScope, jobScopes, periodBefore, periodOf } from '../domain/budgets';
 import { type AttemptRecord, type DecisionRecord, type JobRecord, type JobState, tierOfJob } from '../domain/job';
 import { DEFAULT_PLACEMENT_CONFIG, decidePlacement } from '../domain/placement';
 import type { MetricDatum } from '../domain/platform-metrics';
@@ -65,7 +65,6 @@ import {
   deadlinePassed,
   hasDecision,
   jobCostSoFar,
-  jobScopes,
   keepsTierSpotRecord,
   moveDecision,
   nextDecisionSeq,

@@ -185,11 +185,24 @@ export interface JobScopeInput {
   readonly project?: string;
 }
 
-/** The scopes that apply to a job, team first (the saga reserves in this order). */
-export function scopesForJob(job: JobScopeInput): string[] {
+/**
+ * The budget scopes of a job, team first (the cost gate reserves in this order): `team:<team>`, plus
+ * `user:<team>/<user>` and `project:<team>/<project>` when the user name and project are valid scope ids (a principal
+ * ARN is not one, so it has no user scope).
+ */
+export function jobScopes(job: JobScopeInput): string[] {
   const scopes = [formatScope('team', job.team)];
-  if (job.user !== undefined) scopes.push(formatScope('user', job.team, job.user));
-  if (job.project !== undefined) scopes.push(formatScope('project', job.team, job.project));
+  for (const [kind, id] of [
+    ['user', job.user],
+    ['project', job.project],
+  ] as const) {
+    if (id === undefined) continue;
+    try {
+      scopes.push(formatScope(kind, job.team, id));
+    } catch (error) {
+      if (!(error instanceof InvalidScope)) throw error;
+    }
+  }
   return scopes;
 }
 

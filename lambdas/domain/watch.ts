@@ -8,7 +8,7 @@ import './zod-issues'; // zod's English issue messages
 import type { TierConfig } from '../../lib/config';
 import { attemptPrice, recordedCostMicros } from './attempt-cost';
 import type { BatchJob } from './batch-job';
-import { formatScope, InvalidScope, periodOf } from './budgets';
+import { periodOf } from './budgets';
 import { ceilCents } from './estimator';
 import type { AttemptRecord, DecisionRecord, JobRecord } from './job';
 import { attemptCostMicroUsd, microUsdToCents } from './metering';
@@ -212,26 +212,6 @@ export function costToFinishUsd(job: Pick<JobRecord, 'estimate' | 'progress' | '
   const byEstimate = (job.estimate?.costUsd ?? 0) * (1 - done);
   const byRate = done >= RATE_TRUSTED_FRACTION ? (job.costSoFarUsd * (1 - done)) / done : 0;
   return ceilCents(Math.max(byEstimate, byRate));
-}
-
-/**
- * The budget scopes of a job, team first: `team:<team>`, plus `user:<team>/<user>` and `project:<team>/<project>`
- * when the user name and project are valid scope ids (a principal ARN is not one, so it has no user scope).
- */
-export function jobScopes(job: Pick<JobRecord, 'team' | 'user' | 'project'>): string[] {
-  const scopes = [formatScope('team', job.team)];
-  for (const [kind, id] of [
-    ['user', job.user],
-    ['project', job.project],
-  ] as const) {
-    if (id === undefined) continue;
-    try {
-      scopes.push(formatScope(kind, job.team, id));
-    } catch (error) {
-      if (!(error instanceof InvalidScope)) throw error;
-    }
-  }
-  return scopes;
 }
 
 /**

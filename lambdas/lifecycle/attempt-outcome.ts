@@ -16,6 +16,7 @@
  */
 import { type BatchJob, parseBatchFailureCause, parseBatchJob } from '../domain/batch-job';
 import { TERMINATE_REASONS } from '../domain/batch-reasons';
+import { jobScopes } from '../domain/budgets';
 import { type AttemptRecord, type JobRecord, tierOfJob } from '../domain/job';
 import { decideNextStep } from '../domain/next-step';
 import type { AttemptOutcome } from '../domain/outcome';
@@ -23,7 +24,6 @@ import { type Capacity, spotHistoryOf } from '../domain/placement';
 import { type TierSpotRecord, tierSpotAfterReclaim } from '../domain/tier-spot';
 import {
   budgetPeriodOf,
-  jobScopes,
   keepsTierSpotRecord,
   progressFromHarness,
   recordedCost,

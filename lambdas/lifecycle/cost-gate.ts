@@ -2,10 +2,10 @@
  * CostGate: reserve the job's estimated cost in every budget scope that applies (a saga; idempotent per job id) and
  * choose the first attempt's capacity. A scope that can't afford it REJECTS the job with the budget's numbers.
  */
-import { BudgetExceeded, formatScope, periodOf } from '../domain/budgets';
+import { BudgetExceeded, formatScope, jobScopes, periodOf } from '../domain/budgets';
 import { tierOfJob } from '../domain/job';
 import { decidePlacement } from '../domain/placement';
-import { jobScopes, keepsTierSpotRecord, tierPlacementInputs } from '../domain/watch';
+import { keepsTierSpotRecord, tierPlacementInputs } from '../domain/watch';
 import { publishCrossings } from '../shared/budget-alerts';
 import type { ControlPlane } from '../shared/control-plane';
 import { jobEvent, progressSeconds, secondsSince } from './common';

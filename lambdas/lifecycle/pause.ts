@@ -7,8 +7,8 @@
  * recorded cost is accrued: the run since budget-watch last metered it (up to a tick, more for jobs a capped tick left
  * unmetered) was paid from that reservation, and giving it all back would show spent money as available.
  */
-import { periodOf, UnknownBudgetJob } from '../domain/budgets';
-import { jobScopes, recordedCost } from '../domain/watch';
+import { jobScopes, periodOf, UnknownBudgetJob } from '../domain/budgets';
+import { recordedCost } from '../domain/watch';
 import { publishCrossings } from '../shared/budget-alerts';
 import type { ControlPlane } from '../shared/control-plane';
 import { jobEvent } from './common';

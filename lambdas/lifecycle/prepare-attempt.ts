@@ -9,9 +9,10 @@
  */
 import { maxRuntimeSeconds } from '../../lib/config';
 import { attemptJobName, jobDefinitionName, queueName } from '../domain/batch-names';
+import { jobScopes } from '../domain/budgets';
 import { computeSecondsOf, isTerminal, tierOfJob } from '../domain/job';
 import { type ContainerOverrides, type SubmitJobInput, shellJoin } from '../domain/submit-job';
-import { budgetPeriodOf, jobScopes, TRAINYARD_TAGS } from '../domain/watch';
+import { budgetPeriodOf, TRAINYARD_TAGS } from '../domain/watch';
 import { checkpointToRestore, jobKeysFor, s3Uri } from '../domain/workspace-layout';
 import type { ControlPlane } from '../shared/control-plane';
 import { jobEvent, secondsSince } from './common';

@@ -13,6 +13,7 @@ import {
   isBlocked,
   isWholeCents,
   type JobEntry,
+  jobScopes,
   limitChange,
   newBudgetFigures,
   parseJobId,
@@ -23,7 +24,6 @@ import {
   releaseChange,
   reopenChange,
   reservationEntry,
-  scopesForJob,
   settlementChange,
   thresholdsReached,
   topUpChange,
@@ -142,22 +142,25 @@ describe('parseScope rejects malformed scopes and escape attempts with a precise
   });
 });
 
-describe('scopesForJob', () => {
+describe('jobScopes', () => {
   it.each([
     { job: { team: 'nlp' }, expected: ['team:nlp'] },
     { job: { team: 'nlp', user: 'alice' }, expected: ['team:nlp', 'user:nlp/alice'] },
     { job: { team: 'nlp', project: 'gpt' }, expected: ['team:nlp', 'project:nlp/gpt'] },
     {
-      job: { team: 'nlp', user: 'alice', project: 'gpt' },
-      expected: ['team:nlp', 'user:nlp/alice', 'project:nlp/gpt'],
+      job: { team: 'nlp', user: 'alice', project: 'gpt-small' },
+      expected: ['team:nlp', 'user:nlp/alice', 'project:nlp/gpt-small'],
     },
+    // A principal ARN is not a scope id: no user scope for it, and the job is still charged to its team.
+    { job: { team: 'nlp', user: 'arn:aws:iam::123456789012:role/nlp' }, expected: ['team:nlp'] },
+    // Nor an id that would escape its prefix.
+    { job: { team: 'nlp', user: '../vision', project: 'a/b' }, expected: ['team:nlp'] },
   ])('$expected', ({ job, expected }) => {
-    expect(scopesForJob(job)).toEqual(expected);
+    expect(jobScopes(job)).toEqual(expected);
   });
 
-  it('rejects a user id that would escape its prefix', () => {
-    expect(() => scopesForJob({ team: 'nlp', user: '../vision' })).toThrow(InvalidScope);
-    expect(() => scopesForJob({ team: 'nlp', project: 'a/b' })).toThrow(InvalidScope);
+  it('rejects a team that is not a scope id', () => {
+    expect(() => jobScopes({ team: 'nlp/vision' })).toThrow(InvalidScope);
   });
 });
 

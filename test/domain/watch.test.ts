@@ -11,7 +11,6 @@ import {
   costToFinishUsd,
   hasDecision,
   jobCostSoFar,
-  jobScopes,
   nextDecisionSeq,
   placementConfigFrom,
   placementStateFor,
@@ -234,19 +233,7 @@ describe('costToFinishUsd', () => {
   });
 });
 
-describe('jobScopes and budgetPeriodOf', () => {
-  it.each([
-    { job: { team: 'nlp', user: 'alice' }, scopes: ['team:nlp', 'user:nlp/alice'] },
-    {
-      job: { team: 'nlp', user: 'alice', project: 'gpt-small' },
-      scopes: ['team:nlp', 'user:nlp/alice', 'project:nlp/gpt-small'],
-    },
-    // A principal ARN is not a scope id: no user scope for it.
-    { job: { team: 'nlp', user: 'arn:aws:iam::123456789012:role/nlp' }, scopes: ['team:nlp'] },
-  ])('scopes of $job', ({ job, scopes }) => {
-    expect(jobScopes(job)).toEqual(scopes);
-  });
-
+describe('budgetPeriodOf', () => {
   it('is the UTC month of submission', () => {
     expect(budgetPeriodOf({ createdAt: '2026-11-30T23:59:59.000Z' })).toBe('2026-11');
     expect(budgetPeriodOf({ createdAt: '2026-12-01T00:00:00.000Z' })).toBe('2026-12');

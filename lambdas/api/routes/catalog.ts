@@ -1,8 +1,8 @@
 /** GET /tiers and POST /estimate: what can run where, and what a workload would cost before it is submitted. */
 import { maxRuntimeSeconds } from '../../../lib/config';
-import { periodOf } from '../../domain/budgets';
+import { jobScopes, periodOf } from '../../domain/budgets';
 import { tierSpotView } from '../../domain/tier-spot';
-import { jobScopes, keepsTierSpotRecord, TIER_SPOT_CHECK_INTERVAL_SECONDS } from '../../domain/watch';
+import { keepsTierSpotRecord, TIER_SPOT_CHECK_INTERVAL_SECONDS } from '../../domain/watch';
 import { textFilesOf } from '../../shared/tarball';
 import { resolveBundle } from '../bundle';
 import type { ApiPlane } from '../plane';

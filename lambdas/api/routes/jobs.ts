@@ -12,10 +12,10 @@
  */
 import { formatUsd } from '../../domain/analysis/format';
 import { TERMINATE_REASONS } from '../../domain/batch-reasons';
-import { BudgetExceeded } from '../../domain/budgets';
+import { BudgetExceeded, jobScopes } from '../../domain/budgets';
 import { compareCodeUnits } from '../../domain/code-unit-order';
 import { isTerminal, JOB_ID_PATTERN, type JobRecord } from '../../domain/job';
-import { budgetPeriodOf, jobScopes } from '../../domain/watch';
+import { budgetPeriodOf } from '../../domain/watch';
 import { jobKeysFor, uploadKey } from '../../domain/workspace-layout';
 import { reserveToFinish } from '../../shared/budget-alerts';
 import { JobNotFound } from '../../shared/job-store';

@@ -5,7 +5,7 @@
  * "Who a user is"), so this is where a researcher sees which `user:` budget their jobs meet. A principal in no team and
  * not an admin is refused here as on every route (403), with its ARN in the message.
  */
-import { jobScopes } from '../../domain/watch';
+import { jobScopes } from '../../domain/budgets';
 import type { ApiPlane } from '../plane';
 import type { ApiRequest, ApiResponse, Route } from '../router';
 import { noQuerySchema, parseRequest } from '../schemas';
