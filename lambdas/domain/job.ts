@@ -125,7 +125,8 @@ const jobIdSchema = z
     ),
   );
 const idSchema = z.string().check(z.regex(CONFIG_ID_PATTERN, `must be ${CONFIG_ID_RULE}`));
-const isoTimestamp = z.iso.datetime({ offset: false });
+/** A moment as the records keep it: an ISO 8601 UTC timestamp (`toISOString`'s form, fractional seconds optional). */
+export const isoTimestamp = z.iso.datetime({ offset: false });
 const epochMs = z.int().check(z.nonnegative());
 const usd = z.number().check(z.nonnegative());
 

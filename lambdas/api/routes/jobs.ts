@@ -10,17 +10,19 @@
  * replay sent the same way as the request that claimed the key is answered from the claim (the job as it is now,
  * the first answer's analysis and estimate) before its bundle is read: it may have expired since.
  */
+import { isDeepStrictEqual } from 'node:util';
 import { formatUsd } from '../../domain/analysis/format';
 import { TERMINATE_REASONS } from '../../domain/batch-reasons';
 import { BudgetExceeded, jobScopes } from '../../domain/budgets';
 import { compareCodeUnits } from '../../domain/code-unit-order';
-import { isTerminal, JOB_ID_PATTERN, type JobRecord } from '../../domain/job';
+import { isoTimestamp, isTerminal, JOB_ID_PATTERN, type JobRecord } from '../../domain/job';
 import { budgetPeriodOf } from '../../domain/watch';
 import { jobKeysFor, uploadKey } from '../../domain/workspace-layout';
 import { reserveToFinish } from '../../shared/budget-alerts';
 import { JobNotFound } from '../../shared/job-store';
 import { logger } from '../../shared/logger';
 import { decodeOpaqueCursor } from '../../shared/opaque-cursor';
+import { jobKeys } from '../../shared/table-design';
 import { sha256Hex, textFilesOf } from '../../shared/tarball';
 import { resolveBundle } from '../bundle';
 import { badRequest, conflict, forbidden } from '../errors';
@@ -230,22 +232,19 @@ function checkCursor(cursor: string, team: string): void {
 }
 
 /**
- * Whether a decoded cursor has the shape of the keys GET /jobs hands out for this team: a job item's table keys and
- * its byTeam index keys, nothing else (anything else would reach DynamoDB as a start key and fail as a server error).
+ * Whether a decoded cursor is keys GET /jobs could have handed out to this team: a job item's table keys and its byTeam
+ * index keys, for a job id and creation time of the shapes the records hold, and nothing else. Anything else would
+ * reach DynamoDB as a start key and fail there as a server error (a key of another item kind, or over the 1 KiB a sort
+ * key may have).
  */
 function isTeamCursor(decoded: unknown, team: string): boolean {
   if (typeof decoded !== 'object' || decoded === null || Array.isArray(decoded)) return false;
-  const keys = decoded as Record<string, unknown>;
-  const { pk, sk, gsi1pk, gsi1sk } = keys;
-  return (
-    Object.keys(keys).length === 4 &&
-    gsi1pk === `TEAM#${team}` &&
-    sk === 'META' &&
-    typeof pk === 'string' &&
-    pk.startsWith('JOB#') &&
-    typeof gsi1sk === 'string' &&
-    gsi1sk.endsWith(`#${pk.slice('JOB#'.length)}`)
-  );
+  const { pk, gsi1sk } = decoded as Record<string, unknown>;
+  if (typeof pk !== 'string' || typeof gsi1sk !== 'string') return false;
+  const jobId = pk.slice('JOB#'.length);
+  const createdAt = gsi1sk.slice(0, Math.max(0, gsi1sk.length - jobId.length - 1));
+  if (!JOB_ID_PATTERN.test(jobId) || !isoTimestamp.safeParse(createdAt).success) return false;
+  return isDeepStrictEqual(decoded, { ...jobKeys.job(jobId), ...jobKeys.teamIndex(team, createdAt, jobId) });
 }
 
 async function listJobs(plane: ApiPlane, request: ApiRequest): Promise<ApiResponse> {

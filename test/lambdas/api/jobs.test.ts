@@ -155,6 +155,10 @@ describe('GET /jobs', () => {
       { ...genuine, pk: 'IDEMPOTENCY#audio#k1' },
       { ...genuine, gsi1sk: `${job.createdAt}#another-job` },
       { ...genuine, extra: 'x' },
+      // Keys of the right shape that no job has: a sort key over DynamoDB's 1 KiB, a creation time not a timestamp.
+      { ...genuine, gsi1sk: `${'a'.repeat(1100)}#${job.jobId}` },
+      { ...genuine, gsi1sk: `yesterday#${job.jobId}` },
+      { ...genuine, pk: 'JOB#a.b', gsi1sk: `${job.createdAt}#a.b` },
     ];
     for (const keys of crafted) {
       const cursor = Buffer.from(JSON.stringify(keys)).toString('base64url');
