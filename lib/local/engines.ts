@@ -86,6 +86,7 @@ export async function startS3rver(options: {
   /** The clock signatures are checked against (presigned URLs' expiry, header signatures' skew). @default Date.now */
   now?: () => number;
 }): Promise<RunningEngine> {
+  listObjectsV2WithoutDes();
   const s3rver = new S3rver({
     address: '127.0.0.1',
     port: options.port ?? 0,
@@ -256,6 +257,97 @@ interface S3rverAccount {
 function s3rverAccount(): S3rverAccount {
   return (createRequire(import.meta.url)('s3rver/lib/models/account') as { DUMMY_ACCOUNT: S3rverAccount })
     .DUMMY_ACCOUNT;
+}
+
+/** What a ListObjectsV2 continuation token from {@link listObjectsV2WithoutDes} holds. */
+interface ListingToken {
+  readonly bucket: string;
+  readonly after: string;
+}
+
+/** The bits of a request context (Koa's) that s3rver's bucket listing reads and writes. */
+interface ListingContext {
+  params: { bucket: string };
+  query: Record<string, string | undefined>;
+  body: { ListBucketResult?: Record<string, unknown> } | undefined;
+}
+
+let listObjectsV2Bridged = false;
+
+/**
+ * s3rver 3.7 makes ListObjectsV2's continuation tokens with DES, which Node's OpenSSL 3 offers only under
+ * `--openssl-legacy-provider`: without it, every listing of more than one page (1,000 keys) fails as InternalError, so a
+ * checkpoint of over 1,000 files could neither be restored nor listed. Rather than weaken the whole process's crypto,
+ * s3rver's bucket listing answers ListObjectsV2 through its ListObjects (V1) listing, which pages by marker and needs
+ * no cipher, and gives the V1 answer V2's fields: the next token is the last key listed, with its bucket, base64url'd
+ * (S3 says only that a token is opaque). Pages hold what s3rver's own V2 pages hold. Done once per process.
+ */
+function listObjectsV2WithoutDes(): void {
+  if (listObjectsV2Bridged) return;
+  const bucketController = createRequire(import.meta.url)('s3rver/lib/controllers/bucket') as {
+    getBucket(ctx: ListingContext): Promise<void>;
+  };
+  const listV1 = bucketController.getBucket;
+  bucketController.getBucket = async (ctx) => {
+    const query = ctx.query;
+    if (query['list-type'] !== '2') return listV1(ctx);
+    const {
+      'list-type': _,
+      'continuation-token': given,
+      'start-after': startAfter,
+      'fetch-owner': owner,
+      ...rest
+    } = query;
+    if ('marker' in query)
+      throw s3rverError('InvalidArgument', 'Marker unsupported with REST.GET.BUCKET in list-type=2', 'marker');
+    const token = given || undefined; // s3rver takes an empty token as none
+    const after = token !== undefined ? readListingToken(token, ctx.params.bucket) : startAfter;
+    ctx.query = { ...rest, ...(after !== undefined && { marker: after }) };
+    await listV1(ctx);
+    const listing = ctx.body?.ListBucketResult;
+    if (!listing) return;
+    const { Marker: _marker, NextMarker: _next, Contents, IsTruncated, ...kept } = listing;
+    const objects = Contents as { Key: string; Owner?: unknown }[];
+    const last = objects.at(-1)?.Key;
+    const truncated = IsTruncated === true;
+    ctx.body = {
+      ListBucketResult: {
+        ...kept,
+        ...(token === undefined && startAfter !== undefined && { StartAfter: startAfter }),
+        ...(token !== undefined && { ContinuationToken: token }),
+        ...(truncated && last !== undefined && { NextContinuationToken: listingToken(ctx.params.bucket, last) }),
+        KeyCount: objects.length,
+        IsTruncated: truncated,
+        Contents: owner === 'true' ? objects : objects.map(({ Owner: _owner, ...object }) => object),
+      },
+    };
+  };
+  listObjectsV2Bridged = true;
+}
+
+function listingToken(bucket: string, after: string): string {
+  return Buffer.from(JSON.stringify({ bucket, after } satisfies ListingToken)).toString('base64url');
+}
+
+/** The key a token continues after; a token this bridge did not make for this bucket is S3's InvalidArgument. */
+function readListingToken(token: string, bucket: string): string {
+  try {
+    const parsed = JSON.parse(Buffer.from(token, 'base64url').toString('utf8')) as Partial<ListingToken>;
+    if (parsed.bucket === bucket && typeof parsed.after === 'string') return parsed.after;
+  } catch {
+    // not JSON: refused below
+  }
+  throw s3rverError('InvalidArgument', 'The continuation token provided is incorrect', 'continuation-token');
+}
+
+/** An error s3rver answers in S3's shape (its own S3Error), naming the query argument at fault. */
+function s3rverError(code: string, message: string, argument: string): Error {
+  const S3Error = createRequire(import.meta.url)('s3rver/lib/models/error') as new (
+    code: string,
+    message: string,
+    details?: Record<string, unknown>,
+  ) => Error;
+  return new S3Error(code, message, { ArgumentName: argument });
 }
 
 function listen(server: Server, port: number): Promise<void> {

@@ -2,6 +2,7 @@
 // key, s3rver as S3 does, for signed requests and presigned URLs alike, and nothing is changed by a refused request.
 
 import { execFile } from 'node:child_process';
+import { createCipheriv } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -12,8 +13,10 @@ import {
   CompleteMultipartUploadCommand,
   CreateMultipartUploadCommand,
   GetObjectCommand,
+  ListObjectsCommand,
   ListObjectsV2Command,
   PutObjectCommand,
+  paginateListObjectsV2,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
@@ -403,5 +406,92 @@ describe('a request target `new URL` cannot read', () => {
         (await localS3Client(s3.endpoint, key).send(new ListObjectsV2Command({ Bucket: BUCKET }))).$metadata
           .httpStatusCode,
       ).toBe(200);
+  });
+});
+
+describe('s3rver’s ListObjectsV2 past one page, without the legacy provider', () => {
+  const PAGED = 'paged';
+  const keys = Array.from({ length: 1005 }, (_, i) => `k/${String(i).padStart(4, '0')}`);
+  let engine: RunningEngine;
+  let dir: string;
+  let client: ReturnType<typeof localS3Client>;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'trainyard-engines-'));
+    engine = await startS3rver({ directory: dir, buckets: [PAGED] });
+    client = localS3Client(engine.endpoint);
+    for (let i = 0; i < keys.length; i += 50) {
+      await Promise.all(
+        keys.slice(i, i + 50).map((Key) => client.send(new PutObjectCommand({ Bucket: PAGED, Key, Body: 'x' }))),
+      );
+    }
+    await client.send(new PutObjectCommand({ Bucket: PAGED, Key: 'top.txt', Body: 'y' }));
+  });
+
+  afterAll(async () => {
+    client?.destroy();
+    await engine?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('runs where DES is unavailable, as in every process local mode starts', () => {
+    // s3rver's own continuation tokens are DES: this is what made its second page an InternalError.
+    expect(() => createCipheriv('des', Buffer.alloc(8), Buffer.alloc(8))).toThrow();
+  });
+
+  it('pages every key once, in order, with V2’s fields', async () => {
+    const first = await client.send(new ListObjectsV2Command({ Bucket: PAGED }));
+    expect(first).toMatchObject({ IsTruncated: true, KeyCount: 1000 });
+    expect(first.ContinuationToken).toBeUndefined();
+    expect(first.Contents?.[0]).not.toHaveProperty('Owner');
+    const token = first.NextContinuationToken as string;
+    const second = await client.send(new ListObjectsV2Command({ Bucket: PAGED, ContinuationToken: token }));
+    expect(second).toMatchObject({ IsTruncated: false, KeyCount: 6, ContinuationToken: token });
+    expect(second.NextContinuationToken).toBeUndefined();
+
+    const listed: string[] = [];
+    for await (const page of paginateListObjectsV2({ client }, { Bucket: PAGED })) {
+      listed.push(...(page.Contents ?? []).map((o) => o.Key as string));
+    }
+    expect(listed).toEqual([...keys, 'top.txt']);
+  });
+
+  it('keeps StartAfter, MaxKeys, Delimiter and FetchOwner', async () => {
+    const after = await client.send(
+      new ListObjectsV2Command({ Bucket: PAGED, StartAfter: 'k/0001', MaxKeys: 2, FetchOwner: true }),
+    );
+    expect(after).toMatchObject({ StartAfter: 'k/0001', IsTruncated: true, KeyCount: 2 });
+    expect(after.Contents?.map((o) => o.Key)).toEqual(['k/0002', 'k/0003']);
+    expect(after.Contents?.[0]?.Owner).toBeDefined();
+    const next = await client.send(
+      new ListObjectsV2Command({ Bucket: PAGED, MaxKeys: 2, ContinuationToken: after.NextContinuationToken }),
+    );
+    expect(next.Contents?.map((o) => o.Key)).toEqual(['k/0004', 'k/0005']);
+
+    const folders = await client.send(new ListObjectsV2Command({ Bucket: PAGED, Delimiter: '/' }));
+    expect(folders.CommonPrefixes?.map((p) => p.Prefix)).toEqual(['k/']);
+    expect(folders.Contents?.map((o) => o.Key)).toEqual(['top.txt']);
+  });
+
+  it.each([
+    { what: 'a token it did not make', token: 'not-a-token' },
+    {
+      what: 'a token for another bucket',
+      token: Buffer.from('{"bucket":"other","after":"k/0001"}').toString('base64url'),
+    },
+  ])('refuses $what as S3 does', async ({ token }) => {
+    await expect(
+      client.send(new ListObjectsV2Command({ Bucket: PAGED, ContinuationToken: token })),
+    ).rejects.toMatchObject({
+      name: 'InvalidArgument',
+      message: 'The continuation token provided is incorrect',
+      $metadata: { httpStatusCode: 400 },
+    });
+  });
+
+  it('leaves ListObjects (V1) as s3rver answers it', async () => {
+    const v1 = await client.send(new ListObjectsCommand({ Bucket: PAGED, Marker: 'k/1003' }));
+    expect(v1.Contents?.map((o) => o.Key)).toEqual(['k/1004', 'top.txt']);
+    expect(v1.Marker).toBe('k/1003');
   });
 });
