@@ -13,9 +13,9 @@
  *   train at once. Both writers are exclusive (the Batch job id is recorded only while no end is, "not run" only while
  *   no Batch job is), so when this handler's write is refused it reads the attempt again and terminates the orphan.
  *   An orphan's SUCCEEDED/FAILED, when it had started, records what it cost on its attempt (`orphans`, once per
- *   Batch job, priced as a start below), and the job pays for it: costSoFarUsd is recomputed with it, and when the
- *   job's budget was already settled or released, the ledger is charged the new total (`chargeLate`; a settlement
- *   still to come charges it, since Finalize reads the costs again after it settles). When the job had already
+ *   Batch job, priced as a start below), and the job pays for it: costSoFarUsd is recomputed with it, and the ledger
+ *   is charged the new total at once (`chargeRecorded`), whether the job runs, waits, is paused for budget or has
+ *   settled (a settlement still to come counts it too, since Finalize reads the costs again after it settles). When the job had already
  *   ended (its final event, summary and report went out with the cost it had then), its summary.json and report.html
  *   are written again (lambdas/shared/job-files.ts, keeping when it finished) and `Job Cost Amended` announces the new
  *   cost, on every delivery of the orphan's end (its eventId is the same).
@@ -44,11 +44,13 @@
  *   pure function AttemptOutcome uses, so whichever records first, the figure is the same. When it also records the
  *   start (RUNNING not handled yet), it announces it after the write. When the write is refused because the attempt
  *   was recorded as "not run" since the read, the Batch job is an orphan and billed as one. Then job.costSoFarUsd is
- *   recomputed from the recorded attempt costs and written only when it differs. When the job had already ended
+ *   recomputed from the recorded attempt costs, written only when it differs, and charged to the job's budgets
+ *   (`chargeRecorded`, monotonic: budget-watch meters only running jobs, and nothing else would count a stop of a
+ *   job that now waits or is paused before it resumes or ends). When the job had already ended
  *   (finalized by an earlier release, whose Finalize did not wait for the attempt to stop, as Finalize does now), its
  *   cost was not in the settlement: the attempt is marked
  *   `endedAfterJob` (in the stop's write, or right after it when the job ended in between), the ledger is charged the
- *   new total (`chargeLate`, monotonic, so a stop Finalize did count changes nothing), and, as for an orphan, the job's
+ *   new total (a stop Finalize did count changes nothing), and, as for an orphan, the job's
  *   files are written again and `Job Cost Amended` is sent, on every delivery of a stop so marked.
  */
 import type { TierConfig } from '../../lib/config';
@@ -189,22 +191,20 @@ export function createBatchEventsHandler(plane: Plane) {
   }
 
   /**
-   * job.costSoFarUsd from the recorded costs, written only when it differs; and, when an orphan's cost was recorded
-   * after the job's budget was settled or released, the ledger charged the new total. Run on every delivery, so a
-   * crash between the writes is repaired by the redelivery.
+   * job.costSoFarUsd from the recorded costs, written only when it differs, and the job's budgets charged the new
+   * total (`chargeRecorded`: monotonic, so what budget-watch accrued or Finalize settled is not charged twice). A job
+   * waiting for its next attempt or paused for budget is metered by nothing else, and a paused one holds no
+   * reservation: without this, money it has spent would stay available to other jobs until it resumed. Run on every
+   * delivery, so a crash between the writes is repaired by the redelivery.
    */
-  async function costRecorded(
-    job: JobRecord,
-    lateCharge: boolean,
-  ): Promise<{ attempts: AttemptRecord[]; total: number }> {
+  async function costRecorded(job: JobRecord): Promise<{ attempts: AttemptRecord[]; total: number }> {
     const attempts = await plane.jobs.listAttempts(job.jobId);
     const total = recordedCost(attempts);
     if (total !== job.costSoFarUsd) await plane.jobs.patchJob(job.jobId, { costSoFarUsd: total });
-    if (!lateCharge) return { attempts, total };
     try {
-      const charged = await plane.ledger.chargeLate(job.jobId, total);
+      const charged = await plane.ledger.chargeRecorded(job.jobId, total);
       if (charged.chargedScopes.length > 0) {
-        logger.warn('a cost recorded after the job was settled was charged to its budget', {
+        logger.info('the job’s recorded cost was charged to its budgets', {
           jobId: job.jobId,
           totalUsd: total,
           scopes: charged.chargedScopes,
@@ -213,7 +213,7 @@ export function createBatchEventsHandler(plane: Plane) {
       await publishCrossings(plane, charged.crossings, plane.clock().toISOString());
     } catch (error) {
       if (!(error instanceof UnknownBudgetJob)) throw error;
-      logger.info('job has no budget record; its orphan’s cost is on the job only', { jobId: job.jobId });
+      logger.info('job has no budget record; its recorded cost is on the job only', { jobId: job.jobId });
     }
     return { attempts, total };
   }
@@ -283,7 +283,7 @@ export function createBatchEventsHandler(plane: Plane) {
     // Read after the write: a job that ended before it was settled without this attempt's cost.
     const current = (await plane.jobs.getJob(job.jobId)) ?? job;
     if (!hasEnded(current)) {
-      await costRecorded(current, false);
+      await costRecorded(current);
       return { action: 'stopped', jobId: job.jobId, attempt: attempt.attempt };
     }
     if (recordedHere && stored && !stored.endedAfterJob) {
@@ -291,7 +291,7 @@ export function createBatchEventsHandler(plane: Plane) {
       stored = (await plane.jobs.updateAttempt(job.jobId, attempt.attempt, { endedAfterJob: true })) ?? stored;
     }
     // Charged whenever the job has ended: monotonic, so a stop Finalize had counted changes nothing.
-    const { total } = await costRecorded(current, true);
+    const { total } = await costRecorded(current);
     if (stored?.endedAfterJob && stored.stoppedAt !== undefined && stored.costUsd !== undefined) {
       // An end seen late added what Batch's record says beyond what its unseen end was billed.
       const unseen = stored.unseenCostUsd;
@@ -359,7 +359,7 @@ export function createBatchEventsHandler(plane: Plane) {
       });
     }
     const current = (await plane.jobs.getJob(job.jobId)) ?? job;
-    const { attempts, total } = await costRecorded(current, true);
+    const { attempts, total } = await costRecorded(current);
     const stored = attempts.find((a) => a.attempt === attempt.attempt)?.orphans?.[batchJob.jobId];
     if (stored) await amendEndedJob(current, 'orphan', attempt.attempt, batchJob.jobId, stored, total);
   }

@@ -409,12 +409,16 @@ export function settlementChange(entry: JobEntry, actualMicros: number): EntryCh
 }
 
 /**
- * Cost recorded after a job's entry closed (settled or released), such as an orphaned Batch job that ended after
- * Finalize: what the job is charged rises to `totalMicros`, the job's whole recorded cost. Monotonic and idempotent
- * (the same or a lower total changes nothing). Null for an open entry: its settlement will charge the total.
+ * A job's whole recorded cost, `totalMicros`, charged where no meter counts it: an orphaned Batch job or an attempt's
+ * end that Batch reported late, recorded while the job waits for its next attempt or is paused for budget (a paused
+ * job gave its reservation back, and budget-watch meters running jobs only), or after its entry closed (settled or
+ * released, after Finalize). An open entry is charged as an accrual is, out of what it still holds and then out of
+ * available; a closed one's spend rises by the increase. Monotonic and idempotent: the same or a lower total changes
+ * nothing (null).
  */
-export function lateChargeChange(entry: JobEntry, totalMicros: number): EntryChange | null {
-  if (entry.state === 'open' || totalMicros <= entry.accrued) return null;
+export function recordedChargeChange(entry: JobEntry, totalMicros: number): EntryChange | null {
+  if (entry.state === 'open') return accrualChange(entry, totalMicros);
+  if (totalMicros <= entry.accrued) return null;
   const increase = totalMicros - entry.accrued;
   return {
     entry: { ...entry, accrued: totalMicros, version: entry.version + 1 },

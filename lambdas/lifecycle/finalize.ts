@@ -11,7 +11,7 @@
  * and report are rewritten whole, events carry deterministic ids.
  *
  * The costs are read again once the ledger is settled and the state is final: an orphaned Batch job's cost that
- * batch-events recorded meanwhile is charged to the ledger (`chargeLate`) and counted in the job's cost. batch-events
+ * batch-events recorded meanwhile is charged to the ledger (`chargeRecorded`) and counted in the job's cost. batch-events
  * charges what it records after that read itself, as it finds the ledger settled then, so no cost is left out. The
  * files are written with lambdas/shared/job-files.ts, which writes them again when an orphan's cost is recorded while
  * they are written; batch-events rewrites them for one recorded later, so they always say what the job was charged.
@@ -97,7 +97,7 @@ export function createFinalizeHandler(
     if (recordedUsd > settledUsd) {
       // Recorded after the figure the ledger was settled to (by this call, or by a first run of it that a replay
       // finishes: the first settlement's amount stands). Monotonic: what batch-events charged already is not again.
-      const charged = await plane.ledger.chargeLate(jobId, recordedUsd);
+      const charged = await plane.ledger.chargeRecorded(jobId, recordedUsd);
       await publishCrossings(plane, charged.crossings, now.toISOString());
     }
     // The files and the job's cost, from these attempts or from any recorded while they are written (job-files.ts).

@@ -21,8 +21,9 @@
  * undo started meanwhile, and claims the entries it keeps, so a slow undo of an earlier run cannot take them back.
  *
  * A user or project scope given a budget after a job reserved (it was unlimited then) holds no entry for the job:
- * accrue and settle create one (`adoptedEntry`), so the budget is charged all the job costs and can block it. Release
- * and chargeLate write nothing there: a job that ended before the budget was set is not charged to it.
+ * accrue, chargeRecorded (while the job still holds its reservation) and settle create one (`adoptedEntry`), so the
+ * budget is charged all the job costs and can block it. Release writes nothing there, nor chargeRecorded once the job
+ * ended: a job that ended before the budget was set is not charged to it.
  *
  * Money is integer micro-dollars inside (see domain/budgets.ts); USD numbers at this module's edges.
  * Known limit: job entries stay in the scope item for the period (they are the idempotency record), so one scope
@@ -44,13 +45,13 @@ import {
   InvalidScope,
   isBlocked,
   type JobEntry,
-  lateChargeChange,
   limitChange,
   microsToUsd,
   newBudgetFigures,
   parseJobId,
   parsePeriod,
   parseScope,
+  recordedChargeChange,
   releaseChange,
   reopenChange,
   reservationEntry,
@@ -133,10 +134,10 @@ export interface SettleResult {
   readonly crossings: ThresholdCrossing[];
 }
 
-/** What a late charge did. */
-export interface LateChargeResult {
+/** What charging a job's recorded cost did. */
+export interface RecordedChargeResult {
   readonly jobId: string;
-  /** The scopes whose spend rose (none when every entry already held the total, or is still open). */
+  /** The scopes whose spend rose (none when every entry already held the total). */
   readonly chargedScopes: string[];
   readonly crossings: ThresholdCrossing[];
 }
@@ -557,25 +558,28 @@ export class BudgetLedger {
   }
 
   /**
-   * A cost recorded after the job was settled or released (an orphaned Batch job that ended after Finalize): raises
-   * what the job is charged in every scope to `totalUsd`, its whole recorded cost, and reports the crossings.
-   * Monotonic and idempotent like accrue; an entry still open changes nothing, since its settlement will charge the
-   * total (the settling caller reads the job's costs again after it settles). Throws UnknownBudgetJob for a job the
-   * ledger never saw.
+   * A cost recorded outside budget-watch's meter (an attempt's stop, an orphaned Batch job, an end Batch reported
+   * late), whenever it comes: raises what the job is charged in every scope to `totalUsd`, its whole recorded cost, and
+   * reports the crossings. While the job holds its entries (running, waiting for an attempt, paused for budget) it is
+   * charged as accrue charges it, a scope budgeted since included; after it settled or released, its spend there rises
+   * (the settling caller reads the job's costs again after it settles, so a cost recorded meanwhile is not missed).
+   * Monotonic and idempotent like accrue. Throws UnknownBudgetJob for a job the ledger never saw.
    */
-  async chargeLate(jobId: string, totalUsd: number): Promise<LateChargeResult> {
+  async chargeRecorded(jobId: string, totalUsd: number): Promise<RecordedChargeResult> {
     const id = parseJobId(jobId);
     const totalMicros = usdToMicros(totalUsd, 'total cost');
     const record = await this.readJob(id);
     if (!record) {
-      throw new UnknownBudgetJob(`job ${id} has no record in the budget ledger; a late charge needs a prior reserve`);
+      throw new UnknownBudgetJob(`job ${id} has no record in the budget ledger; charging its recorded cost needs a prior reserve`);
     }
     const period = record.period;
     if (period === undefined) return { jobId: id, chargedScopes: [], crossings: [] };
+    // As accrue: only a job that still holds its reservation takes a scope budgeted since (adopts an entry there); a
+    // job that ended before the scope had a budget is not charged to it.
+    const adopt = record.state === 'reserved';
     const outcomes = await Promise.all(
       record.scopes.map(async (scope) => {
-        // No entry: the job ended before the scope had a budget, and a job that ended before is not charged to it.
-        const applied = await this.applyToEntry(scope, period, id, (entry) => lateChargeChange(entry, totalMicros));
+        const applied = await this.applyToEntry(scope, period, id, (e) => recordedChargeChange(e, totalMicros), adopt);
         if (!applied?.changed) return { scope, charged: false, crossings: [] };
         return { scope, charged: true, crossings: await this.recordCrossings(applied.item, id) };
       }),

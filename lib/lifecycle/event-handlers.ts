@@ -108,7 +108,7 @@ export const REPORTS_TIMEOUT = Duration.minutes(10);
  * Grants, and why each is as wide as it is:
  * - jobs table read/write for all three (the L2 grant includes the table's indexes: byInstance, byTeam);
  *   budgets table read/write and workspace read of `teams/<team>/jobs/<job>/metrics/progress.json` for budget-watch;
- *   for batch-events, budgets read and UpdateItem (an orphan's late charge), and each job's summary.json and
+ *   for batch-events, budgets read and UpdateItem (charging a recorded cost), and each job's summary.json and
  *   metrics.jsonl read and summary.json and report.html written (an ended job's files rewritten with that cost);
  * - events:PutEvents on the platform bus only; states:SendTaskSuccess on the job state machine only;
  * - batch:TerminateJob on this account and region's job ARNs: Batch assigns job ids at submit (acknowledged);
@@ -397,8 +397,8 @@ export class EventHandlers extends Construct {
     );
     props.budgetsTable.grantReadWriteData(budgetWatch);
     grantBudgetsByTeam(budgetWatch, props.budgetsTable);
-    // An orphaned Batch job that ends after its job was settled is charged to the job's budgets (ledger chargeLate):
-    // reads and updates of existing items, never a new one.
+    // A recorded cost (an attempt's stop, an orphaned Batch job's run) is charged to the job's budgets at once (ledger
+    // chargeRecorded): reads and updates of existing items, never a new one.
     props.budgetsTable.grantReadData(batchEvents);
     props.budgetsTable.grant(batchEvents, 'dynamodb:UpdateItem');
     // ...and its job's summary.json and report.html are written again with the new cost (lambdas/shared/job-files.ts).

@@ -673,7 +673,7 @@ describe('batch-events: a Batch job its attempt does not own is stopped, and bil
     expect(bench.recorded.terminated).toEqual([]);
   });
 
-  it('leaves an open reservation to the settlement to come', async () => {
+  it('charges a job still holding its reservation at once, out of what it holds', async () => {
     await seed({}, NOT_RUN);
     await bench.ledger.ensureBudget('team:vision', PERIOD, 10);
     await bench.ledger.reserve(JOB_ID, ['team:vision'], 0.5, PERIOD);
@@ -682,7 +682,28 @@ describe('batch-events: a Batch job its attempt does not own is stopped, and bil
     await handle(fixture('batch-succeeded'));
 
     expect((await bench.jobs.requireJob(JOB_ID)).costSoFarUsd).toBe(0.17);
-    expect(await bench.ledger.usage('team:vision', PERIOD)).toMatchObject({ spentUsd: 0, reservedUsd: 0.5 });
+    expect(await bench.ledger.usage('team:vision', PERIOD)).toMatchObject({ spentUsd: 0.17, reservedUsd: 0.33 });
+    // A redelivery charges nothing twice, nor does the settlement: it adds only what was not charged yet.
+    await handle(fixture('batch-succeeded'));
+    await bench.ledger.settle(JOB_ID, 0.17);
+    expect(await bench.ledger.usage('team:vision', PERIOD)).toMatchObject({ spentUsd: 0.17, reservedUsd: 0 });
+  });
+
+  it('charges a job paused for budget, which gave its reservation back, out of available', async () => {
+    await seed({ state: 'PAUSED_BUDGET' }, NOT_RUN);
+    await bench.ledger.ensureBudget('team:vision', PERIOD, 1);
+    await bench.ledger.reserve(JOB_ID, ['team:vision'], 0.5, PERIOD);
+    await bench.ledger.returnHeld(JOB_ID);
+    onSpotAt(0.25);
+
+    await handle(fixture('batch-succeeded'));
+
+    // Nothing meters a paused job: without this charge the $0.17 would stay available to other jobs until it resumed.
+    expect(await bench.ledger.usage('team:vision', PERIOD)).toMatchObject({
+      spentUsd: 0.17,
+      reservedUsd: 0,
+      availableUsd: 0.83,
+    });
   });
 
   it('charges an orphan that ends after its job was settled to the budget, with the alert it crosses', async () => {

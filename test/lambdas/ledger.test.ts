@@ -700,7 +700,7 @@ describe('settlement, accrual and release', () => {
     await expect(ledger.accrue('ghost-1', 1)).rejects.toBeInstanceOf(UnknownBudgetJob);
   });
 
-  it('a late charge raises a settled job to its new total in every scope, once, with the crossings it makes', async () => {
+  it('a recorded cost charged after settlement raises the job to its new total in every scope, once, with the crossings it makes', async () => {
     const team = freshTeam();
     const [teamScope, projectScope] = [`team:${team}`, `project:${team}/nlp`];
     const ledger = newLedger();
@@ -711,7 +711,7 @@ describe('settlement, accrual and release', () => {
     const afterSettle = await snapshot();
 
     // An orphaned Batch job's $1.25 recorded after the settlement: the job's total is now $7.75.
-    const charged = await ledger.chargeLate('late-1', 7.75);
+    const charged = await ledger.chargeRecorded('late-1', 7.75);
 
     expect(charged.chargedScopes.sort()).toEqual([projectScope, teamScope].sort());
     // $7.75 of $10 is 77.5 %: past the team's 70 % warning, which $6.50 (65 %) was not; the project is at 7.75 %.
@@ -726,13 +726,13 @@ describe('settlement, accrual and release', () => {
 
     // The same total again, or an older one, changes nothing.
     const settledAgain = await snapshot();
-    expect(await ledger.chargeLate('late-1', 7.75)).toEqual({ jobId: 'late-1', chargedScopes: [], crossings: [] });
-    expect(await ledger.chargeLate('late-1', 6.5)).toEqual({ jobId: 'late-1', chargedScopes: [], crossings: [] });
+    expect(await ledger.chargeRecorded('late-1', 7.75)).toEqual({ jobId: 'late-1', chargedScopes: [], crossings: [] });
+    expect(await ledger.chargeRecorded('late-1', 6.5)).toEqual({ jobId: 'late-1', chargedScopes: [], crossings: [] });
     expect(await snapshot()).toEqual(settledAgain);
     expect(settledAgain).not.toEqual(afterSettle);
   });
 
-  it('a late charge on a released job adds to what it had accrued; on an open one it waits for the settlement', async () => {
+  it('a recorded cost charged to a released job adds to what it had accrued; to an open one, as an accrual', async () => {
     const scope = `team:${freshTeam()}`;
     const ledger = newLedger();
     await ledger.ensureBudget(scope, PERIOD, 100);
@@ -740,25 +740,68 @@ describe('settlement, accrual and release', () => {
     await ledger.accrue('late-rel', 0.4);
     await ledger.release('late-rel');
     await ledger.reserve('late-open', [scope], 10, PERIOD);
-    const beforeOpen = await entryOf(scope, 'late-open');
 
-    await ledger.chargeLate('late-rel', 1.1);
-    const open = await ledger.chargeLate('late-open', 3);
+    await ledger.chargeRecorded('late-rel', 1.1);
+    const open = await ledger.chargeRecorded('late-open', 3);
 
     expect(await entryOf(scope, 'late-rel')).toMatchObject({ reserved: 0, accrued: 1_100_000, state: 'released' });
-    expect(open.chargedScopes).toEqual([]);
-    expect(await entryOf(scope, 'late-open')).toEqual(beforeOpen);
-    // Spent: $1.10 of the released job; reserved: the open job's $10.
+    // The open job's $3 comes out of its $10 reservation, as budget-watch's accrual of it would.
+    expect(open.chargedScopes).toEqual([scope]);
+    expect(await entryOf(scope, 'late-open')).toMatchObject({ reserved: 7_000_000, accrued: 3_000_000, state: 'open' });
+    // Spent: $1.10 of the released job and $3 of the open one; reserved: the open job's $7 left.
     const usage = await figures(ledger, scope);
-    expect([usage.spentUsd, usage.reservedUsd, usage.availableUsd]).toEqual([1.1, 10, 88.9]);
+    expect([usage.spentUsd, usage.reservedUsd, usage.availableUsd]).toEqual([4.1, 7, 88.9]);
+    // budget-watch's accrual of the same figure, or a lower one, changes nothing: the two never count a cost twice.
+    const charged = await snapshot();
+    await ledger.accrue('late-open', 3);
+    await ledger.chargeRecorded('late-open', 2);
+    expect(await snapshot()).toEqual(charged);
+    // Settled at $3.50: only the $0.50 not yet charged is added, and the rest of the reservation returns.
+    await ledger.settle('late-open', 3.5);
+    const settled = await figures(ledger, scope);
+    expect([settled.spentUsd, settled.reservedUsd, settled.availableUsd]).toEqual([4.6, 0, 95.4]);
   });
 
-  it('a late charge for a job the ledger never saw throws UnknownBudgetJob and writes nothing', async () => {
+  it('a recorded cost of a job paused for budget, which gave its reservation back, is charged out of available', async () => {
+    const scope = `team:${freshTeam()}`;
+    const ledger = newLedger();
+    await ledger.ensureBudget(scope, PERIOD, 1);
+    await ledger.reserve('paused-1', [scope], 0.5, PERIOD);
+    await ledger.returnHeld('paused-1');
+    expect(await figures(ledger, scope)).toMatchObject({ spentUsd: 0, reservedUsd: 0, availableUsd: 1 });
+
+    // An orphaned Batch job of one of its attempts ends while it is paused: $0.17 recorded.
+    const charged = await ledger.chargeRecorded('paused-1', 0.17);
+
+    expect(charged.chargedScopes).toEqual([scope]);
+    expect(await figures(ledger, scope)).toMatchObject({ spentUsd: 0.17, reservedUsd: 0, availableUsd: 0.83 });
+    // So another job cannot be admitted against the money it spent.
+    await expect(ledger.reserve('paused-2', [scope], 0.9, PERIOD)).rejects.toBeInstanceOf(BudgetExceeded);
+  });
+
+  it('a recorded cost of a job still holding its reservation is charged to a scope budgeted since, as accrue does', async () => {
+    const team = freshTeam();
+    const [teamScope, userScope] = [`team:${team}`, `user:${team}/dora`];
+    const ledger = newLedger();
+    await ledger.ensureBudget(teamScope, PERIOD, 1000);
+    await ledger.reserve('adopt-rec', [teamScope, userScope], 10, PERIOD);
+    await ledger.setLimit(userScope, PERIOD, 5);
+
+    const charged = await ledger.chargeRecorded('adopt-rec', 2);
+
+    expect(charged.chargedScopes.sort()).toEqual([teamScope, userScope].sort());
+    expect(await figures(ledger, userScope)).toMatchObject({ spentUsd: 2, reservedUsd: 0, availableUsd: 3 });
+    expect(await figures(ledger, teamScope)).toMatchObject({ spentUsd: 2, reservedUsd: 8 });
+  });
+
+  it('charging the recorded cost of a job the ledger never saw throws UnknownBudgetJob and writes nothing', async () => {
     const ledger = newLedger();
     const before = await snapshot();
 
-    await expect(ledger.chargeLate('ghost-2', 1)).rejects.toThrow(
-      new UnknownBudgetJob('job ghost-2 has no record in the budget ledger; a late charge needs a prior reserve'),
+    await expect(ledger.chargeRecorded('ghost-2', 1)).rejects.toThrow(
+      new UnknownBudgetJob(
+        'job ghost-2 has no record in the budget ledger; charging its recorded cost needs a prior reserve',
+      ),
     );
     expect(await snapshot()).toEqual(before);
   });
@@ -823,7 +866,7 @@ describe('settlement, accrual and release', () => {
     await ledger.settle('adopt-3', 4);
     await ledger.setLimit(userScope, PERIOD, 100);
 
-    const charged = await ledger.chargeLate('adopt-3', 6);
+    const charged = await ledger.chargeRecorded('adopt-3', 6);
 
     expect(charged.chargedScopes).toEqual([teamScope]);
     const bob = await figures(ledger, userScope);
