@@ -1365,6 +1365,24 @@ async function downloadCheckpoint(fetchImpl: FetchLike, checkpoint: unknown, dir
   return written;
 }
 
+/** An error as `--json` reports it: one line on stderr, `{ error: { code, message, details? }, exitCode }`. */
+function printJsonError(deps: CliDeps, error: CliError): void {
+  const body = { code: error.code, message: error.message, ...(error.details ? { details: error.details } : {}) };
+  deps.io.stderr(`${JSON.stringify({ error: body, exitCode: error.exitCode })}\n`);
+}
+
+/** Stops commander printing usage errors (and the help after them) for `command` and every command below it. */
+function silenceUsageErrors(command: Command): void {
+  command.configureOutput({ writeErr: () => {}, outputError: () => {} }).showHelpAfterError(false);
+  for (const sub of command.commands) silenceUsageErrors(sub);
+}
+
+/** Commander's usage error in the CLI's words: its message without the `error: ` it prints before it. */
+function usageMessage(error: CommanderError): string {
+  if (error.code === 'commander.help') return 'no command given: run `trainyard --help` for the commands';
+  return error.message.replace(/^error: /, '');
+}
+
 /** Runs the CLI with `argv` (the arguments after the program name); resolves with the exit code. */
 export async function runCli(
   argv: readonly string[],
@@ -1382,23 +1400,24 @@ export async function runCli(
     },
     registrars,
   );
+  // Under --json every error is one JSON line on stderr, commander's usage errors too: it prints none of its own.
+  if (json) silenceUsageErrors(program);
   try {
     await program.parseAsync([...argv], { from: 'user' });
     return exitCode;
   } catch (error) {
     if (error instanceof CommanderError) {
-      // Commander has already printed its message (or the help). Help asked for (`--help`, `help`) and the version
-      // are successes; the help shown because no command was given (commander's exit code 1) is bad usage.
+      // Commander has already printed its message (or the help), unless under --json. Help asked for (`--help`,
+      // `help`) and the version are successes; the help shown because no command was given (commander's exit code 1)
+      // is bad usage.
       if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version') return EXIT_CODES.ok;
       if (error.code === 'commander.help' && error.exitCode === 0) return EXIT_CODES.ok;
+      if (json) printJsonError(deps, new CliError(usageMessage(error), EXIT_CODES.usage, 'InvalidUsage'));
       return EXIT_CODES.usage;
     }
     if (error instanceof CliError) {
-      if (json) {
-        deps.io.stderr(
-          `${JSON.stringify({ error: { code: error.code, message: error.message, ...(error.details ? { details: error.details } : {}) }, exitCode: error.exitCode })}\n`,
-        );
-      } else deps.io.stderr(`trainyard: ${error.message}\n`);
+      if (json) printJsonError(deps, error);
+      else deps.io.stderr(`trainyard: ${error.message}\n`);
       return error.exitCode;
     }
     const message = error instanceof Error ? (error.stack ?? error.message) : String(error);

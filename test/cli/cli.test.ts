@@ -367,6 +367,21 @@ describe('submit', () => {
     expect(run.stderr).toContain("unknown option '--frobnicate'");
     expect(requests).toEqual([]);
   });
+
+  it.each([
+    {
+      args: ['submit', CPU_TINY, '--frobnicate', '--json', '--', 'python', 'train.py'],
+      message: "unknown option '--frobnicate'",
+    },
+    { args: ['status', '--json'], message: "missing required argument 'job'" },
+    { args: ['jobs', '--json', '--limit'], message: "option '--limit <n>' argument missing" },
+  ])('under --json reports commander’s usage error $message as one JSON line (exit 2)', async ({ args, message }) => {
+    const run = await cli(args);
+    expect(run.code).toBe(EXIT_CODES.usage);
+    expect(run.stdout).toBe('');
+    expect(run.stderr).toBe(`${JSON.stringify({ error: { code: 'InvalidUsage', message }, exitCode: 2 })}\n`);
+    expect(requests).toEqual([]);
+  });
 });
 
 describe('sweep', () => {
