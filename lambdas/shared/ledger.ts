@@ -570,7 +570,9 @@ export class BudgetLedger {
     const totalMicros = usdToMicros(totalUsd, 'total cost');
     const record = await this.readJob(id);
     if (!record) {
-      throw new UnknownBudgetJob(`job ${id} has no record in the budget ledger; charging its recorded cost needs a prior reserve`);
+      throw new UnknownBudgetJob(
+        `job ${id} has no record in the budget ledger; charging its recorded cost needs a prior reserve`,
+      );
     }
     const period = record.period;
     if (period === undefined) return { jobId: id, chargedScopes: [], crossings: [] };
