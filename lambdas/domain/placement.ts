@@ -331,7 +331,9 @@ function decideWithoutDeadline(state: PlacementState, config: PlacementPolicyCon
  * - On on-demand, a check moves the job back to spot once spot has been seen available for `returnHoldRestarts`·d in
  *   a row (short windows do not pay for two restarts) and the slack still passes the safety net after the restart.
  * - Safety net: on-demand once the slack could no longer absorb a spot start, a missed check and a fallback
- *   (2d + check interval); at submit this puts a too-tight job on on-demand from the start.
+ *   (2d + check interval); at submit this puts a too-tight job on on-demand from the start. A running job is not
+ *   moved by it when it has no work left (its last save), nor from spot once the slack is under d (on-demand's start
+ *   alone would miss the deadline).
  * Reclaim and capacity-cancellation counts do not force on-demand here: the slack says directly whether waiting for
  * spot is still affordable (ADR 0001 gives the measured cost of applying the count rules to deadline jobs).
  */
@@ -339,14 +341,29 @@ function decideWithDeadline(state: PlacementState, config: PlacementPolicyConfig
   const tuning: DeadlineTuning = { ...DEADLINE_TUNING, ...config.deadline };
   const d = config.restartOverheadSeconds;
   const timeLeft = Math.max(0, deadline - state.nowSeconds);
-  const slack = timeLeft - Math.max(0, state.workSeconds - state.progressSeconds);
+  const workLeft = Math.max(0, state.workSeconds - state.progressSeconds);
+  const slack = timeLeft - workLeft;
   const safety = 2 * d + config.checkIntervalSeconds;
   const onSpotNow = state.current === 'spot' && state.spotAvailable !== false;
   const spotStartCost = onSpotNow ? 0 : d;
   const periodic = state.moment === 'periodic-check';
   const pace = `slack ${Math.round(slack)} s`;
+  // The check of a running attempt (a queued one is not running: the safety net may still move it to on-demand).
+  const running = periodic && (state.current === 'on-demand' || onSpotNow);
+  const held: Capacity = state.current === 'on-demand' ? 'on-demand' : 'spot';
 
+  // A running job with no work left (its last save, upload or evaluation) is never stopped: a move would only add a
+  // restart, and near the deadline make it miss.
+  if (running && workLeft <= 0) return decision(held, false, `No work is left: the job stays on ${held} to finish.`);
   if (slack - spotStartCost < safety) {
+    // With less slack than a restart takes, on-demand could not finish in time either (its start alone takes d), and
+    // the deadline stops the job: staying on spot is its only chance.
+    if (running && onSpotNow && slack < d)
+      return decision(
+        'spot',
+        false,
+        `Deadline: ${pace} is less than a ${d} s restart, so on-demand could not finish in time either: the job stays on spot.`,
+      );
     return decision(
       'on-demand',
       periodic && state.current !== 'on-demand',
@@ -354,7 +371,6 @@ function decideWithDeadline(state: PlacementState, config: PlacementPolicyConfig
     );
   }
   // A plan too large to solve in a Lambda (a very long deadline and job; MAX_PLAN_GRID_POINTS) keeps the reserve rules.
-  const workLeft = Math.max(0, state.workSeconds - state.progressSeconds);
   if (
     config.spotPlanning &&
     config.spotVisibleOnDemand !== false &&

@@ -362,6 +362,60 @@ describe('decidePlacement', () => {
   });
 });
 
+describe('decidePlacement: the deadline safety net and a running job', () => {
+  // Deadline 60 000 s, d = 360 s, check 300 s: the safety net asks for 2·360 + 300 = 1 020 s of slack.
+  const spotPlan: PlacementPolicyConfig = {
+    ...config,
+    spotPlanning: { model: { binSeconds: 300, availableHazards: [0], unavailableHazards: [0.5] }, spotPriceRatio: 0.3 },
+  };
+  const onSpot: PlacementState = {
+    ...base,
+    deadlineSeconds: 60_000,
+    moment: 'periodic-check',
+    nowSeconds: 59_700,
+    current: 'spot',
+    spotAvailable: true,
+  };
+
+  it.each([
+    { policy: 'the reserve rules', with: config },
+    { policy: 'a spot plan', with: spotPlan },
+  ])('never stops a running job with no work left, 300 s before its deadline ($policy)', ({ with: policy }) => {
+    // Its last save, upload or evaluation is running: a move would add a 360 s restart and miss the deadline.
+    const done = { ...onSpot, progressSeconds: 50_000 };
+    expect(decidePlacement(done, policy)).toEqual({
+      capacity: 'spot',
+      move: false,
+      reason: 'No work is left: the job stays on spot to finish.',
+    });
+    expect(decidePlacement({ ...done, current: 'on-demand' }, policy)).toMatchObject({
+      capacity: 'on-demand',
+      move: false,
+    });
+  });
+
+  it('keeps a running spot job on spot once its slack is under a restart: on-demand could not make it either', () => {
+    // 100 s of work in 400 s: slack 300 s < d. On-demand would spend 360 s starting and 100 s working.
+    expect(decidePlacement({ ...onSpot, nowSeconds: 59_600, progressSeconds: 49_900 }, config)).toEqual({
+      capacity: 'spot',
+      move: false,
+      reason:
+        'Deadline: slack 300 s is less than a 360 s restart, so on-demand could not finish in time either: the job stays on spot.',
+    });
+    // Slack 500 s: on-demand can still finish (360 + 100 < 600), so the safety net moves it, as before.
+    expect(decidePlacement({ ...onSpot, nowSeconds: 59_400, progressSeconds: 49_900 }, config)).toMatchObject({
+      capacity: 'on-demand',
+      move: true,
+    });
+  });
+
+  it('still moves a queued attempt with no work left to on-demand when the slack runs out', () => {
+    // Queued: spot is not there for it, so waiting on may miss the deadline; on-demand restores and finishes.
+    const queued = { ...onSpot, nowSeconds: 59_000, progressSeconds: 50_000, spotAvailable: false };
+    expect(decidePlacement(queued, config)).toMatchObject({ capacity: 'on-demand', move: true });
+  });
+});
+
 describe('decidePlacement without a spot probe on on-demand', () => {
   it('keeps no reserve beyond the safety net, since an on-demand job could not come back', () => {
     // t = 90 000, progress 41 400: slack 1 400 s. With the probe the reserve is 1 520 s (on-demand); without it the

@@ -615,12 +615,12 @@ describe('budget watch: exhausted budgets', () => {
 });
 
 describe('budget watch: periodic placement check', () => {
-  it('moves a spot job that can no longer meet its deadline to on-demand, once', async () => {
-    // Deadline 3900 s after submission; at 1800 s it has done 10 % of 3600 s of work (360 s), so 3240 s remain:
-    // slack = 3900 − 1800 − 3240 = −1140 s, far below what a spot restart needs.
+  it('moves a spot job whose slack can no longer absorb a reclaim to on-demand, once', async () => {
+    // Deadline 5540 s after submission; at 1800 s it has done 10 % of 3600 s of work (360 s), so 3240 s remain:
+    // slack = 5540 − 1800 − 3240 = 500 s, under the 1020 s a reclaim and a fallback need, over on-demand's 360 s start.
     const jobId = id('deadline');
     await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 400);
-    await runningJob(jobId, { reserveUsd: 1, job: { requirements: { deadlineSeconds: 3900 } } });
+    await runningJob(jobId, { reserveUsd: 1, job: { requirements: { deadlineSeconds: 5540 } } });
     await writeProgress(jobId, 100, 1000);
 
     const result = await watch()(fixture('scheduled-event'));
@@ -640,6 +640,21 @@ describe('budget watch: periodic placement check', () => {
 
     await watch()(fixture('scheduled-event'));
     expect(bench.recorded.terminated).toHaveLength(1);
+  });
+
+  it('leaves a spot job that has done all its steps where it runs, 300 s before its deadline', async () => {
+    // Its final save, upload or evaluation is running: stopping it would add a restart and miss the deadline.
+    const jobId = id('done-near-deadline');
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 400);
+    await runningJob(jobId, { reserveUsd: 1, job: { requirements: { deadlineSeconds: 2100 } } });
+    await writeProgress(jobId, 1000, 1000);
+
+    const result = await watch()(fixture('scheduled-event'));
+
+    expect(result.moved).toEqual([]);
+    expect(result.deadlineStopped).toEqual([]);
+    expect(bench.recorded.terminated).toEqual([]);
+    expect(await bench.jobs.listDecisions(jobId)).toEqual([]);
   });
 
   it('leaves a spot job without a deadline on spot', async () => {
