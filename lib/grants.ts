@@ -79,6 +79,25 @@ export function grantJobObjects(
   for (const key of [...access.read, ...access.write]) acknowledgeFinding(fn, `IAM5[Resource::${name}/${key}]`, why);
 }
 
+/**
+ * The DynamoDB actions the stores send (lambdas/shared/dynamo.ts): single-item reads and Query, single-item writes.
+ * The L2's grantReadData/grantReadWriteData add Scan, BatchGetItem, BatchWriteItem, DeleteItem, ConditionCheckItem
+ * and the stream reads, none of which any function calls: a function can no more scan or delete the ledger than its
+ * code does.
+ */
+export const TABLE_READ_ACTIONS = ['dynamodb:GetItem', 'dynamodb:Query'] as const;
+export const TABLE_WRITE_ACTIONS = ['dynamodb:PutItem', 'dynamodb:UpdateItem'] as const;
+
+/** GetItem and Query on the table and its indexes. */
+export function grantTableReads(table: dynamodb.ITableV2, fn: iam.IGrantable): void {
+  table.grant(fn, ...TABLE_READ_ACTIONS);
+}
+
+/** GetItem, Query, PutItem and UpdateItem on the table (and the reads on its indexes). */
+export function grantTableReadWrites(table: dynamodb.ITableV2, fn: iam.IGrantable): void {
+  table.grant(fn, ...TABLE_READ_ACTIONS, ...TABLE_WRITE_ACTIONS);
+}
+
 /** Acknowledges the `<table>/index/*` wildcard that a table grant with global secondary indexes adds. */
 export function acknowledgeTableIndexes(fn: IConstruct, tableArn: string, why: string): void {
   acknowledgeFinding(fn, `IAM5[Resource::${nagResourceName(fn, tableArn)}/index/*]`, why);

@@ -14,7 +14,7 @@ import { API_ROUTES } from '../../lambdas/api/route-table';
 import { ENV } from '../../lambdas/shared/aws-control-plane';
 import type { TrainyardConfig } from '../config';
 import { TrainyardFunction } from '../function';
-import { grantBudgetsByTeam } from '../grants';
+import { grantBudgetsByTeam, grantTableReadWrites } from '../grants';
 import { acknowledgeFinding, nagResourceName } from '../nag';
 
 /** Props of the Trainyard HTTP API. */
@@ -124,8 +124,8 @@ export class TrainyardHttpApi extends Construct {
 
   private grant(props: TrainyardHttpApiProps): void {
     const fn = this.handler;
-    props.jobsTable.grantReadWriteData(fn);
-    props.budgetsTable.grantReadWriteData(fn);
+    grantTableReadWrites(props.jobsTable, fn);
+    grantTableReadWrites(props.budgetsTable, fn);
     grantBudgetsByTeam(fn, props.budgetsTable);
     props.workspace.grantRead(fn);
     props.workspace.grantPut(fn);

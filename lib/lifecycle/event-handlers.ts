@@ -24,7 +24,13 @@ import {
 } from '../../lambdas/shared/event-schemas';
 import type { TrainyardConfig } from '../config';
 import { TrainyardFunction } from '../function';
-import { finalizerObjects, grantBudgetsByTeam, grantJobObjects } from '../grants';
+import {
+  finalizerObjects,
+  grantBudgetsByTeam,
+  grantJobObjects,
+  grantTableReads,
+  grantTableReadWrites,
+} from '../grants';
 import { acknowledgeFinding, nagResourceName } from '../nag';
 
 /** Props of the event-driven handlers. */
@@ -380,7 +386,7 @@ export class EventHandlers extends Construct {
     const jobArns = stack.formatArn({ service: 'batch', resource: 'job', resourceName: '*' });
     const terminate = () => new iam.PolicyStatement({ actions: ['batch:TerminateJob'], resources: [jobArns] });
 
-    for (const fn of [interruption, batchEvents, budgetWatch]) props.jobsTable.grantReadWriteData(fn);
+    for (const fn of [interruption, batchEvents, budgetWatch]) grantTableReadWrites(props.jobsTable, fn);
     // Interruption announces nothing (AttemptOutcome announces the attempt's end).
     for (const fn of [batchEvents, budgetWatch]) props.eventBus.grantPutEventsTo(fn);
     interruption.addToRolePolicy(terminate());
@@ -395,11 +401,11 @@ export class EventHandlers extends Construct {
     batchEvents.addToRolePolicy(
       new iam.PolicyStatement({ actions: ['ec2:DescribeInstances', 'ec2:DescribeSpotPriceHistory'], resources: ['*'] }),
     );
-    props.budgetsTable.grantReadWriteData(budgetWatch);
+    grantTableReadWrites(props.budgetsTable, budgetWatch);
     grantBudgetsByTeam(budgetWatch, props.budgetsTable);
     // A recorded cost (an attempt's stop, an orphaned Batch job's run) is charged to the job's budgets at once (ledger
     // chargeRecorded): reads and updates of existing items, never a new one.
-    props.budgetsTable.grantReadData(batchEvents);
+    grantTableReads(props.budgetsTable, batchEvents);
     props.budgetsTable.grant(batchEvents, 'dynamodb:UpdateItem');
     // ...and its job's summary.json and report.html are written again with the new cost (lambdas/shared/job-files.ts).
     const anyJob = jobKeysFor('*', '*');
@@ -435,7 +441,7 @@ export class EventHandlers extends Construct {
     ack(
       batchEvents,
       jobsIndexes,
-      'The L2 read/write grant covers the jobs table’s indexes (byInstance is written with the attempt).',
+      'The table grant covers the jobs table’s indexes (byInstance is written with the attempt).',
     );
     ack(
       batchEvents,
@@ -479,8 +485,8 @@ export class EventHandlers extends Construct {
     terminateAck: readonly [string, string],
     jobsIndexes: string,
   ): void {
-    props.jobsTable.grantReadWriteData(fn);
-    props.budgetsTable.grantReadWriteData(fn);
+    grantTableReadWrites(props.jobsTable, fn);
+    grantTableReadWrites(props.budgetsTable, fn);
     props.eventBus.grantPutEventsTo(fn);
     grantJobObjects(
       fn,
@@ -493,7 +499,7 @@ export class EventHandlers extends Construct {
       new iam.PolicyStatement({ actions: ['batch:DescribeJobs', 'batch:ListJobs'], resources: ['*'] }),
     );
     const ack = (finding: string, reason: string) => acknowledgeFinding(fn.role as iam.IRole, finding, reason);
-    ack(jobsIndexes, 'The L2 read/write grant covers the jobs table’s indexes.');
+    ack(jobsIndexes, 'The table grant covers the jobs table’s indexes (Query on byTeam and byState).');
     ack(...terminateAck);
     ack(
       'IAM5[Resource::*]',
@@ -506,7 +512,7 @@ export class EventHandlers extends Construct {
    * records (PutItem), writes objects under the workspace's reports/ prefix only, and puts events on the platform bus.
    */
   private grantReports(reports: lambda.IFunction, props: EventHandlersProps): void {
-    props.jobsTable.grantReadData(reports);
+    grantTableReads(props.jobsTable, reports);
     props.jobsTable.grant(reports, 'dynamodb:PutItem');
     // PutObject only (the L2 grantPut adds multipart aborts, retention and tagging, none of which a report needs).
     reports.addToRolePolicy(

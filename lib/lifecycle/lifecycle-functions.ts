@@ -9,7 +9,14 @@ import { Construct } from 'constructs';
 import { ENV } from '../../lambdas/shared/aws-control-plane';
 import type { TrainyardConfig } from '../config';
 import { TrainyardFunction } from '../function';
-import { acknowledgeTableIndexes, finalizerObjects, grantJobObjects, grantTeamFolders } from '../grants';
+import {
+  acknowledgeTableIndexes,
+  finalizerObjects,
+  grantJobObjects,
+  grantTableReads,
+  grantTableReadWrites,
+  grantTeamFolders,
+} from '../grants';
 import { acknowledgeFinding } from '../nag';
 import type { LifecycleSteps } from './job-state-machine';
 
@@ -50,7 +57,7 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
         logRetention: props.logRetention,
         environment: { [ENV.jobsTable]: props.jobsTable.tableName, ...env },
       });
-      props.jobsTable.grantReadWriteData(fn);
+      grantTableReadWrites(props.jobsTable, fn);
       acknowledgeTableIndexes(
         fn,
         props.jobsTable.tableArn,
@@ -77,7 +84,7 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
       ...budgets,
       ...bus,
     });
-    props.budgetsTable.grantReadWriteData(this.costGate);
+    grantTableReadWrites(props.budgetsTable, this.costGate);
 
     this.prepareAttempt = make(
       'PrepareAttempt',
@@ -92,7 +99,7 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
     );
     grantTeamFolders(this.prepareAttempt, props.workspace);
     // Whether a budget the job is charged to is blocked: the job then pauses instead of starting its next attempt.
-    props.budgetsTable.grantReadData(this.prepareAttempt);
+    grantTableReads(props.budgetsTable, this.prepareAttempt);
 
     this.attemptOutcome = make(
       'AttemptOutcome',
@@ -106,7 +113,7 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
     );
     grantTeamFolders(this.attemptOutcome, props.workspace);
     // Whether a budget the job is charged to is blocked: the job then pauses instead of starting another attempt.
-    props.budgetsTable.grantReadData(this.attemptOutcome);
+    grantTableReads(props.budgetsTable, this.attemptOutcome);
     // An attempt whose task failed is looked up in Batch, and stopped if Batch runs it after all.
     this.attemptOutcome.addToRolePolicy(
       new iam.PolicyStatement({
@@ -123,7 +130,7 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
       ...bus,
     });
     // It accrues the job's recorded cost and gives back what the job still holds (ledger writes).
-    props.budgetsTable.grantReadWriteData(this.pause);
+    grantTableReadWrites(props.budgetsTable, this.pause);
 
     this.backoff = make(
       'Backoff',
@@ -144,7 +151,7 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
         ...bus,
       },
     );
-    props.budgetsTable.grantReadWriteData(this.finalize);
+    grantTableReadWrites(props.budgetsTable, this.finalize);
     grantJobObjects(
       this.finalize,
       props.workspace,

@@ -384,6 +384,29 @@ describe('table grants across the two stacks', () => {
     }
   });
 
+  it('grants only the four DynamoDB operations the stores send, and no write to the functions that only read', () => {
+    // lambdas/shared/dynamo.ts sends GetItem, Query, PutItem and UpdateItem; nothing scans, batches or deletes.
+    const sent = new Set(['dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:PutItem', 'dynamodb:UpdateItem']);
+    const dynamoActions = statements()
+      .flatMap((st) => listed(st.Action))
+      .filter((a) => a.startsWith('dynamodb:'));
+    expect(dynamoActions.length).toBeGreaterThan(20);
+    expect([...new Set(dynamoActions.filter((a) => !sent.has(a)))]).toEqual([]);
+    // Readers of the budgets table that never write it: PrepareAttempt and AttemptOutcome (a blocked scope) only.
+    const budgetsArn = JSON.stringify({ 'Fn::ImportValue': 'Trainyard-Stateful-BudgetsTableArn' });
+    const writersOfBudgets = resourcesOf(s.platformTemplate, 'AWS::IAM::Policy')
+      .filter(([, p]) =>
+        (p.PolicyDocument as { Statement: Statement[] }).Statement.some(
+          (st) =>
+            listed(st.Action).some((a) => a === 'dynamodb:PutItem' || a === 'dynamodb:UpdateItem') &&
+            listed(st.Resource).some((r) => JSON.stringify(r) === budgetsArn),
+        ),
+      )
+      .map(([, p]) => JSON.stringify(p.Roles));
+    expect(writersOfBudgets.join()).not.toMatch(/PrepareAttempt|AttemptOutcome/);
+    expect(writersOfBudgets.join()).toMatch(/ApiHandler/);
+  });
+
   it('lets exactly the API and budget-watch, which list a team’s budgets, query the budgets table’s byTeam index', () => {
     const tableArn = { 'Fn::ImportValue': 'Trainyard-Stateful-BudgetsTableArn' };
     const byTeam = { 'Fn::Join': ['', [tableArn, '/index/byTeam']] };
