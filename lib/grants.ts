@@ -6,30 +6,6 @@ import { jobKeysFor } from '../lambdas/domain/workspace-layout';
 import { BUDGETS_INDEXES } from '../lambdas/shared/table-design';
 import { acknowledgeFinding, nagResourceName } from './nag';
 
-/**
- * Grants a control-plane function GetObject under the workspace's team folders (instead of the L2's
- * `s3:GetObject*`/`List*` families) and listing of those folders only. Control-plane functions serve every team,
- * so the wildcard is the team folder, acknowledged here once with its reason. A function that writes gets exact key
- * patterns from {@link grantJobObjects} instead.
- */
-export function grantTeamFolders(fn: iam.IGrantable & IConstruct, bucket: s3.IBucket): void {
-  fn.grantPrincipal.addToPrincipalPolicy(
-    new iam.PolicyStatement({ actions: ['s3:GetObject'], resources: [bucket.arnForObjects('teams/*')] }),
-  );
-  fn.grantPrincipal.addToPrincipalPolicy(
-    new iam.PolicyStatement({
-      actions: ['s3:ListBucket'],
-      resources: [bucket.bucketArn],
-      conditions: { StringLike: { 's3:prefix': ['teams/*'] } },
-    }),
-  );
-  acknowledgeFinding(
-    fn,
-    `IAM5[Resource::${nagResourceName(fn, bucket.bucketArn)}/teams/*]`,
-    'The control plane serves every team: it reads bundles, progress and checkpoints under any team folder, and nothing outside teams/.',
-  );
-}
-
 /** Key patterns of objects of any job (`jobKeysFor('*', '*')`), by what the function does with them. */
 export interface JobObjectAccess {
   /** Objects the function reads (s3:GetObject). */

@@ -415,7 +415,12 @@ export class EventHandlers extends Construct {
       { read: [anyJob.summary, anyJob.metricsLog], write: [anyJob.summary, anyJob.report] },
       'Rewrites an ended job’s summary.json and report.html when an orphaned Batch job’s cost is added to it: reads the summary (when the job finished) and metrics.jsonl, writes those two files, nothing else in the workspace.',
     );
-    props.workspace.grantRead(budgetWatch, 'teams/*/jobs/*/metrics/progress.json');
+    grantJobObjects(
+      budgetWatch,
+      props.workspace,
+      { read: [anyJob.progress], write: [] },
+      'Meters the running jobs of every team: reads each job’s progress.json, nothing else in the workspace.',
+    );
     props.stateMachine.grant(budgetWatch, 'states:SendTaskSuccess');
     // The spot probe, and the zones of the compute subnets it scores.
     budgetWatch.addToRolePolicy(
@@ -456,19 +461,6 @@ export class EventHandlers extends Construct {
     ack(batchEvents, ...terminateAck);
     ack(budgetWatch, jobsIndexes, 'Lists each team’s running and paused jobs through the jobs table index byTeam.');
     ack(budgetWatch, ...terminateAck);
-    const bucket = nagResourceName(this, props.workspace.bucketArn);
-    ack(
-      budgetWatch,
-      `IAM5[Resource::${bucket}/teams/*/jobs/*/metrics/progress.json]`,
-      'Reads only each job’s progress.json, under teams/<team>/jobs/<job>/metrics/, for every team it watches.',
-    );
-    ack(budgetWatch, 'IAM5[Action::s3:GetObject*]', 'The L2 read grant, limited to progress.json objects.');
-    ack(budgetWatch, 'IAM5[Action::s3:GetBucket*]', 'The L2 read grant on the workspace bucket only.');
-    ack(
-      budgetWatch,
-      'IAM5[Action::s3:List*]',
-      'ListBucket on the workspace bucket only: without it a job with no progress.json yet reads as AccessDenied, not as missing.',
-    );
 
     this.grantExecutionEnded(this.executionEnded.function, props, terminate(), terminateAck, jobsIndexes);
     if (this.reports) this.grantReports(this.reports.function, props);

@@ -6,6 +6,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as logs from 'aws-cdk-lib/aws-logs';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
 import { Construct } from 'constructs';
+import { CHECKPOINT_MANIFEST, jobKeysFor } from '../../lambdas/domain/workspace-layout';
 import { ENV } from '../../lambdas/shared/aws-control-plane';
 import type { TrainyardConfig } from '../config';
 import { TrainyardFunction } from '../function';
@@ -15,7 +16,6 @@ import {
   grantJobObjects,
   grantTableReads,
   grantTableReadWrites,
-  grantTeamFolders,
 } from '../grants';
 import { acknowledgeFinding } from '../nag';
 import type { LifecycleSteps } from './job-state-machine';
@@ -75,7 +75,13 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
       'Trainyard lifecycle: analyse the code bundle, pick the tier, estimate cost',
       bucket,
     );
-    grantTeamFolders(this.analyze, props.workspace);
+    const anyJob = jobKeysFor('*', '*');
+    grantJobObjects(
+      this.analyze,
+      props.workspace,
+      { read: [anyJob.bundle], write: [] },
+      'Analyses the code bundle of jobs of every team: reads each job’s code.tar.gz, nothing else in the workspace.',
+    );
     this.analyze.addToRolePolicy(
       new iam.PolicyStatement({ actions: ['ec2:DescribeSpotPriceHistory'], resources: ['*'] }),
     );
@@ -97,7 +103,12 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
         [ENV.batchPrefix]: props.batchPrefix,
       },
     );
-    grantTeamFolders(this.prepareAttempt, props.workspace);
+    grantJobObjects(
+      this.prepareAttempt,
+      props.workspace,
+      { read: [`${anyJob.checkpoints}*/${CHECKPOINT_MANIFEST}`], write: [] },
+      'Finds the checkpoint an attempt of any team’s job resumes from: lists the job’s checkpoints and reads their manifests, nothing else.',
+    );
     // Whether a budget the job is charged to is blocked: the job then pauses instead of starting its next attempt.
     grantTableReads(props.budgetsTable, this.prepareAttempt);
 
@@ -111,7 +122,12 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
         ...bus,
       },
     );
-    grantTeamFolders(this.attemptOutcome, props.workspace);
+    grantJobObjects(
+      this.attemptOutcome,
+      props.workspace,
+      { read: [anyJob.progress], write: [] },
+      'Reads the progress an ended attempt of any team’s job reported (progress.json), nothing else in the workspace.',
+    );
     // Whether a budget the job is charged to is blocked: the job then pauses instead of starting another attempt.
     grantTableReads(props.budgetsTable, this.attemptOutcome);
     // An attempt whose task failed is looked up in Batch, and stopped if Batch runs it after all.

@@ -636,3 +636,52 @@ describe('events and alerts', () => {
     noSlack.platformTemplate.resourceCountIs('AWS::Events::Connection', 0);
   });
 });
+
+describe('what the control-plane functions may read in the workspace', () => {
+  type Statement = { Action: string | string[]; Resource: unknown; Condition?: unknown };
+  const listed = <T>(v: T | T[]) => (Array.isArray(v) ? v : [v]);
+  const policies = () =>
+    resourcesOf(s.platformTemplate, 'AWS::IAM::Policy').map(
+      ([id, p]) => [id, (p.PolicyDocument as { Statement: Statement[] }).Statement] as const,
+    );
+  const statementsOf = (prefix: string) => {
+    const found = policies().find(([id]) => id.startsWith(prefix));
+    if (!found) throw new Error(`no policy ${prefix}`);
+    return found[1];
+  };
+  /** The object key patterns (after the bucket's ARN) a policy's statements allow GetObject on. */
+  const readable = (statements: readonly Statement[]) =>
+    statements
+      .filter((st) => listed(st.Action).some((a) => a.startsWith('s3:GetObject')))
+      .flatMap((st) => listed(st.Resource))
+      .map((r) => /"(\/[^"]*)"\]\]\}$/.exec(JSON.stringify(r))?.[1] ?? JSON.stringify(r))
+      .sort();
+
+  it.each([
+    { fn: 'Analyze', policy: 'LifecycleStepsAnalyze', keys: ['/teams/*/jobs/*/code.tar.gz'] },
+    {
+      fn: 'PrepareAttempt',
+      policy: 'LifecycleStepsPrepareAttempt',
+      keys: ['/teams/*/jobs/*/checkpoints/*/MANIFEST.json'],
+    },
+    { fn: 'AttemptOutcome', policy: 'LifecycleStepsAttemptOutcome', keys: ['/teams/*/jobs/*/metrics/progress.json'] },
+    {
+      fn: 'budget-watch',
+      policy: 'EventHandlersBudgetWatch',
+      keys: ['/teams/*/jobs/*/metrics/progress.json'],
+    },
+  ])('$fn reads only the objects its code reads', ({ policy, keys }) => {
+    expect(readable(statementsOf(policy))).toEqual(keys);
+  });
+
+  it('lets the lifecycle steps and event handlers list the bucket only under teams/', () => {
+    const listing = policies()
+      .filter(([id]) => id.startsWith('LifecycleSteps') || id.startsWith('EventHandlers'))
+      .flatMap(([, statements]) => statements.filter((st) => listed(st.Action).some((a) => a.startsWith('s3:List'))));
+    expect(listing.length).toBeGreaterThanOrEqual(7);
+    for (const st of listing) {
+      expect(listed(st.Action)).toEqual(['s3:ListBucket']);
+      expect(st.Condition).toEqual({ StringLike: { 's3:prefix': ['teams/*'] } });
+    }
+  });
+});
