@@ -118,7 +118,7 @@ const tierSchema = z.strictObject({
   maxInstances: setting(
     intRange(1, 1000),
     8,
-    'Most jobs of this tier running at once, each on `nodes` instances (gpu) or one task (cpu); bounds the compute environments.',
+    "Most jobs of this tier running at once, each on `nodes` instances (gpu) or one task (cpu); bounds the compute environments (a gpu tier's at this many jobs on its smallest instance type, so fewer run where Batch picks larger ones).",
   ),
   peakTflops: z
     .number()

@@ -139,11 +139,12 @@ function followLaunchTemplate(environment: batch.ManagedEc2EcsComputeEnvironment
 }
 
 /**
- * maxvCpus for `maxInstances` jobs of `nodes` instances each, of the largest of `types`: Batch counts the instance's
- * vCPUs, not the job's.
+ * maxvCpus for `maxInstances` jobs of `nodes` instances each, of the smallest of `types`: Batch counts the instance's
+ * vCPUs, not the job's, and a job takes a whole instance (one per GPU set), so this is the cap under which no mix of
+ * types runs more than `maxInstances` jobs at once. Where Batch picks larger types, fewer run.
  */
 function maxvCpusFor(tier: TierConfig, types: readonly string[]): number {
-  const instanceVcpus = Math.max(tier.vcpus, ...types.map((t) => GPU_INSTANCES[t]?.vcpus ?? 0));
+  const instanceVcpus = Math.max(tier.vcpus, Math.min(...types.map((t) => GPU_INSTANCES[t]?.vcpus ?? tier.vcpus)));
   return Math.ceil(instanceVcpus * tier.nodes * tier.maxInstances);
 }
 

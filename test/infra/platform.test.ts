@@ -6,6 +6,7 @@ import { SPOT_PROBE_MIN_INSTANCE_TYPES } from '../../lambdas/domain/placement';
 import { maxRuntimeSeconds, type TierConfig } from '../../lib/config';
 import { ALERTING_DETAIL_TYPES } from '../../lib/events/alerts';
 import { ECS_AL2023_GPU_AMI_PARAMETER } from '../../lib/fleet/gpu-launch-template';
+import { GPU_INSTANCES } from '../../lib/instance-catalog';
 import { gpuTier, resourcesOf, type Synthesized, synthesize, TWO_TEAM_CONFIG } from './synth';
 
 let s: Synthesized;
@@ -56,12 +57,24 @@ describe('GPU compute environments', () => {
     }
   });
 
-  it('sizes each environment for maxInstances of its largest type (Batch counts instance vCPUs)', () => {
+  it('sizes each environment so that no mix of its types runs more than maxInstances jobs (Batch counts vCPUs)', () => {
     const large = s.config.tiers.find((t) => t.id === 'gpu-large') as TierConfig;
-    // g5.2xlarge, g6.2xlarge (8 vCPU) and g5.4xlarge (16 vCPU), 8 instances: spot 128, on-demand (g5.2xlarge) 64.
+    // g5.2xlarge, g6.2xlarge (8 vCPU) and g5.4xlarge (16 vCPU), 8 instances: 8 × 8 = 64 vCPUs, which holds 8 jobs on
+    // the 8-vCPU types and 4 on g5.4xlarge; 16 × 8 would let 16 jobs run on the smaller ones.
     expect(large.instanceTypes).toEqual(['g5.2xlarge', 'g6.2xlarge', 'g5.4xlarge']);
-    expect(computeResources(ceLogicalId(large, 'Spot')[1]).MaxvCpus).toBe(16 * 8);
+    expect(computeResources(ceLogicalId(large, 'Spot')[1]).MaxvCpus).toBe(8 * 8);
     expect(computeResources(ceLogicalId(large, 'OnDemand')[1]).MaxvCpus).toBe(8 * 8);
+    for (const tier of gpuTiers()) {
+      const kinds = tier.spotAllowed ? (['Spot', 'OnDemand'] as const) : (['OnDemand'] as const);
+      for (const kind of kinds) {
+        const resources = computeResources(ceLogicalId(tier, kind)[1]);
+        for (const type of resources.InstanceTypes as string[]) {
+          const vcpus = GPU_INSTANCES[type]?.vcpus ?? Number.NaN;
+          const jobs = Math.floor((resources.MaxvCpus as number) / vcpus / tier.nodes);
+          expect(jobs, `${tier.id} ${kind} on ${type}`).toBeLessThanOrEqual(tier.maxInstances);
+        }
+      }
+    }
   });
 
   it('gives every seed spot tier enough instance types for the spot placement-score probe, so synth warns of none', () => {
