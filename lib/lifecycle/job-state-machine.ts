@@ -271,8 +271,11 @@ export class JobStateMachine extends Construct {
       alarmDescription:
         'Trainyard lifecycle: a job execution failed, was aborted or timed out before its Finalize completed; the job may still hold its budget reservation and show a live state (runbook: docs/operations.md, "Failed executions")',
       // Failed, aborted (stopped by hand) or timed out: each ends a job's execution before its Finalize completed.
+      // Step Functions publishes each metric only for a period it counted something in, and a sum of series has no
+      // value where any of them has none: unfilled, one failure with no abort or time-out beside it would sum to
+      // nothing, and the alarm (missing data: not breaching) would stay quiet.
       metric: new cloudwatch.MathExpression({
-        expression: 'failed + aborted + timedOut',
+        expression: 'FILL(failed, 0) + FILL(aborted, 0) + FILL(timedOut, 0)',
         label: 'Executions failed, aborted or timed out',
         period: Duration.minutes(5),
         usingMetrics: {
