@@ -52,7 +52,7 @@ export class PlatformEvents extends Construct {
       displayName: 'Trainyard alerts',
       enforceSSL: true,
     });
-    // The topic's policy (TLS only, plus EventBridge's grant) replaces SNS's default one, which let the account's
+    // The topic's policy (TLS only; the alert rule publishes through a role) replaces SNS's default one, which let the account's
     // CloudWatch alarms publish: without this statement no alarm of the platform would reach anyone.
     const stack = Stack.of(this);
     this.alertTopic.addToResourcePolicy(
@@ -95,6 +95,9 @@ export class PlatformEvents extends Construct {
       eventPattern: alertPattern,
       targets: [
         new targets.SnsTopic(this.alertTopic, {
+          // Through a role of this rule's, not a topic policy for the EventBridge service (CDK's default), which any
+          // account's rule naming this topic could use to send alerts of its own to the team leads.
+          authorizeUsingRole: true,
           deadLetterQueue: this.deadLetters,
           message: events.RuleTargetInput.fromText(
             `Trainyard: ${events.EventField.fromPath('$.detail-type')} — ${events.EventField.fromPath('$.detail.summary')}`,
