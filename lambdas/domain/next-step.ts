@@ -89,6 +89,8 @@ export interface NextStep {
   counters: JobCounters;
   /** For finalize. */
   finalState?: 'SUCCEEDED' | 'FAILED' | 'CANCELLED';
+  /** For a FAILED finalize that no attempt's outcome explains: the deadline passed before the next attempt. */
+  failedAs?: 'timed-out';
   /** For run-attempt: resume from the newest complete checkpoint (append the job's resumeArgs). */
   resume: boolean;
   /**
@@ -123,10 +125,13 @@ export function decideNextStep(input: NextStepInput): NextStep {
   const deadline = job.requirements.deadlineSeconds;
   const runAttempt = (capacity: Capacity, delaySeconds: number, reason: string, fellBack = false): NextStep => {
     if (deadline !== undefined && input.nowSeconds + delaySeconds >= deadline) {
-      return finalize(
-        'FAILED',
-        `The deadline (${deadline} s after submission) has passed or would pass before the next attempt starts; ${outcome.reason}`,
-      );
+      return {
+        ...finalize(
+          'FAILED',
+          `The deadline (${deadline} s after submission) has passed or would pass before the next attempt starts; ${outcome.reason}`,
+        ),
+        failedAs: 'timed-out',
+      };
     }
     if (input.blockedScope !== undefined) {
       return {

@@ -51,7 +51,13 @@ import { type AttemptPlan, attemptOutcomeInputSchema, parseStep } from './steps'
 /** AttemptOutcome's output: the Choice after it routes on `next`. */
 export type AttemptOutcomeOutput =
   | { jobId: string; next: 'prepare' | 'wait' | 'pause'; plan: AttemptPlan }
-  | { jobId: string; next: 'finalize'; finalState: 'SUCCEEDED' | 'FAILED' | 'CANCELLED'; reason: string };
+  | {
+      jobId: string;
+      next: 'finalize';
+      finalState: 'SUCCEEDED' | 'FAILED' | 'CANCELLED';
+      reason: string;
+      failedAs?: 'timed-out';
+    };
 
 /** Decision sequence number for the decision taken when attempt `n` ended (submit is 1; periodic moves n×100+50). */
 export function outcomeDecisionSeq(attempt: number): number {
@@ -229,7 +235,13 @@ export function createAttemptOutcomeHandler(
     if (events.length > 0) await plane.events.publish(events);
 
     if (next.action === 'finalize') {
-      return { jobId, next: 'finalize', finalState: next.finalState ?? 'FAILED', reason: next.reason };
+      return {
+        jobId,
+        next: 'finalize',
+        finalState: next.finalState ?? 'FAILED',
+        reason: next.reason,
+        ...(next.failedAs !== undefined && { failedAs: next.failedAs }),
+      };
     }
     const capacity: Capacity = next.capacity ?? attempt.capacity;
     const nextPlan: AttemptPlan = {

@@ -123,6 +123,9 @@ export function createFinalizeHandler(
       await plane.events.publish([jobEvent('Job Cancelled', job, { attempts: attempts.length, costUsd, reason }, at)]);
     } else {
       const last = [...attempts].reverse().find((a) => a.outcome)?.outcome;
+      // The newest attempt's failure when it failed; else why the lifecycle failed the job between attempts (its
+      // deadline passed or its maximum runtime was used up after a reclaim or a budget pause: `failedAs`); else the
+      // platform's own fault.
       const outcome =
         finalState === 'REJECTED'
           ? 'rejected'
@@ -130,7 +133,7 @@ export function createFinalizeHandler(
             ? last.kind
             : last?.kind === 'resume-failed'
               ? 'app-error' // the training command failed each time; the reason says it was right after a restore
-              : 'internal';
+              : (parsed.failedAs ?? 'internal');
       await plane.events.publish([
         jobEvent(
           'Job Failed',

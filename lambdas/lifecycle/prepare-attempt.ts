@@ -16,7 +16,7 @@ import { budgetPeriodOf, TRAINYARD_TAGS } from '../domain/watch';
 import { checkpointToRestore, jobKeysFor, s3Uri } from '../domain/workspace-layout';
 import type { ControlPlane } from '../shared/control-plane';
 import { jobEvent, secondsSince } from './common';
-import { type AttemptPlan, parseStep, prepareInputSchema } from './steps';
+import { type AttemptPlan, type FailedAs, parseStep, prepareInputSchema } from './steps';
 
 /**
  * Seconds the harness gives the training process to checkpoint after a stop signal, by where the tier runs, each
@@ -29,7 +29,7 @@ export const STOP_GRACE_SECONDS = { gpu: 60, cpu: 15 } as const;
 /** PrepareAttempt's output. */
 export type PrepareOutput =
   | { jobId: string; next: 'run'; plan: AttemptPlan; multiNode: boolean; submit: SubmitJobInput }
-  | { jobId: string; next: 'finalize'; finalState?: 'CANCELLED' | 'FAILED'; reason: string }
+  | { jobId: string; next: 'finalize'; finalState?: 'CANCELLED' | 'FAILED'; reason: string; failedAs?: FailedAs }
   | { jobId: string; next: 'pause'; plan: AttemptPlan; scope: string };
 
 /** Creates the PrepareAttempt step. */
@@ -54,6 +54,7 @@ export function createPrepareAttemptHandler(
         jobId,
         next: 'finalize',
         finalState: 'FAILED',
+        failedAs: 'timed-out',
         reason: 'the deadline passed before the next attempt could start',
       };
     }
@@ -68,6 +69,7 @@ export function createPrepareAttemptHandler(
         jobId,
         next: 'finalize',
         finalState: 'FAILED',
+        failedAs: 'timed-out',
         reason: `the job ran its tier's maximum runtime (${maxRuntimeSeconds(tier)} s on ${tier.id}) over ${earlier.length} attempt(s)`,
       };
     }

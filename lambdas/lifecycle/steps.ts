@@ -51,11 +51,19 @@ export const pauseInputSchema = z.looseObject({ jobId, taskToken });
 /** Input of the Backoff step (waitForTaskToken, timing out after the delay). */
 export const backoffInputSchema = z.looseObject({ jobId, taskToken, delaySeconds: z.int().check(z.positive()) });
 
+/**
+ * Why a job ends FAILED when no attempt's outcome says so: `timed-out`, its deadline passed or its tier's maximum
+ * runtime was used up between two attempts (`Job Failed`'s outcome, which the newest attempt's would otherwise give).
+ */
+export const FAILED_AS = ['timed-out'] as const;
+export type FailedAs = (typeof FAILED_AS)[number];
+
 /** Input of Finalize. */
 export const finalizeInputSchema = z.looseObject({
   jobId,
   finalState: z.optional(z.enum(['SUCCEEDED', 'FAILED', 'CANCELLED', 'REJECTED'])),
   reason: z.optional(z.string()),
+  failedAs: z.optional(z.enum(FAILED_AS)),
 });
 
 /** Raised when a step's input does not match its schema (a wiring bug, not user input). */

@@ -390,19 +390,19 @@ const TABLE: Row[] = [
     reasonMentions: ['can no longer absorb a spot restart'],
   },
   {
-    name: 'a reclaim after the deadline has passed fails the job',
+    name: 'a reclaim after the deadline has passed fails the job, as timed out',
     input: input(OUTCOMES.reclaimed, { nowSeconds: 7300 }, { deadlineSeconds: 7200 }),
-    expected: { action: 'finalize', finalState: 'FAILED' },
+    expected: { action: 'finalize', finalState: 'FAILED', failedAs: 'timed-out' },
     reasonMentions: ['deadline'],
   },
   {
-    name: 'an app-error retry whose backoff would end past the deadline fails the job',
+    name: 'an app-error retry whose backoff would end past the deadline fails the job, as timed out',
     input: input(
       OUTCOMES.exit1,
       { nowSeconds: 7000 },
       { deadlineSeconds: 7200, retries: { maxAppRetries: 2, backoffSeconds: 600 } },
     ),
-    expected: { action: 'finalize', finalState: 'FAILED' },
+    expected: { action: 'finalize', finalState: 'FAILED', failedAs: 'timed-out' },
     reasonMentions: ['deadline'],
   },
 ];

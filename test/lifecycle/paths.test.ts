@@ -58,6 +58,15 @@ async function outcome(b: LifecycleBench, jobId: string) {
   };
 }
 
+/** The `outcome` of each `Job Failed` published for a job. */
+function failedOutcomes(b: LifecycleBench, jobId: string): unknown[] {
+  return b.published
+    .filter((e) => e.DetailType === 'Job Failed')
+    .map((e) => JSON.parse(e.Detail) as Record<string, unknown>)
+    .filter((d) => d.jobId === jobId)
+    .map((d) => d.outcome);
+}
+
 /**
  * Micro-dollars of an attempt's metered cost, recomputed here from its recorded times, price and nodes (per second,
  * 60 s minimum), in integers: seconds × micro-dollars an hour × nodes ÷ 3600, rounded half up.
@@ -1006,7 +1015,23 @@ describe('job lifecycle on the synthesized state machine', () => {
     expect(r.job.state).toBe('FAILED');
     expect(r.job.reason).toContain('the deadline passed before the next attempt could start');
     expect(bench.batch.submissions).toHaveLength(0);
+    // It ran out of time: no attempt's outcome says so (it had none), and it is not the platform's fault ('internal').
+    expect(failedOutcomes(bench, jobId)).toEqual(['timed-out']);
     await expectSettled(bench, jobId);
+  });
+
+  it('fails, as timed out, a deadline job whose spot attempt is reclaimed after its deadline passed', async () => {
+    const b = await start();
+    const jobId = await submit(b, [{ result: 'reclaim', seconds: 6 * 3600 + 60, step: 100 }], {
+      requirements: { runtimeSeconds: 1800, deadlineSeconds: 6 * 3600 },
+    });
+    await b.finish(jobId);
+
+    const r = await outcome(b, jobId);
+    expect(r.attempts.map((a) => a.outcome?.kind)).toEqual(['reclaimed']);
+    expect(r.job.state).toBe('FAILED');
+    expect(r.job.reason).toContain('The deadline (21600 s after submission) has passed');
+    expect(failedOutcomes(b, jobId)).toEqual(['timed-out']);
   });
 
   it('pauses, instead of starting another attempt, a job reclaimed while its budget is blocked', async () => {
