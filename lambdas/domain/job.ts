@@ -249,6 +249,12 @@ export const jobRecordSchema = z.strictObject({
    * `Job PausedForBudget` events, so a second pause is never taken for a repeat of the first.
    */
   pauses: z.optional(z.int().check(z.positive())),
+  /**
+   * How many of its pauses the job has been resumed from: PrepareAttempt counts the pause it takes a resumed job on
+   * from. A pause step that finds the job paused for a pause not yet resumed from is that pause's step retried,
+   * whatever became of the token its first try stored.
+   */
+  resumedPauses: z.optional(z.int().check(z.nonnegative())),
   /** Last change to the record. */
   updatedAt: z.optional(isoTimestamp),
 });

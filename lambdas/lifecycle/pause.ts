@@ -41,9 +41,12 @@ export function createPauseHandler(
       if (!(error instanceof UnknownBudgetJob)) throw error;
     }
     await plane.ledger.returnHeld(jobId);
-    // A paused job still holding a token is this pause, its step retried; one without (PrepareAttempt clears the
-    // spent token of a resumed job) or not paused at all starts a new pause.
-    const samePause = job.state === 'PAUSED_BUDGET' && job.pauseToken !== undefined;
+    // A paused job still holding a token, or paused for a pause it has not been resumed from, is this pause, its step
+    // retried: budget-watch may have cleared the token of a first try that failed, which died with that try. One
+    // PrepareAttempt took on after a resume (it counts `resumedPauses` and clears the spent token), or not paused at
+    // all, starts a new pause.
+    const samePause =
+      job.state === 'PAUSED_BUDGET' && (job.pauseToken !== undefined || (job.pauses ?? 0) > (job.resumedPauses ?? 0));
     const pauses = samePause ? (job.pauses ?? 1) : (job.pauses ?? 0) + 1;
     const paused = await plane.jobs.transition(jobId, ['WAITING', 'RUNNING', 'PAUSED_BUDGET'], 'PAUSED_BUDGET', {
       pauseToken: taskToken,

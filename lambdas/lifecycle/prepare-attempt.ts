@@ -10,7 +10,7 @@
 import { maxRuntimeSeconds } from '../../lib/config';
 import { attemptJobName, jobDefinitionName, queueName } from '../domain/batch-names';
 import { jobScopes } from '../domain/budgets';
-import { computeSecondsOf, isTerminal, tierOfJob } from '../domain/job';
+import { computeSecondsOf, isTerminal, type JobRecord, tierOfJob } from '../domain/job';
 import { type ContainerOverrides, type SubmitJobInput, shellJoin } from '../domain/submit-job';
 import { budgetPeriodOf, TRAINYARD_TAGS } from '../domain/watch';
 import { checkpointToRestore, jobKeysFor, s3Uri } from '../domain/workspace-layout';
@@ -83,9 +83,10 @@ export function createPrepareAttemptHandler(
         // Blocked before its first attempt (between the cost gate and now): the job is still ANALYZING, and the pause
         // step takes a WAITING job, as a job that runs would be by now.
         if (job.state === 'ANALYZING') await plane.jobs.transition(jobId, ['ANALYZING', 'WAITING'], 'WAITING');
-        // The token of a pause or backoff the job was resumed from is spent; without it the pause step counts a new
-        // pause (a resume whose budget could not hold the job pauses it again).
-        if (job.pauseToken !== undefined) await plane.jobs.patchJob(jobId, {}, ['pauseToken']);
+        // The token of a pause or backoff the job was resumed from is spent; a pause resumed from is counted, so the
+        // pause step counts a new one (a resume whose budget could not hold the job pauses it again).
+        if (job.state === 'PAUSED_BUDGET') await plane.jobs.patchJob(jobId, resumedFrom(job), ['pauseToken']);
+        else if (job.pauseToken !== undefined) await plane.jobs.patchJob(jobId, {}, ['pauseToken']);
         return { jobId, next: 'pause', plan, scope: blocked };
       }
     }
@@ -101,7 +102,7 @@ export function createPrepareAttemptHandler(
         submittedAt: now.getTime(),
       }));
     if (job.state === 'PAUSED_BUDGET') {
-      await plane.jobs.transition(jobId, ['PAUSED_BUDGET'], 'WAITING', {});
+      await plane.jobs.transition(jobId, ['PAUSED_BUDGET'], 'WAITING', resumedFrom(job));
     } else {
       await plane.jobs.transition(jobId, ['ANALYZING', 'WAITING', 'RUNNING'], 'WAITING');
     }
@@ -170,4 +171,9 @@ export function createPrepareAttemptHandler(
     }
     return { jobId, next: 'run', plan: { ...plan, capacity: attempt.capacity }, multiNode: tier.nodes > 1, submit };
   };
+}
+
+/** A paused job's pause counted as resumed from, as PrepareAttempt takes the job on after the resume. */
+function resumedFrom(job: JobRecord): { resumedPauses: number } {
+  return { resumedPauses: job.pauses ?? 0 };
 }

@@ -182,6 +182,7 @@ export type JobPatch = Partial<
     | 'cancelRequested'
     | 'pauseToken'
     | 'pauses'
+    | 'resumedPauses'
     | 'requirements'
   >
 >;

@@ -1034,6 +1034,59 @@ describe('job lifecycle on the synthesized state machine', () => {
     expect(failedOutcomes(b, jobId)).toEqual(['timed-out']);
   });
 
+  it('counts one pause when budget-watch resumes a pause step’s failed first try before its retry runs', async () => {
+    /** The token of the first try, which died with it: budget-watch's resume finds it gone and clears it. */
+    let firstToken: string | undefined;
+    let b: LifecycleBench | undefined;
+    b = await start({
+      config: { teams: [{ id: 'nlp', principals: [RESEARCHER], monthlyBudgetUsd: 0.3 }] },
+      // The pause step's first try records the pause and then fails (the Lambda timed out after its work).
+      failAfter: { PausedForBudget: [1] },
+      beforeTask: {
+        // Before its retry: the admin raises the budget and budget-watch's next tick runs.
+        PausedForBudget: async (call) => {
+          if (call !== 2 || !b) return;
+          expect((await b.call('PUT', '/budgets/team:nlp', ADMIN, { limitUsd: 20 })).status).toBe(200);
+          firstToken = (await b.plane.jobs.listJobsInStates(['nlp'], ['PAUSED_BUDGET']))[0]?.pauseToken;
+          expect(firstToken).toBeDefined();
+          b.clock.advance(300);
+          await b.runBudgetWatch();
+        },
+      },
+    });
+    const bb = b;
+    const jobId = await submit(b, [{ result: 'hold', step: 500 }, { result: 'succeed' }]);
+    await b.until('the attempt to run', async () => {
+      const attempt = await bb.plane.jobs.getAttempt(jobId, 1);
+      return attempt?.batchJobId !== undefined && bb.batch.isHeld(attempt.batchJobId);
+    });
+    // 1.9 h on spot exhausts the $0.30 budget: budget-watch stops the attempt and the job pauses.
+    b.clock.advance(1.9 * 3600);
+    await b.runBudgetWatch();
+    await b.until('the retried pause to record its own token', async () => {
+      const job = await bb.plane.jobs.requireJob(jobId);
+      return (
+        firstToken !== undefined &&
+        job.state === 'PAUSED_BUDGET' &&
+        job.pauseToken !== undefined &&
+        job.pauseToken !== firstToken
+      );
+    });
+
+    // The retried step is the same pause: one number, one announcement.
+    expect(await b.plane.jobs.requireJob(jobId)).toMatchObject({ pauses: 1 });
+    const pauseIds = b.published
+      .filter((e) => e.DetailType === 'Job PausedForBudget')
+      .map((e) => JSON.parse(e.Detail).eventId as string);
+    expect([...new Set(pauseIds)]).toEqual([`${jobId}/paused-for-budget/1`]);
+    // The next tick resumes it through the token the execution now waits on, and the job finishes.
+    b.clock.advance(300);
+    await b.runBudgetWatch();
+    await b.finish(jobId);
+    const r = await outcome(b, jobId);
+    expect(r.job).toMatchObject({ state: 'SUCCEEDED', pauses: 1, resumedPauses: 1 });
+  });
+
   it('pauses, instead of starting another attempt, a job reclaimed while its budget is blocked', async () => {
     const b = await start({
       config: { teams: [{ id: 'nlp', principals: [RESEARCHER], monthlyBudgetUsd: 1 }] },

@@ -71,16 +71,22 @@ describe('PausedForBudget', () => {
     await pause({ jobId: JOB_ID, taskToken: 'token-1' });
     // The step retried (its first try's token is on the job): the same pause, the same event id.
     await pause({ jobId: JOB_ID, taskToken: 'token-2' });
-    // Resumed (PrepareAttempt clears the spent token), then paused again before the attempt starts.
+    // Retried again after budget-watch cleared the token of a try that died (a resume sent to it found it gone): still
+    // the same pause, not yet resumed from.
     await bench.jobs.patchJob(JOB_ID, {}, ['pauseToken']);
     await pause({ jobId: JOB_ID, taskToken: 'token-3' });
+    // Resumed (PrepareAttempt counts the pause resumed from and clears the spent token), then paused again before the
+    // attempt starts.
+    await bench.jobs.patchJob(JOB_ID, { resumedPauses: 1 }, ['pauseToken']);
+    await pause({ jobId: JOB_ID, taskToken: 'token-4' });
 
     expect(pauseIds()).toEqual([
       [`${JOB_ID}/paused-for-budget/1`, 1],
       [`${JOB_ID}/paused-for-budget/1`, 1],
+      [`${JOB_ID}/paused-for-budget/1`, 1],
       [`${JOB_ID}/paused-for-budget/2`, 2],
     ]);
-    expect(await bench.jobs.requireJob(JOB_ID)).toMatchObject({ pauses: 2, pauseToken: 'token-3' });
+    expect(await bench.jobs.requireJob(JOB_ID)).toMatchObject({ pauses: 2, resumedPauses: 1, pauseToken: 'token-4' });
   });
 
   it('announces the threshold the late charge crosses', async () => {
