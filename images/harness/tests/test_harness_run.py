@@ -454,17 +454,29 @@ def test_refuses_a_bundle_that_writes_outside_the_work_dir(tmp_path):
 
 
 @pytest.mark.parametrize(
-    'entries',
+    ('entries', 'refusal'),
     [
         # `b -> .`, then `a -> b/..` (the work dir's parent once b exists on disk), then a file a/evil.txt.
-        [('b', '.'), ('a', 'b/..'), ('a/evil.txt', None)],
+        ([('b', '.'), ('a', 'b/..'), ('a/evil.txt', None)], 'outside'),
         # `b -> .` and `x -> sub/deep`, then a link x again, which replaces the first: `b/../evil` is outside from
-        # the work dir, where it is made, though not from sub, where the first x leads.
-        [('b', '.'), ('x', 'sub/deep'), ('x', 'b/../evil')],
+        # the work dir, where it is made, though not from sub, where the first x leads. A path named twice is refused
+        # before anything is written.
+        ([('b', '.'), ('x', 'sub/deep'), ('x', 'b/../evil')], "names 'x' twice"),
+        # `p -> a`, `s -> p/../victim` (inside while p leads to a), a directory `s` (its mode and times would be set
+        # last, through s), then `p -> .`: s now leads beside the work dir.
+        ([('a/', 'dir'), ('p', 'a'), ('s', 'p/../victim'), ('s/', 'dir'), ('p', '.')], 'twice'),
+        # `s -> q/sub/../..` (the work dir itself while q does not exist), then `q -> .`: s now leads to the parent.
+        # Nothing is written through s; the walk after unpacking finds the link.
+        ([('s', 'q/sub/../..'), ('q', '.')], "link 's' leads outside"),
     ],
-    ids=['through-a-link-to-itself', 'in-place-of-an-earlier-link'],
+    ids=[
+        'through-a-link-to-itself',
+        'in-place-of-an-earlier-link',
+        'a-directory-through-a-relinked-path',
+        'a-link-through-a-later-one',
+    ],
 )
-def test_refuses_a_bundle_whose_entries_lead_outside_the_work_dir_only_once_unpacked(tmp_path, entries):
+def test_refuses_a_bundle_whose_entries_lead_outside_the_work_dir_only_once_unpacked(tmp_path, entries, refusal):
     # Each entry, checked against an empty work dir, looks inside it.
     from trainyard_harness.bundle import BundleError, fetch_bundle
 
@@ -476,13 +488,16 @@ def test_refuses_a_bundle_whose_entries_lead_outside_the_work_dir_only_once_unpa
             if target is None:
                 entry.size = len(b'escaped')
                 tar.addfile(entry, io.BytesIO(b'escaped'))
+            elif target == 'dir':
+                entry.type, entry.mode, entry.mtime = tarfile.DIRTYPE, 0o777, 0
+                tar.addfile(entry)
             else:
                 entry.type, entry.linkname = tarfile.SYMTYPE, target
                 tar.addfile(entry)
     work = tmp_path / 'parent' / 'work'
     work.parent.mkdir()
 
-    with pytest.raises(BundleError, match='outside'):
+    with pytest.raises(BundleError, match=refusal):
         fetch_bundle(f'file://{bundles}/chain.tar.gz', str(work), None)
 
     assert os.listdir(work.parent) == ['work']

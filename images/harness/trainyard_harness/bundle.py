@@ -34,13 +34,42 @@ def _check_member(member: tarfile.TarInfo, root: str) -> None:
             raise BundleError(f'code bundle link {member.name!r} -> {member.linkname!r} points outside the bundle')
 
 
+def _check_names(members: list[tarfile.TarInfo]) -> None:
+    """Refuses a bundle that names one path twice. A later entry of a name replaces what the earlier one made, so a link
+    checked while it led inside can be turned to lead outside once another link on its way is replaced (`p -> a`,
+    `s -> p/../x`, then `p -> .`). No packer writes a path twice; a bundle that does is refused whole."""
+    seen: set[str] = set()
+    for member in members:
+        name = os.path.normpath(member.name)
+        if name in seen:
+            raise BundleError(f'code bundle names {member.name!r} twice; each path may appear once')
+        seen.add(name)
+
+
 def _checked_as_unpacked(members: list[tarfile.TarInfo], root: str):
     """Each member again, checked just before it is unpacked (extractall unpacks each as it comes). Where an entry
     leads depends on the links unpacked before it, which only the files on disk tell: `b -> .`, then `a -> b/..`
-    (the parent of `root` once `b` exists), then `a/evil.txt` each look inside `root` when checked up front."""
+    (the parent of `root` once `b` exists), then `a/evil.txt` each look inside `root` when checked up front.
+    Directories are made here, not by extractall: it sets a directory's mode and times only once everything is
+    unpacked, through its path as it leads then, which a link unpacked after it could have turned outside `root`. A
+    code bundle's directories need no mode or times of their own."""
     for member in members:
         _check_member(member, root)
+        if member.isdir():
+            os.makedirs(os.path.join(root, member.name), exist_ok=True)
+            continue
         yield member
+
+
+def _check_unpacked(root: str) -> None:
+    """Walks what was unpacked, without following links, and refuses any link that leads outside `root` now."""
+    for folder, directories, files in os.walk(root):
+        for name in directories + files:
+            path = os.path.join(folder, name)
+            if os.path.islink(path):
+                target = os.path.realpath(path)
+                if not (target == root or target.startswith(root + os.sep)):
+                    raise BundleError(f'code bundle link {os.path.relpath(path, root)!r} leads outside the bundle')
 
 
 def fetch_bundle(code_uri: str, work_dir: str, s3_endpoint: str | None) -> str:
@@ -61,16 +90,29 @@ def fetch_bundle(code_uri: str, work_dir: str, s3_endpoint: str | None) -> str:
         os.makedirs(work_dir)
         root = os.path.realpath(work_dir)
         try:
-            with tarfile.open(archive, 'r:gz') as tar:
-                members = tar.getmembers()
-                for member in members:
-                    _check_member(member, root)  # a bundle refused before anything is written, where that tells
-                if hasattr(tarfile, 'fully_trusted_filter'):
-                    # Members are vetted here on every Python alike; say so explicitly so newer ones apply no second
-                    # filter (the 'data' filter is missing from the 3.11 that runs the harness in local mode).
-                    tar.extractall(root, members=_checked_as_unpacked(members, root), filter='fully_trusted')
-                else:
-                    tar.extractall(root, members=_checked_as_unpacked(members, root))
-        except (tarfile.TarError, OSError, EOFError) as error:
-            raise BundleError(f'code bundle {code_uri} is not a readable .tar.gz: {error}') from error
+            _unpack(archive, root, code_uri)
+        except BundleError:
+            # What a refused bundle left is not run, and no link of it stays behind leading outside.
+            shutil.rmtree(root, ignore_errors=True)
+            os.makedirs(root, exist_ok=True)
+            raise
     return work_dir
+
+
+def _unpack(archive: str, root: str, code_uri: str) -> None:
+    """Unpacks `archive` into the empty folder `root`, refusing what would lead outside it (BundleError)."""
+    try:
+        with tarfile.open(archive, 'r:gz') as tar:
+            members = tar.getmembers()
+            _check_names(members)
+            for member in members:
+                _check_member(member, root)  # a bundle refused before anything is written, where that tells
+            if hasattr(tarfile, 'fully_trusted_filter'):
+                # Members are vetted here on every Python alike; say so explicitly so newer ones apply no second
+                # filter (the 'data' filter is missing from the 3.11 that runs the harness in local mode).
+                tar.extractall(root, members=_checked_as_unpacked(members, root), filter='fully_trusted')
+            else:
+                tar.extractall(root, members=_checked_as_unpacked(members, root))
+        _check_unpacked(root)
+    except (tarfile.TarError, OSError, EOFError) as error:
+        raise BundleError(f'code bundle {code_uri} is not a readable .tar.gz: {error}') from error
