@@ -129,6 +129,23 @@ def test_non_finite_losses_are_written_as_null(tmp_path):
     assert json.loads(storage.get_bytes('metrics.jsonl'))['loss'] is None
 
 
+def test_non_finite_values_nested_in_a_metrics_file_line_are_written_as_null(tmp_path):
+    # Python's json.dumps writes a NaN loss as the bare token NaN, which no JSON reader of the control plane takes.
+    storage, rec = recorder(tmp_path)
+    path = tmp_path / 'user-metrics.jsonl'
+    tail = MetricsFileTail(str(path), rec, Logger(io.StringIO()))
+    nested = {'step': 5, 'losses': {'train': float('nan'), 'val': [1.5, float('inf')]}, 'loss': float('-inf')}
+    path.write_text(json.dumps(nested) + '\n')
+    tail.poll()
+    rec.upload()
+
+    def refuse(token):
+        raise ValueError(f'not JSON: {token}')
+
+    sample = json.loads(storage.get_bytes('metrics.jsonl'), parse_constant=refuse)
+    assert (sample['step'], sample['losses'], sample['loss']) == (5, {'train': None, 'val': [1.5, None]}, None)
+
+
 def test_metrics_file_lines_are_recorded_once_and_partial_lines_wait(tmp_path):
     storage, rec = recorder(tmp_path)
     path = tmp_path / 'user-metrics.jsonl'

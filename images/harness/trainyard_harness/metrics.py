@@ -87,8 +87,14 @@ def parse_line(line: str, patterns: Iterable[re.Pattern[str]]) -> dict[str, Any]
 
 
 def _json_safe(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
+    """`value` with every non-finite float in it, however deeply nested, as None: JSON has no NaN or Infinity, and
+    a line holding one (which Python's json.dumps writes by default) is no JSON to the control plane's readers."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(item) for item in value]
     return value
 
 
@@ -256,7 +262,7 @@ class MetricsRecorder:
             own = {f'user_{k}' if k in HARNESS_SAMPLE_KEYS else k: v for k, v in fields.items()}
             now = _now()
             sample = {'time': _iso(now), 'attempt': self.attempt, **self.gpu, **own}
-            self._append(json.dumps({k: _json_safe(v) for k, v in sample.items()}), self.attempt, _epoch_ms(now))
+            self._append(json.dumps(_json_safe(sample), allow_nan=False), self.attempt, _epoch_ms(now))
             step = fields.get('step')
             if isinstance(step, int):
                 self.step = step
