@@ -172,3 +172,48 @@ def test_after_an_http_answer_an_unreachable_imds_is_transient_and_the_notice_st
 
     assert notices == [notice] and not poller.not_on_ec2
     assert [r['event'] for r in records] == ['imds_poll_error', 'spot_notice']
+
+
+def test_an_imds_that_answered_the_token_request_is_there_though_its_first_gets_time_out():
+    # The PUT is answered, then the GETs of the first polls outlast the client's timeout (a busy instance): IMDS has
+    # answered, so this is EC2, and polling goes on until the notice.
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    gets = {'count': 0}
+    slow = UNANSWERED_POLLS_BEFORE_GIVING_UP + 1
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *_args) -> None:
+            return
+
+        def _reply(self, status: int, body: bytes = b'') -> None:
+            try:
+                self.send_response(status)
+                self.send_header('Content-Length', str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            except OSError:
+                pass  # the client gave up waiting
+
+        def do_PUT(self) -> None:
+            self._reply(200, b'token')
+
+        def do_GET(self) -> None:
+            gets['count'] += 1
+            if gets['count'] <= slow:
+                threading.Event().wait(0.5)  # past the client's 0.1 s
+                self._reply(404)
+                return
+            self._reply(200, json.dumps({'action': 'terminate', 'time': '2026-11-30T01:00:00Z'}).encode())
+
+    server = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = ImdsClient(f'http://127.0.0.1:{server.server_address[1]}', timeout=0.1)
+        notices, poller, records = poll_until_notice(client)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    assert notices == [InstanceAction('terminate', '2026-11-30T01:00:00Z')] and not poller.not_on_ec2
+    assert 'imds_unavailable' not in [r['event'] for r in records]

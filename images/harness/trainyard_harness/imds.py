@@ -46,6 +46,9 @@ class ImdsClient:
         self.endpoint = endpoint.rstrip('/')
         self.timeout = timeout
         self._token: str | None = None
+        # Whether IMDS has ever answered a request of this client with an HTTP status (the token's PUT included): it
+        # is there, so this is EC2, whatever later requests do.
+        self.answered = False
 
     def _request(self, method: str, path: str, headers: dict[str, str]) -> tuple[int, bytes]:
         request = urllib.request.Request(self.endpoint + path, method=method, headers=headers)
@@ -53,8 +56,10 @@ class ImdsClient:
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         try:
             with opener.open(request, timeout=self.timeout) as response:
+                self.answered = True
                 return response.status, response.read()
         except urllib.error.HTTPError as error:
+            self.answered = True
             return error.code, error.read()
         except (urllib.error.URLError, socket.timeout, ConnectionError, http.client.HTTPException) as error:
             reason = getattr(error, 'reason', error)
@@ -133,6 +138,8 @@ class InterruptionPoller:
                 answered = True
             except NotOnEc2 as error:
                 unanswered += 1
+                # A poll whose token request was answered before its GET timed out proves IMDS is there too.
+                answered = answered or getattr(self.client, 'answered', False)
                 if not answered and unanswered >= UNANSWERED_POLLS_BEFORE_GIVING_UP:
                     self.not_on_ec2 = True
                     self.log.info('imds_unavailable', detail=str(error), polls=unanswered, polling='stopped')
