@@ -1067,3 +1067,31 @@ def test_a_failure_reading_the_metrics_file_never_keeps_the_final_sync_from_runn
     assert failed['error'].startswith('RecursionError')
     assert [r['uploaded'] for r in records if r['event'] == 'final_sync'] == [True]
     assert stored_checkpoints(tmp_path).complete_indices() == [1]
+
+
+def test_a_harness_log_line_never_shares_a_line_with_the_commands_unfinished_stderr(tmp_path):
+    # A progress bar (tqdm writes to stderr) redraws after a '\r' and ends its line only when done: the harness's next
+    # event starts a line of its own, so that readers taking the log line by line still see it.
+    script = tmp_path / 'bar.py'
+    script.write_text(
+        textwrap.dedent(
+            """
+            import signal, sys, time
+            signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+            print('ready', flush=True)
+            sys.stderr.write('\\r  5%|#         | 5/100')
+            sys.stderr.flush()
+            while True:
+                time.sleep(0.1)
+            """
+        )
+    )
+    run = run_harness([PYTHON, str(script)], base_env(tmp_path, closed_port_endpoint()))
+    run.wait_for_stdout('^ready$')
+    threading.Event().wait(0.5)  # the bar reaches the harness's stderr before the stop
+    run.signal(signal.SIGTERM)
+
+    assert run.finish() == 75, run.output()
+    harness_lines = [line for line in run.stderr if '"source": "trainyard-harness"' in line]
+    assert harness_lines and all(line.startswith('{') for line in harness_lines), run.output()
+    assert any(line.endswith('5/100') for line in run.stderr), run.output()

@@ -36,6 +36,9 @@ class Logger:
         self.stream = stream
         self.context = context
         self._lock = threading.RLock()  # re-entrant: signal handlers may log while the main thread is logging
+        # Whether the command's output passed through to this logger's stream left it mid-line (a progress bar that
+        # redraws after a '\r' ends its line only when done): the next log line then starts a line of its own.
+        self._mid_line = False
 
     def bind(self, **context: Any) -> None:
         """Adds persistent keys (job id, attempt) to every later line."""
@@ -52,7 +55,15 @@ class Logger:
         }
         line = json.dumps(record, default=str)
         with self._lock:
-            write_or_drop(self.stream or sys.stderr, line + '\n')
+            write_or_drop(self.stream or sys.stderr, ('\n' if self._mid_line else '') + line + '\n')
+            self._mid_line = False
+
+    def pass_through(self, sink: IO[bytes], chunk: bytes) -> None:
+        """Writes a chunk of the command's output to `sink`, the binary side of this logger's stream, and remembers
+        whether it ended mid-line, so that no log line is glued to the end of the command's unfinished one."""
+        with self._lock:
+            write_or_drop(sink, chunk)
+            self._mid_line = not chunk.endswith(b'\n')
 
     def info(self, event: str, **fields: Any) -> None:
         """Logs a normal event."""

@@ -111,17 +111,23 @@ class Harness:
         self.spot_notice_seen = True
         self.request_stop(f'spot-notice:{notice.action}')
 
-    def _pump(self, source: io.BufferedReader, sink: IO[bytes], recorder: MetricsRecorder) -> None:
+    def _pump(
+        self, source: io.BufferedReader, sink: IO[bytes], recorder: MetricsRecorder, shares_log: bool = False
+    ) -> None:
         """Passes the command's output through as it comes and hands each line to the parser.
 
         Read as it arrives, not by lines: a progress bar (tqdm) redraws itself after a '\r' and ends its line only
         when done, so its output, and the steps in it, would show only then. A '\r' ends a line for the parser too,
         and of a line that never ends only its start is kept (MAX_PARSED_LINE_CHARS). Drained to the end even when
-        nobody reads the sink any more: a command whose output pipe fills up blocks.
+        nobody reads the sink any more: a command whose output pipe fills up blocks. Where the sink is the harness's own
+        log stream (stderr), the logger writes it, so that a log line never lands in the middle of one of the command's.
         """
         partial = b''
         while chunk := source.read1(_PUMP_CHUNK_BYTES):
-            write_or_drop(sink, chunk)
+            if shares_log:
+                self.log.pass_through(sink, chunk)
+            else:
+                write_or_drop(sink, chunk)
             *lines, partial = _LINE_END.split(partial + chunk)
             for line in lines:
                 if line:
@@ -299,7 +305,7 @@ class Harness:
         assert child.stdout is not None and child.stderr is not None
         pumps = [
             threading.Thread(target=self._pump, args=(child.stdout, sys.stdout.buffer, recorder), daemon=True),
-            threading.Thread(target=self._pump, args=(child.stderr, sys.stderr.buffer, recorder), daemon=True),
+            threading.Thread(target=self._pump, args=(child.stderr, sys.stderr.buffer, recorder, True), daemon=True),
         ]
         for pump in pumps:
             pump.start()
