@@ -115,8 +115,30 @@ def test_argv_command_wins_over_trainyard_command():
     [
         ({'TRAINYARD_JOB_ID': None}, None, 'TRAINYARD_JOB_ID is required and was not set'),
         ({'TRAINYARD_ATTEMPT': None}, None, 'TRAINYARD_ATTEMPT is required and was not set'),
-        ({'TRAINYARD_ATTEMPT': '0'}, None, "TRAINYARD_ATTEMPT must be an integer >= 1, got '0'"),
-        ({'TRAINYARD_ATTEMPT': 'two'}, None, "TRAINYARD_ATTEMPT must be an integer >= 1, got 'two'"),
+        ({'TRAINYARD_ATTEMPT': '0'}, None, "TRAINYARD_ATTEMPT must be an integer from 1 to 999999999, got '0'"),
+        ({'TRAINYARD_ATTEMPT': 'two'}, None, "TRAINYARD_ATTEMPT must be an integer from 1 to 999999999, got 'two'"),
+        # More digits than int() takes (4,300): a problem reported, not a ValueError out of load_settings.
+        (
+            {'TRAINYARD_ATTEMPT': '1' * 5000},
+            None,
+            f"TRAINYARD_ATTEMPT must be an integer from 1 to 999999999, got '{'1' * 40}'",
+        ),
+        (
+            {'AWS_BATCH_JOB_NODE_INDEX': '0' * 5000, 'AWS_BATCH_JOB_MAIN_NODE_INDEX': '0'},
+            None,
+            f"AWS_BATCH_JOB_NODE_INDEX must be a node index (an integer from 0 to 999999999), got '{'0' * 40}'",
+        ),
+        # No process can be given an argument with a NUL in it; the JSON forms can carry one.
+        (
+            {'TRAINYARD_COMMAND': '["python3\\u0000", "-c", "1"]'},
+            (),
+            'the user command has an argument with a NUL character, which no process can be given',
+        ),
+        (
+            {'TRAINYARD_RESUME_ARGS': "'--init_from=resume\x00'"},
+            None,
+            'TRAINYARD_RESUME_ARGS has an argument with a NUL character, which no process can be given',
+        ),
         ({'TRAINYARD_CHECKPOINT_URI': None}, None, 'TRAINYARD_CHECKPOINT_URI is required and was not set'),
         (
             {'TRAINYARD_CHECKPOINT_URI': 'gs://bucket/x'},
@@ -214,7 +236,7 @@ def test_argv_command_wins_over_trainyard_command():
         (
             {'AWS_BATCH_JOB_NODE_INDEX': 'one', 'AWS_BATCH_JOB_MAIN_NODE_INDEX': '0'},
             None,
-            "AWS_BATCH_JOB_NODE_INDEX must be a node index (an integer >= 0), got 'one'",
+            "AWS_BATCH_JOB_NODE_INDEX must be a node index (an integer from 0 to 999999999), got 'one'",
         ),
         (
             {'AWS_BATCH_JOB_NODE_INDEX': '1'},
@@ -293,7 +315,7 @@ def test_reports_every_problem_at_once():
         load_settings({'TRAINYARD_ATTEMPT': '-3', 'TRAINYARD_KEEP_CHECKPOINTS': 'x'}, ['python'])
     assert caught.value.problems == [
         'TRAINYARD_JOB_ID is required and was not set',
-        "TRAINYARD_ATTEMPT must be an integer >= 1, got '-3'",
+        "TRAINYARD_ATTEMPT must be an integer from 1 to 999999999, got '-3'",
         'TRAINYARD_CHECKPOINT_URI is required and was not set',
         "TRAINYARD_KEEP_CHECKPOINTS must be an integer >= 1, got 'x'",
     ]
@@ -319,4 +341,4 @@ def test_bad_configuration_exits_78_naming_the_variable():
     )
     assert result.returncode == 78
     assert 'TRAINYARD_JOB_ID is required and was not set' in result.stderr
-    assert "TRAINYARD_ATTEMPT must be an integer >= 1, got 'x'" in result.stderr
+    assert "TRAINYARD_ATTEMPT must be an integer from 1 to 999999999, got 'x'" in result.stderr

@@ -157,8 +157,9 @@ def load_settings(env: Mapping[str, str], argv_command: Sequence[str]) -> Settin
     attempt_raw = text('TRAINYARD_ATTEMPT', required=True)
     attempt = 1
     if attempt_raw is not None:
-        if not re.fullmatch(r'[0-9]+', attempt_raw) or int(attempt_raw) < 1:
-            problems.append(f'TRAINYARD_ATTEMPT must be an integer >= 1, got {attempt_raw!r}')
+        # At most 9 digits: int() refuses a string of over 4,300, and no job makes a billion attempts.
+        if not re.fullmatch(r'[0-9]{1,9}', attempt_raw) or int(attempt_raw) < 1:
+            problems.append(f'TRAINYARD_ATTEMPT must be an integer from 1 to 999999999, got {attempt_raw[:40]!r}')
         else:
             attempt = int(attempt_raw)
 
@@ -281,12 +282,16 @@ def load_settings(env: Mapping[str, str], argv_command: Sequence[str]) -> Settin
                 )
             else:
                 command = decoded_command
+    # No process can be started with a NUL in an argument (the OS takes C strings): the JSON forms can carry one.
+    for name, words in (('the user command', command), ('TRAINYARD_RESUME_ARGS', resume_args)):
+        if any('\0' in word for word in words):
+            problems.append(f'{name} has an argument with a NUL character, which no process can be given')
 
     node_indexes: list[int | None] = []
     for name in ('AWS_BATCH_JOB_NODE_INDEX', 'AWS_BATCH_JOB_MAIN_NODE_INDEX'):
         raw = text(name)
-        if raw is not None and not re.fullmatch(r'[0-9]+', raw):
-            problems.append(f'{name} must be a node index (an integer >= 0), got {raw!r}')
+        if raw is not None and not re.fullmatch(r'[0-9]{1,9}', raw):
+            problems.append(f'{name} must be a node index (an integer from 0 to 999999999), got {raw[:40]!r}')
             raw = None
         node_indexes.append(None if raw is None else int(raw))
     node_index, main_node_index = node_indexes
