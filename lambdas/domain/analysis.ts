@@ -230,10 +230,11 @@ export function analyzeWorkload(
     hyper.max_iters = { value: req.totalSteps, source: 'requirements.totalSteps' };
     nonLiteral.delete('max_iters');
   }
-  refuseNonPositiveSizes(hyper);
   // Assumptions made for missing hyper-parameters, by key; reported together with why the key was missing.
   const assumed = new Map<string, string>();
   const run = readRun(hyper, nonLiteral, unknowns, assumed);
+  // After readRun: an evaluation-only run drops the max_iters it never runs (`--max_iters=0` included).
+  refuseNonPositiveSizes(hyper);
   // A file the code includes but the bundle lacks may set any size: the shape read without it is a guess.
   if (incomplete) run.shapeConfidence = 'low';
   const framework = detectFramework(files, entryScript);
@@ -405,6 +406,13 @@ function readCommand(given: readonly string[], files: Map<string, string>, unkno
 /** How deep included files may nest (a config including a base that includes another…) before the rest is unread. */
 const MAX_INCLUDE_DEPTH = 8;
 
+/**
+ * How many times in all included files may be read, a file included again read again (Python runs it again). Files
+ * that each include the next several times multiply the reads with every level: a few kilobytes of bundle would take
+ * the analysis minutes. Real projects include a handful of files a handful of times.
+ */
+const MAX_INCLUDE_READS = 500;
+
 interface HyperparameterReading {
   hyper: Hyper;
   nonLiteral: Map<string, string>;
@@ -460,14 +468,16 @@ function readHyperparameters(
   };
   // sys.path[0] is the entry script's directory: where `from config.base import *` looks.
   const entryDir = entryScript?.includes('/') ? entryScript.slice(0, entryScript.lastIndexOf('/') + 1) : '';
+  // Each file's statements, parsed once however often it is included.
+  const parsed = new Map<string, ReturnType<typeof statementsOf>>();
+  let includeReads = 0;
+  let incompleteByReads = false;
   const readFile = (path: string, including: readonly string[]) => {
     const text = files.get(path);
     if (text === undefined) return;
     if (!filesRead.includes(path)) filesRead.push(path);
-    const statements = [
-      ...topLevelAssignments(text).map((assignment) => ({ line: assignment.line, assignment })),
-      ...topLevelIncludes(text).map((include) => ({ line: include.line, include })),
-    ].sort((a, b) => a.line - b.line);
+    const statements = parsed.get(path) ?? statementsOf(text);
+    parsed.set(path, statements);
     for (const statement of statements) {
       if ('assignment' in statement) {
         const a = statement.assignment;
@@ -490,7 +500,16 @@ function readHyperparameters(
           `${target} (${where}) is nested more than ${MAX_INCLUDE_DEPTH} includes deep: not read, so the settings it makes are unknown`,
         );
         incomplete = true;
+      } else if (includeReads >= MAX_INCLUDE_READS) {
+        if (!incompleteByReads) {
+          unknowns.push(
+            `the bundle's files include others more than ${MAX_INCLUDE_READS} times in all; from ${where} on, included files are not read, so the settings they make are unknown`,
+          );
+        }
+        incompleteByReads = true;
+        incomplete = true;
       } else {
+        includeReads += 1;
         readFile(target, [...including, path]);
       }
     }
@@ -511,6 +530,14 @@ function readHyperparameters(
     set(key, expression ? undefined : value, expression ? undefined : type, arg, arg);
   }
   return { hyper, nonLiteral, filesRead, incomplete, ...(dataset && { dataset }) };
+}
+
+/** A file's top-level assignments and includes, in the order they run. */
+function statementsOf(text: string) {
+  return [
+    ...topLevelAssignments(text).map((assignment) => ({ line: assignment.line, assignment })),
+    ...topLevelIncludes(text).map((include) => ({ line: include.line, include })),
+  ].sort((a, b) => a.line - b.line);
 }
 
 /**

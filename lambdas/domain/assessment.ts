@@ -4,7 +4,14 @@
  * the two steps. The API (estimate, submit) and the lifecycle's Analyze step both call these.
  */
 import { maxRuntimeSeconds, type TierConfig, type TrainyardConfig } from '../../lib/config';
-import { analyzeWorkload, type CodeBundle, type Figure, type JobRequirements, type WorkloadAnalysis } from './analysis';
+import {
+  analyzeWorkload,
+  type CodeBundle,
+  type Figure,
+  InvalidRequirement,
+  type JobRequirements,
+  type WorkloadAnalysis,
+} from './analysis';
 import { formatDuration } from './analysis/format';
 import { type CostEstimate, estimateCost } from './estimator';
 import type { JobRecord } from './job';
@@ -24,6 +31,13 @@ export interface Assessment {
   readonly runtime: Figure<number>;
 }
 
+/**
+ * The longest runtime an analysis may estimate before the job is refused as misread (a year). A tier the user names
+ * keeps a job that outlasts its maximum runtime (the job stops there); a year or more is a mistake in max_iters or
+ * the model's sizes, and a figure far beyond it is one no record could keep.
+ */
+export const MAX_ESTIMATED_RUNTIME_SECONDS = 365 * 86_400;
+
 /** Analyses a bundle and settles the tier (throws the analysis's named errors when nothing fits). */
 export function assessWorkload(
   bundle: CodeBundle,
@@ -42,6 +56,11 @@ export function assessWorkload(
     };
   }
   const estimated = analysis.perTier.find((t) => t.tier === tier.id)?.runtimeSeconds;
+  if (estimated !== undefined && !(estimated.value <= MAX_ESTIMATED_RUNTIME_SECONDS)) {
+    throw new InvalidRequirement(
+      `the workload as read would run ${Number.isFinite(estimated.value) ? `about ${formatDuration(estimated.value)}` : 'for ever'} on ${tier.id} (${estimated.basis}), over a year, where no tier runs a job longer than 14 days: check max_iters and the model's sizes, or give runtimeSeconds`,
+    );
+  }
   const maxSeconds = maxComputeSecondsOf(tier, req);
   const runtime = estimated ?? {
     value: maxSeconds,

@@ -364,6 +364,17 @@ export function parseJobRecord(value: unknown): JobRecord {
   return parseWith(jobRecordSchema, 'job record', value);
 }
 
+const jobChangeSchema = z.partial(jobRecordSchema);
+
+/**
+ * Validates fields about to be written to a job record, before the write; throws {@link InvalidJobRecord}. A field
+ * the record's schema refuses, once written, would make the record unreadable: every read of the job, and every
+ * listing of its team's jobs, would fail.
+ */
+export function parseJobChange(value: Record<string, unknown>): void {
+  parseWith(jobChangeSchema, 'change to a job record', value);
+}
+
 /** Validates an attempt record; throws {@link InvalidJobRecord}. */
 export function parseAttemptRecord(value: unknown): AttemptRecord {
   return parseWith(attemptRecordSchema, 'attempt record', value);

@@ -64,8 +64,9 @@ export function createAnalyzeHandler(
       await plane.jobs.patchJob(jobId, {
         tier: priced.tier.id,
         estimate: estimateSummary(priced),
+        // A whole number of steps: a config file may compute max_iters (`5000 / 3`), which the loop compares as is.
         ...(typeof maxIters === 'number' && maxIters > 0 && !job.progress
-          ? { progress: { totalSteps: maxIters, fraction: 0, updatedAt: plane.clock().toISOString() } }
+          ? { progress: { totalSteps: Math.ceil(maxIters), fraction: 0, updatedAt: plane.clock().toISOString() } }
           : {}),
       });
       return { jobId, next: 'cost-gate', reservationUsd: priced.estimate.reservationUsd };

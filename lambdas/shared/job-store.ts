@@ -16,6 +16,7 @@ import {
   type OrphanRun,
   parseAttemptRecord,
   parseDecisionRecord,
+  parseJobChange,
   parseJobRecord,
   parseOrphanRun,
 } from '../domain/job';
@@ -255,6 +256,7 @@ export class JobStore {
   async transition(jobId: string, from: readonly JobState[], to: JobState, patch: JobPatch = {}): Promise<JobRecord> {
     for (const state of from) if (state !== to) assertTransition(state, to);
     const fields: Record<string, unknown> = { ...patch, state: to, updatedAt: this.now().toISOString() };
+    parseJobChange(fields);
     const names: Record<string, string> = {};
     const values: Record<string, unknown> = {};
     const sets = Object.entries(fields)
@@ -292,9 +294,9 @@ export class JobStore {
   async patchJob(jobId: string, patch: JobPatch, remove: ReadonlyArray<keyof JobPatch> = []): Promise<JobRecord> {
     const names: Record<string, string> = {};
     const values: Record<string, unknown> = {};
-    const entries = Object.entries({ ...patch, updatedAt: this.now().toISOString() }).filter(
-      ([, v]) => v !== undefined,
-    );
+    const change: Record<string, unknown> = { ...patch, updatedAt: this.now().toISOString() };
+    parseJobChange(change);
+    const entries = Object.entries(change).filter(([, v]) => v !== undefined);
     const sets = entries.map(([k, v], i) => {
       names[`#s${i}`] = k;
       values[`:s${i}`] = v;

@@ -504,6 +504,15 @@ describe('eval_only: one evaluation, not max_iters of training', () => {
     expect(a.flops?.basis).toContain('max_iters=600000 (train.py:35) is not run');
   });
 
+  it('analyses an evaluation run with --max_iters=0, which it never runs, instead of refusing it for no steps', () => {
+    const a = analysed({
+      files: { ...nanogpt, 'config/eval.py': evalConfig('gpt2') },
+      command: [...command, '--max_iters=0'],
+    });
+    expect(a.hyperparameters.max_iters).toBeUndefined();
+    expect(a.flops?.value).toBeGreaterThan(0);
+  });
+
   it('estimates an evaluation whose eval_iters is not literal as unknown, and says which value is missing', () => {
     const files = { ...nanogpt, 'config/eval.py': 'eval_only = True\neval_iters = int(os.environ["N"])\n' };
     const a = analyzeWorkload({ files, command }, tiers);
@@ -588,6 +597,21 @@ describe('files that include others: read in place, as Python runs them', () => 
     // 2000 iterations × 64 sequences × 256 tokens.
     expect(a.totalTokens?.value).toBe(32_768_000);
     expect(a.unknowns.filter((u) => u.includes('bundle'))).toEqual([]);
+  });
+
+  it('reads included files at most 500 times in all, and says from where it stopped', () => {
+    // Nine files, each including the next six times: 6^8 ≈ 1.7 million reads if each were followed.
+    const files: Record<string, string> = { ...nanogpt, 'config/c0.py': "exec(open('config/c1.py').read())\n" };
+    for (let i = 1; i < 8; i++) files[`config/c${i}.py`] = `exec(open('config/c${i + 1}.py').read())\n`.repeat(6);
+    files['config/c8.py'] = 'n_embd = 256\n';
+    const a = analyzeWorkload({ files, command: ['python', 'train.py', 'config/c0.py', '--max_iters=2000'] }, tiers);
+    // Read down to c8 before the reads ran out: its setting stands, and the stop is reported once.
+    expect(a.hyperparameters.n_embd).toEqual({ value: 256, source: 'config/c8.py:1' });
+    const stops = a.unknowns.filter((u) => u.includes('more than 500 times'));
+    expect(stops).toHaveLength(1);
+    expect(stops[0]).toMatch(
+      /^the bundle's files include others more than 500 times in all; from exec\(open\('config\/c\d\.py'\)\.read\(\)\) at config\/c\d\.py:\d on, included files are not read, so the settings they make are unknown$/,
+    );
   });
 
   it('applies an include at its line: what the includer set before it is replaced, what it sets after wins', () => {
@@ -1332,6 +1356,38 @@ describe('python literal reading', () => {
       ['n_layer', 2, 6],
       ['ok', 5, undefined],
     ]);
+  });
+
+  it('reads an augmented assignment as a value that is not a literal, and nothing inside a triple-quoted string', () => {
+    const source = [
+      'max_iters = 5000',
+      'max_iters *= 2',
+      'NOTES = """for the record:',
+      'max_iters = 10',
+      "exec(open('config/other.py').read())",
+      '"""',
+      "doc = '''one line'''",
+      'n_layer = 4',
+      `note = 1${' '.repeat(100_000)}x   `,
+    ].join('\n');
+    expect(topLevelAssignments(source).map((a) => [a.name, a.line, a.value, a.text])).toEqual([
+      ['max_iters', 1, 5000, '5000'],
+      ['max_iters', 2, undefined, 'max_iters *= 2'],
+      ['NOTES', 3, undefined, '"""for the record:'],
+      ['doc', 7, 'one line', "'''one line'''"],
+      ['n_layer', 8, 4, '4'],
+      ['note', 9, undefined, `1${' '.repeat(100_000)}x`],
+    ]);
+    expect(topLevelIncludes(source)).toEqual([]);
+    // In a workload: max_iters is reported, not kept at the 5000 it held before it was doubled.
+    const files = { ...nanogpt, 'config/double.py': 'max_iters = 5000\nmax_iters *= 2\n' };
+    const a = analyzeWorkload({ files, command: ['python', 'train.py', 'config/double.py'] }, tiers, {
+      runtimeSeconds: 600,
+    });
+    expect(a.hyperparameters.max_iters).toBeUndefined();
+    expect(
+      a.unknowns.some((u) => u.startsWith('max_iters at config/double.py:2 is not a literal (max_iters *= 2)')),
+    ).toBe(true);
   });
 
   it.each([

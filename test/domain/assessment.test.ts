@@ -34,3 +34,34 @@ describe('assessWorkload and priceAssessment', () => {
     expect(priceAssessment(assessed, undefined, req).estimate.reservationUsd).toBe(1.06);
   });
 });
+
+describe('a workload read as running for more than a year', () => {
+  it.each([
+    {
+      what: 'max_iters = 10**200',
+      config: 'max_iters = 10**200\n',
+      runs: /would run about \S+ d on gpu-small/,
+    },
+    { what: 'n_embd = 1e200', config: 'n_embd = 10**200\nmax_iters = 2000\n', runs: /would run for ever on gpu-small/ },
+  ])('is refused naming what to check ($what), even on a tier the user names', ({ config, runs }) => {
+    const bundle = {
+      files: { ...nanogpt, 'config/odd.py': config },
+      command: ['python', 'train.py', 'config/train_small.py', 'config/odd.py'],
+    };
+    const refusal = (() => {
+      try {
+        assessWorkload(bundle, tiers, { tier: 'gpu-small' });
+      } catch (error) {
+        return error as Error;
+      }
+      throw new Error('expected a refusal');
+    })();
+    expect(refusal.name).toBe('InvalidRequirement');
+    expect(refusal.message).toMatch(runs);
+    expect(refusal.message).toContain(
+      "over a year, where no tier runs a job longer than 14 days: check max_iters and the model's sizes, or give runtimeSeconds",
+    );
+    // A runtime the user gives is taken as it is.
+    expect(assessWorkload(bundle, tiers, { tier: 'gpu-small', runtimeSeconds: 3600 }).runtime.value).toBe(3600);
+  });
+});

@@ -401,3 +401,21 @@ describe('listJobsByTeam with live states crowded by another team', () => {
     },
   );
 });
+
+describe('a change the job record refuses', () => {
+  it('is refused before it is written, so the record stays readable', async () => {
+    const { store } = stores.indexed;
+    await store.createJob(jobRecord({ jobId: 'change-001', team: 'change', state: 'RUNNING' }));
+    const before = await store.requireJob('change-001');
+
+    // A step count that is not a whole number: written, it would make every read of the job fail.
+    const progress = { totalSteps: 1666.5, fraction: 0, updatedAt: '2026-11-20T09:00:00.000Z' };
+    await expect(store.patchJob('change-001', { progress })).rejects.toThrow(
+      /^invalid change to a job record: progress\.totalSteps/,
+    );
+    await expect(store.transition('change-001', ['RUNNING'], 'WAITING', { progress })).rejects.toThrow(
+      InvalidJobRecord,
+    );
+    expect(await store.requireJob('change-001')).toEqual(before);
+  });
+});

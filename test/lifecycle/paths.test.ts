@@ -6,9 +6,11 @@ import { FLEET_SPOT_MODEL } from '../../lambdas/domain/spot-fleet-model';
 import type { TierSpotRecord } from '../../lambdas/domain/tier-spot';
 import { budgetPeriodOf } from '../../lambdas/domain/watch';
 import { createExecutionEndedHandler } from '../../lambdas/execution-ended/execution-ended';
+import { packTarGz } from '../../lambdas/shared/tarball';
 import { FINALIZE_RETRY, STEP_RETRY } from '../../lib/lifecycle/job-state-machine';
 import { executionStatusChangeEvent } from '../../lib/local/local-mode';
 import { extractMetrics } from '../support/emf';
+import { projectFiles } from '../support/projects';
 import {
   ADMIN,
   type AttemptScript,
@@ -1018,6 +1020,24 @@ describe('job lifecycle on the synthesized state machine', () => {
     // It ran out of time: no attempt's outcome says so (it had none), and it is not the platform's fault ('internal').
     expect(failedOutcomes(bench, jobId)).toEqual(['timed-out']);
     await expectSettled(bench, jobId);
+  });
+
+  it('counts a computed max_iters (5000 / 3 in a config file) as a whole number of steps, and the job stays readable', async () => {
+    const b = await start();
+    const files = { ...projectFiles('nanogpt-like'), 'config/odd.py': 'max_iters = 5000 / 3\n' };
+    const bundle = packTarGz(Object.entries(files).map(([path, text]) => ({ path, content: Buffer.from(text) })));
+    const jobId = await submit(b, [{ result: 'succeed', seconds: 600 }], {
+      bundle: bundle.toString('base64'),
+      command: ['python', 'train.py', 'config/train_small.py', 'config/odd.py'],
+    });
+    await b.finish(jobId);
+
+    const r = await outcome(b, jobId);
+    expect(r.job.state).toBe('SUCCEEDED');
+    // nanoGPT loops while iter_num <= max_iters: 1666.67 runs to step 1666, counted as 1667 steps to go.
+    expect(r.job.progress?.totalSteps).toBe(1667);
+    expect((await b.call('GET', '/jobs')).status).toBe(200);
+    expect((await b.call('GET', `/jobs/${jobId}`)).status).toBe(200);
   });
 
   it('fails, as timed out, a deadline job whose spot attempt is reclaimed after its deadline passed', async () => {

@@ -37,20 +37,63 @@ export interface PythonAssignment {
   readonly type: PythonType | undefined;
 }
 
-/** Top-level (unindented) `name = expr` and `name: type = expr` assignments, in file order. */
+/**
+ * Top-level (unindented) `name = expr` and `name: type = expr` assignments, in file order. An augmented assignment
+ * (`max_iters *= 2`) is one whose value is not a literal: the name changes by what it held, which is reported, never
+ * silently kept.
+ */
 export function topLevelAssignments(source: string): PythonAssignment[] {
   const out: PythonAssignment[] = [];
-  const lines = source.split(/\r?\n/);
-  lines.forEach((raw, index) => {
+  codeLines(source).forEach((raw, index) => {
     const line = stripComment(raw);
     // Indented lines belong to a block (function, class, if): not module-level defaults.
-    const match = /^([A-Za-z_]\w*)\s*(?::\s*[A-Za-z_][\w.[\], ]*)?=(?!=)\s*(.+?)\s*$/.exec(line);
-    if (!match?.[1] || match[2] === undefined) return;
-    const text = match[2];
+    const augmented = /^([A-Za-z_]\w*)\s*(\*\*|\/\/|>>|<<|[-+*/%@&|^])=/.exec(line);
+    if (augmented?.[1]) {
+      out.push({ name: augmented[1], line: index + 1, text: line.trim(), value: undefined, type: undefined });
+      return;
+    }
+    // The right-hand side is taken whole and trimmed after: a lazy match before `\s*$` backtracks over every space of
+    // a long line, which a bundle could make take minutes.
+    const match = /^([A-Za-z_]\w*)\s*(?::\s*[A-Za-z_][\w.[\], ]*)?=(?!=)(.*)$/.exec(line);
+    const text = match?.[2]?.trim();
+    if (!match?.[1] || !text) return;
     const literal = parseLiteral(text);
     out.push({ name: match[1], line: index + 1, text, value: literal?.value, type: literal?.type });
   });
   return out;
+}
+
+/**
+ * The source's lines, each line that begins inside a triple-quoted string blanked: the text of a docstring or a
+ * multi-line string (`NOTES = """`, then `max_iters = 10`, then `"""`) is not code.
+ */
+function codeLines(source: string): string[] {
+  let triple: string | undefined;
+  return source.split(/\r?\n/).map((line) => {
+    const startsInside = triple !== undefined;
+    let quote: string | undefined;
+    for (let i = 0; i < line.length; i++) {
+      const c = line[i];
+      if (triple !== undefined) {
+        if (c === '\\') i++;
+        else if (line.startsWith(triple, i)) {
+          i += 2;
+          triple = undefined;
+        }
+      } else if (quote !== undefined) {
+        if (c === '\\') i++;
+        else if (c === quote) quote = undefined;
+      } else if (c === '#') {
+        break;
+      } else if (line.startsWith('"""', i) || line.startsWith("'''", i)) {
+        triple = line.slice(i, i + 3);
+        i += 2;
+      } else if (c === '"' || c === "'") {
+        quote = c;
+      }
+    }
+    return startsInside ? '' : line;
+  });
 }
 
 /**
@@ -71,7 +114,7 @@ export interface PythonInclude {
 /** Top-level `exec(open('<literal path>').read())` and `from <module> import *` statements, in file order. */
 export function topLevelIncludes(source: string): PythonInclude[] {
   const out: PythonInclude[] = [];
-  source.split(/\r?\n/).forEach((raw, index) => {
+  codeLines(source).forEach((raw, index) => {
     // Indented lines run only when their block does (nanoGPT's configurator execs its config files in a loop; those
     // come from the command and are read as config files).
     const line = stripComment(raw);
