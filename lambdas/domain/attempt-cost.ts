@@ -5,6 +5,7 @@
  */
 import type { TierConfig } from '../../lib/config';
 import type { BatchJob } from './batch-job';
+import { compareCodeUnits } from './code-unit-order';
 import type { AttemptRecord, OrphanRun } from './job';
 import { attemptCostMicroUsd, MICROS_PER_USD } from './metering';
 
@@ -96,7 +97,7 @@ export type OrphanRunOf = OrphanRun & { readonly batchJobId: string };
 export function orphanRunsOf(attempt: Pick<AttemptRecord, 'orphans'>): OrphanRunOf[] {
   return Object.entries(attempt.orphans ?? {})
     .map(([batchJobId, run]) => ({ batchJobId, ...run }))
-    .sort((a, b) => a.startedAt - b.startedAt || a.batchJobId.localeCompare(b.batchJobId));
+    .sort((a, b) => a.startedAt - b.startedAt || compareCodeUnits(a.batchJobId, b.batchJobId));
 }
 
 /**

@@ -25,6 +25,7 @@
 import type { TierConfig, TrainyardConfig } from '../../lib/config';
 import { attemptPrice, billedRunsOf } from './attempt-cost';
 import { MICROS_PER_USD, microsToUsd } from './budgets';
+import { compareCodeUnits } from './code-unit-order';
 import { type AttemptRecord, isTerminal, type JobRecord } from './job';
 import { labelsText } from './labels';
 import { attemptCostMicroUsd } from './metering';
@@ -328,7 +329,7 @@ function grouped<K extends string, V extends string | null>(
     groups.set(row.key, sums);
   }
   return [...groups.entries()]
-    .sort(([a, x], [b, y]) => y.cost - x.cost || String(a).localeCompare(String(b)))
+    .sort(([a, x], [b, y]) => y.cost - x.cost || compareCodeUnits(String(a), String(b)))
     .map(([key, sums]) => ({ [name]: key, ...figures(sums) }) as ShowbackFigures & Record<K, V>);
 }
 
@@ -364,7 +365,7 @@ export function buildTeamShowback(
   }
   const totals = zero();
   for (const row of rows) add(totals, row.sums);
-  rows.sort((a, b) => b.sums.cost - a.sums.cost || a.entry.job.jobId.localeCompare(b.entry.job.jobId));
+  rows.sort((a, b) => b.sums.cost - a.sums.cost || compareCodeUnits(a.entry.job.jobId, b.entry.job.jobId));
   return {
     schemaVersion: SHOWBACK_SCHEMA_VERSION,
     report: period.kind,
@@ -424,7 +425,7 @@ export function buildAllTeamsShowback(
     currency: 'USD',
     totals: figures(totals),
     byTeam: byTeam
-      .sort((a, b) => b.sums.cost - a.sums.cost || a.team.localeCompare(b.team))
+      .sort((a, b) => b.sums.cost - a.sums.cost || compareCodeUnits(a.team, b.team))
       .map((t) => ({ team: t.team, ...figures(t.sums) })),
   };
 }

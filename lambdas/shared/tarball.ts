@@ -5,6 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { gunzipSync, gzipSync } from 'node:zlib';
+import { compareCodeUnits } from '../domain/code-unit-order';
 
 /** Raised for a bundle that is not a readable tar.gz or breaks a limit. */
 export class InvalidBundle extends Error {
@@ -116,7 +117,7 @@ function headersFor(path: string, size: number, mode: number): Buffer[] {
  */
 export function packTarGz(files: readonly BundleFile[]): Buffer {
   const parts: Buffer[] = [];
-  for (const file of [...files].sort((a, b) => a.path.localeCompare(b.path))) {
+  for (const file of [...files].sort((a, b) => compareCodeUnits(a.path, b.path))) {
     if (file.path.startsWith('/') || file.path.split('/').includes('..')) {
       throw new InvalidBundle(`bundle paths must be relative and stay inside the project: ${file.path}`);
     }

@@ -7,6 +7,7 @@
  * statically, so esbuild leaves no static import behind.
  */
 import type { GetObjectCommandOutput, S3Client } from '@aws-sdk/client-s3';
+import { compareCodeUnits } from '../domain/code-unit-order';
 import {
   CHECKPOINT_FOLDER,
   CHECKPOINT_MANIFEST,
@@ -220,7 +221,7 @@ export class Workspace {
       folders.set(name, files);
     }
     const out: CheckpointSummary[] = [];
-    for (const [name, files] of [...folders].sort(([a], [b]) => b.localeCompare(a))) {
+    for (const [name, files] of [...folders].sort(([a], [b]) => compareCodeUnits(b, a))) {
       if (!files.some((f) => f.path === CHECKPOINT_MANIFEST)) continue;
       const manifest = (await this.getJson(`${prefix}${name}/${CHECKPOINT_MANIFEST}`)) as
         | { step?: number; attempt?: number; created_at?: string }

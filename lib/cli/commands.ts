@@ -8,6 +8,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import { DEFAULT_LOG_LINES, MAX_JOBS_PAGE, scopeIdProblem } from '../../lambdas/api/schemas';
+import { compareCodeUnits } from '../../lambdas/domain/code-unit-order';
 import {
   CHECKPOINT_DONE_FILE_RULE,
   GPU_MEMORY_GIB,
@@ -1319,7 +1320,7 @@ function chooseCheckpoint(checkpoints: readonly unknown[], name: string | undefi
   }
   // Checkpoint folders are named ckpt-<6+ digit index>, so the greatest name is the newest. The default is the one
   // the harness would restore: the newest not set aside (failed twice right after a restore), else the newest.
-  const newestFirst = [...checkpoints].sort((a, b) => String(at(b, 'name')).localeCompare(String(at(a, 'name'))));
+  const newestFirst = [...checkpoints].sort((a, b) => compareCodeUnits(String(at(b, 'name')), String(at(a, 'name'))));
   return checkpointToRestore(newestFirst.map((c) => ({ checkpoint: c, setAside: at(c, 'setAside') === true })))
     ?.checkpoint;
 }

@@ -5,6 +5,7 @@
  */
 import { type Dirent, existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
+import { compareCodeUnits } from '../../lambdas/domain/code-unit-order';
 import { type BundleFile, InvalidBundle, packTarGz, sha256Hex, textFilesOf } from '../../lambdas/shared/tarball';
 import { CliError, EXIT_CODES } from './exit-codes';
 import { ALWAYS_SKIPPED, IGNORE_FILES, type IgnoreRule, ignoredBy, parseIgnoreFile } from './ignore';
@@ -155,7 +156,9 @@ export function packDirectory(directory: string, limits: PackLimits): PackedProj
     archive,
     bytes: archive.length,
     sha256: sha256Hex(archive),
-    files: files.map((f) => ({ path: f.path, size: f.content.length })).sort((a, b) => a.path.localeCompare(b.path)),
+    files: files
+      .map((f) => ({ path: f.path, size: f.content.length }))
+      .sort((a, b) => compareCodeUnits(a.path, b.path)),
     textFiles,
     textFilesBytes: Buffer.byteLength(JSON.stringify(textFiles), 'utf8'),
     skipped,

@@ -3,6 +3,7 @@ import type * as apigwv2 from 'aws-cdk-lib/aws-apigatewayv2';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
+import { compareCodeUnits } from '../../lambdas/domain/code-unit-order';
 import { METRICS_NAMESPACE, PLATFORM_METRICS, type PlatformMetricName } from '../../lambdas/domain/platform-metrics';
 import { keepsTierSpotRecord } from '../../lambdas/domain/watch';
 import type { TrainyardConfig } from '../config';
@@ -73,7 +74,7 @@ export class OperationsDashboard extends Construct {
     const constructs = stack.node.findAll();
     const functions = constructs
       .filter((c): c is TrainyardFunction => c instanceof TrainyardFunction)
-      .sort((a, b) => a.handlerName.localeCompare(b.handlerName));
+      .sort((a, b) => compareCodeUnits(a.handlerName, b.handlerName));
     const alarms = constructs.filter((c): c is cloudwatch.Alarm => c instanceof cloudwatch.Alarm);
     const teams = config.teams.map((t) => t.id);
     const spotTiers = config.tiers.filter((t) => t.spotAllowed).map((t) => t.id);

@@ -285,3 +285,19 @@ describe('unpackTarGz reads PAX headers', () => {
     expect(() => unpackTarGz(archive)).toThrow(new InvalidBundle('bundle has a PAX size record at byte 0'));
   });
 });
+
+describe('packTarGz orders its entries the same on every machine', () => {
+  it('writes them in code-unit order, which no locale changes (the bundle’s sha256 keys idempotent submits)', () => {
+    // Collation would put `a.py` before `B.py` (English), `hello.py` before `chart.py` (Czech), `aa.py` last (Danish).
+    const names = ['hello.py', 'a.py', 'chart.py', 'B.py', 'aa.py', 'zeta.py'];
+    const archive = packTarGz(names.map((path) => ({ path, content: Buffer.from(path) })));
+    expect(unpackTarGz(archive).map((f) => f.path)).toEqual([
+      'B.py',
+      'a.py',
+      'aa.py',
+      'chart.py',
+      'hello.py',
+      'zeta.py',
+    ]);
+  });
+});
