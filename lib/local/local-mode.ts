@@ -14,8 +14,10 @@
  *
  * Restarts: jobs, budgets and checkpoints live in the persistent engines and survive. The executions themselves live
  * in this process, so an execution cut off by a stop cannot be continued: on start, every job still in a live state
- * is finalized as FAILED (through the Finalize handler, so its ledger entry settles to the recorded attempt costs and
- * its summary is written) with {@link INTERRUPTED_BY_RESTART_REASON}. Its checkpoints stay in the workspace. Before
+ * is finalized (through the Finalize handler, so its ledger entry settles to the recorded attempt costs and its
+ * summary is written) with {@link INTERRUPTED_BY_RESTART_REASON}, as its records say it ended, as execution-ended
+ * finalizes a job whose execution ended on AWS: CANCELLED when a cancel was asked for, SUCCEEDED when its newest
+ * attempt succeeded, else FAILED. Its checkpoints stay in the workspace. Before
  * that, attempts a crashed local mode left running (a stop kills them; a crash cannot) are killed
  * ({@link LocalBatchRunner.reapOrphans}), so they neither hold the machine nor report after their end is recorded.
  */
@@ -194,7 +196,7 @@ export interface LocalMode {
   /** The definition the machine runs: the synthesized one with Step Functions' Task timeout default made explicit. */
   readonly definition: StateMachineDefinition;
   readonly runner: LocalBatchRunner;
-  /** Jobs finalized as FAILED at start because their execution had been cut off by an earlier stop. */
+  /** Jobs finalized at start because their execution had been cut off by an earlier stop. */
   readonly recovered: readonly string[];
   /** Attempts an earlier local mode on this folder left running (it crashed), killed at start. */
   readonly reaped: readonly ReapedAttempt[];
@@ -615,10 +617,11 @@ async function finalizeCutOffJobs(
   );
   const recovered: string[] = [];
   for (const job of live) {
-    await finalize({ jobId: job.jobId, finalState: 'FAILED', reason: INTERRUPTED_BY_RESTART_REASON });
+    // No final state: Finalize takes it from the records, as for an execution that ended on AWS (execution-ended).
+    const ended = (await finalize({ jobId: job.jobId, reason: INTERRUPTED_BY_RESTART_REASON })) as { state: string };
     recovered.push(job.jobId);
     print(
-      `Job ${job.jobId} (${job.state} when local mode last stopped) finalized as FAILED: ${INTERRUPTED_BY_RESTART_REASON}`,
+      `Job ${job.jobId} (${job.state} when local mode last stopped) finalized as ${ended.state}: ${INTERRUPTED_BY_RESTART_REASON}`,
     );
   }
   return recovered;

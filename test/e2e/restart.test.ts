@@ -14,7 +14,7 @@ import { INTERRUPTED_BY_RESTART_REASON, type LocalMode, startLocalMode } from '.
 import { cents, E2E_CONFIG, HELLO_CPU, json, tempDir, trainyard, until, watchToEnd } from './support';
 
 type Status = {
-  job: { state: string; reason?: string; progress?: { step?: number } };
+  job: { state: string; reason?: string; progress?: { step?: number }; cancelRequested?: boolean };
   attempts: Array<{ attempt: number; costUsd?: number; stoppedAt?: number }>;
   costSoFarUsd: number;
 };
@@ -61,10 +61,18 @@ describe('restarting local mode', () => {
       '--step_delay=0.01',
       '--checkpoint_interval=50',
     ]);
+    // And one cancelled just before the stop, which cuts off its lifecycle while the harness checkpoints.
+    const cancelled = await submit(['python', 'train.py', '--max_iters=100000', '--step_delay=0.01']);
     const cutCheckpoints = await until('the long job to be running with a checkpoint', async () => {
       const list = json(await trainyard(['checkpoints', cut, '--json'], dir)).checkpoints as unknown[] | undefined;
       return list && list.length > 0 ? list : undefined;
     });
+    await until('the job to cancel to be running', async () => {
+      const status = json(await trainyard(['status', cancelled, '--json'], dir)) as Status;
+      return status.job.state === 'RUNNING' ? status : undefined;
+    });
+    const cancel = await trainyard(['cancel', cancelled], dir);
+    expect(cancel.code, cancel.stderr).toBe(EXIT_CODES.ok);
     await mode.stop();
     mode = undefined;
 
@@ -97,7 +105,7 @@ describe('restarting local mode', () => {
     // The cut-off job is over, and its cost is settled: the team has nothing reserved and spent exactly the
     // recorded costs of both jobs' attempts.
     const cutAfter = json(await trainyard(['status', cut, '--json'], dir)) as Status;
-    expect(mode.recovered).toEqual([cut]);
+    expect(mode.recovered).toContain(cut);
     expect(cutAfter.job.state).toBe('FAILED');
     expect(cutAfter.job.reason).toBe(INTERRUPTED_BY_RESTART_REASON);
     expect(cutAfter.attempts).toHaveLength(1);
@@ -109,9 +117,15 @@ describe('restarting local mode', () => {
     const newest = (list: unknown[]) => names(list).sort().at(-1) ?? '';
     expect(cutCheckpointsAfter.length).toBeGreaterThan(0);
     expect(newest(cutCheckpointsAfter) >= newest(cutCheckpoints)).toBe(true);
+    // The cancelled one ends as its records say, CANCELLED, as execution-ended ends it on AWS; not FAILED.
+    const cancelledAfter = json(await trainyard(['status', cancelled, '--json'], dir)) as Status;
+    expect(cancelledAfter.job).toMatchObject({ state: 'CANCELLED', cancelRequested: true });
     const budgets = json(await trainyard(['budgets', '--json'], dir)) as Budgets;
     const team = budgets.budgets.find((b) => b.scope === 'team:e2e');
-    const recorded = [...doneAfter.attempts, ...cutAfter.attempts].reduce((sum, a) => sum + cents(a.costUsd ?? 0), 0);
+    const recorded = [...doneAfter.attempts, ...cutAfter.attempts, ...cancelledAfter.attempts].reduce(
+      (sum, a) => sum + cents(a.costUsd ?? 0),
+      0,
+    );
     expect(team?.reservedUsd).toBe(0);
     expect(cents(team?.spentUsd ?? -1)).toBe(recorded);
     expect(recorded).toBeGreaterThan(0);
