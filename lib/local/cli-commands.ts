@@ -337,7 +337,7 @@ export function localCommands(deps: LocalCommandDeps = {}): CommandRegistrar {
                 `  spot       ${rate > 0 ? `${rate} random interruption(s) per attempt-hour` : 'interruptions on demand: trainyard local interrupt <job>'}`,
                 ...(mode.recovered.length
                   ? [
-                      `  recovered  ${mode.recovered.length} job(s) cut off by the last stop, now FAILED: ${mode.recovered.join(', ')}`,
+                      `  recovered  ${mode.recovered.length} job(s) cut off by the last stop, now ended (trainyard status shows how): ${mode.recovered.join(', ')}`,
                     ]
                   : []),
                 'Use the CLI from another terminal (trainyard submit …). Ctrl-C or `trainyard local stop` stops local mode.',
