@@ -19,6 +19,12 @@ async function confirm(question: string): Promise<boolean> {
   }
 }
 
+// A terminal that went away (SIGHUP: an SSH session closed) or a reader that stopped (`| head`) fails each later write
+// with EIO or EPIPE, which the stream reports as an 'error' event; unhandled, that ends the process at once, and local
+// mode would die inside its stop, before it killed its attempts. Output no one can read any more is dropped, and the
+// command carries on.
+for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {});
+
 const code = await runCli(
   process.argv.slice(2),
   {
