@@ -8,7 +8,8 @@
  */
 
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import { existsSync, linkSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -233,25 +234,77 @@ function claimLocalDir(r: Resolved, dir: string): () => void {
     if (!(error instanceof LocalStateError)) throw error; // unreadable: the new server rewrites it
   }
   if (state && state.pid !== process.pid && r.isAlive(state.pid)) refuse(state.pid, `, ${state.apiUrl}`);
-  for (let tries = 0; tries < 2; tries++) {
-    try {
-      writeFileSync(lock, `${process.pid}\n`, { flag: 'wx' });
+  for (let tries = 0; tries < 3; tries++) {
+    if (createLock(lock)) {
       return () => {
         // Only our own claim: a later local mode may have taken over a lock this process was too slow to release.
-        if (readFileSync(lock, 'utf8').trim() === String(process.pid)) rmSync(lock, { force: true });
+        if (lockHolder(lock) === process.pid) rmSync(lock, { force: true });
       };
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
     }
-    const holder = Number.parseInt(readFileSync(lock, 'utf8'), 10);
-    if (Number.isSafeInteger(holder) && holder !== process.pid && r.isAlive(holder)) refuse(holder, ', starting');
-    rmSync(lock, { force: true }); // left by a local mode that is gone: taken over
+    const holder = lockHolder(lock);
+    if (holder === undefined) continue; // released meanwhile
+    if (holder !== 0 && holder !== process.pid && r.isAlive(holder)) refuse(holder, ', starting');
+    removeStaleLock(lock, holder); // left by a local mode that is gone: taken over
   }
   throw new CliError(
     `could not claim ${lock}: another local mode is starting there`,
     EXIT_CODES.usage,
     'LocalAlreadyRunning',
   );
+}
+
+/**
+ * Creates `lock` holding this process's pid, whole or not at all: the pid goes to a file of its own, linked into
+ * place, which fails if the lock exists. A reader never finds the lock empty. False when another holds it.
+ */
+function createLock(lock: string): boolean {
+  const mine = `${lock}.${process.pid}.${randomUUID()}`;
+  writeFileSync(mine, `${process.pid}\n`, { flag: 'wx' });
+  try {
+    linkSync(mine, lock);
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    return false;
+  } finally {
+    rmSync(mine, { force: true });
+  }
+}
+
+/** The pid a lock holds; undefined when there is no lock. A lock that holds no pid is taken as a dead holder's. */
+function lockHolder(lock: string): number | undefined {
+  let text: string;
+  try {
+    text = readFileSync(lock, 'utf8');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
+  const pid = Number.parseInt(text, 10);
+  return Number.isSafeInteger(pid) && pid > 0 ? pid : 0;
+}
+
+/**
+ * Removes `lock` if it still holds `deadPid`, compare-and-swap: it is moved aside first, which of two starts that
+ * both found it stale only one can do, and read there. A claim another start made meanwhile (it took over first) is
+ * put back, so that two starts never both take the folder.
+ */
+function removeStaleLock(lock: string, deadPid: number): void {
+  const aside = `${lock}.stale.${process.pid}.${randomUUID()}`;
+  try {
+    renameSync(lock, aside);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return; // another start moved it first
+    throw error;
+  }
+  try {
+    if (lockHolder(aside) !== deadPid) linkSync(aside, lock);
+  } catch (error) {
+    // A third claim made in the instant between: it stands, and this start is refused by it next.
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+  } finally {
+    rmSync(aside, { force: true });
+  }
 }
 
 /** The file a local mode holds its folder by, from before its engines start until after they stop. */

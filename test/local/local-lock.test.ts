@@ -1,7 +1,16 @@
 // `trainyard local` claims its folder (local.lock) before any engine starts: a second start there is refused with the
 // message, not a crash inside the database's lock, and a claim left by a process that is gone is taken over.
 import { spawn } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -51,5 +60,43 @@ describe('local.lock', () => {
     } finally {
       holder.kill('SIGKILL');
     }
+  });
+
+  it('does not take over a stale lock another start took over first, and leaves that start its claim', async () => {
+    const folder = join(dir, 'raced');
+    mkdirSync(folder, { recursive: true });
+    const lock = join(folder, 'local.lock');
+    const crashed = 2_000_000_001; // killed with SIGKILL: gone
+    const other = 2_000_000_002; // another `trainyard local` started at the same moment: alive
+    writeFileSync(lock, `${crashed}\n`);
+    // While this start checks the crashed holder, the other one takes the folder over.
+    const isAlive = (pid: number): boolean => {
+      if (pid === crashed) {
+        rmSync(lock, { force: true });
+        writeFileSync(lock, `${other}\n`, { flag: 'wx' });
+        return false;
+      }
+      return pid === other;
+    };
+    let stderr = '';
+    const env = { TRAINYARD_PYTHON: python, TRAINYARD_LOCAL_DIR: folder, PATH: process.env.PATH };
+    const io = {
+      stdout: () => undefined,
+      stderr: (text: string) => {
+        stderr += text;
+      },
+      isTTY: false,
+      confirm: async () => false,
+    };
+    // Were the folder (wrongly) claimed, an unknown team stops local mode before any engine starts.
+    const code = await runCli(['local'], { io, env, cwd: dir, isAlive }, [
+      localCommands({ env, cwd: dir, isAlive, localModeOptions: { team: 'no-such-team' } }),
+    ]);
+
+    expect(code).toBe(EXIT_CODES.usage);
+    expect(stderr).toContain(`local mode is already running for ${folder} (pid ${other}, starting)`);
+    expect(existsSync(lock) ? readFileSync(lock, 'utf8').trim() : '(no lock)').toBe(String(other));
+    // Nothing is left beside it: the moved-aside lock and this start's own pid file are gone.
+    expect(readdirSync(folder)).toEqual(['local.lock']);
   });
 });
