@@ -223,3 +223,33 @@ describe('buildEvent', () => {
     );
   });
 });
+
+describe('money in event summaries', () => {
+  const summaryOf = (entry: { Detail: string }) => (JSON.parse(entry.Detail) as { summary: string }).summary;
+
+  it('rounds a half cent up, as the platform rounds money (2.675 is 2.67499… in binary)', () => {
+    const report = buildEvent('Cost Report Ready', {
+      occurredAt: '2026-11-16T01:30:00Z',
+      report: 'weekly',
+      periodStart: '2026-11-09',
+      periodEnd: '2026-11-15',
+      team: 'vision',
+      uri: 's3://b/reports/weekly/2026-11-09/teams/vision.json',
+      totalUsd: 2.675,
+      jobs: 3,
+    });
+    expect(summaryOf(report)).toContain(': $2.68 over 3 job(s)');
+    const crossed = buildEvent('Budget Threshold Crossed', {
+      occurredAt: '2026-11-20T17:00:00Z',
+      team: 'vision',
+      scope: 'team:vision',
+      period: '2026-11',
+      thresholdPercent: 70,
+      limitUsd: 1.4,
+      spentUsd: 1.005,
+      reservedUsd: 1000.005,
+    });
+    expect(summaryOf(crossed)).toContain('crossed 70 %: $1.01 spent');
+    expect(summaryOf(crossed)).toContain('$1000.01');
+  });
+});

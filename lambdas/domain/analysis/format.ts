@@ -35,10 +35,16 @@ export function formatDuration(seconds: number): string {
   return `${trim(seconds / 86400)} d`;
 }
 
-/** Dollars → `$0.53`; amounts under a cent keep two significant digits (`$0.0042`). */
+/**
+ * Dollars → `$0.53`; amounts under a cent keep two significant digits (`$0.0042`). Cents are rounded half up in whole
+ * micro-dollars, as the platform rounds money everywhere: `toFixed` rounds the binary number, and a half cent such as
+ * $2.675 (2.67499… in binary) would show a cent low.
+ */
 export function formatUsd(usd: number): string {
   if (usd !== 0 && Math.abs(usd) < 0.01) return `$${Number(usd.toPrecision(2))}`;
-  return `$${usd.toFixed(2)}`;
+  if (!Number.isFinite(usd)) return `$${usd}`;
+  const cents = Math.floor((Math.round(Math.abs(usd) * 1_000_000) + 5_000) / 10_000);
+  return `$${usd < 0 ? '-' : ''}${Math.floor(cents / 100)}.${String(cents % 100).padStart(2, '0')}`;
 }
 
 function trim(value: number): string {
