@@ -201,7 +201,9 @@ export function createAttemptOutcomeHandler(
     });
 
     const events = [];
-    if ((INTERRUPTION_KINDS as readonly string[]).includes(recorded.kind)) {
+    // An interruption the job goes on from (another attempt, or a budget pause): one it ends at (its deadline passed,
+    // a cancel was asked for) is told by the job's final event alone.
+    if ((INTERRUPTION_KINDS as readonly string[]).includes(recorded.kind) && next.action !== 'finalize') {
       events.push(
         jobEvent(
           'Job Interrupted',

@@ -1052,6 +1052,8 @@ describe('job lifecycle on the synthesized state machine', () => {
     expect(r.job.state).toBe('FAILED');
     expect(r.job.reason).toContain('The deadline (21600 s after submission) has passed');
     expect(failedOutcomes(b, jobId)).toEqual(['timed-out']);
+    // The job does not go on from the reclaim: no Job Interrupted, only its final event.
+    expect(r.events).not.toContain('Job Interrupted');
   });
 
   it('counts one pause when budget-watch resumes a pause step’s failed first try before its retry runs', async () => {
