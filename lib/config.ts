@@ -44,15 +44,19 @@ const idSchema = (what: string) =>
     .string()
     .check(z.regex(CONFIG_ID_PATTERN, `${what} must be ${CONFIG_ID_RULE}`), z.describe(`${what}: ${CONFIG_ID_RULE}.`));
 
-/** IAM users and roles, and STS assumed-role sessions, in any partition. */
+/**
+ * IAM users and roles (an optional path, then the name: `role/Name`, `role/team/Name`), and STS assumed-role sessions,
+ * in any partition. A name is required: `role/team/` names no principal (there are no wildcards), so no caller could
+ * ever be a member.
+ */
 export const PRINCIPAL_ARN_PATTERN =
-  /^arn:aws(?:-cn|-us-gov)?:(?:iam::\d{12}:(?:user|role)\/[\w+=,.@/-]{1,512}|sts::\d{12}:assumed-role\/[\w+=,.@-]{1,64}\/[\w+=,.@-]{1,64})$/;
+  /^arn:aws(?:-cn|-us-gov)?:(?:iam::\d{12}:(?:user|role)\/(?:[\w+=,.@-]+\/)*[\w+=,.@-]{1,64}|sts::\d{12}:assumed-role\/[\w+=,.@-]{1,64}\/[\w+=,.@-]{1,64})$/;
 const principalSchema = z
   .string()
   .check(
     z.regex(
       PRINCIPAL_ARN_PATTERN,
-      'must be an IAM user or role ARN (arn:aws:iam::123456789012:role/Name) or an assumed-role ARN (arn:aws:sts::123456789012:assumed-role/Role/session)',
+      'must be an IAM user or role ARN ending in its name, with no wildcard (arn:aws:iam::123456789012:role/Name) or an assumed-role ARN (arn:aws:sts::123456789012:assumed-role/Role/session)',
     ),
   );
 
@@ -66,7 +70,8 @@ export function parseDuration(text: string): number | undefined {
   const match = DURATION_PATTERN.exec(text.trim());
   if (!match?.[1] || !match[2]) return undefined;
   const unit = DURATION_UNITS[match[2]];
-  return unit === undefined ? undefined : Number(match[1]) * unit;
+  // To the millisecond: 1.1h is 3960 s, not the 3960.0000000000005 the binary product gives.
+  return unit === undefined ? undefined : Math.round(Number(match[1]) * unit * 1000) / 1000;
 }
 
 const durationSchema = z.string().check(
@@ -75,6 +80,8 @@ const durationSchema = z.string().check(
     const seconds = parseDuration(v) ?? 0;
     return seconds >= 1 && seconds <= MAX_RUNTIME_SECONDS;
   }, 'must be between 1s and 14d'),
+  // Batch's timeouts and EventBridge's schedules take whole seconds: 1.001h (3603.6 s) would fail the synth.
+  z.refine((v) => Number.isInteger(parseDuration(v) ?? 0), 'must be a whole number of seconds (1.5h, not 1.001h)'),
 );
 
 /** CloudWatch Logs accepts only these retention periods. */
@@ -488,6 +495,38 @@ function checkCrossReferences(config: z.output<z.ZodMiniObject>, ctx: z.core.$Re
     });
   });
 
+  // Each team has a Batch job definition per tier, named `<prefix>-<team>-<tier>`: team "nlp" with tier "cpu-small"
+  // and team "nlp-cpu" with tier "small" would share one, and a job of one team run with the other's job role.
+  const definitions = new Map<string, string>();
+  cfg.teams.forEach((team, i) => {
+    for (const tier of cfg.tiers) {
+      const name = `${team.id}-${tier.id}`;
+      const pair = `team "${team.id}" with tier "${tier.id}"`;
+      const other = definitions.get(name);
+      if (other === undefined) definitions.set(name, pair);
+      else if (other !== pair) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['teams', i, 'id'],
+          message: `${pair} would name its Batch job definition <prefix>-${name}, as ${other} does; rename a team or a tier so that no two team-tier pairs join to one name`,
+        });
+      }
+    }
+  });
+
+  const listedOnce = (values: readonly string[], path: (string | number)[], what: string) =>
+    values.forEach((value, j) => {
+      if (values.indexOf(value) !== j) {
+        ctx.addIssue({
+          code: 'custom',
+          path: [...path, j],
+          message: `${value} is listed twice in ${what}; list each once`,
+        });
+      }
+    });
+  listedOnce(cfg.alerts.emails, ['alerts', 'emails'], 'alerts.emails');
+  if (cfg.network.mode === 'existing') listedOnce(cfg.network.subnetIds, ['network', 'subnetIds'], 'network.subnetIds');
+
   if (cfg.budgets.warnThreshold >= cfg.budgets.blockThreshold) {
     ctx.addIssue({
       code: 'custom',
@@ -577,8 +616,18 @@ function checkTier(tier: TierConfig, at: (key: string) => (string | number)[], c
       return;
     }
     const facts = GPU_INSTANCES[type];
-    if (!facts) return;
     const where = [...at('instanceTypes'), j];
+    if (!facts) {
+      // Unchecked, a size that does not exist fails the deploy, and one with fewer GPUs or less memory than the tier
+      // states never places a job: each is known, or refused.
+      const sizes = Object.keys(GPU_INSTANCES).filter((known) => instanceFamily(known) === family);
+      ctx.addIssue({
+        code: 'custom',
+        path: where,
+        message: `${type} is not an instance size Trainyard knows (lib/instance-catalog.ts), so the tier's GPUs, memory and vCPUs cannot be checked against it; known ${family} sizes: ${sizes.join(', ') || 'none'}`,
+      });
+      return;
+    }
     if (tier.gpus > facts.gpus) {
       ctx.addIssue({
         code: 'custom',

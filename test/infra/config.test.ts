@@ -182,7 +182,7 @@ describe('bad configuration is refused with the key, the value and what is allow
     [
       'a malformed principal ARN',
       { teams: [team({ principals: ['arn:aws:iam::12345:role/x'] })] },
-      'teams[0].principals[0]: must be an IAM user or role ARN (arn:aws:iam::123456789012:role/Name) or an assumed-role ARN (arn:aws:sts::123456789012:assumed-role/Role/session) (got "arn:aws:iam::12345:role/x")',
+      'teams[0].principals[0]: must be an IAM user or role ARN ending in its name, with no wildcard (arn:aws:iam::123456789012:role/Name) or an assumed-role ARN (arn:aws:sts::123456789012:assumed-role/Role/session) (got "arn:aws:iam::12345:role/x")',
     ],
     [
       'an unknown instance family for a GPU tier',
@@ -279,7 +279,52 @@ describe('bad configuration is refused with the key, the value and what is allow
       },
       'teams[1].principals[0]: principal arn:aws:iam::123456789012:role/shared already belongs to team "nlp" (as arn:aws:sts::123456789012:assumed-role/shared/alice, which names the same callers)',
     ],
+    [
+      'a role ARN with a path and no name, which no caller can match',
+      { teams: [team({ principals: ['arn:aws:iam::123456789012:role/nlp/'] })] },
+      'teams[0].principals[0]: must be an IAM user or role ARN ending in its name, with no wildcard',
+    ],
+    [
+      'an instance size of a known family that the catalog does not know (it may not exist, or hold fewer GPUs)',
+      { tiers: [gpu({ instanceTypes: ['g5.3xlarge'] })] },
+      "tiers[0].instanceTypes[0]: g5.3xlarge is not an instance size Trainyard knows (lib/instance-catalog.ts), so the tier's GPUs, memory and vCPUs cannot be checked against it; known g5 sizes: g5.xlarge, g5.2xlarge, g5.4xlarge, g5.8xlarge, g5.12xlarge, g5.16xlarge, g5.24xlarge, g5.48xlarge",
+    ],
+    [
+      'a known size with fewer GPUs than the tier asks',
+      { tiers: [gpu({ instanceTypes: ['g6.4xlarge'], gpus: 4 })] },
+      'tiers[0].instanceTypes[0]: g6.4xlarge has 1 GPU(s); tier asks 4',
+    ],
+    [
+      'a maximum runtime that is not a whole number of seconds (Batch timeouts are whole seconds)',
+      { tiers: [gpu({ maxRuntime: '1.001h' })] },
+      'tiers[0].maxRuntime: must be a whole number of seconds (1.5h, not 1.001h) (got "1.001h")',
+    ],
+    [
+      'two team-tier pairs that join to one Batch job definition name',
+      {
+        teams: [team(), team({ id: 'nlp-cpu' })],
+        tiers: [gpu({ id: 'cpu-small' }), gpu({ id: 'small' })],
+      },
+      'teams[1].id: team "nlp-cpu" with tier "small" would name its Batch job definition <prefix>-nlp-cpu-small, as team "nlp" with tier "cpu-small" does; rename a team or a tier so that no two team-tier pairs join to one name',
+    ],
+    [
+      'an alert address listed twice',
+      { alerts: { emails: ['leads@example.com', 'leads@example.com'] } },
+      'alerts.emails[1]: leads@example.com is listed twice in alerts.emails; list each once',
+    ],
+    [
+      'a subnet listed twice',
+      {
+        network: { mode: 'existing', vpcId: 'vpc-01234567', subnetIds: ['subnet-01234567', 'subnet-01234567'] },
+      },
+      'network.subnetIds[1]: subnet-01234567 is listed twice in network.subnetIds; list each once',
+    ],
   ];
+
+  it('takes a fractional duration to the second, not to the binary product (1.1h is 3960 s)', () => {
+    expect(parseConfig({ tiers: [gpu({ maxRuntime: '1.1h' })] }).tiers[0]?.maxRuntime).toBe('1.1h');
+    expect(parseDuration('1.1h')).toBe(3960);
+  });
 
   it.each(cases)('refuses %s', (_name, input, expected) => {
     expect(messageFor(input)).toContain(expected);
