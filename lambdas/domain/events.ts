@@ -328,12 +328,22 @@ const SUMMARIES: Record<DetailType, (d: AnyInput) => string> = {
 };
 
 /**
- * A summary made safe for the alert rules' input templates: one line (whitespace runs become one space), double
- * quotes as single ones and no backslashes, at most {@link MAX_SUMMARY_CHARS} characters.
+ * A summary made safe for the alert rules' input templates, which place it in JSON unescaped: one line (whitespace
+ * runs and other control characters become one space), double quotes as single ones and no backslashes, at most
+ * {@link MAX_SUMMARY_CHARS} characters, never cut inside a character (half a surrogate pair is written as `\uD83D`).
  */
 export function oneLine(text: string): string {
-  const flat = text.replace(/\s+/g, ' ').replaceAll('"', "'").replaceAll('\\', '/').trim();
-  return flat.length <= MAX_SUMMARY_CHARS ? flat : `${flat.slice(0, MAX_SUMMARY_CHARS - 1).trimEnd()}…`;
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is replaced
+  const flat = text
+    .replace(/[\s\u0000-\u001f\u007f]+/g, ' ')
+    .replaceAll('"', "'")
+    .replaceAll('\\', '/')
+    .trim();
+  if (flat.length <= MAX_SUMMARY_CHARS) return flat;
+  let cut = MAX_SUMMARY_CHARS - 1;
+  const last = flat.charCodeAt(cut - 1);
+  if (last >= 0xd800 && last <= 0xdbff) cut -= 1; // a high surrogate whose low half would be cut off
+  return `${flat.slice(0, cut).trimEnd()}…`;
 }
 
 function isDetailType(value: string): value is DetailType {

@@ -206,6 +206,11 @@ describe('buildEvent', () => {
     expect(summary.startsWith('Budget project:vision/shakespeare for 2026-11 is exhausted: $50.02 spent')).toBe(true);
     expect(summary.endsWith('…')).toBe(true);
     expect(oneLine(' a\t"b"\n\\c ')).toBe("a 'b' /c");
+    // Other control characters too: the alert templates put the summary into JSON as it is.
+    expect(oneLine('exit\u0001code\u001b[31m 1\u007f')).toBe('exit code [31m 1');
+    // A cut never splits a character: half a surrogate pair would be written as a lone \uD83D escape.
+    expect(oneLine(`${'x'.repeat(598)}🚀🚀`)).toBe(`${'x'.repeat(598)}…`);
+    expect(oneLine(`${'x'.repeat(597)}🚀🚀`)).toBe(`${'x'.repeat(597)}🚀…`);
   });
 
   it('refuses an unknown detail-type and lists the known ones', () => {
