@@ -26,7 +26,11 @@ const python = join(dir, 'python');
 writeFileSync(python, '#!/bin/sh\nexit 0\n');
 chmodSync(python, 0o755);
 
-async function local(folder: string): Promise<{ code: number; stderr: string }> {
+/**
+ * `trainyard local` on `folder`, with `isAlive` in place of the process check where given. Were the folder (wrongly)
+ * claimed there, an unknown team stops local mode before any engine starts.
+ */
+async function local(folder: string, isAlive?: (pid: number) => boolean): Promise<{ code: number; stderr: string }> {
   let stderr = '';
   const env = { TRAINYARD_PYTHON: python, TRAINYARD_LOCAL_DIR: folder, PATH: process.env.PATH };
   const io = {
@@ -37,7 +41,10 @@ async function local(folder: string): Promise<{ code: number; stderr: string }> 
     isTTY: false,
     confirm: async () => false,
   };
-  const code = await runCli(['local'], { io, env, cwd: dir }, [localCommands({ env, cwd: dir })]);
+  const deps = { env, cwd: dir, ...(isAlive && { isAlive }) };
+  const code = await runCli(['local'], { io, ...deps }, [
+    localCommands(isAlive ? { ...deps, localModeOptions: { team: 'no-such-team' } } : deps),
+  ]);
   return { code, stderr };
 }
 
@@ -78,20 +85,7 @@ describe('local.lock', () => {
       }
       return pid === other;
     };
-    let stderr = '';
-    const env = { TRAINYARD_PYTHON: python, TRAINYARD_LOCAL_DIR: folder, PATH: process.env.PATH };
-    const io = {
-      stdout: () => undefined,
-      stderr: (text: string) => {
-        stderr += text;
-      },
-      isTTY: false,
-      confirm: async () => false,
-    };
-    // Were the folder (wrongly) claimed, an unknown team stops local mode before any engine starts.
-    const code = await runCli(['local'], { io, env, cwd: dir, isAlive }, [
-      localCommands({ env, cwd: dir, isAlive, localModeOptions: { team: 'no-such-team' } }),
-    ]);
+    const { code, stderr } = await local(folder, isAlive);
 
     expect(code).toBe(EXIT_CODES.usage);
     expect(stderr).toContain(`local mode is already running for ${folder} (pid ${other}, starting)`);
