@@ -146,6 +146,40 @@ def test_non_finite_values_nested_in_a_metrics_file_line_are_written_as_null(tmp
     assert (sample['step'], sample['losses'], sample['loss']) == (5, {'train': None, 'val': [1.5, None]}, None)
 
 
+def test_a_metrics_file_line_too_long_to_hold_is_skipped_and_the_lines_after_it_are_read(tmp_path, monkeypatch):
+    monkeypatch.setattr(MetricsFileTail, 'MAX_LINE_BYTES', 1024)
+    monkeypatch.setattr(MetricsFileTail, 'READ_CHUNK_BYTES', 300)
+    storage, rec = recorder(tmp_path)
+    path = tmp_path / 'user-metrics.jsonl'
+    log_stream = io.StringIO()
+    tail = MetricsFileTail(str(path), rec, Logger(log_stream))
+    # A script writing without newlines: what the harness holds of it stays under the limit, poll after poll.
+    path.write_text('{"step": 1, "loss": 2.0}\n' + '[' + '1, ' * 2000)
+    tail.poll()
+    assert len(tail.partial) <= 1024
+    with path.open('a') as handle:
+        handle.write('1]\n{"step": 2, "loss": 1.5}\n')
+    tail.poll()
+    rec.upload()
+
+    samples = [json.loads(line) for line in storage.get_bytes('metrics.jsonl').decode().splitlines()]
+    assert [(s['step'], s['loss']) for s in samples] == [(1, 2.0), (2, 1.5)]
+    skipped = [json.loads(line) for line in log_stream.getvalue().splitlines()]
+    assert [(r['event'], r['error']) for r in skipped] == [
+        ('metrics_file_bad_line', 'a line longer than 1024 bytes: skipped')
+    ]
+
+
+def test_a_metrics_file_grown_by_more_than_a_read_is_read_whole_in_one_poll(tmp_path, monkeypatch):
+    monkeypatch.setattr(MetricsFileTail, 'READ_CHUNK_BYTES', 64)
+    storage, rec = recorder(tmp_path)
+    path = tmp_path / 'user-metrics.jsonl'
+    tail = MetricsFileTail(str(path), rec, Logger(io.StringIO()))
+    path.write_text(lines(*range(1, 51)))
+    tail.poll()
+    assert recorded_steps(storage, rec) == list(range(1, 51))
+
+
 def test_metrics_file_lines_are_recorded_once_and_partial_lines_wait(tmp_path):
     storage, rec = recorder(tmp_path)
     path = tmp_path / 'user-metrics.jsonl'

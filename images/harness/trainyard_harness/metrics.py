@@ -323,6 +323,10 @@ class MetricsFileTail:
 
     # Bytes just before the read offset, compared at every poll: if they differ, the file is no longer the one read.
     SIGNATURE_BYTES = 64
+    # A poll reads the new bytes this many at a time, and a line longer than MAX_LINE_BYTES is skipped, not held: a
+    # script that writes a large file at once, or one without newlines, costs the harness this much memory at most.
+    READ_CHUNK_BYTES = 4 * 1024 * 1024
+    MAX_LINE_BYTES = 1024 * 1024
 
     def __init__(self, path: str, recorder: MetricsRecorder, log: Logger):
         self.path = path
@@ -331,6 +335,7 @@ class MetricsFileTail:
         self.offset = 0
         self.signature = b''
         self.partial = b''
+        self._skipping = False  # inside a line over MAX_LINE_BYTES, skipped up to its newline
         self._lock = threading.Lock()  # the metrics thread polls, and the harness once more at the end
         self._unreadable = False  # logged once until it is read again
 
@@ -343,7 +348,7 @@ class MetricsFileTail:
                 self.signature = handle.read()
         except OSError:
             return 0  # none yet, or not readable now: `poll` says so
-        self.offset, self.partial = start + len(self.signature), b''
+        self.offset, self.partial, self._skipping = start + len(self.signature), b'', False
         return self.offset
 
     def poll(self) -> None:
@@ -355,6 +360,10 @@ class MetricsFileTail:
         try:
             with open(self.path, 'rb') as handle:
                 data = self._read_new(handle)
+                while data:
+                    self._unreadable = False
+                    self._take(data)
+                    data = handle.read(self.READ_CHUNK_BYTES)
         except FileNotFoundError:
             return
         except OSError as error:  # a directory made there, a file the harness may not read: never fatal to the run
@@ -362,14 +371,28 @@ class MetricsFileTail:
                 self.log.warn('metrics_file_unreadable', path=self.path, error=str(error))
                 self._unreadable = True
             return
-        self._unreadable = False
+
+    def _take(self, data: bytes) -> None:
+        """Takes the next bytes of the file: each complete line is recorded, the unfinished one waits."""
         self.offset += len(data)
         self.signature = (self.signature + data)[-self.SIGNATURE_BYTES :]
+        if self._skipping:
+            end = data.find(b'\n')
+            if end == -1:
+                return
+            data, self._skipping = data[end + 1 :], False
         chunks = (self.partial + data).split(b'\n')
         self.partial = chunks.pop()
         for chunk in chunks:
             if chunk.strip():
                 self._record_line(chunk)
+        if len(self.partial) > self.MAX_LINE_BYTES:
+            self.log.warn(
+                'metrics_file_bad_line',
+                line=self.partial[:200].decode('utf-8', 'replace'),
+                error=f'a line longer than {self.MAX_LINE_BYTES} bytes: skipped',
+            )
+            self.partial, self._skipping = b'', True
 
     def _record_line(self, line: bytes) -> None:
         """Records one line of the file as a sample when it is a JSON object; any other line is logged and skipped.
@@ -391,17 +414,18 @@ class MetricsFileTail:
             )
 
     def _read_new(self, handle) -> bytes:
-        """The bytes after the offset, or the whole file (offset reset) if it is not the file read so far."""
+        """The first bytes after the offset (at most READ_CHUNK_BYTES), or of the whole file (offset reset) if it is
+        not the file read so far."""
         size = os.fstat(handle.fileno()).st_size
         if size >= self.offset:
             handle.seek(self.offset - len(self.signature))
-            data = handle.read()
+            data = handle.read(len(self.signature) + self.READ_CHUNK_BYTES)
             if data.startswith(self.signature):
                 return data[len(self.signature) :]
         self.log.info('metrics_file_rewritten', path=self.path, size=size, read_before=self.offset)
-        self.offset, self.signature, self.partial = 0, b'', b''
+        self.offset, self.signature, self.partial, self._skipping = 0, b'', b'', False
         handle.seek(0)
-        return handle.read()
+        return handle.read(self.READ_CHUNK_BYTES)
 
 
 def sample_gpus() -> tuple[float, float] | None:
