@@ -491,24 +491,35 @@ export class BudgetLedger {
     const record = await this.readJob(id);
     if (!record)
       throw new UnknownBudgetJob(`job ${id} has no reservation in the budget ledger; accrue needs a reserve`);
-    const period = record.period;
-    if (period === undefined) return { crossings: [], blockedScopes: [] };
-    // Only a job that still holds its reservation takes a scope budgeted since (adopts an entry there): a stale tick
-    // that accrues after the job settled, released or was refused would otherwise charge a budget set after it ended,
-    // with an entry no settle would ever close.
-    const adopt = record.state === 'reserved';
-    const outcomes = await Promise.all(
-      record.scopes.map(async (scope) => {
-        const applied = await this.applyToEntry(scope, period, id, (entry) => accrualChange(entry, spentMicros), adopt);
-        if (!applied) return { crossings: [], blocked: false, scope };
-        const crossings = applied.changed ? await this.recordCrossings(applied.item, id) : [];
-        return { crossings, blocked: isBlocked(applied.item), scope };
-      }),
-    );
+    const outcomes = await this.chargeEntries(id, record, (entry) => accrualChange(entry, spentMicros));
     return {
       crossings: outcomes.flatMap((o) => o.crossings),
       blockedScopes: outcomes.filter((o) => o.blocked).map((o) => o.scope),
     };
+  }
+
+  /**
+   * Applies a charge to the job's entry in every scope of its period, with the crossings each change makes. Only a
+   * job that still holds its reservation takes a scope budgeted since (adopts an entry there): a stale tick or a late
+   * cost after the job settled, released or was refused would otherwise charge a budget set after it ended, with an
+   * entry no settle would ever close.
+   */
+  private async chargeEntries(
+    id: string,
+    record: JobRecord,
+    compute: (entry: JobEntry) => EntryChange | null,
+  ): Promise<Array<{ scope: string; changed: boolean; blocked: boolean; crossings: ThresholdCrossing[] }>> {
+    const period = record.period;
+    if (period === undefined) return [];
+    const adopt = record.state === 'reserved';
+    return Promise.all(
+      record.scopes.map(async (scope) => {
+        const applied = await this.applyToEntry(scope, period, id, compute, adopt);
+        if (!applied) return { scope, changed: false, blocked: false, crossings: [] };
+        const crossings = applied.changed ? await this.recordCrossings(applied.item, id) : [];
+        return { scope, changed: applied.changed, blocked: isBlocked(applied.item), crossings };
+      }),
+    );
   }
 
   /**
@@ -574,21 +585,10 @@ export class BudgetLedger {
         `job ${id} has no record in the budget ledger; charging its recorded cost needs a prior reserve`,
       );
     }
-    const period = record.period;
-    if (period === undefined) return { jobId: id, chargedScopes: [], crossings: [] };
-    // As accrue: only a job that still holds its reservation takes a scope budgeted since (adopts an entry there); a
-    // job that ended before the scope had a budget is not charged to it.
-    const adopt = record.state === 'reserved';
-    const outcomes = await Promise.all(
-      record.scopes.map(async (scope) => {
-        const applied = await this.applyToEntry(scope, period, id, (e) => recordedChargeChange(e, totalMicros), adopt);
-        if (!applied?.changed) return { scope, charged: false, crossings: [] };
-        return { scope, charged: true, crossings: await this.recordCrossings(applied.item, id) };
-      }),
-    );
+    const outcomes = await this.chargeEntries(id, record, (entry) => recordedChargeChange(entry, totalMicros));
     return {
       jobId: id,
-      chargedScopes: outcomes.filter((o) => o.charged).map((o) => o.scope),
+      chargedScopes: outcomes.filter((o) => o.changed).map((o) => o.scope),
       crossings: outcomes.flatMap((o) => o.crossings),
     };
   }

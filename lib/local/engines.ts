@@ -248,6 +248,9 @@ function escapeXml(text: string): string {
   return text.replace(/[<>&'"]/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
+/** s3rver's own modules (its package exports none but the server), which local mode extends or consults. */
+const requireS3rverPart = createRequire(import.meta.url);
+
 interface S3rverAccount {
   createKeyPair(accessKeyId: string, secretAccessKey: string): void;
   revokeAccessKey(accessKeyId: string): void;
@@ -255,8 +258,7 @@ interface S3rverAccount {
 
 /** s3rver's one account (lib/models/account.js): its registry of access keys is the only one s3rver consults. */
 function s3rverAccount(): S3rverAccount {
-  return (createRequire(import.meta.url)('s3rver/lib/models/account') as { DUMMY_ACCOUNT: S3rverAccount })
-    .DUMMY_ACCOUNT;
+  return (requireS3rverPart('s3rver/lib/models/account') as { DUMMY_ACCOUNT: S3rverAccount }).DUMMY_ACCOUNT;
 }
 
 /** What a ListObjectsV2 continuation token from {@link listObjectsV2WithoutDes} holds. */
@@ -284,7 +286,7 @@ let listObjectsV2Bridged = false;
  */
 function listObjectsV2WithoutDes(): void {
   if (listObjectsV2Bridged) return;
-  const bucketController = createRequire(import.meta.url)('s3rver/lib/controllers/bucket') as {
+  const bucketController = requireS3rverPart('s3rver/lib/controllers/bucket') as {
     getBucket(ctx: ListingContext): Promise<void>;
   };
   const listV1 = bucketController.getBucket;
@@ -342,7 +344,7 @@ function readListingToken(token: string, bucket: string): string {
 
 /** An error s3rver answers in S3's shape (its own S3Error), naming the query argument at fault. */
 function s3rverError(code: string, message: string, argument: string): Error {
-  const S3Error = createRequire(import.meta.url)('s3rver/lib/models/error') as new (
+  const S3Error = requireS3rverPart('s3rver/lib/models/error') as new (
     code: string,
     message: string,
     details?: Record<string, unknown>,

@@ -19,9 +19,14 @@ def _split(uri: str) -> tuple[str, str]:
     return head, name
 
 
+def _inside(path: str, root: str) -> bool:
+    """Whether the resolved `path` is `root` or below it."""
+    return path == root or path.startswith(root + os.sep)
+
+
 def _check_member(member: tarfile.TarInfo, root: str) -> None:
     target = os.path.realpath(os.path.join(root, member.name))
-    if not (target == root or target.startswith(root + os.sep)):
+    if not _inside(target, root):
         raise BundleError(f'code bundle entry {member.name!r} would be written outside {root}')
     if member.isdev() or member.isfifo():
         raise BundleError(f'code bundle entry {member.name!r} is a device or fifo, which bundles may not contain')
@@ -30,7 +35,7 @@ def _check_member(member: tarfile.TarInfo, root: str) -> None:
         # relative to the folder it is made in, not to where an earlier link of that name leads.
         base = os.path.realpath(os.path.dirname(os.path.join(root, member.name))) if member.issym() else root
         link = os.path.realpath(os.path.join(base, member.linkname))
-        if not (link == root or link.startswith(root + os.sep)):
+        if not _inside(link, root):
             raise BundleError(f'code bundle link {member.name!r} -> {member.linkname!r} points outside the bundle')
 
 
@@ -67,8 +72,7 @@ def _check_unpacked(root: str) -> None:
         for name in directories + files:
             path = os.path.join(folder, name)
             if os.path.islink(path):
-                target = os.path.realpath(path)
-                if not (target == root or target.startswith(root + os.sep)):
+                if not _inside(os.path.realpath(path), root):
                     raise BundleError(f'code bundle link {os.path.relpath(path, root)!r} leads outside the bundle')
 
 

@@ -4,6 +4,8 @@
  * cents or more precision when below a cent).
  */
 
+import { MICROS_PER_USD, microUsdToCents } from '../metering';
+
 /** `10745088` → `10.75M`; `2.3e15` → `2.3P` (SI prefixes, 3 significant digits). */
 export function formatCount(value: number): string {
   const units: Array<[number, string]> = [
@@ -42,9 +44,10 @@ export function formatDuration(seconds: number): string {
  */
 export function formatUsd(usd: number): string {
   if (usd !== 0 && Math.abs(usd) < 0.01) return `$${Number(usd.toPrecision(2))}`;
-  if (!Number.isFinite(usd)) return `$${usd}`;
-  const cents = Math.floor((Math.round(Math.abs(usd) * 1_000_000) + 5_000) / 10_000);
-  return `$${usd < 0 ? '-' : ''}${Math.floor(cents / 100)}.${String(cents % 100).padStart(2, '0')}`;
+  const micros = Math.round(Math.abs(usd) * MICROS_PER_USD);
+  // Beyond what micro-dollars hold exactly (billions of dollars), a cent more or less is no longer the point.
+  if (!Number.isSafeInteger(micros)) return `$${usd.toFixed(2)}`;
+  return `$${usd < 0 ? '-' : ''}${microUsdToCents(micros).toFixed(2)}`;
 }
 
 function trim(value: number): string {
