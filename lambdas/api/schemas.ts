@@ -273,6 +273,26 @@ export const logsQuerySchema = z.strictObject({
   ),
 });
 
+/** GET /jobs/{id}/checkpoints query: one checkpoint by name, and where in its files (by path) a page goes on. */
+export const checkpointsQuerySchema = z.strictObject({
+  checkpoint: z.optional(
+    z
+      .string()
+      .check(
+        z.maxLength(64, 'is too long to be a checkpoint name'),
+        z.regex(/^ckpt-\d{6,}$/, 'must be a checkpoint name as the listing gives it, e.g. ckpt-000120'),
+      ),
+  ),
+  filesAfter: z.optional(
+    z
+      .string()
+      .check(
+        z.minLength(1, 'must be a nextFilesAfter an earlier answer returned'),
+        z.maxLength(1024, 'is too long to be a nextFilesAfter'),
+      ),
+  ),
+});
+
 /** Lines GET /jobs/{id}/logs returns when the query does not say. */
 export const DEFAULT_LOG_LINES = 100;
 

@@ -647,14 +647,16 @@ export function formatCheckpoints(response: unknown): string {
   if (checkpoints.length === 0) return 'No complete checkpoints yet.';
   const table = [['CHECKPOINT', 'STEP', 'ATTEMPT', 'CREATED', 'FILES', 'SIZE', 'NOTE']];
   for (const c of checkpoints) {
+    // fileCount and bytes come with every checkpoint since the listing may leave files out; older APIs sent files only.
     const files = list(c, 'files');
-    const bytes = files.reduce<number>((sum, f) => sum + (num(f, 'size') ?? 0), 0);
+    const fileCount = num(c, 'fileCount') ?? files.length;
+    const bytes = num(c, 'bytes') ?? files.reduce<number>((sum, f) => sum + (num(f, 'size') ?? 0), 0);
     table.push([
       str(c, 'name') ?? '?',
       num(c, 'step') === undefined ? '' : String(num(c, 'step')),
       num(c, 'attempt') === undefined ? '' : String(num(c, 'attempt')),
       str(c, 'createdAt') ?? '',
-      String(files.length),
+      String(fileCount),
       formatBytes(bytes),
       resumeNote(num(c, 'resumeFailures') ?? 0, at(c, 'setAside') === true),
     ]);

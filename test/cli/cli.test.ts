@@ -9,8 +9,10 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { MAX_CHECKPOINT_URLS } from '../../lambdas/api/routes/artifacts';
 import { CHECKPOINT_DONE_FILE_RULE, type JobState } from '../../lambdas/domain/job';
 import { jobKeysFor } from '../../lambdas/domain/workspace-layout';
+import { mapConcurrently } from '../../lambdas/shared/concurrency';
 import { type CliDeps, runCli } from '../../lib/cli/commands';
 import { EXIT_CODES } from '../../lib/cli/exit-codes';
 import { packDirectory } from '../../lib/cli/pack';
@@ -873,6 +875,28 @@ describe('status, jobs, cancel, budgets, tiers, checkpoints', () => {
       ['ckpt-000010', 0, false, 1],
     ]);
   });
+
+  it('checkpoints --download pages in the files of a checkpoint the listing gave without them', async () => {
+    const submitted = await cli(['submit', CPU_TINY, '--yes', '--json', '--', 'python', 'train.py']);
+    const big = (JSON.parse(submitted.stdout) as { job: { jobId: string } }).job.jobId;
+    const keys = jobKeysFor('nlp', big);
+    // More files than one answer presigns: the listing leaves them out, and they come in two pages.
+    const count = MAX_CHECKPOINT_URLS + 1;
+    const puts: Array<[string, string]> = [[`${keys.checkpoints}ckpt-000007/MANIFEST.json`, '{"step":7}']];
+    for (let i = 0; i < count; i++) puts.push([`${keys.checkpoints}ckpt-000007/rank-${i}.pt`, `rank ${i}`]);
+    await mapConcurrently(puts, 16, ([key, body]) => bench.workspace.put(key, body));
+    const target = join(scratch, 'restored-in-pages');
+    requests = [];
+
+    const run = await cli(['checkpoints', big, '--download', target]);
+
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(EXIT_CODES.ok);
+    expect(run.stdout).toMatch(new RegExp(`ckpt-000007 +7 +${count} +`));
+    expect(run.stdout).toContain(`Downloaded ckpt-000007: ${count} files into ${target}`);
+    expect(requests.filter((r) => r === `GET /jobs/${big}/checkpoints`)).toHaveLength(3);
+    for (const i of [0, 999, count - 1]) expect(readFileSync(join(target, `rank-${i}.pt`), 'utf8')).toBe(`rank ${i}`);
+  }, 60_000);
 
   it('cancel requests cancellation of the job', async () => {
     const run = await cli(['cancel', jobId]);

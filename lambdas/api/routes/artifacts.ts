@@ -12,14 +12,16 @@
  * attempt (from its first line) once its own attempt has nothing more to read.
  */
 import { jobDefinitionName } from '../../domain/batch-names';
+import { compareCodeUnits } from '../../domain/code-unit-order';
 import type { AttemptRecord, JobRecord } from '../../domain/job';
 import { jobKeysFor } from '../../domain/workspace-layout';
 import { decodeOpaqueCursor, encodeOpaqueCursor } from '../../shared/opaque-cursor';
 import { InvalidLogPosition, type LogPage, type LogReadStart } from '../../shared/ports';
+import type { CheckpointSummary } from '../../shared/workspace';
 import { badRequest, notFound } from '../errors';
 import type { ApiPlane } from '../plane';
 import { type ApiRequest, type ApiResponse, type Route, requireTeam } from '../router';
-import { DEFAULT_LOG_LINES, logsQuerySchema, noQuerySchema, parseRequest } from '../schemas';
+import { checkpointsQuerySchema, DEFAULT_LOG_LINES, logsQuerySchema, parseRequest } from '../schemas';
 import { ownJob } from './jobs';
 
 /** How long checkpoint download URLs stay valid, seconds. */
@@ -33,30 +35,84 @@ export function artifactRoutes(plane: ApiPlane): Route[] {
   ];
 }
 
+/**
+ * The most download URLs one answer carries. A URL presigned with a Lambda's session credentials is about 1.5 KB, so
+ * 1,000 keep an answer near 1.5 MB, well inside Lambda's 6 MB response limit, however many checkpoints a job keeps.
+ */
+export const MAX_CHECKPOINT_URLS = 1000;
+
+/**
+ * A job's complete checkpoints, newest first. The listing presigns the files of the newest checkpoints whose files
+ * together fit {@link MAX_CHECKPOINT_URLS}; the older ones are listed with `filesOmitted: true`, their files fetched
+ * with `checkpoint=<name>`. One named checkpoint comes with its files in path order, a page of at most that many,
+ * `nextFilesAfter` leading to the next.
+ */
 async function listCheckpoints(plane: ApiPlane, request: ApiRequest): Promise<ApiResponse> {
-  parseRequest(noQuerySchema, request.query, 'query');
+  const query = parseRequest(checkpointsQuerySchema, request.query, 'query');
+  if (query.filesAfter !== undefined && query.checkpoint === undefined) {
+    throw badRequest(
+      'query.filesAfter: pages the files of one checkpoint; name it with checkpoint=<name> (the answer that gave nextFilesAfter did)',
+    );
+  }
   const team = requireTeam(request.caller);
   const job = await ownJob(plane, team.id, request.params.id);
   const complete = await plane.workspace.listCheckpoints(jobKeysFor(job.team, job.jobId).checkpoints);
-  const checkpoints = await Promise.all(
-    complete.map(async (c) => ({
-      name: c.name,
-      ...(c.step !== undefined && { step: c.step }),
-      ...(c.attempt !== undefined && { attempt: c.attempt }),
-      ...(c.createdAt !== undefined && { createdAt: c.createdAt }),
-      resumeFailures: c.resumeFailures,
-      setAside: c.setAside,
-      files: await Promise.all(
-        c.files.map(async (f) => ({
-          path: f.path,
-          size: f.size,
-          url: await plane.workspace.presignDownload(f.key, DOWNLOAD_URL_SECONDS),
-        })),
-      ),
-    })),
-  );
   const expiresAt = new Date(plane.clock().getTime() + DOWNLOAD_URL_SECONDS * 1000).toISOString();
-  return { status: 200, body: { jobId: job.jobId, checkpoints, expiresAt } };
+  const withUrls = (files: CheckpointSummary['files']) =>
+    Promise.all(
+      files.map(async (f) => ({
+        path: f.path,
+        size: f.size,
+        url: await plane.workspace.presignDownload(f.key, DOWNLOAD_URL_SECONDS),
+      })),
+    );
+  const answer = (checkpoints: unknown[], nextFilesAfter?: string): ApiResponse => ({
+    status: 200,
+    body: { jobId: job.jobId, checkpoints, expiresAt, ...(nextFilesAfter !== undefined && { nextFilesAfter }) },
+  });
+
+  if (query.checkpoint !== undefined) {
+    const named = complete.find((c) => c.name === query.checkpoint);
+    if (!named) {
+      throw notFound(
+        `job ${job.jobId} has no complete checkpoint ${query.checkpoint}; it has ${complete.length === 0 ? 'none yet' : complete.map((c) => c.name).join(', ')}`,
+      );
+    }
+    const after = query.filesAfter;
+    const ordered = [...named.files].sort((a, b) => compareCodeUnits(a.path, b.path));
+    const rest = after === undefined ? ordered : ordered.filter((f) => compareCodeUnits(f.path, after) > 0);
+    const page = rest.slice(0, MAX_CHECKPOINT_URLS);
+    const next = rest.length > page.length ? page.at(-1)?.path : undefined;
+    return answer([{ ...checkpointSummary(named), files: await withUrls(page) }], next);
+  }
+
+  let urlsLeft = MAX_CHECKPOINT_URLS;
+  const checkpoints: unknown[] = [];
+  for (const c of complete) {
+    if (c.files.length > urlsLeft) urlsLeft = 0;
+    if (urlsLeft === 0) {
+      checkpoints.push({ ...checkpointSummary(c), filesOmitted: true });
+      continue;
+    }
+    urlsLeft -= c.files.length;
+    const ordered = [...c.files].sort((a, b) => compareCodeUnits(a.path, b.path));
+    checkpoints.push({ ...checkpointSummary(c), files: await withUrls(ordered) });
+  }
+  return answer(checkpoints);
+}
+
+/** What the answer says of a checkpoint besides its files. */
+function checkpointSummary(c: CheckpointSummary) {
+  return {
+    name: c.name,
+    ...(c.step !== undefined && { step: c.step }),
+    ...(c.attempt !== undefined && { attempt: c.attempt }),
+    ...(c.createdAt !== undefined && { createdAt: c.createdAt }),
+    resumeFailures: c.resumeFailures,
+    setAside: c.setAside,
+    fileCount: c.files.length,
+    bytes: c.files.reduce((sum, f) => sum + f.size, 0),
+  };
 }
 
 /** The log stream of an attempt (see the module comment), or undefined when it has none yet. */

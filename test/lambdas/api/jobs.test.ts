@@ -2,11 +2,12 @@
 // 404 indistinguishable from an unknown one), cancel in every state, resume only when paused, the job view's costs
 // and forecast worked out by hand, and checkpoint listings that hide incomplete checkpoints.
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { encodeLogCursor, logStreamOf } from '../../../lambdas/api/routes/artifacts';
+import { encodeLogCursor, logStreamOf, MAX_CHECKPOINT_URLS } from '../../../lambdas/api/routes/artifacts';
 import { FORECAST_METRICS_BYTES } from '../../../lambdas/api/routes/jobs';
 import type { AttemptRecord, JobRecord, JobState } from '../../../lambdas/domain/job';
 import { budgetPeriodOf } from '../../../lambdas/domain/watch';
 import { jobKeysFor } from '../../../lambdas/domain/workspace-layout';
+import { mapConcurrently } from '../../../lambdas/shared/concurrency';
 import { type ApiBench, errorOf, PRINCIPALS, startApiBench, TEST_CONFIG_INPUT } from './support';
 
 const AUDIO = 'arn:aws:iam::123456789012:role/audio-researchers';
@@ -793,6 +794,100 @@ describe('GET /jobs/{id}/checkpoints', () => {
     expect(file).toMatchObject({ path: 'model.pt', size: 'weights-1'.length });
     const download = await fetch(file?.url ?? '');
     expect(await download.text()).toBe('weights-1');
+  });
+});
+
+describe('GET /jobs/{id}/checkpoints past the URLs one answer carries', () => {
+  // A job keeping many checkpoints of many files: ckpt-000003 (3 files) fits the answer's URLs, ckpt-000002
+  // (MAX_CHECKPOINT_URLS + 2 files: more than one page of its own) does not, and ckpt-000001 (1 file) comes after it.
+  let job: JobRecord;
+  let prefix: string;
+  const many = MAX_CHECKPOINT_URLS + 2;
+  const shard = (i: number) => `shards/${String(i).padStart(5, '0')}.pt`;
+  beforeAll(async () => {
+    job = await seedJob('nlp', 'RUNNING');
+    prefix = jobKeysFor('nlp', job.jobId).checkpoints;
+    const puts: Array<[string, string]> = [
+      [`${prefix}ckpt-000001/model.pt`, 'one'],
+      [`${prefix}ckpt-000001/MANIFEST.json`, JSON.stringify({ step: 1 })],
+      [`${prefix}ckpt-000002/MANIFEST.json`, JSON.stringify({ step: 2 })],
+      [`${prefix}ckpt-000003/b.pt`, 'bb'],
+      [`${prefix}ckpt-000003/a.pt`, 'a'],
+      [`${prefix}ckpt-000003/c/d.pt`, 'ddd'],
+      [`${prefix}ckpt-000003/MANIFEST.json`, JSON.stringify({ step: 3 })],
+    ];
+    for (let i = 0; i < many; i++) puts.push([`${prefix}ckpt-000002/${shard(i)}`, `shard ${i}`]);
+    await mapConcurrently(puts, 16, ([key, body]) => bench.workspace.put(key, body));
+  }, 60_000);
+
+  type Listed = {
+    name: string;
+    fileCount: number;
+    bytes: number;
+    filesOmitted?: true;
+    files?: Array<{ path: string; size: number; url: string }>;
+  };
+  async function list(query: Record<string, string> = {}) {
+    const { status, body } = await bench.call({ method: 'GET', path: `/jobs/${job.jobId}/checkpoints`, query });
+    return { status, body, checkpoints: body.checkpoints as Listed[] };
+  }
+
+  it('presigns the newest checkpoints whose files fit, and lists the rest with their counts and no files', async () => {
+    const { status, body, checkpoints } = await list();
+    expect(status).toBe(200);
+    expect(body.nextFilesAfter).toBeUndefined();
+    const shardBytes = Array.from({ length: many }, (_, i) => `shard ${i}`.length).reduce((a, b) => a + b, 0);
+    expect(checkpoints.map((c) => [c.name, c.fileCount, c.bytes, c.filesOmitted ?? false])).toEqual([
+      ['ckpt-000003', 3, 6, false],
+      ['ckpt-000002', many, shardBytes, true],
+      ['ckpt-000001', 1, 3, true],
+    ]);
+    expect(checkpoints[0]?.files?.map((f) => [f.path, f.size])).toEqual([
+      ['a.pt', 1],
+      ['b.pt', 2],
+      ['c/d.pt', 3],
+    ]);
+    expect(checkpoints[1]?.files).toBeUndefined();
+    expect(checkpoints[2]?.files).toBeUndefined();
+  });
+
+  it('gives one named checkpoint its files in path order, a page at a time, every file once', async () => {
+    const first = await list({ checkpoint: 'ckpt-000002' });
+    expect(first.status).toBe(200);
+    expect(first.checkpoints.map((c) => [c.name, c.fileCount])).toEqual([['ckpt-000002', many]]);
+    const page1 = first.checkpoints[0]?.files ?? [];
+    expect(page1).toHaveLength(MAX_CHECKPOINT_URLS);
+    expect(first.body.nextFilesAfter).toBe(shard(MAX_CHECKPOINT_URLS - 1));
+
+    const second = await list({ checkpoint: 'ckpt-000002', filesAfter: String(first.body.nextFilesAfter) });
+    expect(second.status).toBe(200);
+    expect(second.body.nextFilesAfter).toBeUndefined();
+    const page2 = second.checkpoints[0]?.files ?? [];
+    expect([...page1, ...page2].map((f) => f.path)).toEqual(Array.from({ length: many }, (_, i) => shard(i)));
+    const last = page2.at(-1);
+    expect(await (await fetch(last?.url ?? '')).text()).toBe(`shard ${many - 1}`);
+
+    const older = await list({ checkpoint: 'ckpt-000001' });
+    expect(older.checkpoints[0]?.files?.map((f) => f.path)).toEqual(['model.pt']);
+    expect(older.body.nextFilesAfter).toBeUndefined();
+  });
+
+  it('refuses a name that is not a checkpoint, one the job lacks, and filesAfter without a checkpoint, changing nothing', async () => {
+    const before = await bench.snapshot();
+    const malformed = await list({ checkpoint: '../ckpt-000001' });
+    expect(malformed.status).toBe(400);
+    expect(errorOf(malformed.body).message).toBe(
+      'query.checkpoint: must be a checkpoint name as the listing gives it, e.g. ckpt-000120',
+    );
+    const missing = await list({ checkpoint: 'ckpt-000004' });
+    expect(missing.status).toBe(404);
+    expect(errorOf(missing.body).message).toBe(
+      `job ${job.jobId} has no complete checkpoint ckpt-000004; it has ckpt-000003, ckpt-000002, ckpt-000001`,
+    );
+    const unanchored = await list({ filesAfter: shard(3) });
+    expect(unanchored.status).toBe(400);
+    expect(errorOf(unanchored.body).message).toMatch(/^query\.filesAfter: pages the files of one checkpoint; name it/);
+    expect(await bench.snapshot()).toEqual(before);
   });
 });
 
