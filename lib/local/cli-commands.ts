@@ -157,18 +157,33 @@ function resolveDeps(deps: LocalCommandDeps, program: Command): Resolved {
 /** Signals that stop local mode: Ctrl-C, `trainyard local stop` (SIGTERM) and a closed terminal or SSH session. */
 const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
+/** Whether the process has a terminal: one of its standard streams is one. */
+export function hasTerminal(): boolean {
+  return [process.stdin, process.stdout, process.stderr].some((stream) => stream.isTTY === true);
+}
+
 /**
  * Listens for a stop signal: `signal` resolves on the first, with its name. Later ones, while local mode stops, are
  * answered with a line on stderr rather than Node's default of dying at once, which would leave the attempts' harness
  * and training processes running (they run in sessions of their own). `dispose` stops listening.
+ *
+ * A hangup stops local mode only when it has a terminal to lose (`hangupStops`, by default {@link hasTerminal}).
+ * Without one it was started detached, by `nohup` or a service manager, and meant to outlive the session: Node
+ * resets the SIGHUP that nohup ignores to its default, dying, so a hangup is answered with a line and ignored.
  */
-export function onStopSignal(): { signal: Promise<string>; dispose: () => void } {
+export function onStopSignal(hangupStops = hasTerminal()): { signal: Promise<string>; dispose: () => void } {
   let stopping = false;
   let done: (signal: string) => void = () => undefined;
   const signal = new Promise<string>((resolve) => {
     done = resolve;
   });
   const on = (name: NodeJS.Signals) => {
+    if (name === 'SIGHUP' && !hangupStops) {
+      process.stderr.write(
+        'SIGHUP: ignored, local mode has no terminal (started with nohup or as a service); `trainyard local stop` stops it\n',
+      );
+      return;
+    }
     if (stopping) {
       process.stderr.write(`${name}: local mode is already stopping (killing attempts, closing the engines)…\n`);
       return;

@@ -10,7 +10,7 @@ afterEach(() => {
 
 describe('onStopSignal', () => {
   it.each(['SIGINT', 'SIGTERM', 'SIGHUP'] as const)('stops on %s', async (name) => {
-    const stop = onStopSignal();
+    const stop = onStopSignal(true);
     try {
       process.emit(name, name);
       await expect(stop.signal).resolves.toBe(name);
@@ -23,7 +23,7 @@ describe('onStopSignal', () => {
     const before = process.listenerCount('SIGINT');
     const beforeHup = process.listenerCount('SIGHUP');
     const stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
-    const stop = onStopSignal();
+    const stop = onStopSignal(true);
     expect(process.listenerCount('SIGINT')).toBe(before + 1);
 
     process.emit('SIGINT', 'SIGINT');
@@ -36,5 +36,24 @@ describe('onStopSignal', () => {
     stop.dispose();
     expect(process.listenerCount('SIGINT')).toBe(before);
     expect(process.listenerCount('SIGHUP')).toBe(beforeHup);
+  });
+
+  it('without a terminal (nohup, a service) answers a hangup with a line and goes on; other signals still stop it', async () => {
+    const stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
+    const stop = onStopSignal(false);
+    try {
+      const heard: string[] = [];
+      void stop.signal.then((name) => heard.push(name));
+      process.emit('SIGHUP', 'SIGHUP');
+      await new Promise((done) => setImmediate(done));
+      expect(heard).toEqual([]);
+      expect(stderr).toHaveBeenCalledWith(
+        'SIGHUP: ignored, local mode has no terminal (started with nohup or as a service); `trainyard local stop` stops it\n',
+      );
+      process.emit('SIGTERM', 'SIGTERM');
+      await expect(stop.signal).resolves.toBe('SIGTERM');
+    } finally {
+      stop.dispose();
+    }
   });
 });
