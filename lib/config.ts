@@ -470,7 +470,17 @@ function checkCrossReferences(config: z.output<z.ZodMiniObject>, ctx: z.core.$Re
       ctx.addIssue({ code: 'custom', path: ['teams', i, 'id'], message: `duplicate team id "${team.id}"` });
     }
     teamIds.add(team.id);
+    if (team.tiers?.length === 0) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['teams', i, 'tiers'],
+        message: `team "${team.id}" may use no tier, so it could submit no job: list its tiers, or leave tiers out for all of them`,
+      });
+    }
     team.tiers?.forEach((tierId, j) => {
+      if (team.tiers?.indexOf(tierId) !== j) {
+        ctx.addIssue({ code: 'custom', path: ['teams', i, 'tiers', j], message: `tier "${tierId}" is listed twice` });
+      }
       if (!tierIds.has(tierId)) {
         ctx.addIssue({
           code: 'custom',
@@ -578,6 +588,10 @@ function checkTier(tier: TierConfig, at: (key: string) => (string | number)[], c
   if (tier.kind === 'cpu') {
     if (tier.instanceTypes.length > 0 || tier.gpus > 0) {
       issue('instanceTypes', `cpu tier "${tier.id}" runs on Fargate: instanceTypes must be empty and gpus 0`);
+    }
+    if (tier.gpuMemoryGiB > 0) issue('gpuMemoryGiB', `cpu tier "${tier.id}" has no GPU: leave gpuMemoryGiB out`);
+    if (tier.shmSizeMiB !== undefined) {
+      issue('shmSizeMiB', `cpu tier "${tier.id}" runs on Fargate, which sets no /dev/shm size: leave shmSizeMiB out`);
     }
     if (tier.nodes > 1) issue('nodes', `cpu tier "${tier.id}" runs on Fargate, which has no multi-node jobs: use 1`);
     if (!fargateSizeFor(tier.vcpus, tier.memoryMiB)) {

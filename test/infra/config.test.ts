@@ -125,6 +125,35 @@ describe('bad configuration is refused with the key, the value and what is allow
       'teams[0].tiers[0]: unknown tier "gpu-huge"; defined tiers: gpu-x (got "gpu-huge")',
     ],
     [
+      'a team that may use no tier',
+      { tiers: [gpu()], teams: [team({ tiers: [] })] },
+      'teams[0].tiers: team "nlp" may use no tier, so it could submit no job: list its tiers, or leave tiers out for all of them',
+    ],
+    [
+      'a team that lists a tier twice',
+      { tiers: [gpu()], teams: [team({ tiers: ['gpu-x', 'gpu-x'] })] },
+      'teams[0].tiers[1]: tier "gpu-x" is listed twice (got "gpu-x")',
+    ],
+    [
+      'GPU memory on a cpu tier',
+      { tiers: [{ ...gpu({ kind: 'cpu', instanceTypes: [], gpus: 0, gpuMemoryGiB: 16 }), vcpus: 2, memoryMiB: 4096 }] },
+      'tiers[0].gpuMemoryGiB: cpu tier "gpu-x" has no GPU: leave gpuMemoryGiB out (got 16)',
+    ],
+    [
+      'a /dev/shm size on a cpu tier',
+      {
+        tiers: [
+          {
+            ...gpu({ kind: 'cpu', instanceTypes: [], gpus: 0, gpuMemoryGiB: 0 }),
+            vcpus: 2,
+            memoryMiB: 4096,
+            shmSizeMiB: 512,
+          },
+        ],
+      },
+      'tiers[0].shmSizeMiB: cpu tier "gpu-x" runs on Fargate, which sets no /dev/shm size: leave shmSizeMiB out (got 512)',
+    ],
+    [
       'a negative budget',
       { teams: [team({ monthlyBudgetUsd: -5 })] },
       'teams[0].monthlyBudgetUsd: Too small: expected number to be >=0 (got -5)',
