@@ -6,7 +6,7 @@
 import type { TrainyardConfig } from '../../lib/config';
 import { uploadKey } from '../domain/workspace-layout';
 import { type BundleFile, sha256Hex, unpackTarGz } from '../shared/tarball';
-import type { Workspace } from '../shared/workspace';
+import { ObjectTooLarge, type Workspace } from '../shared/workspace';
 import { badRequest, tooLarge } from './errors';
 
 /** A bundle read from a request, checked and unpacked. */
@@ -54,13 +54,20 @@ export async function resolveBundle(
     );
   }
   const maxBytes = limits.maxBundleMiB * 1024 * 1024;
-  if (listed.size > maxBytes) {
-    throw tooLarge(
-      `uploaded bundle ${uploadId} is ${listed.size} bytes; bundles may be at most ${limits.maxBundleMiB} MiB (${maxBytes} bytes)`,
-      { bytes: listed.size, maxBytes },
+  const overLimit = (size: number) =>
+    tooLarge(
+      `uploaded bundle ${uploadId} is ${size} bytes; bundles may be at most ${limits.maxBundleMiB} MiB (${maxBytes} bytes)`,
+      { bytes: size, maxBytes },
     );
+  if (listed.size > maxBytes) throw overLimit(listed.size);
+  // Read bounded as well: the upload URL can PUT again until it expires, so the object read may not be the one listed.
+  let bytes: Buffer | undefined;
+  try {
+    bytes = await deps.workspace.getAtMost(key, maxBytes);
+  } catch (error) {
+    if (error instanceof ObjectTooLarge) throw overLimit(error.bytes);
+    throw error;
   }
-  const bytes = await deps.workspace.get(key);
   if (!bytes) throw badRequest(`upload ${uploadId} has no bundle: it was removed while this request ran`);
   return { bytes, sha256: sha256Hex(bytes), files: unpackTarGz(bytes, MAX_UNPACKED_BYTES), source: 'upload' };
 }

@@ -7,7 +7,8 @@ import { InvalidRequirement, UnknownTier, WorkloadRefused } from '../domain/anal
 import { assessWorkload, estimateSummary, priceAssessment, tiersForTeam } from '../domain/assessment';
 import { isTerminal } from '../domain/job';
 import type { ControlPlane } from '../shared/control-plane';
-import { InvalidBundle, textFilesOf, unpackTarGz } from '../shared/tarball';
+import { InvalidBundle, sha256Hex, textFilesOf, unpackTarGz } from '../shared/tarball';
+import { ObjectTooLarge } from '../shared/workspace';
 import { AnalysisError } from './errors';
 import { analyzeInputSchema, parseStep } from './steps';
 
@@ -39,9 +40,21 @@ export function createAnalyzeHandler(
       await plane.jobs.transition(jobId, ['ANALYZING'], 'REJECTED', { reason });
       return { jobId, next: 'finalize', finalState: 'REJECTED', reason };
     };
-    const archive = await plane.workspace.get(job.bundle.key);
+    // The bundle lies in the team's folder, which the team's jobs can write: read no more than was submitted, and
+    // only what was submitted.
+    let archive: Buffer | undefined;
+    try {
+      archive = await plane.workspace.getAtMost(job.bundle.key, job.bundle.bytes);
+    } catch (error) {
+      if (!(error instanceof ObjectTooLarge)) throw error;
+      return reject(bundleReplaced(job.bundle.key, `${error.bytes} bytes, not the ${job.bundle.bytes} submitted`));
+    }
     if (!archive)
       throw new AnalysisError(`code bundle ${job.bundle.key} of job ${jobId} is missing from the workspace`);
+    const sha256 = sha256Hex(archive);
+    if (sha256 !== job.bundle.sha256) {
+      return reject(bundleReplaced(job.bundle.key, `sha256 ${sha256}, not the ${job.bundle.sha256} submitted`));
+    }
     let files: Record<string, string>;
     try {
       files = textFilesOf(unpackTarGz(archive));
@@ -77,4 +90,9 @@ export function createAnalyzeHandler(
       throw error;
     }
   };
+}
+
+/** Why a job whose stored bundle is not the one submitted is rejected. */
+function bundleReplaced(key: string, what: string): string {
+  return `code bundle ${key} was replaced after the job was submitted (it holds ${what}); submit the job again`;
 }

@@ -18,7 +18,7 @@ import { recordedCost } from '../domain/watch';
 import { jobKeysFor, s3Uri } from '../domain/workspace-layout';
 import type { ControlPlane } from './control-plane';
 import { logger } from './logger';
-import { ObjectTooLarge, type Workspace } from './workspace';
+import { MAX_JSON_DOCUMENT_BYTES, ObjectTooLarge, type Workspace } from './workspace';
 
 /**
  * The largest metrics.jsonl the report reads: about 440,000 samples of the harness's usual 150 bytes. The object is
@@ -128,7 +128,15 @@ export async function rewriteJobFiles(
   jobId: string,
 ): Promise<WrittenJobFiles | undefined> {
   const job = await plane.jobs.requireJob(jobId);
-  const stored = await plane.workspace.get(jobKeysFor(job.team, jobId).summary);
+  // The summary lies in the team's folder, which the team's jobs can write: read it bounded, and one too large to be
+  // the summary Finalize wrote keeps no finishedAt.
+  let stored: Buffer | undefined;
+  try {
+    stored = await plane.workspace.getAtMost(jobKeysFor(job.team, jobId).summary, MAX_JSON_DOCUMENT_BYTES);
+  } catch (error) {
+    if (!(error instanceof ObjectTooLarge)) throw error;
+    stored = Buffer.alloc(0);
+  }
   if (stored === undefined) return undefined;
   return writeJobFiles(plane, job, await plane.jobs.listAttempts(jobId), finishedAtOf(stored, job));
 }

@@ -1,6 +1,6 @@
 // The batch-events handler against dynalite, with AWS's documented "Batch Job State Change" payloads.
 // Costs are worked out by hand here: price × billed seconds ÷ 3600, rounded to the cent.
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createBatchEventsHandler } from '../../lambdas/batch-events/batch-events';
 import { costOfAttempt } from '../../lambdas/domain/attempt-cost';
 import { parseBatchJob } from '../../lambdas/domain/batch-job';
@@ -11,6 +11,7 @@ import { AttemptGotBatchJob, recordAttemptEnd } from '../../lambdas/lifecycle/co
 import { createFinalizeHandler } from '../../lambdas/lifecycle/finalize';
 import { InvalidEvent } from '../../lambdas/shared/event-schemas';
 import { JobNotFound, type JobStore } from '../../lambdas/shared/job-store';
+import { MAX_JSON_DOCUMENT_BYTES } from '../../lambdas/shared/workspace';
 import {
   attemptRecord,
   BATCH_JOB_ID,
@@ -792,6 +793,40 @@ describe('batch-events: a Batch job its attempt does not own is stopped, and bil
     // A redelivery writes the same files again.
     await handle(fixture('batch-succeeded'));
     expect(await filesOf()).toEqual(after);
+  });
+
+  it('reads a summary.json a job replaced with more than a document holds no further, and rewrites it from the records', async () => {
+    await withWorkspace();
+    const failed = { kind: 'app-error', reason: 'exit 1', resumable: false } as const;
+    await seed(
+      { state: 'RUNNING' },
+      {
+        batchJobId: OTHER_BATCH_JOB,
+        status: 'FAILED',
+        startedAt: T.created,
+        stoppedAt: T.started,
+        costUsd: 0.3,
+        outcome: failed,
+      },
+    );
+    const finalize = createFinalizeHandler({ ...planeOf(bench.jobs), events: bench.ports.events });
+    await finalize({ jobId: JOB_ID, finalState: 'FAILED', reason: 'exit 1' });
+    // The team's jobs can write its folder: one puts a "summary" of more than MAX_JSON_DOCUMENT_BYTES there.
+    const keys = jobKeysFor('vision', JOB_ID);
+    await bench.workspace.put(
+      keys.summary,
+      `{"finishedAt":"2030-01-01T00:00:00.000Z","pad":"${' '.repeat(MAX_JSON_DOCUMENT_BYTES)}"}`,
+    );
+    const read = vi.spyOn(bench.workspace, 'get');
+    onSpotAt(0.25);
+
+    expect(await handle(fixture('batch-succeeded'))).toEqual(orphaned);
+
+    expect(read.mock.calls.map(([key]) => key)).not.toContain(keys.summary);
+    const after = await filesOf();
+    const job = await bench.jobs.requireJob(JOB_ID);
+    // Too large to be the summary Finalize wrote: its finishedAt is not trusted, the job's last update stands in.
+    expect(after.summary).toMatchObject({ costUsd: 0.47, finishedAt: job.updatedAt });
   });
 
   it('writes no files for an ended job whose Finalize has not written them: its read after writing sees the orphan', async () => {

@@ -5,12 +5,15 @@ import type { AttemptRecord } from '../../lambdas/domain/job';
 import { FLEET_SPOT_MODEL } from '../../lambdas/domain/spot-fleet-model';
 import type { TierSpotRecord } from '../../lambdas/domain/tier-spot';
 import { budgetPeriodOf } from '../../lambdas/domain/watch';
+import { jobKeysFor } from '../../lambdas/domain/workspace-layout';
 import { createExecutionEndedHandler } from '../../lambdas/execution-ended/execution-ended';
-import { packTarGz } from '../../lambdas/shared/tarball';
+import { packTarGz, sha256Hex } from '../../lambdas/shared/tarball';
 import { FINALIZE_RETRY, STEP_RETRY } from '../../lib/lifecycle/job-state-machine';
+import { lifecycleSteps } from '../../lib/local/control-plane';
 import { executionStatusChangeEvent } from '../../lib/local/local-mode';
 import { extractMetrics } from '../support/emf';
 import { projectFiles } from '../support/projects';
+import { jobRecord } from '../support/records';
 import {
   ADMIN,
   type AttemptScript,
@@ -1039,6 +1042,45 @@ describe('job lifecycle on the synthesized state machine', () => {
     expect((await b.call('GET', '/jobs')).status).toBe(200);
     expect((await b.call('GET', `/jobs/${jobId}`)).status).toBe(200);
   });
+
+  it.each([
+    [
+      'larger than submitted',
+      (submitted: Buffer) => Buffer.concat([submitted, Buffer.from('more')]),
+      /holds \d+ bytes, not the \d+ submitted/,
+    ],
+    [
+      'of the same size, other bytes',
+      (submitted: Buffer) => Buffer.from(submitted).fill(0x61),
+      /holds sha256 [0-9a-f]{64}, not the [0-9a-f]{64} submitted/,
+    ],
+  ])(
+    'rejects a job whose stored bundle was replaced after the submission (%s), reading no more than was submitted',
+    async (_, replace, held) => {
+      const b = await start();
+      const submitted = packTarGz([{ path: 'train.py', content: Buffer.from('print("submitted")\n') }]);
+      const jobId = 'j0replaced1';
+      const key = jobKeysFor('nlp', jobId).bundle;
+      await b.plane.workspace.put(key, replace(submitted));
+      const job = jobRecord({
+        jobId,
+        team: 'nlp',
+        state: 'SUBMITTED',
+        bundle: { key, bytes: submitted.length, sha256: sha256Hex(submitted) },
+      });
+      expect(await b.plane.jobs.createJob(job)).toBe(true);
+
+      const out = await lifecycleSteps(b.plane).analyze({ jobId });
+
+      expect(out).toMatchObject({ next: 'finalize', finalState: 'REJECTED' });
+      const stored = await b.plane.jobs.requireJob(jobId);
+      expect(stored.state).toBe('REJECTED');
+      expect(stored.reason).toMatch(
+        new RegExp(`^code bundle ${key} was replaced after the job was submitted \\(it holds`),
+      );
+      expect(stored.reason).toMatch(held);
+    },
+  );
 
   it('fails, as timed out, a deadline job whose spot attempt is reclaimed after its deadline passed', async () => {
     const b = await start();

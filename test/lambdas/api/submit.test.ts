@@ -1,6 +1,6 @@
 // POST /jobs and POST /uploads against real engines (dynalite, s3rver): validation with exact messages, "nothing
 // written on a refused request", the write order, idempotency and crash recovery with the same Idempotency-Key.
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { userNameOf } from '../../../lambdas/api/caller';
 import { INTERNAL_MESSAGE, toErrorResponse } from '../../../lambdas/api/errors';
@@ -822,5 +822,42 @@ describe('a bundle that unpacks to more than the limit', () => {
       },
     });
     expect(unpackTarGz(archive, 128 * 1024).map((f) => f.content.length)).toEqual([64 * 1024]);
+  });
+});
+
+describe('an upload replaced after its size was checked', () => {
+  it('is refused as too large (413) and nothing is stored: the read is bounded too, not only the listing', async () => {
+    const upload = await bench.call({ method: 'POST', path: '/uploads' });
+    const { uploadId, url, maxBytes } = upload.body as { uploadId: string; url: string; maxBytes: number };
+    const train = { path: 'train.py', content: Buffer.from('print("hi")\n') };
+    const small = packTarGz([train]);
+    // Incompressible, so the archive itself is 3 MiB: three times the configured 1 MiB.
+    const big = packTarGz([train, { path: 'data.bin', content: randomBytes(3 * 1024 * 1024) }]);
+    const put = (body: Buffer) =>
+      fetch(url, { method: 'PUT', body, headers: { 'Content-Type': 'application/gzip' } }).then((r) => r.status);
+    expect(await put(small)).toBe(200);
+    // The upload URL PUTs again (it may until it expires) right after the API listed the small object.
+    const key = uploadKey('nlp', uploadId);
+    const list = bench.workspace.list.bind(bench.workspace);
+    const spy = vi.spyOn(bench.workspace, 'list').mockImplementation(async (prefix: string) => {
+      const listed = await list(prefix);
+      if (prefix === key) expect(await put(big)).toBe(200);
+      return listed;
+    });
+    const before = await bench.snapshot();
+    try {
+      const { status, body } = await bench.call({
+        method: 'POST',
+        path: '/jobs',
+        body: { uploadId, command: ['python', 'train.py'] },
+      });
+      expect(status).toBe(413);
+      expect(errorOf(body).message).toBe(
+        `uploaded bundle ${uploadId} is ${big.length} bytes; bundles may be at most 1 MiB (${maxBytes} bytes)`,
+      );
+    } finally {
+      spy.mockRestore();
+    }
+    expect(await bench.snapshot()).toEqual(before);
   });
 });
