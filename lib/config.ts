@@ -333,6 +333,11 @@ export const configSchema = z
       [],
       'IAM principal ARNs allowed to change budgets (PUT /budgets/{scope}).',
     ),
+    sessionNamesPinned: setting(
+      z.boolean(),
+      false,
+      'Whether the trust policy of every role whose sessions (arn:aws:sts::…:assumed-role/Role/session) are listed in teams[].principals or admins pins the session name (a condition on sts:RoleSessionName). Without it such entries are refused, but for IAM Identity Center roles (AWSReservedSSO_*), whose session names AWS sets: anyone who may assume the role could otherwise take the listed name.',
+    ),
     budgets: section(
       {
         warnThreshold: setting(
@@ -465,6 +470,17 @@ function checkCrossReferences(config: z.output<z.ZodMiniObject>, ctx: z.core.$Re
 
   const teamIds = new Set<string>();
   const claimed: Array<{ principal: string; team: string }> = [];
+  // A session's name is chosen by whoever assumes the role, unless AWS sets it (IAM Identity Center) or the role's
+  // trust policy pins it: a listed session would otherwise admit anyone who can assume the role and names it so.
+  const sessionIssue = (principal: string, path: (string | number)[]) => {
+    const role = /^arn:[^:]+:sts::\d{12}:assumed-role\/([^/]+)\//.exec(principal)?.[1];
+    if (role === undefined || cfg.sessionNamesPinned || role.startsWith('AWSReservedSSO_')) return;
+    ctx.addIssue({
+      code: 'custom',
+      path,
+      message: `session ${principal} is named by whoever assumes role ${role}: anyone who may assume it could call itself so; list the role (all its sessions) or an IAM user, or, once the role's trust policy pins sts:RoleSessionName, set sessionNamesPinned: true`,
+    });
+  };
   cfg.teams.forEach((team, i) => {
     if (teamIds.has(team.id)) {
       ctx.addIssue({ code: 'custom', path: ['teams', i, 'id'], message: `duplicate team id "${team.id}"` });
@@ -502,7 +518,11 @@ function checkCrossReferences(config: z.output<z.ZodMiniObject>, ctx: z.core.$Re
         });
       }
       claimed.push({ principal, team: team.id });
+      sessionIssue(principal, ['teams', i, 'principals', j]);
     });
+  });
+  cfg.admins.forEach((principal, j) => {
+    sessionIssue(principal, ['admins', j]);
   });
 
   // Each team has a Batch job definition per tier, named `<prefix>-<team>-<tier>`: team "nlp" with tier "cpu-small"

@@ -63,14 +63,34 @@ describe('configuration defaults', () => {
     expect(teamForPrincipal(config, 'arn:aws:sts::123456789012:assumed-role/other/alice')).toBeUndefined();
   });
 
-  it('accepts two sessions of one role in two teams: no caller is both', () => {
+  it('accepts two sessions of one role in two teams once the role pins session names: no caller is both', () => {
     const config = parseConfig({
+      sessionNamesPinned: true,
       teams: [
         team({ principals: ['arn:aws:sts::123456789012:assumed-role/shared/alice'] }),
         team({ id: 'vision', principals: ['arn:aws:sts::123456789012:assumed-role/shared/bob'] }),
       ],
     });
     expect(teamForPrincipal(config, 'arn:aws:sts::123456789012:assumed-role/shared/bob')?.id).toBe('vision');
+  });
+
+  it('refuses a listed session of a role whose session names the caller chooses, unless pinned or IAM Identity Center', () => {
+    const shared = 'arn:aws:sts::123456789012:assumed-role/ml-shared/bob';
+    const why = (principal: string) =>
+      `session ${principal} is named by whoever assumes role ml-shared: anyone who may assume it could call itself so; list the role (all its sessions) or an IAM user, or, once the role's trust policy pins sts:RoleSessionName, set sessionNamesPinned: true`;
+    expect(messageFor({ teams: [team({ principals: [shared] })] })).toBe(
+      `Invalid Trainyard configuration in trainyard.config.json:\n  - teams[0].principals[0]: ${why(shared)} (got "${shared}")`,
+    );
+    const lead = 'arn:aws:sts::123456789012:assumed-role/ml-shared/platform-lead';
+    expect(messageFor({ admins: [lead] })).toBe(
+      `Invalid Trainyard configuration in trainyard.config.json:\n  - admins[0]: ${why(lead)} (got "${lead}")`,
+    );
+    // AWS names an IAM Identity Center session after the user's sign-in; a pinned trust policy does the same.
+    const sso = 'arn:aws:sts::123456789012:assumed-role/AWSReservedSSO_Researchers_0123abcd/alice@example.com';
+    expect(teamForPrincipal(parseConfig({ teams: [team({ principals: [sso] })], admins: [sso] }), sso)?.id).toBe('nlp');
+    const pinned = parseConfig({ sessionNamesPinned: true, teams: [team({ principals: [shared] })] });
+    expect(teamForPrincipal(pinned, shared)?.id).toBe('nlp');
+    expect(teamForPrincipal(pinned, 'arn:aws:sts::123456789012:assumed-role/ml-shared/mallory')).toBeUndefined();
   });
 
   it('maps the sessions of a role with a path (every IAM Identity Center role) to its team, by account and name', () => {
@@ -96,6 +116,7 @@ describe('configuration defaults', () => {
 
   it('matches an IAM user by its whole ARN, path included, and an assumed-role session listed as such exactly', () => {
     const config = parseConfig({
+      sessionNamesPinned: true,
       teams: [
         team({
           principals: [
