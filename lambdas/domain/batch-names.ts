@@ -20,3 +20,16 @@ export function jobDefinitionName(prefix: string, teamId: string, tierId: string
 export function attemptJobName(jobId: string, attempt: number): string {
   return `${jobId}-a${attempt}`;
 }
+
+/** The awslogs stream prefix of a team's job definitions: its training logs are `<team>/…`. */
+export function logStreamPrefix(team: string): string {
+  return team;
+}
+
+/**
+ * The log stream of a container a team's job definition ran as ECS task `taskId`: ECS names an awslogs stream
+ * `<stream prefix>/<container name>/<task id>`, and Batch names a job's container `default`.
+ */
+export function containerLogStream(team: string, taskId: string): string {
+  return `${logStreamPrefix(team)}/default/${taskId}`;
+}

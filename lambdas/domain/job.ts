@@ -208,7 +208,7 @@ export const progressSchema = z.strictObject({
 export const jobRecordSchema = z.strictObject({
   jobId: jobIdSchema,
   team: idSchema,
-  /** Who submitted it (principal ARN or user name, as the API resolved it). */
+  /** The user it is charged to: the caller's user name as the API resolved it (userNameOf), or one an admin named. */
   user: z.string().check(z.minLength(1), z.maxLength(512)),
   project: z.optional(z.string().check(z.minLength(1), z.maxLength(64))),
   /** What the submitter labelled it with (domain/labels.ts); descriptive only. */

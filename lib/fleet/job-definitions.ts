@@ -4,7 +4,7 @@ import * as ecs from 'aws-cdk-lib/aws-ecs';
 import type * as iam from 'aws-cdk-lib/aws-iam';
 import type * as logs from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
-import { jobDefinitionName } from '../../lambdas/domain/batch-names';
+import { jobDefinitionName, logStreamPrefix } from '../../lambdas/domain/batch-names';
 import { maxRuntimeSeconds, type TierConfig } from '../config';
 import { fargateSizeFor } from '../instance-catalog';
 
@@ -61,7 +61,7 @@ export class TeamJobDefinitions extends Construct {
 
   constructor(scope: Construct, id: string, props: TeamJobDefinitionsProps) {
     super(scope, id);
-    const logging = ecs.LogDriver.awsLogs({ logGroup: props.logGroup, streamPrefix: props.teamId });
+    const logging = ecs.LogDriver.awsLogs({ logGroup: props.logGroup, streamPrefix: logStreamPrefix(props.teamId) });
     for (const tier of props.tiers) {
       const common = {
         jobDefinitionName: jobDefinitionName(props.namePrefix, props.teamId, tier.id),

@@ -1,9 +1,9 @@
 /**
  * A job's artifacts: complete checkpoints with presigned download URLs, and recent container log lines.
  *
- * Log streams: an attempt's stream name is Batch's `logStreamName` (`<job definition>/default/<ECS task id>`). The
- * batch-events handler records it on the attempt when the attempt starts; when a record carries only the ECS task ARN
- * the name is derived from Batch's convention with the job definition name (batch-names.ts); with neither, the
+ * Log streams: an attempt's stream name is Batch's `logStreamName` (`<team>/default/<ECS task id>`: the job
+ * definitions log under the team's stream prefix). The batch-events handler records it on the attempt when the attempt
+ * starts; when a record carries only the ECS task ARN the name is derived from it (batch-names.ts); with neither, the
  * attempt has not started a container yet and there are no lines.
  *
  * Following a log: every answer carries `nextCursor`, the position after its last line (job, attempt, and the log
@@ -11,7 +11,7 @@
  * gets each line once, however many arrive between two polls. Without `attempt`, a cursor goes on into the job's next
  * attempt (from its first line) once its own attempt has nothing more to read.
  */
-import { jobDefinitionName } from '../../domain/batch-names';
+import { containerLogStream } from '../../domain/batch-names';
 import { compareCodeUnits } from '../../domain/code-unit-order';
 import type { AttemptRecord, JobRecord } from '../../domain/job';
 import { jobKeysFor } from '../../domain/workspace-layout';
@@ -116,12 +116,12 @@ function checkpointSummary(c: CheckpointSummary) {
 }
 
 /** The log stream of an attempt (see the module comment), or undefined when it has none yet. */
-export function logStreamOf(attempt: AttemptRecord, job: JobRecord, batchPrefix: string): string | undefined {
+export function logStreamOf(attempt: AttemptRecord, job: JobRecord): string | undefined {
   // Read loosely: the stream name and task ARN are recorded by the batch-events handler as Batch reports them.
   const fields = attempt as unknown as Record<string, unknown>;
   if (typeof fields.logStreamName === 'string' && fields.logStreamName.length > 0) return fields.logStreamName;
   const taskId = typeof fields.taskArn === 'string' ? /\/([^/]+)$/.exec(fields.taskArn)?.[1] : undefined;
-  if (taskId) return `${jobDefinitionName(batchPrefix, job.team, job.tier)}/default/${taskId}`;
+  if (taskId) return containerLogStream(job.team, taskId);
   return undefined;
 }
 
@@ -196,7 +196,7 @@ async function recentLogs(plane: ApiPlane, request: ApiRequest): Promise<ApiResp
         `job ${job.jobId} has no attempt ${query.attempt}; it has ${attempts.length === 0 ? 'none yet' : `attempts 1-${attempts.length}`}`,
       );
     }
-    const stream = attempt ? logStreamOf(attempt, job, plane.batchPrefix) : undefined;
+    const stream = attempt ? logStreamOf(attempt, job) : undefined;
     const page = stream ? await read(stream, 'tail') : undefined;
     const position = page?.next;
     return answer(attempt, stream, page, {
@@ -222,7 +222,7 @@ async function recentLogs(plane: ApiPlane, request: ApiRequest): Promise<ApiResp
         `query.after: is a cursor into attempt ${at.attempt}, which job ${job.jobId} does not have; leave after out to start from the newest lines`,
       );
     }
-    const stream = attempt ? logStreamOf(attempt, job, plane.batchPrefix) : undefined;
+    const stream = attempt ? logStreamOf(attempt, job) : undefined;
     const page = stream
       ? await read(stream, at.position === undefined ? 'head' : { after: at.position })
       : { lines: [], atEnd: true };

@@ -1042,7 +1042,7 @@ describe('GET /jobs/{id}/logs', () => {
     expect(errorOf(body).message).toBe('query.limit: limit must be a whole number from 1 to 1000');
   });
 
-  it('finds the stream from the recorded name, else from the task ARN by Batch convention', () => {
+  it('finds the stream from the recorded name, else from the task ARN under the team’s stream prefix', () => {
     const job = { team: 'nlp', tier: 'gpu-small' } as JobRecord;
     const base = {
       jobId: 'j1',
@@ -1057,8 +1057,9 @@ describe('GET /jobs/{id}/logs', () => {
       ...base,
       taskArn: 'arn:aws:ecs:us-east-1:123456789012:task/trainyard-gpu/0f1e2d3c',
     } as AttemptRecord;
-    expect(logStreamOf(recorded, job, 'trainyard')).toBe('trainyard-nlp-gpu-small/default/abc');
-    expect(logStreamOf(fromTask, job, 'trainyard')).toBe('trainyard-nlp-gpu-small/default/0f1e2d3c');
-    expect(logStreamOf(base, job, 'trainyard')).toBeUndefined();
+    expect(logStreamOf(recorded, job)).toBe('trainyard-nlp-gpu-small/default/abc');
+    // ECS names the stream <stream prefix>/<container>/<task id>; the job definitions' prefix is the team.
+    expect(logStreamOf(fromTask, job)).toBe('nlp/default/0f1e2d3c');
+    expect(logStreamOf(base, job)).toBeUndefined();
   });
 });
