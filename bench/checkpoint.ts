@@ -12,6 +12,7 @@ import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { startS3rver } from '../lib/local/engines';
+import { median } from './stats';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const PYTHON = '/usr/bin/python3';
@@ -73,15 +74,6 @@ interface PythonRun {
   copied_bytes: number;
   notice_to_complete_s: number;
   phases: { detect_s: number; signal_s: number; child_save_s: number; upload_s: number };
-}
-
-/** Median of a non-empty list. */
-export function median(values: readonly number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  const upper = sorted[middle] ?? Number.NaN;
-  const lower = sorted[middle - 1] ?? upper;
-  return sorted.length % 2 === 1 ? upper : (lower + upper) / 2;
 }
 
 function runPython(args: string[], log: (line: string) => void): Promise<PythonRun[]> {

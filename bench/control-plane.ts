@@ -41,7 +41,7 @@ import type { LocalBatch, SubmitJobInput } from '../lib/local/local-batch';
 import { LOCAL_NAMES } from '../lib/local/names';
 import { type ExecutionEvent, LocalStateMachine } from '../lib/local/state-machine-runner';
 import { P3_PRICES } from './spot/simulator';
-import { percentile } from './stats';
+import { median, percentile } from './stats';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 /** Bundles live under node_modules so the external `@aws-sdk/*` imports resolve as the Lambda runtime's would. */
@@ -433,7 +433,7 @@ export async function measureColdStarts(
   return bundles.map(({ handler, startsWithoutConfigVariable }, index) => {
     const timings = samples[index] ?? [];
     const ready = timings.map((s) => s.readyMs);
-    const medianMs = percentile(ready, 50);
+    const medianMs = median(ready);
     log(
       `control-plane: cold start ${handler} median ${medianMs.toFixed(0)} ms over ${runs}` +
         (startsWithoutConfigVariable ? '' : ' (needed TRAINYARD_CONFIG in its environment: set for the runs)'),
@@ -443,10 +443,7 @@ export async function measureColdStarts(
       runs,
       medianMs,
       maxMs: Math.max(...ready),
-      medianImportMs: percentile(
-        timings.map((s) => s.importMs),
-        50,
-      ),
+      medianImportMs: median(timings.map((s) => s.importMs)),
       startsWithoutConfigVariable,
       withinGoal: medianMs <= CONTROL_PLANE_GOALS.coldStartMs,
     };
@@ -474,7 +471,7 @@ async function measureSdkImports(
         (await importInFreshProcess(module, LAMBDA_ENV, loadedWith === 'require' ? 'require' : 'none')).importMs,
       );
     }
-    const medianMs = percentile(samples, 50);
+    const medianMs = median(samples);
     figures.push({
       module,
       loadedWith,
@@ -562,10 +559,7 @@ async function measurePlanSolves(runs: number, log: (line: string) => void): Pro
       samples.push(
         await runChild(PLAN_SOLVE_CHILD, [pathToFileURL(outfile).href, ...args.map(String)], {}, 'plan solve'),
       );
-    const medianMs = percentile(
-      samples.map((s) => s.solveMs),
-      50,
-    );
+    const medianMs = median(samples.map((s) => s.solveMs));
     figures.push({
       label: c.label,
       timeLeftHours: c.timeLeftSeconds / 3600,
@@ -574,10 +568,7 @@ async function measurePlanSolves(runs: number, log: (line: string) => void): Pro
       runs,
       medianMs,
       maxMs: Math.max(...samples.map((s) => s.solveMs)),
-      rssMiB: percentile(
-        samples.map((s) => s.rssBytes / (KIB * KIB)),
-        50,
-      ),
+      rssMiB: median(samples.map((s) => s.rssBytes / (KIB * KIB))),
       lambdas: planningLambdas().map((l) => {
         const estimatedMs = lambdaEstimateMs(medianMs, l.memoryMiB);
         return {
@@ -708,7 +699,7 @@ function latencyFigure(route: string, samples: readonly number[]): LatencyFigure
   return {
     route,
     calls: samples.length,
-    p50Ms: percentile(samples, 50),
+    p50Ms: median(samples),
     p99Ms,
     meanMs: samples.reduce((s, v) => s + v, 0) / samples.length,
     withinGoal: p99Ms <= CONTROL_PLANE_GOALS.warmP99Ms,
@@ -947,7 +938,7 @@ async function measureLiveJobsRead(
         return {
           itemsRead,
           readUnits: Math.ceil((itemsRead * itemBytes) / 4096) / 2,
-          medianMs: percentile(samples, 50),
+          medianMs: median(samples),
           result: result as T,
         };
       };

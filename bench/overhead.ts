@@ -14,7 +14,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { packTarGz } from '../lambdas/shared/tarball';
 import { parseConfig } from '../lib/config';
 import { startLocalMode } from '../lib/local/local-mode';
-import { percentile } from './stats';
+import { median } from './stats';
 
 const EXAMPLE = fileURLToPath(new URL('../examples/hello-cpu/', import.meta.url));
 const PYTHON = '/usr/bin/python3';
@@ -175,24 +175,15 @@ export async function runOverheadBench(options: {
     options.log(`overhead: run ${i + 1} local mode ${localModeSeconds.toFixed(1)} s (× ${ratio.toFixed(3)})`);
     runs.push({ directSeconds, localModeSeconds, ratio });
   }
-  const medianRatio = percentile(
-    runs.map((r) => r.ratio),
-    50,
-  );
+  const medianRatio = median(runs.map((r) => r.ratio));
   return {
     name: 'platform-overhead',
     quick: options.quick,
     plan,
     command,
     runs,
-    medianDirectSeconds: percentile(
-      runs.map((r) => r.directSeconds),
-      50,
-    ),
-    medianLocalModeSeconds: percentile(
-      runs.map((r) => r.localModeSeconds),
-      50,
-    ),
+    medianDirectSeconds: median(runs.map((r) => r.directSeconds)),
+    medianLocalModeSeconds: median(runs.map((r) => r.localModeSeconds)),
     medianRatio,
     goalRatio: OVERHEAD_GOAL_RATIO,
     withinGoal: medianRatio <= OVERHEAD_GOAL_RATIO,

@@ -1,6 +1,14 @@
 /**
  * The reference policies of "Can't Be Late" (NSDI '24), as the issue defines them: on-demand only, Greedy and
  * Uniform Progress. They see spot availability at every tick (the paper's setting), which Trainyard's policy does not.
+ *
+ * Greedy and UP are their variants that miss no deadline at a trace's tick: each decides on the slack that will be
+ * left after the tick it is about to spend (the tick's wait, or the start it is about to pay for), where the rules
+ * read literally decide on the slack now. Read literally, Greedy takes spot with slack between d and 2d (a reclaim
+ * then leaves too little for on-demand's start) and UP's safety net waits with slack just over 2d for a tick longer
+ * than the slack can spare; both then miss deadlines, which the issue's reference figures have none of. So Trainyard,
+ * which must miss none, is compared with baselines held to the same rule; they differ from the literal ones only in
+ * jobs that come that close to their deadline.
  */
 import type { Holding, JobWindow, TickPolicy, TickView } from './simulator';
 

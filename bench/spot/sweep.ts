@@ -65,6 +65,8 @@ export interface PolicyStats {
   p90Gap: number;
   /** Jobs that missed the deadline. */
   misses: number;
+  /** Every job's gap, for figures pooled over settings; kept in memory only (the results' JSON leaves it out). */
+  gaps?: readonly number[];
 }
 
 /** One (trace, D, d) setting. */
@@ -124,7 +126,12 @@ export function runSettings(
   options: SweepOptions,
   workspace: OptimumWorkspace = new OptimumWorkspace(),
 ): SettingResult[] {
-  const timeline = new TierSpotTimeline(trace.available, trace.gapSeconds, options.trainyard.checkIntervalSeconds);
+  const timeline = new TierSpotTimeline(
+    trace.available,
+    trace.gapSeconds,
+    options.trainyard.checkIntervalSeconds,
+    options.trainyard.spotPlanning?.model,
+  );
   const jobs = deadlineHours.flatMap((hours, setting) => {
     const deadlineSeconds = Math.round(hours * 3600);
     const ticks = deadlineSeconds / trace.gapSeconds;
@@ -181,11 +188,17 @@ export function runSettings(
   }
   return deadlineHours.map((hours, setting) => {
     const policies = Object.fromEntries(
-      POLICIES.map((name) => {
+      POLICIES.map((name): [PolicyName, PolicyStats] => {
         const s = (samples[setting] as Record<PolicyName, Samples>)[name];
         return [
           name,
-          { meanNormalisedCost: mean(s.cost), meanGap: mean(s.gap), p90Gap: percentile(s.gap, 90), misses: s.misses },
+          {
+            meanNormalisedCost: mean(s.cost),
+            meanGap: mean(s.gap),
+            p90Gap: percentile(s.gap, 90),
+            misses: s.misses,
+            gaps: s.gap,
+          },
         ];
       }),
     ) as Record<PolicyName, PolicyStats>;

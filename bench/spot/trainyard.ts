@@ -67,13 +67,14 @@ export class TierSpotTimeline {
   /** records[t]: the record after the probes at ticks before t. */
   private readonly records: Array<TierSpotRecord | undefined>;
 
-  constructor(available: Uint8Array, gapSeconds: number, checkIntervalSeconds: number, tier = 'sim') {
+  /** `prior`: the fleet model the refits blend with (by default the deployed one). */
+  constructor(available: Uint8Array, gapSeconds: number, checkIntervalSeconds: number, prior?: SpotLengthModel) {
     this.records = [undefined];
     let record: TierSpotRecord | undefined;
     for (let tick = 0; tick < available.length; tick++) {
       if (isWatchTick(tick, gapSeconds, checkIntervalSeconds)) {
         const atMs = tick * gapSeconds * 1000;
-        record = nextTierSpot(record, tier, (available[tick] ?? 0) >= 1, atMs, checkIntervalSeconds) ?? record;
+        record = nextTierSpot(record, 'sim', (available[tick] ?? 0) >= 1, atMs, checkIntervalSeconds, prior) ?? record;
       }
       this.records.push(record);
     }
@@ -140,17 +141,19 @@ export function trainyardPolicy(
   // The budget watch's record of the tier (only a probe that can answer keeps one), in milliseconds from the start
   // of the trace.
   const watched = config.spotVisibleOnDemand !== false;
+  // The tier's refits blend with the fleet model the config plans with before it has learnt its own.
+  const prior = config.spotPlanning?.model;
   const before = job.before ?? new Uint8Array();
   const traceMs = (nowSeconds: number): number => (before.length * job.gapSeconds + nowSeconds) * 1000;
   let tierSpot = watched
     ? 'tierSpotAtSubmit' in options
       ? options.tierSpotAtSubmit
-      : new TierSpotTimeline(before, job.gapSeconds, config.checkIntervalSeconds).before(before.length)
+      : new TierSpotTimeline(before, job.gapSeconds, config.checkIntervalSeconds, prior).before(before.length)
     : undefined;
   const watch = (view: TickView): void => {
     if (!watched || !isWatchTick(view.tick, job.gapSeconds, config.checkIntervalSeconds)) return;
     tierSpot =
-      nextTierSpot(tierSpot, 'sim', view.spotAvailable, traceMs(view.nowSeconds), config.checkIntervalSeconds) ??
+      nextTierSpot(tierSpot, 'sim', view.spotAvailable, traceMs(view.nowSeconds), config.checkIntervalSeconds, prior) ??
       tierSpot;
   };
   const ms = (seconds: number): number => seconds * 1000;
@@ -234,7 +237,8 @@ export function trainyardPolicy(
       // attempt-outcome folds the reclaim into the tier's record before it decides.
       if (watched)
         tierSpot =
-          tierSpotAfterReclaim(tierSpot, 'sim', traceMs(view.nowSeconds), config.checkIntervalSeconds) ?? tierSpot;
+          tierSpotAfterReclaim(tierSpot, 'sim', traceMs(view.nowSeconds), config.checkIntervalSeconds, prior) ??
+          tierSpot;
       close(view.nowSeconds, 'reclaimed');
       launch(consult(view, 'attempt-reclaimed', 'spot', false).capacity, view);
     }

@@ -196,25 +196,28 @@ function withStretchCounted(record: TierSpotRecord | undefined, untilMs: number,
 
 /**
  * The tier's model refitted at `nowMs` from the record's tables and its open stretch (alive so far): the fleet model
- * blended with them, rounded as stored; undefined while nothing has been counted (the fleet model stands).
+ * blended with them, rounded as stored; undefined while nothing has been counted (the fleet model stands). `prior` is
+ * the fleet model: the deployed FLEET_SPOT_MODEL, or in the benchmark one fitted without the trace it replays.
  */
-export function refittedTierSpotModel(record: TierSpotRecord, nowMs: number): SpotLengthModel | undefined {
+export function refittedTierSpotModel(
+  record: TierSpotRecord,
+  nowMs: number,
+  prior: SpotLengthModel = FLEET_SPOT_MODEL,
+): SpotLengthModel | undefined {
   const tables = withStretchCounted(record, nowMs, false);
   const seen = [tables.available, tables.unavailable].some((t) => t.atRisk.some((n) => n > 0));
-  return seen
-    ? roundedSpotLengthModel(blendSpotLengthModel(FLEET_SPOT_MODEL, tables, TIER_SPOT_MODEL_PRIOR_WEIGHT))
-    : undefined;
+  return seen ? roundedSpotLengthModel(blendSpotLengthModel(prior, tables, TIER_SPOT_MODEL_PRIOR_WEIGHT)) : undefined;
 }
 
 /**
  * The record with its model refitted when none has been fitted yet or the last fit is a refit interval old: at the
  * watch's tick, or at a reclaim folded in after the latest tick, whichever moves the record first.
  */
-function refitIfDue(record: TierSpotRecord, nowMs: number): TierSpotRecord {
+function refitIfDue(record: TierSpotRecord, nowMs: number, prior: SpotLengthModel | undefined): TierSpotRecord {
   if (record.modelFittedMs !== undefined && nowMs - record.modelFittedMs < TIER_SPOT_MODEL_REFIT_SECONDS * 1000)
     return record;
   const { model: _, ...rest } = record;
-  const model = refittedTierSpotModel(record, nowMs);
+  const model = refittedTierSpotModel(record, nowMs, prior);
   return { ...rest, modelFittedMs: nowMs, ...(model ? { model } : {}) };
 }
 
@@ -226,7 +229,8 @@ function refitIfDue(record: TierSpotRecord, nowMs: number): TierSpotRecord {
  *   into the life table when its start was seen;
  * - no record, or the last tick was too long ago → a new run whose start the watch did not see; the run before it is
  *   counted as lasting at least until its last tick.
- * The tier's model is refitted when due ({@link TIER_SPOT_MODEL_REFIT_SECONDS}).
+ * The tier's model is refitted when due ({@link TIER_SPOT_MODEL_REFIT_SECONDS}), blended with `prior` (by default the
+ * deployed fleet model; see {@link refittedTierSpotModel}).
  */
 export function nextTierSpot(
   record: TierSpotRecord | undefined,
@@ -234,10 +238,11 @@ export function nextTierSpot(
   available: boolean,
   nowMs: number,
   checkIntervalSeconds: number,
+  prior?: SpotLengthModel,
 ): TierSpotRecord | undefined {
   if (record !== undefined && nowMs <= record.seenMs) return undefined;
   const unbroken = record !== undefined && nowMs - record.seenMs <= tierSpotMaxGapMs(checkIntervalSeconds);
-  if (unbroken && record.available === available) return refitIfDue({ ...record, seenMs: nowMs }, nowMs);
+  if (unbroken && record.available === available) return refitIfDue({ ...record, seenMs: nowMs }, nowMs, prior);
   const lifeTable = withStretchCounted(record, unbroken ? nowMs : (record?.seenMs ?? nowMs), unbroken);
   return refitIfDue(
     {
@@ -250,6 +255,7 @@ export function nextTierSpot(
       seenMs: nowMs,
     },
     nowMs,
+    prior,
   );
 }
 
@@ -265,9 +271,10 @@ export function tierSpotAfterReclaim(
   tier: string,
   atMs: number,
   checkIntervalSeconds: number,
+  prior?: SpotLengthModel,
 ): TierSpotRecord | undefined {
   if (record === undefined || atMs > record.seenMs) {
-    const next = nextTierSpot(record, tier, false, atMs, checkIntervalSeconds);
+    const next = nextTierSpot(record, tier, false, atMs, checkIntervalSeconds, prior);
     return next && next.sinceMs === atMs ? { ...next, sinceChange: true } : next;
   }
   if (!record.available || atMs < record.sinceMs || (atMs === record.sinceMs && record.sinceChange)) return undefined;

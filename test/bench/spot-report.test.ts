@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { goalCheck, markdownReport } from '../../bench/spot/report';
+import { goalCheck, markdownReport, overall } from '../../bench/spot/report';
 import { POLICIES, type PolicyName, type PolicyStats, type SettingResult } from '../../bench/spot/sweep';
 
 const TRACE = 'availability/1-node/aws-10-26-2022/us-west-2a_k80_1.json';
@@ -87,5 +87,44 @@ describe('the spot goal check', () => {
 
   it('leaves the shortfall table out when the goal is met', () => {
     expect(markdownReport([settings[0] as SettingResult], 'test')).not.toContain('Settings that miss the goal');
+  });
+});
+
+describe('overall figures', () => {
+  /** A setting of 300 jobs whose every policy has these per-job gaps. */
+  const withGaps = (gaps: number[], keep = true): SettingResult => {
+    const stats: PolicyStats = { meanNormalisedCost: 0.5, meanGap: 0, p90Gap: Math.max(...gaps), misses: 0 };
+    return {
+      trace: TRACE,
+      deadlineHours: 52,
+      overheadHours: 0.1,
+      jobs: gaps.length,
+      policies: Object.fromEntries(POLICIES.map((name) => [name, keep ? { ...stats, gaps } : stats])) as Record<
+        PolicyName,
+        PolicyStats
+      >,
+    };
+  };
+
+  it('pools every job for the p90 of all jobs, and averages the per-setting p90s for the mean p90', () => {
+    // Gaps all 0 in one setting, all 0.2 in the other: over the 600 jobs the 90th percentile is 0.2; the mean of the
+    // two settings' p90s is 0.1.
+    const all = overall([withGaps(new Array(300).fill(0)), withGaps(new Array(300).fill(0.2))]);
+    expect(all.trainyard.pooledP90Gap).toBe(0.2);
+    expect(all.trainyard.meanP90Gap).toBeCloseTo(0.1, 12);
+    // 540 of 600 jobs at 0 and 60 at 0.3: the 540th gap, nearest rank, is still 0.
+    const mixed = overall([
+      withGaps(new Array(300).fill(0)),
+      withGaps([...new Array(240).fill(0), ...new Array(60).fill(0.3)]),
+    ]);
+    expect(mixed.greedy.pooledP90Gap).toBe(0);
+  });
+
+  it("leaves the pooled p90 unknown for settings read back without their jobs' gaps (the results JSON)", () => {
+    const all = overall([withGaps([0.1, 0.2], false)]);
+    expect(all.trainyard.pooledP90Gap).toBeNaN();
+    expect(markdownReport([withGaps([0.1, 0.2], false)], 't')).toMatch(
+      /\| trainyard \| 0\.500 \| 0\.0 % \| 20\.0 % \| — \| 0 \|/,
+    );
   });
 });

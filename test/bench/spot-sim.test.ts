@@ -12,7 +12,7 @@ import {
 import { startOffsets } from '../../bench/spot/sweep';
 import { InvalidTraceFile, parseTrace } from '../../bench/spot/traces';
 import { isCheckTick, isWatchTick, TierSpotTimeline, trainyardPolicy } from '../../bench/spot/trainyard';
-import { percentile } from '../../bench/stats';
+import { median, percentile } from '../../bench/stats';
 import type { PlacementDecision, PlacementMoment } from '../../lambdas/domain/placement';
 import { FLEET_SPOT_MODEL } from '../../lambdas/domain/spot-fleet-model';
 import { seededRandom } from '../../lib/seeded-random';
@@ -275,6 +275,12 @@ describe('the tier’s spot record in the simulator', () => {
       4,
     );
     expect(refitted?.model?.unavailableHazards[0]).toBeCloseTo((20 * (fleet[0] as number)) / (seenOutages + 20), 4);
+
+    // Given another fleet model (a sweep's, fitted without the trace it replays), the refit blends with that one.
+    const prior = { ...FLEET_SPOT_MODEL, unavailableHazards: FLEET_SPOT_MODEL.unavailableHazards.map(() => 0.5) };
+    const held = new TierSpotTimeline(trace, 600, 300, prior).before(week + 1);
+    expect(held?.lifeTable).toEqual(refitted?.lifeTable);
+    expect(held?.model?.unavailableHazards[0]).toBeCloseTo((20 * 0.5) / (seenOutages + 20), 4);
   });
 
   it('tells the production policy at submission how old the outage it is submitted into is, when a probe can answer', () => {
@@ -324,5 +330,13 @@ describe('sweep helpers', () => {
     expect(percentile([30, 10, 20], 99)).toBe(30);
     expect(percentile([30, 10, 20], 0)).toBe(10);
     expect(percentile([], 50)).toBeNaN();
+  });
+
+  it("takes the median as the middle value, or the mean of the two middle ones (a cold start's median of 20)", () => {
+    expect(median([30, 10, 20])).toBe(20);
+    expect(median([4, 1, 3, 2])).toBe(2.5);
+    const twenty = Array.from({ length: 20 }, (_, i) => 140 + i);
+    expect(median(twenty)).toBe(149.5);
+    expect(median([])).toBeNaN();
   });
 });
