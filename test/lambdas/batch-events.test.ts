@@ -749,9 +749,9 @@ describe('batch-events: a Batch job its attempt does not own is stopped, and bil
     expect(publishedOf(bench.recorded, 'Job Cost Amended')).toEqual([amended, amended]);
   });
 
-  it('rewrites the ended job’s summary and report with the orphan’s cost, keeping when the job finished', async () => {
+  /** A job Finalize ended FAILED at $0.30, its files written, whose attempt 1 has another Batch job still to end. */
+  async function finalizedWithOrphanToCome() {
     await withWorkspace();
-    // Finalize ends the job at $0.30 and writes its files; then a second Batch job of attempt 1 ends.
     const failed = { kind: 'app-error', reason: 'exit 1', resumable: false } as const;
     await seed(
       { state: 'RUNNING' },
@@ -764,9 +764,13 @@ describe('batch-events: a Batch job its attempt does not own is stopped, and bil
         outcome: failed,
       },
     );
-    const { events } = bench.ports;
-    const finalize = createFinalizeHandler({ ...planeOf(bench.jobs), events });
-    const finalized = await finalize({ jobId: JOB_ID, finalState: 'FAILED', reason: 'exit 1' });
+    const finalize = createFinalizeHandler({ ...planeOf(bench.jobs), events: bench.ports.events });
+    return finalize({ jobId: JOB_ID, finalState: 'FAILED', reason: 'exit 1' });
+  }
+
+  it('rewrites the ended job’s summary and report with the orphan’s cost, keeping when the job finished', async () => {
+    // Finalize ends the job at $0.30 and writes its files; then a second Batch job of attempt 1 ends.
+    const finalized = await finalizedWithOrphanToCome();
     expect(finalized.costUsd).toBe(0.3);
     const before = await filesOf();
     expect(before.summary).toMatchObject({ costUsd: 0.3, finishedAt: bench.clock().toISOString() });
@@ -796,21 +800,7 @@ describe('batch-events: a Batch job its attempt does not own is stopped, and bil
   });
 
   it('reads a summary.json a job replaced with more than a document holds no further, and rewrites it from the records', async () => {
-    await withWorkspace();
-    const failed = { kind: 'app-error', reason: 'exit 1', resumable: false } as const;
-    await seed(
-      { state: 'RUNNING' },
-      {
-        batchJobId: OTHER_BATCH_JOB,
-        status: 'FAILED',
-        startedAt: T.created,
-        stoppedAt: T.started,
-        costUsd: 0.3,
-        outcome: failed,
-      },
-    );
-    const finalize = createFinalizeHandler({ ...planeOf(bench.jobs), events: bench.ports.events });
-    await finalize({ jobId: JOB_ID, finalState: 'FAILED', reason: 'exit 1' });
+    await finalizedWithOrphanToCome();
     // The team's jobs can write its folder: one puts a "summary" of more than MAX_JSON_DOCUMENT_BYTES there.
     const keys = jobKeysFor('vision', JOB_ID);
     await bench.workspace.put(
