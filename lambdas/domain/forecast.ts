@@ -70,7 +70,10 @@ export function forecast(input: {
   const rate = median(window);
   if (rate <= 0) return undefined;
   const fastest = Math.max(...window);
-  const slowest = Math.min(...window.filter((r) => r > 0));
+  // The range holds the expected rate: with stalled intervals (rate 0) in the window the median can fall below every
+  // interval that moved.
+  const slowest = Math.min(rate, ...window.filter((r) => r > 0));
+  const stalled = window.some((r) => r === 0);
 
   const remaining = Math.max(0, totalSteps - last.step);
   const eta = remaining / rate;
@@ -79,7 +82,7 @@ export function forecast(input: {
   const cost = (seconds: number) => (seconds / 3600) * usdPerHour;
   const spread = fastest / slowest;
   const confidence: Figure<number>['confidence'] =
-    window.length >= 5 && spread <= 1.25 ? 'high' : window.length >= 3 ? 'medium' : 'low';
+    window.length >= 5 && spread <= 1.25 && !stalled ? 'high' : window.length >= 3 ? 'medium' : 'low';
   const basis =
     remaining === 0
       ? `step ${last.step} of ${totalSteps}: done`

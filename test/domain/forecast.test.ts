@@ -125,3 +125,32 @@ describe('forecast', () => {
     expect(() => forecast({ samples: [s(0, 0), s(1, 1)], ...input })).toThrow(new InvalidForecastInput(message));
   });
 });
+
+describe('forecast with stalled intervals in the window', () => {
+  // Rates per interval: 0, 0, 0 (stalled: a restore, a hung data loader), then 3, 3, 3 steps/s. The median of
+  // [0, 0, 0, 3, 3, 3] is 1.5 steps/s, slower than every interval that moved; 910 steps are left.
+  const samples = [s(0, 0), s(0, 10), s(0, 20), s(0, 30), s(30, 40), s(60, 50), s(90, 60)];
+  const f = forecast({ samples, totalSteps: 1000, spentUsd: 0, usdPerHour: 3.6 });
+
+  it('widens the range to hold the expected ETA and cost', () => {
+    expect(f?.etaSeconds.value).toBeCloseTo(910 / 1.5, 9);
+    expect(f?.etaRangeSeconds.low).toBeCloseTo(910 / 3, 9);
+    expect(f?.etaRangeSeconds.high).toBeCloseTo(910 / 1.5, 9);
+    // $3.60/h is $0.001 a second.
+    expect(f?.costToFinishUsd.expected).toBeCloseTo(0.001 * (910 / 1.5), 9);
+    expect(f?.costToFinishUsd.high).toBeCloseTo(0.001 * (910 / 1.5), 9);
+  });
+
+  it('is not high-confidence with a stalled interval in its window, however steady the rest', () => {
+    expect(f?.etaSeconds.confidence).toBe('medium');
+    // Six intervals at 2 steps/s, then four with no step: median 2, every interval that moved at 2.
+    const hung = [0, 1, 2, 3, 4, 5, 6].map((i) => s(i * 100, i * 50));
+    for (let i = 1; i <= 4; i++) hung.push(s(600, 300 + i * 50));
+    const g = forecast({ samples: hung, totalSteps: 1000, spentUsd: 0, usdPerHour: 1 });
+    expect(g?.etaSeconds.confidence).toBe('medium');
+    const steady = [0, 1, 2, 3, 4, 5, 6].map((i) => s(i * 100, i * 50));
+    expect(forecast({ samples: steady, totalSteps: 1000, spentUsd: 0, usdPerHour: 1 })?.etaSeconds.confidence).toBe(
+      'high',
+    );
+  });
+});
