@@ -4,6 +4,7 @@
  * the budget gate should reserve. Pure. Formulas and sources: docs/cost-model.md.
  */
 import { formatDuration, formatUsd } from './analysis/format';
+import { MINIMUM_BILLED_SECONDS } from './metering';
 import type { TierPrice } from './prices';
 
 /** What the spot model assumes about interruptions and recovery. */
@@ -93,7 +94,7 @@ export function estimateCost(
   const cap = opts.maxComputeSeconds;
   if (cap === undefined) return estimate;
   const dearest = Math.max(price.onDemandUsdPerHour, price.spotHighUsdPerHour ?? 0, price.spotUsdPerHour ?? 0);
-  const most = ceilCents((cap / 3600) * dearest * nodes);
+  const most = ceilCents((billedSeconds(cap) / 3600) * dearest * nodes);
   if (estimate.reservationUsd <= most) return estimate;
   return {
     ...estimate,
@@ -110,7 +111,7 @@ function estimateUncapped(
   deadline: number | undefined,
 ): CostEstimate {
   const onDemandHours = runtimeSeconds / 3600;
-  const onDemandCost = onDemandHours * price.onDemandUsdPerHour * nodes;
+  const onDemandCost = (billedSeconds(runtimeSeconds) / 3600) * price.onDemandUsdPerHour * nodes;
   const onDemand = { costUsd: onDemandCost, hours: onDemandHours };
   const base = { runtimeSeconds, onDemand, assumptions, nodes };
   const reserveOnDemand = ceilCents(onDemandCost);
@@ -153,13 +154,17 @@ function estimateUncapped(
     nodes,
     assumptions,
   );
-  const expectedCost = (expectedSeconds / 3600) * spotPrice * nodes;
+  const expectedCost = (billedSeconds(expectedSeconds) / 3600) * spotPrice * nodes;
   const spot = {
     expectedCostUsd: expectedCost,
     expectedHours: expectedSeconds / 3600,
     expectedInterruptions,
-    lowUsd: (runtimeSeconds / 3600) * spotPrice * nodes,
-    highUsd: (highSeconds / 3600) * (price.spotHighUsdPerHour ?? spotPrice) * nodes,
+    lowUsd: (billedSeconds(runtimeSeconds) / 3600) * spotPrice * nodes,
+    // Every attempt, the first and one after each interruption, is billed at least the minimum.
+    highUsd:
+      (Math.max(highSeconds, (highCount + 1) * MINIMUM_BILLED_SECONDS) / 3600) *
+      (price.spotHighUsdPerHour ?? spotPrice) *
+      nodes,
     breakEvenInterruptionsPerHour: breakEven,
   };
   const reservationUsd = ceilCents(Math.max(onDemandCost, spot.highUsd));
@@ -202,6 +207,11 @@ function estimateUncapped(
     reasoning: `Spot: ${compare}${margin}; ${breakEvenText}.`,
     reservationUsd,
   };
+}
+
+/** Seconds an attempt of `seconds` is billed per node: EC2 and Fargate bill at least a minute per start. */
+function billedSeconds(seconds: number): number {
+  return Math.max(seconds, MINIMUM_BILLED_SECONDS);
 }
 
 /**

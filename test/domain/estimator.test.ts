@@ -43,6 +43,23 @@ describe('estimateCost', () => {
     expect(estimateCost(3600, gpuSmall, { maxComputeSeconds: 7200 })).toEqual(estimateCost(3600, gpuSmall));
   });
 
+  it('bills a short job at least the minute every start is billed, in its costs, its reservation and its cap', () => {
+    // 10 s of work is billed 60 s a node: on-demand 60/3600 × $0.526 = $0.008767, reserved $0.01; two nodes twice that.
+    const short = estimateCost(10, gpuSmall);
+    expect(short.onDemand.costUsd).toBeCloseTo((60 / 3600) * 0.526, 12);
+    expect(short.onDemand.hours).toBeCloseTo(10 / 3600, 12);
+    expect(short.spot?.lowUsd).toBeCloseTo((60 / 3600) * 0.19, 12);
+    // A 10 s job's expected spot time is 10 × 60/59 s, billed as 60 s.
+    expect(short.spot?.expectedCostUsd).toBeCloseTo((60 / 3600) * 0.19, 12);
+    // gpu-multinode's two nodes at $5.672/h: one 10 s attempt is billed 2 × 60 s = $0.189, reserved $0.19.
+    const multi: TierPrice = { tier: 'gpu-multinode', onDemandUsdPerHour: 5.672, spotSource: 'not-allowed', nodes: 2 };
+    expect(estimateCost(10, multi).reservationUsd).toBe(0.19);
+    // A cap of 30 s of compute still leaves one attempt's billed minute: 2 × 60 s at $5.672/h.
+    expect(estimateCost(3600, multi, { maxComputeSeconds: 30 }).reservationUsd).toBe(0.19);
+    // Past the minute nothing changes: an hour is an hour.
+    expect(estimateCost(3600, gpuSmall).onDemand.costUsd).toBe(0.526);
+  });
+
   it('computes expected spot time and cost with Poisson interruptions', () => {
     const e = estimateCost(3600, gpuSmall);
     expect(e.onDemand).toEqual({ costUsd: 0.526, hours: 1 });
