@@ -73,6 +73,8 @@ export class PlatformEvents extends Construct {
     this.deadLetters = new sqs.Queue(this, 'AlertDeadLetters', {
       enforceSSL: true,
       encryption: sqs.QueueEncryption.SQS_MANAGED,
+      // As long as the handlers' queues: SQS's default of 4 days would drop a weekend's failures, and the alarm with them.
+      retentionPeriod: Duration.days(14),
     });
     acknowledgeFinding(this.deadLetters, 'SQS3', 'This queue is the dead-letter queue for alert deliveries.');
     // An alert that could not be delivered must not vanish silently; the alarm shows on the console and dashboards

@@ -84,7 +84,7 @@ export class OperationsDashboard extends Construct {
     const machine = props.stateMachine;
     const metricsNote = config.observability.platformMetrics
       ? ''
-      : ' Platform metrics are off (`observability.platformMetrics`), so the first two rows stay empty.';
+      : " Platform metrics are off (`observability.platformMetrics`), so the graphs of the first two rows stay empty, but for job executions per hour (the state machine's own metrics).";
 
     this.dashboard = new cloudwatch.Dashboard(this, 'Dashboard', {
       dashboardName: props.dashboardName,
@@ -96,7 +96,7 @@ export class OperationsDashboard extends Construct {
             height: 2,
             markdown: [
               '# Trainyard operations',
-              `Jobs, spend and spot capacity come from Trainyard's own metrics (namespace \`${METRICS_NAMESPACE}\`, every 5 minutes from the budget watch); the rest is AWS's metrics of the control plane. What each metric means, and what to do when an alarm fires: docs/operations.md.${metricsNote}`,
+              `Jobs, spend and spot capacity come from Trainyard's own metrics (namespace \`${METRICS_NAMESPACE}\`: every 5 minutes from the budget watch, spot warnings and reclaims as they are recorded); the rest is AWS's metrics of the control plane. What each metric means, and what to do when an alarm fires: docs/operations.md.${metricsNote}`,
             ].join('\n\n'),
           }),
         ],

@@ -138,7 +138,9 @@ describe('operations dashboard', () => {
 
   it('says so on the dashboard when platform metrics are off', () => {
     const quiet = dashboardOf(synthesize({ ...TWO_TEAM_CONFIG, observability: { platformMetrics: false } }));
-    expect(quiet.widgets[0]?.properties.markdown).toContain('Platform metrics are off');
+    expect(quiet.widgets[0]?.properties.markdown).toContain(
+      "Platform metrics are off (`observability.platformMetrics`), so the graphs of the first two rows stay empty, but for job executions per hour (the state machine's own metrics).",
+    );
     expect(board.widgets[0]?.properties.markdown).not.toContain('Platform metrics are off');
   });
 });

@@ -637,6 +637,12 @@ describe('events and alerts', () => {
       ComparisonOperator: 'GreaterThanThreshold',
       Threshold: 0,
     });
+    // Kept as long as the handlers' dead letters: SQS's default of 4 days would drop a weekend's failed alerts, and
+    // the alarm would clear with them.
+    const [queue] = resourcesOf(s.platformTemplate, 'AWS::SQS::Queue').filter(([id]) =>
+      /EventsAlertDeadLetters/.test(id),
+    );
+    expect(queue?.[1]).toMatchObject({ MessageRetentionPeriod: 1_209_600 });
   });
 
   it('posts to Slack through an API destination whose URL comes from the named secret', () => {
