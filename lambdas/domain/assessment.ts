@@ -11,6 +11,7 @@ import {
   InvalidRequirement,
   type JobRequirements,
   type WorkloadAnalysis,
+  WorkloadRefused,
 } from './analysis';
 import { formatDuration } from './analysis/format';
 import { type CostEstimate, estimateCost } from './estimator';
@@ -44,7 +45,20 @@ export function assessWorkload(
   tiers: readonly TierConfig[],
   req: JobRequirements = {},
 ): Assessment {
-  const analysis = analyzeWorkload(bundle, tiers, req);
+  let analysis: WorkloadAnalysis;
+  try {
+    analysis = analyzeWorkload(bundle, tiers, req);
+  } catch (error) {
+    // No tier fits one that would run over a year anywhere, each for its maximum runtime: the figure is misread,
+    // which is what to say (the refusal would list tiers that cannot help, with figures JSON cannot hold).
+    if (error instanceof WorkloadRefused && req.runtimeSeconds === undefined) {
+      const fastest = fastestEstimate(error.analysis);
+      if (fastest !== undefined && !(fastest.runtime.value <= MAX_ESTIMATED_RUNTIME_SECONDS)) {
+        throw overAYear(fastest.tier, fastest.runtime);
+      }
+    }
+    throw error;
+  }
   const tierId = analysis.recommendedTier;
   const tier = tiers.find((t) => t.id === tierId);
   if (!tier) throw new Error(`analysis recommended tier ${tierId}, which is not among the tiers it was given`);
@@ -56,11 +70,8 @@ export function assessWorkload(
     };
   }
   const estimated = analysis.perTier.find((t) => t.tier === tier.id)?.runtimeSeconds;
-  if (estimated !== undefined && !(estimated.value <= MAX_ESTIMATED_RUNTIME_SECONDS)) {
-    throw new InvalidRequirement(
-      `the workload as read would run ${Number.isFinite(estimated.value) ? `about ${formatDuration(estimated.value)}` : 'for ever'} on ${tier.id} (${estimated.basis}), over a year, where no tier runs a job longer than 14 days: check max_iters and the model's sizes, or give runtimeSeconds`,
-    );
-  }
+  if (estimated !== undefined && !(estimated.value <= MAX_ESTIMATED_RUNTIME_SECONDS))
+    throw overAYear(tier.id, estimated);
   const maxSeconds = maxComputeSecondsOf(tier, req);
   const runtime = estimated ?? {
     value: maxSeconds,
@@ -71,6 +82,28 @@ export function assessWorkload(
     confidence: 'low' as const,
   };
   return { analysis, tier, runtime };
+}
+
+/** The refusal of a workload read as running over a year on `tierId`. */
+function overAYear(tierId: string, estimated: { value: number; basis: string }): InvalidRequirement {
+  return new InvalidRequirement(
+    `the workload as read would run ${Number.isFinite(estimated.value) ? `about ${formatDuration(estimated.value)} on ${tierId} (${estimated.basis})` : `for ever on ${tierId} (its figures are past what a number holds)`}, over a year, where no tier runs a job longer than 14 days: check max_iters and the model's sizes, or give runtimeSeconds`,
+  );
+}
+
+/** The tier an analysis estimates the shortest runtime on, with that estimate; undefined when it estimates none. */
+function fastestEstimate(
+  analysis: WorkloadAnalysis,
+): { tier: string; runtime: { value: number; basis: string } } | undefined {
+  let fastest: { tier: string; runtime: { value: number; basis: string } } | undefined;
+  for (const t of analysis.perTier) {
+    const runtime = t.runtimeSeconds;
+    if (runtime === undefined) continue;
+    if (fastest === undefined || runtime.value < fastest.runtime.value || Number.isNaN(fastest.runtime.value)) {
+      fastest = { tier: t.tier, runtime };
+    }
+  }
+  return fastest;
 }
 
 /**

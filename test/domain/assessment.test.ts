@@ -64,4 +64,31 @@ describe('a workload read as running for more than a year', () => {
     // A runtime the user gives is taken as it is.
     expect(assessWorkload(bundle, tiers, { tier: 'gpu-small', runtimeSeconds: 3600 }).runtime.value).toBe(3600);
   });
+
+  it.each([
+    {
+      what: 'max_iters = 10**200',
+      config: 'max_iters = 10**200\n',
+      runs: /^the workload as read would run about \S+ d on gpu-/,
+    },
+    {
+      what: 'n_embd = 1e200',
+      config: 'n_embd = 10**200\nmax_iters = 2000\n',
+      runs: /^the workload as read would run for ever on /,
+    },
+  ])('is refused the same way when no tier is named, not as a workload no tier fits ($what)', ({ config, runs }) => {
+    const bundle = {
+      files: { ...nanogpt, 'config/odd.py': config },
+      command: ['python', 'train.py', 'config/train_small.py', 'config/odd.py'],
+    };
+    let refusal: Error | undefined;
+    try {
+      assessWorkload(bundle, tiers);
+    } catch (error) {
+      refusal = error as Error;
+    }
+    expect(refusal?.name).toBe('InvalidRequirement');
+    expect(refusal?.message).toMatch(runs);
+    expect(refusal?.message).not.toMatch(/Infinity|NaN/);
+  });
 });
