@@ -1229,8 +1229,10 @@ export function createProgram(
       else println(formatCheckpoints(body));
       if (options.download === undefined) return;
       const chosen = chooseCheckpoint(checkpointsOf(body), options.checkpoint);
-      const files = await checkpointFiles(client, jobId, chosen);
-      const written = await downloadCheckpoint(fetchImpl, files, resolve(deps.cwd, options.download));
+      let written = 0;
+      for await (const files of checkpointFilePages(client, jobId, chosen)) {
+        written += await downloadCheckpoint(fetchImpl, files, resolve(deps.cwd, options.download));
+      }
       if (!options.json) println(`Downloaded ${String(at(chosen, 'name'))}: ${written} files into ${options.download}`);
     });
 
@@ -1332,17 +1334,20 @@ function checkpointsPath(jobId: string): string {
 }
 
 /**
- * A checkpoint's files with their download URLs: as the listing gave them, or, for one it listed without (past the
- * URLs an answer carries), page by page from `GET /jobs/{id}/checkpoints?checkpoint=<name>`.
+ * A checkpoint's files with their download URLs, a page at a time: as the listing gave them, or, for one it listed
+ * without (past the URLs an answer carries), from `GET /jobs/{id}/checkpoints?checkpoint=<name>`. Each page is asked
+ * for once the one before is downloaded, so its URLs (valid 15 minutes) are fresh when used.
  */
-async function checkpointFiles(client: ApiClient, jobId: string, checkpoint: unknown): Promise<unknown[]> {
+async function* checkpointFilePages(client: ApiClient, jobId: string, checkpoint: unknown): AsyncGenerator<unknown[]> {
   const listed = at(checkpoint, 'files');
-  if (Array.isArray(listed) && at(checkpoint, 'filesOmitted') !== true) return listed;
+  if (Array.isArray(listed) && at(checkpoint, 'filesOmitted') !== true) {
+    yield listed;
+    return;
+  }
   const name = str(checkpoint, 'name');
   if (name === undefined) {
     throw new CliError('a checkpoint in the API answer has no name', EXIT_CODES.unexpected, 'InvalidResponse');
   }
-  const files: unknown[] = [];
   let after: string | undefined;
   do {
     const { body } = await client.send({
@@ -1350,7 +1355,7 @@ async function checkpointFiles(client: ApiClient, jobId: string, checkpoint: unk
       path: checkpointsPath(jobId),
       query: { checkpoint: name, filesAfter: after },
     });
-    files.push(...list(checkpointsOf(body)[0], 'files'));
+    yield list(checkpointsOf(body)[0], 'files');
     const next = str(body, 'nextFilesAfter');
     if (next !== undefined && next === after) {
       throw new CliError(
@@ -1361,7 +1366,6 @@ async function checkpointFiles(client: ApiClient, jobId: string, checkpoint: unk
     }
     after = next;
   } while (after !== undefined);
-  return files;
 }
 
 /** Checkpoint files downloaded at once: a sharded checkpoint's many files come in a fraction of the time. */

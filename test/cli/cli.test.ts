@@ -887,14 +887,29 @@ describe('status, jobs, cancel, budgets, tiers, checkpoints', () => {
     await mapConcurrently(puts, 16, ([key, body]) => bench.workspace.put(key, body));
     const target = join(scratch, 'restored-in-pages');
     requests = [];
+    // Every fetch the CLI makes, in order: an API call by its query, a download as `file`.
+    const fetched: string[] = [];
+    const recording: typeof fetch = (input, init) => {
+      const url = new URL(String(input));
+      fetched.push(url.pathname.endsWith('/checkpoints') ? `api ${url.search}` : 'file');
+      return fetch(input, init);
+    };
 
-    const run = await cli(['checkpoints', big, '--download', target]);
+    const run = await cli(['checkpoints', big, '--download', target], { fetch: recording });
 
     expect(run.stderr).toBe('');
     expect(run.code).toBe(EXIT_CODES.ok);
     expect(run.stdout).toMatch(new RegExp(`ckpt-000007 +7 +${count} +`));
     expect(run.stdout).toContain(`Downloaded ckpt-000007: ${count} files into ${target}`);
     expect(requests.filter((r) => r === `GET /jobs/${big}/checkpoints`)).toHaveLength(3);
+    // Each page is asked for once the one before is downloaded, so its URLs are fresh when used.
+    expect(fetched).toEqual([
+      'api ',
+      'api ?checkpoint=ckpt-000007',
+      ...new Array(MAX_CHECKPOINT_URLS).fill('file'),
+      expect.stringMatching(/^api \?checkpoint=ckpt-000007&filesAfter=rank-/),
+      'file',
+    ]);
     for (const i of [0, 999, count - 1]) expect(readFileSync(join(target, `rank-${i}.pt`), 'utf8')).toBe(`rank ${i}`);
   }, 60_000);
 
