@@ -1,13 +1,15 @@
 /**
  * The configuration reference in README.md, generated from the zod schema (lib/config.ts) so the table cannot drift
- * from what `parseConfig` accepts: one row per key with its dotted path, type, default and `.describe()` text, then
- * the seed tiers that apply when the file lists none.
+ * from what `parseConfig` accepts: one row per key with its dotted path, type, default and description (from
+ * lib/config-descriptions.ts, by path; a schema's own `.describe()` text where the map has none), then the seed tiers
+ * that apply when the file lists none.
  *
  * Pure module (zod only): `scripts/config-docs.ts` prints the table or rewrites README's section between the markers,
  * and test/infra/config-docs.test.ts checks that README holds exactly what this module renders.
  */
 import * as z from 'zod/mini';
 import { configSchema } from './config';
+import { CONFIG_DESCRIPTIONS } from './config-descriptions';
 
 /** Raised when README's generated section can't be found or is malformed; names the markers expected. */
 export class ConfigDocsError extends Error {
@@ -28,7 +30,7 @@ export interface ConfigReferenceRow {
   readonly type: string;
   /** The default as JSON, `required`, or `—` for an optional key with no default. */
   readonly default: string;
-  /** The key's `.describe()` text, with the variant it belongs to when the key lives in one branch of a union. */
+  /** What the key means, with the variant it belongs to when the key lives in one branch of a union. */
   readonly description: string;
 }
 
@@ -61,18 +63,29 @@ const MAX_INLINE_DEFAULT = 60;
 
 /** The JSON Schema of the config file as a user writes it (`io: 'input'`: defaults shown, optional keys optional). */
 export function configJsonSchema(schema: z.ZodMiniType = configSchema): JsonSchemaNode {
-  // Refinements (durations, retention days, cross-references) have no JSON Schema form; `.describe()` texts say them.
+  // Refinements (durations, retention days, cross-references) have no JSON Schema form; the descriptions say them.
   return z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as JsonSchemaNode;
 }
 
+/** What a key means, by its path (lib/config-descriptions.ts). */
+type Descriptions = Readonly<Record<string, string>>;
+
 /** Every key of the schema as a reference row, parents before their children, in schema order. */
-export function configReferenceRows(schema: z.ZodMiniType = configSchema): ConfigReferenceRow[] {
+export function configReferenceRows(
+  schema: z.ZodMiniType = configSchema,
+  descriptions: Descriptions = CONFIG_DESCRIPTIONS,
+): ConfigReferenceRow[] {
   const rows: ConfigReferenceRow[] = [];
-  collectRows(configJsonSchema(schema), '', rows);
+  collectRows(configJsonSchema(schema), '', rows, descriptions);
   return rows;
 }
 
-function collectRows(node: JsonSchemaNode, prefix: string, rows: ConfigReferenceRow[]): void {
+function collectRows(
+  node: JsonSchemaNode,
+  prefix: string,
+  rows: ConfigReferenceRow[],
+  descriptions: Descriptions,
+): void {
   const required = new Set(node.required ?? []);
   for (const [key, child] of Object.entries(node.properties ?? {})) {
     const path = prefix ? `${prefix}.${key}` : key;
@@ -80,23 +93,28 @@ function collectRows(node: JsonSchemaNode, prefix: string, rows: ConfigReference
       path,
       type: describeType(child),
       default: describeDefault(child, required.has(key)),
-      description: child.description ?? '',
+      description: descriptions[path] ?? child.description ?? '',
     });
-    descend(child, path, rows);
+    descend(child, path, rows, descriptions);
   }
 }
 
-function descend(node: JsonSchemaNode, path: string, rows: ConfigReferenceRow[]): void {
-  if (node.properties) collectRows(node, path, rows);
-  else if (node.items?.properties) collectRows(node.items, `${path}[]`, rows);
-  else if (node.oneOf ?? node.anyOf) collectVariants(node.oneOf ?? node.anyOf ?? [], path, rows);
+function descend(node: JsonSchemaNode, path: string, rows: ConfigReferenceRow[], descriptions: Descriptions): void {
+  if (node.properties) collectRows(node, path, rows, descriptions);
+  else if (node.items?.properties) collectRows(node.items, `${path}[]`, rows, descriptions);
+  else if (node.oneOf ?? node.anyOf) collectVariants(node.oneOf ?? node.anyOf ?? [], path, rows, descriptions);
 }
 
 /**
  * A discriminated union (network): keys shared by every variant get one row whose type lists the variants' values;
  * a key of one variant only says which variant in its description.
  */
-function collectVariants(variants: JsonSchemaNode[], path: string, rows: ConfigReferenceRow[]): void {
+function collectVariants(
+  variants: JsonSchemaNode[],
+  path: string,
+  rows: ConfigReferenceRow[],
+  descriptions: Descriptions,
+): void {
   const discriminator = discriminatorOf(variants);
   const seen = new Map<string, { row: ConfigReferenceRow; nodes: JsonSchemaNode[]; tags: string[] }>();
   for (const variant of variants) {
@@ -113,7 +131,7 @@ function collectVariants(variants: JsonSchemaNode[], path: string, rows: ConfigR
         path: `${path}.${key}`,
         type: describeType(child),
         default: describeDefault(child, required.has(key)),
-        description: child.description ?? '',
+        description: descriptions[`${path}.${key}`] ?? child.description ?? '',
       };
       seen.set(key, { row, nodes: [child], tags: tag ? [tag] : [] });
     }

@@ -21,15 +21,18 @@ export class ConfigError extends Error {
   override name = 'ConfigError';
 }
 
-/** A key with a default: `schema`, `fallback` when the key is absent, and the text README's config table shows. */
-function setting<T extends z.ZodMiniType>(schema: T, fallback: Exclude<z.output<T>, undefined>, description: string) {
-  return z._default(schema, fallback).check(z.describe(description));
+// What each key means is in lib/config-descriptions.ts (README's table), not here: the Lambdas parse the
+// configuration with this schema, and the text would only weigh down their bundles.
+
+/** A key with a default: `schema`, and `fallback` when the key is absent. */
+function setting<T extends z.ZodMiniType>(schema: T, fallback: Exclude<z.output<T>, undefined>) {
+  return z._default(schema, fallback);
 }
 
 /** A section of the file: an object whose keys all have defaults, so an absent section is `{}` with them filled in. */
-function section<S extends z.core.$ZodLooseShape>(shape: S, description: string) {
+function section<S extends z.core.$ZodLooseShape>(shape: S) {
   const schema = z.strictObject(shape);
-  return z.prefault(schema, {} as z.input<typeof schema>).check(z.describe(description));
+  return z.prefault(schema, {} as z.input<typeof schema>);
 }
 
 /** A whole number from `min` to `max`. */
@@ -39,10 +42,7 @@ const intRange = (min: number, max: number) => z.int().check(z.gte(min), z.lte(m
 export const CONFIG_ID_PATTERN = /^[a-z][a-z0-9-]{0,30}[a-z0-9]$/;
 /** CONFIG_ID_PATTERN in words, for messages. */
 export const CONFIG_ID_RULE = "2-32 characters of a-z, 0-9 and '-', starting with a letter";
-const idSchema = (what: string) =>
-  z
-    .string()
-    .check(z.regex(CONFIG_ID_PATTERN, `${what} must be ${CONFIG_ID_RULE}`), z.describe(`${what}: ${CONFIG_ID_RULE}.`));
+const idSchema = (what: string) => z.string().check(z.regex(CONFIG_ID_PATTERN, `${what} must be ${CONFIG_ID_RULE}`));
 
 /**
  * IAM users and roles (an optional path, then the name: `role/Name`, `role/team/Name`), and STS assumed-role sessions,
@@ -91,53 +91,23 @@ export const LOG_RETENTION_DAYS = [
 
 const tierSchema = z.strictObject({
   id: idSchema('tier id'),
-  kind: z.enum(['cpu', 'gpu']).check(z.describe('cpu tiers run on Fargate; gpu tiers on EC2 GPU instances.')),
+  kind: z.enum(['cpu', 'gpu']),
   instanceTypes: setting(
     z.array(z.string().check(z.regex(/^[a-z][a-z0-9-]*\.[a-z0-9]+$/, 'must look like g4dn.xlarge'))),
     [],
-    'EC2 instance types for gpu tiers; empty for cpu tiers. On-demand attempts run on the first (onDemandUsdPerHour is its price); spot attempts on any of them. List 3 or more interchangeable types so the spot placement-score probe can see spot capacity and a deadline job can return from on-demand to spot.',
   ),
-  gpus: setting(intRange(0, 8), 0, 'GPUs per node.'),
-  gpuMemoryGiB: setting(z.number().check(z.gte(0)), 0, 'Memory per GPU, GiB (used to decide whether a model fits).'),
-  vcpus: z.number().check(z.positive(), z.lte(192), z.describe('vCPUs per node given to the job.')),
-  memoryMiB: z
-    .int()
-    .check(
-      z.gte(128),
-      z.describe(
-        'Memory per node given to the job, MiB. For gpu tiers at most 95 % of each listed instance type’s memory (the kernel and the ECS agent keep the rest).',
-      ),
-    ),
-  maxRuntime: durationSchema.check(
-    z.describe('Longest a job may run on this tier (1s..14d), e.g. 30s, 10m, 2h or 1d.'),
-  ),
-  onDemandUsdPerHour: z
-    .number()
-    .check(
-      z.positive(),
-      z.describe('On-demand price per node-hour of the first instance type (gpu) or the Fargate size (cpu), USD.'),
-    ),
-  spotUsdPerHour: z
-    .optional(z.number().check(z.positive()))
-    .check(z.describe('Spot price per node-hour used when EC2 spot price history is unavailable, USD.')),
-  spotAllowed: setting(z.boolean(), true, 'Whether jobs on this tier may run on spot capacity.'),
-  nodes: setting(intRange(1, 64), 1, 'Nodes per job; more than 1 makes a multi-node tier.'),
-  maxInstances: setting(
-    intRange(1, 1000),
-    8,
-    "Most jobs of this tier running at once, each on `nodes` instances (gpu) or one task (cpu); bounds the compute environments (a gpu tier's at this many jobs on its smallest instance type, so fewer run where Batch picks larger ones).",
-  ),
-  peakTflops: z
-    .number()
-    .check(
-      z.positive(),
-      z.describe(
-        'Peak dense 16-bit TFLOPS per node of the slowest listed instance type (CPU tiers: fp32), for runtime estimates.',
-      ),
-    ),
-  shmSizeMiB: z
-    .optional(z.int().check(z.gte(64)))
-    .check(z.describe('Shared memory (/dev/shm) for gpu tiers, MiB. Default: half of memoryMiB.')),
+  gpus: setting(intRange(0, 8), 0),
+  gpuMemoryGiB: setting(z.number().check(z.gte(0)), 0),
+  vcpus: z.number().check(z.positive(), z.lte(192)),
+  memoryMiB: z.int().check(z.gte(128)),
+  maxRuntime: durationSchema,
+  onDemandUsdPerHour: z.number().check(z.positive()),
+  spotUsdPerHour: z.optional(z.number().check(z.positive())),
+  spotAllowed: setting(z.boolean(), true),
+  nodes: setting(intRange(1, 64), 1),
+  maxInstances: setting(intRange(1, 1000), 8),
+  peakTflops: z.number().check(z.positive()),
+  shmSizeMiB: z.optional(z.int().check(z.gte(64))),
 });
 
 const teamSchema = z.strictObject({
@@ -147,16 +117,10 @@ const teamSchema = z.strictObject({
       `team id "${ALL_TEAMS}" is reserved: it names the showback report of all teams together`,
     ),
   ),
-  principals: setting(z.array(principalSchema), [], 'IAM principal ARNs whose API calls act for this team.'),
-  monthlyBudgetUsd: z
-    .number()
-    .check(z.gte(0), z.lte(10_000_000), z.describe('Team budget per calendar month (UTC), USD.')),
-  fairShareWeight: setting(
-    z.number().check(z.gte(0.0001), z.lte(999.9999)),
-    1,
-    'Batch fair-share weight factor: lower gets more of the queue.',
-  ),
-  tiers: z.optional(z.array(z.string())).check(z.describe('Tier ids this team may use. Default: all tiers.')),
+  principals: setting(z.array(principalSchema), []),
+  monthlyBudgetUsd: z.number().check(z.gte(0), z.lte(10_000_000)),
+  fairShareWeight: setting(z.number().check(z.gte(0.0001), z.lte(999.9999)), 1),
+  tiers: z.optional(z.array(z.string())),
 });
 
 /** An Availability Zone name: its region (`us-east-1`, `ap-southeast-2`, `us-gov-west-1`) and a letter. */
@@ -166,76 +130,43 @@ const MAX_NAMED_AZS = 3;
 /** The region of an Availability Zone name (`us-east-1a` → `us-east-1`). */
 const regionOfZone = (zone: string): string => zone.slice(0, -1);
 
-const NETWORK_MODE_DESCRIPTION = '"new": Trainyard creates a VPC; "existing": it uses a VPC and subnets you name.';
-const networkSchema = z
-  .prefault(
-    z.discriminatedUnion('mode', [
-      z.strictObject({
-        mode: z.literal('new').check(z.describe(NETWORK_MODE_DESCRIPTION)),
-        maxAzs: setting(
-          intRange(1, 2),
-          2,
-          'Availability zones for the new VPC, the first of the deploy region’s: at most 2, all CDK gives a stack not bound to one region; name up to 3 with availabilityZones.',
-        ),
-        availabilityZones: z
-          .optional(
-            z
-              .array(
-                z
-                  .string()
-                  .check(z.regex(AVAILABILITY_ZONE_PATTERN, 'must be an Availability Zone name like us-east-1a')),
-              )
-              .check(
-                z.minLength(1, 'must name at least one zone'),
-                z.maxLength(
-                  MAX_NAMED_AZS,
-                  `names at most ${MAX_NAMED_AZS} zones (the VPC's /16 holds 3 compute subnets of /18)`,
-                ),
-                z.refine((zones) => new Set(zones).size === zones.length, 'names a zone twice'),
-                z.refine(
-                  (zones) => new Set(zones.map(regionOfZone)).size === 1,
-                  'names zones of more than one region; a VPC lies in one',
-                ),
-              ),
-          )
-          .check(
-            z.describe(
-              'Availability Zones for the new VPC by name, in place of maxAzs: 1–3 zones of the region you deploy to (e.g. ["us-east-1a", "us-east-1b", "us-east-1c"]); more zones give the GPU tiers more spot pools.',
-            ),
-          ),
-        natGateways: setting(
-          intRange(0, MAX_NAMED_AZS),
-          1,
-          'NAT gateways, at most one per zone (0 puts compute in public subnets with public IPs).',
-        ),
-      }),
-      z.strictObject({
-        mode: z.literal('existing').check(z.describe(NETWORK_MODE_DESCRIPTION)),
-        vpcId: z
-          .string()
-          .check(
-            z.regex(/^vpc-[0-9a-f]{8,17}$/, 'must be a VPC id like vpc-0123456789abcdef0'),
-            z.describe('The VPC compute launches in, e.g. vpc-0123456789abcdef0.'),
-          ),
-        subnetIds: z
+const networkSchema = z.prefault(
+  z.discriminatedUnion('mode', [
+    z.strictObject({
+      mode: z.literal('new'),
+      maxAzs: setting(intRange(1, 2), 2),
+      availabilityZones: z.optional(
+        z
           .array(
-            z.string().check(z.regex(/^subnet-[0-9a-f]{8,17}$/, 'must be a subnet id like subnet-0123456789abcdef0')),
+            z.string().check(z.regex(AVAILABILITY_ZONE_PATTERN, 'must be an Availability Zone name like us-east-1a')),
           )
           .check(
-            z.minLength(1, 'must list at least one subnet'),
-            z.describe(
-              'Subnets of that VPC for compute; they need a route to ECR, S3 and CloudWatch (NAT or endpoints).',
+            z.minLength(1, 'must name at least one zone'),
+            z.maxLength(
+              MAX_NAMED_AZS,
+              `names at most ${MAX_NAMED_AZS} zones (the VPC's /16 holds 3 compute subnets of /18)`,
+            ),
+            z.refine((zones) => new Set(zones).size === zones.length, 'names a zone twice'),
+            z.refine(
+              (zones) => new Set(zones.map(regionOfZone)).size === 1,
+              'names zones of more than one region; a VPC lies in one',
             ),
           ),
-      }),
-    ]),
-    { mode: 'new' },
-  )
-  .check(
-    z.describe(
-      'Network: { mode: "new", maxAzs or availabilityZones, natGateways } or { mode: "existing", vpcId, subnetIds }.',
-    ),
-  );
+      ),
+      natGateways: setting(intRange(0, MAX_NAMED_AZS), 1),
+    }),
+    z.strictObject({
+      mode: z.literal('existing'),
+      vpcId: z.string().check(z.regex(/^vpc-[0-9a-f]{8,17}$/, 'must be a VPC id like vpc-0123456789abcdef0')),
+      subnetIds: z
+        .array(
+          z.string().check(z.regex(/^subnet-[0-9a-f]{8,17}$/, 'must be a subnet id like subnet-0123456789abcdef0')),
+        )
+        .check(z.minLength(1, 'must list at least one subnet')),
+    }),
+  ]),
+  { mode: 'new' },
+);
 
 /** Seed tiers: what `npx cdk synth` deploys when the config file does not list tiers. */
 export const DEFAULT_TIERS = [
@@ -317,68 +248,33 @@ export const DEFAULT_TIERS = [
 /** The configuration schema; every key documents itself, and README's config table is generated from it. */
 export const configSchema = z
   .strictObject({
-    tiers: z
-      .prefault(
-        z.array(tierSchema).check(z.minLength(1, 'must define at least one tier')),
-        DEFAULT_TIERS.map((t) => ({ ...t, instanceTypes: 'instanceTypes' in t ? [...t.instanceTypes] : [] })),
-      )
-      .check(z.describe('Compute tiers jobs can run on. Default: the six seed tiers (cpu-small … gpu-multinode).')),
-    teams: z
-      .prefault(z.array(teamSchema).check(z.minLength(1, 'must define at least one team')), [
-        { id: 'research', monthlyBudgetUsd: 500 },
-      ])
-      .check(z.describe('Teams: who they are (IAM principals), what they may spend and their fair share.')),
-    admins: setting(
-      z.array(principalSchema),
-      [],
-      'IAM principal ARNs allowed to change budgets (PUT /budgets/{scope}).',
+    tiers: z.prefault(
+      z.array(tierSchema).check(z.minLength(1, 'must define at least one tier')),
+      DEFAULT_TIERS.map((t) => ({ ...t, instanceTypes: 'instanceTypes' in t ? [...t.instanceTypes] : [] })),
     ),
-    sessionNamesPinned: setting(
-      z.boolean(),
-      false,
-      'Whether the trust policy of every role whose sessions (arn:aws:sts::…:assumed-role/Role/session) are listed in teams[].principals or admins pins the session name (a condition on sts:RoleSessionName). Without it such entries are refused, but for IAM Identity Center roles (AWSReservedSSO_*), whose session names AWS sets: anyone who may assume the role could otherwise take the listed name.',
-    ),
-    budgets: section(
-      {
-        warnThreshold: setting(
-          z.number().check(z.gt(0), z.lt(1)),
-          0.7,
-          'Fraction of a budget at which an alert is sent (once per period).',
-        ),
-        blockThreshold: setting(
-          z.number().check(z.gt(0), z.lte(2)),
-          1,
-          'Fraction of a budget beyond which jobs are refused and running ones paused.',
-        ),
-      },
-      'Budget thresholds, as fractions of each scope’s monthly budget.',
-    ),
-    spotPolicy: section(
-      {
-        reclaimsBeforeOnDemand: setting(
-          intRange(1, 20),
-          2,
-          'Spot reclaims a job survives before it falls back to on-demand.',
-        ),
-        capacityWaitMinutes: setting(
-          z
-            .int()
-            .check(
-              z.gte(10, 'must be at least 10: Batch job-state time-limit actions start at 600 s'),
-              z.lte(1440, 'must be at most 1440: Batch job-state time-limit actions end at 86400 s'),
-            ),
-          20,
-          'Minutes a job may wait for spot capacity before the queue cancels it and it moves on-demand.',
-        ),
-      },
-      'When a job leaves spot for on-demand.',
-    ),
+    teams: z.prefault(z.array(teamSchema).check(z.minLength(1, 'must define at least one team')), [
+      { id: 'research', monthlyBudgetUsd: 500 },
+    ]),
+    admins: setting(z.array(principalSchema), []),
+    sessionNamesPinned: setting(z.boolean(), false),
+    budgets: section({
+      warnThreshold: setting(z.number().check(z.gt(0), z.lt(1)), 0.7),
+      blockThreshold: setting(z.number().check(z.gt(0), z.lte(2)), 1),
+    }),
+    spotPolicy: section({
+      reclaimsBeforeOnDemand: setting(intRange(1, 20), 2),
+      capacityWaitMinutes: setting(
+        z
+          .int()
+          .check(
+            z.gte(10, 'must be at least 10: Batch job-state time-limit actions start at 600 s'),
+            z.lte(1440, 'must be at most 1440: Batch job-state time-limit actions end at 86400 s'),
+          ),
+        20,
+      ),
+    }),
     network: networkSchema,
-    warmCapacity: setting(
-      z.record(z.string(), intRange(0, 4096)),
-      {},
-      'Minimum vCPUs kept running per gpu tier id (on-demand environment). Default: none (min 0).',
-    ),
+    warmCapacity: setting(z.record(z.string(), intRange(0, 4096)), {}),
     logRetentionDays: setting(
       z.number().check(
         z.refine((d) => (LOG_RETENTION_DAYS as readonly number[]).includes(d), {
@@ -386,63 +282,26 @@ export const configSchema = z
         }),
       ),
       30,
-      `Retention for job, function, state machine, API access and VPC flow logs, days; one of ${LOG_RETENTION_DAYS.join(', ')}.`,
     ),
-    alerts: section(
-      {
-        emails: setting(z.array(z.email('must be an e-mail address')), [], 'Addresses subscribed to the alert topic.'),
-        slackWebhookSecretName: z
-          .optional(z.string().check(z.regex(/^[\w/+=.@-]{1,512}$/, 'must be a Secrets Manager secret name')))
-          .check(z.describe('Secrets Manager secret holding a Slack webhook URL; alerts are posted there when set.')),
-      },
-      'Where budget and job alerts go.',
-    ),
-    reports: section(
-      {
-        daily: setting(
-          z.boolean(),
-          false,
-          'Write a showback report of the day before at 01:00 UTC and announce it (an alert a day per team).',
-        ),
-        weekly: setting(
-          z.boolean(),
-          true,
-          'Write a showback report of the week before (Monday–Sunday) on Mondays at 01:30 UTC and announce it.',
-        ),
-      },
-      'Scheduled showback reports (per team, user, project and tier, to reports/ in the workspace bucket, announced by Cost Report Ready).',
-    ),
-    observability: section(
-      {
-        dashboard: setting(
-          z.boolean(),
-          true,
-          'A CloudWatch dashboard of jobs, spend, budgets, spot capacity and the control plane’s health (about $3 a month).',
-        ),
-        platformMetrics: setting(
-          z.boolean(),
-          true,
-          'Publish Trainyard’s metrics (running jobs, spend rate, budget used, spot capacity, spot warnings and reclaims) as EMF from the Lambdas; each metric series costs about $0.30 a month.',
-        ),
-      },
-      'The operations dashboard and the metrics it graphs (docs/operations.md, “Dashboard and metrics”).',
-    ),
-    limits: section(
-      {
-        maxBundleMiB: setting(
-          intRange(1, 1024),
-          500,
-          'Largest code bundle (the compressed archive), MiB. At most 1024: the API function holds the archive and what it unpacks to (at most 1 GiB) in its 3 GiB of memory.',
-        ),
-        maxInlineBundleKiB: setting(
-          intRange(1, 4096),
-          4096,
-          'Largest bundle accepted inline in POST /jobs, KiB (larger ones use a presigned upload).',
-        ),
-        maxEnvVars: setting(intRange(0, 200), 50, 'Most environment variables per job.'),
-      },
-      'Limits on what a job submission may carry.',
-    ),
+    alerts: section({
+      emails: setting(z.array(z.email('must be an e-mail address')), []),
+      slackWebhookSecretName: z.optional(
+        z.string().check(z.regex(/^[\w/+=.@-]{1,512}$/, 'must be a Secrets Manager secret name')),
+      ),
+    }),
+    reports: section({
+      daily: setting(z.boolean(), false),
+      weekly: setting(z.boolean(), true),
+    }),
+    observability: section({
+      dashboard: setting(z.boolean(), true),
+      platformMetrics: setting(z.boolean(), true),
+    }),
+    limits: section({
+      maxBundleMiB: setting(intRange(1, 1024), 500),
+      maxInlineBundleKiB: setting(intRange(1, 4096), 4096),
+      maxEnvVars: setting(intRange(0, 200), 50),
+    }),
   })
   .check(z.superRefine(checkCrossReferences));
 /** The resolved configuration, defaults applied. */
