@@ -292,7 +292,7 @@ export function configReferenceMarkdown(schema: z.ZodMiniType = configSchema): s
   );
   const seeds = seedTiersMarkdown(configJsonSchema(schema));
   const intro =
-    'Generated from the zod schema in `lib/config.ts` by `npx tsx scripts/config-docs.ts --write`; ' +
+    'Generated from the zod schema in `lib/config.ts` and the descriptions in `lib/config-descriptions.ts` by `npx tsx scripts/config-docs.ts --write`; ' +
     '`test/infra/config-docs.test.ts` fails when this table and the schema disagree. `[]` marks the elements of an array.';
   const parts = [intro, table];
   if (seeds) {
