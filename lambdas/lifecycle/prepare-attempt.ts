@@ -118,6 +118,8 @@ export function createPrepareAttemptHandler(
       TRAINYARD_JOB_ID: jobId,
       TRAINYARD_ATTEMPT: String(attempt.attempt),
       TRAINYARD_CODE_URI: s3Uri(bucket, job.bundle.key),
+      // The team's jobs can write its folder: the harness runs only the bundle that was submitted.
+      TRAINYARD_CODE_SHA256: job.bundle.sha256,
       TRAINYARD_CHECKPOINT_URI: s3Uri(bucket, keys.checkpoints),
       TRAINYARD_METRICS_URI: s3Uri(bucket, keys.metrics),
       TRAINYARD_STOP_GRACE_SECONDS: String(STOP_GRACE_SECONDS[tier.kind]),

@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { TERMINATE_REASONS } from '../../lambdas/domain/batch-reasons';
 import type { AttemptRecord } from '../../lambdas/domain/job';
@@ -666,6 +667,21 @@ describe('job lifecycle on the synthesized state machine', () => {
       (s) => s.ContainerOverrides?.Environment?.find((e) => e.Name === 'TRAINYARD_CHECKPOINT_DONE_FILE')?.Value,
     );
     expect(doneFiles).toEqual(['step/SAVED', 'step/SAVED', undefined]);
+  });
+
+  it('hands the harness the sha256 of the bundle as submitted on every attempt, to run that bundle only', async () => {
+    const b = await start();
+    const r = await run(b, [{ result: 'reclaim', step: 800, seconds: 1200 }, { result: 'succeed' }]);
+
+    const stored = await b.plane.workspace.get(r.job.bundle.key);
+    const digest = createHash('sha256')
+      .update(stored ?? Buffer.alloc(0))
+      .digest('hex');
+    expect(r.job.bundle.sha256).toBe(digest);
+    const handed = b.batch.submissions.map(
+      (s) => s.ContainerOverrides?.Environment?.find((e) => e.Name === 'TRAINYARD_CODE_SHA256')?.Value,
+    );
+    expect(handed).toEqual([digest, digest]);
   });
 
   it.each([

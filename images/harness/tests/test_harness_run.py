@@ -1,8 +1,10 @@
 """The harness end to end as a process: exit codes, environment, resume arguments, SIGTERM and spot notices."""
 
+import hashlib
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tarfile
@@ -434,6 +436,42 @@ def test_runs_the_command_inside_a_fetched_code_bundle(tmp_path):
     run = run_harness([PYTHON, 'main.py'], env, cwd=tmp_path)
     assert run.finish() == 0, run.output()
     assert f'CWD {tmp_path / "work"}' in run.stdout and 'bundled data' in run.stdout
+
+
+def test_refuses_a_bundle_replaced_after_submission_before_unpacking_it(tmp_path):
+    bundles = tmp_path / 'bundles'
+    bundles.mkdir()
+    main = tmp_path / 'main.py'
+    main.write_text('print("ran")')
+    with tarfile.open(bundles / 'code.tar.gz', 'w:gz') as tar:
+        tar.add(main, 'main.py')
+    digest = hashlib.sha256((bundles / 'code.tar.gz').read_bytes()).hexdigest()
+    env = base_env(
+        tmp_path,
+        closed_port_endpoint(),
+        TRAINYARD_CODE_URI=f'file://{bundles}/code.tar.gz',
+        TRAINYARD_CODE_SHA256=digest,
+        TRAINYARD_WORK_DIR=str(tmp_path / 'work'),
+    )
+    run = run_harness([PYTHON, 'main.py'], env, cwd=tmp_path)
+    assert run.finish() == 0, run.output()
+    assert 'ran' in run.stdout
+
+    # Another job of the team writes over the bundle: exit 78 (running it again cannot help), nothing unpacked or run.
+    with tarfile.open(bundles / 'code.tar.gz', 'w:gz') as tar:
+        main.write_text('print("replaced")')
+        tar.add(main, 'main.py')
+    shutil.rmtree(tmp_path / 'work')
+    run = run_harness([PYTHON, 'main.py'], env, cwd=tmp_path)
+    assert run.finish() == 78, run.output()
+    found = hashlib.sha256((bundles / 'code.tar.gz').read_bytes()).hexdigest()
+    [event] = run.events('code_bundle_replaced')
+    assert event['error'] == (
+        f'code bundle file://{bundles}/code.tar.gz has sha256 {found}, not the {digest} submitted: it was replaced '
+        'after the job was submitted; submit the job again'
+    )
+    assert 'replaced' not in run.stdout
+    assert not (tmp_path / 'work').exists()
 
 
 def test_refuses_a_bundle_that_writes_outside_the_work_dir(tmp_path):

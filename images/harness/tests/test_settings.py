@@ -51,6 +51,7 @@ def test_reads_every_optional_setting():
     settings = load(
         {
             'TRAINYARD_CODE_URI': 'file:///bundles/code.tar.gz',
+            'TRAINYARD_CODE_SHA256': 'ab' * 32,
             'TRAINYARD_CHECKPOINT_DIR': '/data/ckpt',
             'TRAINYARD_WORK_DIR': '/data/code',
             'TRAINYARD_RESUME_ARGS': "--resume 'with space'",
@@ -69,6 +70,7 @@ def test_reads_every_optional_setting():
         }
     )
     assert settings.code_uri == 'file:///bundles/code.tar.gz'
+    assert settings.code_sha256 == 'ab' * 32
     assert settings.checkpoint_dir == '/data/ckpt'
     assert settings.work_dir == '/data/code'
     assert settings.resume_args == ['--resume', 'with space']
@@ -159,6 +161,16 @@ def test_argv_command_wins_over_trainyard_command():
             {'TRAINYARD_CODE_URI': 's3://bucket/code.zip'},
             None,
             "TRAINYARD_CODE_URI must point at a .tar.gz bundle, got 's3://bucket/code.zip'",
+        ),
+        (
+            {'TRAINYARD_CODE_URI': 's3://bucket/code.tar.gz', 'TRAINYARD_CODE_SHA256': 'AB' * 32},
+            None,
+            f"TRAINYARD_CODE_SHA256 must be 64 lower-case hex digits, got {'AB' * 32!r}",
+        ),
+        (
+            {'TRAINYARD_CODE_SHA256': 'ab' * 32},
+            None,
+            'TRAINYARD_CODE_SHA256 names the code bundle of TRAINYARD_CODE_URI, which is not set',
         ),
         (
             {'TRAINYARD_CHECKPOINT_DIR': 'ckpt'},

@@ -7,11 +7,16 @@ import shutil
 import tarfile
 import tempfile
 
+from trainyard_harness.checkpoints import sha256_file
 from trainyard_harness.storage import StorageError, open_storage
 
 
 class BundleError(Exception):
     """The code bundle could not be fetched or is not a safe, readable .tar.gz (exit 79)."""
+
+
+class BundleReplaced(BundleError):
+    """The code bundle is not the one submitted (its sha256 differs): running it again cannot help (exit 78)."""
 
 
 def _split(uri: str) -> tuple[str, str]:
@@ -76,8 +81,9 @@ def _check_unpacked(root: str) -> None:
                     raise BundleError(f'code bundle link {os.path.relpath(path, root)!r} leads outside the bundle')
 
 
-def fetch_bundle(code_uri: str, work_dir: str, s3_endpoint: str | None) -> str:
-    """Downloads and unpacks `code_uri` into a fresh `work_dir`; returns `work_dir`."""
+def fetch_bundle(code_uri: str, work_dir: str, s3_endpoint: str | None, sha256: str | None = None) -> str:
+    """Downloads and unpacks `code_uri` into a fresh `work_dir`; returns `work_dir`. With `sha256`, a bundle whose
+    digest differs (replaced in storage after the job was submitted) is refused before anything is unpacked."""
     head, name = _split(code_uri)
     try:
         storage = open_storage(head, s3_endpoint)
@@ -89,6 +95,11 @@ def fetch_bundle(code_uri: str, work_dir: str, s3_endpoint: str | None) -> str:
             storage.get_file(name, archive)
         except StorageError as error:
             raise BundleError(f'cannot fetch code bundle {code_uri}: {error}') from error
+        if sha256 is not None and (found := sha256_file(archive)) != sha256:
+            raise BundleReplaced(
+                f'code bundle {code_uri} has sha256 {found}, not the {sha256} submitted: it was replaced after the job '
+                'was submitted; submit the job again'
+            )
         if os.path.isdir(work_dir):
             shutil.rmtree(work_dir)
         os.makedirs(work_dir)

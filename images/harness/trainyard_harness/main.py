@@ -21,7 +21,7 @@ from trainyard_harness import (
     EXIT_RESUME_FAILED,
     RESERVED_EXIT_CODES,
 )
-from trainyard_harness.bundle import BundleError, fetch_bundle
+from trainyard_harness.bundle import BundleError, BundleReplaced, fetch_bundle
 from trainyard_harness.checkpoints import (
     CheckpointStore,
     CheckpointSyncer,
@@ -171,7 +171,10 @@ class Harness:
         if s.code_uri:
             phase = time.monotonic()
             try:
-                cwd = fetch_bundle(s.code_uri, s.work_dir, s.s3_endpoint)
+                cwd = fetch_bundle(s.code_uri, s.work_dir, s.s3_endpoint, s.code_sha256)
+            except BundleReplaced as error:
+                self.log.error('code_bundle_replaced', error=str(error), exit_code=EXIT_BAD_CONFIG)
+                return EXIT_BAD_CONFIG
             except BundleError as error:
                 self.log.error('code_bundle_unavailable', error=str(error))
                 return EXIT_INFRASTRUCTURE

@@ -46,6 +46,7 @@ class Settings:
     checkpoint_uri: str
     metrics_uri: str
     code_uri: str | None = None
+    code_sha256: str | None = None
     checkpoint_dir: str = DEFAULT_CHECKPOINT_DIR
     work_dir: str = DEFAULT_WORK_DIR
     resume_args: list[str] = field(default_factory=lambda: shlex.split(DEFAULT_RESUME_ARGS))
@@ -166,6 +167,12 @@ def load_settings(env: Mapping[str, str], argv_command: Sequence[str]) -> Settin
     code_uri = uri('TRAINYARD_CODE_URI', False, 'URI of a .tar.gz code bundle')
     if code_uri is not None and not code_uri.endswith(('.tar.gz', '.tgz')):
         problems.append(f'TRAINYARD_CODE_URI must point at a .tar.gz bundle, got {code_uri!r}')
+    code_sha256 = text('TRAINYARD_CODE_SHA256')
+    if code_sha256 is not None:
+        if not re.fullmatch(r'[0-9a-f]{64}', code_sha256):
+            problems.append(f'TRAINYARD_CODE_SHA256 must be 64 lower-case hex digits, got {code_sha256[:80]!r}')
+        elif code_uri is None:
+            problems.append('TRAINYARD_CODE_SHA256 names the code bundle of TRAINYARD_CODE_URI, which is not set')
     checkpoint_uri = uri('TRAINYARD_CHECKPOINT_URI', True, 'prefix')
     metrics_uri = uri('TRAINYARD_METRICS_URI', False, 'prefix')
     if metrics_uri is None and checkpoint_uri is not None:
@@ -308,6 +315,7 @@ def load_settings(env: Mapping[str, str], argv_command: Sequence[str]) -> Settin
         checkpoint_uri=checkpoint_uri,
         metrics_uri=metrics_uri,
         code_uri=code_uri,
+        code_sha256=code_sha256,
         checkpoint_dir=checkpoint_dir,
         work_dir=work_dir,
         resume_args=resume_args,
