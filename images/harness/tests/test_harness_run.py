@@ -417,21 +417,28 @@ def test_kills_a_child_that_outlives_the_grace_period(tmp_path):
     assert run.events('stop_phases')[0]['killed_after_grace'] is True
 
 
+def write_bundle(archive: Path, members: dict[str, str]) -> str:
+    """Writes a .tar.gz of text files, by name (names as given, even outside), and returns its file:// URI."""
+    archive.parent.mkdir(exist_ok=True)
+    with tarfile.open(archive, 'w:gz') as tar:
+        for name, text in members.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return f'file://{archive}'
+
+
 def test_runs_the_command_inside_a_fetched_code_bundle(tmp_path):
-    source = tmp_path / 'src'
-    source.mkdir()
-    (source / 'main.py').write_text('import os; print("CWD", os.getcwd()); print(open("data.txt").read())')
-    (source / 'data.txt').write_text('bundled data')
-    bundles = tmp_path / 'bundles'
-    bundles.mkdir()
-    with tarfile.open(bundles / 'code.tar.gz', 'w:gz') as tar:
-        tar.add(source / 'main.py', 'main.py')
-        tar.add(source / 'data.txt', 'data.txt')
+    code = write_bundle(
+        tmp_path / 'bundles' / 'code.tar.gz',
+        {
+            'main.py': 'import os; print("CWD", os.getcwd()); print(open("data.txt").read())',
+            'data.txt': 'bundled data',
+        },
+    )
     env = base_env(
-        tmp_path,
-        closed_port_endpoint(),
-        TRAINYARD_CODE_URI=f'file://{bundles}/code.tar.gz',
-        TRAINYARD_WORK_DIR=str(tmp_path / 'work'),
+        tmp_path, closed_port_endpoint(), TRAINYARD_CODE_URI=code, TRAINYARD_WORK_DIR=str(tmp_path / 'work')
     )
     run = run_harness([PYTHON, 'main.py'], env, cwd=tmp_path)
     assert run.finish() == 0, run.output()
@@ -439,17 +446,13 @@ def test_runs_the_command_inside_a_fetched_code_bundle(tmp_path):
 
 
 def test_refuses_a_bundle_replaced_after_submission_before_unpacking_it(tmp_path):
-    bundles = tmp_path / 'bundles'
-    bundles.mkdir()
-    main = tmp_path / 'main.py'
-    main.write_text('print("ran")')
-    with tarfile.open(bundles / 'code.tar.gz', 'w:gz') as tar:
-        tar.add(main, 'main.py')
-    digest = hashlib.sha256((bundles / 'code.tar.gz').read_bytes()).hexdigest()
+    archive = tmp_path / 'bundles' / 'code.tar.gz'
+    code = write_bundle(archive, {'main.py': 'print("ran")'})
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
     env = base_env(
         tmp_path,
         closed_port_endpoint(),
-        TRAINYARD_CODE_URI=f'file://{bundles}/code.tar.gz',
+        TRAINYARD_CODE_URI=code,
         TRAINYARD_CODE_SHA256=digest,
         TRAINYARD_WORK_DIR=str(tmp_path / 'work'),
     )
@@ -458,16 +461,14 @@ def test_refuses_a_bundle_replaced_after_submission_before_unpacking_it(tmp_path
     assert 'ran' in run.stdout
 
     # Another job of the team writes over the bundle: exit 78 (running it again cannot help), nothing unpacked or run.
-    with tarfile.open(bundles / 'code.tar.gz', 'w:gz') as tar:
-        main.write_text('print("replaced")')
-        tar.add(main, 'main.py')
+    write_bundle(archive, {'main.py': 'print("replaced")'})
     shutil.rmtree(tmp_path / 'work')
     run = run_harness([PYTHON, 'main.py'], env, cwd=tmp_path)
     assert run.finish() == 78, run.output()
-    found = hashlib.sha256((bundles / 'code.tar.gz').read_bytes()).hexdigest()
+    found = hashlib.sha256(archive.read_bytes()).hexdigest()
     [event] = run.events('code_bundle_replaced')
     assert event['error'] == (
-        f'code bundle file://{bundles}/code.tar.gz has sha256 {found}, not the {digest} submitted: it was replaced '
+        f'code bundle {code} has sha256 {found}, not the {digest} submitted: it was replaced '
         'after the job was submitted; submit the job again'
     )
     assert 'replaced' not in run.stdout
@@ -475,14 +476,9 @@ def test_refuses_a_bundle_replaced_after_submission_before_unpacking_it(tmp_path
 
 
 def test_refuses_a_bundle_that_writes_outside_the_work_dir(tmp_path):
-    bundles = tmp_path / 'bundles'
-    bundles.mkdir()
-    payload = tmp_path / 'payload.txt'
-    payload.write_text('x')
-    with tarfile.open(bundles / 'evil.tar.gz', 'w:gz') as tar:
-        tar.add(payload, '../escaped.txt')
+    code = write_bundle(tmp_path / 'bundles' / 'evil.tar.gz', {'../escaped.txt': 'x'})
     env = base_env(
-        tmp_path, closed_port_endpoint(), TRAINYARD_CODE_URI=f'file://{bundles}/evil.tar.gz',
+        tmp_path, closed_port_endpoint(), TRAINYARD_CODE_URI=code,
         TRAINYARD_WORK_DIR=str(tmp_path / 'work'),
     )
     run = run_harness([PYTHON, '-c', 'print(1)'], env)
