@@ -4,7 +4,7 @@
  * the budget gate should reserve. Pure. Formulas and sources: docs/cost-model.md.
  */
 import { formatDuration, formatUsd } from './analysis/format';
-import { MINIMUM_BILLED_SECONDS } from './metering';
+import { atLeastMinimumBill, MINIMUM_BILLED_SECONDS } from './metering';
 import type { TierPrice } from './prices';
 
 /** What the spot model assumes about interruptions and recovery. */
@@ -94,7 +94,7 @@ export function estimateCost(
   const cap = opts.maxComputeSeconds;
   if (cap === undefined) return estimate;
   const dearest = Math.max(price.onDemandUsdPerHour, price.spotHighUsdPerHour ?? 0, price.spotUsdPerHour ?? 0);
-  const most = ceilCents((billedSeconds(cap) / 3600) * dearest * nodes);
+  const most = ceilCents((atLeastMinimumBill(cap) / 3600) * dearest * nodes);
   if (estimate.reservationUsd <= most) return estimate;
   return {
     ...estimate,
@@ -111,7 +111,7 @@ function estimateUncapped(
   deadline: number | undefined,
 ): CostEstimate {
   const onDemandHours = runtimeSeconds / 3600;
-  const onDemandCost = (billedSeconds(runtimeSeconds) / 3600) * price.onDemandUsdPerHour * nodes;
+  const onDemandCost = (atLeastMinimumBill(runtimeSeconds) / 3600) * price.onDemandUsdPerHour * nodes;
   const onDemand = { costUsd: onDemandCost, hours: onDemandHours };
   const base = { runtimeSeconds, onDemand, assumptions, nodes };
   const reserveOnDemand = ceilCents(onDemandCost);
@@ -154,12 +154,12 @@ function estimateUncapped(
     nodes,
     assumptions,
   );
-  const expectedCost = (billedSeconds(expectedSeconds) / 3600) * spotPrice * nodes;
+  const expectedCost = (atLeastMinimumBill(expectedSeconds) / 3600) * spotPrice * nodes;
   const spot = {
     expectedCostUsd: expectedCost,
     expectedHours: expectedSeconds / 3600,
     expectedInterruptions,
-    lowUsd: (billedSeconds(runtimeSeconds) / 3600) * spotPrice * nodes,
+    lowUsd: (atLeastMinimumBill(runtimeSeconds) / 3600) * spotPrice * nodes,
     // Every attempt, the first and one after each interruption, is billed at least the minimum.
     highUsd:
       (Math.max(highSeconds, (highCount + 1) * MINIMUM_BILLED_SECONDS) / 3600) *
@@ -207,11 +207,6 @@ function estimateUncapped(
     reasoning: `Spot: ${compare}${margin}; ${breakEvenText}.`,
     reservationUsd,
   };
-}
-
-/** Seconds an attempt of `seconds` is billed per node: EC2 and Fargate bill at least a minute per start. */
-function billedSeconds(seconds: number): number {
-  return Math.max(seconds, MINIMUM_BILLED_SECONDS);
 }
 
 /**

@@ -62,7 +62,12 @@ function check(usage: AttemptUsage): void {
 /** Seconds EC2 bills for one instance that ran from start to stop: whole seconds, at least 60. */
 export function billedSeconds(startedAtMs: number, stoppedAtMs: number): number {
   check({ startedAtMs, stoppedAtMs, usdPerHour: 0, nodes: 1 });
-  return Math.max(MINIMUM_BILLED_SECONDS, Math.ceil((stoppedAtMs - startedAtMs) / 1000));
+  return atLeastMinimumBill(Math.ceil((stoppedAtMs - startedAtMs) / 1000));
+}
+
+/** A run of `seconds` as billed: every start is billed at least {@link MINIMUM_BILLED_SECONDS} (EC2 and Fargate). */
+export function atLeastMinimumBill(seconds: number): number {
+  return Math.max(MINIMUM_BILLED_SECONDS, seconds);
 }
 
 /** An attempt's cost in integer micro-dollars (exact to the micro-dollar, rounded half up once). */

@@ -45,7 +45,7 @@ export interface CheckpointSummary {
   readonly step?: number;
   readonly attempt?: number;
   readonly createdAt?: string;
-  /** The checkpoint's own files (not its manifest, not the harness's markers). */
+  /** The checkpoint's own files (not its manifest, not the harness's markers), in path order (code units). */
   readonly files: ReadonlyArray<{ readonly path: string; readonly size: number; readonly key: string }>;
   /** Attempts that failed right after restoring it (the harness's RESUME_FAILED markers). */
   readonly resumeFailures: number;
@@ -233,7 +233,9 @@ export class Workspace {
         step: typeof manifest.step === 'number' ? manifest.step : undefined,
         attempt: typeof manifest.attempt === 'number' ? manifest.attempt : undefined,
         createdAt: manifest.created_at,
-        files: files.filter((f) => f.path !== CHECKPOINT_MANIFEST && !CHECKPOINT_RESUME_FAILED.test(f.path)),
+        files: files
+          .filter((f) => f.path !== CHECKPOINT_MANIFEST && !CHECKPOINT_RESUME_FAILED.test(f.path))
+          .sort((a, b) => compareCodeUnits(a.path, b.path)),
         resumeFailures,
         setAside: resumeFailures >= SET_ASIDE_AFTER_RESUME_FAILURES,
       });

@@ -79,8 +79,7 @@ async function listCheckpoints(plane: ApiPlane, request: ApiRequest): Promise<Ap
       );
     }
     const after = query.filesAfter;
-    const ordered = [...named.files].sort((a, b) => compareCodeUnits(a.path, b.path));
-    const rest = after === undefined ? ordered : ordered.filter((f) => compareCodeUnits(f.path, after) > 0);
+    const rest = after === undefined ? named.files : named.files.filter((f) => compareCodeUnits(f.path, after) > 0);
     const page = rest.slice(0, MAX_CHECKPOINT_URLS);
     const next = rest.length > page.length ? page.at(-1)?.path : undefined;
     return answer([{ ...checkpointSummary(named), files: await withUrls(page) }], next);
@@ -95,8 +94,7 @@ async function listCheckpoints(plane: ApiPlane, request: ApiRequest): Promise<Ap
       continue;
     }
     urlsLeft -= c.files.length;
-    const ordered = [...c.files].sort((a, b) => compareCodeUnits(a.path, b.path));
-    checkpoints.push({ ...checkpointSummary(c), files: await withUrls(ordered) });
+    checkpoints.push({ ...checkpointSummary(c), files: await withUrls(c.files) });
   }
   return answer(checkpoints);
 }
