@@ -118,6 +118,17 @@ async function startPrice(
 
 /** Builds the batch-events handler from the parts of the control plane it uses. */
 export function createBatchEventsHandler(plane: Plane) {
+  const record = createBatchJobRecorder(plane);
+  return async function handleBatchStateChange(event: unknown): Promise<BatchEventResult> {
+    return record(parseBatchStateChangeEvent(event).job);
+  };
+}
+
+/**
+ * What batch-events does with a Batch job as a state change reports it: the event's detail, which is DescribeJobs'
+ * job (so budget-watch records through it a start whose event never arrived, from DescribeJobs).
+ */
+export function createBatchJobRecorder(plane: Plane) {
   /**
    * Records the start once; then, for the attempt as stored after (read again when the write was refused), announces
    * it and moves the job to RUNNING. Both are done again on a replay that finds the start recorded, so a delivery that
@@ -407,8 +418,7 @@ export function createBatchEventsHandler(plane: Plane) {
     }
   }
 
-  return async function handleBatchStateChange(event: unknown): Promise<BatchEventResult> {
-    const { job: batchJob } = parseBatchStateChangeEvent(event);
+  return async function recordBatchJob(batchJob: BatchJob): Promise<BatchEventResult> {
     const ref = attemptRefOf(batchJob);
     if (!ref) return { action: 'ignored', why: 'not-trainyard' };
     // A node of a multi-node parallel job (`<parent id>#<node index>`): the parent job is the attempt.

@@ -8,6 +8,13 @@
  *    forward: written only over the record it was computed from, and not at all for a tick the record already holds,
  *    so a replayed tick writes nothing. Placement decisions read it for the age of spot's state, which a job cannot
  *    see from its own attempts.
+ * 1a. Starts never heard of: a WAITING job whose newest attempt was handed to Batch START_UNHEARD_AFTER_SECONDS ago
+ *    or more with no start recorded is looked up in Batch (DescribeJobs by its Batch job id, else ListJobs by name in
+ *    its queue; capped per run like the others); when Batch reports it RUNNING, the start is recorded exactly as
+ *    batch-events records it from the state change that never came (the event's detail is DescribeJobs' job), and
+ *    the job, now RUNNING, goes through 2–4 in this run. Without it, a job whose RUNNING event ended in batch-events'
+ *    dead-letter queue ran unmetered and unstopped by any budget until its end, and the check in 5 took it for still
+ *    waiting for capacity.
  * 2. Running jobs (capped per run; past the cap they take turns, oldest first from where the last tick stopped, the
  *    rest logged as deferred: {@link turnOf}): patch
  *    job.progress from the harness's progress.json (only when it changed); accrue the running cost — recorded costs
@@ -50,6 +57,7 @@
  * so the Errors alarm fires and EventBridge retries the (idempotent) run.
  */
 import type { TierConfig } from '../../lib/config';
+import { createBatchJobRecorder } from '../batch-events/batch-events';
 import { attemptPrice } from '../domain/attempt-cost';
 import { TERMINATE_REASONS } from '../domain/batch-reasons';
 import { BudgetExceeded, formatScope, jobScopes, periodBefore, periodOf } from '../domain/budgets';
@@ -59,6 +67,7 @@ import type { MetricDatum } from '../domain/platform-metrics';
 import { nextTierSpot, type TierSpotRecord } from '../domain/tier-spot';
 import {
   attemptPastDeadline,
+  attemptToLookUp,
   budgetPauseDecision,
   budgetPeriodOf,
   deadlineDecision,
@@ -77,6 +86,7 @@ import {
   tierPlacementInputs,
 } from '../domain/watch';
 import { jobKeysFor } from '../domain/workspace-layout';
+import { lookUpAttempt } from '../shared/batch-lookup';
 import { publishCrossings, publishExhaustion, publishLeftBehind, reserveToFinish } from '../shared/budget-alerts';
 import type { ControlPlane } from '../shared/control-plane';
 import { parseScheduledEvent } from '../shared/event-schemas';
@@ -103,6 +113,8 @@ export interface BudgetWatchOptions {
 export interface BudgetWatchResult {
   /** The spot probe's answer for each tier it could answer for this run. */
   readonly spotSeen: Array<{ tier: string; available: boolean }>;
+  /** Waiting jobs whose attempt Batch reported running with no start recorded: the start was recorded from it. */
+  readonly startsRecorded: string[];
   readonly metered: string[];
   readonly progressUpdated: string[];
   readonly budgetStopped: string[];
@@ -121,7 +133,7 @@ export interface BudgetWatchResult {
 
 type Plane = Pick<
   ControlPlane,
-  'config' | 'jobs' | 'ledger' | 'workspace' | 'batch' | 'events' | 'lifecycle' | 'fleet' | 'metrics'
+  'config' | 'jobs' | 'ledger' | 'workspace' | 'batch' | 'events' | 'lifecycle' | 'fleet' | 'metrics' | 'clock'
 >;
 
 /** Spot probes of one run, by distinct sorted instance types: each set is asked once per run. */
@@ -179,6 +191,7 @@ function turnOf<T extends JobRecord>(jobs: readonly T[], cap: number, nowMs: num
 /** Builds the budget watch from the parts of the control plane it uses. */
 export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptions = {}) {
   const cap = options.maxJobsPerRun ?? 100;
+  const recordBatchJob = createBatchJobRecorder(plane);
 
   /** Writes a decision under the next free sequence number; re-reads to make sure no concurrent writer took it. */
   async function recordDecision(
@@ -196,6 +209,30 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     throw new DecisionNotRecorded(
       `could not record decision "${record.decision}" for job ${jobId}: its sequence numbers kept being taken by concurrent writers`,
     );
+  }
+
+  /**
+   * Asks Batch about a waiting job's attempt whose start has gone unrecorded for START_UNHEARD_AFTER_SECONDS and, when
+   * Batch reports it running, records the start as batch-events does from the event that never came (the event's
+   * detail is DescribeJobs' job). Whether it recorded one: the job is then RUNNING, and metered from its start.
+   */
+  async function recordUnheardStart(job: JobRecord, nowMs: number): Promise<boolean> {
+    const attempt = attemptToLookUp(await plane.jobs.listAttempts(job.jobId), nowMs);
+    if (!attempt) return false;
+    const batchJob = await lookUpAttempt(plane, job, attempt);
+    if (batchJob?.status !== 'RUNNING') return false;
+    const recorded = await recordBatchJob(batchJob);
+    if (recorded.action !== 'started') return false;
+    logger.warn(
+      'Batch reports an attempt running whose start was not recorded (its state change never arrived); the start is recorded from DescribeJobs',
+      {
+        jobId: job.jobId,
+        attempt: attempt.attempt,
+        batchJobId: batchJob.jobId,
+        startedAt: batchJob.startedAt,
+      },
+    );
+    return true;
   }
 
   /** Progress and accrual for one running job; returns what the later passes need. */
@@ -425,6 +462,7 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     const teams = plane.config.teams.map((t) => t.id);
     const result: BudgetWatchResult = {
       spotSeen: [],
+      startsRecorded: [],
       metered: [],
       progressUpdated: [],
       budgetStopped: [],
@@ -456,14 +494,36 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
 
     // The jobs this tick handles, in one read of the live states: a record that does not parse is this run's failure
     // (named, so the run ends incomplete), never every other job's.
-    const live = await plane.jobs.listJobsInStates(teams, ['RUNNING', 'WAITING', 'PAUSED_BUDGET'], ({ key, error }) => {
+    let live = await plane.jobs.listJobsInStates(teams, ['RUNNING', 'WAITING', 'PAUSED_BUDGET'], ({ key, error }) => {
       logger.error('budget watch could not read a job record', { key, error: error.message });
       failures.push(`${key}: ${error.name}: ${error.message}`);
     });
     const inState = (state: JobState) => live.filter((job) => job.state === state);
+    const defer = (jobs: readonly JobRecord[]) => {
+      for (const { jobId } of jobs) if (!result.deferred.includes(jobId)) result.deferred.push(jobId);
+    };
+
+    // Starts never heard of, before anything reads the jobs' states: a job Batch runs while its record says WAITING
+    // would be metered by nothing, stopped by no budget, and checked as if it still waited for capacity.
+    const unheard = turnOf(inState('WAITING'), cap, nowMs);
+    defer(unheard.later);
+    for (const job of unheard.now) {
+      await attempt(job.jobId, async () => {
+        if (await recordUnheardStart(job, nowMs)) result.startsRecorded.push(job.jobId);
+      });
+    }
+    if (result.startsRecorded.length > 0) {
+      const started = new Map<string, JobRecord>();
+      for (const jobId of result.startsRecorded) {
+        const job = await plane.jobs.getJob(jobId);
+        if (job) started.set(jobId, job);
+      }
+      live = live.map((job) => started.get(job.jobId) ?? job);
+    }
+
     const allWaiting = inState('WAITING');
     const running = turnOf(inState('RUNNING'), cap, nowMs);
-    result.deferred.push(...running.later.map((j) => j.jobId));
+    defer(running.later);
     const metered: Metered[] = [];
     for (const job of running.now) {
       await attempt(job.jobId, async () => {
@@ -547,7 +607,7 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
       cap,
       nowMs,
     );
-    result.deferred.push(...waiting.later.map((j) => j.jobId));
+    defer(waiting.later);
     for (const job of waiting.now) {
       await attempt(job.jobId, async () => {
         const attempts = await plane.jobs.listAttempts(job.jobId);
@@ -563,7 +623,7 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     }
 
     const paused = turnOf(inState('PAUSED_BUDGET'), cap, nowMs);
-    result.deferred.push(...paused.later.map((j) => j.jobId));
+    defer(paused.later);
     for (const job of paused.now) {
       await attempt(job.jobId, async () => {
         if (await releaseAtDeadline(job, nowMs)) result.deadlineStopped.push(job.jobId);
@@ -588,6 +648,7 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     }
     logger.info('budget watch run', {
       metered: result.metered.length,
+      startsRecorded: result.startsRecorded,
       budgetStopped: result.budgetStopped,
       deadlineStopped: result.deadlineStopped,
       moved: result.moved,

@@ -95,6 +95,26 @@ export function queuedSpotAttempt(attempts: readonly AttemptRecord[]): AttemptRe
 }
 
 /**
+ * Seconds after an attempt was handed to Batch from which the periodic check asks Batch whether it has started, while
+ * no start is recorded. batch-events records a start within seconds of Batch's RUNNING event; an attempt this old with
+ * none recorded is waiting in its queue, or its start was never heard of (the event went to the dead-letter queue, or
+ * is still in EventBridge's retries), and a job running unheard of is metered by nothing and stopped by no budget.
+ */
+export const START_UNHEARD_AFTER_SECONDS = 600;
+
+/**
+ * The attempt to ask Batch about: handed to Batch at least START_UNHEARD_AFTER_SECONDS before `nowMs`, neither
+ * started nor stopped as recorded, and the job's newest attempt.
+ */
+export function attemptToLookUp(attempts: readonly AttemptRecord[], nowMs: number): AttemptRecord | undefined {
+  const newest = newestAttempt(attempts, () => true);
+  if (newest?.submittedAt === undefined || newest.startedAt !== undefined || newest.stoppedAt !== undefined) {
+    return undefined;
+  }
+  return nowMs - newest.submittedAt >= START_UNHEARD_AFTER_SECONDS * 1000 ? newest : undefined;
+}
+
+/**
  * A job's cost so far in USD, rounded to the cent: the recorded cost of every ended attempt and of every orphaned Batch
  * job, plus the running attempt from its start to `nowMs` at its price (per second, 60 s minimum, times its nodes).
  * Summed in micro-dollars.

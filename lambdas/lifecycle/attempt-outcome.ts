@@ -32,16 +32,15 @@ import {
   tierPlacementInputs,
 } from '../domain/watch';
 import { jobKeysFor } from '../domain/workspace-layout';
+import { BatchLookupUnavailable, lookUpAttempt } from '../shared/batch-lookup';
 import type { ControlPlane } from '../shared/control-plane';
 import { logger } from '../shared/logger';
 import {
   AttemptGotBatchJob,
   AttemptsStillRunning,
   BatchJobNotReported,
-  BatchLookupUnavailable,
   countersFrom,
   jobEvent,
-  lookUpAttempt,
   progressSeconds,
   recordAttemptEnd,
   secondsSince,

@@ -5,7 +5,6 @@
 
 import { costOfAttempt, costOfUnseenEnd } from '../domain/attempt-cost';
 import type { BatchJob } from '../domain/batch-job';
-import { attemptJobName } from '../domain/batch-names';
 import { HARNESS_EXIT, TERMINATE_REASONS } from '../domain/batch-reasons';
 import {
   buildEvent,
@@ -19,6 +18,7 @@ import { type AttemptRecord, type JobCounters, type JobRecord, TRANSITIONS, tier
 import { type AttemptOutcome, classifyAttemptOutcome, exitCodeOf } from '../domain/outcome';
 import { attemptReportedAt, harnessSawSpotNotice } from '../domain/watch';
 import { jobKeysFor } from '../domain/workspace-layout';
+import { lookUpAttempt } from '../shared/batch-lookup';
 import type { ControlPlane } from '../shared/control-plane';
 import { logger } from '../shared/logger';
 import { announceStart } from '../shared/start-announcement';
@@ -29,11 +29,6 @@ import { announceStart } from '../shared/start-announcement';
  */
 export class AttemptsStillRunning extends Error {
   override name = 'AttemptsStillRunning';
-}
-
-/** Raised when the Batch port cannot look jobs up (a wiring error: the AWS and local ports can). */
-export class BatchLookupUnavailable extends Error {
-  override name = 'BatchLookupUnavailable';
 }
 
 /**
@@ -60,22 +55,6 @@ export class BatchJobNotReported extends Error {
  * billed to an estimate, with its Batch job left to run.
  */
 export const BATCH_REPORTS_JOBS_SECONDS = 86_400;
-
-/** An attempt's Batch job: by its recorded id, else the newest of its name in its queue; undefined if Batch has none. */
-export async function lookUpAttempt(
-  plane: Pick<ControlPlane, 'batch'>,
-  job: Pick<JobRecord, 'jobId'>,
-  attempt: Pick<AttemptRecord, 'attempt' | 'batchJobId' | 'queue'>,
-): Promise<BatchJob | undefined> {
-  if (!plane.batch.lookupJob) {
-    throw new BatchLookupUnavailable('the Batch port cannot look jobs up (lookupJob), so attempts cannot be ended');
-  }
-  return plane.batch.lookupJob({
-    ...(attempt.batchJobId ? { batchJobId: attempt.batchJobId } : {}),
-    queue: attempt.queue,
-    jobName: attemptJobName(job.jobId, attempt.attempt),
-  });
-}
 
 /** A job event with the job's identity filled in. */
 export function jobEvent<T extends DetailType>(

@@ -118,10 +118,12 @@ export const REPORTS_TIMEOUT = Duration.minutes(10);
  *   metrics.jsonl read and summary.json and report.html written (an ended job's files rewritten with that cost);
  * - events:PutEvents on the platform bus only; states:SendTaskSuccess on the job state machine only;
  * - batch:TerminateJob on this account and region's job ARNs: Batch assigns job ids at submit (acknowledged);
- * - ecs:DescribeContainerInstances on this account and region's container instances (Batch names the clusters);
- *   ec2:DescribeInstances and ec2:DescribeSpotPriceHistory, which have no resource-level permissions (acknowledged);
- * - ec2:GetSpotPlacementScores for budget-watch (the spot probe of on-demand deadline jobs) and ec2:DescribeSubnets
- *   (the zones of the compute subnets it scores), which have no resource-level permissions either (acknowledged).
+ * - for batch-events, and budget-watch recording a start whose event never came, ecs:DescribeContainerInstances on
+ *   this account and region's container instances (Batch names the clusters); ec2:DescribeInstances and
+ *   ec2:DescribeSpotPriceHistory, which have no resource-level permissions (acknowledged);
+ * - for budget-watch, batch:DescribeJobs and batch:ListJobs (looking up an attempt whose start went unrecorded),
+ *   ec2:GetSpotPlacementScores (the spot probe of on-demand deadline jobs) and ec2:DescribeSubnets (the zones of the
+ *   compute subnets it scores), which have no resource-level permissions either (acknowledged).
  */
 export class EventHandlers extends Construct {
   /** EC2 spot interruption warnings → TerminateJob, record the notice. */
@@ -392,14 +394,24 @@ export class EventHandlers extends Construct {
     interruption.addToRolePolicy(terminate());
     budgetWatch.addToRolePolicy(terminate());
     batchEvents.addToRolePolicy(terminate());
-    batchEvents.addToRolePolicy(
-      new iam.PolicyStatement({
-        actions: ['ecs:DescribeContainerInstances'],
-        resources: [stack.formatArn({ service: 'ecs', resource: 'container-instance', resourceName: '*' })],
-      }),
-    );
-    batchEvents.addToRolePolicy(
-      new iam.PolicyStatement({ actions: ['ec2:DescribeInstances', 'ec2:DescribeSpotPriceHistory'], resources: ['*'] }),
+    // A start's instance and price: batch-events from the state change, budget-watch from DescribeJobs when the
+    // state change never came.
+    for (const fn of [batchEvents, budgetWatch]) {
+      fn.addToRolePolicy(
+        new iam.PolicyStatement({
+          actions: ['ecs:DescribeContainerInstances'],
+          resources: [stack.formatArn({ service: 'ecs', resource: 'container-instance', resourceName: '*' })],
+        }),
+      );
+      fn.addToRolePolicy(
+        new iam.PolicyStatement({
+          actions: ['ec2:DescribeInstances', 'ec2:DescribeSpotPriceHistory'],
+          resources: ['*'],
+        }),
+      );
+    }
+    budgetWatch.addToRolePolicy(
+      new iam.PolicyStatement({ actions: ['batch:DescribeJobs', 'batch:ListJobs'], resources: ['*'] }),
     );
     grantTableReadWrites(props.budgetsTable, budgetWatch);
     grantBudgetsByTeam(budgetWatch, props.budgetsTable);
@@ -438,7 +450,7 @@ export class EventHandlers extends Construct {
     ack(
       budgetWatch,
       'IAM5[Resource::*]',
-      'ec2:GetSpotPlacementScores (the spot probe of on-demand deadline jobs), ec2:DescribeSubnets (the zones of the compute subnets it scores) and X-Ray trace writes have no resource-level permissions.',
+      'ec2:GetSpotPlacementScores (the spot probe of on-demand deadline jobs), ec2:DescribeSubnets (the zones of the compute subnets it scores), batch:DescribeJobs and batch:ListJobs (looking up an attempt whose start went unrecorded), ec2:DescribeInstances and ec2:DescribeSpotPriceHistory (that start’s instance and price) and X-Ray trace writes have no resource-level permissions.',
     );
 
     ack(interruption, jobsIndexes, 'Finds the attempt on a warned instance through the jobs table index byInstance.');
@@ -448,11 +460,13 @@ export class EventHandlers extends Construct {
       jobsIndexes,
       'The table grant covers the jobs table’s indexes (byInstance is written with the attempt).',
     );
-    ack(
-      batchEvents,
-      'IAM5[Resource::arn:<AWS::Partition>:ecs:<AWS::Region>:<AWS::AccountId>:container-instance/*]',
-      'Looks up the EC2 instance behind a Batch job’s container instance; Batch creates and names the ECS clusters, so container-instance/* in this account and region is the narrowest ARN.',
-    );
+    for (const fn of [batchEvents, budgetWatch]) {
+      ack(
+        fn,
+        'IAM5[Resource::arn:<AWS::Partition>:ecs:<AWS::Region>:<AWS::AccountId>:container-instance/*]',
+        'Looks up the EC2 instance behind a Batch job’s container instance; Batch creates and names the ECS clusters, so container-instance/* in this account and region is the narrowest ARN.',
+      );
+    }
     ack(
       batchEvents,
       'IAM5[Resource::*]',

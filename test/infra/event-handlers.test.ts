@@ -307,13 +307,13 @@ describe('EventHandlers dead-letter queues and alarms', () => {
 });
 
 describe('EventHandlers grants', () => {
-  it('lets interruption, budget-watch and batch-events (a cancelled job’s attempt) terminate Batch jobs only', () => {
+  it('lets interruption and batch-events (a cancelled job’s attempt) terminate Batch jobs only', () => {
     const terminate = {
       Action: 'batch:TerminateJob',
       Effect: 'Allow',
       Resource: BATCH_JOB_ARNS,
     };
-    for (const handler of ['interruption', 'budgetWatch', 'batchEvents'] as const) {
+    for (const handler of ['interruption', 'batchEvents'] as const) {
       const statements = policyOf(logicalId(built.handlers[handler].function));
       expect(statements).toContainEqual(terminate);
       expect(batchActionsOf(statements)).toEqual(['batch:TerminateJob']);
@@ -334,41 +334,52 @@ describe('EventHandlers grants', () => {
     expect(actionsOf(statements)).not.toContain('ec2:GetSpotPlacementScores');
   });
 
-  it('lets only batch-events describe container instances, instances and spot prices', () => {
-    const statements = policyOf(logicalId(built.handlers.batchEvents.function));
-    // Statements on '*' are merged by CDK (X-Ray's trace writes share it), so look at the actions on '*'.
-    const onAnything = statements.filter((st) => (st as { Resource: unknown }).Resource === '*');
-    expect(actionsOf(onAnything)).toEqual(
-      expect.arrayContaining(['ec2:DescribeInstances', 'ec2:DescribeSpotPriceHistory']),
-    );
-    expect(statements).toContainEqual(
-      expect.objectContaining({
-        Action: 'ecs:DescribeContainerInstances',
-        Resource: {
-          'Fn::Join': [
-            '',
-            [
-              'arn:',
-              { Ref: 'AWS::Partition' },
-              ':ecs:',
-              { Ref: 'AWS::Region' },
-              ':',
-              { Ref: 'AWS::AccountId' },
-              ':container-instance/*',
+  it('lets batch-events and budget-watch (a start whose event never came) describe container instances, instances and spot prices', () => {
+    for (const fn of [built.handlers.batchEvents.function, built.handlers.budgetWatch.function]) {
+      const statements = policyOf(logicalId(fn));
+      // Statements on '*' are merged by CDK (X-Ray's trace writes share it), so look at the actions on '*'.
+      const onAnything = statements.filter((st) => (st as { Resource: unknown }).Resource === '*');
+      expect(actionsOf(onAnything)).toEqual(
+        expect.arrayContaining(['ec2:DescribeInstances', 'ec2:DescribeSpotPriceHistory']),
+      );
+      expect(statements).toContainEqual(
+        expect.objectContaining({
+          Action: 'ecs:DescribeContainerInstances',
+          Resource: {
+            'Fn::Join': [
+              '',
+              [
+                'arn:',
+                { Ref: 'AWS::Partition' },
+                ':ecs:',
+                { Ref: 'AWS::Region' },
+                ':',
+                { Ref: 'AWS::AccountId' },
+                ':container-instance/*',
+              ],
             ],
-          ],
-        },
-      }),
-    );
+          },
+        }),
+      );
+    }
     const interruptionActions = actionsOf(policyOf(logicalId(built.handlers.interruption.function)));
     expect(interruptionActions.filter((a) => a.startsWith('ec2:') || a.startsWith('ecs:'))).toEqual([]);
     // It announces nothing: AttemptOutcome publishes Job Interrupted when the attempt ends.
     expect(interruptionActions).not.toContain('events:PutEvents');
     const budgetWatchActions = actionsOf(policyOf(logicalId(built.handlers.budgetWatch.function)));
     expect(budgetWatchActions.filter((a) => a.startsWith('ec2:') || a.startsWith('ecs:')).sort()).toEqual([
+      'ec2:DescribeInstances',
+      'ec2:DescribeSpotPriceHistory',
       'ec2:DescribeSubnets',
       'ec2:GetSpotPlacementScores',
+      'ecs:DescribeContainerInstances',
     ]);
+  });
+
+  it('lets budget-watch look attempts up in Batch (DescribeJobs, ListJobs) and terminate them, nothing else of Batch', () => {
+    const statements = policyOf(logicalId(built.handlers.budgetWatch.function));
+    expect(batchActionsOf(statements)).toEqual(['batch:DescribeJobs', 'batch:ListJobs', 'batch:TerminateJob']);
+    expect(statements).toContainEqual({ Action: 'batch:TerminateJob', Effect: 'Allow', Resource: BATCH_JOB_ARNS });
   });
 
   it('tells budget-watch the compute subnets, whose zones alone its spot probe scores', () => {

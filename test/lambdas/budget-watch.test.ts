@@ -6,6 +6,7 @@
 //   on-demand at 0.526 $/h:            0.526 × 1735 ÷ 3600 = 0.25350 → $0.25
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { BudgetWatchIncomplete, createBudgetWatchHandler } from '../../lambdas/budget-watch/budget-watch';
+import { parseBatchJob } from '../../lambdas/domain/batch-job';
 import { TERMINATE_REASONS } from '../../lambdas/domain/batch-reasons';
 import type { EventEntry } from '../../lambdas/domain/events';
 import type { JobRecord } from '../../lambdas/domain/job';
@@ -13,6 +14,7 @@ import { FLEET_SPOT_MODEL } from '../../lambdas/domain/spot-fleet-model';
 import type { TierSpotRecord } from '../../lambdas/domain/tier-spot';
 import { InvalidEvent } from '../../lambdas/shared/event-schemas';
 import { jobItem } from '../../lambdas/shared/job-store';
+import type { BatchControl } from '../../lambdas/shared/ports';
 import { extractMetrics } from '../support/emf';
 import {
   attemptRecord,
@@ -93,6 +95,7 @@ const GPU_SMALL_TYPES = ['g4dn.xlarge', 'g5.xlarge', 'g6.xlarge'];
 beforeEach(async () => {
   spotAnswer = undefined;
   probed.length = 0;
+  bench.batchJobs = [];
   // The tiers' spot records are shared by every team: each test starts without them.
   for (const tier of CONFIG.tiers)
     await bench.dynamo.doc.request('DeleteItem', {
@@ -105,7 +108,7 @@ function watch(
   options = {},
   config = configForCurrentTeam(),
   events = bench.ports.events,
-  batch = bench.ports.batch,
+  batch: BatchControl = bench.ports.batch,
   lifecycle = bench.ports.lifecycle,
 ) {
   return createBudgetWatchHandler(
@@ -118,6 +121,7 @@ function watch(
       events,
       lifecycle,
       metrics: bench.ports.metrics,
+      clock: bench.clock,
       fleet: {
         ...bench.ports.fleet,
         async spotCapacityAvailable(instanceTypes) {
@@ -731,6 +735,153 @@ describe('budget watch: jobs waiting in the spot queue', () => {
     expect(result.moved).toEqual([]);
     expect(bench.recorded.terminated).toEqual([]);
     expect(await bench.jobs.listDecisions(id('queued-early'))).toEqual([]);
+  });
+});
+
+// The start of a waiting job's attempt that Batch runs but whose RUNNING state change never reached batch-events (it
+// went to the dead-letter queue): Batch answers DescribeJobs with the job as the state change would have carried it.
+describe('budget watch: starts never heard of', () => {
+  /** A waiting job whose attempt 1 was submitted at `submittedAt`, with no Batch job id recorded unless given. */
+  async function unheardJob(
+    jobId: string,
+    options: { submittedAt?: number; batchJobId?: string; reserveUsd?: number },
+  ) {
+    await bench.jobs.createJob(
+      jobRecord({
+        jobId,
+        team: currentTeam,
+        state: 'WAITING',
+        createdAt: new Date(T.created).toISOString(),
+        estimate: ESTIMATE,
+        bundle: { key: `teams/${currentTeam}/jobs/${jobId}/code.tar.gz`, bytes: 1, sha256: 'c'.repeat(64) },
+      }),
+    );
+    await bench.jobs.putAttempt(
+      attemptRecord({
+        jobId,
+        capacity: 'spot',
+        queue: 'trainyard-gpu-small-spot',
+        status: 'SUBMITTED',
+        batchJobId: options.batchJobId,
+        submittedAt: options.submittedAt ?? T.created,
+        startedAt: undefined,
+        usdPerHour: undefined,
+      }),
+    );
+    await bench.ledger.reserve(jobId, [`team:${currentTeam}`], options.reserveUsd ?? 1, PERIOD);
+  }
+
+  /** Batch's record of the job's attempt 1 (the batch-running fixture's detail, renamed to it). */
+  function batchJobOf(jobId: string, status: string, change: (detail: Record<string, unknown>) => void = () => {}) {
+    const detail = fixtureWith('batch-running', (e) => {
+      Object.assign(e.detail, {
+        jobId: `batch-${jobId}`,
+        jobName: `${jobId}-a1`,
+        status,
+        tags: { 'trainyard:job-id': jobId, 'trainyard:team': currentTeam, 'trainyard:attempt': '1' },
+      });
+      change(e.detail);
+    }).detail;
+    return parseBatchJob(detail);
+  }
+
+  it('records a start Batch reports with none recorded, meters the job from it in the same tick, once', async () => {
+    // Submitted at 14:00:00, started at 14:01:05 by Batch's record: at 14:30 it has run 1735 s on spot at the tier's
+    // 0.19 $/h (no instance to price it by) = $0.0916 → $0.09 of its $1 reservation spent.
+    const jobId = id('unheard');
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 400);
+    await unheardJob(jobId, {});
+    bench.batchJobs = [batchJobOf(jobId, 'RUNNING')];
+
+    const result = await watch()(fixture('scheduled-event'));
+
+    expect(result).toMatchObject({ startsRecorded: [jobId], metered: [jobId], moved: [], budgetStopped: [] });
+    // No Batch job id was recorded either (its RUNNABLE went the same way): ListJobs by name in its queue.
+    expect(bench.recorded.batchLookups).toEqual([{ queue: 'trainyard-gpu-small-spot', jobName: `${jobId}-a1` }]);
+    expect(await bench.jobs.getAttempt(jobId, 1)).toMatchObject({
+      batchJobId: `batch-${jobId}`,
+      status: 'RUNNING',
+      startedAt: T.started,
+      usdPerHour: 0.19,
+      startAnnounced: true,
+    });
+    expect((await bench.jobs.requireJob(jobId)).state).toBe('RUNNING');
+    expect(publishedOf(bench.recorded, 'Job Started')).toEqual([
+      expect.objectContaining({ jobId, attempt: 1, capacity: 'spot', batchJobId: `batch-${jobId}` }),
+    ]);
+    expect(await bench.ledger.usage(`team:${currentTeam}`, PERIOD)).toMatchObject({
+      spentUsd: 0.09,
+      reservedUsd: 0.91,
+    });
+
+    // The same tick again: the job is running, so Batch is not asked again and nothing changes.
+    const afterFirst = await bench.snapshot();
+    await watch()(fixture('scheduled-event'));
+    expect(await bench.snapshot()).toEqual(afterFirst);
+    expect(bench.recorded.batchLookups).toHaveLength(1);
+    expect(publishedOf(bench.recorded, 'Job Started')).toHaveLength(1);
+  });
+
+  it('stops a job whose unheard start has spent its budget, in the tick that finds it', async () => {
+    // Limit $0.05 and $0.01 reserved: the $0.09 it has spent since 14:01:05 blocks the team.
+    const jobId = id('unheard-over');
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 0.05);
+    await unheardJob(jobId, { batchJobId: `batch-${jobId}`, reserveUsd: 0.01 });
+    bench.batchJobs = [batchJobOf(jobId, 'RUNNING')];
+
+    const result = await watch()(fixture('scheduled-event'));
+
+    expect(result).toMatchObject({ startsRecorded: [jobId], budgetStopped: [jobId] });
+    expect(bench.recorded.batchLookups).toEqual([
+      { batchJobId: `batch-${jobId}`, queue: 'trainyard-gpu-small-spot', jobName: `${jobId}-a1` },
+    ]);
+    expect(bench.recorded.terminated).toEqual([
+      { batchJobId: `batch-${jobId}`, reason: TERMINATE_REASONS.budgetPause },
+    ]);
+  });
+
+  it('records nothing while Batch reports the attempt queued, ended or not at all', async () => {
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 400);
+    const queued = id('still-queued');
+    const ended = id('ended-unheard');
+    const unknown = id('not-in-batch');
+    for (const jobId of [queued, ended, unknown]) await unheardJob(jobId, { batchJobId: `batch-${jobId}` });
+    bench.batchJobs = [
+      batchJobOf(queued, 'RUNNABLE', (d) => {
+        delete d.startedAt;
+      }),
+      // An end is AttemptOutcome's (and batch-events') to record, with its stop and cost.
+      batchJobOf(ended, 'SUCCEEDED', (d) => {
+        d.stoppedAt = T.stopped;
+      }),
+    ];
+    const before = await bench.snapshot();
+
+    const result = await watch()(fixture('scheduled-event'));
+
+    expect(result).toMatchObject({ startsRecorded: [], metered: [] });
+    expect(bench.recorded.batchLookups.map((ref) => ref.batchJobId).sort()).toEqual(
+      [queued, ended, unknown].map((jobId) => `batch-${jobId}`).sort(),
+    );
+    expect(await bench.snapshot()).toEqual(before);
+    expect(bench.recorded.published).toEqual([]);
+  });
+
+  it('does not ask Batch about an attempt submitted under 10 minutes ago: its start may still be on its way', async () => {
+    await bench.ledger.ensureBudget(`team:${currentTeam}`, PERIOD, 400);
+    const jobId = id('young');
+    // Submitted at 14:20:00.001, 599.999 s before the tick.
+    await unheardJob(jobId, { submittedAt: Date.parse(TICK_ISO) - 599_999 });
+    bench.batchJobs = [batchJobOf(jobId, 'RUNNING')];
+
+    const result = await watch()(fixture('scheduled-event'));
+
+    expect(result.startsRecorded).toEqual([]);
+    expect(bench.recorded.batchLookups).toEqual([]);
+    expect((await bench.jobs.requireJob(jobId)).state).toBe('WAITING');
+    // At 600 s it is asked.
+    await watch()(tickAt(0.5));
+    expect(bench.recorded.batchLookups).toHaveLength(1);
   });
 });
 

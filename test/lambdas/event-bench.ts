@@ -9,11 +9,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { S3Client } from '@aws-sdk/client-s3';
+import type { BatchJob } from '../../lambdas/domain/batch-job';
 import type { EventEntry } from '../../lambdas/domain/events';
 import { JobStore } from '../../lambdas/shared/job-store';
 import { BudgetLedger } from '../../lambdas/shared/ledger';
 import { emfMetricPublisher } from '../../lambdas/shared/metrics';
-import type { InstanceFacts, MetricPublisher } from '../../lambdas/shared/ports';
+import type { BatchJobRef, InstanceFacts, MetricPublisher } from '../../lambdas/shared/ports';
 import { Workspace } from '../../lambdas/shared/workspace';
 import { parseConfig, type TrainyardConfig } from '../../lib/config';
 import { startS3rver } from '../../lib/local/engines';
@@ -59,6 +60,8 @@ export interface Recorded {
   readonly published: EventEntry[];
   readonly taskSuccesses: Array<{ token: string; output: Record<string, unknown> }>;
   readonly instanceLookups: string[];
+  /** Batch jobs looked up (DescribeJobs by id, else ListJobs by name in a queue). */
+  readonly batchLookups: BatchJobRef[];
   readonly priceLookups: Array<{ instanceType: string; az: string; atMs: number }>;
   /** EMF lines the metric publisher wrote (read them with test/support/emf.ts). */
   readonly metricLines: string[];
@@ -71,6 +74,8 @@ export interface EventBench {
   readonly ledger: BudgetLedger;
   readonly workspace: Workspace;
   readonly recorded: Recorded;
+  /** The Batch jobs DescribeJobs and ListJobs know (empty: Batch reports no job). */
+  batchJobs: BatchJob[];
   /** What the fleet port answers for any container instance (undefined: not found; an Error: thrown). */
   instance: InstanceFacts | undefined | Error;
   /** What the spot price history answers (undefined: no history; an Error: thrown). */
@@ -82,7 +87,10 @@ export interface EventBench {
   /** Token Step Functions no longer knows (sendTaskSuccess fails with TaskTimedOut). */
   readonly spentTokens: Set<string>;
   readonly ports: {
-    batch: { terminateJob(batchJobId: string, reason: string): Promise<void> };
+    batch: {
+      terminateJob(batchJobId: string, reason: string): Promise<void>;
+      lookupJob(ref: BatchJobRef): Promise<BatchJob | undefined>;
+    };
     events: { publish(entries: readonly EventEntry[]): Promise<void> };
     lifecycle: {
       startExecution(name: string, input: Record<string, unknown>): Promise<{ alreadyStarted: boolean }>;
@@ -133,6 +141,7 @@ export async function startEventBench(options: { withS3?: boolean; now?: Date } 
     published: [],
     taskSuccesses: [],
     instanceLookups: [],
+    batchLookups: [],
     priceLookups: [],
     metricLines: [],
   };
@@ -148,6 +157,7 @@ export async function startEventBench(options: { withS3?: boolean; now?: Date } 
     workspace,
     recorded,
     clock: () => now,
+    batchJobs: [],
     instance: undefined,
     spotPrice: undefined,
     failTerminations: 0,
@@ -163,6 +173,14 @@ export async function startEventBench(options: { withS3?: boolean; now?: Date } 
           throw Object.assign(new Error('Rate exceeded'), { name: 'TooManyRequestsException' });
         }
         recorded.terminated.push({ batchJobId, reason });
+      },
+      // DescribeJobs by id; else ListJobs filtered by name in the queue (its newest), then DescribeJobs of it.
+      async lookupJob(ref) {
+        recorded.batchLookups.push(ref);
+        if (ref.batchJobId !== undefined) return bench.batchJobs.find((j) => j.jobId === ref.batchJobId);
+        return bench.batchJobs
+          .filter((j) => j.jobName === ref.jobName && j.jobQueue.endsWith(`/${ref.queue}`))
+          .sort((a, b) => b.createdAt - a.createdAt)[0];
       },
     },
     events: {
