@@ -140,20 +140,25 @@ export interface AttemptShare {
   readonly instanceSeconds: number;
 }
 
-/** The attempt's run as a span with its total cost, or undefined when it never started (or has no time at all). */
+/**
+ * The attempt's run as a span with its total cost, or undefined when it never started (or has no time at all). At
+ * `atUsdPerHour`, what the same run is billed at that price (its recorded cost aside): its on-demand equivalent.
+ */
 function runOf(
   attempt: AttemptRecord,
   tier: TierConfig | undefined,
   asOfMs: number,
+  atUsdPerHour?: number,
 ): { start: number; stop: number; cumulative: (t: number) => number } | undefined {
-  const price = tier ? attemptPrice(attempt, tier) : attempt.usdPerHour;
+  const price = atUsdPerHour ?? (tier ? attemptPrice(attempt, tier) : attempt.usdPerHour);
+  const recordedUsd = atUsdPerHour === undefined ? attempt.costUsd : undefined;
   if (attempt.costUsd !== undefined || attempt.stoppedAt !== undefined) {
     const start = attempt.startedAt ?? attempt.stoppedAt;
     if (start === undefined) return undefined;
     const stop = Math.max(attempt.stoppedAt ?? start, start);
     const total =
-      attempt.costUsd !== undefined
-        ? Math.round(attempt.costUsd * MICROS_PER_USD)
+      recordedUsd !== undefined
+        ? Math.round(recordedUsd * MICROS_PER_USD)
         : price === undefined || attempt.startedAt === undefined
           ? 0
           : attemptCostMicroUsd({ startedAtMs: start, stoppedAtMs: stop, usdPerHour: price, nodes: attempt.nodes });
@@ -179,7 +184,7 @@ function runOf(
 /**
  * What an attempt cost, and how many instance-seconds it ran, within [fromMs, toMs), as of `asOfMs` (a running
  * attempt accrues up to then). `tier` prices an attempt with no recorded price; without it such an attempt costs
- * what its record says, or nothing.
+ * what its record says, or nothing. With `atUsdPerHour`, the cost is what the same run is billed at that price.
  */
 export function attemptShare(
   attempt: AttemptRecord,
@@ -187,8 +192,9 @@ export function attemptShare(
   fromMs: number,
   toMs: number,
   asOfMs: number,
+  atUsdPerHour?: number,
 ): AttemptShare {
-  const run = runOf(attempt, tier, asOfMs);
+  const run = runOf(attempt, tier, asOfMs, atUsdPerHour);
   if (!run || toMs <= fromMs) return { costMicros: 0, instanceSeconds: 0 };
   const overlapMs = Math.max(0, Math.min(toMs, run.stop) - Math.max(fromMs, run.start));
   return {
@@ -306,13 +312,15 @@ function jobSums(entry: JobWithAttempts, tier: TierConfig | undefined, period: R
     if (attempt.capacity === 'spot') sums.spot += share.costMicros;
     else sums.onDemand += share.costMicros;
     sums.instanceSeconds += share.instanceSeconds;
-    // On-demand attempts are their own equivalent. Spot's is the same instance-seconds at the tier's on-demand
-    // price; for a tier no longer configured, what the attempt paid, so no saving is claimed that cannot be shown.
+    // On-demand attempts are their own equivalent. Spot's is the same run billed at the tier's on-demand price, its
+    // minimum bill included (a 10 s spot run is billed 60 s, and so would on-demand be); for a tier no longer
+    // configured, or a cost recorded without a start, what the attempt paid, so no saving is claimed that cannot be
+    // shown.
     const onDemandPerHour = tier?.onDemandUsdPerHour;
     sums.onDemandEquivalent +=
-      attempt.capacity !== 'spot' || onDemandPerHour === undefined
+      attempt.capacity !== 'spot' || onDemandPerHour === undefined || attempt.startedAt === undefined
         ? share.costMicros
-        : Math.round((onDemandPerHour * MICROS_PER_USD * share.instanceSeconds) / 3600);
+        : attemptShare(attempt, tier, period.fromMs, period.toMs, asOfMs, onDemandPerHour).costMicros;
   }
   sums.jobs = sums.cost > 0 || sums.instanceSeconds > 0 ? 1 : 0;
   return sums;

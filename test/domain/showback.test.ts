@@ -166,6 +166,35 @@ describe('buildTeamShowback', () => {
     expect(report.byTier).toEqual([{ tier: 'gpu-small', ...report.totals }]);
   });
 
+  it('bills a short spot run’s on-demand equivalent its minimum minute too, so spot never shows a loss', () => {
+    // A 10 s spot run at 0.19 $/h is billed 60 s: $0.003167. On-demand would have been billed the same 60 s at the
+    // tier's 0.526 $/h: $0.008767, a saving of $0.0056 (10 s at 0.526 $/h, $0.001461, would show a loss).
+    const short = attempt('s', 1, {
+      capacity: 'spot',
+      startedAt: D + HOUR,
+      stoppedAt: D + HOUR + 10_000,
+      usdPerHour: 0.19,
+      costUsd: 0.003167,
+    });
+    const day = buildTeamShowback(config, 'nlp', DAY, [{ job: job('s'), attempts: [short] }], new Date(D + 2 * HOUR));
+    expect(day.totals).toMatchObject({
+      costUsd: 0.003167,
+      spotUsd: 0.003167,
+      onDemandEquivalentUsd: 0.008767,
+      savedBySpotUsd: 0.0056,
+    });
+    // Still running 10 s into it, the same minute accrues at both prices.
+    const running = { ...short, status: 'RUNNING' as const, stoppedAt: undefined, costUsd: undefined };
+    const now = buildTeamShowback(
+      config,
+      'nlp',
+      DAY,
+      [{ job: job('s'), attempts: [running] }],
+      new Date(D + HOUR + 10_000),
+    );
+    expect(now.totals).toMatchObject({ costUsd: 0.003167, onDemandEquivalentUsd: 0.008767, savedBySpotUsd: 0.0056 });
+  });
+
   it('counts an orphaned Batch job as one more run, on its own capacity and times', () => {
     // Attempt 1 recorded as not run ($0), and its orphan ran on on-demand from 23:00 the day before to 01:00: half of
     // its $1.00 in the day.
