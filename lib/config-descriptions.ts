@@ -28,7 +28,8 @@ export const CONFIG_DESCRIPTIONS: Readonly<Record<string, string>> = {
   'tiers[].peakTflops':
     'Peak dense 16-bit TFLOPS per node of the slowest listed instance type (CPU tiers: fp32), for runtime estimates.',
   'tiers[].shmSizeMiB': 'Shared memory (/dev/shm) for gpu tiers, MiB. Default: half of memoryMiB.',
-  teams: 'Teams: who they are (IAM principals), what they may spend and their fair share.',
+  teams:
+    'Teams: who they are (IAM principals), what they may spend and their fair share. Each adds its job role, its policy and a job definition per tier to the platform stack, which CloudFormation caps at 500 resources: about 37 teams with the default tiers (synth says how many fit).',
   'teams[].id': `team id: ${CONFIG_ID_RULE}.`,
   'teams[].principals': 'IAM principal ARNs whose API calls act for this team.',
   'teams[].monthlyBudgetUsd': 'Team budget per calendar month (UTC), USD.',

@@ -14,6 +14,7 @@ import { EventHandlers } from './lifecycle/event-handlers';
 import { JobStateMachine } from './lifecycle/job-state-machine';
 import { LifecycleFunctions } from './lifecycle/lifecycle-functions';
 import { OperationsDashboard } from './observability/dashboard';
+import { teamResourceLimitErrors } from './resource-limit';
 
 /** Props for the platform stack. */
 export interface PlatformStackProps extends StackProps {
@@ -113,6 +114,7 @@ export class PlatformStack extends Stack {
       value: this.api.api.apiEndpoint,
       description: 'Trainyard HTTP API (SigV4); set TRAINYARD_API_URL to this for the CLI',
     });
+    this.node.addValidation({ validate: () => teamResourceLimitErrors(this, this.jobDefinitions.teamScopes) });
     if (config.observability.dashboard) {
       // Last: the dashboard graphs every function and alarm defined above.
       const dashboardName = `${props.namePrefix}-operations`;

@@ -3,7 +3,7 @@ import type * as ecr from 'aws-cdk-lib/aws-ecr';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
-import { Construct } from 'constructs';
+import { Construct, type IConstruct } from 'constructs';
 import type { TrainyardConfig } from '../config';
 import { acknowledgeFinding } from '../nag';
 import { TeamJobDefinitions } from './job-definitions';
@@ -34,6 +34,8 @@ export class JobDefinitions extends Construct {
   public readonly logGroup: logs.LogGroup;
   /** Team job roles (the lifecycle passes them when it submits). */
   public readonly teamRoles: TeamJobRoles;
+  /** The constructs each team adds, by team id: its job role and its job definitions (what it costs a stack). */
+  public readonly teamScopes = new Map<string, readonly IConstruct[]>();
 
   constructor(scope: Construct, id: string, props: JobDefinitionsProps) {
     super(scope, id);
@@ -68,6 +70,7 @@ export class JobDefinitions extends Construct {
         namePrefix: props.namePrefix,
       });
       this.byTeam.set(team.id, definitions.byTier);
+      this.teamScopes.set(team.id, [jobRole, definitions]);
     }
   }
 }
