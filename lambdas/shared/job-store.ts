@@ -19,6 +19,7 @@ import {
   parseJobChange,
   parseJobRecord,
   parseOrphanRun,
+  TERMINAL_STATES,
 } from '../domain/job';
 import { type LabelSelector, matchesLabels } from '../domain/labels';
 import { type JobWithAttempts, mayHaveRunIn, type ReportPeriod } from '../domain/showback';
@@ -320,6 +321,35 @@ export class JobStore {
     } catch (error) {
       if (isConditionalCheckFailure(error)) throw new JobNotFound(jobId);
       throw error;
+    }
+  }
+
+  /**
+   * Sets the job's cancel flag while it is live, and returns the job as stored after. A job that has already ended is
+   * returned as it is, unwritten: a cancel that comes after the end changes nothing, and a job the platform cancelled
+   * keeps saying that no one asked for it.
+   */
+  async requestCancel(jobId: string): Promise<JobRecord> {
+    const names: Record<string, string> = { '#cancel': 'cancelRequested', '#updated': 'updatedAt', '#state': 'state' };
+    const values: Record<string, unknown> = { ':cancel': true, ':updated': this.now().toISOString() };
+    const terminal = TERMINAL_STATES.map((state, i) => {
+      values[`:t${i}`] = state;
+      return `:t${i}`;
+    });
+    try {
+      const { Attributes } = await this.client.update({
+        TableName: this.tableName,
+        Key: jobKeys.job(jobId),
+        UpdateExpression: 'SET #cancel = :cancel, #updated = :updated',
+        ConditionExpression: `attribute_exists(pk) AND NOT #state IN (${terminal.join(', ')})`,
+        ExpressionAttributeNames: names,
+        ExpressionAttributeValues: values,
+        ReturnValues: 'ALL_NEW',
+      });
+      return parseJobRecord(stripKeys(Attributes ?? {}));
+    } catch (error) {
+      if (!isConditionalCheckFailure(error)) throw error;
+      return this.requireJob(jobId);
     }
   }
 
@@ -653,17 +683,24 @@ export class JobStore {
   }
 
   /**
-   * Keeps on a key's claim the answer of the try that created its job, for replays to repeat; only while the claim
-   * names that job (it always does: a claim is never rewritten, so the condition only guards against misuse).
+   * Keeps on a key's claim an answer for replays to repeat, when it keeps none yet: the first kept stays. Only while
+   * the claim names that job (it always does: a claim is never rewritten, so that part only guards against misuse).
+   * Whether this answer was kept.
    */
-  async keepIdempotencyAnswer(team: string, key: string, jobId: string, answer: string): Promise<void> {
-    await this.client.update({
-      TableName: this.tableName,
-      Key: jobKeys.idempotency(team, key),
-      UpdateExpression: 'SET answer = :answer',
-      ConditionExpression: 'jobId = :jobId',
-      ExpressionAttributeValues: { ':answer': answer, ':jobId': jobId },
-    });
+  async keepIdempotencyAnswer(team: string, key: string, jobId: string, answer: string): Promise<boolean> {
+    try {
+      await this.client.update({
+        TableName: this.tableName,
+        Key: jobKeys.idempotency(team, key),
+        UpdateExpression: 'SET answer = :answer',
+        ConditionExpression: 'jobId = :jobId AND attribute_not_exists(answer)',
+        ExpressionAttributeValues: { ':answer': answer, ':jobId': jobId },
+      });
+      return true;
+    } catch (error) {
+      if (!isConditionalCheckFailure(error)) throw error;
+      return false;
+    }
   }
 
   /** A team's claim of an Idempotency-Key, if there is one (read consistently: a claim just made is seen). */

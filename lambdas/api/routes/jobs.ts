@@ -149,6 +149,10 @@ async function submitJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
       const existing = await plane.jobs.getJob(claim.jobId);
       if (existing) {
         if (existing.state === 'SUBMITTED') await startLifecycle(plane, existing);
+        // The try that created it may have stopped before keeping its answer: this one, of the same request, is kept
+        // instead (never over one already kept), so a replay still finds the job once the upload is gone.
+        const kept = keptAnswer(answer);
+        if (kept !== undefined) await plane.jobs.keepIdempotencyAnswer(team.id, key, existing.jobId, kept);
         return respond(200, existing, true);
       }
       // Claimed by an earlier try that stopped before creating the job: finish it under the claimed id.
@@ -182,8 +186,9 @@ async function submitJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
   // false when a concurrent try with the same key created it first: either way the stored record is the job.
   const created = await plane.jobs.createJob(record);
   const job = await plane.jobs.requireJob(jobId);
-  // The answer replays repeat is the one of the try that created the job, which may not be the one that claimed it.
-  const kept = key !== undefined && created ? keptAnswer(answer) : undefined;
+  // The answer replays repeat is the first kept: the try that created the job, unless it stopped before keeping it
+  // (then a retry's). Never the answer of a try that claimed the key and stopped before creating the job.
+  const kept = key !== undefined ? keptAnswer(answer) : undefined;
   if (key !== undefined && kept !== undefined) await plane.jobs.keepIdempotencyAnswer(team.id, key, jobId, kept);
 
   // 4-5. Announce and start; both are safe to repeat.
@@ -355,8 +360,8 @@ async function cancelJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespo
     });
   }
   // The flag first: every lifecycle step honours it, so the cancel holds even if the calls below fail.
-  const flagged = await plane.jobs.patchJob(job.jobId, { cancelRequested: true });
-  // It finished between the read and the flag: nothing is left to cancel (the flag on a finished job does nothing).
+  const flagged = await plane.jobs.requestCancel(job.jobId);
+  // It finished between the read and the flag: nothing is left to cancel, and nothing was written.
   if (isTerminal(flagged.state)) {
     if (cancelActedOn(flagged)) return repeated(flagged);
     throw conflict('job_finished', `job ${job.jobId} is ${flagged.state}; a finished job cannot be cancelled`, {

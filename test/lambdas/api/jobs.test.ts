@@ -575,10 +575,10 @@ describe('DELETE /jobs/{id} (cancel)', () => {
   it('releases a pause that was recorded while the cancel was being flagged', async () => {
     const job = await seedJob('nlp', 'RUNNING');
     // The Pause step lands after the cancel read the job (RUNNING, no token) and before it set the flag.
-    const patchJob = bench.jobs.patchJob.bind(bench.jobs);
-    const racing = vi.spyOn(bench.jobs, 'patchJob').mockImplementationOnce(async (...args) => {
+    const requestCancel = bench.jobs.requestCancel.bind(bench.jobs);
+    const racing = vi.spyOn(bench.jobs, 'requestCancel').mockImplementationOnce(async (...args) => {
       await bench.jobs.transition(job.jobId, ['RUNNING'], 'PAUSED_BUDGET', { pauseToken: 'token-late' });
-      return patchJob(...args);
+      return requestCancel(...args);
     });
     try {
       const { status, body } = await bench.call({ method: 'DELETE', path: `/jobs/${job.jobId}` });
@@ -592,17 +592,24 @@ describe('DELETE /jobs/{id} (cancel)', () => {
     ]);
   });
 
-  it('answers 409 job_finished for a job that finished between the read and the flag, stopping nothing', async () => {
+  /** Ends the job as the lifecycle would, between the API's read of it and its cancel flag. */
+  function endBeforeTheFlag(jobId: string, to: 'SUCCEEDED' | 'CANCELLED') {
+    const requestCancel = bench.jobs.requestCancel.bind(bench.jobs);
+    return vi.spyOn(bench.jobs, 'requestCancel').mockImplementationOnce(async (...args) => {
+      await bench.jobs.transition(jobId, ['RUNNING'], to);
+      return requestCancel(...args);
+    });
+  }
+
+  it('answers 409 job_finished for a job that finished between the read and the flag, changing and stopping nothing', async () => {
     const job = await seedJob('nlp', 'RUNNING');
     await seedAttempt(job.jobId, 1, { batchJobId: 'b-finishing', startedAt: NOW - 300_000 });
-    const patchJob = bench.jobs.patchJob.bind(bench.jobs);
-    const racing = vi.spyOn(bench.jobs, 'patchJob').mockImplementationOnce(async (...args) => {
-      await bench.jobs.transition(job.jobId, ['RUNNING'], 'SUCCEEDED');
-      return patchJob(...args);
-    });
+    const racing = endBeforeTheFlag(job.jobId, 'SUCCEEDED');
     const terminations = bench.recorded.terminated.length;
+    let ended: JobRecord | undefined;
     try {
       const { status, body } = await bench.call({ method: 'DELETE', path: `/jobs/${job.jobId}` });
+      ended = await bench.jobs.getJob(job.jobId);
       expect(status).toBe(409);
       expect(errorOf(body)).toEqual({
         code: 'job_finished',
@@ -613,6 +620,23 @@ describe('DELETE /jobs/{id} (cancel)', () => {
       racing.mockRestore();
     }
     expect(bench.recorded.terminated.length).toBe(terminations);
+    // The refused cancel wrote nothing on the finished job.
+    expect(ended).not.toHaveProperty('cancelRequested');
+  });
+
+  it('answers 409 job_finished, now and after, for a job the platform cancelled between the read and the flag', async () => {
+    const job = await seedJob('nlp', 'RUNNING');
+    const racing = endBeforeTheFlag(job.jobId, 'CANCELLED');
+    try {
+      const first = await bench.call({ method: 'DELETE', path: `/jobs/${job.jobId}` });
+      expect([first.status, errorOf(first.body).code]).toEqual([409, 'job_finished']);
+    } finally {
+      racing.mockRestore();
+    }
+    // No cancel request was recorded, so the job still says the platform cancelled it, and so does a cancel sent again.
+    expect(await bench.jobs.getJob(job.jobId)).not.toHaveProperty('cancelRequested');
+    const again = await bench.call({ method: 'DELETE', path: `/jobs/${job.jobId}` });
+    expect([again.status, errorOf(again.body).code]).toEqual([409, 'job_finished']);
   });
 
   it('answers a cancel repeated after the first ended the job (CANCELLED) with 202 and the job, doing nothing', async () => {

@@ -753,6 +753,35 @@ describe('Idempotency-Key replays answered from the claim', () => {
     expect(JSON.parse(String((await claimOf(key))?.answer))).toEqual(answer);
   });
 
+  it('keeps a retry’s answer when the try that created the job stopped before keeping one, for replays after the upload', async () => {
+    const upload = await bench.call({ method: 'POST', path: '/uploads' });
+    const { uploadId } = upload.body as { uploadId: string };
+    await bench.workspace.put(uploadKey('nlp', uploadId), bundle);
+    const key = freshKey();
+    const request = keyedSubmit(key, { uploadId, command });
+    // The first try creates the job and stops before its answer is kept.
+    const keep = vi.spyOn(bench.jobs, 'keepIdempotencyAnswer').mockRejectedValueOnce(new Error('Lambda timed out'));
+    expect((await bench.call(request)).status).toBe(500);
+    keep.mockRestore();
+    expect((await claimOf(key))?.answer).toBeUndefined();
+
+    // The client retries while the upload is there: a replay through the full path, whose answer is now kept.
+    const retried = await bench.call(request);
+    expect(retried.status).toBe(200);
+    const { job: _job, replayed: _replayed, ...answer } = retried.body;
+    expect(JSON.parse(String((await claimOf(key))?.answer))).toEqual(answer);
+
+    // Once the upload is gone, a replay is answered from the claim, not refused for the missing upload.
+    await bench.workspace.delete(uploadKey('nlp', uploadId));
+    const later = await bench.call(request);
+    expect(later.status, JSON.stringify(later.body)).toBe(200);
+    expect(later.body).toEqual({ ...retried.body, replayed: true });
+    // A kept answer is never replaced.
+    expect(await bench.jobs.keepIdempotencyAnswer('nlp', key, String((later.body.job as JobBody).jobId), '{}')).toBe(
+      false,
+    );
+  });
+
   it('answers a replay of a claim made before answers were kept through the full path, as before', async () => {
     const key = freshKey();
     const request = keyedSubmit(key, { bundle: bundleB64, command });
