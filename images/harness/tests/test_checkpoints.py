@@ -17,6 +17,7 @@ from trainyard_harness.checkpoints import (
     CheckpointStore,
     CheckpointSyncer,
     DirectoryChanged,
+    RestoredFiles,
     UnfinishedWrite,
     scan_directory,
     unfinished_write,
@@ -657,6 +658,106 @@ def test_a_paused_syncer_uploads_nothing_from_the_background_and_the_final_sync_
     finally:
         syncer.stop()
     assert syncer.sync('final')['checkpoint'] == 'ckpt-000001'
+
+
+class SlowStorage(FileStorage):
+    """Storage that takes `seconds` per file uploaded, and tells when the first upload has begun."""
+
+    def __init__(self, uri, seconds):
+        super().__init__(uri)
+        self.seconds = seconds
+        self.started = threading.Event()
+        self.puts = 0
+
+    def put_file(self, local_path, key):
+        self.started.set()
+        self.puts += 1
+        time.sleep(self.seconds)
+        super().put_file(local_path, key)
+
+
+@pytest.mark.parametrize('how', ['stop', 'pause'])
+def test_a_background_snapshot_in_progress_is_given_up_at_its_next_file_when_the_harness_stops(tmp_path, how):
+    # The trainer's save on SIGTERM makes it stale, and the final sync cannot start until it lets go: eight files at
+    # 0.2 s each would hold the final sync 1.6 s of a two-minute window.
+    local = local_dir(tmp_path, {f'shard-{i}.bin': os.urandom(64) for i in range(8)})
+    storage = SlowStorage(f'file://{tmp_path}/store', 0.2)
+    store = CheckpointStore(storage, 3, Logger(io.StringIO()))
+    out = io.StringIO()
+    syncer = CheckpointSyncer(store, str(local), 'j', 1, 300, 0, lambda: 1, Logger(out))
+    syncer.start()
+    try:
+        assert storage.started.wait(10)
+        if how == 'pause':
+            syncer.pause()  # at the end of the grace period, before the kill
+    finally:
+        syncer.stop()
+    assert storage.puts <= 2, 'it uploaded on after the stop'
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [e['event'] for e in events] == ['checkpoint_upload_given_up']
+    # Nothing of it is left: no manifest, and the files it had uploaded deleted.
+    assert not any(path.is_file() for path in (tmp_path / 'store').rglob('*'))
+    assert syncer.sync('final')['checkpoint'] == 'ckpt-000002'
+
+
+def test_a_snapshot_taken_while_held_carries_the_restored_checkpoints_resume_failures(tmp_path):
+    storage, store = make_store(tmp_path)
+    write_checkpoint(storage, 1, {'state.json': b'cannot be loaded'})
+    store.record_resume_failure('ckpt-000001', 2, 3)
+    local = tmp_path / 'local'
+    restored = store.restore_newest(str(local))
+    out = io.StringIO()
+    syncer = CheckpointSyncer(store, str(local), 'j', 3, 300, 0, lambda: None, Logger(out))
+    syncer.set_baseline(scan_directory(str(local)), restored)
+    syncer.hold_while(lambda _current: True)
+    (local / 'config.json').write_bytes(b'{"lr": 0.1}')
+
+    assert syncer.sync('final', honour_hold=False)['checkpoint'] == 'ckpt-000002'
+    assert store.folders()[2].resume_failures == 1, 'a copy of a checkpoint no one has loaded starts over at 0 failures'
+    uploaded = [json.loads(line) for line in out.getvalue().splitlines() if '"checkpoint_uploaded"' in line]
+    assert (uploaded[0]['inherited_resume_failures'], uploaded[0]['from_checkpoint']) == (1, 'ckpt-000001')
+    # The same snapshot from a command seen to work (it exited 0) carries none.
+    (local / 'config.json').write_bytes(b'{"lr": 0.2}')
+    assert syncer.sync('final', honour_hold=False, inherit_failures=False)['checkpoint'] == 'ckpt-000003'
+    assert store.folders()[3].resume_failures == 0
+
+
+def test_a_restored_file_written_again_with_its_restored_bytes_is_no_save(tmp_path):
+    storage, store = make_store(tmp_path)
+    write_checkpoint(storage, 1, {'model.pt': b'weights-v1', 'config.json': b'{"lr": 0.1}'})
+    local = tmp_path / 'local'
+    restored = store.restore_newest(str(local))
+    files = RestoredFiles(str(local), scan_directory(str(local)), restored)
+    assert files.intact(scan_directory(str(local)))
+
+    # A new inode, mtime and the same bytes: the script's run config written again.
+    (local / 'config.json').unlink()
+    (local / 'config.json').write_bytes(b'{"lr": 0.1}')
+    assert files.intact(scan_directory(str(local)))
+
+    # Caught mid-rewrite (truncated), it is not what was restored; written back whole, it is again.
+    (local / 'config.json').write_bytes(b'')
+    assert not files.intact(scan_directory(str(local)))
+    (local / 'config.json').write_bytes(b'{"lr": 0.1}')
+    assert files.intact(scan_directory(str(local)))
+
+    # The same size, other bytes: a save.
+    (local / 'model.pt').write_bytes(b'weights-v2')
+    assert not files.intact(scan_directory(str(local)))
+
+
+@pytest.mark.parametrize('change', ['resized', 'deleted'])
+def test_a_restored_file_resized_or_deleted_is_a_save(tmp_path, change):
+    storage, store = make_store(tmp_path)
+    write_checkpoint(storage, 1, {'model.pt': b'weights-v1'})
+    local = tmp_path / 'local'
+    restored = store.restore_newest(str(local))
+    files = RestoredFiles(str(local), scan_directory(str(local)), restored)
+    if change == 'resized':
+        (local / 'model.pt').write_bytes(b'weights-v1 and more')
+    else:
+        (local / 'model.pt').unlink()
+    assert not files.intact(scan_directory(str(local)))
 
 
 def test_syncer_warns_when_snapshot_after_snapshot_is_abandoned(tmp_path):

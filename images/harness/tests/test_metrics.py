@@ -122,6 +122,20 @@ def test_a_scripts_own_time_and_attempt_fields_never_replace_the_harness_ones(tm
     assert sample['step'] == 5 and rec.step == 5
 
 
+@pytest.mark.parametrize('bad', [-1, True, 2**53], ids=['negative', 'a bool', 'past 2^53 - 1'])
+def test_a_step_that_is_no_step_count_stays_in_its_sample_but_is_not_progress(tmp_path, bad):
+    # The control plane refuses a progress.json whose step is not an integer from 0 to 2^53 - 1, and with it the spot
+    # notice the harness saw (lambdas/domain/watch.ts harnessProgressSchema).
+    storage, rec = recorder(tmp_path)
+    rec.record({'step': 5, 'loss': 0.7})
+    rec.record({'step': bad, 'loss': 0.6})
+    rec.upload()
+    samples = [json.loads(line) for line in storage.get_bytes('metrics.jsonl').decode().splitlines()]
+    assert [s['step'] for s in samples] == [5, bad]
+    progress = json.loads(storage.get_bytes('progress.json'))
+    assert (progress['step'], progress['loss'], rec.step) == (5, 0.6, 5)
+
+
 def test_non_finite_losses_are_written_as_null(tmp_path):
     storage, rec = recorder(tmp_path)
     rec.observe_line('step=9 loss=nan')

@@ -2,6 +2,7 @@
 
 import io
 import json
+import signal
 import textwrap
 
 import pytest
@@ -112,10 +113,23 @@ def test_an_unloadable_checkpoint_is_retried_once_then_set_aside_and_the_one_bef
     assert json.loads((tmp_path / 'check' / 'state.json').read_text()) == {'step': 4}
 
 
-def test_a_file_written_beside_an_unloadable_checkpoint_is_not_uploaded_as_progress(tmp_path, resumer):
+# The run config the resumer writes with `writes-config-first` when resumed, byte for byte (json.dump's defaults): what
+# a checkpoint saved by a resumed attempt holds.
+RESUMER_CONFIG = json.dumps({'argv': ['writes-config-first', '--init_from=resume']}).encode()
+
+
+@pytest.mark.parametrize('config_in_checkpoints', [False, True], ids=['a new file', 'a restored file written again'])
+def test_a_file_written_beside_an_unloadable_checkpoint_is_not_uploaded_as_progress(
+    tmp_path, resumer, config_in_checkpoints
+):
     # Uploaded, the config beside the garbage would be a new checkpoint each attempt: no fallback, and after three
-    # attempts the good checkpoint pruned (keep 3).
-    store = seed(tmp_path, b'{"step": 2}', b'garbage: a script wrote this')
+    # attempts the good checkpoint pruned (keep 3). When the script wrote its config in the attempts that saved the
+    # checkpoints too (resumed attempts, as this one), the config comes back with each restore, and writing it again
+    # (the same bytes) saves nothing.
+    states = [{'state.json': b'{"step": 2}'}, {'state.json': b'garbage: a script wrote this'}]
+    if config_in_checkpoints:
+        states = [{**state, 'config.json': RESUMER_CONFIG} for state in states]
+    store = seed(tmp_path, *states)
     command = [PYTHON, resumer, 'writes-config-first']
     codes = [attempt(tmp_path, number, command, TRAINYARD_SETTLE_SECONDS='0.1').code for number in (2, 3)]
     assert codes == [76, 76]
@@ -126,6 +140,43 @@ def test_a_file_written_beside_an_unloadable_checkpoint_is_not_uploaded_as_progr
     assert fourth.events('checkpoint_restored')[0]['checkpoint'] == 'ckpt-000001'
     assert store.restore_newest(str(tmp_path / 'check'))['checkpoint'] == 'ckpt-000003'
     assert json.loads((tmp_path / 'check' / 'state.json').read_text()) == {'step': 4}
+
+
+# Writes its run config beside the checkpoint, then takes its time before loading it (building the model, the data).
+SLOW_LOADER = """
+import json, os, sys, time
+directory = os.environ['TRAINYARD_CHECKPOINT_DIR']
+json.dump({'argv': sys.argv[1:]}, open(os.path.join(directory, 'config.json'), 'w'))
+time.sleep(30)
+json.load(open(os.path.join(directory, 'state.json')))
+"""
+
+
+def test_a_stop_before_the_restored_checkpoint_loaded_uploads_it_with_its_resume_failures(tmp_path):
+    # The stop uploads what is there (a save with a new name would be lost otherwise); nothing was seen to load the
+    # restored checkpoint, so the copy has failed as often as it: a stop never resets an unloadable one's count.
+    store = seed(tmp_path, b'{"step": 2}', b'garbage: a script wrote this')
+    store.record_resume_failure('ckpt-000002', 2, 3)
+    env = base_env(
+        tmp_path,
+        closed_port_endpoint(),
+        TRAINYARD_ATTEMPT='3',
+        TRAINYARD_CHECKPOINT_DIR=str(tmp_path / 'container3'),
+        TRAINYARD_SETTLE_SECONDS='0.1',
+    )
+    run = run_harness([PYTHON, script_file(tmp_path, SLOW_LOADER)], env)
+    run.wait_for_event('checkpoint_upload_held')
+    run.signal(signal.SIGTERM)
+    assert run.finish() == 75, run.output()
+
+    uploaded = run.events('checkpoint_uploaded')
+    assert [(e['checkpoint'], e['inherited_resume_failures'], e['from_checkpoint']) for e in uploaded] == [
+        ('ckpt-000003', 1, 'ckpt-000002')
+    ]
+    folders = store.folders()
+    assert (folders[3].resume_failures, sorted(folders)) == (1, [1, 2, 3])
+    # One more failure on the copy sets it aside, as it would have the original.
+    assert store.record_resume_failure('ckpt-000003', 4, 3)[0].set_aside
 
 
 # Loads state.json, then, without a line the step patterns match, writes what it trained under a name the restored

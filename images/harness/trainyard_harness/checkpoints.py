@@ -126,6 +126,49 @@ def saved_files(signature: Signature) -> Signature:
     return {path: stat for path, stat in signature.items() if not is_log_file(path)}
 
 
+class RestoredFiles:
+    """
+    Whether the files restored from a checkpoint still hold what was restored, judged on a scan of the directory.
+
+    A file whose size, mtime or inode changed is read and compared with the restored manifest's sha256 when its size is
+    the restored one: a script that writes its run config beside the checkpoint again before it loads the model (the
+    same bytes, since the attempt that saved the checkpoint wrote them too) has saved nothing. A file gone, resized or
+    holding other bytes is a save. A file is hashed once per state it is seen in (the syncer asks about a directory
+    that has settled, not on every change).
+    """
+
+    def __init__(self, local_dir: str, baseline: Signature, manifest: dict):
+        self._dir = local_dir
+        self._restored = saved_files(baseline)
+        self._hashes = {entry['path']: entry.get('sha256') for entry in manifest.get('files', [])}
+        self._judged: dict[str, tuple[tuple[int, int, int], bool]] = {}  # path -> (a later state, restored bytes?)
+
+    def intact(self, current: Signature) -> bool:
+        """True when every restored file holds the bytes it was restored with."""
+        for path, restored in self._restored.items():
+            now = current.get(path)
+            if now == restored:
+                continue
+            if now is None or now[0] != restored[0]:
+                return False
+            judged = self._judged.get(path)
+            if judged is None or judged[0] != now:
+                judged = (now, self._holds_restored_bytes(path))
+                self._judged[path] = judged
+            if not judged[1]:
+                return False
+        return True
+
+    def _holds_restored_bytes(self, path: str) -> bool:
+        expected = self._hashes.get(path)
+        if expected is None:
+            return False
+        try:
+            return sha256_file(os.path.join(self._dir, path)) == expected
+        except OSError:
+            return False  # gone or unreadable since the scan: not what was restored
+
+
 def unfinished_save(signature: Signature, done_file: str, uploaded: Signature) -> str | None:
     """
     Why the directory does not hold a finished save by the trainer's own word, or None when it does. A trainer that
@@ -151,6 +194,10 @@ class DirectoryChanged(Exception):
     def __init__(self, message: str, path: str):
         super().__init__(message)
         self.path = path
+
+
+class SnapshotCancelled(Exception):
+    """A background snapshot given up between files because the harness is stopping (the final sync takes over)."""
 
 
 class UnfinishedWrite(DirectoryChanged):
@@ -438,9 +485,16 @@ class CheckpointStore:
         step: int | None,
         accept: Callable[[Signature], bool] = lambda _: True,
         previous: Uploaded | None = None,
+        markers_from: str | None = None,
+        cancelled: Callable[[], bool] = lambda: False,
     ) -> dict | None:
         """Uploads every finished file of `local_dir` as a new folder, manifest last; None when there is nothing a save
         wrote, or when `accept` refuses the files as scanned.
+
+        With `markers_from` (a checkpoint folder's name), the new folder gets that folder's resume-failure markers
+        before its manifest: a snapshot of a restored checkpoint nothing has been seen to load is that checkpoint
+        again, and resuming from it has failed as often. When `cancelled()` turns true between files, the snapshot is
+        given up (SnapshotCancelled) and what it had uploaded deleted.
 
         A saved file unchanged since `previous` (the same size, mtime and inode as when that checkpoint took it) is
         copied from it within the store instead of uploaded again: a directory that keeps large files from save to save
@@ -472,6 +526,8 @@ class CheckpointStore:
         copied: list[str] = []
         try:
             for relative in sorted(saved_files(signature)):
+                if cancelled():
+                    raise SnapshotCancelled(f'{name} given up before {relative}: the harness is stopping')
                 entry = reusable.get(relative)
                 if entry is not None and self._copy(f'{previous.checkpoint}/{relative}', f'{name}/{relative}'):
                     entries[relative] = entry
@@ -482,13 +538,16 @@ class CheckpointStore:
                 entry = self._upload_log(local_dir, relative, name)
                 if entry is not None:
                     entries[relative] = entry
-        except DirectoryChanged as changed:
-            for relative in {*entries, changed.path}:  # the changed file may have been uploaded before it was seen
+        except (DirectoryChanged, SnapshotCancelled) as stopped:
+            # The changed file may have been uploaded before it was seen.
+            changed = [stopped.path] if isinstance(stopped, DirectoryChanged) else []
+            for relative in {*entries, *changed}:
                 try:
                     self.storage.delete(f'{name}/{relative}')
                 except StorageError:
                     pass  # a leftover without a manifest is never restored, and prune removes it
             raise
+        inherited = self._inherit_markers(folders, markers_from, name) if markers_from is not None else 0
         manifest = {
             'format': MANIFEST_FORMAT,
             'job_id': job_id,
@@ -501,7 +560,18 @@ class CheckpointStore:
         manifest['checkpoint'] = name
         manifest['signature'] = signature
         manifest['copied'] = copied
+        manifest['inherited_resume_failures'] = inherited
         return manifest
+
+    def _inherit_markers(self, folders: dict[int, Folder], source: str, name: str) -> int:
+        """Writes into folder `name` a marker for each resume-failure marker of folder `source`; how many."""
+        match = re.fullmatch(r'ckpt-([0-9]{6,})', source)
+        folder = folders.get(int(match.group(1))) if match else None
+        markers = sorted(n for n in (folder.objects if folder else {}) if _RESUME_FAILED.match(n))
+        for marker in markers:
+            body = {'inherited_from': source, 'created_at': _now_iso()}
+            self.storage.put_bytes(json.dumps(body).encode(), f'{name}/{marker}')
+        return len(markers)
 
     def _copy(self, source: str, key: str) -> bool:
         """Copies a stored file within the store; False (logged) when the store refused, so the caller uploads it."""
@@ -607,15 +677,20 @@ class CheckpointSyncer:
         self._previous: Uploaded | None = None
         self._hold: Callable[[Signature], bool] = lambda _current: False
         self._held = False
+        self._restored_checkpoint: str | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._abandoned_in_a_row = 0
         self._paused = threading.Event()
 
+    def _stopping(self) -> bool:
+        return self._stop.is_set() or self._paused.is_set()
+
     def pause(self) -> None:
-        """Starts no more background uploads (the final sync still runs): called before the harness kills the
-        trainer, whose files it can no longer judge from the background once the writer is gone."""
+        """Starts no more background uploads, and gives up one in progress at its next file (the final sync still
+        runs): called before the harness kills the trainer, whose files it can no longer judge from the background once
+        the writer is gone."""
         self._paused.set()
 
     def set_baseline(self, signature: Signature, restored: dict | None = None) -> None:
@@ -624,6 +699,7 @@ class CheckpointSyncer:
         self.uploaded = dict(signature)
         if restored is not None:
             self._previous = Uploaded.of(restored, signature)
+            self._restored_checkpoint = restored['checkpoint']
 
     def hold_while(self, hold: Callable[[Signature], bool]) -> None:
         """Uploads nothing while `hold(directory)` is true, except a final sync that does not honour it."""
@@ -637,14 +713,26 @@ class CheckpointSyncer:
         self._held = held
         return held
 
-    def sync(self, reason: str, honour_hold: bool = True) -> dict | None:
-        """Uploads a new checkpoint if the directory differs from the last upload; None when unchanged or empty."""
+    def sync(
+        self,
+        reason: str,
+        honour_hold: bool = True,
+        cancelled: Callable[[], bool] = lambda: False,
+        inherit_failures: bool = True,
+    ) -> dict | None:
+        """Uploads a new checkpoint if the directory differs from the last upload; None when unchanged or empty.
+
+        A snapshot taken while uploads are held (a final sync that does not honour the hold, at a stop) is the restored
+        checkpoint as far as anyone has seen: it carries that checkpoint's resume-failure markers, unless
+        `inherit_failures` is false (the command exited 0: it was seen to work). `cancelled` gives up a snapshot
+        between files (the background's, when the harness stops)."""
         with self._lock:
             current = self.store.scan(self.local_dir)
             saved = saved_files(current)
             if not saved or saved == saved_files(self.uploaded):
                 return None  # a log that grew is uploaded with the next save, not as one
-            if honour_hold and self.held(current):
+            held = self.held(current)
+            if honour_hold and held:
                 return None
             if self.done_file is not None:
                 why = unfinished_save(current, self.done_file, self.uploaded)
@@ -653,7 +741,14 @@ class CheckpointSyncer:
                     return None
             started = time.monotonic()
             manifest = self.store.upload_snapshot(
-                self.local_dir, self.job_id, self.attempt, self.step_provider(), self._accepts, self._previous
+                self.local_dir,
+                self.job_id,
+                self.attempt,
+                self.step_provider(),
+                self._accepts,
+                self._previous,
+                markers_from=self._restored_checkpoint if held and inherit_failures else None,
+                cancelled=cancelled,
             )
             if manifest is None:
                 return None
@@ -661,6 +756,7 @@ class CheckpointSyncer:
             self._abandoned_in_a_row = 0
             self.uploaded = manifest.pop('signature')
             copied = manifest.pop('copied')
+            inherited = manifest.pop('inherited_resume_failures')
             self.last_manifest = manifest
             self._previous = Uploaded.of(manifest, self.uploaded)
             total = sum(entry['size'] for entry in manifest['files'])
@@ -675,6 +771,7 @@ class CheckpointSyncer:
                 bytes=total,
                 copied_files=len(copied),
                 copied_bytes=copied_bytes,
+                **({'inherited_resume_failures': inherited, 'from_checkpoint': self._restored_checkpoint} if inherited else {}),
                 duration_s=round(time.monotonic() - started, 3),
                 pruned=[folder_name(i) for i in deleted],
             )
@@ -702,7 +799,7 @@ class CheckpointSyncer:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stops the watcher and waits for an upload in progress to finish."""
+        """Stops the watcher, giving up a background upload in progress at its next file (the final sync follows)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
@@ -752,9 +849,11 @@ class CheckpointSyncer:
                     )
                 deferred_since = None
                 last_interval = now
-                if self.sync(reason) is not None and failures:
+                if self.sync(reason, cancelled=self._stopping) is not None and failures:
                     self.log.info('checkpoint_upload_recovered', failed_attempts=failures)
                     failures = 0
+            except SnapshotCancelled as error:
+                self.log.info('checkpoint_upload_given_up', reason=str(error))
             except DirectoryChanged as error:
                 # A save found cut off is tried again once a file changes (the writer went on) or at the interval.
                 unfinished = current if isinstance(error, UnfinishedWrite) else None

@@ -26,6 +26,7 @@ from trainyard_harness.checkpoints import (
     CheckpointStore,
     CheckpointSyncer,
     DirectoryChanged,
+    RestoredFiles,
     UnfinishedWrite,
     is_log_file,
     saved_files,
@@ -222,14 +223,16 @@ class Harness:
             # (within the window a silent failure is judged in), a snapshot is the restored checkpoint plus whatever
             # the script wrote beside it (its config, a log): uploaded, it would count as progress, hide a checkpoint
             # that cannot be loaded from the fallback, and in a few attempts prune the good ones. A new file alone
-            # does not end the hold: it may be a config written before the load failed. A stop the harness sent, or
-            # a command that exits 0, still uploads it (see the final sync).
+            # does not end the hold: it may be a config written before the load failed; nor does a restored file
+            # written again with the bytes it was restored with (RestoredFiles). A stop the harness sent, or a command
+            # that exits 0, still uploads it (see the final sync), carrying the restored checkpoint's failure markers.
             hold_until = time.monotonic() + s.resume_failure_window_seconds
             done_file = s.checkpoint_done_file
+            restored_files = RestoredFiles(s.checkpoint_dir, baseline, restored)
             syncer.hold_while(
                 lambda current: recorder.step is None
                 and time.monotonic() < hold_until
-                and all(current.get(path) == entry for path, entry in saved_files(baseline).items())
+                and restored_files.intact(current)
                 and (done_file is None or unfinished_save(current, done_file, baseline) is not None)
             )
             self.log.info(
@@ -402,7 +405,10 @@ class Harness:
         if s.is_main_node and not unsafe:
             # A command that exited 0 on its own has finished: what it wrote is its result, held or not.
             honour_hold = signal_sent_at is None and returncode != 0
-            manifest, sync_error, unsafe = self._final_sync(syncer, honour_hold)
+            # Stopped, it may have saved or not yet loaded: what is held is still the restored checkpoint, markers and
+            # all. Exited 0 on its own, it was seen to work.
+            seen_to_work = signal_sent_at is None and returncode == 0
+            manifest, sync_error, unsafe = self._final_sync(syncer, honour_hold, inherit_failures=not seen_to_work)
         sync_done = time.monotonic()
         self.log.info(
             'final_sync',
@@ -444,7 +450,9 @@ class Harness:
         self.log.info('harness_exit', exit_code=code, state=recorder.state, duration_s=round(finished - started, 3))
         return code
 
-    def _final_sync(self, syncer: CheckpointSyncer, honour_hold: bool) -> tuple[dict | None, str | None, bool]:
+    def _final_sync(
+        self, syncer: CheckpointSyncer, honour_hold: bool, inherit_failures: bool = True
+    ) -> tuple[dict | None, str | None, bool]:
         """The final upload: its manifest (None when nothing new was uploaded), why it failed (None when it did not),
         and whether it was skipped because a file of the save is torn.
 
@@ -459,7 +467,7 @@ class Harness:
         error: str | None = None
         for attempt in range(1, FINAL_SYNC_ATTEMPTS + 1):
             try:
-                return syncer.sync('final', honour_hold=honour_hold), None, False
+                return syncer.sync('final', honour_hold=honour_hold, inherit_failures=inherit_failures), None, False
             except UnfinishedWrite as torn:
                 self.log.warn(
                     'final_sync_skipped',

@@ -136,6 +136,17 @@ def _placement_of(line: str, previous: tuple[Any, float]) -> tuple[Any, float]:
     return attempt, time_ms
 
 
+MAX_STEP = 2**53 - 1
+"""The largest step progress.json reports: JSON readers (the control plane's) hold integers exactly up to 2^53 - 1."""
+
+
+def is_step(value: Any) -> bool:
+    """Whether a sample's `step` is a step count: an integer from 0 to MAX_STEP, not a bool (True is an int in Python).
+    Anything else stays in the sample but is not progress: progress.json with it would be refused whole by the control
+    plane, spot notice and all."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_STEP
+
+
 class MetricsRecorder:
     """Collects samples, keeps the latest progress, and writes `metrics.jsonl` and `progress.json` to storage.
 
@@ -264,7 +275,7 @@ class MetricsRecorder:
             sample = {'time': _iso(now), 'attempt': self.attempt, **self.gpu, **own}
             self._append(json.dumps(_json_safe(sample), allow_nan=False), self.attempt, _epoch_ms(now))
             step = fields.get('step')
-            if isinstance(step, int):
+            if is_step(step):
                 self.step = step
             for key in ('loss', 'train_loss'):
                 value = fields.get(key)
