@@ -136,6 +136,19 @@ def test_a_step_that_is_no_step_count_stays_in_its_sample_but_is_not_progress(tm
     assert (progress['step'], progress['loss'], rec.step) == (5, 0.6, 5)
 
 
+def test_a_loss_too_large_for_a_float_is_written_as_null_and_the_reader_goes_on(tmp_path):
+    # A user pattern reading a 400-digit integer: float() of it raises, which would end the thread reading the output.
+    storage, rec = recorder(tmp_path)
+    rec.record({'step': 3, 'loss': 10**400})
+    rec.record({'step': 4, 'loss': 0.5})
+    rec.upload()
+    progress = json.loads(storage.get_bytes('progress.json'))
+    assert (progress['step'], progress['loss']) == (4, 0.5)
+    rec.record({'step': 5, 'loss': 10**400})
+    rec.upload()
+    assert json.loads(storage.get_bytes('progress.json'))['loss'] is None
+
+
 def test_non_finite_losses_are_written_as_null(tmp_path):
     storage, rec = recorder(tmp_path)
     rec.observe_line('step=9 loss=nan')

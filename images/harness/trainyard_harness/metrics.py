@@ -280,7 +280,10 @@ class MetricsRecorder:
             for key in ('loss', 'train_loss'):
                 value = fields.get(key)
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    self.loss = float(value)
+                    try:
+                        self.loss = float(value)
+                    except OverflowError:  # an integer past a float's range: infinite, which progress.json writes as null
+                        self.loss = math.inf
                     break
             self._dirty = True
 
