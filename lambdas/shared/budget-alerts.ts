@@ -27,16 +27,22 @@ type AlertPlane = Pick<ControlPlane, 'config' | 'ledger' | 'events'>;
  */
 export const UNPUBLISHED_GRACE_MS = 60_000;
 
-/** Publishes the events of crossings a ledger write reported, then marks them published; returns how many. */
+/**
+ * Publishes the events of crossings a ledger write reported that are not out yet, then marks them published; returns
+ * how many. A replayed write (a cost gate or Finalize retried after its alerts went out) reports the same crossings
+ * again: their markers say they are out, and nothing is sent twice.
+ */
 export async function publishCrossings(
   plane: AlertPlane,
   crossings: readonly ThresholdCrossing[],
   occurredAt: string,
 ): Promise<number> {
   if (crossings.length === 0) return 0;
-  await plane.events.publish(thresholdCrossedEvents(crossings, plane.config.budgets, occurredAt));
-  await plane.ledger.markPublished(crossings);
-  return crossings.length;
+  const due = await plane.ledger.unpublished(crossings);
+  if (due.length === 0) return 0;
+  await plane.events.publish(thresholdCrossedEvents(due, plane.config.budgets, occurredAt));
+  await plane.ledger.markPublished(due);
+  return due.length;
 }
 
 /** Publishes an exhaustion's `Budget Exhausted` as of when it was recorded, then marks it published. */

@@ -598,9 +598,9 @@ export class BudgetLedger {
    * from here, so that no other job is admitted against money it is about to spend. All or nothing: when a scope's
    * available cannot cover its increase, what was raised in the others is taken back and BudgetExceeded gives that
    * scope's figures (requested = its increase); any other error takes them back too. Idempotent: an entry holding the
-   * target already changes nothing. A scope where the job holds no entry (its budget came later) is left alone; the
-   * job's accruals are charged there. A job whose entry is closed (released, settled) changes nothing. Throws
-   * UnknownBudgetJob for a job never reserved.
+   * target already changes nothing. A scope budgeted since the job reserved (unlimited then, so the job holds no entry
+   * there) gets an entry with the target reserved, checked against its available as any other. A job whose entry is
+   * closed (released, settled) changes nothing. Throws UnknownBudgetJob for a job never reserved.
    *
    * Without a transaction across scope items (one item per scope) two limits remain, both on the safe side of
    * admission or short-lived: a call cut off between its raises (the function timed out) leaves the scopes it raised
@@ -620,7 +620,7 @@ export class BudgetLedger {
     // A scope short now refuses before anything is written; the raises below check each scope again as they write.
     for (const scope of record.scopes) {
       const item = await this.readScopeItem(scope, period, id);
-      const entry = item?.jobs?.[id];
+      const entry = item?.jobs?.[id] ?? (item ? adoptedEntry() : undefined);
       const change = entry && topUpChange(entry, targetMicros);
       if (item && change && item.availableMicros < change.reservedDelta) {
         throw new BudgetExceeded(exceededDetails(item, change.reservedDelta));
@@ -758,6 +758,21 @@ export class BudgetLedger {
         ({ item, marker }) => toExhaustion(item, marker),
       ),
     };
+  }
+
+  /**
+   * The crossings whose markers are recorded and not yet marked published: what is still to announce. A write replayed
+   * after its crossings went out (a step retried after it published them) reports them again; these are none of them.
+   * A crossing without a marker (withdrawn with the reservation that crossed) is not to announce either.
+   */
+  async unpublished(crossings: readonly ThresholdCrossing[]): Promise<ThresholdCrossing[]> {
+    const due: ThresholdCrossing[] = [];
+    for (const crossing of crossings) {
+      const item = await this.readScopeItem(parseScope(crossing.scope).text, parsePeriod(crossing.period));
+      const marker = markerSchema.safeParse(item?.crossings?.[crossing.threshold]);
+      if (marker.success && marker.data.published === false) due.push(crossing);
+    }
+    return due;
   }
 
   /** Marks crossings published once their events are out (idempotent; a crossing with no marker is skipped). */
@@ -1102,7 +1117,9 @@ export class BudgetLedger {
   > {
     for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
       const current = await this.readScopeItem(scope, period, jobId);
-      const entry = current?.jobs?.[jobId];
+      const found = current?.jobs?.[jobId];
+      // A budget set since the job reserved (the scope was unlimited then) holds no entry for it: one is made here.
+      const entry = found ?? (current ? adoptedEntry() : undefined);
       const change = entry && topUpChange(entry, targetMicros);
       if (!current || !entry || !change) return { kind: 'unchanged' };
       const increase = change.reservedDelta;
@@ -1113,9 +1130,13 @@ export class BudgetLedger {
         Key: budgetKeys.period(scope, period),
         UpdateExpression:
           'SET #jobs.#job = :entry, #reserved = #reserved + :increase, #available = #available - :increase',
-        ConditionExpression: '#jobs.#job.version = :version AND #available >= :increase',
+        ConditionExpression: `${found ? '#jobs.#job.version = :version' : 'attribute_not_exists(#jobs.#job)'} AND #available >= :increase`,
         ExpressionAttributeNames: { ...names('#jobs', '#reserved', '#available'), '#job': jobId },
-        ExpressionAttributeValues: { ':entry': change.entry, ':increase': increase, ':version': entry.version },
+        ExpressionAttributeValues: {
+          ':entry': change.entry,
+          ':increase': increase,
+          ...(found ? { ':version': entry.version } : {}),
+        },
       });
       if (updated) return { kind: 'raised', increase, item: scopeItemSchema.parse(updated) };
     }

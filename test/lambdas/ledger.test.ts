@@ -1045,6 +1045,38 @@ describe('top-up before a paused job resumes', () => {
     }
   });
 
+  it('reserves in a scope budgeted since the job reserved, and is refused by it as by any other', async () => {
+    // The project had no budget when the job reserved (unlimited), so the job holds no entry there; nothing was spent.
+    const team = freshTeam();
+    const [teamScope, projectScope] = [`team:${team}`, `project:${team}/p`];
+    const ledger = newLedger();
+    await ledger.ensureBudget(teamScope, PERIOD, 1000);
+    await ledger.reserve('up-5', [teamScope, projectScope], 100, PERIOD);
+    await ledger.returnHeld('up-5'); // paused before spending anything
+    await ledger.setLimit(projectScope, PERIOD, 10);
+    const before = await Promise.all([figures(ledger, teamScope), figures(ledger, projectScope)]);
+
+    // $100 to finish against the project's $10: refused there, nothing raised anywhere.
+    const refused = await ledger.reserveTo('up-5', 100).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(BudgetExceeded);
+    expect((refused as BudgetExceeded).details).toMatchObject({
+      scope: projectScope,
+      requestedUsd: 100,
+      availableUsd: 10,
+    });
+    expect(await Promise.all([figures(ledger, teamScope), figures(ledger, projectScope)])).toEqual(before);
+
+    // $6 fits: both scopes hold it, the project in an entry made for the job.
+    const raised = await ledger.reserveTo('up-5', 6);
+    expect(raised.raised).toEqual([
+      { scope: teamScope, addedUsd: 6 },
+      { scope: projectScope, addedUsd: 6 },
+    ]);
+    const project = await figures(ledger, projectScope);
+    expect([project.spentUsd, project.reservedUsd, project.availableUsd]).toEqual([0, 6, 4]);
+    expect(await entryOf(projectScope, 'up-5')).toMatchObject({ reserved: 6_000_000, accrued: 0, state: 'open' });
+  });
+
   it('leaves a closed job as it is, and refuses a job it never reserved', async () => {
     const scope = `team:${freshTeam()}`;
     const ledger = newLedger();

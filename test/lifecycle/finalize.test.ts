@@ -220,6 +220,21 @@ describe('Finalize: the job report', () => {
     expect((await bench.ledger.unpublishedAlerts('vision', period)).crossings).toEqual([]);
   });
 
+  it('sends a crossing’s alert once when Finalize runs again after sending it (a retry after a later failure)', async () => {
+    await seed();
+    const period = new Date(T.started - 4_000_000).toISOString().slice(0, 7);
+    await bench.ledger.ensureBudget('team:vision', period, 0.5);
+    await bench.ledger.reserve(JOB_ID, ['team:vision'], 0.1, period);
+
+    await finalize({ jobId: JOB_ID, finalState: 'SUCCEEDED' });
+    // The settlement replayed reports its crossing again; its marker says it is out.
+    await finalize({ jobId: JOB_ID, finalState: 'SUCCEEDED' });
+
+    expect(publishedOf(bench.recorded, 'Budget Threshold Crossed').map((e) => e.eventId)).toEqual([
+      `budget/team:vision/${period}/threshold/70`,
+    ]);
+  });
+
   it('settles a job whose attempts cost $0.00 to $0.00, not to what budget-watch had accrued for it', async () => {
     await bench.jobs.createJob(jobRecord({ createdAt: new Date(T.started - 4_000_000).toISOString() }));
     // One minute on a tier priced at $0.18/h: $0.003, nothing to the cent.
