@@ -339,6 +339,24 @@ export const DECISION_MOMENTS = [
   'periodic-check',
 ] as const;
 
+/**
+ * The step an attempt's end decided (AttemptOutcome), kept on its decision record so that a retry of that step acts on
+ * the decision already recorded, not on one taken again from inputs that moved since (a budget blocked meanwhile, the
+ * clock, spot's record). Not part of the API's view.
+ */
+export const decidedStepSchema = z.strictObject({
+  action: z.enum(['run-attempt', 'finalize', 'pause-budget']),
+  capacity: z.optional(z.enum(['spot', 'on-demand'])),
+  delaySeconds: z.number().check(z.nonnegative()),
+  resume: z.boolean(),
+  finalState: z.optional(z.enum(['SUCCEEDED', 'FAILED', 'CANCELLED'])),
+  failedAs: z.optional(z.literal('timed-out')),
+  fellBackToOnDemand: z.boolean(),
+});
+
+/** A decided step as kept on its decision record. */
+export type DecidedStep = z.output<typeof decidedStepSchema>;
+
 /** zod schema of one recorded decision (the job's audit trail). */
 export const decisionRecordSchema = z.strictObject({
   /** 1, 2, 3… per job; the sort key that makes a repeated write of the same decision idempotent. */
@@ -348,6 +366,8 @@ export const decisionRecordSchema = z.strictObject({
   /** What was decided, e.g. `run-attempt on-demand`, `finalize FAILED`. */
   decision: z.string().check(z.minLength(1)),
   reason: z.string().check(z.minLength(1)),
+  /** AttemptOutcome's decision as its output acts on it (records written before it was kept have none). */
+  step: z.optional(decidedStepSchema),
 });
 
 /** A recorded decision. */

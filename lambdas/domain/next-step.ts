@@ -2,8 +2,9 @@
  * What the lifecycle does after an attempt ends (issue 4): run another attempt (where, after how long), pause for
  * budget, or finalize the job. Called by the AttemptOutcome Lambda and by local mode with the classified outcome.
  *
- * Pure: the answer depends only on the input, so a Step Functions retry of the handler reaches the same decision
- * and writes the same counters (the handler makes the write conditional on the attempt number).
+ * Pure: the answer depends only on the input. The inputs can move between a handler's tries (a budget blocked since,
+ * spot's record, the clock), so AttemptOutcome keeps its first decision on the decision record and a Step Functions
+ * retry acts on that one; the counters are derived from the attempt records either way.
  *
  * Budgets are separate (DESIGN "Preemption and error retries have separate budgets"):
  * - preemption (reclaimed, moved, capacity-starved) never fails a job by itself; the placement policy moves it to

@@ -14,11 +14,11 @@
  * it running: `recordAttemptEnd`); batch-events stops a Batch job that turns up for it later. Never two attempts of one
  * job train at once.
  */
-import { type BatchJob, parseBatchFailureCause, parseBatchJob } from '../domain/batch-job';
+import { type BatchJob, InvalidBatchJob, parseBatchFailureCause, parseBatchJob } from '../domain/batch-job';
 import { TERMINATE_REASONS } from '../domain/batch-reasons';
 import { jobScopes } from '../domain/budgets';
 import { type AttemptRecord, type JobRecord, tierOfJob } from '../domain/job';
-import { decideNextStep } from '../domain/next-step';
+import { decideNextStep, type NextStep } from '../domain/next-step';
 import type { AttemptOutcome } from '../domain/outcome';
 import { type Capacity, spotHistoryOf } from '../domain/placement';
 import { type TierSpotRecord, tierSpotAfterReclaim } from '../domain/tier-spot';
@@ -120,7 +120,19 @@ export function createAttemptOutcomeHandler(
     if (batch !== undefined) {
       batchJob = parseBatchJob(batch, 'RunAttempt output');
     } else if (batchError?.Error === 'States.TaskFailed' && batchError.Cause?.trim().startsWith('{')) {
-      batchJob = parseBatchFailureCause(batchError.Cause);
+      try {
+        batchJob = parseBatchFailureCause(batchError.Cause);
+      } catch (failure) {
+        // Step Functions cuts a cause at 32,768 characters, and a job detail with a long command and environment can
+        // pass that: the job is looked up in Batch instead, as when the failure carries none.
+        if (!(failure instanceof InvalidBatchJob)) throw failure;
+        logger.warn('the failed task’s cause is no readable Batch job; the attempt is looked up in Batch', {
+          jobId,
+          attempt: plan.attempt,
+          causeCharacters: batchError.Cause.length,
+          reason: failure.message,
+        });
+      }
     }
     const error = `${batchError?.Error ?? 'unknown error'}${batchError?.Cause ? ` — ${batchError.Cause.slice(0, 400)}` : ''}`;
     if (!batchJob && attempt.outcome === undefined) batchJob = await findInBatch(job, attempt, error);
@@ -158,7 +170,7 @@ export function createAttemptOutcomeHandler(
     const { policy, tierSpot } = tierPlacementInputs(plane.config.spotPolicy, tier, tierSpotRecord, now.getTime());
     // A budget blocked since the attempt started (budget-watch stops running jobs only at its next tick).
     const blockedScope = await plane.ledger.firstBlockedScope(jobScopes(job), budgetPeriodOf(job));
-    const next = decideNextStep({
+    const decided = decideNextStep({
       job: current,
       outcome: recorded,
       nowSeconds: secondsSince(job, now),
@@ -173,6 +185,13 @@ export function createAttemptOutcomeHandler(
       ...(blockedScope !== undefined ? { blockedScope } : {}),
       ...queueWait(ended, now.getTime()),
     });
+    // A retry of this step acts on the decision the first try recorded: deciding again could take another path (a
+    // budget blocked since, spot's record moved on) than the decision log and the events already say.
+    const recordedDecision = await plane.jobs.getDecision(jobId, outcomeDecisionSeq(plan.attempt));
+    const next: NextStep =
+      recordedDecision?.step !== undefined
+        ? { ...recordedDecision.step, counters: decided.counters, reason: recordedDecision.reason }
+        : decided;
 
     await plane.jobs.patchJob(jobId, {
       counters: next.counters,
@@ -197,6 +216,15 @@ export function createAttemptOutcomeHandler(
             : 'attempt-ended',
       decision,
       reason: next.reason,
+      step: {
+        action: next.action,
+        ...(next.capacity !== undefined && { capacity: next.capacity }),
+        delaySeconds: next.delaySeconds,
+        resume: next.resume,
+        ...(next.finalState !== undefined && { finalState: next.finalState }),
+        ...(next.failedAs !== undefined && { failedAs: next.failedAs }),
+        fellBackToOnDemand: next.fellBackToOnDemand,
+      },
     });
 
     const events = [];

@@ -654,6 +654,18 @@ export class JobStore {
     );
   }
 
+  /** One decision of a job, by its sequence number, or undefined when none is recorded there. */
+  async getDecision(jobId: string, seq: number): Promise<DecisionRecord | undefined> {
+    const { Item } = await this.client.get({
+      TableName: this.tableName,
+      Key: jobKeys.decision(jobId, seq),
+      ConsistentRead: true,
+    });
+    if (!Item) return undefined;
+    const { jobId: _jobId, ...rest } = stripKeys(Item);
+    return parseDecisionRecord(rest);
+  }
+
   /** Every decision of a job, in order. */
   async listDecisions(jobId: string): Promise<DecisionRecord[]> {
     return (await this.queryPrefix(jobId, 'DECISION#')).map((item) => {

@@ -305,7 +305,8 @@ async function showJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespons
     body: {
       job: publicJob(job),
       attempts: views,
-      decisions,
+      // What a decision's step keeps for AttemptOutcome's retries is not part of the view.
+      decisions: decisions.map(({ step: _step, ...decision }) => decision),
       progress: currentProgress(job, harnessProgress),
       forecast: forecastView({
         job,
