@@ -189,6 +189,15 @@ export type JobPatch = Partial<
   >
 >;
 
+/** `(:p0, :p1, …)` for a condition's `IN`, with each state added to `values` under its placeholder. */
+function stateList(states: readonly JobState[], prefix: string, values: Record<string, unknown>): string {
+  const placeholders = states.map((state, i) => {
+    values[`${prefix}${i}`] = state;
+    return `${prefix}${i}`;
+  });
+  return `(${placeholders.join(', ')})`;
+}
+
 /** Reads and writes jobs, attempts and decisions. */
 export class JobStore {
   /** Until when the byState index is taken as missing (see whileByStateServes). */
@@ -267,27 +276,38 @@ export class JobStore {
         values[`:v${i}`] = v;
         return `#f${i} = :v${i}`;
       });
-    const fromValues = from.map((state, i) => {
-      values[`:from${i}`] = state;
-      return `:from${i}`;
-    });
     names['#state'] = 'state';
+    const written = await this.updateJobIf(jobId, {
+      set: sets.join(', '),
+      condition: `attribute_exists(pk) AND #state IN ${stateList(from, ':from', values)}`,
+      names,
+      values,
+    });
+    if (written) return written;
+    const current = await this.requireJob(jobId);
+    if (current.state === to) return current;
+    throw new JobStateConflict(`job ${jobId} is ${current.state}; cannot move it from ${from.join('|')} to ${to}`);
+  }
+
+  /** Updates the job's item while `condition` holds: the job as written, or undefined when the condition failed. */
+  private async updateJobIf(
+    jobId: string,
+    update: { set: string; condition: string; names: Record<string, string>; values: Record<string, unknown> },
+  ): Promise<JobRecord | undefined> {
     try {
       const { Attributes } = await this.client.update({
         TableName: this.tableName,
         Key: jobKeys.job(jobId),
-        UpdateExpression: `SET ${sets.join(', ')}`,
-        ConditionExpression: `attribute_exists(pk) AND #state IN (${fromValues.join(', ')})`,
-        ExpressionAttributeNames: names,
-        ExpressionAttributeValues: values,
+        UpdateExpression: `SET ${update.set}`,
+        ConditionExpression: update.condition,
+        ExpressionAttributeNames: update.names,
+        ExpressionAttributeValues: update.values,
         ReturnValues: 'ALL_NEW',
       });
       return parseJobRecord(stripKeys(Attributes ?? {}));
     } catch (error) {
-      if (!isConditionalCheckFailure(error)) throw error;
-      const current = await this.requireJob(jobId);
-      if (current.state === to) return current;
-      throw new JobStateConflict(`job ${jobId} is ${current.state}; cannot move it from ${from.join('|')} to ${to}`);
+      if (isConditionalCheckFailure(error)) return undefined;
+      throw error;
     }
   }
 
@@ -330,27 +350,14 @@ export class JobStore {
    * keeps saying that no one asked for it.
    */
   async requestCancel(jobId: string): Promise<JobRecord> {
-    const names: Record<string, string> = { '#cancel': 'cancelRequested', '#updated': 'updatedAt', '#state': 'state' };
     const values: Record<string, unknown> = { ':cancel': true, ':updated': this.now().toISOString() };
-    const terminal = TERMINAL_STATES.map((state, i) => {
-      values[`:t${i}`] = state;
-      return `:t${i}`;
+    const written = await this.updateJobIf(jobId, {
+      set: '#cancel = :cancel, #updated = :updated',
+      condition: `attribute_exists(pk) AND NOT #state IN ${stateList(TERMINAL_STATES, ':t', values)}`,
+      names: { '#cancel': 'cancelRequested', '#updated': 'updatedAt', '#state': 'state' },
+      values,
     });
-    try {
-      const { Attributes } = await this.client.update({
-        TableName: this.tableName,
-        Key: jobKeys.job(jobId),
-        UpdateExpression: 'SET #cancel = :cancel, #updated = :updated',
-        ConditionExpression: `attribute_exists(pk) AND NOT #state IN (${terminal.join(', ')})`,
-        ExpressionAttributeNames: names,
-        ExpressionAttributeValues: values,
-        ReturnValues: 'ALL_NEW',
-      });
-      return parseJobRecord(stripKeys(Attributes ?? {}));
-    } catch (error) {
-      if (!isConditionalCheckFailure(error)) throw error;
-      return this.requireJob(jobId);
-    }
+    return written ?? this.requireJob(jobId);
   }
 
   /**
