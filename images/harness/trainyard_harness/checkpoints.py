@@ -731,7 +731,8 @@ class CheckpointSyncer:
             saved = saved_files(current)
             if not saved or saved == saved_files(self.uploaded):
                 return None  # a log that grew is uploaded with the next save, not as one
-            held = self.held(current)
+            # Not honoured (a final sync at a stop), the hold is only asked whether this is the restored checkpoint.
+            held = self.held(current) if honour_hold else self._hold(current)
             if honour_hold and held:
                 return None
             if self.done_file is not None:
