@@ -4,7 +4,7 @@
  * through CliDeps, so tests drive the real program against a loopback server. Exit codes: lib/cli/exit-codes.ts.
  */
 import { randomUUID } from 'node:crypto';
-import { createWriteStream, mkdirSync } from 'node:fs';
+import { accessSync, createWriteStream, constants as fsConstants, mkdirSync, statSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -1223,6 +1223,14 @@ export function createProgram(
     .addOption(new Option('--checkpoint <name>', 'which checkpoint to download (default: the newest)'))
     .action(async (job: string, options: CommonOptions & { download?: string; checkpoint?: string }) => {
       const jobId = parseJobId(job);
+      if (options.checkpoint !== undefined && options.download === undefined) {
+        throw new CliError(
+          `--checkpoint ${options.checkpoint}: names the checkpoint --download fetches; give --download <dir> too`,
+          EXIT_CODES.usage,
+          'InvalidOption',
+        );
+      }
+      if (options.download !== undefined) checkDownloadFolder(resolve(deps.cwd, options.download), options.download);
       const client = clientFor(options);
       const { body } = await client.send({ method: 'GET', path: checkpointsPath(jobId) });
       if (options.json) printJson(body);
@@ -1368,6 +1376,49 @@ async function* checkpointFilePages(client: ApiClient, jobId: string, checkpoint
   } while (after !== undefined);
 }
 
+/**
+ * Refuses a `--download` folder that cannot be one before anything is asked of the API: a file of that name, or a
+ * folder (or the nearest existing folder above it) this user cannot write in. Creates nothing.
+ */
+function checkDownloadFolder(folder: string, given: string): void {
+  let existing = folder;
+  for (;;) {
+    let stats: ReturnType<typeof statSync> | undefined;
+    try {
+      stats = statSync(existing);
+    } catch {
+      stats = undefined;
+    }
+    if (stats !== undefined) {
+      const problem = !stats.isDirectory()
+        ? `${existing} is not a folder`
+        : writable(existing)
+          ? undefined
+          : `${existing} is not writable`;
+      if (problem !== undefined) {
+        throw new CliError(
+          `--download ${given}: ${problem}; give a folder to download into (it is created if missing)`,
+          EXIT_CODES.usage,
+          'InvalidOption',
+        );
+      }
+      return;
+    }
+    const parent = dirname(existing);
+    if (parent === existing) return;
+    existing = parent;
+  }
+}
+
+function writable(path: string): boolean {
+  try {
+    accessSync(path, fsConstants.W_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** Checkpoint files downloaded at once: a sharded checkpoint's many files come in a fraction of the time. */
 const DOWNLOADS_IN_FLIGHT = 8;
 
@@ -1410,10 +1461,14 @@ async function downloadCheckpoint(fetchImpl: FetchLike, files: readonly unknown[
       );
     }
     const target = join(directory, path);
-    mkdirSync(dirname(target), { recursive: true });
     try {
+      mkdirSync(dirname(target), { recursive: true });
       await pipeline(Readable.fromWeb(response.body as WebReadableStream<Uint8Array>), createWriteStream(target));
     } catch (error) {
+      // Writing it here failed (a file in the way, a full disk): the download failed, not the connection.
+      if ((error as NodeJS.ErrnoException).syscall !== undefined) {
+        throw new CliError(`cannot write ${target}: ${(error as Error).message}`, EXIT_CODES.unexpected, 'WriteFailed');
+      }
       throw new CliError(`cannot download ${path}: ${(error as Error).message}`, EXIT_CODES.unreachable, 'Unreachable');
     }
   });
@@ -1474,6 +1529,11 @@ export async function runCli(
       if (json) printJsonError(deps, error);
       else deps.io.stderr(`trainyard: ${error.message}\n`);
       return error.exitCode;
+    }
+    if (json) {
+      const message = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+      printJsonError(deps, new CliError(`unexpected error: ${message}`, EXIT_CODES.unexpected, 'Unexpected'));
+      return EXIT_CODES.unexpected;
     }
     const message = error instanceof Error ? (error.stack ?? error.message) : String(error);
     deps.io.stderr(`trainyard: unexpected error: ${message}\n`);

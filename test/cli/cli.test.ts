@@ -913,6 +913,72 @@ describe('status, jobs, cancel, budgets, tiers, checkpoints', () => {
     for (const i of [0, 999, count - 1]) expect(readFileSync(join(target, `rank-${i}.pt`), 'utf8')).toBe(`rank ${i}`);
   }, 60_000);
 
+  it('checkpoints refuses a --download that is no folder to write in, or a --checkpoint without it, asking nothing', async () => {
+    const file = join(scratch, 'a-file-not-a-folder');
+    writeFileSync(file, 'x');
+    const asked: string[] = [];
+    const recording: typeof fetch = (input, init) => {
+      asked.push(String(input));
+      return fetch(input, init);
+    };
+
+    const onFile = await cli(['checkpoints', jobId, '--download', join(file, 'inside'), '--json'], {
+      fetch: recording,
+    });
+    const alone = await cli(['checkpoints', jobId, '--checkpoint', 'ckpt-000020'], { fetch: recording });
+
+    expect(onFile.code).toBe(EXIT_CODES.usage);
+    expect(JSON.parse(onFile.stderr)).toEqual({
+      error: {
+        code: 'InvalidOption',
+        message: `--download ${join(file, 'inside')}: ${file} is not a folder; give a folder to download into (it is created if missing)`,
+      },
+      exitCode: EXIT_CODES.usage,
+    });
+    expect(alone.code).toBe(EXIT_CODES.usage);
+    expect(alone.stderr).toBe(
+      'trainyard: --checkpoint ckpt-000020: names the checkpoint --download fetches; give --download <dir> too\n',
+    );
+    expect(asked).toEqual([]);
+  });
+
+  it('checkpoints --download that cannot write a file says so (exit 1), not that the API is unreachable', async () => {
+    const target = join(scratch, 'restored-blocked');
+    mkdirSync(join(target, 'model.pt'), { recursive: true }); // a folder where the checkpoint's file goes
+
+    const run = await cli(['checkpoints', jobId, '--download', target, '--json']);
+
+    expect(run.code).toBe(EXIT_CODES.unexpected);
+    const { error } = JSON.parse(run.stderr) as { error: { code: string; message: string } };
+    expect(error.code).toBe('WriteFailed');
+    expect(error.message).toMatch(new RegExp(`^cannot write ${join(target, 'model.pt')}: EISDIR`));
+  });
+
+  it('reports an unexpected error under --json as the one JSON line, with no stack trace', async () => {
+    // Standard output that fails as it is written (an error no command expects).
+    let stderr = '';
+    const code = await runCli(['tiers', '--json'], {
+      io: {
+        stdout: () => {
+          throw new RangeError('a bug in the wiring');
+        },
+        stderr: (text) => {
+          stderr += text;
+        },
+        isTTY: false,
+        confirm: async () => false,
+      },
+      env: { TRAINYARD_LOCAL_DIR: stateDir },
+      cwd: scratch,
+    });
+
+    expect(code).toBe(EXIT_CODES.unexpected);
+    expect(JSON.parse(stderr)).toEqual({
+      error: { code: 'Unexpected', message: 'unexpected error: RangeError: a bug in the wiring' },
+      exitCode: EXIT_CODES.unexpected,
+    });
+  });
+
   it('cancel requests cancellation of the job', async () => {
     const run = await cli(['cancel', jobId]);
     expect(run.code).toBe(EXIT_CODES.ok);
