@@ -354,12 +354,21 @@ function tickStep(lo: number, hi: number): number {
   return ([1, 2, 2.5, 5, 10].find((m) => m * magnitude >= raw) ?? 10) * magnitude;
 }
 
+/** Most ticks an axis gets: a "nice" step over a domain gives about 6; the cap bounds one that rounding confuses. */
+const MAX_TICKS = 20;
+
 /** Tick values: about 6 "nice" steps (1, 2, 2.5, 5 × 10^k) across the domain, and the decimals their labels need. */
 function ticks(lo: number, hi: number): { values: number[]; decimals: number } {
   const step = tickStep(lo, hi);
   if (step === 0) return { values: [lo], decimals: 0 };
   const values: number[] = [];
-  for (let v = Math.ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step) values.push(Number(v.toFixed(12)));
+  // Counted, not accumulated: at a magnitude where the step is below the spacing of doubles, `v += step` never moves.
+  const first = Math.ceil(lo / step - 1e-9);
+  for (let i = 0; i < MAX_TICKS; i++) {
+    const v = (first + i) * step;
+    if (v > hi + step * 1e-9) break;
+    values.push(Number(v.toFixed(12)));
+  }
   let decimals = 0;
   while (decimals < 12 && Math.abs(Math.round(step * 10 ** decimals) - step * 10 ** decimals) > 1e-6) decimals += 1;
   return { values, decimals };
@@ -379,7 +388,8 @@ function extent(values: Iterable<number>, fallback: readonly [number, number]): 
     if (v > hi) hi = v;
   }
   if (lo > hi) return [fallback[0], fallback[1]];
-  if (lo === hi) {
+  // Equal, or apart by rounding alone (0.3 and 0.1 + 0.2; a loss levelled off in float noise): drawn as one value.
+  if (hi - lo <= Math.max(Math.abs(lo), Math.abs(hi)) * 1e-9) {
     const pad = Math.abs(lo) * 0.1 || 1;
     return [lo - pad, hi + pad];
   }

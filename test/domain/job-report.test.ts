@@ -351,6 +351,25 @@ describe('renderJobReport: samples', () => {
     expect(html).not.toContain('id="no-gpu"');
   });
 
+  it.each([
+    ['a loss levelled off in float noise', [0.3, 0.1 + 0.2]],
+    ['losses apart by less than the spacing of doubles there', [1e20, 1e20 + 16384]],
+  ])('draws %s as one value, with a bounded set of ticks', (_case, losses) => {
+    // The y axis's step once fell below the spacing of doubles at the data's magnitude: `v += step` never moved, and
+    // filling the tick list ran the renderer (Finalize, its final event and report with it) out of memory.
+    const log = losses
+      .map((loss, i) => sample(T0 + H + i * 1000, { attempt: 1, step: (i + 1) * 100, loss }))
+      .join('\n');
+
+    const html = renderJobReport(input({ metricsLog: log }));
+
+    expect(polylines(html, 'loss')[0]).toHaveLength(2);
+    const lossPlot = html.slice(html.indexOf('>loss</text>') - 20_000, html.indexOf('>loss</text>'));
+    const yTicks = lossPlot.match(/text-anchor="end">/g) ?? [];
+    expect(yTicks.length).toBeGreaterThan(1);
+    expect(yTicks.length).toBeLessThanOrEqual(20);
+  });
+
   it('draws each loss field as its own series, in the legend, and a lone value as a dot', () => {
     const log = [
       sample(T0 + H, { attempt: 1, step: 100, loss: 3 }),
