@@ -63,7 +63,16 @@ export function outcomeDecisionSeq(attempt: number): number {
   return attempt * 100 + 1;
 }
 
-const INTERRUPTION_KINDS = ['reclaimed', 'capacity-starved', 'moved', 'budget-stopped'] as const;
+/** Outcomes a job can go on from: each ends an attempt before the job is done (`Job Interrupted`'s causes). */
+const INTERRUPTION_KINDS = [
+  'reclaimed',
+  'capacity-starved',
+  'moved',
+  'budget-stopped',
+  'app-error',
+  'infra-error',
+  'resume-failed',
+] as const;
 
 /** Creates the AttemptOutcome step. */
 export function createAttemptOutcomeHandler(
@@ -242,7 +251,8 @@ export function createAttemptOutcomeHandler(
             ...(recorded.instanceId ? { instanceId: recorded.instanceId } : {}),
             reason: recorded.reason,
           },
-          now,
+          // When the attempt stopped, as recorded: the same on every try of this step.
+          ended?.stoppedAt !== undefined ? new Date(ended.stoppedAt) : now,
         ),
       );
     }

@@ -786,6 +786,16 @@ describe('job lifecycle on the synthesized state machine', () => {
       .map((e) => e.state?.name);
     expect(states).toContain('Backoff');
     expect(r.job.counters).toMatchObject({ appErrors: 1, reclaims: 0 });
+    // The failed attempt is announced as an interruption the job goes on from, as of when it stopped, then the retry.
+    const interrupted = b.published.filter((e) => e.DetailType === 'Job Interrupted').map((e) => JSON.parse(e.Detail));
+    expect(interrupted).toEqual([
+      expect.objectContaining({
+        eventId: `${r.jobId}/interrupted/1`,
+        cause: 'app-error',
+        occurredAt: new Date(r.attempts[0]?.stoppedAt ?? 0).toISOString(),
+      }),
+    ]);
+    expect(r.events.indexOf('Job Interrupted')).toBeLessThan(r.events.indexOf('Job Resumed'));
     await expectSettled(b, r.jobId);
   });
 
