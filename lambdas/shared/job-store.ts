@@ -1031,16 +1031,19 @@ export class JobStore {
    * deployment whose index is still being filled, a local mode folder from before it) is read the earlier way, each
    * team's jobs through byTeam with the states filtered by DynamoDB. With `onInvalid`, a record that does not parse is
    * handed to it and left out, so one bad record does not hide the others; without, it throws InvalidJobRecord.
+   * `anyTeam` also takes, through the index, the jobs of teams not in `teams` (local mode restarted with a
+   * configuration that no longer lists a team still has that team's jobs to end); without the index, only `teams`'.
    */
   async listJobsInStates(
     teams: readonly string[],
     states: readonly JobState[],
     onInvalid?: (invalid: UnreadableJob) => void,
+    anyTeam = false,
   ): Promise<JobRecord[]> {
-    if (states.length === 0 || teams.length === 0) return [];
+    if (states.length === 0 || (teams.length === 0 && !anyTeam)) return [];
     let unreadable: UnreadableJob[] = [];
     let jobs = await this.whileByStateServes(() =>
-      this.jobsInStatesByIndex(teams, states, onInvalid && ((invalid) => unreadable.push(invalid))),
+      this.jobsInStatesByIndex(anyTeam ? undefined : teams, states, onInvalid && ((i) => unreadable.push(i))),
     );
     if (jobs === undefined) {
       unreadable = [];
@@ -1066,12 +1069,12 @@ export class JobStore {
    * times, loses nothing. Index reads are eventually consistent, as byTeam's always were.
    */
   private async jobsInStatesByIndex(
-    teams: readonly string[],
+    teams: readonly string[] | undefined,
     states: readonly JobState[],
     onInvalid: ((invalid: UnreadableJob) => void) | undefined,
   ): Promise<JobRecord[]> {
     const index = JOBS_INDEXES.byState;
-    const wanted = new Set(teams);
+    const wanted = teams === undefined ? undefined : new Set(teams);
     const byId = new Map<string, JobRecord>();
     for (const state of new Set(states)) {
       const items = this.queryAll({
@@ -1081,7 +1084,7 @@ export class JobStore {
         ExpressionAttributeValues: { ':state': state },
       });
       for await (const item of items) {
-        if (!wanted.has(String(item.team))) continue;
+        if (wanted !== undefined && !wanted.has(String(item.team))) continue;
         const job = this.parseListed(item, onInvalid);
         if (job) byId.set(job.jobId, job);
       }

@@ -628,8 +628,10 @@ async function runDemo(
     say('   Running the torch-free example (examples/hello-cpu) through the same lifecycle instead.');
   }
 
-  const dir = options.dir ? resolve(r.cwd, options.dir) : mkdtempSync(join(tmpdir(), 'trainyard-demo-'));
   const config = configFor(r, options.config);
+  // A folder of its own, made once the configuration is known good, and removed if local mode refuses to start in it.
+  const scratch = options.dir ? undefined : mkdtempSync(join(tmpdir(), 'trainyard-demo-'));
+  const dir = scratch ?? resolve(r.cwd, options.dir as string);
   step(2, `Starting local mode in ${dir}`);
   const release = claimLocalDir(r, dir);
   try {
@@ -642,6 +644,10 @@ async function runDemo(
       budgetWatchSeconds: 10,
       console: (line) => say(`   event │ ${line}`),
       ...deps.localModeOptions,
+    }).catch((error: unknown) => {
+      release();
+      if (scratch !== undefined) rmSync(scratch, { recursive: true, force: true });
+      throw error;
     });
     say(`   API ${mode.apiUrl}, acting as ${mode.principalArn} for team ${mode.team}`);
     // Ctrl-C (or a closed terminal) stops the demo and local mode with it: the attempts' processes run in sessions of

@@ -611,14 +611,28 @@ async function finalizeCutOffJobs(
   finalize: (input: unknown) => Promise<unknown>,
   print: (line: string) => void,
 ): Promise<string[]> {
+  // Every team's, not only the configured ones: a restart with a configuration that dropped a team still ends its jobs
+  // (Finalize needs nothing of the team's configuration). A record that does not parse is named, not a failed start.
   const live: JobRecord[] = await plane.jobs.listJobsInStates(
     plane.config.teams.map((t) => t.id),
     LIVE_STATES,
+    ({ key, error }) =>
+      print(`local mode: a job record cut off by the last stop cannot be read (${key}): ${error.message}`),
+    true,
   );
   const recovered: string[] = [];
   for (const job of live) {
     // No final state: Finalize takes it from the records, as for an execution that ended on AWS (execution-ended).
-    const ended = (await finalize({ jobId: job.jobId, reason: INTERRUPTED_BY_RESTART_REASON })) as { state: string };
+    let ended: { state: string };
+    try {
+      ended = (await finalize({ jobId: job.jobId, reason: INTERRUPTED_BY_RESTART_REASON })) as { state: string };
+    } catch (error) {
+      // One job that cannot be ended (its tier gone from the configuration, say) does not keep local mode from starting.
+      print(
+        `local mode: job ${job.jobId} (${job.state} when local mode last stopped, team ${job.team}) could not be finalized: ${describeError(error)}`,
+      );
+      continue;
+    }
     recovered.push(job.jobId);
     print(
       `Job ${job.jobId} (${job.state} when local mode last stopped) finalized as ${ended.state}: ${INTERRUPTED_BY_RESTART_REASON}`,

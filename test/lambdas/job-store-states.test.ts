@@ -121,6 +121,15 @@ describe.each(['indexed', 'unindexed'] as const)('JobStore.listJobsInStates on t
   it('returns nothing for no teams', async () => {
     expect(await stores[which].store.listJobsInStates([], ['RUNNING'])).toEqual([]);
   });
+
+  it('with anyTeam, returns through the index the jobs of teams not asked for too (without it, those asked for)', async () => {
+    // audio-001 is created first: the oldest. A team gone from the configuration still has its jobs to end.
+    const jobs = await stores[which].store.listJobsInStates(['vision'], ['RUNNING'], undefined, true);
+
+    expect(jobs.map((j) => j.jobId)).toEqual(
+      which === 'indexed' ? ['audio-001', 'nlp-001', 'vision-007'] : ['vision-007'],
+    );
+  });
 });
 
 describe('what listJobsInStates reads', () => {
