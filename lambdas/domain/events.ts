@@ -108,6 +108,20 @@ export function jobIdentity(job: JobIdentity): JobIdentity {
 }
 
 /** Detail schemas, by detail-type. */
+/**
+ * Why an attempt ended that the job goes on from (`Job Interrupted`'s `cause`): the attempt outcomes after which
+ * another attempt follows, or a budget pause.
+ */
+export const INTERRUPTION_CAUSES = [
+  'reclaimed',
+  'capacity-starved',
+  'moved',
+  'budget-stopped',
+  'app-error',
+  'infra-error',
+  'resume-failed',
+] as const;
+
 export const EVENT_SCHEMAS = {
   'Job Submitted': z.strictObject({
     ...jobHeader,
@@ -128,15 +142,7 @@ export const EVENT_SCHEMAS = {
     ...jobHeader,
     attempt,
     capacity,
-    cause: z.enum([
-      'reclaimed',
-      'capacity-starved',
-      'moved',
-      'budget-stopped',
-      'app-error',
-      'infra-error',
-      'resume-failed',
-    ]),
+    cause: z.enum(INTERRUPTION_CAUSES),
     instanceId: z.optional(z.string().check(z.regex(/^i-[0-9a-f]+$/))),
     reason,
   }),

@@ -17,6 +17,7 @@
 import { type BatchJob, InvalidBatchJob, parseBatchFailureCause, parseBatchJob } from '../domain/batch-job';
 import { TERMINATE_REASONS } from '../domain/batch-reasons';
 import { jobScopes } from '../domain/budgets';
+import { INTERRUPTION_CAUSES } from '../domain/events';
 import { type AttemptRecord, type JobRecord, tierOfJob } from '../domain/job';
 import { decideNextStep, type NextStep } from '../domain/next-step';
 import type { AttemptOutcome } from '../domain/outcome';
@@ -62,17 +63,6 @@ export type AttemptOutcomeOutput =
 export function outcomeDecisionSeq(attempt: number): number {
   return attempt * 100 + 1;
 }
-
-/** Outcomes a job can go on from: each ends an attempt before the job is done (`Job Interrupted`'s causes). */
-const INTERRUPTION_KINDS = [
-  'reclaimed',
-  'capacity-starved',
-  'moved',
-  'budget-stopped',
-  'app-error',
-  'infra-error',
-  'resume-failed',
-] as const;
 
 /** Creates the AttemptOutcome step. */
 export function createAttemptOutcomeHandler(
@@ -239,7 +229,7 @@ export function createAttemptOutcomeHandler(
     const events = [];
     // An interruption the job goes on from (another attempt, or a budget pause): one it ends at (its deadline passed,
     // a cancel was asked for) is told by the job's final event alone.
-    if ((INTERRUPTION_KINDS as readonly string[]).includes(recorded.kind) && next.action !== 'finalize') {
+    if ((INTERRUPTION_CAUSES as readonly string[]).includes(recorded.kind) && next.action !== 'finalize') {
       events.push(
         jobEvent(
           'Job Interrupted',
@@ -247,7 +237,7 @@ export function createAttemptOutcomeHandler(
           {
             attempt: plan.attempt,
             capacity: attempt.capacity,
-            cause: recorded.kind as (typeof INTERRUPTION_KINDS)[number],
+            cause: recorded.kind as (typeof INTERRUPTION_CAUSES)[number],
             ...(recorded.instanceId ? { instanceId: recorded.instanceId } : {}),
             reason: recorded.reason,
           },
