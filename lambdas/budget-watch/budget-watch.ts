@@ -216,8 +216,12 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
    * Batch reports it running, records the start as batch-events does from the event that never came (the event's
    * detail is DescribeJobs' job). Whether it recorded one: the job is then RUNNING, and metered from its start.
    */
-  async function recordUnheardStart(job: JobRecord, nowMs: number): Promise<boolean> {
-    const attempt = attemptToLookUp(await plane.jobs.listAttempts(job.jobId), nowMs);
+  async function recordUnheardStart(
+    job: JobRecord,
+    attempts: readonly AttemptRecord[],
+    nowMs: number,
+  ): Promise<boolean> {
+    const attempt = attemptToLookUp(attempts, nowMs);
     if (!attempt) return false;
     const batchJob = await lookUpAttempt(plane, job, attempt);
     if (batchJob?.status !== 'RUNNING') return false;
@@ -505,11 +509,21 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
 
     // Starts never heard of, before anything reads the jobs' states: a job Batch runs while its record says WAITING
     // would be metered by nothing, stopped by no budget, and checked as if it still waited for capacity.
+    // A waiting job's attempts, read once for this check and the placement check below (a recorded start drops them).
+    const waitingAttempts = new Map<string, AttemptRecord[]>();
+    const attemptsOfWaiting = async (jobId: string) => {
+      const attempts = waitingAttempts.get(jobId) ?? (await plane.jobs.listAttempts(jobId));
+      waitingAttempts.set(jobId, attempts);
+      return attempts;
+    };
     const unheard = turnOf(inState('WAITING'), cap, nowMs);
     defer(unheard.later);
     for (const job of unheard.now) {
       await attempt(job.jobId, async () => {
-        if (await recordUnheardStart(job, nowMs)) result.startsRecorded.push(job.jobId);
+        if (await recordUnheardStart(job, await attemptsOfWaiting(job.jobId), nowMs)) {
+          result.startsRecorded.push(job.jobId);
+          waitingAttempts.delete(job.jobId); // its start was written: read again by whatever looks at it next
+        }
       });
     }
     if (result.startsRecorded.length > 0) {
@@ -610,7 +624,7 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     defer(waiting.later);
     for (const job of waiting.now) {
       await attempt(job.jobId, async () => {
-        const attempts = await plane.jobs.listAttempts(job.jobId);
+        const attempts = await attemptsOfWaiting(job.jobId);
         if (await stopAtDeadline(job, attempts, nowMs, at)) {
           result.deadlineStopped.push(job.jobId);
           return;

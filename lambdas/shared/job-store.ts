@@ -189,13 +189,13 @@ export type JobPatch = Partial<
   >
 >;
 
-/** `(:p0, :p1, …)` for a condition's `IN`, with each state added to `values` under its placeholder. */
+/** A condition's `IN` list of states, e.g. `(:t0, :t1)`, each state added to `values` under its attribute value name. */
 function stateList(states: readonly JobState[], prefix: string, values: Record<string, unknown>): string {
-  const placeholders = states.map((state, i) => {
+  const valueNames = states.map((state, i) => {
     values[`${prefix}${i}`] = state;
     return `${prefix}${i}`;
   });
-  return `(${placeholders.join(', ')})`;
+  return `(${valueNames.join(', ')})`;
 }
 
 /** Reads and writes jobs, attempts and decisions. */

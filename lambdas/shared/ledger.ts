@@ -313,6 +313,14 @@ const SUMMARY_NAMES: Name[] = [
 ];
 const SUMMARY_PROJECTION = SUMMARY_NAMES.join(', ');
 
+/**
+ * The entry a top-up raises in a scope's item: the job's own, or, in a budget set since the job reserved (the scope was
+ * unlimited then, so it holds none), a new one. Undefined when the scope has no budget.
+ */
+function entryToRaise(item: ScopeItem | undefined, jobId: string): JobEntry | undefined {
+  return item?.jobs?.[jobId] ?? (item ? adoptedEntry() : undefined);
+}
+
 /** The markers of one kind (crossings, exhaustions) in scope items that are not yet out, oldest first. */
 function unpublishedMarkers<M extends { at: string; published?: boolean }>(
   items: readonly ScopeItem[],
@@ -620,7 +628,7 @@ export class BudgetLedger {
     // A scope short now refuses before anything is written; the raises below check each scope again as they write.
     for (const scope of record.scopes) {
       const item = await this.readScopeItem(scope, period, id);
-      const entry = item?.jobs?.[id] ?? (item ? adoptedEntry() : undefined);
+      const entry = entryToRaise(item, id);
       const change = entry && topUpChange(entry, targetMicros);
       if (item && change && item.availableMicros < change.reservedDelta) {
         throw new BudgetExceeded(exceededDetails(item, change.reservedDelta));
@@ -767,8 +775,13 @@ export class BudgetLedger {
    */
   async unpublished(crossings: readonly ThresholdCrossing[]): Promise<ThresholdCrossing[]> {
     const due: ThresholdCrossing[] = [];
+    // One read per scope and period: a write that crossed warn and block at once reports both of one item.
+    const items = new Map<string, Promise<ScopeItem | undefined>>();
     for (const crossing of crossings) {
-      const item = await this.readScopeItem(parseScope(crossing.scope).text, parsePeriod(crossing.period));
+      const [scope, period] = [parseScope(crossing.scope).text, parsePeriod(crossing.period)];
+      const key = `${scope} ${period}`;
+      if (!items.has(key)) items.set(key, this.readScopeItem(scope, period));
+      const item = await items.get(key);
       const marker = markerSchema.safeParse(item?.crossings?.[crossing.threshold]);
       if (marker.success && marker.data.published === false) due.push(crossing);
     }
@@ -1118,8 +1131,7 @@ export class BudgetLedger {
     for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
       const current = await this.readScopeItem(scope, period, jobId);
       const found = current?.jobs?.[jobId];
-      // A budget set since the job reserved (the scope was unlimited then) holds no entry for it: one is made here.
-      const entry = found ?? (current ? adoptedEntry() : undefined);
+      const entry = entryToRaise(current, jobId);
       const change = entry && topUpChange(entry, targetMicros);
       if (!current || !entry || !change) return { kind: 'unchanged' };
       const increase = change.reservedDelta;
