@@ -6,6 +6,7 @@
  */
 import { MAX_RUNTIME_SECONDS, maxRuntimeSeconds, type TierConfig } from '../../lib/config';
 import { float32ShareOf16Bit, usableGpuMemoryGiB } from '../../lib/instance-catalog';
+import { unreadReason } from '../shared/tarball';
 import { formatCount, formatDuration, formatGiB, formatUsd } from './analysis/format';
 import {
   type CommandOverride,
@@ -475,6 +476,13 @@ function readHyperparameters(
   const readFile = (path: string, including: readonly string[]) => {
     const text = files.get(path);
     if (text === undefined) return;
+    const unread = unreadReason(text);
+    if (unread !== undefined) {
+      // In the bundle, so the job runs it, but too large to read here: what it sets is unknown.
+      unknowns.push(`${path} is in the bundle but was not read (${unread}): the settings it makes are unknown`);
+      incomplete = true;
+      return;
+    }
     if (!filesRead.includes(path)) filesRead.push(path);
     const statements = parsed.get(path) ?? statementsOf(text);
     parsed.set(path, statements);
@@ -1211,6 +1219,12 @@ function estimateModel(
   const cpuStaticBytes =
     evalOnly && !run.resumes ? ANALYSIS_ASSUMPTIONS.evaluationBytesPerParameter * params : staticBytes;
   const cpuMemoryMiB = (cpuStaticBytes + cpuActivation) / 1024 ** 2 + runtimeMiB;
+  // Sizes whose products overflow a double (a literal of 155 digits squared) give figures no record can hold; they
+  // are a misread or a typo, which is what to say, whichever tier the user names.
+  if (!Number.isFinite(params) || !Number.isFinite(peakBytes) || !Number.isFinite(cpuMemoryMiB))
+    throw new InvalidRequirement(
+      `the model as read is too large for its parameter count and memory to be figured (n_layer ${L}, n_embd ${d}, block_size ${T}, vocab_size ${V}${B === undefined ? '' : `, batch_size ${B}`}): check those sizes in the code`,
+    );
 
   // PaLM (Chowdhery et al. 2022, app. B): 6N per token plus 12·L·d·T for attention scores, fwd+bwd; a third of it for
   // a forward pass alone.

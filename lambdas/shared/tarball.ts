@@ -214,13 +214,40 @@ export function sha256Hex(data: Buffer | string): string {
   return createHash('sha256').update(data).digest('hex');
 }
 
-/** Text files a workload analysis reads (Python sources and configs), by path; binaries are left out. */
-export function textFilesOf(files: readonly BundleFile[], maxFileBytes = 512 * 1024): Record<string, string> {
+/** The largest file, in bytes, a workload analysis reads. */
+export const MAX_ANALYSED_FILE_BYTES = 512 * 1024;
+
+/**
+ * What textFilesOf gives a source file too large to read: a NUL, which no text it keeps holds (a file with one is
+ * binary, and Python refuses to run it), then why. The analysis then knows the file is there and unread, so the
+ * settings it may make are unknown, where leaving it out would read as "not in the bundle".
+ */
+const UNREAD_MARK = '\0unread: ';
+
+/** Why a file's text was not read, when `text` is textFilesOf's stand-in for it; else undefined. */
+export function unreadReason(text: string): string | undefined {
+  return text.startsWith(UNREAD_MARK) ? text.slice(UNREAD_MARK.length) : undefined;
+}
+
+/**
+ * Text files a workload analysis reads (Python sources and configs), by path; binaries are left out. A file over
+ * `maxFileBytes` is kept as a stand-in saying so (see unreadReason); a leading UTF-8 byte order mark is dropped, as
+ * Python drops it when it runs or imports the file.
+ */
+export function textFilesOf(
+  files: readonly BundleFile[],
+  maxFileBytes = MAX_ANALYSED_FILE_BYTES,
+): Record<string, string> {
   const out: Record<string, string> = {};
   for (const file of files) {
-    if (!/\.(py|json|ya?ml|toml|cfg|txt|sh)$/i.test(file.path) || file.content.length > maxFileBytes) continue;
+    if (!/\.(py|json|ya?ml|toml|cfg|txt|sh)$/i.test(file.path)) continue;
+    if (file.content.length > maxFileBytes) {
+      out[file.path] =
+        `${UNREAD_MARK}${file.content.length} bytes, over the ${maxFileBytes / 1024} KiB the analysis reads`;
+      continue;
+    }
     if (file.content.includes(0)) continue;
-    out[file.path] = file.content.toString('utf8');
+    out[file.path] = file.content.toString('utf8').replace(/^\uFEFF/, '');
   }
   return out;
 }

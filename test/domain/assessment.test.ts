@@ -1,6 +1,8 @@
 // From bundle to reservation: the runtime the estimate uses and the most the reservation asks for.
 import { describe, expect, it } from 'vitest';
-import { assessWorkload, maxComputeSecondsOf, priceAssessment } from '../../lambdas/domain/assessment';
+import { assessWorkload, estimateSummary, maxComputeSecondsOf, priceAssessment } from '../../lambdas/domain/assessment';
+import { parseJobChange } from '../../lambdas/domain/job';
+import { packTarGz, textFilesOf, unpackTarGz } from '../../lambdas/shared/tarball';
 import { parseConfig } from '../../lib/config';
 import { projectFiles } from '../support/projects';
 
@@ -42,7 +44,7 @@ describe('a workload read as running for more than a year', () => {
       config: 'max_iters = 10**200\n',
       runs: /would run about \S+ d on gpu-small/,
     },
-    { what: 'n_embd = 1e200', config: 'n_embd = 10**200\nmax_iters = 2000\n', runs: /would run for ever on gpu-small/ },
+    { what: 'max_iters = 10**300', config: 'max_iters = 10**300\n', runs: /would run for ever on gpu-small/ },
   ])('is refused naming what to check ($what), even on a tier the user names', ({ config, runs }) => {
     const bundle = {
       files: { ...nanogpt, 'config/odd.py': config },
@@ -72,8 +74,8 @@ describe('a workload read as running for more than a year', () => {
       runs: /^the workload as read would run about \S+ d on gpu-/,
     },
     {
-      what: 'n_embd = 1e200',
-      config: 'n_embd = 10**200\nmax_iters = 2000\n',
+      what: 'max_iters = 10**300',
+      config: 'max_iters = 10**300\n',
       runs: /^the workload as read would run for ever on /,
     },
   ])('is refused the same way when no tier is named, not as a workload no tier fits ($what)', ({ config, runs }) => {
@@ -90,5 +92,78 @@ describe('a workload read as running for more than a year', () => {
     expect(refusal?.name).toBe('InvalidRequirement');
     expect(refusal?.message).toMatch(runs);
     expect(refusal?.message).not.toMatch(/Infinity|NaN/);
+  });
+});
+
+describe('a model whose sizes are past what a number holds', () => {
+  it.each([
+    { what: 'no tier named', req: {} },
+    { what: 'a tier named', req: { tier: 'gpu-small' } },
+    { what: 'a tier, runtime and GPU memory given', req: { tier: 'gpu-small', runtimeSeconds: 3600, gpuMemoryGiB: 8 } },
+  ])('is refused naming the sizes to check, never estimated as Infinity ($what)', ({ req }) => {
+    // n_embd² overflows a double: parameter count and memory would be Infinity, which no job record holds.
+    const bundle = {
+      files: { ...nanogpt, 'config/odd.py': `n_embd = 1${'0'.repeat(200)}\n` },
+      command: ['python', 'train.py', 'config/train_small.py', 'config/odd.py'],
+    };
+    expect(() => assessWorkload(bundle, tiers, req)).toThrow(
+      expect.objectContaining({
+        name: 'InvalidRequirement',
+        message: expect.stringMatching(
+          /^the model as read is too large for its parameter count and memory to be figured \(n_layer \d+, n_embd 1e\+200, block_size \d+, vocab_size \d+, batch_size \d+\): check those sizes in the code$/,
+        ),
+      }),
+    );
+  });
+
+  it('is estimated when large but finite, and the estimate is one a job record holds', () => {
+    const bundle = {
+      files: { ...nanogpt, 'config/odd.py': 'n_embd = 10**100\n' },
+      command: ['python', 'train.py', 'config/train_small.py', 'config/odd.py'],
+    };
+    const req = { tier: 'gpu-small', runtimeSeconds: 3600 };
+    const summary = estimateSummary(priceAssessment(assessWorkload(bundle, tiers, req), undefined, req));
+    expect(summary.gpuMemoryGiB).toBeGreaterThan(1e190);
+    expect(() => parseJobChange({ estimate: summary })).not.toThrow();
+  });
+});
+
+describe('the analysis reads the files the job runs, as the Analyze step unpacks them', () => {
+  /** A bundle's text files as the Analyze step reads them: packed, unpacked, then textFilesOf. */
+  const analysed = (extra: Record<string, string>): Record<string, string> =>
+    textFilesOf(
+      unpackTarGz(
+        packTarGz(
+          Object.entries({ ...nanogpt, ...extra }).map(([path, text]) => ({
+            path,
+            content: Buffer.from(text, 'utf8'),
+          })),
+        ),
+      ),
+    );
+
+  it('reads a setting on a line after a UTF-8 byte order mark, as Python does', () => {
+    const files = analysed({ 'config/big.py': '\uFEFFmax_iters = 600000\n' });
+    const { analysis } = assessWorkload(
+      { files, command: ['python', 'train.py', 'config/train_small.py', 'config/big.py'] },
+      tiers,
+    );
+    expect(analysis.hyperparameters.max_iters).toEqual({ value: 600000, source: 'config/big.py:1' });
+  });
+
+  it('says a config file too large to read is unread, not absent, and rates what it may set as a guess', () => {
+    // 600 KiB: over the 512 KiB the analysis reads. The job runs it, so its 600000 steps are what the job trains.
+    const files = analysed({ 'config/big.py': `max_iters = 600000\n${'# padding\n'.repeat(60_000)}` });
+    const command = ['python', 'train.py', 'config/train_small.py', 'config/big.py'];
+    const { analysis, runtime } = assessWorkload({ files, command }, tiers);
+    expect(analysis.unknowns).toContain(
+      'config/big.py is in the bundle but was not read (600019 bytes, over the 512 KiB the analysis reads): the settings it makes are unknown',
+    );
+    expect(analysis.unknowns.join('\n')).not.toContain('not in the bundle');
+    expect(runtime.confidence).toBe('low');
+    // The same file under the limit is read, and its figure has the confidence a read file gives.
+    const read = assessWorkload({ files: analysed({ 'config/big.py': 'max_iters = 600000\n' }), command }, tiers);
+    expect(read.analysis.hyperparameters.max_iters?.value).toBe(600000);
+    expect(read.runtime.confidence).not.toBe('low');
   });
 });
