@@ -6,6 +6,7 @@
  */
 
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
@@ -23,7 +24,7 @@ import { JobStore, jobItem, MAX_JOBS_READ_PER_PAGE } from '../lambdas/shared/job
 import { logger } from '../lambdas/shared/logger';
 import type { FleetFacts, LifecycleControl } from '../lambdas/shared/ports';
 import { createTableRequest, JOBS_INDEXES, JOBS_TABLE } from '../lambdas/shared/table-design';
-import { packTarGz } from '../lambdas/shared/tarball';
+import { MAX_UNPACKED_BYTES, packTarGz, sha256Hex } from '../lambdas/shared/tarball';
 import { parseConfig, type TrainyardConfig } from '../lib/config';
 import {
   configDefine,
@@ -164,6 +165,19 @@ export interface PlanSolveFigure {
   readonly lambdas: readonly PlanSolveLambdaFigure[];
 }
 
+/** The lifecycle's Analyze step on one of the largest bundles the API takes, in a fresh Node process. */
+export interface BundleMemoryFigure {
+  /** What kind of bundle. */
+  readonly label: string;
+  readonly archiveMiB: number;
+  readonly unpackedMiB: number;
+  /** Peak resident set of the process (Linux VmHWM), the runtime and the bundled code included. */
+  readonly peakMiB: number;
+  /** The memory Analyze and the API are deployed with for the default limits (lib/function.ts bundleMemoryMiB). */
+  readonly functionMiB: number;
+  readonly withinGoal: boolean;
+}
+
 /** What one way of reading budget-watch's live jobs cost. */
 export interface LiveJobsReadPath {
   /** `byState` (one Query per live state) or `byTeam` (each team's history, states filtered: before the index). */
@@ -208,6 +222,8 @@ export interface ControlPlaneBenchResult {
   readonly transitions: TransitionFigure;
   readonly planSolves: readonly PlanSolveFigure[];
   readonly liveJobsRead: LiveJobsReadFigure;
+  /** Empty in a quick run (the bundles take a minute and 2 GiB to build). */
+  readonly bundleMemory: readonly BundleMemoryFigure[];
   readonly elapsedSeconds: number;
 }
 
@@ -501,7 +517,7 @@ process.stdout.write(JSON.stringify({ solveMs, rssBytes: process.memoryUsage().r
 export function planningLambdas(): Array<{ handler: string; memoryMiB: number; timeoutSeconds: number }> {
   return PLANNING_HANDLERS.map((handler) => ({
     handler,
-    memoryMiB: memoryForEntry(join('lambdas', handler, 'handler.ts')),
+    memoryMiB: memoryForEntry(join('lambdas', handler, 'handler.ts'), benchConfig().limits.maxBundleMiB),
     timeoutSeconds: handler === 'budget-watch' ? BUDGET_WATCH_TIMEOUT.toSeconds() : DEFAULT_TIMEOUT_SECONDS,
   }));
 }
@@ -579,6 +595,93 @@ async function measurePlanSolves(runs: number, log: (line: string) => void): Pro
       }),
     });
     log(`control-plane: cold plan solve, ${c.label}: median ${medianMs.toFixed(0)} ms over ${runs}`);
+  }
+  return figures;
+}
+
+/**
+ * The child: runs the lifecycle's real Analyze step (argv: the bundled module's URL, the archive's path, its size and
+ * sha256) with the workspace read from disk as S3 would hand it over, and prints the process's peak resident set.
+ */
+const BUNDLE_MEMORY_CHILD = `
+const { readFileSync } = await import('node:fs');
+const [url, path, bytes, sha256] = process.argv.slice(1);
+const { createAnalyzeHandler, parseConfig } = await import(url);
+const job = {
+  jobId: 'job-1', team: 'research', state: 'SUBMITTED', command: ['python', 'train.py'], requirements: {},
+  bundle: { key: 'teams/research/jobs/job-1/code.tar.gz', bytes: Number(bytes), sha256 },
+};
+let patched = false;
+const plane = {
+  config: parseConfig({}, 'defaults'),
+  clock: () => new Date(),
+  jobs: { requireJob: async () => job, transition: async () => job, patchJob: async () => { patched = true; return job; } },
+  workspace: { getAtMost: async () => readFileSync(path) },
+  spotQuotes: { quotesFor: async () => [] },
+};
+await createAnalyzeHandler(plane)({ jobId: 'job-1' });
+if (!patched) throw new Error('Analyze did not estimate the job');
+const peak = /VmHWM:\\s+(\\d+) kB/.exec(readFileSync('/proc/self/status', 'utf8'));
+process.stdout.write(JSON.stringify({ peakBytes: Number(peak[1]) * 1024 }));
+`;
+
+/**
+ * Peak memory of the Analyze step on the two largest kinds of bundle the default limits let through: one that unpacks
+ * to MAX_UNPACKED_BYTES from next to nothing, and one of limits.maxBundleMiB that does not compress. The API reads
+ * and unpacks the same bundle the same way (lambdas/api/bundle.ts) and is sized alike.
+ */
+async function measureBundleMemory(log: (line: string) => void): Promise<BundleMemoryFigure[]> {
+  const MiB = KIB * KIB;
+  const defaults = parseConfig({}, 'defaults');
+  const functionMiB = memoryForEntry(join('lambdas', 'analyze', 'handler.ts'), defaults.limits.maxBundleMiB);
+  mkdirSync(BUILD_DIR, { recursive: true });
+  const entry = join(BUILD_DIR, 'analyze-entry.ts');
+  writeFileSync(
+    entry,
+    `export { createAnalyzeHandler } from ${JSON.stringify(join(ROOT, 'lambdas/lifecycle/analyze.ts'))};\n` +
+      `export { parseConfig } from ${JSON.stringify(join(ROOT, 'lib/config.ts'))};\n`,
+  );
+  const outfile = join(BUILD_DIR, 'analyze.mjs');
+  await bundleLambda(entry, outfile, defaults);
+  const script = Buffer.from('import torch\nmax_iters = 100\nfor step in range(max_iters):\n    pass\n');
+  // A tar holds each file's 512-byte header and rounds it to 512 bytes, and ends with two empty blocks.
+  const cases = [
+    { label: 'unpacks to the 1 GiB limit from next to nothing', data: () => Buffer.alloc(MAX_UNPACKED_BYTES - MiB) },
+    {
+      label: `does not compress: the ${defaults.limits.maxBundleMiB} MiB limit on the archive`,
+      data: () => randomBytes(defaults.limits.maxBundleMiB * MiB - MiB),
+    },
+  ];
+  const directory = mkdtempSync(join(tmpdir(), 'trainyard-bench-bundle-'));
+  const figures: BundleMemoryFigure[] = [];
+  try {
+    for (const c of cases) {
+      const data = c.data();
+      const archive = packTarGz([
+        { path: 'train.py', content: script },
+        { path: 'data/train.bin', content: data },
+      ]);
+      const path = join(directory, 'code.tar.gz');
+      writeFileSync(path, archive);
+      const { peakBytes } = await runChild<{ peakBytes: number }>(
+        BUNDLE_MEMORY_CHILD,
+        [pathToFileURL(outfile).href, path, String(archive.length), sha256Hex(archive)],
+        {},
+        `Analyze on a bundle that ${c.label}`,
+      );
+      const peakMiB = peakBytes / MiB;
+      figures.push({
+        label: c.label,
+        archiveMiB: archive.length / MiB,
+        unpackedMiB: (data.length + script.length) / MiB,
+        peakMiB,
+        functionMiB,
+        withinGoal: peakMiB <= functionMiB,
+      });
+      log(`control-plane: Analyze on a bundle that ${c.label}: peak ${peakMiB.toFixed(0)} MiB of ${functionMiB}`);
+    }
+  } finally {
+    rmSync(directory, { recursive: true, force: true });
   }
   return figures;
 }
@@ -1030,6 +1133,7 @@ export async function runControlPlaneBench(options: {
   const coldStarts = await measureColdStarts(files, options.quick ? 5 : 20, defaults, options.log);
   const sdkImports = await measureSdkImports(bundles, options.quick ? 3 : 9, options.log);
   const planSolves = await measurePlanSolves(options.quick ? 3 : 9, options.log);
+  const bundleMemory = options.quick ? [] : await measureBundleMemory(options.log);
   const directory = mkdtempSync(join(tmpdir(), 'trainyard-bench-cp-'));
   // A request log line per call would bury the progress lines; its cost (microseconds) is far below what is timed.
   const logLevel = logger.getLevelName();
@@ -1062,6 +1166,7 @@ export async function runControlPlaneBench(options: {
       transitions,
       planSolves,
       liveJobsRead,
+      bundleMemory,
       elapsedSeconds: (performance.now() - started) / 1000,
     };
   } finally {
@@ -1167,6 +1272,23 @@ export function controlPlaneTables(result: ControlPlaneBenchResult): string {
         `| ${p.label} | ${Number(p.timeLeftHours.toFixed(1))} h / ${Number(p.workLeftHours.toFixed(1))} h | ${p.gridPoints.toLocaleString('en-US')} | ` +
           `${p.medianMs.toFixed(0)} ms | ${p.maxMs.toFixed(0)} ms | ${p.rssMiB.toFixed(0)} MiB | ` +
           `${p.lambdas.map((l) => `${(l.estimatedMs / 1000).toFixed(1)} s (${yesNo(l.withinGoal)})`).join(' | ')} |`,
+      );
+    }
+  }
+  if (result.bundleMemory.length > 0) {
+    lines.push(
+      '',
+      'Peak memory of the lifecycle’s Analyze step (its real handler, bundled as the Lambdas are, in a fresh Node ' +
+        'process; the bundle read from disk as S3 hands it over) on the largest bundles the default limits take; the ' +
+        'API reads and unpacks a bundle the same way and is deployed with the same memory. Goal: the function’s memory.',
+      '',
+      '| bundle | archive | unpacked | peak resident | function memory | within |',
+      '|---|---|---|---|---|---|',
+    );
+    for (const m of result.bundleMemory) {
+      lines.push(
+        `| ${m.label} | ${m.archiveMiB.toFixed(1)} MiB | ${m.unpackedMiB.toFixed(0)} MiB | ${m.peakMiB.toFixed(0)} MiB | ` +
+          `${m.functionMiB} MiB | ${yesNo(m.withinGoal)} |`,
       );
     }
   }

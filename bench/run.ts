@@ -106,6 +106,16 @@ export function controlPlaneGoals(result: ControlPlaneBenchResult): GoalRow[] {
       met: result.planSolves.every((p) => p.lambdas.every((l) => l.withinGoal)),
     });
   }
+  const heaviest = [...result.bundleMemory].sort((a, b) => b.peakMiB - a.peakMiB)[0];
+  if (heaviest) {
+    rows.push({
+      part: 'control-plane',
+      metric: `peak memory of Analyze on the largest bundles (one that ${heaviest.label})`,
+      value: `${fmt(heaviest.peakMiB, 0)} MiB`,
+      goal: `≤ ${heaviest.functionMiB} MiB (its memory)`,
+      met: result.bundleMemory.every((m) => m.withinGoal),
+    });
+  }
   rows.push({
     part: 'control-plane',
     metric: 'state transitions of a happy-path job',

@@ -75,7 +75,7 @@ export const CONFIG_DESCRIPTIONS: Readonly<Record<string, string>> = {
     'Publish Trainyard’s metrics (running jobs, spend rate, budget used, spot capacity, spot warnings and reclaims) as EMF from the Lambdas; each metric series costs about $0.30 a month.',
   limits: 'Limits on what a job submission may carry.',
   'limits.maxBundleMiB':
-    'Largest code bundle (the compressed archive), MiB. At most 1024: the API function holds the archive and what it unpacks to (at most 1 GiB) in its 3 GiB of memory.',
+    'Largest code bundle (the compressed archive), MiB. At most 1024. The API and the lifecycle’s Analyze step each hold the archive and, at the peak, twice what it unpacks to (at most 1 GiB): their functions get 3072 MiB, or 3 × this + 512 MiB where that is more (3584 MiB at 1024).',
   'limits.maxInlineBundleKiB':
     'Largest bundle accepted inline in POST /jobs, KiB (larger ones use a presigned upload).',
   'limits.maxEnvVars': 'Most environment variables per job.',

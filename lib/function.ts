@@ -4,6 +4,7 @@ import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
+import { MAX_UNPACKED_BYTES } from '../lambdas/shared/tarball';
 import type { TrainyardConfig } from './config';
 import { acknowledgeFinding } from './nag';
 
@@ -40,16 +41,38 @@ export const PLANNING_MEMORY_MIB = 1024;
 /** Memory of every other Trainyard Lambda (I/O-bound handlers), MiB. */
 export const DEFAULT_MEMORY_MIB = 512;
 
+/**
+ * The Lambdas that read a code bundle whole and unpack it: the API (submit, estimate) and the lifecycle's Analyze
+ * step, which reads the bundle again from the workspace.
+ */
+export const BUNDLE_HANDLERS = ['api', 'analyze'] as const;
+
+/**
+ * Memory of the BUNDLE_HANDLERS for bundles of up to `maxBundleMiB` (limits.maxBundleMiB), MiB. Unpacking holds the
+ * archive and twice the tar at its peak (gunzip gathers its output, then joins it): measured by `npm run bench --
+ * --only control-plane` at about archive + 2 × unpacked + 90 MiB of runtime. The worst bundle is either one that
+ * unpacks to MAX_UNPACKED_BYTES from next to nothing, or one that does not compress at all (tar as large as the
+ * archive); 512 MiB on top is headroom. Never less than the 3072 MiB the API has always had.
+ */
+export function bundleMemoryMiB(maxBundleMiB: number): number {
+  const unpackedMiB = MAX_UNPACKED_BYTES / (1024 * 1024);
+  return Math.max(3072, Math.ceil(Math.max(2 * unpackedMiB, 3 * Math.min(maxBundleMiB, unpackedMiB)) + 512));
+}
+
 /** The handler folder of a Lambda entry (`…/lambdas/<handler>/handler.ts` → `<handler>`). */
 export function handlerOfEntry(entry: string): string {
   return entry.split(/[\\/]/).at(-2) ?? entry;
 }
 
-/** Memory the house gives a function by its entry: PLANNING_MEMORY_MIB for the PLANNING_HANDLERS, else the default. */
-export function memoryForEntry(entry: string): number {
-  return (PLANNING_HANDLERS as readonly string[]).includes(handlerOfEntry(entry))
-    ? PLANNING_MEMORY_MIB
-    : DEFAULT_MEMORY_MIB;
+/**
+ * Memory the house gives a function by its entry: PLANNING_MEMORY_MIB for the PLANNING_HANDLERS, bundleMemoryMiB for
+ * the BUNDLE_HANDLERS (for the configuration's largest bundle), else the default.
+ */
+export function memoryForEntry(entry: string, maxBundleMiB: number): number {
+  const handler = handlerOfEntry(entry);
+  if ((PLANNING_HANDLERS as readonly string[]).includes(handler)) return PLANNING_MEMORY_MIB;
+  if ((BUNDLE_HANDLERS as readonly string[]).includes(handler)) return bundleMemoryMiB(maxBundleMiB);
+  return DEFAULT_MEMORY_MIB;
 }
 
 /**
@@ -70,7 +93,7 @@ export interface TrainyardFunctionProps {
   readonly logRetention: logs.RetentionDays;
   /** @default - DEFAULT_TIMEOUT_SECONDS */
   readonly timeout?: Duration;
-  /** @default - memoryForEntry(entry): PLANNING_MEMORY_MIB for the handlers that solve spot plans, else 512 MiB */
+  /** @default - memoryForEntry(entry, limits.maxBundleMiB): by what the handler does (see memoryForEntry) */
   readonly memorySize?: number;
   /** One sentence saying what the function does (shown in the console). */
   readonly description: string;
@@ -103,7 +126,7 @@ export class TrainyardFunction extends NodejsFunction {
       description: props.description,
       runtime: lambda.Runtime.NODEJS_24_X,
       architecture: lambda.Architecture.ARM_64,
-      memorySize: props.memorySize ?? memoryForEntry(props.entry),
+      memorySize: props.memorySize ?? memoryForEntry(props.entry, props.config.limits.maxBundleMiB),
       timeout: props.timeout ?? Duration.seconds(DEFAULT_TIMEOUT_SECONDS),
       ...(props.deadLetterQueue ? { deadLetterQueue: props.deadLetterQueue } : {}),
       tracing: lambda.Tracing.ACTIVE,

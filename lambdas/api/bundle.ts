@@ -5,7 +5,7 @@
  */
 import type { TrainyardConfig } from '../../lib/config';
 import { uploadKey } from '../domain/workspace-layout';
-import { type BundleFile, sha256Hex, unpackTarGz } from '../shared/tarball';
+import { type BundleFile, MAX_UNPACKED_BYTES, sha256Hex, unpackTarGz } from '../shared/tarball';
 import { ObjectTooLarge, type Workspace } from '../shared/workspace';
 import { badRequest, tooLarge } from './errors';
 
@@ -22,9 +22,6 @@ export function base64DecodedLength(text: string): number {
   const padding = text.endsWith('==') ? 2 : text.endsWith('=') ? 1 : 0;
   return (text.length / 4) * 3 - padding;
 }
-
-/** Largest bundle unpacked for analysis, bytes: bounds the function's memory whatever the compression ratio. */
-export const MAX_UNPACKED_BYTES = 1024 * 1024 * 1024;
 
 /** Reads the bundle a request names (exactly one of `bundle`, `uploadId`), enforcing the configured limits. */
 export async function resolveBundle(

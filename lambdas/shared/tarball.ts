@@ -149,11 +149,14 @@ function paxRecords(body: Buffer, at: number): Map<string, string> {
   return records;
 }
 
+/** Largest tar a bundle may unpack to, bytes: bounds the memory of whatever unpacks it, whatever it compresses to. */
+export const MAX_UNPACKED_BYTES = 1024 * 1024 * 1024;
+
 /**
  * Reads the regular files of a tar.gz (ustar, GNU long names, PAX `path` records); refuses absolute paths, `..`,
- * and more than `maxBytes` uncompressed.
+ * and more than `maxBytes` uncompressed. Each file's content is a view of the unpacked tar, not a copy.
  */
-export function unpackTarGz(archive: Buffer, maxBytes = 1024 * 1024 * 1024): BundleFile[] {
+export function unpackTarGz(archive: Buffer, maxBytes = MAX_UNPACKED_BYTES): BundleFile[] {
   let tar: Buffer;
   try {
     tar = gunzipSync(archive, { maxOutputLength: maxBytes });
@@ -204,7 +207,7 @@ export function unpackTarGz(archive: Buffer, maxBytes = 1024 * 1024 * 1024): Bun
     if (path.startsWith('/') || path.split('/').includes('..'))
       throw new InvalidBundle(`bundle path escapes the project: ${path}`);
     if (path.includes('\0')) throw new InvalidBundle(`bundle path holds a NUL character: ${JSON.stringify(path)}`);
-    files.push({ path, content: Buffer.from(body), mode: Number.parseInt(field(100, 8).trim() || '644', 8) });
+    files.push({ path, content: body, mode: Number.parseInt(field(100, 8).trim() || '644', 8) });
   }
   return files;
 }

@@ -87,8 +87,7 @@ export class TrainyardHttpApi extends Construct {
       config: props.config,
       // API Gateway gives an integration at most 30 s.
       timeout: Duration.seconds(29),
-      // An uploaded bundle (up to limits.maxBundleMiB) is read, unpacked (up to 1 GiB) and stored in memory.
-      memorySize: 3072,
+      // Memory: bundleMemoryMiB (lib/function.ts), as for Analyze: a bundle is read and unpacked whole.
       environment: {
         [ENV.jobsTable]: props.jobsTable.tableName,
         [ENV.budgetsTable]: props.budgetsTable.tableName,

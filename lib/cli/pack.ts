@@ -6,12 +6,16 @@
 import { type Dirent, existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { compareCodeUnits } from '../../lambdas/domain/code-unit-order';
-import { type BundleFile, InvalidBundle, packTarGz, sha256Hex, textFilesOf } from '../../lambdas/shared/tarball';
+import {
+  type BundleFile,
+  InvalidBundle,
+  MAX_UNPACKED_BYTES,
+  packTarGz,
+  sha256Hex,
+  textFilesOf,
+} from '../../lambdas/shared/tarball';
 import { CliError, EXIT_CODES } from './exit-codes';
 import { ALWAYS_SKIPPED, IGNORE_FILES, type IgnoreRule, ignoredBy, parseIgnoreFile } from './ignore';
-
-/** The API unpacks bundles with this cap (unpackTarGz's default): a larger tar cannot be accepted. */
-export const MAX_UNPACKED_BYTES = 1024 * 1024 * 1024;
 
 /** What packing a directory produced. */
 export interface PackedProject {

@@ -152,8 +152,48 @@ describe('controlPlaneTables', () => {
         },
       ],
     },
+    bundleMemory: [
+      {
+        label: 'unpacks to the 1 GiB limit from next to nothing',
+        archiveMiB: 1.02,
+        unpackedMiB: 1023,
+        peakMiB: 2140.4,
+        functionMiB: 3072,
+        withinGoal: true,
+      },
+      {
+        label: 'does not compress: the 500 MiB limit on the archive',
+        archiveMiB: 499.2,
+        unpackedMiB: 499,
+        peakMiB: 3100,
+        functionMiB: 3072,
+        withinGoal: false,
+      },
+    ],
     elapsedSeconds: 1,
   };
+
+  it('tabulates Analyze’s peak memory per bundle, and its goal row takes the heaviest and fails if any is over', () => {
+    const rows = controlPlaneTables(result).split('\n');
+    expect(rows).toContain(
+      '| unpacks to the 1 GiB limit from next to nothing | 1.0 MiB | 1023 MiB | 2140 MiB | 3072 MiB | yes |',
+    );
+    expect(rows).toContain(
+      '| does not compress: the 500 MiB limit on the archive | 499.2 MiB | 499 MiB | 3100 MiB | 3072 MiB | no |',
+    );
+    expect(controlPlaneGoals(result).find((r) => r.metric.startsWith('peak memory'))).toEqual({
+      part: 'control-plane',
+      metric:
+        'peak memory of Analyze on the largest bundles (one that does not compress: the 500 MiB limit on the archive)',
+      value: '3100 MiB',
+      goal: '≤ 3072 MiB (its memory)',
+      met: false,
+    });
+    // A quick run measures none, and says nothing of it.
+    const quick = { ...result, bundleMemory: [] };
+    expect(controlPlaneTables(quick)).not.toContain('Analyze step');
+    expect(controlPlaneGoals(quick).some((r) => r.metric.startsWith('peak memory'))).toBe(false);
+  });
 
   it('prices each way of reading the live jobs for a month of ticks', () => {
     const rows = controlPlaneTables(result).split('\n');

@@ -269,24 +269,40 @@ describe('Lambda sizing', () => {
         .map(([, p]) => [String(p.Description), Number(p.MemorySize)]),
     );
 
-  it('gives the Lambdas that solve spot plans (cost-gate, attempt-outcome, budget-watch) 1024 MiB and the rest 512', () => {
+  it('gives the Lambdas that solve spot plans 1024 MiB, the two that unpack a bundle 3072 and the rest 512', () => {
     const memory = memoryByDescription();
     const planners = [...memory].filter(([d]) =>
       /reserve the estimate|classify an ended attempt|every 5 minutes meter running jobs/.test(d),
     );
     expect(planners).toHaveLength(3);
     for (const [description, mib] of planners) expect(mib, description).toBe(1024);
-    const others = [...memory].filter(([d]) => !planners.some(([p]) => p === d) && !d.includes('HTTP API'));
+    // The API and Analyze both read a bundle whole and unpack it (up to 1 GiB): Analyze once had the house's 512 MiB,
+    // and a bundle the API had taken ran it out of memory.
+    const unpackers = [...memory].filter(([d]) => /HTTP API|analyse the code bundle/.test(d));
+    expect(unpackers).toHaveLength(2);
+    for (const [description, mib] of unpackers) expect(mib, description).toBe(3072);
+    const others = [...memory].filter(([d]) => ![...planners, ...unpackers].some(([p]) => p === d));
     expect(others.length).toBeGreaterThanOrEqual(6);
     for (const [description, mib] of others) expect(mib, description).toBe(512);
+  });
+
+  it('gives the two that unpack a bundle more memory when the configuration allows larger bundles', () => {
+    const large = synthesize({ limits: { maxBundleMiB: 1024 } });
+    const unpackers = resourcesOf(large.platformTemplate, 'AWS::Lambda::Function').filter(([, p]) =>
+      /HTTP API|analyse the code bundle/.test(String(p.Description)),
+    );
+    expect(unpackers).toHaveLength(2);
+    // An archive of 1 GiB that does not compress: the archive and twice its tar, and 512 MiB of headroom.
+    for (const [, p] of unpackers) expect(p.MemorySize).toBe(3 * 1024 + 512);
   });
 
   it('sizes a function by the handler folder of its entry, relative or absolute', () => {
     expect(handlerOfEntry('lambdas/budget-watch/handler.ts')).toBe('budget-watch');
     expect(handlerOfEntry('/repo/lambdas/cost-gate/handler.ts')).toBe('cost-gate');
-    expect(memoryForEntry('/repo/lambdas/attempt-outcome/handler.ts')).toBe(1024);
-    expect(memoryForEntry('lambdas/finalize/handler.ts')).toBe(512);
+    expect(memoryForEntry('/repo/lambdas/attempt-outcome/handler.ts', 500)).toBe(1024);
+    expect(memoryForEntry('lambdas/finalize/handler.ts', 500)).toBe(512);
+    expect(memoryForEntry('lambdas/analyze/handler.ts', 500)).toBe(3072);
     // A folder that only contains a planning handler's name is not one.
-    expect(memoryForEntry('lambdas/cost-gate-report/handler.ts')).toBe(512);
+    expect(memoryForEntry('lambdas/cost-gate-report/handler.ts', 500)).toBe(512);
   });
 });
