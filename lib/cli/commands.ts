@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { accessSync, createWriteStream, constants as fsConstants, mkdirSync, statSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
-import { Readable } from 'node:stream';
+import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { Command, CommanderError, Option } from 'commander';
@@ -33,6 +33,7 @@ import {
   estimateCostForConfirmation,
   formatBudgetSet,
   formatBudgets,
+  formatBytes,
   formatCheckpoints,
   formatEstimate,
   formatJobStatus,
@@ -89,6 +90,42 @@ export interface CliIo {
   readonly isTTY: boolean;
   /** Asks a yes/no question on the terminal; resolves true for yes. */
   confirm(question: string): Promise<boolean>;
+}
+
+/** A line redrawn in place while long work goes on. */
+export interface ProgressLine {
+  /** Redraws the line with `text`, unless it was drawn under `everyMs` ago (`force`: draw anyway). */
+  show(text: string, force?: boolean): void;
+  /** Clears the line, if drawn. */
+  done(): void;
+}
+
+/**
+ * A progress line on a terminal; nothing where standard output is not one (a log, a pipe) or is a --json document
+ * (`enabled` false). Drawn at most every `everyMs`, so a download's thousands of chunks do not flood the terminal.
+ */
+export function progressLine(
+  io: CliIo,
+  enabled: boolean,
+  everyMs = 200,
+  now: () => number = () => performance.now(),
+): ProgressLine {
+  let drawnAt = Number.NEGATIVE_INFINITY;
+  let drawn = false;
+  return {
+    show(text, force = false) {
+      if (!enabled) return;
+      const at = now();
+      if (!force && at - drawnAt < everyMs) return;
+      drawnAt = at;
+      drawn = true;
+      io.stdout(`\r\x1b[2K${text}`);
+    },
+    done() {
+      if (drawn) io.stdout('\r\x1b[2K');
+      drawn = false;
+    },
+  };
 }
 
 /** Bundle limits the CLI applies before sending (config `limits`). */
@@ -452,7 +489,7 @@ export function createProgram(
     client: ApiClient,
     packed: PackedProject,
     command: readonly string[],
-    options: RequirementOptions,
+    options: RequirementOptions & CommonOptions,
     limits: BundleLimits,
     budgetProject?: string,
   ) => {
@@ -460,7 +497,7 @@ export function createProgram(
     const project =
       packed.textFilesBytes <= MAX_ESTIMATE_TEXT_BYTES
         ? { files: packed.textFiles }
-        : await bundleFields(client, packed, limits);
+        : await bundleFields(client, packed, limits, options.json);
     const response = await client.send({
       method: 'POST',
       path: '/estimate',
@@ -500,13 +537,20 @@ export function createProgram(
     client: ApiClient,
     packed: PackedProject,
     limits: BundleLimits,
+    json: boolean | undefined,
   ): Promise<{ bundle: string } | { uploadId: string }> => {
     let fields = bundles.get(packed);
     if (fields === undefined) {
-      fields =
-        packed.bytes <= limits.maxInlineBytes
-          ? Promise.resolve({ bundle: packed.archive.toString('base64') })
-          : uploadBundle(client, fetchImpl, packed).then((uploadId) => ({ uploadId }));
+      if (packed.bytes <= limits.maxInlineBytes)
+        fields = Promise.resolve({ bundle: packed.archive.toString('base64') });
+      else {
+        // One PUT of the whole archive (a presigned URL takes no chunked body): the line says what is under way.
+        const progress = progressLine(io, io.isTTY && !json);
+        progress.show(`Uploading the bundle (${formatBytes(packed.bytes)})…`, true);
+        fields = uploadBundle(client, fetchImpl, packed)
+          .then((uploadId) => ({ uploadId }))
+          .finally(() => progress.done());
+      }
       bundles.set(packed, fields);
     }
     return fields;
@@ -672,7 +716,7 @@ export function createProgram(
         await confirmOrStop(cost, settings.maxCost, 'estimate');
       }
 
-      const bundle = await bundleFields(client, packed, limits);
+      const bundle = await bundleFields(client, packed, limits, options.json);
       const response = await postJob(client, jobBody(bundle, command, settings), idempotencyKey).catch(
         (error: unknown) => {
           throw mayHaveCreated(
@@ -747,17 +791,15 @@ export function createProgram(
 
       // Each combination is estimated on its own (the analysis reads hyper-parameters from the command), a few at once.
       let estimated = 0;
-      const progress = () => {
-        if (io.isTTY && !options.json) io.stdout(`\r\x1b[2KEstimating: ${estimated} of ${jobs.length} jobs done…`);
-      };
-      progress();
+      const progress = progressLine(io, io.isTTY && !options.json, 0);
+      progress.show(`Estimating: ${estimated} of ${jobs.length} jobs done…`);
       const estimates = await mapConcurrently(jobs, SWEEP_ESTIMATES_IN_FLIGHT, async (job) => {
         const estimate = await estimateFor(client, packed, job.command, options, limits, settings.project);
         estimated += 1;
-        progress();
+        progress.show(`Estimating: ${estimated} of ${jobs.length} jobs done…`);
         return estimate;
       });
-      if (io.isTTY && !options.json) io.stdout('\r\x1b[2K');
+      progress.done();
       const reservations = estimates.map((e) => estimateCostForConfirmation(e) ?? 0);
       const total = Math.round(reservations.reduce((sum, r) => sum + r, 0) * 100) / 100;
       const available = num(estimates[0], 'budget.availableUsd');
@@ -781,7 +823,7 @@ export function createProgram(
         await confirmOrStop(total, settings.maxCost, 'total of the estimates');
       }
 
-      const bundle = await bundleFields(client, packed, limits);
+      const bundle = await bundleFields(client, packed, limits, options.json);
       const submitted: Array<{ index: number; params: Record<string, string>; body: unknown }> = [];
       for (const job of jobs) {
         const response = await postJob(
@@ -962,20 +1004,20 @@ export function createProgram(
     from: { cursor?: string; want?: number; maxPages?: number; shown?: JobsFilter } = {},
   ): Promise<{ jobs: Record<string, unknown>[]; cursor?: string }> => {
     const shown = filterText(from.shown ?? filter);
-    const progress = io.isTTY && !json && shown !== '';
+    const progress = progressLine(io, io.isTTY && !json && shown !== '', 0);
     const want = from.want ?? Number.POSITIVE_INFINITY;
     const jobs: Record<string, unknown>[] = [];
     let cursor = from.cursor;
     let pages = 0;
     do {
-      if (progress) io.stdout(`\r\x1b[2KFinding the jobs with ${shown}… ${jobs.length} so far`);
+      progress.show(`Finding the jobs with ${shown}… ${jobs.length} so far`);
       const limit = Math.min(MAX_JOBS_PAGE, want - jobs.length);
       const { body } = await client.send({ method: 'GET', path: '/jobs', query: { limit, ...filter, cursor } });
       jobs.push(...(list(body, 'jobs') as Record<string, unknown>[]));
       cursor = str(body, 'nextCursor');
       pages += 1;
     } while (cursor !== undefined && jobs.length < want && pages < (from.maxPages ?? Number.POSITIVE_INFINITY));
-    if (progress) io.stdout('\r\x1b[2K');
+    progress.done();
     return { jobs, ...(cursor !== undefined && { cursor }) };
   };
 
@@ -1237,11 +1279,36 @@ export function createProgram(
       else println(formatCheckpoints(body));
       if (options.download === undefined) return;
       const chosen = chooseCheckpoint(checkpointsOf(body), options.checkpoint);
+      const name = String(at(chosen, 'name'));
+      const fileCount = at(chosen, 'fileCount');
+      const totalBytes = at(chosen, 'bytes');
+      const of = (n: unknown) => (typeof n === 'number' ? ` of ${n}` : '');
+      const progress = progressLine(io, io.isTTY && !options.json);
+      const tally = { files: 0, bytes: 0 };
+      const show = (force = false) =>
+        progress.show(
+          `Downloading ${name}: ${tally.files}${of(fileCount)} files, ${formatBytes(tally.bytes)}${typeof totalBytes === 'number' ? ` of ${formatBytes(totalBytes)}` : ''}…`,
+          force,
+        );
+      show(true);
       let written = 0;
-      for await (const files of checkpointFilePages(client, jobId, chosen)) {
-        written += await downloadCheckpoint(fetchImpl, files, resolve(deps.cwd, options.download));
+      try {
+        for await (const files of checkpointFilePages(client, jobId, chosen)) {
+          written += await downloadCheckpoint(fetchImpl, files, resolve(deps.cwd, options.download), {
+            bytes: (n) => {
+              tally.bytes += n;
+              show();
+            },
+            file: () => {
+              tally.files += 1;
+              show(true);
+            },
+          });
+        }
+      } finally {
+        progress.done();
       }
-      if (!options.json) println(`Downloaded ${String(at(chosen, 'name'))}: ${written} files into ${options.download}`);
+      if (!options.json) println(`Downloaded ${name}: ${written} files into ${options.download}`);
     });
 
   for (const register of registrars) register(program);
@@ -1426,7 +1493,12 @@ const DOWNLOADS_IN_FLIGHT = 8;
  * Writes a checkpoint's files under `directory`, keeping their layout. Every path is checked before any download
  * starts; each file is streamed to disk, so a file of many GiB never sits in memory.
  */
-async function downloadCheckpoint(fetchImpl: FetchLike, files: readonly unknown[], directory: string): Promise<number> {
+async function downloadCheckpoint(
+  fetchImpl: FetchLike,
+  files: readonly unknown[],
+  directory: string,
+  tally: { bytes(n: number): void; file(): void },
+): Promise<number> {
   const downloads = files.map((file) => {
     const path = at(file, 'path');
     const url = at(file, 'url') ?? at(file, 'downloadUrl');
@@ -1463,7 +1535,17 @@ async function downloadCheckpoint(fetchImpl: FetchLike, files: readonly unknown[
     const target = join(directory, path);
     try {
       mkdirSync(dirname(target), { recursive: true });
-      await pipeline(Readable.fromWeb(response.body as WebReadableStream<Uint8Array>), createWriteStream(target));
+      await pipeline(
+        Readable.fromWeb(response.body as WebReadableStream<Uint8Array>),
+        new Transform({
+          transform(chunk: Buffer, _encoding, next) {
+            tally.bytes(chunk.length);
+            next(null, chunk);
+          },
+        }),
+        createWriteStream(target),
+      );
+      tally.file();
     } catch (error) {
       // Writing it here failed (a file in the way, a full disk): the download failed, not the connection.
       if ((error as NodeJS.ErrnoException).syscall !== undefined) {

@@ -205,6 +205,17 @@ describe('submit', () => {
     expect(stored?.equals(packed.archive)).toBe(true);
   });
 
+  it('says on a terminal that it is uploading a bundle, and how large, then clears the line', async () => {
+    const dir = project({ 'weights.bin': randomBytes(20 * 1024) });
+    const packed = packDirectory(dir, LIMITS);
+    const run = await cli(['submit', dir, '--yes', '--', 'python', 'train.py'], { tty: true });
+    expect(run.code).toBe(EXIT_CODES.ok);
+    const line = `\r\x1b[2KUploading the bundle (${(packed.bytes / 1024).toFixed(1)} KiB)…\r\x1b[2K`;
+    expect(run.stdout).toContain(line);
+    // Not on a pipe or a log.
+    expect((await cli(['submit', dir, '--yes', '--', 'python', 'train.py'])).stdout).not.toContain('Uploading');
+  });
+
   it('estimates a project with more text than a request carries from its bundle, uploaded once for the submit', async () => {
     // 24 text files of 500,000 bytes: 12 MB sent as text would pass every request limit; they compress to little,
     // with 20 KiB of random bytes keeping the bundle over the 8 KiB inline limit.
@@ -827,6 +838,26 @@ describe('status, jobs, cancel, budgets, tiers, checkpoints', () => {
     expect(run.stdout).toMatch(/\ngpu-medium +\$\S+ +\$\S+ +out for ≥ 14h 58m +fleet +config-fallback\n/);
     expect(run.stdout).toMatch(/\ngpu-large +\$\S+ +\$\S+ +unknown +— +config-fallback\n/);
     expect(run.stdout).toMatch(/\ngpu-multinode +\$5\.672 +— +— +— +not-allowed\n/);
+  });
+
+  it('checkpoints --download shows its progress on a terminal, files and bytes of the checkpoint, then clears it', async () => {
+    // A job of its own, so the other tests' checkpoints stay theirs.
+    const submitted = await cli(['submit', CPU_TINY, '--yes', '--json', '--', 'python', 'train.py']);
+    const own = (JSON.parse(submitted.stdout) as { job: { jobId: string } }).job.jobId;
+    const keys = jobKeysFor('nlp', own);
+    await bench.workspace.put(`${keys.checkpoints}ckpt-000015/model.pt`, randomBytes(3 * 1024));
+    await bench.workspace.put(`${keys.checkpoints}ckpt-000015/opt.pt`, randomBytes(1024));
+    await bench.workspace.put(`${keys.checkpoints}ckpt-000015/MANIFEST.json`, JSON.stringify({ step: 15, attempt: 2 }));
+    const target = join(scratch, 'with-progress');
+    const run = await cli(['checkpoints', own, '--download', target, '--checkpoint', 'ckpt-000015'], { tty: true });
+    expect(run.code).toBe(EXIT_CODES.ok);
+    const lines = run.stdout.split('\r\x1b[2K');
+    expect(lines).toContain('Downloading ckpt-000015: 0 of 2 files, 0 B of 4.0 KiB…');
+    expect(lines).toContain('Downloading ckpt-000015: 2 of 2 files, 4.0 KiB of 4.0 KiB…');
+    // The line is cleared before the summary.
+    expect(run.stdout).toContain('\r\x1b[2KDownloaded ckpt-000015: 2 files into ');
+    const quiet = await cli(['checkpoints', own, '--download', join(scratch, 'quiet'), '--checkpoint', 'ckpt-000015']);
+    expect(quiet.stdout).not.toContain('Downloading');
   });
 
   it('checkpoints --download fetches the newest complete checkpoint', async () => {

@@ -1,7 +1,7 @@
 // Human output, table-driven: money, durations, the progress bar, the watch line and how a GET /jobs/{id} answer is
 // read (the expected strings are written out by hand from the formatting rules in lib/cli/format.ts's JSDoc).
 import { describe, expect, it } from 'vitest';
-import { newLines } from '../../lib/cli/commands';
+import { newLines, progressLine } from '../../lib/cli/commands';
 import {
   estimateCostForConfirmation,
   formatBudgets,
@@ -298,5 +298,41 @@ describe('formatJobsTable', () => {
     expect(formatJobsTable({ jobs: [], nextCursor: 'abc' })).toBe(
       'No matching jobs on this page; older jobs remain: --cursor abc',
     );
+  });
+});
+
+describe('progressLine', () => {
+  const io = (out: string[]) => ({
+    stdout: (text: string) => {
+      out.push(text);
+    },
+    stderr: () => {},
+    isTTY: true,
+    confirm: async () => false,
+  });
+
+  it('redraws at most every interval unless forced, and clears only a line it drew', () => {
+    const out: string[] = [];
+    let now = 0;
+    const line = progressLine(io(out), true, 200, () => now);
+    line.show('a');
+    now = 100;
+    line.show('b');
+    line.show('c', true);
+    now = 250;
+    line.show('d');
+    now = 400;
+    line.show('e');
+    line.done();
+    line.done();
+    expect(out).toEqual(['\r\x1b[2Ka', '\r\x1b[2Kc', '\r\x1b[2Ke', '\r\x1b[2K']);
+  });
+
+  it('writes nothing when not enabled (a pipe, a log, a --json document)', () => {
+    const out: string[] = [];
+    const line = progressLine(io(out), false);
+    line.show('a', true);
+    line.done();
+    expect(out).toEqual([]);
   });
 });
