@@ -544,20 +544,33 @@ export function planSolveCases(
 }
 
 /**
+ * Bundles `exports` (names by module path from the repository root) as the Lambdas are bundled, default config
+ * defined in, into BUILD_DIR/<name>.mjs; resolves its path.
+ */
+async function bundleExports(name: string, exports: Record<string, readonly string[]>): Promise<string> {
+  mkdirSync(BUILD_DIR, { recursive: true });
+  const entry = join(BUILD_DIR, `${name}-entry.ts`);
+  writeFileSync(
+    entry,
+    Object.entries(exports)
+      .map(([module, names]) => `export { ${names.join(', ')} } from ${JSON.stringify(join(ROOT, module))};\n`)
+      .join(''),
+  );
+  const outfile = join(BUILD_DIR, `${name}.mjs`);
+  await bundleLambda(entry, outfile, parseConfig({}, 'defaults'));
+  return outfile;
+}
+
+/**
  * Cold plan solves: the planner bundled exactly as the Lambdas bundle it (bundleLambda), each solve in a fresh process (runs sequential),
  * at the deployed check interval, restart overhead and risk aversion and the sweep's p3.2xlarge price ratio (solve time
  * does not depend on the ratio or the overhead).
  */
 async function measurePlanSolves(runs: number, log: (line: string) => void): Promise<PlanSolveFigure[]> {
-  mkdirSync(BUILD_DIR, { recursive: true });
-  const entry = join(BUILD_DIR, 'spot-planner-entry.ts');
-  writeFileSync(
-    entry,
-    `export { spotPlanFor } from ${JSON.stringify(join(ROOT, 'lambdas/domain/spot-planner.ts'))};\n` +
-      `export { FLEET_SPOT_MODEL } from ${JSON.stringify(join(ROOT, 'lambdas/domain/spot-fleet-model.ts'))};\n`,
-  );
-  const outfile = join(BUILD_DIR, 'spot-planner.mjs');
-  await bundleLambda(entry, outfile, parseConfig({}, 'defaults'));
+  const outfile = await bundleExports('spot-planner', {
+    'lambdas/domain/spot-planner.ts': ['spotPlanFor'],
+    'lambdas/domain/spot-fleet-model.ts': ['FLEET_SPOT_MODEL'],
+  });
   const { checkIntervalSeconds, restartOverheadSeconds } = DEFAULT_PLACEMENT_CONFIG;
   const figures: PlanSolveFigure[] = [];
   for (const c of planSolveCases(checkIntervalSeconds)) {
@@ -634,15 +647,10 @@ async function measureBundleMemory(log: (line: string) => void): Promise<BundleM
   const MiB = KIB * KIB;
   const defaults = parseConfig({}, 'defaults');
   const functionMiB = memoryForEntry(join('lambdas', 'analyze', 'handler.ts'), defaults.limits.maxBundleMiB);
-  mkdirSync(BUILD_DIR, { recursive: true });
-  const entry = join(BUILD_DIR, 'analyze-entry.ts');
-  writeFileSync(
-    entry,
-    `export { createAnalyzeHandler } from ${JSON.stringify(join(ROOT, 'lambdas/lifecycle/analyze.ts'))};\n` +
-      `export { parseConfig } from ${JSON.stringify(join(ROOT, 'lib/config.ts'))};\n`,
-  );
-  const outfile = join(BUILD_DIR, 'analyze.mjs');
-  await bundleLambda(entry, outfile, defaults);
+  const outfile = await bundleExports('analyze', {
+    'lambdas/lifecycle/analyze.ts': ['createAnalyzeHandler'],
+    'lib/config.ts': ['parseConfig'],
+  });
   const script = Buffer.from('import torch\nmax_iters = 100\nfor step in range(max_iters):\n    pass\n');
   // A tar holds each file's 512-byte header and rounds it to 512 bytes, and ends with two empty blocks.
   const cases = [
