@@ -18,7 +18,7 @@ from trainyard_harness.metrics import (
     MetricsRecorder,
     parse_line,
 )
-from trainyard_harness.storage import FileStorage
+from trainyard_harness.storage import FileStorage, StorageError
 
 
 @pytest.mark.parametrize(
@@ -474,3 +474,35 @@ def test_thinning_runs_once_per_quarter_of_the_cap_not_once_per_sample(tmp_path,
 def test_a_cap_too_small_to_split_is_refused(tmp_path):
     with pytest.raises(ValueError, match='max_lines must be at least 8 .*, got 4'):
         recorder(tmp_path, max_lines=4)
+
+
+class _FlakyStorage(FileStorage):
+    """File storage whose first `failures` puts fail, as S3 does while it throttles."""
+
+    def __init__(self, uri: str, failures: int):
+        super().__init__(uri)
+        self.failures = failures
+
+    def put_bytes(self, data: bytes, key: str) -> None:
+        if self.failures > 0:
+            self.failures -= 1
+            raise StorageError('SlowDown: please reduce your request rate')
+        super().put_bytes(data, key)
+
+
+def test_a_metrics_upload_that_failed_is_tried_again_on_the_next_round(tmp_path):
+    """A round whose put fails (S3 throttling past botocore's retries) is tried again by the next round, which the
+    metrics loop calls without force: not only after the script's next matching line, which a trainer in a long
+    evaluation, or one that logs every few minutes, would leave the forecast and the deadline check waiting for."""
+    storage = _FlakyStorage(f'file://{tmp_path}/metrics', failures=1)
+    recorder = MetricsRecorder(storage, 'job-audit', 1, 1000, [], Logger(io.StringIO()))
+    recorder.state = 'running'
+    recorder.observe_line('iter 500: loss 1.2345, time 10.00ms, mfu 1.00%')
+    try:
+        recorder.upload()  # the metrics thread's round: throttled
+    except StorageError:
+        pass
+    recorder.upload()  # the next round, a minute later, with no new line meanwhile
+    progress = storage.get_bytes('progress.json')
+    assert progress is not None, 'progress.json was never uploaded after one failed round'
+    assert json.loads(progress)['step'] == 500

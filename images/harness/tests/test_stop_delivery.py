@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -15,7 +16,9 @@ from conftest import HARNESS_SRC, PYTHON, base_env, closed_port_endpoint, run_ha
 
 from trainyard_harness.checkpoints import CheckpointStore
 from trainyard_harness.logs import Logger
+from trainyard_harness.main import Harness
 from trainyard_harness.processes import live_group_pids, stop_targets
+from trainyard_harness.settings import load_settings
 from trainyard_harness.storage import FileStorage
 
 # Saves on SIGTERM, slowly (half a second, as a real save takes a while), then says so; `train_until_stopped` steps
@@ -490,3 +493,63 @@ def test_reaping_orphans_leaves_the_harness_own_subprocesses_to_whoever_waits_fo
     assert done.returncode == 0, done.stderr
     # Each subprocess.run saw its own status; the orphan the command left (`exit 4`) was reaped.
     assert json.loads(done.stdout) == {'codes': [3] * 40, 'reaped': [4]}
+
+
+def _harness_settings(tmp_path):
+    env = {
+        'TRAINYARD_JOB_ID': 'job-audit',
+        'TRAINYARD_ATTEMPT': '1',
+        'TRAINYARD_CHECKPOINT_URI': f'file://{tmp_path}/store/checkpoints',
+        'TRAINYARD_CHECKPOINT_DIR': str(tmp_path / 'ckpt'),
+    }
+    return load_settings(env, ['true'])
+
+
+def test_a_second_stop_signal_while_the_main_thread_writes_a_log_line_does_not_crash_the_harness(tmp_path):
+    """A spot reclaim requests the stop twice: the IMDS poller first, then the SIGTERM that TerminateJob makes ECS send
+    (DESIGN.md, "Checkpoint on interruption"). The signal handler runs on the main thread, here in the middle of a log
+    write blocked on a full stderr pipe (EINTR; PEP 475 runs the handler, then retries): a log line written from the
+    handler would re-enter the stream's BufferedWriter (RuntimeError, the harness dead before its final sync). A
+    harness without PYTHONUNBUFFERED has such a writer (local mode from the source tree, a custom image). The handler
+    only notes the repeated stop; the run loop logs it."""
+    read_end, write_end = os.pipe()
+    stream = io.TextIOWrapper(io.BufferedWriter(io.FileIO(write_end, 'w'), buffer_size=8192))
+    log = Logger(stream)
+    harness = Harness(_harness_settings(tmp_path), log)
+    previous = signal.signal(signal.SIGTERM, harness._on_signal)
+    try:
+        harness.request_stop('spot-notice:terminate')  # the IMDS poller's request comes first
+        # The log stream's reader is slow: the pipe is full, so the next write blocks in write(2).
+        os.set_blocking(write_end, False)
+        try:
+            while True:
+                os.write(write_end, b'x' * 65536)
+        except BlockingIOError:
+            pass
+        os.set_blocking(write_end, True)
+        main = threading.main_thread().ident
+        stop_draining = threading.Event()
+
+        def terminate_then_drain() -> None:
+            time.sleep(0.3)
+            signal.pthread_kill(main, signal.SIGTERM)  # ECS's SIGTERM arrives while the write is blocked
+            time.sleep(0.3)
+            os.set_blocking(read_end, False)
+            while not stop_draining.is_set():  # the reader catches up
+                try:
+                    os.read(read_end, 1 << 20)
+                except BlockingIOError:
+                    time.sleep(0.02)
+
+        drainer = threading.Thread(target=terminate_then_drain, daemon=True)
+        drainer.start()
+        try:
+            log.info('stop_signal_sent', signal='SIGTERM', pids=[12345])  # what the main loop logs at the stop
+        finally:
+            stop_draining.set()
+            drainer.join(5)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        os.close(read_end)
+    assert harness.stop_reason == 'spot-notice:terminate'
+    assert harness.repeated_stop_signals == ['SIGTERM']

@@ -94,6 +94,8 @@ class Harness:
         self.spot_notice_seen = False
         self.child: subprocess.Popen[bytes] | None = None
         self.leader_is_shell = False
+        # Stop signals that came after the stop was requested, in order (logged by the run loop, not the handler).
+        self.repeated_stop_signals: list[str] = []
 
     # Called from the signal handler (main thread) or the IMDS poller thread.
     def request_stop(self, reason: str) -> None:
@@ -101,12 +103,23 @@ class Harness:
         if self.stop_event.is_set():
             self.log.info('stop_already_requested', reason=reason)
             return
+        self._set_stop(reason)
+
+    def _set_stop(self, reason: str) -> None:
         self.stop_reason = reason
         self.stop_requested_at = time.monotonic()
         self.stop_event.set()
 
     def _on_signal(self, signum: int, _frame: object) -> None:
-        self.request_stop(signal.Signals(signum).name)
+        # A signal handler runs on the main thread between two of its bytecodes, in the middle of a log write as
+        # likely as not: writing a log line here would re-enter that stream's buffer (RuntimeError, the harness
+        # dead before its final sync). A repeated stop (IMDS first, then the SIGTERM it announced) is noted and
+        # logged by the run loop.
+        name = signal.Signals(signum).name
+        if self.stop_event.is_set():
+            self.repeated_stop_signals.append(name)
+        else:
+            self._set_stop(name)
 
     def _on_notice(self, notice: InstanceAction) -> None:
         self.spot_notice_seen = True
@@ -389,6 +402,8 @@ class Harness:
         except Exception as error:  # progress is advisory: nothing in reading it may keep the final sync from running
             self.log.warn('metrics_file_read_failed', error=f'{type(error).__name__}: {error}')
         assert returncode is not None and leader_exited_at is not None
+        for name in self.repeated_stop_signals:
+            self.log.info('stop_already_requested', reason=name)
         self.log.info(
             'user_command_exited',
             returncode=returncode,

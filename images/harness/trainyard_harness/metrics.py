@@ -322,8 +322,14 @@ class MetricsRecorder:
                 return
             body = ('\n'.join(self.lines) + '\n').encode() if self.lines else b''
             self._dirty = False
-        self.storage.put_bytes(body, 'metrics.jsonl')
-        self.storage.put_bytes(json.dumps(self.progress(), indent=2).encode(), 'progress.json')
+        try:
+            self.storage.put_bytes(body, 'metrics.jsonl')
+            self.storage.put_bytes(json.dumps(self.progress(), indent=2).encode(), 'progress.json')
+        except BaseException:
+            # Not stored: the next round tries again, not only the next sample (a long evaluation prints none).
+            with self._lock:
+                self._dirty = True
+            raise
 
 
 class MetricsFileTail:
