@@ -65,6 +65,14 @@ export const TIER_SPOT_MODEL_REFIT_SECONDS = 7 * 24 * 3600;
  */
 export const TIER_SPOT_MODEL_PRIOR_WEIGHT = 20;
 
+/**
+ * How far apart the reclaims of one interruption may fall, seconds. One capacity event takes back many instances of a
+ * pool, their notices seconds apart, each folded in by its own attempt-outcome in whatever order they run. Within a
+ * minute no attempt can have started on a new instance and been reclaimed again (its instance boots and pulls the
+ * image first); nor, in the traces, can one job be reclaimed twice (two ticks of 32 s at the least).
+ */
+export const RECLAIM_WAVE_SECONDS = 60;
+
 /** zod schema of the record (one item per tier in the jobs table). */
 export const tierSpotRecordSchema = z
   .strictObject({
@@ -101,6 +109,12 @@ export const tierSpotRecordSchema = z
           }),
         ),
     ),
+    /**
+     * The first reclaim (epoch ms) of the interruption that began the current stretch of "available", when a reclaim
+     * folded in began it; absent otherwise. Reclaims of other attempts within RECLAIM_WAVE_SECONDS of it are the same
+     * interruption, not stretches of their own.
+     */
+    waveMs: z.optional(epochMs),
     /** When (epoch ms) the watch last refitted the tier's model; absent on a record kept before the models (its next tick fits one). */
     modelFittedMs: z.optional(epochMs),
     /** The tier's model as last refitted; absent = the fleet model (nothing learnt yet). */
@@ -244,9 +258,11 @@ export function nextTierSpot(
   const unbroken = record !== undefined && nowMs - record.seenMs <= tierSpotMaxGapMs(checkIntervalSeconds);
   if (unbroken && record.available === available) return refitIfDue({ ...record, seenMs: nowMs }, nowMs, prior);
   const lifeTable = withStretchCounted(record, unbroken ? nowMs : (record?.seenMs ?? nowMs), unbroken);
+  // A new stretch, begun by this tick: no reclaim began it.
+  const { waveMs: _wave, ...kept } = record ?? {};
   return refitIfDue(
     {
-      ...record,
+      ...kept,
       lifeTable,
       tier,
       available,
@@ -263,7 +279,9 @@ export function nextTierSpot(
  * The record after a reclaim of one of the tier's spot attempts at `atMs`, or undefined when it changes nothing:
  * - after the record's latest tick → an outage that began then, and the platform saw it begin;
  * - within the record's current stretch of "available" → the stretch was broken then (it is counted into the life
- *   table as ended, when its start was seen): spot has been back since;
+ *   table as ended, when its start was seen): spot has been back since; unless a reclaim of the same interruption
+ *   began that stretch (within RECLAIM_WAVE_SECONDS of the first): then nothing is counted, and spot is back since
+ *   this reclaim, so that one interruption over several jobs counts once, whatever order their folds run in;
  * - during an outage already recorded, or before the current run began → nothing new (so a replay changes nothing).
  */
 export function tierSpotAfterReclaim(
@@ -278,7 +296,15 @@ export function tierSpotAfterReclaim(
     return next && next.sinceMs === atMs ? { ...next, sinceChange: true } : next;
   }
   if (!record.available || atMs < record.sinceMs || (atMs === record.sinceMs && record.sinceChange)) return undefined;
-  return { ...record, lifeTable: withStretchCounted(record, atMs, true), sinceMs: atMs, sinceChange: true };
+  if (record.waveMs !== undefined && atMs - record.waveMs <= RECLAIM_WAVE_SECONDS * 1000)
+    return { ...record, sinceMs: atMs, sinceChange: true };
+  return {
+    ...record,
+    lifeTable: withStretchCounted(record, atMs, true),
+    sinceMs: atMs,
+    sinceChange: true,
+    waveMs: atMs,
+  };
 }
 
 /**

@@ -146,6 +146,50 @@ describe('tierSpotAfterReclaim', () => {
   });
 });
 
+describe('one interruption that reclaims several of the tier’s attempts', () => {
+  const BINS = FLEET_SPOT_MODEL.availableHazards.length;
+  const empty = () => ({ atRisk: new Array(BINS).fill(0), ended: new Array(BINS).fill(0) });
+  // Spot seen to begin at T0 and confirmed at T0 + 30 min, with a life table to count in.
+  const stored = record({ lifeTable: { binSeconds: 600, wideBins: 5, available: empty(), unavailable: empty() } });
+  const foldAll = (reclaims: readonly number[], from: TierSpotRecord = stored): TierSpotRecord =>
+    reclaims.reduce((r, atMs) => tierSpotAfterReclaim(r, 'gpu-small', atMs, 300) ?? r, from);
+  const endedStretches = (r: TierSpotRecord) => (r.lifeTable?.available.ended ?? []).reduce((a, b) => a + b, 0);
+  // Three attempts' notices 4 s apart, each folded in by its own attempt-outcome after the watch's next tick.
+  const WAVE = [T0 + 26 * MIN, T0 + 26 * MIN + 4_000, T0 + 26 * MIN + 8_000];
+
+  it('counts one ended stretch, not one per attempt, in whatever order the folds run', () => {
+    const ascending = foldAll(WAVE);
+    const descending = foldAll([...WAVE].reverse());
+    expect(endedStretches(ascending)).toBe(1);
+    expect(endedStretches(descending)).toBe(1);
+    // Spot is back since the wave's last reclaim either way.
+    expect(stateOf(ascending)).toEqual(stateOf(descending));
+    expect(ascending.sinceMs).toBe(T0 + 26 * MIN + 8_000);
+    // And the refitted model does not depend on the order.
+    const at = T0 + TIER_SPOT_MODEL_REFIT_SECONDS * 1000;
+    expect(refittedTierSpotModel(ascending, at)).toEqual(refittedTierSpotModel(descending, at));
+  });
+
+  it('counts a reclaim more than a minute after the wave began as a stretch of its own', () => {
+    const later = foldAll([T0 + 26 * MIN, T0 + 26 * MIN + 61_000]);
+    expect(endedStretches(later)).toBe(2);
+  });
+
+  it('changes nothing for a replayed reclaim of the wave', () => {
+    const folded = foldAll(WAVE);
+    for (const atMs of WAVE) expect(tierSpotAfterReclaim(folded, 'gpu-small', atMs, 300)).toBeUndefined();
+  });
+
+  it('forgets the wave once a tick begins a stretch of its own', () => {
+    const folded = foldAll([T0 + 26 * MIN]);
+    expect(folded.waveMs).toBe(T0 + 26 * MIN);
+    const outage = nextTierSpot(folded, 'gpu-small', false, T0 + 35 * MIN, 300);
+    expect(outage?.waveMs).toBeUndefined();
+    const sameStretch = nextTierSpot(folded, 'gpu-small', true, T0 + 35 * MIN, 300);
+    expect(sameStretch?.waveMs).toBe(T0 + 26 * MIN);
+  });
+});
+
 describe('what the record learns of the tier’s stretches', () => {
   const BINS = FLEET_SPOT_MODEL.availableHazards.length;
   const WEEK_MS = TIER_SPOT_MODEL_REFIT_SECONDS * 1000;
