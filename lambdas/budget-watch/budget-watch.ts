@@ -491,8 +491,17 @@ export function createBudgetWatchHandler(plane: Plane, options: BudgetWatchOptio
     const tierSpots = new Map<string, TierSpotRecord>();
     for (const tier of plane.config.tiers.filter(keepsTierSpotRecord)) {
       await attempt(`tier ${tier.id}`, async () => {
-        const record = await observeTier(tier, nowMs, probes, result);
-        if (record) tierSpots.set(tier.id, record);
+        try {
+          const record = await observeTier(tier, nowMs, probes, result);
+          if (record) tierSpots.set(tier.id, record);
+        } catch (error) {
+          // The tick could not be stored (throttled, or lost every race with reclaim folds): the run fails naming the
+          // tier, but its jobs' checks read the stored record, as when the probe cannot tell, not none (which would
+          // plan them with the fleet model and without spot's state, and a move decided so is not undone).
+          const stored = await plane.jobs.getTierSpot(tier.id).catch(() => undefined);
+          if (stored) tierSpots.set(tier.id, stored);
+          throw error;
+        }
       });
     }
 
