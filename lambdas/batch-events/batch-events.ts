@@ -141,7 +141,8 @@ export function createBatchJobRecorder(plane: Plane) {
   ): Promise<AttemptRecord | undefined> {
     let stored: AttemptRecord | undefined = attempt;
     if (attempt.startedAt === undefined) {
-      const startedAt = batchJob.startedAt ?? batchJob.attempts.at(-1)?.startedAt ?? batchJob.createdAt;
+      const startedAt =
+        batchJob.startedAt ?? batchJob.attempts.at(-1)?.startedAt ?? batchJob.createdAt ?? plane.clock().getTime();
       const tier = tierOfJob(plane.config, job);
       const instance = await instanceOf(batchJob);
       const usdPerHour = await startPrice(plane, attempt, tier, instance, startedAt);

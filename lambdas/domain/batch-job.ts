@@ -54,18 +54,22 @@ const attemptSchema = z.looseObject({
   statusReason: z.optional(z.string()),
 });
 
-/** zod schema of the Batch job detail (lenient: unknown keys pass through). Apply {@link normaliseBatchJobKeys} first. */
+/**
+ * zod schema of the Batch job detail (lenient: unknown keys pass through). Apply {@link normaliseBatchJobKeys} first.
+ * What the API reference (JobDetail) leaves optional is optional here: a just-submitted job comes without `attempts`,
+ * `jobArn` or even `createdAt` in AWS's own DescribeJobs example; no attempts reads as none.
+ */
 export const batchJobSchema = z.looseObject({
-  jobArn: z.string().check(z.minLength(1)),
+  jobArn: z.optional(z.string().check(z.minLength(1))),
   jobName: z.string().check(z.minLength(1)),
   jobId: z.string().check(z.minLength(1)),
   jobQueue: z.string().check(z.minLength(1)),
   status: z.enum(BATCH_JOB_STATUSES),
   statusReason: z.optional(z.string()),
-  createdAt: epochMs,
+  createdAt: z.optional(epochMs),
   startedAt: z.optional(epochMs),
   stoppedAt: z.optional(epochMs),
-  attempts: z.array(attemptSchema),
+  attempts: z._default(z.array(attemptSchema), []),
   container: z.optional(containerSchema),
   tags: z.optional(z.record(z.string(), z.string())),
   parameters: z.optional(z.record(z.string(), z.string())),

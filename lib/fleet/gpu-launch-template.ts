@@ -1,15 +1,10 @@
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import { Construct } from 'constructs';
+import { CONTAINER_STOP_TIMEOUT_SECONDS } from './stop-timeout';
 
 /** SSM parameter with the current ECS-optimised Amazon Linux 2023 NVIDIA AMI; resolved at deploy time. */
 export const ECS_AL2023_GPU_AMI_PARAMETER = '/aws/service/ecs/optimized-ami/amazon-linux-2023/gpu/recommended/image_id';
 
-/**
- * Seconds ECS waits between SIGTERM and SIGKILL when it stops a container. The spot warning is 120 s; the
- * interruption function calls TerminateJob within seconds of the notice, so 110 s lets the harness signal the
- * training process, wait for its checkpoint and upload it before the instance is reclaimed.
- */
-export const CONTAINER_STOP_TIMEOUT_SECONDS = 110;
 
 /** Props for a GPU launch template. */
 export interface GpuLaunchTemplateProps {

@@ -14,10 +14,11 @@
  *   checkpoint). Outcome rule 2: the reason decides.
  * - Timeout.AttemptDurationSeconds reached → SIGTERM as Batch does, job statusReason `Job attempt duration exceeded
  *   timeout`, the harness's exit code. Outcome rule 5: timed-out.
- * - Spot notice, harness exits 75 (it checkpointed inside the warning) → job and attempt statusReason
- *   `Host EC2 (instance i-…) terminated.` and container exitCode 75. On AWS the host is reclaimed when the warning
- *   expires; reporting the reclaim here makes outcome rule 4 classify it `reclaimed` with the instance id whether or
- *   not the interruption handler recorded the notice (rule 8 would need that record to tell a reclaim from a move).
+ * - Spot notice, harness exits 75 (it checkpointed inside the warning) → `Essential container in task exited` with
+ *   exit code 75, as on AWS: the container ends while its host is still up (the warning comes two minutes before EC2
+ *   acts), so Batch reports the container's exit, not the host's end (test/fixtures/batch/harness-exit-75…). Outcome
+ *   rule 8 tells the reclaim from a move by the notice the interruption handler recorded, or the one the harness read
+ *   from IMDS (its progress.json), as in production.
  * - Spot notice, harness still running `noticeKillSeconds` later → the process tree is killed (the instance is gone):
  *   `Host EC2 (instance i-…) terminated.` and no exit code, exactly like reclaimed-spot.event.json. Rule 4: reclaimed.
  * - Spot notice, harness exits 0 before the reclaim → SUCCEEDED (the work finished in time); any other exit code →
@@ -56,6 +57,7 @@ import { ATTEMPT_TIMEOUT_REASON } from '../../lambdas/domain/outcome';
 import { containerOverridesOf } from '../../lambdas/domain/submit-job';
 import type { BatchControl, BatchJobRef, InstanceFacts } from '../../lambdas/shared/ports';
 import { maxRuntimeSeconds, type TierConfig } from '../config';
+import { CONTAINER_STOP_TIMEOUT_SECONDS } from '../fleet/stop-timeout';
 import { type EngineCredentials, OPEN_ENGINE_CREDENTIALS } from './engines';
 import { awsTimestamp, FakeImds } from './fake-imds';
 import { BatchTaskFailed, type LocalBatch, type SubmitJobInput } from './local-batch';
@@ -154,7 +156,7 @@ export interface LocalBatchRunnerOptions {
   readonly spotInterruptionsPerHour?: number;
   /** Seconds from a notice to the reclaim that kills the attempt (AWS: 2 minutes). @default 120 */
   readonly noticeKillSeconds?: number;
-  /** Seconds from SIGTERM (TerminateJob, timeout) to SIGKILL, like ECS_CONTAINER_STOP_TIMEOUT. @default 120 */
+  /** Seconds from SIGTERM (TerminateJob, timeout) to SIGKILL: the GPU hosts' ECS_CONTAINER_STOP_TIMEOUT. @default 110 */
   readonly stopTimeoutSeconds?: number;
   /** The same on Fargate (the CPU tiers): every stop, a spot interruption's too. @default FARGATE_STOP_TIMEOUT_SECONDS */
   readonly fargateStopTimeoutSeconds?: number;
@@ -280,9 +282,6 @@ export function describeAttemptEnd(facts: AttemptEndFacts): AttemptEndReport {
   if (facts.stop?.kind === 'terminate') return exited('FAILED', facts.stop.reason);
   if (facts.stop?.kind === 'timeout') return exited('FAILED', ATTEMPT_TIMEOUT_REASON);
   if (facts.hostReclaimed) return { status: 'FAILED', statusReason: host, attemptStatusReason: host };
-  if (facts.noticeServed && facts.exitCode === HARNESS_EXIT.checkpointedResume) {
-    return { status: 'FAILED', statusReason: host, attemptStatusReason: host, exitCode: facts.exitCode };
-  }
   if (facts.stop?.kind === 'shutdown') {
     return {
       status: 'FAILED',
@@ -386,7 +385,7 @@ export class LocalBatchRunner implements LocalBatch, BatchControl {
     this.now = options.now ?? Date.now;
     this.random = options.random ?? Math.random;
     this.noticeKillSeconds = options.noticeKillSeconds ?? 120;
-    this.stopTimeoutSeconds = options.stopTimeoutSeconds ?? 120;
+    this.stopTimeoutSeconds = options.stopTimeoutSeconds ?? CONTAINER_STOP_TIMEOUT_SECONDS;
     this.fargateStopTimeoutSeconds = options.fargateStopTimeoutSeconds ?? FARGATE_STOP_TIMEOUT_SECONDS;
   }
 

@@ -114,6 +114,45 @@ describe('Batch', () => {
     expect(await awsBatchControl().lookupJob?.({ queue: 'trainyard-gpu-small-spot', jobName: name })).toBeUndefined();
     expect(batch.commandCalls(DescribeJobsCommand)).toHaveLength(0);
   });
+
+  // The API reference's JobDetail (https://docs.aws.amazon.com/batch/latest/APIReference/API_JobDetail.html) leaves
+  // `attempts`, `createdAt` and `jobArn` optional, and AWS's own describe-jobs example
+  // (https://docs.aws.amazon.com/code-library/latest/ug/batch_example_batch_DescribeJobs_section.html) answers a
+  // SUBMITTED job without `attempts` or `jobArn`.
+  it('looks up a just-submitted attempt whose JobDetail has no attempts or jobArn yet', async () => {
+    const jobId = 'bcf0b186-a532-4122-842e-2ccab8d54efb';
+    batch.on(DescribeJobsCommand).resolves({
+      jobs: [
+        {
+          status: 'SUBMITTED',
+          container: {
+            mountPoints: [],
+            image: '123456789012.dkr.ecr.us-east-1.amazonaws.com/trainyard/pytorch-gpu:2.5.1',
+            environment: [],
+            command: ['python', 'train.py'],
+            volumes: [],
+            ulimits: [],
+          },
+          parameters: {},
+          jobDefinition: 'arn:aws:batch:us-east-1:123456789012:job-definition/trainyard-vision-gpu-small:1',
+          jobQueue: 'arn:aws:batch:us-east-1:123456789012:job-queue/trainyard-gpu-small-spot',
+          jobId,
+          dependsOn: [],
+          jobName: '01JDA7Q6ZK3V8N2M4P5R6S7T8W-a1',
+          createdAt: 1480483387803,
+        },
+      ],
+    } as never);
+    // AttemptOutcome, Finalize/execution-ended and budget-watch all reach Batch through this call: a job just
+    // submitted is "still queued", not an invalid answer.
+    const job = await awsBatchControl().lookupJob?.({
+      batchJobId: jobId,
+      queue: 'trainyard-gpu-small-spot',
+      jobName: '01JDA7Q6ZK3V8N2M4P5R6S7T8W-a1',
+    });
+    expect(job?.status).toBe('SUBMITTED');
+    expect(job?.attempts).toEqual([]);
+  });
 });
 
 describe('EventBridge', () => {

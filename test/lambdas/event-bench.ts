@@ -180,7 +180,7 @@ export async function startEventBench(options: { withS3?: boolean; now?: Date } 
         if (ref.batchJobId !== undefined) return bench.batchJobs.find((j) => j.jobId === ref.batchJobId);
         return bench.batchJobs
           .filter((j) => j.jobName === ref.jobName && j.jobQueue.endsWith(`/${ref.queue}`))
-          .sort((a, b) => b.createdAt - a.createdAt)[0];
+          .sort((a, b) => (b.createdAt ?? 0) - (a.createdAt ?? 0))[0];
       },
     },
     events: {

@@ -11,6 +11,7 @@ import { TERMINATE_REASONS } from '../../lambdas/domain/batch-reasons';
 import { classifyAttemptOutcome } from '../../lambdas/domain/outcome';
 import { packTarGz } from '../../lambdas/shared/tarball';
 import { DEFAULT_TIERS, parseConfig, type TierConfig } from '../../lib/config';
+import { CONTAINER_STOP_TIMEOUT_SECONDS } from '../../lib/fleet/stop-timeout';
 import {
   BatchClientException,
   type BatchJobDetail,
@@ -218,7 +219,7 @@ describe('LocalBatchRunner.runJob', () => {
       /^arn:aws:ecs:us-east-1:000000000000:container-instance\/trainyard-local\/[0-9a-f]{32}$/,
     );
     expect(attempt?.container?.logStreamName).toMatch(/^vision\/default\/[0-9a-f]{32}$/);
-    expect(parsed.startedAt).toBeGreaterThanOrEqual(parsed.createdAt);
+    expect(parsed.startedAt).toBeGreaterThanOrEqual(parsed.createdAt ?? Number.POSITIVE_INFINITY);
     expect(parsed.stoppedAt).toBeGreaterThanOrEqual(parsed.startedAt ?? Number.POSITIVE_INFINITY);
     expect(classifyAttemptOutcome(parsed).kind).toBe('succeeded');
     expect(states.map((s) => s.status)).toEqual(['RUNNABLE', 'STARTING', 'RUNNING', 'SUCCEEDED']);
@@ -391,13 +392,12 @@ describe('spot interruptions', () => {
     expect(running).toMatchObject({ trainyardJobId: input.jobId, capacity: 'spot', team: TEAM, attempt: '1' });
     expect(served.instanceId).toBe(running?.instanceId);
     const job = parseBatchFailureCause(failure.cause);
-    expect(job.statusReason).toBe(`Host EC2 (instance ${served.instanceId}) terminated.`);
+    // As on AWS: the container exits inside the warning, its host still up; the notice the interruption handler
+    // records (local mode runs it on every notice served) makes the exit a reclaim, not a move.
+    expect(job.statusReason).toBe('Essential container in task exited');
     expect(job.attempts[0]?.container?.exitCode).toBe(75);
-    expect(classifyAttemptOutcome(job)).toMatchObject({
-      kind: 'reclaimed',
-      instanceId: served.instanceId,
-      resumable: true,
-    });
+    expect(classifyAttemptOutcome(job, { noticeRecorded: true })).toMatchObject({ kind: 'reclaimed', resumable: true });
+    expect(classifyAttemptOutcome(job).kind).toBe('moved');
     const listed = await s3.send(new ListObjectsV2Command({ Bucket: BUCKET, Prefix: `${input.prefix}checkpoints/` }));
     const keys = (listed.Contents ?? []).map((o) => o.Key);
     expect(keys).toContain(`${input.prefix}checkpoints/ckpt-000001/MANIFEST.json`);
@@ -555,9 +555,9 @@ describe('spot interruptions', () => {
     const event = await rec.notice();
     const job = parseBatchFailureCause((await failureOf(run)).cause);
 
-    const outcome = classifyAttemptOutcome(job);
-    expect(outcome.kind).toBe('reclaimed');
-    expect(outcome.instanceId).toBe(event.detail['instance-id']);
+    expect(event.detail['instance-id']).toMatch(/^i-[0-9a-f]{17}$/);
+    expect(job.attempts.at(-1)?.container?.exitCode).toBe(75);
+    expect(classifyAttemptOutcome(job, { noticeRecorded: true }).kind).toBe('reclaimed');
   });
 
   it('never interrupts on-demand attempts at random', async () => {
@@ -911,10 +911,12 @@ describe('describeAttemptEnd → classifyAttemptOutcome', () => {
       'moved',
     ],
     [
+      // The container exits while its host is still up, as on AWS (fixtures/batch/harness-exit-75.sfn-failure.json);
+      // the notice the interruption handler recorded makes it a reclaim (outcome rule 8).
       'notice, exit 75',
       { instanceId, exitCode: 75, noticeServed: true, hostReclaimed: false },
       'FAILED',
-      host,
+      'Essential container in task exited',
       75,
       'reclaimed',
     ],
@@ -1081,7 +1083,32 @@ describe('describeAttemptEnd → classifyAttemptOutcome', () => {
         },
       ],
     });
-    expect(classifyAttemptOutcome(job).kind).toBe(kind);
+    // Local mode's interruption handler records every notice the runner serves (the instance is always known).
+    expect(classifyAttemptOutcome(job, { noticeRecorded: facts.noticeServed }).kind).toBe(kind);
+  });
+
+  it('gives a stopped GPU attempt as long before SIGKILL as the deployed hosts do (ECS_CONTAINER_STOP_TIMEOUT)', () => {
+    const runner = new LocalBatchRunner({
+      workDir: mkdtempSync(join(tmpdir(), 'trainyard-stop-timeout-')),
+      s3Endpoint: 'http://127.0.0.1:1',
+      tiersByQueue: () => undefined,
+    });
+    // A final upload that fits in 120 s but not 110 s would pass here and be killed on AWS.
+    expect((runner as unknown as { stopTimeoutSeconds: number }).stopTimeoutSeconds).toBe(
+      CONTAINER_STOP_TIMEOUT_SECONDS,
+    );
+  });
+
+  it('reports the harness that checkpointed and exited 75 after a notice as AWS Batch did in the recorded failure', () => {
+    const report = describeAttemptEnd({ instanceId, exitCode: 75, noticeServed: true, hostReclaimed: false });
+    const recorded = join(import.meta.dirname, '../fixtures/batch/harness-exit-75.sfn-failure.json');
+    const aws = parseBatchFailureCause((JSON.parse(readFileSync(recorded, 'utf8')) as { Cause: string }).Cause);
+    expect({ status: report.status, reason: report.statusReason, exitCode: report.exitCode }).toEqual({
+      status: aws.status,
+      reason: aws.statusReason,
+      exitCode: aws.attempts.at(-1)?.container?.exitCode,
+    });
+    expect(report.attemptStatusReason).toBe(aws.attempts.at(-1)?.statusReason);
   });
 });
 
