@@ -5,7 +5,6 @@ import { CONTAINER_STOP_TIMEOUT_SECONDS } from './stop-timeout';
 /** SSM parameter with the current ECS-optimised Amazon Linux 2023 NVIDIA AMI; resolved at deploy time. */
 export const ECS_AL2023_GPU_AMI_PARAMETER = '/aws/service/ecs/optimized-ami/amazon-linux-2023/gpu/recommended/image_id';
 
-
 /** Props for a GPU launch template. */
 export interface GpuLaunchTemplateProps {
   /** Root volume size; images with CUDA and PyTorch are large, and checkpoints are staged locally. */

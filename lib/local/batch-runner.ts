@@ -52,7 +52,7 @@ import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Writable } from 'node:stream';
 import { type BatchJob, parseBatchJob } from '../../lambdas/domain/batch-job';
-import { FARGATE_SPOT_INTERRUPTED_REASON, HARNESS_EXIT } from '../../lambdas/domain/batch-reasons';
+import { FARGATE_SPOT_INTERRUPTED_REASON } from '../../lambdas/domain/batch-reasons';
 import { ATTEMPT_TIMEOUT_REASON } from '../../lambdas/domain/outcome';
 import { containerOverridesOf } from '../../lambdas/domain/submit-job';
 import type { BatchControl, BatchJobRef, InstanceFacts } from '../../lambdas/shared/ports';
