@@ -180,14 +180,14 @@ export class JobStateMachine extends Construct {
             ...overrides,
           },
           ResultPath: '$.batch',
+          // Only members a finished job always has: a path the output lacks fails the execution (States.Runtime,
+          // which no Catch takes), and the API reference leaves jobArn and createdAt optional (nothing reads them).
           ResultSelector: {
             'JobId.$': '$.JobId',
             'JobName.$': '$.JobName',
-            'JobArn.$': '$.JobArn',
             'JobQueue.$': '$.JobQueue',
             'JobDefinition.$': '$.JobDefinition',
             'Status.$': '$.Status',
-            'CreatedAt.$': '$.CreatedAt',
             'StartedAt.$': '$.StartedAt',
             'StoppedAt.$': '$.StoppedAt',
             'Attempts.$': '$.Attempts',

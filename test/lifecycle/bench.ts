@@ -69,6 +69,8 @@ export interface AttemptScript {
   readonly step?: number;
   /** For reclaim: the spot notice arrives first (the interruption handler terminates the job). */
   readonly notice?: boolean;
+  /** Members of the job detail Batch leaves out (the API reference marks `jobArn` and `createdAt` optional). */
+  readonly omit?: readonly ('JobArn' | 'CreatedAt')[];
 }
 
 /** A clock the bench advances. */
@@ -130,6 +132,7 @@ export class ScriptedBatch implements LocalBatch, BatchControl {
       CreatedAt: createdAt,
       Tags: input.Tags ?? {},
     };
+    for (const member of script.omit ?? []) delete (base as Partial<typeof base>)[member];
     if (script.result === 'lost' || script.result === 'lost-late') {
       await this.runLost(base, script, report);
       throw Object.assign(new Error('Service Unavailable (Service: Batch, Status Code: 503)'), {

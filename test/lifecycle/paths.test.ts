@@ -146,6 +146,14 @@ async function raiseAndFinish(b: LifecycleBench, jobId: string) {
 }
 
 describe('failures the state machine retries', () => {
+  it('runs a job whose Batch output has no jobArn or createdAt (optional in the API reference) to SUCCEEDED', async () => {
+    // A ResultSelector path the output lacks fails the execution with States.Runtime, which no Catch takes.
+    const b = await start();
+    const { job, attempts } = await run(b, [{ result: 'succeed', omit: ['JobArn', 'CreatedAt'] }]);
+    expect(job.state).toBe('SUCCEEDED');
+    expect(attempts.map((a) => a.status)).toEqual(['SUCCEEDED']);
+  });
+
   it('pauses a job whose pause step failed once, under the retry’s token, and resumes it', async () => {
     const { b, jobId } = await pausedJob({ failAfter: { PausedForBudget: [1] } });
     await b.until('the retried pause', async () => b.taskCalls.filter((t) => t === 'PausedForBudget').length === 2);
