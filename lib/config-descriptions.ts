@@ -17,20 +17,21 @@ export const CONFIG_DESCRIPTIONS: Readonly<Record<string, string>> = {
   'tiers[].vcpus': 'vCPUs per node given to the job.',
   'tiers[].memoryMiB':
     'Memory per node given to the job, MiB. For gpu tiers at most 95 % of each listed instance type’s memory (the kernel and the ECS agent keep the rest).',
-  'tiers[].maxRuntime': 'Longest a job may run on this tier (1s..14d), e.g. 30s, 10m, 2h or 1d.',
+  'tiers[].maxRuntime':
+    'Longest a job may run on this tier (1s..14d), e.g. 30s, 10m, 2h or 1d. Batch stops an attempt no sooner than 60 s after it starts, so on a tier under 1m a job may run up to 60 s.',
   'tiers[].onDemandUsdPerHour':
     'On-demand price per node-hour of the first instance type (gpu) or the Fargate size (cpu), USD.',
   'tiers[].spotUsdPerHour': 'Spot price per node-hour used when EC2 spot price history is unavailable, USD.',
   'tiers[].spotAllowed': 'Whether jobs on this tier may run on spot capacity.',
   'tiers[].nodes': 'Nodes per job; more than 1 makes a multi-node tier.',
   'tiers[].maxInstances':
-    "Most jobs of this tier running at once, each on `nodes` instances (gpu) or one task (cpu); bounds the compute environments (a gpu tier's at this many jobs on its smallest instance type, so fewer run where Batch picks larger ones).",
+    "Bounds the tier's compute. A gpu tier's compute environments hold this many × `nodes` of its smallest instance type: one job each when a job takes all of an instance's GPUs, several on one instance when it asks for fewer, and fewer instances where Batch picks larger types. The cpu tiers share one Fargate pool, the sum over them of this × the Fargate size of their jobs, so while the others are idle a cpu tier can run more jobs than this.",
   'tiers[].peakTflops':
     'Peak dense 16-bit TFLOPS per node of the slowest listed instance type (CPU tiers: fp32), for runtime estimates.',
   'tiers[].shmSizeMiB': 'Shared memory (/dev/shm) for gpu tiers, MiB. Default: half of memoryMiB.',
   teams:
     'Teams: who they are (IAM principals), what they may spend and their fair share. Each adds its job role, its policy and a job definition per tier to the platform stack, which CloudFormation caps at 500 resources: about 37 teams with the default tiers (synth says how many fit).',
-  'teams[].id': `team id: ${CONFIG_ID_RULE}.`,
+  'teams[].id': `team id: ${CONFIG_ID_RULE}. Its fair-share identifier in Batch drops the '-', so two ids that differ only in '-' are refused.`,
   'teams[].principals': 'IAM principal ARNs whose API calls act for this team.',
   'teams[].monthlyBudgetUsd': 'Team budget per calendar month (UTC), USD.',
   'teams[].fairShareWeight': 'Batch fair-share weight factor: lower gets more of the queue.',

@@ -7,6 +7,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import * as z from 'zod/mini';
 import '../lambdas/domain/zod-issues'; // zod's English issue messages
+import { shareIdentifierOf } from '../lambdas/domain/batch-names';
 import { ALL_TEAMS } from '../lambdas/domain/workspace-layout';
 import {
   fargateSizeFor,
@@ -340,11 +341,22 @@ function checkCrossReferences(config: z.output<z.ZodMiniObject>, ctx: z.core.$Re
       message: `session ${principal} is named by whoever assumes role ${role}: anyone who may assume it could call itself so; list the role (all its sessions) or an IAM user, or, once the role's trust policy pins sts:RoleSessionName, set sessionNamesPinned: true`,
     });
   };
+  const shares = new Map<string, string>();
   cfg.teams.forEach((team, i) => {
     if (teamIds.has(team.id)) {
       ctx.addIssue({ code: 'custom', path: ['teams', i, 'id'], message: `duplicate team id "${team.id}"` });
     }
     teamIds.add(team.id);
+    const share = shareIdentifierOf(team.id);
+    const sharing = shares.get(share);
+    if (sharing !== undefined && sharing !== team.id) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['teams', i, 'id'],
+        message: `team ids "${sharing}" and "${team.id}" differ only in '-', which Batch's fair-share identifiers cannot hold (both would be "${share}"); rename one`,
+      });
+    }
+    shares.set(share, team.id);
     if (team.tiers?.length === 0) {
       ctx.addIssue({
         code: 'custom',

@@ -16,6 +16,15 @@ export function jobDefinitionName(prefix: string, teamId: string, tierId: string
   return `${prefix}-${teamId}-${tierId}`;
 }
 
+/**
+ * A team's fair-share identifier in Batch's scheduling policy and on every job it submits: its id without the '-',
+ * since Batch takes only alphanumeric share identifiers (API reference, ShareAttributes: "limited to 255 alphanumeric
+ * characters"). Configuration refuses two teams whose ids differ only in their '-'.
+ */
+export function shareIdentifierOf(teamId: string): string {
+  return teamId.replaceAll('-', '');
+}
+
 /** `<jobId>-a<attempt>`: the Batch job name of an attempt. */
 export function attemptJobName(jobId: string, attempt: number): string {
   return `${jobId}-a${attempt}`;

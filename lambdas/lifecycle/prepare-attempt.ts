@@ -8,7 +8,7 @@
  * attempt's submission.
  */
 import { maxRuntimeSeconds } from '../../lib/config';
-import { attemptJobName, jobDefinitionName, queueName } from '../domain/batch-names';
+import { attemptJobName, jobDefinitionName, queueName, shareIdentifierOf } from '../domain/batch-names';
 import { jobScopes } from '../domain/budgets';
 import { computeSecondsOf, isTerminal, type JobRecord, tierOfJob } from '../domain/job';
 import { type ContainerOverrides, type SubmitJobInput, shellJoin } from '../domain/submit-job';
@@ -137,7 +137,7 @@ export function createPrepareAttemptHandler(
       JobName: attemptJobName(jobId, attempt.attempt),
       JobQueue: queue,
       JobDefinition: jobDefinitionName(plane.batchPrefix, job.team, tier.id),
-      ShareIdentifier: job.team,
+      ShareIdentifier: shareIdentifierOf(job.team),
       ...(tier.nodes > 1
         ? { NodeOverrides: { NodePropertyOverrides: [{ TargetNodes: '0:', ContainerOverrides: overrides }] } }
         : { ContainerOverrides: overrides }),

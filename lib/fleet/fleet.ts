@@ -3,6 +3,7 @@ import * as batch from 'aws-cdk-lib/aws-batch';
 import type * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import { Construct } from 'constructs';
+import { shareIdentifierOf } from '../../lambdas/domain/batch-names';
 import type { TrainyardConfig } from '../config';
 import { acknowledgeFinding } from '../nag';
 import { CpuTierCapacity, GpuTierCapacity } from './tier-capacity';
@@ -32,7 +33,10 @@ export class Fleet extends Construct {
     const { config } = props;
     this.schedulingPolicy = new batch.FairshareSchedulingPolicy(this, 'FairShare', {
       shareDecay: Duration.hours(1),
-      shares: config.teams.map((team) => ({ shareIdentifier: team.id, weightFactor: team.fairShareWeight })),
+      shares: config.teams.map((team) => ({
+        shareIdentifier: shareIdentifierOf(team.id),
+        weightFactor: team.fairShareWeight,
+      })),
     });
     const capacityWait = Duration.minutes(config.spotPolicy.capacityWaitMinutes);
 

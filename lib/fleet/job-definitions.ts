@@ -65,7 +65,8 @@ export class TeamJobDefinitions extends Construct {
     for (const tier of props.tiers) {
       const common = {
         jobDefinitionName: jobDefinitionName(props.namePrefix, props.teamId, tier.id),
-        // Batch's minimum attempt duration is 60 s; shorter tier limits are enforced by the lifecycle.
+        // Batch's minimum attempt duration is 60 s: on a tier under 1m a job may run up to 60 s (the config
+        // reference says so).
         timeout: Duration.seconds(Math.max(60, maxRuntimeSeconds(tier))),
         propagateTags: true,
       };

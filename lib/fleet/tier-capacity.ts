@@ -7,7 +7,7 @@ import { queueName } from '../../lambdas/domain/batch-names';
 import { UNPLACEABLE_REASONS, UNPLACEABLE_WAIT_SECONDS } from '../../lambdas/domain/batch-reasons';
 import { SPOT_PROBE_MIN_INSTANCE_TYPES, spotProbeCanAnswer } from '../../lambdas/domain/placement';
 import type { TierConfig } from '../config';
-import { GPU_INSTANCES } from '../instance-catalog';
+import { fargateSizeFor, GPU_INSTANCES } from '../instance-catalog';
 import { GpuLaunchTemplate } from './gpu-launch-template';
 
 /** What every tier's capacity needs from the fleet around it. */
@@ -161,7 +161,18 @@ export class CpuTierCapacity extends Construct {
     props: Omit<TierCapacityProps, 'tier' | 'instanceRole' | 'warmVcpus'> & { tiers: readonly TierConfig[] },
   ) {
     super(scope, id);
-    const maxvCpus = Math.max(1, Math.ceil(props.tiers.reduce((sum, tier) => sum + tier.vcpus * tier.maxInstances, 0)));
+    // Each job asks Fargate for its tier's size rounded up to one Fargate offers (job-definitions.ts), which is what
+    // maxvCpus must hold: summed from the configured vCPUs, a tier rounded up (5 vCPU → 8) never fitted and waited
+    // RUNNABLE until the queue cancelled it.
+    const maxvCpus = Math.max(
+      1,
+      Math.ceil(
+        props.tiers.reduce(
+          (sum, tier) => sum + (fargateSizeFor(tier.vcpus, tier.memoryMiB)?.vcpus ?? tier.vcpus) * tier.maxInstances,
+          0,
+        ),
+      ),
+    );
     const common = {
       vpc: props.network.vpc,
       vpcSubnets: props.network.subnets,

@@ -151,6 +151,11 @@ describe('bad configuration is refused with the key, the value and what is allow
       'teams[0].tiers: team "nlp" may use no tier, so it could submit no job: list its tiers, or leave tiers out for all of them',
     ],
     [
+      'two team ids that differ only in their dashes (Batch share identifiers are alphanumeric)',
+      { tiers: [gpu()], teams: [team({ id: 'ml-research' }), team({ id: 'mlresearch' })] },
+      'teams[1].id: team ids "ml-research" and "mlresearch" differ only in \'-\', which Batch\'s fair-share identifiers cannot hold (both would be "mlresearch"); rename one (got "mlresearch")',
+    ],
+    [
       'a team that lists a tier twice',
       { tiers: [gpu()], teams: [team({ tiers: ['gpu-x', 'gpu-x'] })] },
       'teams[0].tiers[1]: tier "gpu-x" is listed twice (got "gpu-x")',

@@ -1,5 +1,6 @@
 import { Annotations, Match } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { shareIdentifierOf } from '../../lambdas/domain/batch-names';
 import { CAPACITY_WAIT_REASON } from '../../lambdas/domain/batch-reasons';
 import { buildEvent, EVENT_SCHEMAS } from '../../lambdas/domain/events';
 import { SPOT_PROBE_MIN_INSTANCE_TYPES } from '../../lambdas/domain/placement';
@@ -239,6 +240,57 @@ describe('CPU tiers on Fargate', () => {
         { Type: 'VCPU', Value: '0.5' },
       ]),
     );
+  });
+});
+
+describe('what Batch can hold of a configuration', () => {
+  // One synth: a team whose id has a dash, a cpu tier Fargate rounds up (5 vCPU → 8), and a small one.
+  let odd: Synthesized;
+  beforeAll(() => {
+    odd = synthesize({
+      teams: [{ id: 'ml-research', monthlyBudgetUsd: 100 }],
+      tiers: [
+        {
+          id: 'cpu-fat',
+          kind: 'cpu',
+          vcpus: 5,
+          memoryMiB: 10240,
+          maxRuntime: '10m',
+          onDemandUsdPerHour: 0.4,
+          peakTflops: 0.5,
+          maxInstances: 1,
+        },
+        {
+          id: 'cpu-tiny',
+          kind: 'cpu',
+          vcpus: 0.25,
+          memoryMiB: 512,
+          maxRuntime: '30s',
+          onDemandUsdPerHour: 0.01,
+          peakTflops: 0.05,
+          maxInstances: 4,
+        },
+      ],
+    });
+  });
+
+  it('sizes the Fargate pool for the sizes the jobs ask for, so every cpu tier’s job fits it', () => {
+    // cpu-fat's jobs ask for 8 vCPU; summed from the configured 5 the pool held 6 and they waited RUNNABLE for ever.
+    const fargate = resourcesOf(odd.platformTemplate, 'AWS::Batch::ComputeEnvironment').filter(([, p]) =>
+      String(computeResources(p).Type).startsWith('FARGATE'),
+    );
+    expect(fargate).toHaveLength(2);
+    for (const [, p] of fargate) expect(computeResources(p).MaxvCpus).toBe(8 * 1 + 0.25 * 4);
+  });
+
+  it('gives Batch an alphanumeric share identifier for a team whose id has a dash', () => {
+    // The API reference (ShareAttributes): "limited to 255 alphanumeric characters". prepare-attempt submits each job
+    // with the same shareIdentifierOf its team.
+    const [[, policy] = ['', {}]] = resourcesOf(odd.platformTemplate, 'AWS::Batch::SchedulingPolicy');
+    expect((policy.FairsharePolicy as { ShareDistribution: unknown }).ShareDistribution).toEqual([
+      { ShareIdentifier: shareIdentifierOf('ml-research'), WeightFactor: 1 },
+    ]);
+    expect(shareIdentifierOf('ml-research')).toBe('mlresearch');
   });
 });
 
