@@ -9,7 +9,18 @@
 
 import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync, linkSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  linkSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -234,7 +245,11 @@ function parseRate(text: string): number {
  */
 function claimLocalDir(r: Resolved, dir: string): () => void {
   const lock = join(dir, LOCAL_LOCK_FILE);
-  mkdirSync(dir, { recursive: true });
+  // Owner-only, as local-mode.ts and token.ts make it; first here, so theirs is not too late: everything local mode
+  // keeps (tables, objects with code and checkpoints, logs) is under it. A folder an earlier version left open to
+  // other users of the machine is closed too.
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  if ((statSync(dir).mode & 0o077) !== 0) chmodSync(dir, 0o700);
   const refuse = (pid: number, where: string) => {
     throw new CliError(
       `local mode is already running for ${dir} (pid ${pid}${where}); stop it with \`trainyard local stop\` or use another --dir`,

@@ -9,6 +9,7 @@ import {
   readdirSync,
   readFileSync,
   rmSync,
+  statSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -67,6 +68,19 @@ describe('local.lock', () => {
     } finally {
       holder.kill('SIGKILL');
     }
+  });
+
+  it('makes the folder owner-only when it claims it, and closes one an earlier start left open', async () => {
+    // Tables, objects (code bundles, checkpoints) and logs all live under it; other users of the machine share /tmp.
+    const fresh = join(dir, 'fresh');
+    await local(fresh, () => false);
+    expect(statSync(fresh).mode & 0o777).toBe(0o700);
+
+    const open = join(dir, 'open');
+    mkdirSync(open, { mode: 0o755 });
+    chmodSync(open, 0o755);
+    await local(open, () => false);
+    expect(statSync(open).mode & 0o777).toBe(0o700);
   });
 
   it('does not take over a stale lock another start took over first, and leaves that start its claim', async () => {
