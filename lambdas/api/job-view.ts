@@ -6,7 +6,12 @@
 import { orphanRunsOf } from '../domain/attempt-cost';
 import { type Forecast, forecast, type ProgressSample } from '../domain/forecast';
 import type { AttemptRecord, JobRecord } from '../domain/job';
-import { runningCostUsd, sumAttemptCosts } from '../domain/metering';
+import {
+  MINIMUM_BILLED_SECONDS,
+  microUsdToCents,
+  runningCostUsd,
+  sumAttemptCostsMicroUsd,
+} from '../domain/metering';
 import { readMetricsLog } from '../domain/metric-samples';
 import { type JobProgress, progressFromHarness } from '../domain/watch';
 
@@ -48,7 +53,12 @@ export function attemptView(attempt: AttemptRecord, nowMs: number): AttemptView 
  * rounded to the cent.
  */
 export function costSoFarUsd(attempts: readonly AttemptView[]): number {
-  return sumAttemptCosts(
+  return microUsdToCents(costSoFarMicroUsd(attempts));
+}
+
+/** {@link costSoFarUsd} before the rounding to the cent, in whole micro-dollars. */
+function costSoFarMicroUsd(attempts: readonly AttemptView[]): number {
+  return sumAttemptCostsMicroUsd(
     attempts.flatMap((a) => [
       ...(a.costUsd !== undefined ? [a.costUsd] : []),
       ...orphanRunsOf(a).map((run) => run.costUsd),
@@ -107,10 +117,11 @@ export type ForecastView =
  */
 export function forecastView(input: {
   job: JobRecord;
-  attempts: readonly AttemptRecord[];
+  /** The attempts as shown at `nowMs` (attemptView): their costs so far, a running one's metered to now. */
+  attempts: readonly AttemptView[];
   samples: readonly ProgressSample[];
   totalSteps?: number;
-  spentUsd: number;
+  nowMs: number;
   terminal: boolean;
 }): ForecastView {
   if (input.terminal) return { available: false, reason: `the job is ${input.job.state}` };
@@ -119,11 +130,15 @@ export function forecastView(input: {
   }
   const current = [...input.attempts].sort((a, b) => b.attempt - a.attempt)[0];
   if (current?.usdPerHour === undefined) return { available: false, reason: 'no attempt has a price yet' };
+  // A running attempt is billed at least 60 s from its start: what of that it has not run yet is paid for already.
+  const ranSeconds =
+    current.running && current.startedAt !== undefined ? Math.max(0, (input.nowMs - current.startedAt) / 1000) : 0;
   const result = forecast({
     samples: input.samples,
     totalSteps: input.totalSteps,
-    spentUsd: input.spentUsd,
+    spentUsd: costSoFarMicroUsd(input.attempts) / 1_000_000,
     usdPerHour: current.usdPerHour * current.nodes,
+    billedAheadSeconds: current.running ? Math.max(0, MINIMUM_BILLED_SECONDS - ranSeconds) : 0,
   });
   return result
     ? { available: true, forecast: result }

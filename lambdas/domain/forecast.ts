@@ -18,6 +18,7 @@ export interface Forecast {
   etaSeconds: Figure<number>;
   /** ETA at the fastest and slowest interval rate in the window. */
   etaRangeSeconds: { low: number; high: number };
+  /** What the running attempt will still cost: its run beyond the time already billed (billedAheadSeconds). */
   costToFinishUsd: { expected: number; low: number; high: number };
   /** spentUsd plus the expected cost to finish. */
   projectedTotalUsd: number;
@@ -37,14 +38,22 @@ export class InvalidForecastInput extends Error {
 export function forecast(input: {
   samples: readonly ProgressSample[];
   totalSteps: number;
+  /** What the job has cost so far, exactly (not rounded to the cent: a small job's forecast would fall below it). */
   spentUsd: number;
   usdPerHour: number;
+  /**
+   * Seconds of the running attempt already in spentUsd but not yet run: the rest of EC2's 60 s minimum for a start
+   * (default 0). The time to finish costs only beyond them.
+   */
+  billedAheadSeconds?: number;
 }): Forecast | undefined {
   const { totalSteps, spentUsd, usdPerHour } = input;
+  const billedAheadSeconds = input.billedAheadSeconds ?? 0;
   for (const [name, value] of [
     ['totalSteps', totalSteps],
     ['spentUsd', spentUsd],
     ['usdPerHour', usdPerHour],
+    ['billedAheadSeconds', billedAheadSeconds],
   ] as const) {
     if (!Number.isFinite(value) || value < 0) {
       throw new InvalidForecastInput(`${name} must be a finite number >= 0, got ${String(value)}`);
@@ -79,7 +88,7 @@ export function forecast(input: {
   const eta = remaining / rate;
   const etaLow = remaining / fastest;
   const etaHigh = remaining / slowest;
-  const cost = (seconds: number) => (seconds / 3600) * usdPerHour;
+  const cost = (seconds: number) => (Math.max(0, seconds - billedAheadSeconds) / 3600) * usdPerHour;
   const spread = fastest / slowest;
   const confidence: Figure<number>['confidence'] =
     window.length >= 5 && spread <= 1.25 && !stalled ? 'high' : window.length >= 3 ? 'medium' : 'low';

@@ -102,6 +102,11 @@ export function microUsdToCents(microUsd: number): number {
  * Each part is read back as integer micro-dollars, so 0.005 + 0.005 + 0.005 is 0.02, not a float's 0.01.
  */
 export function sumAttemptCosts(costsUsd: readonly number[]): number {
+  return microUsdToCents(sumAttemptCostsMicroUsd(costsUsd));
+}
+
+/** {@link sumAttemptCosts} before the rounding to the cent: whole micro-dollars. */
+export function sumAttemptCostsMicroUsd(costsUsd: readonly number[]): number {
   let total = 0;
   for (const [index, cost] of costsUsd.entries()) {
     if (!Number.isFinite(cost) || cost < 0) {
@@ -109,7 +114,7 @@ export function sumAttemptCosts(costsUsd: readonly number[]): number {
     }
     total += Math.round(cost * MICROS_PER_USD);
   }
-  return microUsdToCents(total);
+  return total;
 }
 
 /** One point of EC2 spot price history (DescribeSpotPriceHistory: Timestamp, SpotPrice). */

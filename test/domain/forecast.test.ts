@@ -76,6 +76,20 @@ describe('forecast', () => {
     expect(f?.fractionDone).toBeCloseTo(fraction, 12);
   });
 
+  it('charges the time to finish only beyond what the running attempt has been billed ahead (the 60 s minimum)', () => {
+    const samples = [0, 100, 200].map((t, i) => ({ elapsedSeconds: t, step: i * 100 }));
+    // 800 steps left at 1 step/s: 800 s, of which 40 s are billed already.
+    const f = forecast({ samples, totalSteps: 1000, spentUsd: 0.1, usdPerHour: PRICE, billedAheadSeconds: 40 });
+    expect(f?.costToFinishUsd.expected).toBeCloseTo(usd(760), 12);
+    expect(f?.projectedTotalUsd).toBeCloseTo(0.1 + usd(760), 12);
+    const soon = forecast({ samples, totalSteps: 210, spentUsd: 0.1, usdPerHour: PRICE, billedAheadSeconds: 40 });
+    expect(soon?.costToFinishUsd.expected).toBe(0);
+    expect(soon?.projectedTotalUsd).toBe(0.1);
+    expect(() => forecast({ samples, totalSteps: 10, spentUsd: 0, usdPerHour: PRICE, billedAheadSeconds: -1 })).toThrow(
+      'billedAheadSeconds must be a finite number >= 0, got -1',
+    );
+  });
+
   it('states its basis', () => {
     const f = forecast({
       samples: [s(0, 0), s(100, 50), s(200, 100)],

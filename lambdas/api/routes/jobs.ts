@@ -310,10 +310,10 @@ async function showJob(plane: ApiPlane, request: ApiRequest): Promise<ApiRespons
       progress: currentProgress(job, harnessProgress),
       forecast: forecastView({
         job,
-        attempts,
+        attempts: views,
         samples: progressSamples(samplesText, attempts),
         ...(totalSteps !== undefined && { totalSteps }),
-        spentUsd,
+        nowMs,
         terminal,
       }),
       costSoFarUsd: spentUsd,

@@ -341,6 +341,38 @@ describe('GET /jobs', () => {
 });
 
 describe('GET /jobs/{id}', () => {
+  it('forecasts a small job at least what it has cost, counting the 60 s minimum its attempts are billed', async () => {
+    // The demo's job: a reclaimed attempt of 22 s, billed as 60 s ($0.0005 at $0.03/h), and a running one 20 s in,
+    // billed 60 s so far; 40 steps left at 2 steps/s take 20 s, inside the minimum already billed.
+    const job = await seedJob('nlp', 'RUNNING');
+    await seedAttempt(job.jobId, 1, {
+      batchJobId: 'b-1',
+      startedAt: NOW - 60_000,
+      stoppedAt: NOW - 38_000,
+      usdPerHour: 0.03,
+      costUsd: 0.0005,
+      status: 'FAILED',
+    });
+    await seedAttempt(job.jobId, 2, { batchJobId: 'b-2', startedAt: NOW - 20_000, usdPerHour: 0.03 });
+    const iso = (ms: number) => new Date(ms).toISOString();
+    const lines = [0, 5, 10, 15, 20].map((s, i) => ({
+      time: iso(NOW - 20_000 + s * 1000),
+      attempt: 2,
+      step: 20 + 10 * i,
+    }));
+    const keys = jobKeysFor('nlp', job.jobId);
+    await bench.workspace.put(keys.metricsLog, `${lines.map((l) => JSON.stringify(l)).join('\n')}\n`);
+    await bench.workspace.put(keys.progress, JSON.stringify({ step: 60, total_steps: 100 }));
+
+    const { body } = await bench.call({ method: 'GET', path: `/jobs/${job.jobId}` });
+    const forecast = (body.forecast as { forecast: Record<string, unknown> }).forecast;
+    expect((forecast.etaSeconds as { value: number }).value).toBeCloseTo(20, 9);
+    // Both attempts' 60 s: $0.0005 each. The 20 s to finish fall within the running attempt's minimum.
+    expect((forecast.costToFinishUsd as { expected: number }).expected).toBe(0);
+    expect(forecast.projectedTotalUsd).toBeCloseTo(0.001, 12);
+    expect(body.costSoFarUsd).toBe(0);
+  });
+
   it('shows attempts with durations and costs, the cost so far and a forecast from the metrics', async () => {
     const job = await seedJob('nlp', 'RUNNING', { pauseToken: 'secret-token' });
     const t0 = NOW - 3_600_000;
