@@ -6,12 +6,7 @@
 import { orphanRunsOf } from '../domain/attempt-cost';
 import { type Forecast, forecast, type ProgressSample } from '../domain/forecast';
 import type { AttemptRecord, JobRecord } from '../domain/job';
-import {
-  MINIMUM_BILLED_SECONDS,
-  microUsdToCents,
-  runningCostUsd,
-  sumAttemptCostsMicroUsd,
-} from '../domain/metering';
+import { MINIMUM_BILLED_SECONDS, microUsdToCents, runningCostUsd, sumAttemptCostsMicroUsd } from '../domain/metering';
 import { readMetricsLog } from '../domain/metric-samples';
 import { type JobProgress, progressFromHarness } from '../domain/watch';
 
