@@ -803,6 +803,8 @@ export function createProgram(
       const reservations = estimates.map((e) => estimateCostForConfirmation(e) ?? 0);
       const total = Math.round(reservations.reduce((sum, r) => sum + r, 0) * 100) / 100;
       const available = num(estimates[0], 'budget.availableUsd');
+      // The tightest of the budgets the jobs are charged to (team, user, project), as the estimate names it.
+      const scope = str(estimates[0], 'budget.scope') ?? 'the team budget';
       if (!options.json) {
         println(
           `Packed ${packed.files.length} files from ${packed.root} (${packed.bytes} bytes, sha256 ${packed.sha256.slice(0, 12)})`,
@@ -811,7 +813,7 @@ export function createProgram(
         println(formatSweepPlan(jobs, estimates));
         println('');
         println(
-          `${jobs.length} jobs reserve ${formatMoney(total)} in all${available === undefined ? '' : `; the team budget has ${formatMoney(available)} available`}.`,
+          `${jobs.length} jobs reserve ${formatMoney(total)} in all${available === undefined ? '' : `; ${scope} has ${formatMoney(available)} available`}.`,
         );
         if (available !== undefined && total > available) {
           println(
@@ -1262,7 +1264,7 @@ export function createProgram(
       .argument('<job>', 'job id'),
   )
     .option('--download <dir>', 'download a checkpoint into this directory')
-    .addOption(new Option('--checkpoint <name>', 'which checkpoint to download (default: the newest)'))
+    .addOption(new Option('--checkpoint <name>', 'which checkpoint to download (default: the newest not set aside)'))
     .action(async (job: string, options: CommonOptions & { download?: string; checkpoint?: string }) => {
       const jobId = parseJobId(job);
       if (options.checkpoint !== undefined && options.download === undefined) {
@@ -1308,7 +1310,8 @@ export function createProgram(
       } finally {
         progress.done();
       }
-      if (!options.json) println(`Downloaded ${name}: ${written} files into ${options.download}`);
+      if (!options.json)
+        println(`Downloaded ${name}: ${written} ${written === 1 ? 'file' : 'files'} into ${options.download}`);
     });
 
   for (const register of registrars) register(program);

@@ -11,6 +11,7 @@ import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import {
   chmodSync,
+  copyFileSync,
   existsSync,
   linkSync,
   mkdirSync,
@@ -816,7 +817,7 @@ async function demoLifecycle(
   step(8, 'Result');
   const view = jobView(final);
   say(`   Job ${jobId}: ${view.state ?? '?'}${view.reason ? ` — ${view.reason}` : ''}`);
-  say('   Cost per attempt (metered to the micro-dollar at the price per hour shown):');
+  say('   Cost per attempt (per second at the price per hour shown, at least 60 s per start as EC2 bills it):');
   for (const attempt of (at(final, 'attempts') as unknown[] | undefined) ?? []) {
     const rate = at(attempt, 'usdPerHour');
     say(
@@ -838,6 +839,12 @@ async function demoLifecycle(
     const file = s3rverObjectPath(join(mode.dir, 's3'), LOCAL_NAMES.bucket, key);
     say(`   ${label}: ${s3Uri(LOCAL_NAMES.bucket, key)}`);
     say(`            on disk: ${file}${existsSync(file) ? '' : ' (not written)'}`);
+    if (key === keys.report && existsSync(file)) {
+      // s3rver's file name does not end in .html, which a browser goes by: a copy that does.
+      const page = join(mode.dir, `report-${jobId}.html`);
+      copyFileSync(file, page);
+      say(`            open in a browser: ${page}`);
+    }
   }
   if (!interrupted)
     say('   Note: the job finished before it reached the interruption step, so no interruption was injected.');

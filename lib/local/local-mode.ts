@@ -80,7 +80,7 @@ export const LOCAL_PRINCIPAL_ARN = `arn:aws:iam::${LOCAL_ACCOUNT}:user/trainyard
 
 /** Finalize's reason for a job whose execution was in flight when local mode stopped. */
 export const INTERRUPTED_BY_RESTART_REASON =
-  'local mode stopped while this job was live; its execution cannot be continued after a restart (checkpoints are kept: resubmit to continue)';
+  'local mode stopped while this job was live; its execution cannot be continued after a restart (its checkpoints are kept: `trainyard checkpoints <job> --download <dir>` fetches them; a job submitted again starts afresh)';
 
 /** The local control route that serves a spot notice to a job's running attempt. */
 export const INTERRUPT_ROUTE = 'POST /_local/jobs/{id}/interrupt';

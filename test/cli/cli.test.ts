@@ -420,7 +420,7 @@ describe('sweep', () => {
     expect(requests).toEqual([...new Array(4).fill('POST /estimate'), ...new Array(4).fill('POST /jobs')]);
     // The plan, then one line per job, the first parameter varying slowest.
     expect(run.stdout).toMatch(/#\s+LR\s+SEED\s+TIER\s+RUNTIME\s+RESERVES/);
-    expect(run.stdout).toMatch(/4 jobs reserve \$[\d.]+ in all; the team budget has \$[\d,.]+ available\./);
+    expect(run.stdout).toMatch(/4 jobs reserve \$[\d.]+ in all; team:nlp has \$[\d,.]+ available\./);
     const submitted = [...run.stdout.matchAll(/Submitted: job (\S+) \((.*)\)/g)].map((m) => [m[1], m[2]]);
     expect(submitted.map(([, params]) => params)).toEqual([
       'lr=1e-3 seed=1',
