@@ -775,7 +775,8 @@ async function demoLifecycle(
       lastPrinted = Date.now();
     }
     if (isTerminal(view.state)) {
-      say(`   ${line}`);
+      // The final line, unless the change of state just printed it.
+      if (line !== lastLine) say(`   ${line}`);
       final = body;
       break;
     }
