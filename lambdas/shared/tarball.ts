@@ -152,9 +152,40 @@ function paxRecords(body: Buffer, at: number): Map<string, string> {
 /** Largest tar a bundle may unpack to, bytes: bounds the memory of whatever unpacks it, whatever it compresses to. */
 export const MAX_UNPACKED_BYTES = 1024 * 1024 * 1024;
 
+/** Whether a header block's checksum is right: as tarfile takes it, its bytes summed unsigned or signed. */
+function checksumHolds(block: Buffer): boolean {
+  const stored = Number.parseInt(block.subarray(148, 156).toString('ascii').replace(/\0.*$/s, '').trim(), 8);
+  let unsigned = 0;
+  let signed = 0;
+  for (let i = 0; i < BLOCK; i++) {
+    const byte = i >= 148 && i < 156 ? 0x20 : (block[i] as number);
+    unsigned += byte;
+    signed += byte > 127 ? byte - 256 : byte;
+  }
+  return stored === unsigned || stored === signed;
+}
+
+/** Whether a path, relative to the bundle's root, stays inside it (after `..` steps are taken). */
+function staysInside(path: string): boolean {
+  if (path.startsWith('/')) return false;
+  let depth = 0;
+  for (const part of path.split('/')) {
+    if (part === '..') depth -= 1;
+    else if (part !== '' && part !== '.') depth += 1;
+    if (depth < 0) return false;
+  }
+  return true;
+}
+
 /**
  * Reads the regular files of a tar.gz (ustar, GNU long names, PAX `path` records); refuses absolute paths, `..`,
  * and more than `maxBytes` uncompressed. Each file's content is a view of the unpacked tar, not a copy.
+ *
+ * The harness unpacks the same bytes with Python's tarfile (images/harness/trainyard_harness/bundle.py), and the
+ * analysis must read what will run: a bundle the two could read differently is refused, not read one way. So a header
+ * whose checksum is wrong (tarfile ends the archive there), an entry of any kind but a regular file, a folder or a
+ * link (devices, fifos, contiguous files, unknown types), a sparse entry, two names for one entry (two PAX headers,
+ * two long names, or both), a global PAX header that names paths, a path named twice, and a link leading outside.
  */
 export function unpackTarGz(archive: Buffer, maxBytes = MAX_UNPACKED_BYTES): BundleFile[] {
   let tar: Buffer;
@@ -165,14 +196,17 @@ export function unpackTarGz(archive: Buffer, maxBytes = MAX_UNPACKED_BYTES): Bun
     throw new InvalidBundle(`bundle is not a gzip-compressed tar: ${(error as Error).message}`);
   }
   const files: BundleFile[] = [];
+  const seen = new Set<string>();
   let offset = 0;
-  // A GNU 'L' entry or a PAX 'x' header names the next entry only; a global 'g' header names nothing we keep.
+  // A GNU 'L' (or 'K', a link's target) entry or a PAX 'x' header names the next entry only.
   let longName: string | undefined;
-  let paxPath: string | undefined;
+  let longLink: string | undefined;
+  let pax: Map<string, string> | undefined;
   while (offset + BLOCK <= tar.length) {
     const at = offset;
     const block = tar.subarray(offset, offset + BLOCK);
     if (block.every((b) => b === 0)) break;
+    if (!checksumHolds(block)) throw new InvalidBundle(`bundle has a tar header with a wrong checksum at byte ${at}`);
     const field = (start: number, length: number) =>
       block
         .subarray(start, start + length)
@@ -184,29 +218,58 @@ export function unpackTarGz(archive: Buffer, maxBytes = MAX_UNPACKED_BYTES): Bun
     const type = field(156, 1) || '0';
     const body = tar.subarray(at + BLOCK, at + BLOCK + size);
     offset += BLOCK + Math.ceil(size / BLOCK) * BLOCK;
-    if (type === 'L') {
-      longName = body.toString('utf8').replace(/\0.*$/s, '');
+    const twice = () => new InvalidBundle(`bundle names the entry at byte ${offset} twice over (at byte ${at})`);
+    if (type === 'L' || type === 'K') {
+      const name = body.toString('utf8').replace(/\0.*$/s, '');
+      if ((type === 'L' ? longName : longLink) !== undefined) throw twice();
+      if (type === 'L') longName = name;
+      else longLink = name;
       continue;
     }
-    if (type === 'x') {
+    if (type === 'x' || type === 'g') {
       const records = paxRecords(body, at);
-      // Bundles never need one, and honouring it would let this reader and tarfile see different file bodies.
-      if (records.has('size')) throw new InvalidBundle(`bundle has a PAX size record at byte ${at}`);
-      // An empty value deletes the record (POSIX), leaving the ustar name in force.
-      const path = records.get('path');
-      if (path !== undefined) paxPath = path || undefined;
+      for (const key of records.keys()) {
+        // Bundles never need these, and honouring them would let this reader and tarfile see different files.
+        if (key === 'size' || key.startsWith('GNU.sparse.'))
+          throw new InvalidBundle(`bundle has a PAX ${key} record at byte ${at}`);
+        if (type === 'g' && (key === 'path' || key === 'linkpath'))
+          throw new InvalidBundle(`bundle has a global PAX ${key} record at byte ${at}`);
+      }
+      if (type === 'g') continue;
+      if (pax !== undefined) throw twice();
+      pax = records;
       continue;
     }
-    if (type === 'g' || type === 'K') continue;
     const prefix = field(345, 155);
+    const paxPath = pax?.get('path') || undefined;
+    if (paxPath !== undefined && longName !== undefined) throw twice();
     let path = paxPath ?? longName ?? (prefix ? `${prefix}/${field(0, 100)}` : field(0, 100));
+    const linkTarget = pax?.get('linkpath') || longLink || field(157, 100);
     longName = undefined;
-    paxPath = undefined;
-    if (type !== '0' && type !== '\0') continue;
+    longLink = undefined;
+    pax = undefined;
     path = path.replace(/^\.\//, '');
     if (path.startsWith('/') || path.split('/').includes('..'))
       throw new InvalidBundle(`bundle path escapes the project: ${path}`);
     if (path.includes('\0')) throw new InvalidBundle(`bundle path holds a NUL character: ${JSON.stringify(path)}`);
+    const key = path
+      .split('/')
+      .filter((part) => part !== '' && part !== '.')
+      .join('/');
+    if (seen.has(key)) throw new InvalidBundle(`bundle names ${path} twice; each path may appear once`);
+    seen.add(key);
+    if (type === '5') continue;
+    if (type === '1' || type === '2') {
+      // A symbolic link's target is relative to its folder; a hard link's names another entry, from the root.
+      const from = type === '2' ? path.split('/').slice(0, -1).join('/') : '';
+      if (linkTarget.startsWith('/') || !staysInside(from ? `${from}/${linkTarget}` : linkTarget))
+        throw new InvalidBundle(`bundle link ${path} -> ${linkTarget} leads outside the project`);
+      continue;
+    }
+    if (type !== '0' && type !== '\0')
+      throw new InvalidBundle(
+        `bundle entry ${path} is of tar type ${JSON.stringify(type)}: a bundle holds regular files, folders and links only`,
+      );
     files.push({ path, content: body, mode: Number.parseInt(field(100, 8).trim() || '644', 8) });
   }
   return files;

@@ -251,12 +251,10 @@ describe('unpackTarGz reads PAX headers', () => {
     expect(paths).toEqual(['deep/模型/train.py', 'b.py']);
   });
 
-  it('ignores a global PAX header, path record included', () => {
+  it('refuses a global PAX header that names paths (tarfile would rename every later entry with it)', () => {
     const archive = handBuilt([paxEntry('g', paxPathRecord('global/name.py')), fileEntry('train.py', 'a')]);
 
-    const paths = unpackTarGz(archive).map((f) => f.path);
-
-    expect(paths).toEqual(['train.py']);
+    expect(() => unpackTarGz(archive)).toThrow(new InvalidBundle('bundle has a global PAX path record at byte 0'));
   });
 
   it.each([

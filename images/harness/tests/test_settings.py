@@ -236,7 +236,7 @@ def test_argv_command_wins_over_trainyard_command():
         (
             {'TRAINYARD_S3_ENDPOINT': 'localhost:4569'},
             None,
-            "TRAINYARD_S3_ENDPOINT must be an http:// or https:// URL, got 'localhost:4569'",
+            "TRAINYARD_S3_ENDPOINT must be an http:// or https:// URL with a host, got 'localhost:4569'",
         ),
         ({}, (), 'no user command: pass it after `--` or set TRAINYARD_COMMAND to a JSON array of strings'),
         (
@@ -354,3 +354,42 @@ def test_bad_configuration_exits_78_naming_the_variable():
     assert result.returncode == 78
     assert 'TRAINYARD_JOB_ID is required and was not set' in result.stderr
     assert "TRAINYARD_ATTEMPT must be an integer from 1 to 999999999, got 'x'" in result.stderr
+
+
+# Every invalid TRAINYARD_* value is a ConfigError that says what is allowed, never another exception.
+_BASE = {'TRAINYARD_JOB_ID': 'j', 'TRAINYARD_ATTEMPT': '1', 'TRAINYARD_CHECKPOINT_URI': 's3://bucket/ckpt'}
+
+
+@pytest.mark.parametrize(
+    'overrides, argv',
+    [
+        ({'TRAINYARD_METRICS_PATTERNS': '[' * 100_000}, ['x']),  # RecursionError from json.loads
+        ({'TRAINYARD_COMMAND': '[' * 100_000}, []),  # RecursionError from json.loads
+        ({'TRAINYARD_METRICS_PATTERNS': '["(?P<a>x{4294967296})"]'}, ['x']),  # OverflowError from re.compile
+        ({'TRAINYARD_METRICS_PATTERNS': '["(?P<a>' + '(' * 1000 + ')' * 1000 + ')"]'}, ['x']),  # RecursionError
+    ],
+    ids=['deep-json-patterns', 'deep-json-command', 'huge-repeat', 'deep-groups'],
+)
+def test_malformed_json_or_regex_is_a_config_error(overrides, argv):
+    with pytest.raises(ConfigError):
+        load_settings({**_BASE, **overrides}, argv)
+
+
+@pytest.mark.parametrize(
+    'overrides',
+    [
+        # boto3.client raises ValueError('Invalid endpoint') in open_storage, which main does not catch: a traceback.
+        {'TRAINYARD_S3_ENDPOINT': 'http://exa mple:9000'},
+        {'TRAINYARD_S3_ENDPOINT': 'http://'},
+        # No key: bundle._split makes the storage URI 's3:/', refused at fetch time as an infrastructure failure (79).
+        {'TRAINYARD_CODE_URI': 's3://bundle.tar.gz'},
+        # fetch_bundle rmtree()s the work directory before unpacking.
+        {'TRAINYARD_WORK_DIR': '/'},
+        # The restore replaces the checkpoint directory (and the unpacked code inside it); the sync uploads the code.
+        {'TRAINYARD_WORK_DIR': '/tmp/t/ckpt/code', 'TRAINYARD_CHECKPOINT_DIR': '/tmp/t/ckpt'},
+    ],
+    ids=['endpoint-space', 'endpoint-no-host', 'code-uri-no-key', 'work-dir-root', 'work-dir-in-checkpoint-dir'],
+)
+def test_unusable_value_is_refused_up_front(overrides):
+    with pytest.raises(ConfigError):
+        load_settings({**_BASE, **overrides}, ['x'])

@@ -19,6 +19,17 @@ class BundleReplaced(BundleError):
     """The code bundle is not the one submitted (its sha256 differs): running it again cannot help (exit 78)."""
 
 
+class BundleRefused(BundleError):
+    """The code bundle, the one submitted, holds what no bundle may (a path leading outside, a device, a path named
+    twice, an entry of another kind than a file, folder or link): running it again cannot help (exit 78)."""
+
+
+# Regular files, folders and links: what the API's reader (lambdas/shared/tarball.ts) accepts too, so the two see the
+# same bundle. tarfile would also unpack a contiguous file (type 7) or a sparse one as a regular file, and a sparse
+# entry of a few bytes as gigabytes.
+_ALLOWED_TYPES = (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.DIRTYPE, tarfile.SYMTYPE, tarfile.LNKTYPE)
+
+
 def _split(uri: str) -> tuple[str, str]:
     head, _, name = uri.rstrip('/').rpartition('/')
     return head, name
@@ -32,16 +43,21 @@ def _inside(path: str, root: str) -> bool:
 def _check_member(member: tarfile.TarInfo, root: str) -> None:
     target = os.path.realpath(os.path.join(root, member.name))
     if not _inside(target, root):
-        raise BundleError(f'code bundle entry {member.name!r} would be written outside {root}')
+        raise BundleRefused(f'code bundle entry {member.name!r} would be written outside {root}')
     if member.isdev() or member.isfifo():
-        raise BundleError(f'code bundle entry {member.name!r} is a device or fifo, which bundles may not contain')
+        raise BundleRefused(f'code bundle entry {member.name!r} is a device or fifo, which bundles may not contain')
+    if member.type not in _ALLOWED_TYPES or member.sparse is not None:
+        raise BundleRefused(
+            f'code bundle entry {member.name!r} is of tar type {member.type!r}'
+            f'{" (sparse)" if member.sparse is not None else ""}: a bundle holds regular files, folders and links only'
+        )
     if member.issym() or member.islnk():
         # A symbolic link is made in place of whatever the entry's path holds (an earlier link too): its target is
         # relative to the folder it is made in, not to where an earlier link of that name leads.
         base = os.path.realpath(os.path.dirname(os.path.join(root, member.name))) if member.issym() else root
         link = os.path.realpath(os.path.join(base, member.linkname))
         if not _inside(link, root):
-            raise BundleError(f'code bundle link {member.name!r} -> {member.linkname!r} points outside the bundle')
+            raise BundleRefused(f'code bundle link {member.name!r} -> {member.linkname!r} points outside the bundle')
 
 
 def _check_names(members: list[tarfile.TarInfo]) -> None:
@@ -52,7 +68,7 @@ def _check_names(members: list[tarfile.TarInfo]) -> None:
     for member in members:
         name = os.path.normpath(member.name)
         if name in seen:
-            raise BundleError(f'code bundle names {member.name!r} twice; each path may appear once')
+            raise BundleRefused(f'code bundle names {member.name!r} twice; each path may appear once')
         seen.add(name)
 
 
@@ -78,7 +94,7 @@ def _check_unpacked(root: str) -> None:
             path = os.path.join(folder, name)
             if os.path.islink(path):
                 if not _inside(os.path.realpath(path), root):
-                    raise BundleError(f'code bundle link {os.path.relpath(path, root)!r} leads outside the bundle')
+                    raise BundleRefused(f'code bundle link {os.path.relpath(path, root)!r} leads outside the bundle')
 
 
 def fetch_bundle(code_uri: str, work_dir: str, s3_endpoint: str | None, sha256: str | None = None) -> str:
@@ -129,5 +145,8 @@ def _unpack(archive: str, root: str, code_uri: str) -> None:
             else:
                 tar.extractall(root, members=_checked_as_unpacked(members, root))
         _check_unpacked(root)
-    except (tarfile.TarError, OSError, EOFError) as error:
-        raise BundleError(f'code bundle {code_uri} is not a readable .tar.gz: {error}') from error
+    except (tarfile.TarError, EOFError, ValueError) as error:
+        # The bytes are the ones submitted (their sha256 was checked): a bundle tarfile cannot read stays unreadable.
+        raise BundleRefused(f'code bundle {code_uri} is not a readable .tar.gz: {error}') from error
+    except OSError as error:
+        raise BundleError(f'code bundle {code_uri} could not be unpacked: {error}') from error

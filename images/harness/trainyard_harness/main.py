@@ -21,7 +21,7 @@ from trainyard_harness import (
     EXIT_RESUME_FAILED,
     RESERVED_EXIT_CODES,
 )
-from trainyard_harness.bundle import BundleError, BundleReplaced, fetch_bundle
+from trainyard_harness.bundle import BundleError, BundleRefused, BundleReplaced, fetch_bundle
 from trainyard_harness.checkpoints import (
     CheckpointStore,
     CheckpointSyncer,
@@ -188,6 +188,9 @@ class Harness:
                 cwd = fetch_bundle(s.code_uri, s.work_dir, s.s3_endpoint, s.code_sha256)
             except BundleReplaced as error:
                 self.log.error('code_bundle_replaced', error=str(error), exit_code=EXIT_BAD_CONFIG)
+                return EXIT_BAD_CONFIG
+            except BundleRefused as error:
+                self.log.error('code_bundle_refused', error=str(error), exit_code=EXIT_BAD_CONFIG)
                 return EXIT_BAD_CONFIG
             except BundleError as error:
                 self.log.error('code_bundle_unavailable', error=str(error))

@@ -8,6 +8,7 @@ import os
 import re
 import shlex
 import signal
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -167,6 +168,8 @@ def load_settings(env: Mapping[str, str], argv_command: Sequence[str]) -> Settin
     code_uri = uri('TRAINYARD_CODE_URI', False, 'URI of a .tar.gz code bundle')
     if code_uri is not None and not code_uri.endswith(('.tar.gz', '.tgz')):
         problems.append(f'TRAINYARD_CODE_URI must point at a .tar.gz bundle, got {code_uri!r}')
+    elif code_uri is not None and code_uri.startswith('s3://') and '/' not in code_uri[len('s3://') :]:
+        problems.append(f'TRAINYARD_CODE_URI must be s3://<bucket>/<key>.tar.gz, with a key, got {code_uri!r}')
     code_sha256 = text('TRAINYARD_CODE_SHA256')
     if code_sha256 is not None:
         if not re.fullmatch(r'[0-9a-f]{64}', code_sha256):
@@ -183,6 +186,17 @@ def load_settings(env: Mapping[str, str], argv_command: Sequence[str]) -> Settin
     for name, value in (('TRAINYARD_CHECKPOINT_DIR', checkpoint_dir), ('TRAINYARD_WORK_DIR', work_dir)):
         if not value.startswith('/'):
             problems.append(f'{name} must be an absolute path, got {value!r}')
+        elif os.path.normpath(value) == '/':
+            problems.append(f'{name} must be a folder of its own, not the root folder: the harness empties it')
+    if work_dir.startswith('/') and checkpoint_dir.startswith('/'):
+        # The bundle is unpacked into a fresh work folder and a restore replaces the checkpoint folder: neither may
+        # hold the other (the code would be uploaded as a checkpoint, or a restore would delete it).
+        work, checkpoints = os.path.normpath(work_dir), os.path.normpath(checkpoint_dir)
+        if work == checkpoints or work.startswith(checkpoints + '/') or checkpoints.startswith(work + '/'):
+            problems.append(
+                f'TRAINYARD_WORK_DIR ({work_dir!r}) and TRAINYARD_CHECKPOINT_DIR ({checkpoint_dir!r}) must be separate '
+                'folders, neither inside the other'
+            )
 
     resume_raw = env.get('TRAINYARD_RESUME_ARGS', DEFAULT_RESUME_ARGS)
     try:
@@ -226,14 +240,19 @@ def load_settings(env: Mapping[str, str], argv_command: Sequence[str]) -> Settin
         except json.JSONDecodeError as error:
             problems.append(f'TRAINYARD_METRICS_PATTERNS must be a JSON list of regex strings ({error.msg})')
             decoded = []
+        except RecursionError:
+            problems.append('TRAINYARD_METRICS_PATTERNS must be a JSON list of regex strings (it nests too deep)')
+            decoded = []
         if not isinstance(decoded, list) or not all(isinstance(p, str) for p in decoded):
             problems.append(f'TRAINYARD_METRICS_PATTERNS must be a JSON list of regex strings, got {patterns_raw!r}')
             decoded = []
         for index, source in enumerate(decoded):
             try:
                 compiled = re.compile(source)
-            except re.error as error:
-                problems.append(f'TRAINYARD_METRICS_PATTERNS[{index}] is not a valid regex ({error}): {source!r}')
+            except (re.error, OverflowError, RecursionError) as error:
+                problems.append(
+                    f'TRAINYARD_METRICS_PATTERNS[{index}] is not a valid regex ({error or type(error).__name__}): {source[:200]!r}'
+                )
                 continue
             if not compiled.groupindex:
                 problems.append(
@@ -265,8 +284,10 @@ def load_settings(env: Mapping[str, str], argv_command: Sequence[str]) -> Settin
     if not imds_endpoint.startswith(('http://', 'https://')):
         problems.append(f'TRAINYARD_IMDS_ENDPOINT must be an http:// URL, got {imds_endpoint!r}')
     s3_endpoint = text('TRAINYARD_S3_ENDPOINT')
-    if s3_endpoint is not None and not s3_endpoint.startswith(('http://', 'https://')):
-        problems.append(f'TRAINYARD_S3_ENDPOINT must be an http:// or https:// URL, got {s3_endpoint!r}')
+    if s3_endpoint is not None:
+        parts = urllib.parse.urlsplit(s3_endpoint)
+        if parts.scheme not in ('http', 'https') or not parts.hostname or any(c.isspace() for c in s3_endpoint):
+            problems.append(f'TRAINYARD_S3_ENDPOINT must be an http:// or https:// URL with a host, got {s3_endpoint!r}')
 
     command = list(argv_command)
     if not command:
@@ -276,7 +297,7 @@ def load_settings(env: Mapping[str, str], argv_command: Sequence[str]) -> Settin
         else:
             try:
                 decoded_command = json.loads(command_raw)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 decoded_command = None
             if (
                 not isinstance(decoded_command, list)
