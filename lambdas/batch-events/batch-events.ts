@@ -53,8 +53,7 @@
  *   new total (a stop Finalize did count changes nothing), and, as for an orphan, the job's
  *   files are written again and `Job Cost Amended` is sent, on every delivery of a stop so marked.
  */
-import type { TierConfig } from '../../lib/config';
-import { attemptPrice, costOfAttempt } from '../domain/attempt-cost';
+import { costOfAttempt } from '../domain/attempt-cost';
 import type { BatchJob } from '../domain/batch-job';
 import { TERMINATE_REASONS } from '../domain/batch-reasons';
 import { UnknownBudgetJob, usdToMicros } from '../domain/budgets';
@@ -69,6 +68,7 @@ import { rewriteJobFiles } from '../shared/job-files';
 import { JobStateConflict } from '../shared/job-store';
 import { logger } from '../shared/logger';
 import { announceStart } from '../shared/start-announcement';
+import { instanceOfBatchJob, priceForStop, startPrice } from '../shared/start-price';
 
 /** Raised when a job names a tier the deployed configuration does not define. */
 
@@ -90,31 +90,6 @@ function hasEnded(job: JobRecord): job is JobRecord & { state: 'SUCCEEDED' | 'FA
 }
 
 type Plane = Pick<ControlPlane, 'config' | 'jobs' | 'events' | 'fleet' | 'batch' | 'ledger' | 'workspace' | 'clock'>;
-
-/** Price per node-hour of a Batch job that started on this instance (see the module comment). */
-async function startPrice(
-  plane: Plane,
-  attempt: Pick<AttemptRecord, 'capacity'>,
-  tier: TierConfig,
-  instance: Awaited<ReturnType<Plane['fleet']['instanceFor']>>,
-  startedAt: number,
-): Promise<number> {
-  if (!instance) return attemptPrice({ capacity: attempt.capacity }, tier);
-  if (instance.lifecycle === 'on-demand') return tier.onDemandUsdPerHour;
-  try {
-    const quoted = await plane.fleet.spotPriceAt(instance.instanceType, instance.availabilityZone, startedAt);
-    return quoted ?? attemptPrice({ capacity: 'spot' }, tier);
-  } catch (error) {
-    // EC2 throttled past the SDK's retries: the start is recorded at the configured spot price rather than not at
-    // all (an unrecorded start leaves the job WAITING, where budget-watch does not meter it).
-    logger.warn('spot price history unavailable; the start is priced at the tier’s configured spot price', {
-      instanceType: instance.instanceType,
-      availabilityZone: instance.availabilityZone,
-      reason: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
-    });
-    return attemptPrice({ capacity: 'spot' }, tier);
-  }
-}
 
 /** Builds the batch-events handler from the parts of the control plane it uses. */
 export function createBatchEventsHandler(plane: Plane) {
@@ -187,20 +162,7 @@ export function createBatchJobRecorder(plane: Plane) {
    * attempt's capacity, rather than not at all (an unrecorded start leaves the job WAITING, where budget-watch does
    * not meter it); only the spot-notice lookup by instance misses it, and the harness still sees the notice itself.
    */
-  async function instanceOf(batchJob: BatchJob) {
-    const containerInstanceArn = batchJob.container?.containerInstanceArn;
-    if (!containerInstanceArn) return undefined;
-    try {
-      return await plane.fleet.instanceFor(containerInstanceArn);
-    } catch (error) {
-      logger.warn('container instance lookup failed; the start is recorded without its instance', {
-        batchJobId: batchJob.jobId,
-        containerInstanceArn,
-        reason: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
-      });
-      return undefined;
-    }
-  }
+  const instanceOf = (batchJob: BatchJob) => instanceOfBatchJob(plane, batchJob);
 
   /**
    * job.costSoFarUsd from the recorded costs, written only when it differs, and the job's budgets charged the new
@@ -250,8 +212,14 @@ export function createBatchJobRecorder(plane: Plane) {
         });
         return { action: 'ignored', why: 'no-stop-time' };
       }
+      // Priced as its start would have been when Batch's RUNNING never reached the platform (or came after).
+      const price = await priceForStop(plane, attempt, tier, batchJob);
       const recorded = await plane.jobs.recordStop(attempt, (current) => {
-        const cost = costOfAttempt(current, batchJob, tier);
+        const cost = costOfAttempt(
+          { ...current, ...(current.usdPerHour === undefined && price !== undefined && { usdPerHour: price }) },
+          batchJob,
+          tier,
+        );
         return {
           batchJobId: batchJob.jobId,
           status: batchJob.status,
