@@ -1,5 +1,7 @@
+import { Stack } from 'aws-cdk-lib';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
+import type * as lambda from 'aws-cdk-lib/aws-lambda';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
 import type { IConstruct } from 'constructs';
 import { jobKeysFor } from '../lambdas/domain/workspace-layout';
@@ -65,6 +67,29 @@ export const TABLE_READ_ACTIONS = ['dynamodb:GetItem', 'dynamodb:Query'] as cons
 export const TABLE_WRITE_ACTIONS = ['dynamodb:PutItem', 'dynamodb:UpdateItem'] as const;
 
 /** GetItem and Query on the table and its indexes. */
+/**
+ * What pricing a Batch job's start takes (lambdas/shared/start-price.ts): the EC2 instance behind its ECS container
+ * instance, and the spot price history of its type and zone. Acknowledges the container-instance wildcard; the
+ * caller's `IAM5[Resource::*]` acknowledgement must name ec2:DescribeInstances and ec2:DescribeSpotPriceHistory.
+ */
+export function grantStartPricing(fn: lambda.Function): void {
+  const stack = Stack.of(fn);
+  fn.addToRolePolicy(
+    new iam.PolicyStatement({
+      actions: ['ecs:DescribeContainerInstances'],
+      resources: [stack.formatArn({ service: 'ecs', resource: 'container-instance', resourceName: '*' })],
+    }),
+  );
+  fn.addToRolePolicy(
+    new iam.PolicyStatement({ actions: ['ec2:DescribeInstances', 'ec2:DescribeSpotPriceHistory'], resources: ['*'] }),
+  );
+  acknowledgeFinding(
+    fn,
+    'IAM5[Resource::arn:<AWS::Partition>:ecs:<AWS::Region>:<AWS::AccountId>:container-instance/*]',
+    'Looks up the EC2 instance behind a Batch job’s container instance; Batch creates and names the ECS clusters, so container-instance/* in this account and region is the narrowest ARN.',
+  );
+}
+
 export function grantTableReads(table: dynamodb.ITableV2, fn: iam.IGrantable): void {
   table.grant(fn, ...TABLE_READ_ACTIONS);
 }

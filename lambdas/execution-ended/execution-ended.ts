@@ -63,7 +63,10 @@ export interface ExecutionEndedOptions {
   readonly sleep?: (ms: number) => Promise<void>;
 }
 
-type Plane = Pick<ControlPlane, 'config' | 'jobs' | 'ledger' | 'workspace' | 'events' | 'batch' | 'clock' | 'metrics'>;
+type Plane = Pick<
+  ControlPlane,
+  'config' | 'jobs' | 'ledger' | 'workspace' | 'events' | 'batch' | 'clock' | 'metrics' | 'fleet'
+>;
 
 /** The reason a job that was still live ends with. */
 export function executionEndedReason(ended: Pick<ExecutionStatusChange, 'status' | 'error' | 'cause'>): string {

@@ -66,7 +66,10 @@ export function outcomeDecisionSeq(attempt: number): number {
 
 /** Creates the AttemptOutcome step. */
 export function createAttemptOutcomeHandler(
-  plane: Pick<ControlPlane, 'config' | 'jobs' | 'workspace' | 'events' | 'batch' | 'clock' | 'ledger' | 'metrics'>,
+  plane: Pick<
+    ControlPlane,
+    'config' | 'jobs' | 'workspace' | 'events' | 'batch' | 'clock' | 'ledger' | 'metrics' | 'fleet'
+  >,
 ) {
   /**
    * The attempt's task failed with no Batch job in its error: the job Batch has for it after all, ended, or undefined

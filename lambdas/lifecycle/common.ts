@@ -22,6 +22,7 @@ import { lookUpAttempt } from '../shared/batch-lookup';
 import type { ControlPlane } from '../shared/control-plane';
 import { logger } from '../shared/logger';
 import { announceStart } from '../shared/start-announcement';
+import { priceForStop } from '../shared/start-price';
 
 /**
  * Raised when an attempt's Batch job is still queued or running where it should have ended (TerminateJob was sent):
@@ -110,7 +111,7 @@ export function progressSeconds(job: Pick<JobRecord, 'progress' | 'estimate'>): 
  * {@link AttemptGotBatchJob}, and the caller looks the attempt up again.
  */
 export async function recordAttemptEnd(
-  plane: Pick<ControlPlane, 'config' | 'jobs' | 'events' | 'workspace' | 'batch' | 'metrics'>,
+  plane: Pick<ControlPlane, 'config' | 'jobs' | 'events' | 'workspace' | 'batch' | 'metrics' | 'fleet'>,
   job: JobRecord,
   attempt: AttemptRecord,
   ended: BatchJob | { missing: string },
@@ -182,8 +183,14 @@ export async function recordAttemptEnd(
       harnessSawSpotNotice(await plane.workspace.getJson(jobKeysFor(job.team, jobId).progress), jobId, attempt.attempt);
     outcome = classifyAttemptOutcome(ended, { noticeRecorded, harnessSawNotice });
     const tier = tierOfJob(plane.config, job);
+    // Priced as its start would have been when Batch's RUNNING never reached batch-events.
+    const price = await priceForStop(plane, attempt, tier, ended);
     const { stored } = await plane.jobs.recordStop(attempt, (current) => {
-      const cost = costOfAttempt(current, ended, tier);
+      const cost = costOfAttempt(
+        { ...current, ...(current.usdPerHour === undefined && price !== undefined && { usdPerHour: price }) },
+        ended,
+        tier,
+      );
       return {
         batchJobId: ended.jobId,
         status: ended.status,
@@ -273,7 +280,7 @@ export function endUnrecorded(attempt: Pick<AttemptRecord, 'stoppedAt' | 'outcom
  * text for the caller's AttemptsStillRunning; none left means every attempt's end and cost are recorded.
  */
 export async function endOpenAttempts(
-  plane: Pick<ControlPlane, 'config' | 'jobs' | 'events' | 'batch' | 'clock' | 'workspace' | 'metrics'>,
+  plane: Pick<ControlPlane, 'config' | 'jobs' | 'events' | 'batch' | 'clock' | 'workspace' | 'metrics' | 'fleet'>,
   job: JobRecord,
   terminated: Set<string>,
 ): Promise<string[]> {

@@ -37,7 +37,10 @@ export interface FinalizeOutput {
 
 /** Creates the Finalize step. */
 export function createFinalizeHandler(
-  plane: Pick<ControlPlane, 'config' | 'jobs' | 'ledger' | 'workspace' | 'events' | 'batch' | 'clock' | 'metrics'>,
+  plane: Pick<
+    ControlPlane,
+    'config' | 'jobs' | 'ledger' | 'workspace' | 'events' | 'batch' | 'clock' | 'metrics' | 'fleet'
+  >,
 ) {
   return async (input: unknown): Promise<FinalizeOutput> => {
     const parsed = parseStep(finalizeInputSchema, 'Finalize', input);

@@ -28,6 +28,7 @@ import {
   finalizerObjects,
   grantBudgetsByTeam,
   grantJobObjects,
+  grantStartPricing,
   grantTableReads,
   grantTableReadWrites,
 } from '../grants';
@@ -396,20 +397,7 @@ export class EventHandlers extends Construct {
     batchEvents.addToRolePolicy(terminate());
     // A start's instance and price: batch-events from the state change, budget-watch from DescribeJobs when the
     // state change never came.
-    for (const fn of [batchEvents, budgetWatch]) {
-      fn.addToRolePolicy(
-        new iam.PolicyStatement({
-          actions: ['ecs:DescribeContainerInstances'],
-          resources: [stack.formatArn({ service: 'ecs', resource: 'container-instance', resourceName: '*' })],
-        }),
-      );
-      fn.addToRolePolicy(
-        new iam.PolicyStatement({
-          actions: ['ec2:DescribeInstances', 'ec2:DescribeSpotPriceHistory'],
-          resources: ['*'],
-        }),
-      );
-    }
+    for (const fn of [batchEvents, budgetWatch]) grantStartPricing(fn);
     budgetWatch.addToRolePolicy(
       new iam.PolicyStatement({ actions: ['batch:DescribeJobs', 'batch:ListJobs'], resources: ['*'] }),
     );
@@ -460,13 +448,6 @@ export class EventHandlers extends Construct {
       jobsIndexes,
       'The table grant covers the jobs table’s indexes (byInstance is written with the attempt).',
     );
-    for (const fn of [batchEvents, budgetWatch]) {
-      ack(
-        fn,
-        'IAM5[Resource::arn:<AWS::Partition>:ecs:<AWS::Region>:<AWS::AccountId>:container-instance/*]',
-        'Looks up the EC2 instance behind a Batch job’s container instance; Batch creates and names the ECS clusters, so container-instance/* in this account and region is the narrowest ARN.',
-      );
-    }
     ack(
       batchEvents,
       'IAM5[Resource::*]',
@@ -504,12 +485,14 @@ export class EventHandlers extends Construct {
     fn.addToRolePolicy(
       new iam.PolicyStatement({ actions: ['batch:DescribeJobs', 'batch:ListJobs'], resources: ['*'] }),
     );
+    // An attempt whose start was never recorded is priced at its stop, from its instance.
+    grantStartPricing(fn);
     const ack = (finding: string, reason: string) => acknowledgeFinding(fn.role as iam.IRole, finding, reason);
     ack(jobsIndexes, 'The table grant covers the jobs table’s indexes (Query on byTeam and byState).');
     ack(...terminateAck);
     ack(
       'IAM5[Resource::*]',
-      'batch:DescribeJobs and batch:ListJobs (looking up the attempts of an ended execution) and X-Ray trace writes have no resource-level permissions.',
+      'batch:DescribeJobs and batch:ListJobs (looking up the attempts of an ended execution), ec2:DescribeInstances and ec2:DescribeSpotPriceHistory (pricing an attempt whose start went unrecorded) and X-Ray trace writes have no resource-level permissions.',
     );
   }
 

@@ -14,6 +14,7 @@ import {
   acknowledgeTableIndexes,
   finalizerObjects,
   grantJobObjects,
+  grantStartPricing,
   grantTableReads,
   grantTableReadWrites,
 } from '../grants';
@@ -140,6 +141,8 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
     this.attemptOutcome.addToRolePolicy(
       new iam.PolicyStatement({ actions: ['batch:DescribeJobs', 'batch:ListJobs'], resources: ['*'] }),
     );
+    // An attempt whose start Batch never reported is priced at its stop, from its instance, as its start would be.
+    grantStartPricing(this.attemptOutcome);
 
     this.pause = make('Pause', 'pause', 'Trainyard lifecycle: pause a job whose budget is exhausted', {
       ...budgets,
@@ -185,6 +188,7 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
     this.finalize.addToRolePolicy(
       new iam.PolicyStatement({ actions: ['batch:DescribeJobs', 'batch:ListJobs'], resources: ['*'] }),
     );
+    grantStartPricing(this.finalize);
 
     for (const fn of [this.costGate, this.prepareAttempt, this.attemptOutcome, this.pause, this.finalize]) {
       props.eventBus.grantPutEventsTo(fn);
@@ -202,7 +206,7 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
     acknowledgeFinding(
       this.attemptOutcome,
       'IAM5[Resource::*]',
-      'batch:DescribeJobs and batch:ListJobs (looking up an attempt whose task failed) have no resource-level permissions.',
+      'batch:DescribeJobs and batch:ListJobs (looking up an attempt whose task failed), ec2:DescribeInstances and ec2:DescribeSpotPriceHistory (pricing an attempt whose start went unrecorded) have no resource-level permissions.',
     );
     acknowledgeFinding(
       this.finalize,
@@ -212,7 +216,7 @@ export class LifecycleFunctions extends Construct implements LifecycleSteps {
     acknowledgeFinding(
       this.finalize,
       'IAM5[Resource::*]',
-      'batch:DescribeJobs and batch:ListJobs (looking up an attempt still in Batch when its job ends) have no resource-level permissions.',
+      'batch:DescribeJobs and batch:ListJobs (looking up an attempt still in Batch when its job ends), ec2:DescribeInstances and ec2:DescribeSpotPriceHistory (pricing an attempt whose start went unrecorded) have no resource-level permissions.',
     );
   }
 }

@@ -37,6 +37,7 @@ function handler() {
     clock: bench.clock,
     ledger: bench.ledger,
     metrics: bench.ports.metrics,
+    fleet: bench.ports.fleet,
   });
 }
 

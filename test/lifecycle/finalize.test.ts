@@ -49,6 +49,7 @@ beforeEach(async () => {
     events: bench.ports.events,
     batch: bench.ports.batch,
     metrics: bench.ports.metrics,
+    fleet: bench.ports.fleet,
     clock: () => NOW,
   });
 });
@@ -286,6 +287,7 @@ describe('Finalize: an orphaned Batch job’s cost', () => {
       events,
       batch,
       metrics: bench.ports.metrics,
+      fleet: bench.ports.fleet,
       clock: () => NOW,
     });
   }

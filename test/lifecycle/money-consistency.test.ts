@@ -165,3 +165,8 @@ it('prices an attempt the same whether or not Batch’s RUNNING event reached ba
   const missed = await priceOf(['RUNNING']);
   expect(missed).toEqual(seen);
 });
+
+it('prices an attempt at its start price when Batch reported nothing until it ended (AttemptOutcome records it)', async () => {
+  const missed = await priceOf(['RUNNING', 'SUCCEEDED']);
+  expect(missed.usdPerHour).toBe(0.2);
+});
