@@ -12,8 +12,9 @@ import type { EventEntry } from '../../lambdas/domain/events';
 import type { JobRecord } from '../../lambdas/domain/job';
 import { FLEET_SPOT_MODEL } from '../../lambdas/domain/spot-fleet-model';
 import type { TierSpotRecord } from '../../lambdas/domain/tier-spot';
+import type { DocumentClient } from '../../lambdas/shared/dynamo';
 import { InvalidEvent } from '../../lambdas/shared/event-schemas';
-import { jobItem } from '../../lambdas/shared/job-store';
+import { JobStore, jobItem } from '../../lambdas/shared/job-store';
 import type { BatchControl } from '../../lambdas/shared/ports';
 import { extractMetrics } from '../support/emf';
 import {
@@ -110,11 +111,12 @@ function watch(
   events = bench.ports.events,
   batch: BatchControl = bench.ports.batch,
   lifecycle = bench.ports.lifecycle,
+  jobs: JobStore = bench.jobs,
 ) {
   return createBudgetWatchHandler(
     {
       config,
-      jobs: bench.jobs,
+      jobs,
       ledger: bench.ledger,
       workspace: bench.workspace,
       batch,
@@ -1446,5 +1448,66 @@ describe('budget watch: platform metrics', () => {
 
     expect(bench.recorded.metricLines).toEqual([]);
     expect(await bench.ledger.usage(`team:${currentTeam}`, PERIOD)).toMatchObject({ spentUsd: 0.34 });
+  });
+});
+
+// When a tier's spot record cannot be stored this tick (DynamoDB throttles the put, or TierSpotConflict after three
+// lost races with attempt-outcome's reclaim folds), the run fails naming the tier, and its jobs' periodic checks read
+// the stored record (one tick old, still fresh), as when the probe cannot tell; without it they would plan with the
+// fleet model and without spot's state, and a move decided so is recorded once and not undone.
+describe('a tier record that cannot be stored this tick', () => {
+  /** A store over the same table whose writes of tier spot records are throttled (past the client's retries). */
+  function throttledTierSpotStore(): JobStore {
+    const client: DocumentClient = {
+      ...bench.dynamo.doc,
+      async put(input) {
+        const pk = (input as { Item?: { pk?: unknown } }).Item?.pk;
+        if (typeof pk === 'string' && pk.startsWith('TIERSPOT#'))
+          throw Object.assign(new Error('Throughput exceeds the current capacity of your table'), {
+            name: 'ProvisionedThroughputExceededException',
+          });
+        return bench.dynamo.doc.put(input);
+      },
+    };
+    return new JobStore(client, bench.dynamo.tables.jobs, bench.clock);
+  }
+  const tickMs = Date.parse(TICK_ISO);
+  /** gpu-small's record, confirmed a tick ago: spot out for 15 h (its start seen), model fitted an hour ago. */
+  const outage15h: TierSpotRecord = {
+    tier: 'gpu-small',
+    available: false,
+    sinceMs: tickMs - 15 * 3_600_000,
+    sinceChange: true,
+    seenMs: tickMs - 300_000,
+    modelFittedMs: tickMs - 3_600_000,
+  };
+  // A 48 h job with a 54 h deadline, waiting in gpu-small's spot queue for 1 735 s of its own.
+  const queuedDeadlineJob = (jobId: string) => waitingJob(jobId, 54 * 3600, { ...ESTIMATE, runtimeSeconds: 48 * 3600 });
+
+  it('with the write going through, the 15 h outage moves the queued job to on-demand', async () => {
+    spotAnswer = false;
+    const jobId = id('stored');
+    await queuedDeadlineJob(jobId);
+    await storeTierSpot(outage15h);
+
+    const result = await watch()(fixture('scheduled-event'));
+
+    expect(result.moved).toEqual([{ jobId, to: 'on-demand' }]);
+  });
+
+  it('decides from the stored (one tick old, fresh) record when the write fails, not from no record', async () => {
+    spotAnswer = false;
+    const jobId = id('throttled');
+    await queuedDeadlineJob(jobId);
+    await storeTierSpot(outage15h);
+
+    const run = watch({}, configForCurrentTeam(), undefined, undefined, undefined, throttledTierSpotStore());
+    // The run fails naming the tier; what matters is what it decided before failing.
+    await expect(run(fixture('scheduled-event'))).rejects.toThrow(BudgetWatchIncomplete);
+
+    // Without the record the job would know only its own 1 735 s wait, and keep waiting in a 15 h outage.
+    expect(await bench.jobs.listDecisions(jobId)).toEqual([
+      expect.objectContaining({ decision: 'move-attempt 1 to on-demand' }),
+    ]);
   });
 });
