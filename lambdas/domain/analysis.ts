@@ -1113,7 +1113,7 @@ function estimateModel(
     .map(([k]) => k);
   if (L === undefined || d === undefined || T === undefined) {
     unknowns.push(
-      `model size: ${missing.join(', ')} not found as literals, so parameter count, GPU memory and runtime are unknown (pass gpuMemoryGiB and runtimeSeconds to size the job)`,
+      `model size: ${missing.join(', ')} not found as literals, so parameter count, GPU memory and runtime are unknown (give gpuMemoryGiB and runtimeSeconds, the CLI's --gpu-memory and --runtime, to size the job)`,
     );
     return undefined;
   }
@@ -1248,7 +1248,7 @@ function estimateModel(
       );
     } else {
       unknowns.push(
-        `runtime: ${[evalIters === undefined ? 'eval_iters' : '', B === undefined ? 'batch_size' : ''].filter(Boolean).join(' and ')} not literal, so tokens, FLOPs and runtime are unknown (pass runtimeSeconds)`,
+        `runtime: ${[evalIters === undefined ? 'eval_iters' : '', B === undefined ? 'batch_size' : ''].filter(Boolean).join(' and ')} not literal, so tokens, FLOPs and runtime are unknown (give runtimeSeconds, the CLI's --runtime)`,
       );
     }
   } else {
@@ -1277,7 +1277,7 @@ function estimateModel(
       flops = figure(total, basis, confidence === 'high' ? 'high' : 'medium');
     } else {
       unknowns.push(
-        `runtime: ${[iters === undefined ? 'max_iters' : '', B === undefined ? 'batch_size' : ''].filter(Boolean).join(' and ')} not literal, so tokens, FLOPs and runtime are unknown (pass runtimeSeconds)`,
+        `runtime: ${[iters === undefined ? 'max_iters' : '', B === undefined ? 'batch_size' : ''].filter(Boolean).join(' and ')} not literal, so tokens, FLOPs and runtime are unknown (give runtimeSeconds, the CLI's --runtime)`,
       );
     }
   }

@@ -87,7 +87,7 @@ export function assessWorkload(
 /** The refusal of a workload read as running over a year on `tierId`. */
 function overAYear(tierId: string, estimated: { value: number; basis: string }): InvalidRequirement {
   return new InvalidRequirement(
-    `the workload as read would run ${Number.isFinite(estimated.value) ? `about ${formatDuration(estimated.value)} on ${tierId} (${estimated.basis})` : `for ever on ${tierId} (its figures are past what a number holds)`}, over a year, where no tier runs a job longer than 14 days: check max_iters and the model's sizes, or give runtimeSeconds`,
+    `the workload as read would run ${Number.isFinite(estimated.value) ? `about ${formatDuration(estimated.value)} on ${tierId} (${estimated.basis})` : `for ever on ${tierId} (its figures are past what a number holds)`}, over a year, where no tier runs a job longer than 14 days: check max_iters and the model's sizes, or give runtimeSeconds (the CLI's --runtime)`,
   );
 }
 

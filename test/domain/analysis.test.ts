@@ -518,7 +518,7 @@ describe('eval_only: one evaluation, not max_iters of training', () => {
     const a = analyzeWorkload({ files, command }, tiers);
     expect(a.flops).toBeUndefined();
     expect(a.unknowns).toContain(
-      'runtime: eval_iters not literal, so tokens, FLOPs and runtime are unknown (pass runtimeSeconds)',
+      "runtime: eval_iters not literal, so tokens, FLOPs and runtime are unknown (give runtimeSeconds, the CLI's --runtime)",
     );
   });
 });
@@ -1223,7 +1223,7 @@ describe('unknowns are reported, assumptions stated', () => {
     expect(a.peakGpuMemoryGiB).toBeUndefined();
     expect(a.flops).toBeUndefined();
     expect(a.unknowns).toEqual([
-      'model size: n_layer, n_embd, block_size not found as literals, so parameter count, GPU memory and runtime are unknown (pass gpuMemoryGiB and runtimeSeconds to size the job)',
+      "model size: n_layer, n_embd, block_size not found as literals, so parameter count, GPU memory and runtime are unknown (give gpuMemoryGiB and runtimeSeconds, the CLI's --gpu-memory and --runtime, to size the job)",
     ]);
     expect(a.recommendedTier).toBe('gpu-small');
     expect(a.perTier.find((t) => t.tier === 'gpu-small')?.reason).toBe(

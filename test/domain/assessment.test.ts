@@ -61,7 +61,7 @@ describe('a workload read as running for more than a year', () => {
     expect(refusal.name).toBe('InvalidRequirement');
     expect(refusal.message).toMatch(runs);
     expect(refusal.message).toContain(
-      "over a year, where no tier runs a job longer than 14 days: check max_iters and the model's sizes, or give runtimeSeconds",
+      "over a year, where no tier runs a job longer than 14 days: check max_iters and the model's sizes, or give runtimeSeconds (the CLI's --runtime)",
     );
     // A runtime the user gives is taken as it is.
     expect(assessWorkload(bundle, tiers, { tier: 'gpu-small', runtimeSeconds: 3600 }).runtime.value).toBe(3600);
