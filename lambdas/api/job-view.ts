@@ -6,7 +6,13 @@
 import { orphanRunsOf } from '../domain/attempt-cost';
 import { type Forecast, forecast, type ProgressSample } from '../domain/forecast';
 import type { AttemptRecord, JobRecord } from '../domain/job';
-import { MINIMUM_BILLED_SECONDS, microUsdToCents, runningCostUsd, sumAttemptCostsMicroUsd } from '../domain/metering';
+import {
+  atLeastMinimumBill,
+  MICROS_PER_USD,
+  microUsdToCents,
+  runningCostUsd,
+  sumAttemptCostsMicroUsd,
+} from '../domain/metering';
 import { readMetricsLog } from '../domain/metric-samples';
 import { type JobProgress, progressFromHarness } from '../domain/watch';
 
@@ -131,9 +137,9 @@ export function forecastView(input: {
   const result = forecast({
     samples: input.samples,
     totalSteps: input.totalSteps,
-    spentUsd: costSoFarMicroUsd(input.attempts) / 1_000_000,
+    spentUsd: costSoFarMicroUsd(input.attempts) / MICROS_PER_USD,
     usdPerHour: current.usdPerHour * current.nodes,
-    billedAheadSeconds: current.running ? Math.max(0, MINIMUM_BILLED_SECONDS - ranSeconds) : 0,
+    billedAheadSeconds: current.running ? atLeastMinimumBill(ranSeconds) - ranSeconds : 0,
   });
   return result
     ? { available: true, forecast: result }
